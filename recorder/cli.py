@@ -1,0 +1,12 @@
+"""The ``a2a-tape`` command line: the composition root. Each command lives in a module of its own."""
+
+from __future__ import annotations
+
+from . import cmd_inspect, cmd_tape  # noqa: F401 - each module registers its commands on ``app``
+from .app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    app()

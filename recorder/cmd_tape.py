@@ -1,0 +1,67 @@
+"""``a2a-tape import`` and ``a2a-tape export``: move recordings in and out of a database."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn
+
+from store.tape import import_tape, write_tape
+
+from .app import DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
+
+
+@app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="A JSONL tape (docs/tape-format.md); '-' reads stdin.")],
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Import a JSONL tape into the database, atomically (a bad line imports nothing)."""
+    if str(file) != "-" and not file.is_file():
+        fail(f"no such file: {file}")
+    st = open_db(db, create=True)
+    with st:
+        src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
+        with src, Progress(TextColumn("importing"), BarColumn(), TextColumn("{task.completed} events"),
+                           console=err, transient=True, disable=not err.is_terminal) as bar:
+            job = bar.add_task("import", total=None)
+            result = import_tape(st, src, progress=lambda n: bar.update(job, completed=n))
+    if json:
+        emit_json(result)
+    else:
+        err.print(
+            f"imported {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
+            + (f" ({result.skipped} already present)" if result.skipped else "")
+        )
+
+
+@app.command("export")
+def export_cmd(
+    task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Export every task.")] = False,
+    format: Annotated[str, typer.Option("--format", help="jsonl (the tape format).")] = "jsonl",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Export one task, or the whole log with --all."""
+    if (task is None) == (not all_):
+        fail("name a TASK or pass --all (not both)")
+    if format != "jsonl":
+        from . import cmd_export_formats  # other formats live with the inspection views
+
+        cmd_export_formats.export(task=task, all_=all_, format=format, output=output, db=db)
+        return
+    st = open_db(db)
+    with st:
+        task_ids = None if all_ else [find_task(st, task)]  # type: ignore[arg-type]
+        if output is None:
+            write_tape(st, sys.stdout.buffer, task_ids=task_ids)
+            sys.stdout.flush()
+        else:
+            with output.open("wb") as fh:
+                n = write_tape(st, fh, task_ids=task_ids)
+            err.print(f"wrote {n - 1} lines to {output}")

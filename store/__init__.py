@@ -1,0 +1,101 @@
+"""store: the event log of a2a-tape.
+
+The narrow API every backend offers (SQLite here; a second backend is a second module):
+
+- events: ``append_batch``/``append`` (idempotent by ``(task_id, seq)``), ``read_from(position)``,
+  ``read_task``, ``read_exchange``, ``last_position``, ``task_events``;
+- exchanges: ``begin_exchange``, ``update_exchange``, ``get_exchange``, ``exchanges``;
+- idempotency: ``idem_get``, ``idem_claim``, ``idem_update``, ``idem_all``, ``idem_expire``;
+- projections: ``projection_cursor``, ``projection_load``, ``projection_rows``,
+  ``projection_commit`` (rows and cursor in one transaction), ``projection_reset``.
+
+Payloads are kept as the exact bytes received; :func:`decode_item` turns them into the typed
+model of :mod:`store.events`, the only shape the layers above read.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .decode import decode_item, local_failed, local_note, normalise_state
+from .errors import AppendConflict, NotADatabase, SchemaTooNew, StoreError, StoreNotFound, UnknownTask
+from .events import (
+    ACTIVE_STATES,
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    Artifact,
+    ArtifactUpdate,
+    ErrorItem,
+    Item,
+    Message,
+    MessageItem,
+    Note,
+    Other,
+    Part,
+    StatusUpdate,
+    StreamMeta,
+    TaskSnapshot,
+    Undecodable,
+)
+from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from .sqlite import Durability, SqliteStore
+from .writer import GroupCommitWriter
+
+DEFAULT_DB = "a2a-tape.db"
+
+
+def default_db() -> str:
+    """``$A2A_TAPE_DB``, else ``./a2a-tape.db``."""
+    return os.environ.get("A2A_TAPE_DB") or DEFAULT_DB
+
+
+def open_store(location: str | os.PathLike[str], *, create: bool = True, durability: Durability = "full") -> SqliteStore:
+    """Open the event log at ``location`` (a file path; a database URL selects another backend)."""
+    loc = os.fspath(location)
+    if "://" in loc and not loc.startswith("file:"):
+        scheme = loc.split("://", 1)[0]
+        raise StoreError(f"no store backend for '{scheme}://' in this version of a2a-tape")
+    if loc.startswith("file:"):
+        loc = loc[7:] if loc.startswith("file://") else loc[5:]
+    return SqliteStore(loc, create=create, durability=durability)
+
+
+__all__ = [
+    "ACTIVE_STATES",
+    "AppendConflict",
+    "Artifact",
+    "ArtifactUpdate",
+    "DEFAULT_DB",
+    "Durability",
+    "ErrorItem",
+    "Exchange",
+    "GroupCommitWriter",
+    "INTERRUPTED_STATES",
+    "IdempotencyRecord",
+    "Item",
+    "Message",
+    "MessageItem",
+    "NewEvent",
+    "NotADatabase",
+    "Note",
+    "Other",
+    "Part",
+    "SchemaTooNew",
+    "SqliteStore",
+    "StatusUpdate",
+    "StoreError",
+    "StoreNotFound",
+    "StoredEvent",
+    "StreamMeta",
+    "TERMINAL_STATES",
+    "TaskEvents",
+    "TaskSnapshot",
+    "Undecodable",
+    "UnknownTask",
+    "decode_item",
+    "default_db",
+    "local_failed",
+    "local_note",
+    "normalise_state",
+    "open_store",
+]

@@ -1,0 +1,313 @@
+"""Decode raw payload bytes into the internal model (:mod:`store.events`).
+
+``decode_item`` never raises: bytes that are not a JSON A2A item become
+:class:`~store.events.Undecodable` with a short reason. One module-level Decoder is reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .events import (
+    Artifact,
+    ArtifactUpdate,
+    Dialect,
+    ErrorItem,
+    Item,
+    Message,
+    MessageItem,
+    Note,
+    Other,
+    Part,
+    StatusUpdate,
+    StreamMeta,
+    TaskSnapshot,
+    Undecodable,
+)
+from .wire import (
+    FRAME_DECODER,
+    Metadata,
+    WireArtifact,
+    WireArtifactUpdate,
+    WireMessage,
+    WirePart,
+    WireResult,
+    WireStatus,
+    WireStatusUpdate,
+    WireTask,
+)
+
+_V1_STATES = {
+    "TASK_STATE_SUBMITTED": "submitted",
+    "TASK_STATE_WORKING": "working",
+    "TASK_STATE_INPUT_REQUIRED": "input-required",
+    "TASK_STATE_AUTH_REQUIRED": "auth-required",
+    "TASK_STATE_COMPLETED": "completed",
+    "TASK_STATE_FAILED": "failed",
+    "TASK_STATE_CANCELED": "canceled",
+    "TASK_STATE_CANCELLED": "canceled",
+    "TASK_STATE_REJECTED": "rejected",
+    "TASK_STATE_UNSPECIFIED": "unknown",
+}
+_V03_STATES = frozenset(
+    {"submitted", "working", "input-required", "auth-required", "completed", "failed", "canceled", "rejected", "unknown"}
+)
+
+
+def normalise_state(state: str | None) -> str:
+    """``TASK_STATE_INPUT_REQUIRED`` / ``input-required`` / ``input_required`` -> ``input-required``."""
+    if not state:
+        return "unknown"
+    if state in _V03_STATES:
+        return state
+    mapped = _V1_STATES.get(state)
+    if mapped:
+        return mapped
+    low = state.lower().replace("_", "-")
+    if low == "cancelled":
+        return "canceled"
+    return low if low in _V03_STATES else "unknown"
+
+
+def normalise_role(role: str | None) -> str | None:
+    if role is None:
+        return None
+    low = role.lower()
+    if low.startswith("role_"):
+        low = low[5:]
+    return low
+
+
+def _int_or_none(value: int | float | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        return int(value)
+    return value
+
+
+def _meta(md: Metadata | None) -> StreamMeta:
+    if md is None:
+        return _EMPTY_META
+    oc = md.opencode
+    hints = md.shared.stream if md.shared is not None else None
+    if oc is None and hints is None:
+        return _EMPTY_META
+    return StreamMeta(
+        channel=oc.channel if oc else None,
+        source=(oc.source if oc and oc.source else (hints.source if hints else None)),
+        message_id=(oc.message_id if oc and oc.message_id else (hints.message_id if hints else None)),
+        role=(oc.role if oc and oc.role else (hints.role if hints else None)),
+        block_type=hints.block_type if hints else None,
+        event_id=hints.event_id if hints else None,
+        sequence=_int_or_none(hints.sequence) if hints else None,
+        has_opencode=oc is not None,
+        has_blocks=hints is not None,
+    )
+
+
+_EMPTY_META = StreamMeta()
+
+
+def _part(p: WirePart) -> Part:
+    if p.text is not None and p.kind in (None, "text"):
+        return Part(kind="text", text=p.text)
+    if p.kind == "data" or (p.kind is None and p.data is not None):
+        return Part(kind="data", data=p.data)
+    if p.kind == "file" or p.file is not None or p.url is not None or p.raw is not None:
+        name = p.file.name if p.file else p.filename
+        mt = p.file.mimeType if p.file else p.mediaType
+        return Part(kind="file", file_name=name or None, media_type=mt or None)
+    if p.text is not None:
+        return Part(kind="text", text=p.text)
+    return Part(kind="other")
+
+
+def _parts(parts: list[WirePart]) -> tuple[Part, ...]:
+    return tuple(_part(p) for p in parts)
+
+
+def _message(m: WireMessage | None) -> Message | None:
+    if m is None:
+        return None
+    return Message(
+        message_id=m.messageId,
+        role=normalise_role(m.role),
+        parts=_parts(m.parts),
+        context_id=m.contextId,
+        task_id=m.taskId,
+    )
+
+
+def _artifact(a: WireArtifact | None) -> Artifact:
+    if a is None:
+        return Artifact(artifact_id="")
+    return Artifact(artifact_id=a.artifactId or "", name=a.name, parts=_parts(a.parts), meta=_meta(a.metadata))
+
+
+def _merge_meta(artifact: Artifact, event_md: Metadata | None) -> Artifact:
+    """Some agents put the stream hints on the event instead of the artifact."""
+    if artifact.meta is not _EMPTY_META or event_md is None:
+        return artifact
+    meta = _meta(event_md)
+    if meta is _EMPTY_META:
+        return artifact
+    return msgspec.structs.replace(artifact, meta=meta)
+
+
+def _status(s: WireStatus | None) -> tuple[str, Message | None, str | None]:
+    if s is None:
+        return "unknown", None, None
+    return normalise_state(s.state), _message(s.message), s.timestamp
+
+
+def _task(t: WireTask) -> TaskSnapshot:
+    state, msg, _ = _status(t.status)
+    return TaskSnapshot(
+        task_id=t.id or "",
+        context_id=t.contextId,
+        state=state,
+        status_message=msg,
+        artifacts=tuple(_artifact(a) for a in t.artifacts),
+        history=tuple(m for m in (_message(h) for h in t.history) if m is not None),
+    )
+
+
+def _status_update(u: WireStatusUpdate) -> StatusUpdate:
+    state, msg, ts = _status(u.status)
+    return StatusUpdate(
+        task_id=u.taskId, context_id=u.contextId, state=state, message=msg, final=u.final, timestamp=ts
+    )
+
+
+def _artifact_update(u: WireArtifactUpdate) -> ArtifactUpdate:
+    return ArtifactUpdate(
+        task_id=u.taskId,
+        context_id=u.contextId,
+        artifact=_merge_meta(_artifact(u.artifact), u.metadata),
+        append=bool(u.append),
+        last_chunk=bool(u.lastChunk),
+    )
+
+
+def _v1_wrapped(
+    task: WireTask | None,
+    message: WireMessage | None,
+    status_update: WireStatusUpdate | None,
+    artifact_update: WireArtifactUpdate | None,
+):
+    if artifact_update is not None:
+        return _artifact_update(artifact_update)
+    if status_update is not None:
+        return _status_update(status_update)
+    if task is not None:
+        return _task(task)
+    if message is not None:
+        return MessageItem(_message(message))  # type: ignore[arg-type]
+    return None
+
+
+def _v03_result(r: WireResult):
+    kind = r.kind
+    if kind == "artifact-update":
+        return _artifact_update(
+            WireArtifactUpdate(
+                taskId=r.taskId,
+                contextId=r.contextId,
+                artifact=r.artifact,
+                append=r.append,
+                lastChunk=r.lastChunk,
+                metadata=r.metadata,
+            )
+        )
+    if kind == "status-update":
+        return _status_update(
+            WireStatusUpdate(taskId=r.taskId, contextId=r.contextId, status=r.status, final=r.final)
+        )
+    if kind == "task":
+        return _task(WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history))
+    if kind == "message":
+        return MessageItem(
+            _message(WireMessage(messageId=r.messageId, role=r.role, parts=r.parts, contextId=r.contextId, taskId=r.taskId))  # type: ignore[arg-type]
+        )
+    return None
+
+
+def _rpc_id(value: Any) -> str | int | None:
+    if value is None or isinstance(value, (str, int)) and not isinstance(value, bool):
+        return value
+    return str(value)
+
+
+def decode_item(payload: bytes | str) -> Item:
+    """Decode one payload. Never raises."""
+    try:
+        frame = FRAME_DECODER.decode(payload)
+    except msgspec.ValidationError as exc:
+        return Item(Undecodable(f"not an A2A item: {exc}"))
+    except msgspec.DecodeError as exc:
+        reason = str(exc)
+        if isinstance(payload, (bytes, bytearray)):
+            try:
+                payload.decode("utf-8")
+            except UnicodeDecodeError:
+                reason = "not UTF-8"
+        return Item(Undecodable(f"invalid JSON: {reason}"))
+    except Exception as exc:  # noqa: BLE001 - decode must never crash a reader
+        return Item(Undecodable(f"undecodable: {type(exc).__name__}"))
+
+    rpc_id = _rpc_id(frame.id)
+    if frame.note is not None:
+        n = frame.note
+        return Item(Note(action=n.action, detail=n.detail, task_id=n.task_id), "local", rpc_id)
+    if frame.error is not None:
+        e = frame.error
+        dialect: Dialect = "unknown" if frame.jsonrpc else "rest"
+        return Item(ErrorItem(code=e.code, message=e.message or e.status or "", data=e.data), dialect, rpc_id)
+    r = frame.result
+    if r is not None:
+        body = _v1_wrapped(r.task, r.message, r.statusUpdate, r.artifactUpdate)
+        if body is not None:
+            return Item(body, "1.0", rpc_id)
+        body = _v03_result(r)
+        if body is not None:
+            return Item(body, "0.3", rpc_id)
+        if r.id is not None and r.status is not None:
+            # a bare Task without kind: v1.0 GetTask / CancelTask
+            t = _task(WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history))
+            return Item(t, "1.0" if (r.status.state or "").startswith("TASK_STATE") else "0.3", rpc_id)
+        return Item(Other("result of another shape"), "unknown", rpc_id)
+    body = _v1_wrapped(frame.task, frame.message, frame.statusUpdate, frame.artifactUpdate)
+    if body is not None:
+        return Item(body, "rest", rpc_id)
+    return Item(Other("no result, error or item"), "unknown", rpc_id)
+
+
+def local_note(action: str, detail: str = "", task_id: str | None = None) -> bytes:
+    """The payload bytes of a decision a2a-tape took, to append with origin ``local``."""
+    from .wire import LocalNote, WireFrame
+
+    return msgspec.json.encode(WireFrame(note=LocalNote(action=action, detail=detail, task_id=task_id)))
+
+
+def local_failed(task_id: str, context_id: str | None, reason: str) -> bytes:
+    """A synthetic FAILED status update (v0.3 shape), to append with origin ``local``."""
+    from .wire import WireFrame
+
+    msg = WireMessage(messageId=None, role="agent", parts=[WirePart(kind="text", text=reason)], kind="message")
+    return msgspec.json.encode(
+        WireFrame(
+            jsonrpc="2.0",
+            result=WireResult(
+                kind="status-update",
+                taskId=task_id,
+                contextId=context_id,
+                status=WireStatus(state="failed", message=msg),
+                final=True,
+            ),
+        )
+    )

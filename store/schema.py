@@ -1,0 +1,110 @@
+"""The SQLite schema of the event log and its migrations (``PRAGMA user_version``)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import sqlite_utils
+
+from .errors import SchemaTooNew
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db["exchanges"].create(
+        {
+            "id": int,
+            "started_at": float,
+            "ended_at": float,
+            "url": str,
+            "http_method": str,
+            "rpc_method": str,
+            "dialect": str,
+            "streaming": int,
+            "request_headers": str,  # JSON object, redacted
+            "request_body": bytes,  # redacted
+            "status": int,
+            "content_type": str,
+            "response_headers": str,
+            "response_body": bytes,
+            "outcome": str,
+            "error": str,
+            "task_id": str,
+            "context_id": str,
+            "message_id": str,
+            "idempotency_key": str,
+            "role": str,
+        },
+        pk="id",
+    )
+    db["exchanges"].create_index(["task_id"])
+    # events: position is the rowid (gap-free: SQLite has one writer); seq is ours, per task,
+    # or per exchange while the task is not known.
+    db.execute(
+        """
+        CREATE TABLE events (
+            position INTEGER PRIMARY KEY,
+            task_id TEXT,
+            seq INTEGER NOT NULL,
+            exchange_id INTEGER REFERENCES exchanges(id),
+            sse_event TEXT,
+            payload BLOB NOT NULL,
+            received_at REAL NOT NULL,
+            mono REAL,
+            origin TEXT NOT NULL CHECK (origin IN ('upstream', 'local'))
+        )
+        """
+    )
+    db.execute("CREATE UNIQUE INDEX events_task_seq ON events(task_id, seq) WHERE task_id IS NOT NULL")
+    db.execute("CREATE UNIQUE INDEX events_exchange_seq ON events(exchange_id, seq) WHERE task_id IS NULL")
+    db.execute("CREATE INDEX events_exchange ON events(exchange_id)")
+    db["idempotency"].create(
+        {
+            "key": str,
+            "request_hash": str,
+            "exchange_id": int,
+            "task_id": str,
+            "state": str,
+            "created_at": float,
+            "expires_at": float,
+        },
+        pk="key",
+    )
+    db["projection_cursors"].create({"name": str, "position": int}, pk="name")
+    db.execute(
+        """
+        CREATE TABLE projection_rows (
+            projection TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BLOB NOT NULL,
+            PRIMARY KEY (projection, key)
+        ) WITHOUT ROWID
+        """
+    )
+    db["meta"].create({"key": str, "value": str}, pk="key")
+
+
+MIGRATIONS = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema to :data:`SCHEMA_VERSION`; returns the version found before."""
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}: upgrade a2a-tape"
+        )
+    if found == SCHEMA_VERSION:
+        return found
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        again = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
+        for version in range(again, SCHEMA_VERSION):
+            MIGRATIONS[version](db)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found

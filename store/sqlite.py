@@ -1,0 +1,456 @@
+"""The event log on SQLite (WAL): the embedded default backend.
+
+Hot paths (append, read from a position) use the raw ``sqlite3`` connection with prepared
+statements and batches; sqlite-utils serves the schema and inspection. One connection per
+store object, guarded by a lock so a worker thread (the group-commit writer) and the event
+loop can share it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from .errors import AppendConflict, NotADatabase, StoreError, StoreNotFound
+from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from .schema import migrate
+
+Durability = Literal["full", "normal"]
+
+_EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
+_INSERT_EVENT = (
+    "INSERT INTO events (task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_EXCHANGE_FIELDS = [f for f in Exchange.__struct_fields__ if f != "id"]
+_JSON_FIELDS = {"request_headers", "response_headers"}
+_headers_decoder = msgspec.json.Decoder(dict[str, str])
+
+
+def _row_event(row: tuple) -> StoredEvent:
+    return StoredEvent(*row)
+
+
+class SqliteStore:
+    """The event log in one SQLite file. See :mod:`store` for the API contract."""
+
+    backend = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        durability: Durability = "full",
+        timeout: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        self.durability = durability
+        if not create and not self.path.exists():
+            raise StoreNotFound(f"no database at {self.path}")
+        if create and not self.path.parent.exists():
+            raise StoreError(f"cannot create {self.path}: directory {self.path.parent} does not exist")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a database file")
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from None
+        self._lock = threading.RLock()
+        self._depth = 0
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+            self._conn.execute("PRAGMA foreign_keys=OFF")
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            msg = str(exc)
+            if "not a database" in msg or "malformed" in msg or "file is encrypted" in msg:
+                raise NotADatabase(f"{self.path} is not an a2a-tape database ({msg})") from None
+            if "readonly" in msg or "unable to open" in msg or "read-only" in msg:
+                raise StoreError(f"cannot write to {self.path}: {msg}") from None
+            raise StoreError(f"cannot use {self.path}: {msg}") from None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self):
+        return _WriteTxn(self)
+
+    def transaction(self):
+        """One write transaction around several calls (an atomic import): all or nothing."""
+        return _WriteTxn(self)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def append_batch(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        """Append events in one transaction; return them as stored, in order.
+
+        An event with an explicit ``seq`` that is already stored with the same bytes is a
+        no-op (its stored row is returned); with other bytes it raises :class:`AppendConflict`
+        and nothing of the batch is written.
+        """
+        if not events:
+            return []
+        out: list[StoredEvent | None] = [None] * len(events)
+        rows: list[tuple] = []
+        row_index: list[int] = []
+        with self._write() as cur:
+            nxt: dict[tuple[str | None, int | None], int] = {}
+            for i, ev in enumerate(events):
+                key = (ev.task_id, None) if ev.task_id is not None else (None, ev.exchange_id)
+                seq = ev.seq
+                if seq is None:
+                    n = nxt.get(key)
+                    if n is None:
+                        n = self._max_seq(cur, key) + 1
+                    seq = n
+                    nxt[key] = n + 1
+                else:
+                    existing = self._find(cur, key, seq)
+                    if existing is not None:
+                        if bytes(existing.payload) != bytes(ev.payload):
+                            raise AppendConflict(
+                                f"event {_key_text(key)} seq {seq} is already stored with other bytes"
+                            )
+                        out[i] = existing
+                        continue
+                    n = nxt.get(key)
+                    if n is None:
+                        n = self._max_seq(cur, key) + 1
+                    nxt[key] = max(n, seq + 1)
+                row_index.append(i)
+                rows.append(
+                    (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
+                )
+            if rows:
+                start = cur.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]
+                cur.executemany(_INSERT_EVENT, rows)
+                for k, (i, row) in enumerate(zip(row_index, rows)):
+                    out[i] = StoredEvent(start + 1 + k, *row)
+        return out  # type: ignore[return-value]
+
+    def append(self, event: NewEvent) -> StoredEvent:
+        return self.append_batch([event])[0]
+
+    @staticmethod
+    def _max_seq(cur: sqlite3.Cursor, key: tuple[str | None, int | None]) -> int:
+        task_id, exchange_id = key
+        if task_id is not None:
+            row = cur.execute("SELECT MAX(seq) FROM events WHERE task_id = ?", (task_id,)).fetchone()
+        else:
+            row = cur.execute(
+                "SELECT MAX(seq) FROM events WHERE task_id IS NULL AND exchange_id IS ?", (exchange_id,)
+            ).fetchone()
+        return row[0] or 0
+
+    @staticmethod
+    def _find(cur: sqlite3.Cursor, key: tuple[str | None, int | None], seq: int) -> StoredEvent | None:
+        task_id, exchange_id = key
+        if task_id is not None:
+            row = cur.execute(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = ? AND seq = ?", (task_id, seq)).fetchone()
+        else:
+            row = cur.execute(
+                f"SELECT {_EVENT_COLS} FROM events WHERE task_id IS NULL AND exchange_id IS ? AND seq = ?",
+                (exchange_id, seq),
+            ).fetchone()
+        return _row_event(row) if row else None
+
+    def read_from(self, position: int = 0, *, limit: int | None = None, batch: int = 5000) -> Iterator[StoredEvent]:
+        """Events with a position greater than ``position``, in log order, read in batches."""
+        left = limit
+        while left is None or left > 0:
+            n = batch if left is None else min(batch, left)
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT {_EVENT_COLS} FROM events WHERE position > ? ORDER BY position LIMIT ?", (position, n)
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield StoredEvent(*row)
+            position = rows[-1][0]
+            if left is not None:
+                left -= len(rows)
+            if len(rows) < n:
+                return
+
+    def read_task(self, task_id: str) -> list[StoredEvent]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_EVENT_COLS} FROM events WHERE task_id = ? ORDER BY position", (task_id,)
+            ).fetchall()
+        return [StoredEvent(*r) for r in rows]
+
+    def read_exchange(self, exchange_id: int) -> list[StoredEvent]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = ? ORDER BY position", (exchange_id,)
+            ).fetchall()
+        return [StoredEvent(*r) for r in rows]
+
+    def last_position(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]
+
+    def count_events(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+
+    def has_task(self, task_id: str) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM events WHERE task_id = ? LIMIT 1", (task_id,)).fetchone() is not None
+
+    def task_events(self) -> list[TaskEvents]:
+        """Per task: event count, first / last arrival and positions (log order of first event)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT task_id, COUNT(*), MIN(received_at), MAX(received_at), MIN(position), MAX(position) "
+                "FROM events WHERE task_id IS NOT NULL GROUP BY task_id ORDER BY MIN(position)"
+            ).fetchall()
+        return [TaskEvents(*r) for r in rows]
+
+    def task_ids_with_prefix(self, prefix: str) -> list[str]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT DISTINCT task_id FROM events WHERE task_id >= ? AND task_id < ? ORDER BY task_id LIMIT 10",
+                (prefix, prefix + "\uffff"),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- exchanges ---------------------------------------------------------------------------
+
+    def begin_exchange(self, exchange: Exchange) -> int:
+        values = [_to_column(f, getattr(exchange, f)) for f in _EXCHANGE_FIELDS]
+        with self._write() as cur:
+            cur.execute(
+                f"INSERT INTO exchanges ({', '.join(_EXCHANGE_FIELDS)}) VALUES ({', '.join('?' * len(values))})",
+                values,
+            )
+            exchange.id = cur.lastrowid
+        return exchange.id  # type: ignore[return-value]
+
+    def update_exchange(self, exchange_id: int, **fields: object) -> None:
+        unknown = set(fields) - set(_EXCHANGE_FIELDS)
+        if unknown:
+            raise StoreError(f"unknown exchange fields: {sorted(unknown)}")
+        if not fields:
+            return
+        with self._write() as cur:
+            cur.execute(
+                f"UPDATE exchanges SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
+                [*(_to_column(k, v) for k, v in fields.items()), exchange_id],
+            )
+
+    def get_exchange(self, exchange_id: int) -> Exchange | None:
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT id, {', '.join(_EXCHANGE_FIELDS)} FROM exchanges WHERE id = ?", (exchange_id,)
+            ).fetchone()
+        return _row_exchange(row) if row else None
+
+    def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]:
+        sql = f"SELECT id, {', '.join(_EXCHANGE_FIELDS)} FROM exchanges WHERE id > ?"
+        args: list[object] = [after_id]
+        if task_id is not None:
+            sql += " AND (task_id = ? OR id IN (SELECT DISTINCT exchange_id FROM events WHERE task_id = ?))"
+            args += [task_id, task_id]
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY id", args).fetchall()
+        return [_row_exchange(r) for r in rows]
+
+    # -- idempotency -------------------------------------------------------------------------
+
+    def idem_get(self, key: str, *, now: float | None = None) -> IdempotencyRecord | None:
+        now = time.time() if now is None else now
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT key, request_hash, exchange_id, task_id, state, created_at, expires_at "
+                "FROM idempotency WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)",
+                (key, now),
+            ).fetchone()
+        return IdempotencyRecord(*row) if row else None
+
+    def idem_claim(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+        """Register ``record`` unless a live record holds its key; return (record held, claimed?)."""
+        now = record.created_at or time.time()
+        with self._write() as cur:
+            row = cur.execute(
+                "SELECT key, request_hash, exchange_id, task_id, state, created_at, expires_at "
+                "FROM idempotency WHERE key = ?",
+                (record.key,),
+            ).fetchone()
+            if row is not None:
+                held = IdempotencyRecord(*row)
+                if held.expires_at is None or held.expires_at > now:
+                    return held, False
+            cur.execute(
+                "INSERT OR REPLACE INTO idempotency (key, request_hash, exchange_id, task_id, state, created_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (record.key, record.request_hash, record.exchange_id, record.task_id, record.state, now, record.expires_at),
+            )
+        return record, True
+
+    def idem_update(self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None) -> None:
+        sets, args = [], []
+        for col, val in (("task_id", task_id), ("state", state), ("exchange_id", exchange_id)):
+            if val is not None:
+                sets.append(f"{col} = ?")
+                args.append(val)
+        if not sets:
+            return
+        with self._write() as cur:
+            cur.execute(f"UPDATE idempotency SET {', '.join(sets)} WHERE key = ?", [*args, key])
+
+    def idem_all(self) -> list[IdempotencyRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT key, request_hash, exchange_id, task_id, state, created_at, expires_at FROM idempotency ORDER BY created_at"
+            ).fetchall()
+        return [IdempotencyRecord(*r) for r in rows]
+
+    def idem_expire(self, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        with self._write() as cur:
+            return cur.execute("DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)).rowcount
+
+    # -- projections -------------------------------------------------------------------------
+
+    def projection_cursor(self, name: str) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT position FROM projection_cursors WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else 0
+
+    def projection_load(self, name: str, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = list(keys)
+        out: dict[str, bytes] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                rows = self._conn.execute(
+                    f"SELECT key, value FROM projection_rows WHERE projection = ? AND key IN ({', '.join('?' * len(chunk))})",
+                    [name, *chunk],
+                ).fetchall()
+                out.update(rows)
+        return out
+
+    def projection_rows(self, name: str) -> Iterator[tuple[str, bytes]]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT key, value FROM projection_rows WHERE projection = ? ORDER BY key", (name,)
+            ).fetchall()
+        yield from rows
+
+    def projection_commit(self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None) -> bool:
+        """Write a projection's rows and its cursor in one transaction (exactly once).
+
+        With ``expect``, commit only if the cursor is still there (another process did not
+        move it meanwhile); returns whether it committed.
+        """
+        with self._write() as cur:
+            if expect is not None:
+                row = cur.execute("SELECT position FROM projection_cursors WHERE name = ?", (name,)).fetchone()
+                if (row[0] if row else 0) != expect:
+                    return False
+            cur.executemany(
+                "INSERT OR REPLACE INTO projection_rows (projection, key, value) VALUES (?, ?, ?)",
+                [(name, k, v) for k, v in upserts.items()],
+            )
+            cur.execute("INSERT OR REPLACE INTO projection_cursors (name, position) VALUES (?, ?)", (name, position))
+        return True
+
+    def projection_reset(self, name: str) -> None:
+        with self._write() as cur:
+            cur.execute("DELETE FROM projection_rows WHERE projection = ?", (name,))
+            cur.execute("DELETE FROM projection_cursors WHERE name = ?", (name,))
+
+    # -- meta --------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as cur:
+            cur.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+class _WriteTxn:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` under the store's lock; rollback on error.
+
+    Nested uses join the outer transaction; only the outermost one commits or rolls back.
+    """
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> sqlite3.Cursor:
+        st = self.store
+        st._lock.acquire()
+        if st._depth == 0:
+            try:
+                st._conn.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                st._lock.release()
+                raise
+        st._depth += 1
+        return st._conn.cursor()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        st = self.store
+        st._depth -= 1
+        try:
+            if st._depth == 0:
+                if exc_type is None:
+                    st._conn.execute("COMMIT")
+                else:
+                    st._conn.execute("ROLLBACK")
+        finally:
+            st._lock.release()
+
+
+def _key_text(key: tuple[str | None, int | None]) -> str:
+    task_id, exchange_id = key
+    return f"task {task_id}" if task_id is not None else f"exchange {exchange_id}"
+
+
+def _to_column(field: str, value: object) -> object:
+    if field in _JSON_FIELDS:
+        return msgspec.json.encode(value).decode()
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _row_exchange(row: tuple) -> Exchange:
+    values = dict(zip(["id", *_EXCHANGE_FIELDS], row))
+    for f in _JSON_FIELDS:
+        values[f] = _headers_decoder.decode(values[f]) if values[f] else {}
+    values["streaming"] = bool(values["streaming"])
+    values["request_body"] = values["request_body"] or b""
+    values["role"] = values["role"] or "client"
+    return Exchange(**values)

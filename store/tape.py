@@ -1,0 +1,303 @@
+"""The JSONL tape format: a lossless, line-oriented copy of an event log (docs/tape-format.md).
+
+Line 1 is a header; then one line per exchange and one per event, in log order. Payloads
+that are valid UTF-8 are written as text (``payload``), others as base64 (``payload_b64``),
+so export then import gives back the same log, byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Literal
+
+import msgspec
+
+from .errors import StoreError
+from .records import Exchange, NewEvent, StoredEvent
+
+TAPE_VERSION = 1
+
+
+class TapeError(StoreError):
+    """A tape file that cannot be imported; nothing of it was imported."""
+
+
+class TapeHeader(msgspec.Struct, tag="header", tag_field="type", omit_defaults=True):
+    a2a_tape: int = TAPE_VERSION
+    exported_at: float = 0.0
+    exchanges: int = 0
+    events: int = 0
+    source: str | None = None
+
+
+class TapeExchange(msgspec.Struct, tag="exchange", tag_field="type", omit_defaults=True):
+    id: int
+    started_at: float = 0.0
+    ended_at: float | None = None
+    url: str = ""
+    http_method: str = "POST"
+    rpc_method: str | None = None
+    dialect: str | None = None
+    streaming: bool = False
+    request_headers: dict[str, str] = {}
+    request_body: str | None = None
+    request_body_b64: str | None = None
+    status: int | None = None
+    content_type: str | None = None
+    response_headers: dict[str, str] = {}
+    response_body: str | None = None
+    response_body_b64: str | None = None
+    outcome: str | None = None
+    error: str | None = None
+    task_id: str | None = None
+    context_id: str | None = None
+    message_id: str | None = None
+    idempotency_key: str | None = None
+    role: str = "client"
+
+
+class TapeEvent(msgspec.Struct, tag="event", tag_field="type", omit_defaults=True):
+    position: int
+    seq: int
+    task_id: str | None = None
+    exchange_id: int | None = None
+    sse_event: str | None = None
+    received_at: float = 0.0
+    mono: float | None = None
+    origin: Literal["upstream", "local"] = "upstream"
+    payload: str | None = None
+    payload_b64: str | None = None
+
+
+TapeLine = TapeHeader | TapeExchange | TapeEvent
+_line_decoder = msgspec.json.Decoder(TapeLine)
+_encoder = msgspec.json.Encoder()
+
+
+def _text_or_b64(data: bytes | None) -> tuple[str | None, str | None]:
+    if data is None:
+        return None, None
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, base64.b64encode(data).decode("ascii")
+
+
+def _bytes(text: str | None, b64: str | None) -> bytes | None:
+    if b64 is not None:
+        return base64.b64decode(b64, validate=True)
+    if text is not None:
+        return text.encode("utf-8")
+    return None
+
+
+def exchange_line(ex: Exchange) -> TapeExchange:
+    req, req64 = _text_or_b64(ex.request_body)
+    resp, resp64 = _text_or_b64(ex.response_body)
+    return TapeExchange(
+        id=ex.id or 0,
+        started_at=ex.started_at,
+        ended_at=ex.ended_at,
+        url=ex.url,
+        http_method=ex.http_method,
+        rpc_method=ex.rpc_method,
+        dialect=ex.dialect,
+        streaming=ex.streaming,
+        request_headers=ex.request_headers,
+        request_body=req,
+        request_body_b64=req64,
+        status=ex.status,
+        content_type=ex.content_type,
+        response_headers=ex.response_headers,
+        response_body=resp,
+        response_body_b64=resp64,
+        outcome=ex.outcome,
+        error=ex.error,
+        task_id=ex.task_id,
+        context_id=ex.context_id,
+        message_id=ex.message_id,
+        idempotency_key=ex.idempotency_key,
+        role=ex.role,
+    )
+
+
+def event_line(ev: StoredEvent) -> TapeEvent:
+    text, b64 = _text_or_b64(bytes(ev.payload))
+    return TapeEvent(
+        position=ev.position,
+        seq=ev.seq,
+        task_id=ev.task_id,
+        exchange_id=ev.exchange_id,
+        sse_event=ev.sse_event,
+        received_at=ev.received_at,
+        mono=ev.mono,
+        origin=ev.origin,
+        payload=text,
+        payload_b64=b64,
+    )
+
+
+def export_lines(store, *, task_ids: Iterable[str] | None = None, source: str | None = None) -> Iterator[bytes]:
+    """Yield the tape's lines (each ending in a newline): the whole log, or some tasks."""
+    if task_ids is None:
+        exchanges = store.exchanges()
+        events: Iterable[StoredEvent] = store.read_from(0)
+        n_events = store.count_events()
+    else:
+        wanted = list(dict.fromkeys(task_ids))
+        ex_by_id: dict[int, Exchange] = {}
+        evs: list[StoredEvent] = []
+        for t in wanted:
+            for ex in store.exchanges(t):
+                ex_by_id[ex.id] = ex  # type: ignore[index]
+            evs.extend(store.read_task(t))
+        for ex_id in list(ex_by_id):  # events of those exchanges before the task was known
+            evs.extend(e for e in store.read_exchange(ex_id) if e.task_id is None)
+        evs.sort(key=lambda e: e.position)
+        exchanges = sorted(ex_by_id.values(), key=lambda e: e.id or 0)
+        events, n_events = evs, len(evs)
+    header = TapeHeader(exported_at=time.time(), exchanges=len(exchanges), events=n_events, source=source)
+    yield _encoder.encode(header) + b"\n"
+    for ex in exchanges:
+        yield _encoder.encode(exchange_line(ex)) + b"\n"
+    for ev in events:
+        yield _encoder.encode(event_line(ev)) + b"\n"
+
+
+def read_tape(lines: Iterable[bytes]) -> Iterator[tuple[int, TapeLine]]:
+    """Parse a tape, line by line; raise :class:`TapeError` naming the first bad line."""
+    first = True
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            item = _line_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            detail = "not UTF-8" if _not_utf8(raw) else str(exc)
+            raise TapeError(f"line {number}: not a tape line ({detail})") from None
+        if first:
+            if not isinstance(item, TapeHeader):
+                raise TapeError("line 1: not an a2a-tape file (the first line must be the tape header)")
+            if item.a2a_tape > TAPE_VERSION:
+                raise TapeError(f"line 1: tape version {item.a2a_tape} is newer than this a2a-tape reads ({TAPE_VERSION})")
+            first = False
+        yield number, item
+    if first:
+        raise TapeError("the file is empty: not an a2a-tape file")
+
+
+def _not_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+class ImportResult(msgspec.Struct):
+    exchanges: int = 0
+    events: int = 0
+    skipped: int = 0  # events already in the log (same key, same bytes)
+    task_ids: list[str] = []
+
+
+def import_tape(
+    store, lines: Iterable[bytes], *, progress: Callable[[int], None] | None = None, batch: int = 2000
+) -> ImportResult:
+    """Import a tape atomically: on any bad line nothing of the file is in the log."""
+    result = ImportResult()
+    ex_map: dict[int, int] = {}
+    pending: list[NewEvent] = []
+    tasks: dict[str, None] = {}
+
+    def flush() -> None:
+        store.append_batch(pending)
+        result.events += len(pending)
+        pending.clear()
+
+    with store.transaction():
+        last_pos = store.last_position()
+        for number, item in read_tape(lines):
+            if isinstance(item, TapeHeader):
+                continue
+            try:
+                if isinstance(item, TapeExchange):
+                    ex_map[item.id] = _import_exchange(store, item)
+                    result.exchanges += 1
+                else:
+                    payload = _bytes(item.payload, item.payload_b64)
+                    if payload is None:
+                        raise TapeError(f"line {number}: event without payload")
+                    ex_id = ex_map.get(item.exchange_id) if item.exchange_id is not None else None
+                    if item.exchange_id is not None and ex_id is None:
+                        raise TapeError(f"line {number}: event refers to exchange {item.exchange_id}, not in the tape")
+                    pending.append(
+                        NewEvent(
+                            payload=payload,
+                            task_id=item.task_id,
+                            exchange_id=ex_id,
+                            seq=item.seq,
+                            sse_event=item.sse_event,
+                            received_at=item.received_at,
+                            mono=item.mono,
+                            origin=item.origin,
+                        )
+                    )
+                    if item.task_id is not None:
+                        tasks[item.task_id] = None
+                    if len(pending) >= batch:
+                        flush()
+                        if progress:
+                            progress(result.events)
+            except (ValueError, TypeError) as exc:  # bad base64 and the like
+                raise TapeError(f"line {number}: {exc}") from None
+        if pending:
+            flush()
+        if progress:
+            progress(result.events)
+        added = store.last_position() - last_pos
+    result.skipped = result.events - added
+    result.events = added
+    result.task_ids = list(tasks)
+    return result
+
+
+def _import_exchange(store, item: TapeExchange) -> int:
+    body = _bytes(item.request_body, item.request_body_b64) or b""
+    for ex in store.exchanges(item.task_id) if item.task_id else ():
+        if ex.started_at == item.started_at and ex.url == item.url and ex.request_body == body:
+            return ex.id  # imported before: reuse, so a second import changes nothing
+    return store.begin_exchange(
+        Exchange(
+            started_at=item.started_at,
+            ended_at=item.ended_at,
+            url=item.url,
+            http_method=item.http_method,
+            rpc_method=item.rpc_method,
+            dialect=item.dialect,
+            streaming=item.streaming,
+            request_headers=item.request_headers,
+            request_body=body,
+            status=item.status,
+            content_type=item.content_type,
+            response_headers=item.response_headers,
+            response_body=_bytes(item.response_body, item.response_body_b64),
+            outcome=item.outcome,
+            error=item.error,
+            task_id=item.task_id,
+            context_id=item.context_id,
+            message_id=item.message_id,
+            idempotency_key=item.idempotency_key,
+            role=item.role,
+        )
+    )
+
+
+def write_tape(store, out: IO[bytes], **kw) -> int:
+    n = 0
+    for line in export_lines(store, **kw):
+        out.write(line)
+        n += 1
+    return n

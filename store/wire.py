@@ -1,0 +1,178 @@
+"""msgspec Structs for what A2A agents put on the wire, in both dialects.
+
+One struct family covers v0.3 (bare objects with ``kind``), v1.0 (items wrapped in
+``{"task"|"message"|"statusUpdate"|"artifactUpdate": ...}``) and the HTTP+JSON binding
+(the v1.0 wrapper without a JSON-RPC envelope). Every field is optional so one decode
+pass reads any of them; :mod:`store.decode` turns the result into the internal model.
+Unknown fields are ignored, as the protocol asks of readers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class OpencodeMeta(msgspec.Struct, omit_defaults=True):
+    channel: str | None = None
+    source: str | None = None
+    message_id: str | None = None
+    event_type: str | None = None
+    role: str | None = None
+
+
+class StreamHints(msgspec.Struct, omit_defaults=True):
+    block_type: str | None = None
+    source: str | None = None
+    message_id: str | None = None
+    event_id: str | None = None
+    sequence: int | float | None = None
+    role: str | None = None
+
+
+class SharedMeta(msgspec.Struct, omit_defaults=True):
+    stream: StreamHints | None = None
+
+
+class Metadata(msgspec.Struct, omit_defaults=True):
+    """The parts of artifact / event metadata that contract profiles read."""
+
+    opencode: OpencodeMeta | None = None
+    shared: SharedMeta | None = None
+
+
+class WireFile(msgspec.Struct, omit_defaults=True):
+    name: str | None = None
+    mimeType: str | None = None
+    uri: str | None = None
+    bytes: str | None = None
+
+
+class WirePart(msgspec.Struct, omit_defaults=True):
+    kind: str | None = None
+    text: str | None = None
+    data: Any = None
+    file: WireFile | None = None
+    url: str | None = None
+    raw: str | None = None
+    mediaType: str | None = None
+    filename: str | None = None
+    metadata: Any = None
+
+
+class WireMessage(msgspec.Struct, omit_defaults=True):
+    messageId: str | None = None
+    role: str | None = None
+    parts: list[WirePart] = []
+    contextId: str | None = None
+    taskId: str | None = None
+    kind: str | None = None
+    metadata: Metadata | None = None
+
+
+class WireStatus(msgspec.Struct, omit_defaults=True):
+    state: str | None = None
+    message: WireMessage | None = None
+    timestamp: str | None = None
+
+
+class WireArtifact(msgspec.Struct, omit_defaults=True):
+    artifactId: str | None = None
+    name: str | None = None
+    description: str | None = None
+    parts: list[WirePart] = []
+    metadata: Metadata | None = None
+
+
+class WireTask(msgspec.Struct, omit_defaults=True):
+    id: str | None = None
+    contextId: str | None = None
+    status: WireStatus | None = None
+    artifacts: list[WireArtifact] = []
+    history: list[WireMessage] = []
+    kind: str | None = None
+    metadata: Metadata | None = None
+
+
+class WireStatusUpdate(msgspec.Struct, omit_defaults=True):
+    taskId: str | None = None
+    contextId: str | None = None
+    status: WireStatus | None = None
+    final: bool | None = None
+    kind: str | None = None
+    metadata: Metadata | None = None
+
+
+class WireArtifactUpdate(msgspec.Struct, omit_defaults=True):
+    taskId: str | None = None
+    contextId: str | None = None
+    artifact: WireArtifact | None = None
+    append: bool | None = None
+    lastChunk: bool | None = None
+    kind: str | None = None
+    metadata: Metadata | None = None
+
+
+class WireError(msgspec.Struct, omit_defaults=True):
+    code: int | None = None
+    message: str | None = None
+    data: Any = None
+    status: str | None = None  # HTTP+JSON binding errors
+
+
+class LocalNote(msgspec.Struct, omit_defaults=True):
+    """Payload of a decision a2a-tape took itself (origin ``local``)."""
+
+    action: str
+    detail: str = ""
+    task_id: str | None = None
+
+
+class WireResult(msgspec.Struct, omit_defaults=True):
+    """A JSON-RPC ``result``: a v1.0 wrapper, or a bare v0.3 object with ``kind``.
+
+    The v0.3 fields of task, message, status-update and artifact-update share this struct
+    (``kind`` says which); the v1.0 wrapper keys hold their own structs.
+    """
+
+    # v1.0 wrappers
+    task: WireTask | None = None
+    message: WireMessage | None = None
+    statusUpdate: WireStatusUpdate | None = None
+    artifactUpdate: WireArtifactUpdate | None = None
+    # v0.3 bare objects
+    kind: str | None = None
+    id: str | None = None
+    contextId: str | None = None
+    taskId: str | None = None
+    status: WireStatus | None = None
+    artifacts: list[WireArtifact] = []
+    history: list[WireMessage] = []
+    artifact: WireArtifact | None = None
+    append: bool | None = None
+    lastChunk: bool | None = None
+    final: bool | None = None
+    messageId: str | None = None
+    role: str | None = None
+    parts: list[WirePart] = []
+    metadata: Metadata | None = None
+
+
+class WireFrame(msgspec.Struct, omit_defaults=True, rename={"note": "a2a-tape"}):
+    """One SSE ``data:`` payload or one JSON response body, whatever the binding."""
+
+    jsonrpc: str | None = None
+    id: Any = None
+    result: WireResult | None = None
+    error: WireError | None = None
+    # HTTP+JSON binding: the v1.0 wrapper without an envelope
+    task: WireTask | None = None
+    message: WireMessage | None = None
+    statusUpdate: WireStatusUpdate | None = None
+    artifactUpdate: WireArtifactUpdate | None = None
+    # our own decisions
+    note: LocalNote | None = None
+
+
+FRAME_DECODER = msgspec.json.Decoder(WireFrame)

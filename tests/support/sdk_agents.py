@@ -1,0 +1,79 @@
+"""Real A2A agents built with a2a-sdk 1.3.0 (a test dependency), modelled on the agent that
+produced ``recordings/`` (three chunks on artifact ``art-1``).
+
+What the user's text asks for decides the behaviour:
+- ``ask``: the task goes to input-required after WORKING;
+- ``boom``: the executor raises after the first chunk (``event: error`` / a plain error item);
+- ``reply``: a lone Message, no task;
+- ``slow``: chunks ``SLOW_DELAY`` apart (for drop / resubscribe tests);
+- ``many N``: N chunks instead of 3;
+- anything else: three chunks, then completed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Message, Part, Role, Task, TaskState, TaskStatus
+from starlette.applications import Starlette
+
+
+class ChunkAgent(AgentExecutor):
+    def __init__(self, delay: float = 0.0, slow_delay: float = 0.3) -> None:
+        self.delay = delay
+        self.slow_delay = slow_delay
+        self.executions = 0
+
+    async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
+        self.executions += 1
+        text = ctx.get_user_input()
+        if "reply" in text:
+            await q.enqueue_event(
+                Message(message_id=f"m-{ctx.task_id}", context_id=ctx.context_id, task_id=ctx.task_id,
+                        role=Role.ROLE_AGENT, parts=[Part(text="direct reply")])
+            )
+            return
+        await q.enqueue_event(Task(id=ctx.task_id, context_id=ctx.context_id,
+                                   status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED), history=[ctx.message]))
+        up = TaskUpdater(q, ctx.task_id, ctx.context_id)
+        await up.start_work()
+        if "ask" in text:
+            await up.requires_input(up.new_agent_message([Part(text="need more input")]))
+            return
+        n = 3
+        words = text.split()
+        if "many" in words:
+            n = int(words[words.index("many") + 1])
+        delay = self.slow_delay if "slow" in text else self.delay
+        for i in range(n):
+            if delay:
+                await asyncio.sleep(delay)
+            if "boom" in text and i == 1:
+                raise RuntimeError("agent exploded mid-stream")
+            await up.add_artifact([Part(text=f"chunk-{i} ")], artifact_id="art-1", name="out",
+                                  append=i > 0, last_chunk=i == n - 1)
+        await up.complete()
+
+    async def cancel(self, ctx: RequestContext, q: EventQueue) -> None:
+        await TaskUpdater(q, ctx.task_id, ctx.context_id).cancel()
+
+
+def make_agent_app(base_url: str, *, streaming: bool = True, delay: float = 0.0, slow_delay: float = 0.3):
+    """An a2a-sdk agent app answering both dialects at ``/``; returns (app, executor)."""
+    executor = ChunkAgent(delay=delay, slow_delay=slow_delay)
+    card = AgentCard(
+        name="chunk-agent", description="streams chunks", version="1.0.0",
+        capabilities=AgentCapabilities(streaming=streaming),
+        default_input_modes=["text"], default_output_modes=["text"],
+        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version=v, url=base_url + "/")
+                              for v in ("1.0", "0.3")],
+    )
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+    app = Starlette(routes=create_agent_card_routes(card)
+                    + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True))
+    return app, executor
