@@ -116,6 +116,8 @@ class SqliteStore:
         row_index: list[int] = []
         with self._write() as cur:
             nxt: dict[tuple[str | None, int | None], int] = {}
+            in_batch: dict[tuple[tuple[str | None, int | None], int], int] = {}  # (key, seq) -> index in rows
+            repeats: list[tuple[int, int]] = []  # (event index, index in rows): a retry inside this batch
             for i, ev in enumerate(events):
                 key = (ev.task_id, None) if ev.task_id is not None else (None, ev.exchange_id)
                 seq = ev.seq
@@ -126,6 +128,14 @@ class SqliteStore:
                     seq = n
                     nxt[key] = n + 1
                 else:
+                    k = in_batch.get((key, seq))
+                    if k is not None:  # the same key earlier in this very batch
+                        if bytes(rows[k][4]) != bytes(ev.payload):
+                            raise AppendConflict(
+                                f"event {_key_text(key)} seq {seq} appears twice in one batch with other bytes"
+                            )
+                        repeats.append((i, k))
+                        continue
                     existing = self._find(cur, key, seq)
                     if existing is not None:
                         if bytes(existing.payload) != bytes(ev.payload):
@@ -138,6 +148,7 @@ class SqliteStore:
                     if n is None:
                         n = self._max_seq(cur, key) + 1
                     nxt[key] = max(n, seq + 1)
+                in_batch[(key, seq)] = len(rows)
                 row_index.append(i)
                 rows.append(
                     (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
@@ -147,6 +158,8 @@ class SqliteStore:
                 cur.executemany(_INSERT_EVENT, rows)
                 for k, (i, row) in enumerate(zip(row_index, rows)):
                     out[i] = StoredEvent(start + 1 + k, *row)
+                for i, k in repeats:
+                    out[i] = out[row_index[k]]
         return out  # type: ignore[return-value]
 
     def append(self, event: NewEvent) -> StoredEvent:
