@@ -1,0 +1,131 @@
+"""The group-commit writer: many concurrent producers, one writer, acks only once stored."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from store import AppendConflict, GroupCommitWriter, NewEvent, StoreError
+
+from .payloads import v1_artifact
+
+PRODUCERS = 16
+PER_PRODUCER = 40
+
+
+def test_sixteen_producers_every_ack_is_the_stored_row(backend):
+    st = backend.open()
+    reader = backend.open()  # a second connection: what is acked must be committed, visible to others
+    acks: dict[str, list] = {}
+    invisible: list[int] = []
+
+    async def producer(w: GroupCommitWriter, task: str) -> None:
+        got = acks.setdefault(task, [])
+        for n in range(PER_PRODUCER):
+            stored = await w.append(NewEvent(payload=v1_artifact(task, n), task_id=task))
+            got.append(stored)
+            if n % 10 == 0 and not any(e.position == stored.position for e in reader.read_task(task)):
+                invisible.append(stored.position)
+
+    async def main() -> GroupCommitWriter:
+        with anyio.fail_after(30):
+            return await _run(st)
+
+    async def _run(st) -> GroupCommitWriter:
+        async with GroupCommitWriter(st) as w:
+            async with anyio.create_task_group() as tg:
+                for p in range(PRODUCERS):
+                    tg.start_soon(producer, w, f"task-{p:02d}")
+        return w
+
+    w = anyio.run(main)
+
+    total = PRODUCERS * PER_PRODUCER
+    assert invisible == []
+    all_acks = [e for evs in acks.values() for e in evs]
+    assert len(all_acks) == total
+    positions = sorted(e.position for e in all_acks)
+    assert positions == list(range(1, total + 1))  # nothing lost, nothing doubled, no gap
+    stored = {e.position: e for e in st.read_from(0)}
+    assert len(stored) == total
+    for task, evs in acks.items():
+        assert [e.seq for e in evs] == list(range(1, PER_PRODUCER + 1))  # each producer's order kept
+        assert [e.payload for e in evs] == [v1_artifact(task, n) for n in range(PER_PRODUCER)]
+        for e in evs:
+            assert stored[e.position] == e
+    assert w.events == total
+    assert w.batches * 4 <= w.events, f"{w.batches} batches for {w.events} events: not grouping"
+
+
+def test_a_conflicting_producer_does_not_fail_the_others(backend):
+    st = backend.open()
+    st.append(NewEvent(payload=b"original", task_id="held", seq=1))
+    outcome: dict[str, object] = {}
+
+    async def producer(w: GroupCommitWriter, task: str) -> None:
+        try:
+            for n in range(5):
+                if task == "bad" and n == 2:
+                    await w.append(NewEvent(payload=b"other bytes", task_id="held", seq=1))
+                else:
+                    await w.append(NewEvent(payload=v1_artifact(task, n), task_id=task))
+            outcome[task] = "ok"
+        except AppendConflict as exc:
+            outcome[task] = exc
+
+    async def main() -> None:
+        with anyio.fail_after(30):
+            await _run()
+
+    async def _run() -> None:
+        async with GroupCommitWriter(st) as w:
+            async with anyio.create_task_group() as tg:
+                for p in range(PRODUCERS - 1):
+                    tg.start_soon(producer, w, f"p{p}")
+                tg.start_soon(producer, w, "bad")
+
+    anyio.run(main)
+
+    assert isinstance(outcome.pop("bad"), AppendConflict)
+    assert set(outcome.values()) == {"ok"} and len(outcome) == PRODUCERS - 1
+    for p in range(PRODUCERS - 1):
+        assert [e.payload for e in st.read_task(f"p{p}")] == [v1_artifact(f"p{p}", n) for n in range(5)]
+    assert [e.payload for e in st.read_task("bad")] == [v1_artifact("bad", n) for n in range(2)]
+    assert [e.payload for e in st.read_task("held")] == [b"original"]
+    assert st.count_events() == 1 + (PRODUCERS - 1) * 5 + 2
+
+
+def test_append_many_keeps_one_producers_order(backend):
+    st = backend.open()
+
+    async def main():
+        async with GroupCommitWriter(st) as w:
+            return await w.append_many([NewEvent(payload=bytes([i]), task_id="t") for i in range(50)])
+
+    out = anyio.run(main)
+    assert [e.seq for e in out] == list(range(1, 51))
+    assert [e.payload for e in st.read_task("t")] == [bytes([i]) for i in range(50)]
+
+
+def test_append_outside_the_context_is_a_clear_error(backend):
+    w = GroupCommitWriter(backend.open())
+    with pytest.raises(StoreError, match="not running"):
+        anyio.run(w.append, NewEvent(payload=b"x", task_id="t"))
+
+
+def test_events_queued_before_close_are_all_stored(backend):
+    """Leaving the writer's context drains the queue: a producer that queued is answered."""
+    st = backend.open()
+    results = []
+
+    async def main():
+        async with GroupCommitWriter(st) as w:
+            async with anyio.create_task_group() as tg:
+                for i in range(100):
+                    tg.start_soon(lambda i=i: _append_into(w, i, results))
+
+    async def _append_into(w, i, sink):
+        sink.append(await w.append(NewEvent(payload=bytes([i]), task_id=f"t{i % 7}")))
+
+    anyio.run(main)
+    assert len(results) == 100 and st.count_events() == 100

@@ -1,0 +1,105 @@
+"""What only the SQLite backend has: PRAGMAs, the schema version, file-level failures."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import store
+from store import NewEvent, NotADatabase, SchemaTooNew, SqliteStore, StoreError, StoreNotFound
+from store.schema import SCHEMA_VERSION
+
+
+def pragma(st: SqliteStore, name: str):
+    return st._conn.execute(f"PRAGMA {name}").fetchone()[0]  # the store's own connection
+
+
+@pytest.mark.parametrize("durability, level", [("full", 2), ("normal", 1)])
+def test_durability_setting_is_applied(tmp_path, durability, level):
+    with store.open_store(tmp_path / "d.db", durability=durability) as st:
+        assert st.durability == durability
+        assert pragma(st, "synchronous") == level
+        assert pragma(st, "journal_mode") == "wal"
+
+
+def test_wal_mode_persists_in_the_file(tmp_path):
+    SqliteStore(tmp_path / "w.db").close()
+    conn = sqlite3.connect(tmp_path / "w.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_fresh_file_gets_the_current_schema_version(tmp_path):
+    with SqliteStore(tmp_path / "v.db") as st:
+        assert pragma(st, "user_version") == SCHEMA_VERSION >= 1
+        tables = {r[0] for r in st._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"events", "exchanges", "idempotency", "projection_cursors", "projection_rows", "meta"} <= tables
+
+
+def test_empty_sqlite_file_is_migrated(tmp_path):
+    path = tmp_path / "empty.db"
+    sqlite3.connect(path).close()  # a valid SQLite file at user_version 0, no tables
+    with SqliteStore(path) as st:
+        assert pragma(st, "user_version") == SCHEMA_VERSION
+        assert st.append(NewEvent(payload=b"x", task_id="t")).position == 1
+
+
+def test_newer_schema_is_refused_with_a_clear_message(tmp_path):
+    path = tmp_path / "new.db"
+    with SqliteStore(path) as st:
+        st.append(NewEvent(payload=b"keep me", task_id="t"))
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 3}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaTooNew) as info:
+        SqliteStore(path)
+    msg = str(info.value)
+    assert f"schema version {SCHEMA_VERSION + 3}" in msg and "upgrade a2a-tape" in msg and "\n" not in msg
+    conn = sqlite3.connect(path)  # the newer file is left untouched
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 3
+    assert conn.execute("SELECT payload FROM events").fetchall() == [(b"keep me",)]
+    conn.close()
+
+
+def test_not_a_database(tmp_path):
+    path = tmp_path / "junk.db"
+    junk = bytes(range(256)) * 64
+    path.write_bytes(junk)
+    with pytest.raises(NotADatabase, match="not an a2a-tape database"):
+        SqliteStore(path)
+    assert path.read_bytes() == junk  # never overwritten
+
+
+def test_missing_file_without_create(tmp_path):
+    with pytest.raises(StoreNotFound, match="no database at"):
+        SqliteStore(tmp_path / "nope.db", create=False)
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(StoreError, match="does not exist"):
+        SqliteStore(tmp_path / "no" / "such" / "dir.db")
+
+
+def test_parent_is_a_file(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(StoreError):
+        SqliteStore(tmp_path / "plain" / "x.db")
+
+
+def test_path_is_a_directory(tmp_path):
+    with pytest.raises(StoreError, match="is a directory"):
+        SqliteStore(tmp_path)
+
+
+def test_other_backend_url_is_a_clear_error():
+    with pytest.raises(StoreError, match="no store backend for 'postgresql://'"):
+        store.open_store("postgresql://localhost/x")
+
+
+def test_file_url_opens_sqlite(tmp_path):
+    with store.open_store(f"file:{tmp_path / 'u.db'}") as st:
+        assert st.append(NewEvent(payload=b"x", task_id="t")).position == 1
+    assert (tmp_path / "u.db").exists()
