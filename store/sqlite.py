@@ -334,6 +334,11 @@ class SqliteStore:
         with self._write() as cur:
             cur.execute(f"UPDATE idempotency SET {', '.join(sets)} WHERE key = ?", [*args, key])
 
+    def idem_release(self, key: str) -> None:
+        """Forget a key (its request never reached the agent, so a retry may run it)."""
+        with self._write() as cur:
+            cur.execute("DELETE FROM idempotency WHERE key = ?", (key,))
+
     def idem_all(self) -> list[IdempotencyRecord]:
         with self._lock:
             rows = self._conn.execute(
