@@ -25,7 +25,8 @@ class TapeError(StoreError):
 
 
 class TapeHeader(msgspec.Struct, tag="header", tag_field="type", omit_defaults=True):
-    a2a_tape: int = TAPE_VERSION
+    # always written (a value, not the default); a header without it is a version-1 tape
+    a2a_tape: int | None = None
     exported_at: float = 0.0
     exchanges: int = 0
     events: int = 0
@@ -158,7 +159,7 @@ def export_lines(store, *, task_ids: Iterable[str] | None = None, source: str | 
         evs.sort(key=lambda e: e.position)
         exchanges = sorted(ex_by_id.values(), key=lambda e: e.id or 0)
         events, n_events = evs, len(evs)
-    header = TapeHeader(exported_at=time.time(), exchanges=len(exchanges), events=n_events, source=source)
+    header = TapeHeader(a2a_tape=TAPE_VERSION, exported_at=time.time(), exchanges=len(exchanges), events=n_events, source=source)
     yield _encoder.encode(header) + b"\n"
     for ex in exchanges:
         yield _encoder.encode(exchange_line(ex)) + b"\n"
@@ -180,8 +181,9 @@ def read_tape(lines: Iterable[bytes]) -> Iterator[tuple[int, TapeLine]]:
         if first:
             if not isinstance(item, TapeHeader):
                 raise TapeError("line 1: not an a2a-tape file (the first line must be the tape header)")
-            if item.a2a_tape > TAPE_VERSION:
-                raise TapeError(f"line 1: tape version {item.a2a_tape} is newer than this a2a-tape reads ({TAPE_VERSION})")
+            version = item.a2a_tape or 1
+            if version > TAPE_VERSION:
+                raise TapeError(f"line 1: tape version {version} is newer than this a2a-tape reads ({TAPE_VERSION})")
             first = False
         yield number, item
     if first:
@@ -211,6 +213,7 @@ def import_tape(
     ex_map: dict[int, int] = {}
     pending: list[NewEvent] = []
     tasks: dict[str, None] = {}
+    taskless: dict[tuple, int] | None = None  # exchanges without a task id already in the log
 
     def flush() -> None:
         store.append_batch(pending)
@@ -224,7 +227,9 @@ def import_tape(
                 continue
             try:
                 if isinstance(item, TapeExchange):
-                    ex_map[item.id] = _import_exchange(store, item)
+                    if item.task_id is None and taskless is None:
+                        taskless = {_exchange_key(ex): ex.id for ex in store.exchanges() if ex.task_id is None}
+                    ex_map[item.id] = _import_exchange(store, item, taskless)
                     result.exchanges += 1
                 else:
                     payload = _bytes(item.payload, item.payload_b64)
@@ -264,12 +269,20 @@ def import_tape(
     return result
 
 
-def _import_exchange(store, item: TapeExchange) -> int:
+def _exchange_key(ex: Exchange) -> tuple:
+    return (ex.started_at, ex.url, ex.request_body)
+
+
+def _import_exchange(store, item: TapeExchange, taskless: dict[tuple, int] | None) -> int:
     body = _bytes(item.request_body, item.request_body_b64) or b""
+    if item.task_id is None and taskless is not None:  # e.g. an error before any task id was known
+        known = taskless.get((item.started_at, item.url, body))
+        if known is not None:
+            return known
     for ex in store.exchanges(item.task_id) if item.task_id else ():
         if ex.started_at == item.started_at and ex.url == item.url and ex.request_body == body:
             return ex.id  # imported before: reuse, so a second import changes nothing
-    return store.begin_exchange(
+    new_id = store.begin_exchange(
         Exchange(
             started_at=item.started_at,
             ended_at=item.ended_at,
@@ -293,6 +306,9 @@ def _import_exchange(store, item: TapeExchange) -> int:
             role=item.role,
         )
     )
+    if item.task_id is None and taskless is not None:
+        taskless[(item.started_at, item.url, body)] = new_id
+    return new_id
 
 
 def write_tape(store, out: IO[bytes], **kw) -> int:

@@ -1,0 +1,157 @@
+"""The JSONL tape: lossless export/import, idempotent re-import, atomic refusal of bad files."""
+
+from __future__ import annotations
+
+import io
+
+import msgspec
+import pytest
+
+from store import Exchange, NewEvent, local_note
+from store.tape import TAPE_VERSION, TapeError, export_lines, import_tape
+
+from .payloads import v1_artifact, v1_status
+
+
+def fill(st) -> None:
+    """A small log with the awkward cases: a task-less error, non-UTF-8 bytes, a local note."""
+    ex1 = st.begin_exchange(
+        Exchange(started_at=10.0, url="http://agent/", rpc_method="SendStreamingMessage", dialect="1.0",
+                 streaming=True, request_headers={"A2A-Version": "1.0"}, request_body=b'{"m": 1}',
+                 status=200, content_type="text/event-stream", task_id="t1")
+    )
+    ex2 = st.begin_exchange(  # failed before any task id was known
+        Exchange(started_at=11.0, url="http://agent/", rpc_method="message/stream", dialect="0.3",
+                 request_body=b"\xff\xfebinary", status=500, response_body=b"<html>oops</html>", outcome="error")
+    )
+    ex3 = st.begin_exchange(Exchange(started_at=12.0, url="http://agent/", rpc_method="message/stream", task_id="t2"))
+    st.append_batch(
+        [
+            NewEvent(payload=v1_status("t1"), task_id="t1", exchange_id=ex1, received_at=10.1, mono=0.1),
+            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603}}', exchange_id=ex2, sse_event="error", received_at=11.1),
+            NewEvent(payload=v1_artifact("t1", 0, append=False), task_id="t1", exchange_id=ex1, received_at=10.2, mono=0.2),
+            NewEvent(payload=b"\x80\x81 not utf-8 \x00", task_id="t2", exchange_id=ex3, received_at=12.1),
+            NewEvent(payload=v1_artifact("t1", 1) + b"\r\n", task_id="t1", exchange_id=ex1, received_at=10.3, mono=0.3),
+            NewEvent(payload=local_note("stalled", "no progress for 30 s", "t2"), task_id="t2", origin="local", received_at=13.0),
+        ]
+    )
+
+
+def export(st, **kw) -> list[bytes]:
+    return list(export_lines(st, **kw))
+
+
+def without_exported_at(lines: list[bytes]) -> list[bytes]:
+    header = msgspec.json.decode(lines[0])
+    header.pop("exported_at")
+    return [msgspec.json.encode(header), *lines[1:]]
+
+
+def snapshot(st):
+    return list(st.read_from(0)), st.exchanges()
+
+
+def test_export_then_import_gives_the_same_log(backend):
+    src = backend.open("src")
+    fill(src)
+    lines = export(src)
+    dst = backend.open("dst")
+    result = import_tape(dst, lines)
+    assert (result.events, result.exchanges, result.skipped) == (6, 3, 0)
+    assert result.task_ids == ["t1", "t2"]
+    assert snapshot(dst) == snapshot(src)  # positions, seqs, exchange ids, bytes, times, origins
+    assert without_exported_at(export(dst)) == without_exported_at(lines)
+
+
+def test_export_of_one_task_carries_its_exchanges_only(backend):
+    src = backend.open("src")
+    fill(src)
+    lines = export(src, task_ids=["t2"])
+    header = msgspec.json.decode(lines[0])
+    assert (header["type"], header["a2a_tape"], header["events"], header["exchanges"]) == ("header", TAPE_VERSION, 2, 1)
+    dst = backend.open("dst")
+    import_tape(dst, lines)
+    assert [e.payload for e in dst.read_task("t2")] == [e.payload for e in src.read_task("t2")]
+    assert dst.read_task("t1") == []
+
+
+def test_importing_twice_changes_nothing(backend):
+    src = backend.open("src")
+    fill(src)
+    lines = export(src)
+    dst = backend.open("dst")
+    import_tape(dst, lines)
+    before = snapshot(dst)
+    again = import_tape(dst, lines)
+    assert (again.events, again.skipped) == (0, 6)
+    assert snapshot(dst) == before
+
+
+def test_a_broken_line_in_the_middle_imports_nothing_and_names_the_line(backend):
+    src = backend.open("src")
+    fill(src)
+    lines = export(src)
+    dst = backend.open("dst")
+    dst.append(NewEvent(payload=b"already here", task_id="old"))
+    before = snapshot(dst)
+    broken = lines[:6] + [b'{"type": "event", "position": 7, "seq": \n'] + lines[6:]
+    with pytest.raises(TapeError, match=r"^line 7: not a tape line"):
+        import_tape(dst, broken, batch=2)  # small batches: some were flushed before the bad line
+    assert snapshot(dst) == before
+
+
+def test_bad_base64_names_the_line(backend):
+    dst = backend.open()
+    lines = [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t","payload_b64":"!!"}\n']
+    with pytest.raises(TapeError, match="^line 2"):
+        import_tape(dst, lines)
+    assert dst.count_events() == 0
+
+
+def test_a_non_utf8_line_is_refused_as_such(backend):
+    src = backend.open("src")
+    fill(src)
+    lines = export(src)
+    dst = backend.open("dst")
+    with pytest.raises(TapeError, match=r"line 3: .*not UTF-8"):
+        import_tape(dst, lines[:2] + [b'{"type": "event", "payload": "\xff\xfe"}\n'] + lines[2:])
+    assert dst.count_events() == 0 and dst.exchanges() == []
+
+
+def test_a_newer_tape_version_is_refused(backend):
+    dst = backend.open()
+    with pytest.raises(TapeError, match=f"tape version {TAPE_VERSION + 1} is newer"):
+        import_tape(dst, [msgspec.json.encode({"type": "header", "a2a_tape": TAPE_VERSION + 1}) + b"\n"])
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n"], ids=["empty", "blank-lines"])
+def test_an_empty_file_is_refused(backend, content):
+    dst = backend.open()
+    with pytest.raises(TapeError, match="empty"):
+        import_tape(dst, io.BytesIO(content))
+
+
+def test_a_file_without_header_is_refused(backend):
+    dst = backend.open()
+    with pytest.raises(TapeError, match="line 1: not an a2a-tape file"):
+        import_tape(dst, [b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n'])
+    assert dst.count_events() == 0
+
+
+def test_a_tape_conflicting_with_the_log_imports_nothing(backend):
+    src = backend.open("src")
+    fill(src)
+    dst = backend.open("dst")
+    dst.append(NewEvent(payload=b"different bytes", task_id="t1"))  # t1 seq 1 is taken
+    with pytest.raises(Exception, match="already stored with other bytes"):
+        import_tape(dst, export(src))
+    assert dst.count_events() == 1 and dst.exchanges() == []
+
+
+def test_the_header_always_carries_the_version_and_an_old_header_without_it_reads_as_1(backend):
+    st = backend.open()
+    st.append(NewEvent(payload=b"x", task_id="t"))
+    header = msgspec.json.decode(export(st)[0])
+    assert header["a2a_tape"] == TAPE_VERSION
+    dst = backend.open("dst")
+    assert import_tape(dst, [b'{"type":"header"}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n']).events == 1
