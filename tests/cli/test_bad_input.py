@@ -1,0 +1,160 @@
+"""Bad input to the first commands: exit 2, one line on stderr, no traceback, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import TASK, assert_bad_input, count_events, make_log, run_cli
+
+READ_COMMANDS = [["show", TASK], ["show", TASK, "--json"], ["export", TASK], ["export", "--all"]]
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=" ".join)
+def test_read_command_on_a_missing_database(tmp_path, argv):
+    db = tmp_path / "missing.db"
+    assert_bad_input(run_cli(*argv, "--db", db), "no database at", str(db))
+    assert not db.exists()  # a read command never creates the file
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=" ".join)
+def test_read_command_in_a_missing_directory(tmp_path, argv):
+    assert_bad_input(run_cli(*argv, "--db", tmp_path / "nowhere" / "x.db"), "no database at")
+
+
+def test_import_into_a_missing_directory(tmp_path, log_db):
+    tape = tmp_path / "t.jsonl"
+    assert run_cli("export", "--all", "--db", log_db, "-o", tape).code == 0
+    assert_bad_input(run_cli("import", tape, "--db", tmp_path / "nowhere" / "x.db"), "does not exist")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_import_where_the_parent_is_a_file(tmp_path, log_db):
+    tape = tmp_path / "t.jsonl"
+    assert run_cli("export", "--all", "--db", log_db, "-o", tape).code == 0
+    (tmp_path / "plain").write_text("x")
+    assert_bad_input(run_cli("import", tape, "--db", tmp_path / "plain" / "x.db"))
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores directory permissions")
+def test_import_into_a_read_only_directory(tmp_path, log_db):
+    tape = tmp_path / "t.jsonl"
+    assert run_cli("export", "--all", "--db", log_db, "-o", tape).code == 0
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert_bad_input(run_cli("import", tape, "--db", ro / "x.db"))
+    finally:
+        ro.chmod(0o755)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a read-only file system (/proc)")
+def test_import_into_a_read_only_file_system(tmp_path, log_db):
+    """Works as root too: nobody can create a file in /proc."""
+    tape = tmp_path / "t.jsonl"
+    assert run_cli("export", "--all", "--db", log_db, "-o", tape).code == 0
+    assert_bad_input(run_cli("import", tape, "--db", "/proc/a2a-tape-test.db"))
+
+
+@pytest.mark.parametrize("argv", [*READ_COMMANDS, ["import", "TAPE"]], ids=" ".join)
+def test_a_file_that_is_not_a_database(tmp_path, log_db, argv):
+    db = tmp_path / "random.db"
+    junk = os.urandom(8192)
+    db.write_bytes(junk)
+    tape = tmp_path / "t.jsonl"
+    assert run_cli("export", "--all", "--db", log_db, "-o", tape).code == 0
+    argv = [str(tape) if a == "TAPE" else a for a in argv]
+    assert_bad_input(run_cli(*argv, "--db", db), "not an a2a-tape database")
+    assert db.read_bytes() == junk  # left exactly as it was
+
+
+@pytest.mark.parametrize("argv", [["show", "no-such-task"], ["show", "no-such-task", "--json"], ["export", "no-such-task"]], ids=" ".join)
+def test_unknown_task(log_db, argv):
+    assert_bad_input(run_cli(*argv, "--db", log_db), "unknown task: no-such-task")
+    assert count_events(log_db) == 8
+
+
+def _tape(tmp_path, log_db) -> list[bytes]:
+    tape = tmp_path / "good.jsonl"
+    assert run_cli("export", "--all", "--db", log_db, "-o", tape).code == 0
+    lines = tape.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 1 + 2 + 8
+    return lines
+
+
+def test_import_with_a_broken_line_in_the_middle_imports_nothing(tmp_path, log_db):
+    lines = _tape(tmp_path, log_db)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join(lines[:6] + [b'{"type": "event", "seq": 3, "payload": "trunc\n'] + lines[6:]))
+    target = tmp_path / "target.db"
+    make_log(target)  # already holds a log: it must come out unchanged
+    with_other = tmp_path / "other.jsonl"
+    # a tape of new tasks (so a successful import WOULD add events), broken in the middle
+    with_other.write_bytes(bad.read_bytes().replace(TASK.encode(), b"fresh-task").replace(b"other-task", b"fresh-other"))
+    for path, db in ((bad, tmp_path / "empty.db"), (with_other, target)):
+        before = count_events(db) if db.exists() else 0
+        line = assert_bad_input(run_cli("import", path, "--db", db), "line 7")
+        assert "not a tape line" in line
+        assert count_events(db) == before
+
+
+def test_import_with_non_utf8_bytes(tmp_path, log_db):
+    lines = _tape(tmp_path, log_db)
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(b"".join(lines[:4] + [b'{"type": "event", "position": 9, "seq": 9, "payload": "caf\xe9"}\n'] + lines[4:]))
+    db = tmp_path / "new.db"
+    assert_bad_input(run_cli("import", bad, "--db", db), "line 5", "not UTF-8")
+    assert count_events(db) == 0
+
+
+def test_import_of_a_file_that_does_not_exist(tmp_path, log_db):
+    assert_bad_input(run_cli("import", tmp_path / "nope.jsonl", "--db", log_db), "no such file")
+    assert count_events(log_db) == 8
+
+
+def test_import_of_a_binary_file(tmp_path, log_db):
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(os.urandom(4096).replace(b"\n", b"x"))
+    assert_bad_input(run_cli("import", junk, "--db", log_db), "line 1")
+    assert count_events(log_db) == 8
+
+
+def test_good_import_then_reimport(tmp_path, log_db):
+    """The control case: the same tape imports, and importing again adds nothing."""
+    lines = _tape(tmp_path, log_db)
+    tape = tmp_path / "ok.jsonl"
+    tape.write_bytes(b"".join(lines))
+    db = tmp_path / "copy.db"
+    first = run_cli("import", tape, "--db", db)
+    assert first.code == 0, first.stderr
+    assert count_events(db) == 8
+    second = run_cli("import", tape, "--db", db, "--json")
+    assert second.code == 0 and b'"events":0' in second.stdout
+    assert count_events(db) == 8
+
+
+def test_no_traceback_reaches_a_user_of_the_installed_script(tmp_path):
+    """The console script itself (not CliRunner): one line and exit 2 for each bad input."""
+    script = Path(sys.executable).with_name("a2a-tape")
+    if not script.exists():
+        pytest.skip(f"console script not installed next to {sys.executable}")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(os.urandom(4096))
+    cases = [
+        ["show", "x", "--db", str(tmp_path / "missing.db")],
+        ["show", "x", "--db", str(junk)],
+        ["import", str(junk), "--db", str(tmp_path / "no" / "dir.db")],
+    ]
+    env = {**os.environ, "COLUMNS": "40"}  # a narrow terminal must not wrap the line
+    env.pop("A2A_TAPE_DEBUG", None)
+    for argv in cases:
+        proc = subprocess.run([str(script), *argv], capture_output=True, timeout=60, env=env)
+        err = proc.stderr.decode()
+        assert proc.returncode == 2, (argv, proc.returncode, err)
+        assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("a2a-tape: error: "), (argv, err)
+        assert proc.stdout == b""
