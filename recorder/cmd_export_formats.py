@@ -1,13 +1,50 @@
-"""Export formats other than the tape: har, mermaid, html (filled in by the inspection work)."""
+"""Export formats other than the tape: ``har``, ``mermaid`` and ``html`` (see ``a2a-tape export``).
+
+Each format is built in ``replay`` from the stored events; this module picks the tasks, writes
+to stdout or ``-o FILE`` and reports where it wrote on stderr.
+"""
 
 from __future__ import annotations
 
+import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .app import fail
+from replay.export_har import build_har, encode_har
+from replay.export_html import build_html
+from replay.export_mermaid import build_mermaid
 
-FORMATS = ("jsonl",)
+from .app import err, fail, find_task, open_db
+
+FORMATS = ("jsonl", "har", "mermaid", "html")
+
+
+def _version() -> str:
+    try:
+        return version("a2a-tape")
+    except PackageNotFoundError:
+        return "0"
 
 
 def export(*, task: str | None, all_: bool, format: str, output: Path | None, db: str | None) -> None:
-    fail(f"unknown export format '{format}' (known: {', '.join(FORMATS)})")
+    if format not in FORMATS:
+        fail(f"unknown export format '{format}' (known: {', '.join(FORMATS)})")
+    st = open_db(db)
+    with st:
+        if all_:
+            task_ids = [t.task_id for t in st.task_events()]
+        else:
+            task_ids = [find_task(st, task)]  # type: ignore[arg-type]
+        if format == "har":
+            data = encode_har(build_har(st, None if all_ else task_ids, version=_version()))
+        elif format == "mermaid":
+            data = build_mermaid(st, task_ids).encode()
+        else:
+            title = "a2a-tape report" + ("" if all_ else f": task {task_ids[0]}")
+            data = build_html(st, task_ids, title=title).encode()
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        output.write_bytes(data)
+        err.print(f"wrote {format} ({len(data)} bytes) to {output}", markup=False)

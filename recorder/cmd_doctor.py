@@ -1,0 +1,141 @@
+"""``a2a-tape doctor``, ``a2a-tape diff`` and ``a2a-tape grep``: post-mortem questions about recordings.
+
+The work is done in ``replay`` (doctor, diff, grep); this module parses arguments, opens the
+databases and prints: rich tables for people, one JSON document with ``--json`` for scripts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+import store
+from replay import diff as diff_mod
+from replay.doctor import diagnose
+from replay.grep import grep
+
+from .app import DbOption, JsonOption, app, db_location, emit_json, fail, find_task, open_db, out
+
+EXIT_FAILED = 1
+
+
+@app.command("doctor")
+def doctor_cmd(
+    task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix); without it, every task.")] = None,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """List lifecycle and contract faults, with the event positions involved.
+
+    Exit 1 when any finding is an error (warnings alone exit 0).
+    """
+    st = open_db(db)
+    with st:
+        task_id = find_task(st, task) if task is not None else None
+        report = diagnose(st, task_id)
+    if json:
+        emit_json({"ok": report.ok, "tasks": report.tasks, "errors": report.errors,
+                   "warnings": report.warnings, "findings": report.findings})
+    else:
+        if not report.findings:
+            out.print(f"doctor: {report.tasks} task(s), no faults found")
+        else:
+            table = Table(title=f"doctor: {report.tasks} task(s)")
+            for col in ("level", "task", "fault", "positions", "what"):
+                table.add_column(col)
+            for f in report.findings:
+                table.add_row(
+                    Text(f.level, style="bold red" if f.level == "error" else "yellow"),
+                    (f.task_id or "")[:12], f.code, ", ".join(map(str, f.positions)), f.message,
+                )
+            out.print(table)
+            out.print(f"{report.errors} error(s), {report.warnings} warning(s)")
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _is_db_file(arg: str) -> bool:
+    p = Path(arg)
+    return p.is_file()
+
+
+@app.command("diff")
+def diff_cmd(
+    a: Annotated[str, typer.Argument(help="A task id (in --db), or a database file.")],
+    b: Annotated[str, typer.Argument(help="A task id (in --db), or a database file.")],
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Compare two tasks, or two databases (tasks paired by request), ids and timestamps normalised.
+
+    Exit 0 when they show the same behaviour, 1 when they differ.
+    """
+    if _is_db_file(a) and _is_db_file(b):
+        with open_db(a) as sa, open_db(b) as sb:
+            result = diff_mod.diff_stores(sa, sb)
+    elif _is_db_file(a) != _is_db_file(b) and not (db and Path(db_location(db)).exists()):
+        fail("give two task ids (with --db) or two database files")
+    else:
+        with open_db(db) as st:
+            ta, tb = find_task(st, a), find_task(st, b)
+            result = diff_mod.diff_tasks(st, ta, st, tb)
+    if json:
+        emit_json(result)
+    else:
+        for pair in result.pairs:
+            head = f"A {pair.a or '-'}  B {pair.b or '-'}: " + ("same" if pair.equal else "DIFFERENT")
+            out.print(head, markup=False, soft_wrap=True)
+            for name, lines in pair.channels.items():
+                out.print(f"  channel {name}:", markup=False, soft_wrap=True)
+                for line in lines:
+                    out.print("    " + line, markup=False, soft_wrap=True)
+            if pair.events:
+                out.print("  events:", markup=False, soft_wrap=True)
+                for line in pair.events:
+                    out.print("    " + line, markup=False, soft_wrap=True)
+        out.print("recordings are equal" if result.equal else "recordings differ", markup=False, soft_wrap=True)
+    if not result.equal:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("grep")
+def grep_cmd(
+    pattern: Annotated[str, typer.Argument(help="A regular expression (Python syntax).")],
+    task: Annotated[str | None, typer.Option("--task", help="Search one task only.")] = None,
+    ignore_case: Annotated[bool, typer.Option("-i", "--ignore-case", help="Match case-insensitively.")] = False,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Search payloads (text parts, data parts, metadata, errors, notes) across tasks.
+
+    Exit 1 when nothing matches, as grep does.
+    """
+    st = open_db(db)
+    with st:
+        task_id = find_task(st, task) if task is not None else None
+        try:
+            matches = grep(st, pattern, ignore_case=ignore_case, task_id=task_id)
+        except re.error as exc:
+            fail(f"bad pattern {pattern!r}: {exc}")
+    if json:
+        emit_json(matches)
+    else:
+        if matches:
+            table = Table(title=f"{len(matches)} match(es) for {pattern!r}")
+            for col in ("task", "pos", "seq", "kind", "where", "text"):
+                table.add_column(col)
+            for m in matches:
+                table.add_row((m.task_id or "-")[:12], str(m.position), str(m.seq), m.kind, m.where, m.text)
+            out.print(table)
+        else:
+            out.print(f"no match for {pattern!r}", markup=False, soft_wrap=True)
+    if not matches:
+        raise typer.Exit(EXIT_FAILED)
+
+
+__all__ = ["diff_cmd", "doctor_cmd", "grep_cmd", "store"]

@@ -1,0 +1,316 @@
+"""Lifecycle and contract faults of recorded tasks, each with the event positions involved.
+
+The question doctor answers is "what went wrong on the wire, and would a user have seen it".
+It reads decoded items only (both dialects share one model with lowercase v0.3 states, so a
+finished task that goes back to ``working`` is caught in v1.0 exactly as in v0.3, where some
+audit tools call such a stream clean). Origin-local events (our own recovery notes and
+synthetic FAILED) are context, never faults of the agent.
+
+Levels: ``error`` (the contract was broken, or a user saw something wrong) and ``warning``
+(suspicious, or only a naive client would go wrong). ``a2a-tape doctor`` exits 1 on any error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import msgspec
+
+from store import ArtifactUpdate, ErrorItem, Exchange, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
+
+from .trace import (
+    FINAL,
+    Step,
+    best_view,
+    channel_of,
+    decode_events,
+    id_channel,
+    is_interrupted,
+    is_terminal,
+    state_of,
+)
+
+Level = Literal["error", "warning"]
+
+# the checks, with what each means (docs and `doctor --json` consumers rely on the codes)
+CHECKS: dict[str, str] = {
+    "closed-while-working": "a stream ended while the task was still submitted/working",
+    "events-after-terminal": "events arrived after the task reached a terminal state",
+    "terminal-changed": "a terminal state changed afterwards (e.g. completed, then working)",
+    "first-item": "a stream's first item is neither a Task nor a lone Message",
+    "answer-shown-twice": "the final answer is doubled (by the agent, or for a naive client by a snapshot)",
+    "text-crosses-channels": "one artifact carried text of more than one channel",
+    "artifact-not-closed": "an artifact never got lastChunk",
+    "sequence-gap": "upstream sequence numbers skip values",
+    "sequence-repeat": "upstream sequence numbers or event ids repeat",
+    "interrupted-no-follow-up": "the task waits for input or auth and nothing followed",
+    "undecodable": "an item could not be decoded",
+}
+
+
+class Finding(msgspec.Struct, frozen=True):
+    code: str
+    level: Level
+    task_id: str | None
+    message: str
+    positions: list[int]
+
+
+class Report(msgspec.Struct):
+    tasks: int
+    errors: int
+    warnings: int
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+
+def _streams(steps: Sequence[Step]) -> list[list[Step]]:
+    """The task's steps grouped by exchange (one group when exchanges are unknown), in log order."""
+    groups: dict[int | None, list[Step]] = {}
+    for s in steps:
+        groups.setdefault(s.event.exchange_id, []).append(s)
+    return sorted(groups.values(), key=lambda g: g[0].position)
+
+
+def diagnose_task(
+    task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()
+) -> list[Finding]:
+    """Every fault of one task, in the order of the first position involved."""
+    steps = decode_events(events)
+    ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
+    found: list[Finding] = []
+
+    def add(code: str, level: Level, message: str, positions: Iterable[int]) -> None:
+        found.append(Finding(code, level, task_id, message, sorted(set(positions))))
+
+    upstream = [s for s in steps if not s.local]
+    _check_lifecycle(upstream, steps, add)
+    _check_streams(_streams(upstream), steps, ex_by_id, add)
+    _check_artifacts(upstream, steps, add)
+    _check_sequences(upstream, add)
+    _check_answer(task_id, events, steps, add)
+    for s in upstream:
+        if s.item.kind == "undecodable":
+            add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])  # type: ignore[union-attr]
+    found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
+    return found
+
+
+def _check_lifecycle(upstream: Sequence[Step], steps: Sequence[Step], add) -> None:
+    terminal: Step | None = None
+    changed: list[int] = []
+    after: list[int] = []
+    for s in upstream:
+        state = state_of(s)
+        if terminal is None:
+            if is_terminal(state):
+                terminal = s
+            continue
+        t_state = state_of(terminal)
+        if state is not None and state != t_state:
+            changed.append(s.position)
+            if is_terminal(state):
+                terminal = s  # report each change once; the new terminal state is the reference
+            continue
+        if state == t_state and s.event.exchange_id != terminal.event.exchange_id:
+            continue  # a GetTask / resubscribe answer repeating the final state is fine
+        if isinstance(s.item.body, (ArtifactUpdate, MessageItem, StatusUpdate)):
+            after.append(s.position)
+    first_terminal = next((s for s in upstream if is_terminal(state_of(s))), None)
+    if changed and first_terminal is not None:
+        add(
+            "terminal-changed", "error",
+            f"the task was {state_of(first_terminal)} at position {first_terminal.position}, "
+            f"then became {state_of(next(s for s in upstream if s.position == changed[0]))}",
+            [first_terminal.position, *changed],
+        )
+    if after and first_terminal is not None:
+        add(
+            "events-after-terminal", "error",
+            f"{len(after)} event(s) after the task was {state_of(first_terminal)} at position {first_terminal.position}",
+            [first_terminal.position, *after],
+        )
+    # the last known state, local decisions included (a synthetic FAILED settles a task)
+    states = [s for s in steps if state_of(s) is not None]
+    if states and is_interrupted(state_of(states[-1])):
+        last = states[-1]
+        later = [s for s in steps if s.position > last.position and not s.local]
+        if not later:
+            add(
+                "interrupted-no-follow-up", "warning",
+                f"the task waits ({state_of(last)}) and no follow-up was recorded",
+                [last.position],
+            )
+
+
+def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: dict[int, Exchange], add) -> None:
+    final_state = next((state_of(s) for s in reversed(steps) if state_of(s) is not None), None)
+    for group in streams:
+        ex = ex_by_id.get(group[0].event.exchange_id) if group[0].event.exchange_id is not None else None
+        streaming = ex.streaming if ex is not None else True
+        content = [s for s in group if s.item.kind not in ("error", "undecodable", "note", "other")]
+        if streaming and content and content[0].item.kind not in ("task", "message"):
+            first = content[0]
+            add(
+                "first-item", "error",
+                f"the stream's first item is a {first.item.kind} update, not a Task or a lone Message",
+                [first.position],
+            )
+        if not streaming:
+            continue
+        states = [s for s in group if state_of(s) is not None]
+        if not states or state_of(states[-1]) not in ("submitted", "working"):
+            continue
+        if any(isinstance(s.item.body, ErrorItem) for s in group if s.position > states[-1].position):
+            level: Level = "error"
+            why = "after an error item"
+        else:
+            why = "while the task was " + str(state_of(states[-1]))
+            level = "error" if final_state in ("submitted", "working", None) else "warning"
+        later = "; it was never settled" if level == "error" else f"; later it became {final_state}"
+        add(
+            "closed-while-working", level,
+            f"the stream ended {why} (last event at position {group[-1].position}){later}",
+            [states[-1].position, group[-1].position],
+        )
+
+
+def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add) -> None:
+    channels: dict[str, dict[str, list[int]]] = {}
+    closed: dict[str, bool] = {}
+    for s in upstream:
+        body = s.item.body
+        if not isinstance(body, ArtifactUpdate):
+            continue
+        art = body.artifact
+        ch = channel_of(art)
+        channels.setdefault(art.artifact_id, {}).setdefault(ch, []).append(s.position)
+        named = id_channel(art.artifact_id)
+        if named is not None and named != ch:
+            add(
+                "text-crosses-channels", "error",
+                f"artifact {art.artifact_id} is a {named} lane but this update says {ch}",
+                [s.position],
+            )
+        if body.last_chunk:
+            closed[art.artifact_id] = True
+        else:
+            closed.setdefault(art.artifact_id, False)
+    for aid, by_channel in channels.items():
+        if len(by_channel) > 1:
+            add(
+                "text-crosses-channels", "error",
+                f"artifact {aid} carried text of {len(by_channel)} channels: {', '.join(sorted(by_channel))}",
+                [p for ps in by_channel.values() for p in ps],
+            )
+    final_state = next((state_of(s) for s in reversed(steps) if state_of(s) is not None), None)
+    for aid, done in closed.items():
+        if not done:
+            positions = [p for ps in channels[aid].values() for p in ps]
+            add(
+                "artifact-not-closed", "warning",
+                f"artifact {aid} never got lastChunk (task {final_state or 'state unknown'})",
+                [positions[-1]],
+            )
+
+
+def _check_sequences(upstream: Sequence[Step], add) -> None:
+    last_seq: dict[str, tuple[int, int]] = {}
+    seen_ids: dict[str, int] = {}
+    for s in upstream:
+        body = s.item.body
+        if not isinstance(body, ArtifactUpdate):
+            continue
+        meta = body.artifact.meta
+        if meta.event_id is not None:
+            if meta.event_id in seen_ids:
+                add(
+                    "sequence-repeat", "warning",
+                    f"event_id {meta.event_id} arrived again (a client must dedup it)",
+                    [seen_ids[meta.event_id], s.position],
+                )
+            else:
+                seen_ids[meta.event_id] = s.position
+        if meta.sequence is None:
+            continue
+        scope = meta.message_id or ""
+        prev = last_seq.get(scope)
+        if prev is not None:
+            prev_seq, prev_pos = prev
+            if meta.sequence <= prev_seq:
+                add(
+                    "sequence-repeat", "warning",
+                    f"sequence {meta.sequence} after {prev_seq} (repeated or out of order)",
+                    [prev_pos, s.position],
+                )
+            elif meta.sequence > prev_seq + 1:
+                add(
+                    "sequence-gap", "error",
+                    f"sequence jumps from {prev_seq} to {meta.sequence}: {meta.sequence - prev_seq - 1} event(s) missing",
+                    [prev_pos, s.position],
+                )
+        if prev is None or meta.sequence > prev[0]:
+            last_seq[scope] = (meta.sequence, s.position)
+
+
+def naive_answer(steps: Sequence[Step]) -> tuple[str, list[int]]:
+    """What a naive client shows: every answer chunk's text concatenated, snapshots included."""
+    text: list[str] = []
+    positions: list[int] = []
+    for s in steps:
+        body = s.item.body
+        arts = []
+        if isinstance(body, ArtifactUpdate):
+            arts = [body.artifact]
+        elif isinstance(body, TaskSnapshot):
+            arts = list(body.artifacts)
+        for art in arts:
+            if channel_of(art) in (FINAL, "artifact") and art.text:
+                text.append(art.text)
+                positions.append(s.position)
+    return "".join(text), positions
+
+
+def _doubled(text: str) -> bool:
+    n = len(text)
+    return n >= 2 and n % 2 == 0 and text[: n // 2] == text[n // 2 :] and bool(text[: n // 2].strip())
+
+
+def _check_answer(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step], add) -> None:
+    view = best_view(task_id, events, steps)
+    answer = view.final_answer
+    upstream = [s for s in steps if not s.local]
+    naive, positions = naive_answer(upstream)
+    if answer and _doubled(answer):
+        add(
+            "answer-shown-twice", "error",
+            "the final answer itself contains the text twice (a snapshot appended instead of replacing?)",
+            positions[-1:] or [],
+        )
+        return
+    if answer and naive != answer and naive.count(answer) >= 2:
+        snaps = [
+            s.position
+            for s in upstream
+            if isinstance(s.item.body, TaskSnapshot)
+            or (isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot")
+        ]
+        add(
+            "answer-shown-twice", "warning",
+            "a client that concatenates every answer chunk and snapshot would show the answer twice",
+            [p for p in positions if p in snaps] or positions[-1:],
+        )
+
+
+def diagnose(store, task_id: str | None = None) -> Report:
+    """Doctor one task, or every task of the log."""
+    ids = [task_id] if task_id is not None else [t.task_id for t in store.task_events()]
+    findings: list[Finding] = []
+    for tid in ids:
+        findings.extend(diagnose_task(tid, store.read_task(tid), store.exchanges(tid)))
+    errors = sum(1 for f in findings if f.level == "error")
+    return Report(tasks=len(ids), errors=errors, warnings=len(findings) - errors, findings=findings)

@@ -1,0 +1,191 @@
+"""A self-contained HTML report of recorded tasks, for people who never used the CLI.
+
+One file: inline CSS, no script, no external URL (no fonts, images or stylesheets fetched), so
+it opens the same offline, attached to a bug report. Per task it shows, in this order: what
+happened in one sentence, the final answer (once: a snapshot never doubles it), the doctor's
+findings, the reasoning folded in a ``<details>`` element, the tool calls as a table, every
+artifact, and the timeline of raw events. Every recorded string is HTML-escaped: a recording
+is untrusted input.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from store import StoredEvent
+
+from .doctor import Finding, diagnose_task
+from .trace import ChannelView, Step, best_view, decode_events, summary
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;
+color:#1d1d1f;background:#fff;line-height:1.45;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.25rem;border-bottom:1px solid #ddd;padding-bottom:.3rem;margin-top:2.5rem}
+h3{font-size:1.05rem;margin-top:1.5rem}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:.75rem;border-radius:6px;margin:.3rem 0}
+.answer pre{background:#eef7ee;border-left:4px solid #2e7d32;font-size:1.05rem}
+.none{color:#777;font-style:italic}
+table{border-collapse:collapse;width:100%;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{background:#f0f0f0}
+tr.local td{background:#fff8e1}
+.error{color:#b71c1c;font-weight:600}.warning{color:#8a6d00;font-weight:600}.ok{color:#2e7d32}
+.state{font-weight:600}
+details{margin:.5rem 0}summary{cursor:pointer;font-weight:600}
+td pre{padding:.3rem;margin:0;background:transparent}
+.meta{color:#555}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _when(ts: float) -> str:
+    if not ts:
+        return "?"
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _json(value: Any) -> str:
+    try:
+        return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+    except Exception:  # noqa: BLE001 - anything odd is still shown, as text
+        return str(value)
+
+
+def _tool_rows(calls: Sequence[Any]) -> str:
+    if not calls:
+        return '<p class="none">No tool calls.</p>'
+    cols = ["call_id", "tool", "status", "title", "input", "output", "error"]
+    present = [c for c in cols if any(isinstance(x, dict) and c in x for x in calls)]
+    extra = not present or any(not isinstance(x, dict) or set(x) - set(present) for x in calls)
+    head = "".join(f"<th>{_e(c)}</th>" for c in present) + ("<th>details</th>" if extra else "")
+    rows = []
+    for call in calls:
+        cells = []
+        for c in present:
+            v = call.get(c) if isinstance(call, dict) else None
+            cells.append(f"<td><pre>{_e(v if isinstance(v, str) else ('' if v is None else _json(v)))}</pre></td>")
+        if extra:
+            rest = {k: v for k, v in call.items() if k not in present} if isinstance(call, dict) else call
+            text = rest.get("text") if isinstance(rest, dict) and set(rest) <= {"text", "artifact_id"} else None
+            cells.append(f"<td><pre>{_e(text if text is not None else _json(rest))}</pre></td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="tool-calls"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _findings(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return '<p class="ok">No lifecycle or contract faults found.</p>'
+    rows = "".join(
+        f'<tr><td class="{_e(f.level)}">{_e(f.level)}</td><td>{_e(f.code)}</td><td>{_e(f.message)}</td>'
+        f"<td>{_e(', '.join(map(str, f.positions)))}</td></tr>"
+        for f in findings
+    )
+    return (
+        '<table class="findings"><thead><tr><th>level</th><th>fault</th><th>what</th><th>positions</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _timeline(steps: Sequence[Step]) -> str:
+    if not steps:
+        return '<p class="none">No events.</p>'
+    t0 = steps[0].event.received_at
+    rows = []
+    for s in steps:
+        ev = s.event
+        origin = "LOCAL (added by a2a-tape)" if s.local else "upstream"
+        text = summary(s.item)
+        if s.item.kind == "undecodable":
+            text += "\n" + bytes(ev.payload).decode("utf-8", "replace")
+        rows.append(
+            f'<tr class="{"local" if s.local else "upstream"}"><td>{ev.position}</td><td>{ev.seq}</td>'
+            f"<td>+{ev.received_at - t0:.3f}s</td><td>{_e(s.item.kind)}</td><td>{_e(origin)}</td>"
+            f"<td><pre>{_e(text)}</pre></td></tr>"
+        )
+    return (
+        '<table class="timeline"><thead><tr><th>position</th><th>seq</th><th>time</th><th>kind</th>'
+        f"<th>origin</th><th>what</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _artifacts(view: ChannelView) -> str:
+    if not view.artifacts:
+        return '<p class="none">No artifacts.</p>'
+    rows = "".join(
+        f"<tr><td>{_e(a.artifact_id)}</td><td>{_e(a.channel)}</td><td>{'yes' if a.closed else 'no'}</td>"
+        f"<td><pre>{_e(a.text)}</pre></td></tr>"
+        for a in view.artifacts
+    )
+    return (
+        '<table class="artifacts"><thead><tr><th>artifact</th><th>channel</th><th>closed</th><th>text</th></tr>'
+        f"</thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def task_section(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Any] = ()) -> str:
+    steps = decode_events(events)
+    view = best_view(task_id, events, steps)
+    findings = diagnose_task(task_id, events, exchanges)
+    errors = sum(1 for f in findings if f.level == "error")
+    first = events[0].received_at if events else 0.0
+    last = events[-1].received_at if events else 0.0
+    verdict = (
+        f'<span class="error">{errors} error(s)</span>' if errors
+        else ('<span class="warning">warnings only</span>' if findings else '<span class="ok">no faults</span>')
+    )
+    answer = (
+        f'<pre class="final-answer">{_e(view.final_answer)}</pre>'
+        if view.final_answer is not None else '<p class="none">The agent gave no final answer.</p>'
+    )
+    reasoning = (
+        f'<details class="reasoning"><summary>Reasoning ({len(view.reasoning)} characters, click to open)</summary>'
+        f"<pre>{_e(view.reasoning)}</pre></details>"
+        if view.reasoning else '<p class="none">No reasoning was streamed.</p>'
+    )
+    return f"""<section class="task" id="task-{_e(task_id)}">
+<h2>Task <code>{_e(task_id)}</code></h2>
+<p>The task ended <span class="state">{_e(view.state)}</span> after {len(events)} recorded event(s),
+from {_e(_when(first))} to {_e(_when(last))} ({last - first:.3f} s). Doctor: {verdict}.</p>
+<div class="answer"><h3>Final answer</h3>
+{answer}</div>
+<h3>Doctor's findings</h3>
+{_findings(findings)}
+<h3>Reasoning</h3>
+{reasoning}
+<h3>Tool calls</h3>
+{_tool_rows(view.tool_calls)}
+<h3>Artifacts</h3>
+{_artifacts(view)}
+<h3>Timeline of raw events</h3>
+<p class="meta">Rows marked LOCAL were added by a2a-tape itself (recovery decisions), not sent by the agent.</p>
+{_timeline(steps)}
+</section>"""
+
+
+def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report") -> str:
+    sections = [task_section(t, store.read_task(t), store.exchanges(t)) for t in task_ids]
+    index = ""
+    if len(task_ids) > 1:
+        items = "".join(f'<li><a href="#task-{_e(t)}">{_e(t)}</a></li>' for t in task_ids)
+        index = f"<nav><h2>Tasks</h2><ul>{items}</ul></nav>"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(title)}</title>
+<style>{_CSS}</style></head>
+<body>
+<h1>{_e(title)}</h1>
+<p class="meta">What an A2A agent sent, as recorded by a2a-tape, for {len(task_ids)} task(s). The final answer is
+what a user should have seen; the doctor lists what went wrong on the wire; the timeline lists every raw event.</p>
+{index}
+{''.join(sections)}
+</body></html>
+"""
