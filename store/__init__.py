@@ -49,12 +49,16 @@ def default_db() -> str:
     return os.environ.get("A2A_TAPE_DB") or DEFAULT_DB
 
 
-def open_store(location: str | os.PathLike[str], *, create: bool = True, durability: Durability = "full") -> SqliteStore:
-    """Open the event log at ``location`` (a file path; a database URL selects another backend)."""
+def open_store(location: str | os.PathLike[str], *, create: bool = True, durability: Durability = "full"):
+    """Open the event log at ``location``: a file path (SQLite) or a ``postgresql://`` URL."""
     loc = os.fspath(location)
+    if loc.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(loc, durability=durability)
     if "://" in loc and not loc.startswith("file:"):
         scheme = loc.split("://", 1)[0]
-        raise StoreError(f"no store backend for '{scheme}://' in this version of a2a-tape")
+        raise StoreError(f"no store backend for '{scheme}://' (use a file path or postgresql://...)")
     if loc.startswith("file:"):
         loc = loc[7:] if loc.startswith("file://") else loc[5:]
     return SqliteStore(loc, create=create, durability=durability)

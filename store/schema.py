@@ -83,7 +83,12 @@ def _v1(db: sqlite_utils.Database) -> None:
     db["meta"].create({"key": str, "value": str}, pk="key")
 
 
-MIGRATIONS = [_v1]
+def _v2(db: sqlite_utils.Database) -> None:
+    # row leases with expiry: one recoverer per orphaned task, even with several proxies
+    db["leases"].create({"name": str, "owner": str, "expires_at": float}, pk="name")
+
+
+MIGRATIONS = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

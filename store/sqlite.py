@@ -16,10 +16,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
-import msgspec
-
-from .errors import AppendConflict, NotADatabase, StoreError, StoreNotFound
+from .errors import NotADatabase, StoreError, StoreNotFound
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from .rows import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
+from .rows import BatchPlan
+from .rows import exchange_from_row as _row_exchange
+from .rows import to_column as _to_column
 from .schema import migrate
 
 Durability = Literal["full", "normal"]
@@ -29,9 +31,6 @@ _INSERT_EVENT = (
     "INSERT INTO events (task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_EXCHANGE_FIELDS = [f for f in Exchange.__struct_fields__ if f != "id"]
-_JSON_FIELDS = {"request_headers", "response_headers"}
-_headers_decoder = msgspec.json.Decoder(dict[str, str])
 
 
 def _row_event(row: tuple) -> StoredEvent:
@@ -111,56 +110,13 @@ class SqliteStore:
         """
         if not events:
             return []
-        out: list[StoredEvent | None] = [None] * len(events)
-        rows: list[tuple] = []
-        row_index: list[int] = []
         with self._write() as cur:
-            nxt: dict[tuple[str | None, int | None], int] = {}
-            in_batch: dict[tuple[tuple[str | None, int | None], int], int] = {}  # (key, seq) -> index in rows
-            repeats: list[tuple[int, int]] = []  # (event index, index in rows): a retry inside this batch
-            for i, ev in enumerate(events):
-                key = (ev.task_id, None) if ev.task_id is not None else (None, ev.exchange_id)
-                seq = ev.seq
-                if seq is None:
-                    n = nxt.get(key)
-                    if n is None:
-                        n = self._max_seq(cur, key) + 1
-                    seq = n
-                    nxt[key] = n + 1
-                else:
-                    k = in_batch.get((key, seq))
-                    if k is not None:  # the same key earlier in this very batch
-                        if bytes(rows[k][4]) != bytes(ev.payload):
-                            raise AppendConflict(
-                                f"event {_key_text(key)} seq {seq} appears twice in one batch with other bytes"
-                            )
-                        repeats.append((i, k))
-                        continue
-                    existing = self._find(cur, key, seq)
-                    if existing is not None:
-                        if bytes(existing.payload) != bytes(ev.payload):
-                            raise AppendConflict(
-                                f"event {_key_text(key)} seq {seq} is already stored with other bytes"
-                            )
-                        out[i] = existing
-                        continue
-                    n = nxt.get(key)
-                    if n is None:
-                        n = self._max_seq(cur, key) + 1
-                    nxt[key] = max(n, seq + 1)
-                in_batch[(key, seq)] = len(rows)
-                row_index.append(i)
-                rows.append(
-                    (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
-                )
-            if rows:
-                start = cur.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]
-                cur.executemany(_INSERT_EVENT, rows)
-                for k, (i, row) in enumerate(zip(row_index, rows)):
-                    out[i] = StoredEvent(start + 1 + k, *row)
-                for i, k in repeats:
-                    out[i] = out[row_index[k]]
-        return out  # type: ignore[return-value]
+            plan = BatchPlan(events, lambda key: self._max_seq(cur, key), lambda key, seq: self._find(cur, key, seq))
+            if not plan.rows:
+                return plan.stored(0)
+            start = cur.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]
+            cur.executemany(_INSERT_EVENT, plan.rows)
+            return plan.stored(start)
 
     def append(self, event: NewEvent) -> StoredEvent:
         return self.append_batch([event])[0]
@@ -401,6 +357,45 @@ class SqliteStore:
             cur.execute("DELETE FROM projection_rows WHERE projection = ?", (name,))
             cur.execute("DELETE FROM projection_cursors WHERE name = ?", (name,))
 
+    # -- leases ------------------------------------------------------------------------------
+
+    def lease_acquire(self, name: str, owner: str, ttl: float, *, now: float | None = None) -> bool:
+        """Hold ``name`` for ``ttl`` seconds unless another live owner holds it (one recoverer per task)."""
+        now = time.time() if now is None else now
+        with self._write() as cur:
+            row = cur.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False
+            cur.execute("INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)", (name, owner, now + ttl))
+        return True
+
+    def lease_release(self, name: str, owner: str) -> None:
+        with self._write() as cur:
+            cur.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
+
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        """Block until an event past ``after`` is in the log, or ``timeout``.
+
+        SQLite has no notifications across processes: this checks ``PRAGMA data_version``
+        with a growing back-off (1 ms up to 100 ms), reading events only when it changed.
+        """
+        deadline = time.monotonic() + timeout
+        pause = 0.001
+        seen = None
+        while True:
+            with self._lock:
+                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != seen:
+                seen = version
+                if self.last_position() > after:
+                    return True
+                pause = 0.001
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
+
     # -- meta --------------------------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
@@ -449,26 +444,3 @@ class _WriteTxn:
                     st._conn.execute("ROLLBACK")
         finally:
             st._lock.release()
-
-
-def _key_text(key: tuple[str | None, int | None]) -> str:
-    task_id, exchange_id = key
-    return f"task {task_id}" if task_id is not None else f"exchange {exchange_id}"
-
-
-def _to_column(field: str, value: object) -> object:
-    if field in _JSON_FIELDS:
-        return msgspec.json.encode(value).decode()
-    if isinstance(value, bool):
-        return int(value)
-    return value
-
-
-def _row_exchange(row: tuple) -> Exchange:
-    values = dict(zip(["id", *_EXCHANGE_FIELDS], row))
-    for f in _JSON_FIELDS:
-        values[f] = _headers_decoder.decode(values[f]) if values[f] else {}
-    values["streaming"] = bool(values["streaming"])
-    values["request_body"] = values["request_body"] or b""
-    values["role"] = values["role"] or "client"
-    return Exchange(**values)

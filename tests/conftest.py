@@ -40,3 +40,36 @@ def sdk_agent() -> Iterator[Agent]:
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "tape.db"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A private PostgreSQL server for the session (Debian's postgresql package; .ci/run installs it).
+
+    Skips, saying why, when the server binaries are missing on a developer's machine; under CI
+    (``CI`` set) a missing server is an error, never a silent pass.
+    """
+    import os
+
+    from tests.support import postgres
+
+    if not postgres.available():
+        if os.environ.get("CI"):
+            pytest.fail(postgres.MISSING)
+        pytest.skip(postgres.MISSING)
+    with postgres.postgres_server() as url:
+        yield url
+
+
+_pg_schemas = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """A fresh, empty schema on the session's PostgreSQL server, as a URL."""
+    import psycopg
+
+    name = f"t{next(_pg_schemas)}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    return f"{pg_server}?options=-csearch_path%3D{name}"

@@ -1,8 +1,8 @@
 """The store behaviour suite runs against every backend listed in ``BACKENDS``.
 
 Each backend provides a factory ``open(location, durability)`` and a way to make a fresh,
-empty location per test. SQLite is the only backend today; a PostgreSQL backend adds an entry
-here (a location being a DSN of a throw-away database) and the whole suite runs against it too.
+empty location per test. SQLite is the embedded default; PostgreSQL runs the same suite, each location a
+throw-away schema on a private server started for the session (``pg_server``).
 Tests that check something only one backend has (SQLite PRAGMAs) live in ``test_sqlite_*.py``.
 """
 
@@ -41,14 +41,36 @@ class Backend:
                 pass
 
 
-BACKENDS: dict[str, Callable[[Path], Backend]] = {
-    "sqlite": lambda root: Backend("sqlite", root),
+class PostgresBackend(Backend):
+    """Each label is a fresh schema on the session's PostgreSQL server (tests/conftest.py)."""
+
+    def __init__(self, name: str, root: Path, server_url: str) -> None:
+        super().__init__(name, root)
+        self.server_url = server_url
+        self.urls: dict[str, str] = {}
+
+    def location(self, label: str = "log") -> str:
+        if label not in self.urls:
+            import psycopg
+
+            schema = f"s{next(_schemas)}"
+            with psycopg.connect(self.server_url, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {schema}")
+            self.urls[label] = f"{self.server_url}?options=-csearch_path%3D{schema}"
+        return self.urls[label]
+
+
+_schemas = iter(range(1, 10_000_000))
+
+BACKENDS: dict[str, Callable[..., Backend]] = {
+    "sqlite": lambda root, request: Backend("sqlite", root),
+    "postgres": lambda root, request: PostgresBackend("postgres", root, request.getfixturevalue("pg_server")),
 }
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request, tmp_path) -> Iterator[Backend]:
-    b = BACKENDS[request.param](tmp_path)
+    b = BACKENDS[request.param](tmp_path, request)
     yield b
     b.close_all()
 

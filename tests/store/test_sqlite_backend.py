@@ -95,8 +95,15 @@ def test_path_is_a_directory(tmp_path):
 
 
 def test_other_backend_url_is_a_clear_error():
-    with pytest.raises(StoreError, match="no store backend for 'postgresql://'"):
-        store.open_store("postgresql://localhost/x")
+    with pytest.raises(StoreError, match="no store backend for 'mysql://'"):
+        store.open_store("mysql://localhost/x")
+
+
+def test_postgres_url_with_nothing_listening_fails_fast_and_readably():
+    from tests.support.servers import closed_port
+
+    with pytest.raises(StoreError, match=r"^cannot connect to postgresql://a2a@127\.0\.0\.1:\d+/x: .*refused"):
+        store.open_store(f"postgresql://a2a:secret@127.0.0.1:{closed_port()}/x")
 
 
 def test_file_url_opens_sqlite(tmp_path):

@@ -1,0 +1,425 @@
+"""The event log on PostgreSQL: one shared log for several recorders on several hosts.
+
+Same narrow API as :class:`store.sqlite.SqliteStore`. What PostgreSQL needs that SQLite gives
+for free:
+
+- **gap-free positions in commit order.** Appends take ``LOCK TABLE events IN EXCLUSIVE MODE``
+  (readers are not blocked) and number rows ``max(position) + 1 ...`` inside that lock, so a
+  reader following positions never skips a row that commits late, and a rolled-back batch
+  leaves no hole (the eventsourcing library's approach, without its sequence gaps).
+- **followers.** Every append sends ``NOTIFY a2a_tape_events, '<last position>'`` (delivered at
+  commit); :meth:`PostgresStore.wait_for_events` sleeps on ``LISTEN`` until then.
+- **one recoverer per task.** Row leases with expiry (:meth:`lease_acquire`), shared by every
+  process on the log; a lease whose holder died expires and is taken over.
+
+Needs the ``postgres`` extra (psycopg 3 with its pool).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Literal
+
+from .errors import SchemaTooNew, StoreError
+from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from .rows import EXCHANGE_FIELDS, BatchPlan, exchange_from_row, exchange_values
+
+try:  # optional dependency
+    import psycopg
+    from psycopg_pool import ConnectionPool
+except ImportError:  # pragma: no cover - reported when a postgresql:// URL is used
+    psycopg = None  # type: ignore[assignment]
+    ConnectionPool = None  # type: ignore[assignment,misc]
+
+SCHEMA_VERSION = 1
+CHANNEL = "a2a_tape_events"
+_EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
+
+_SCHEMA = [
+    """CREATE TABLE exchanges (
+        id BIGSERIAL PRIMARY KEY, started_at DOUBLE PRECISION, ended_at DOUBLE PRECISION, url TEXT,
+        http_method TEXT, rpc_method TEXT, dialect TEXT, streaming INTEGER, request_headers TEXT,
+        request_body BYTEA, status INTEGER, content_type TEXT, response_headers TEXT, response_body BYTEA,
+        outcome TEXT, error TEXT, task_id TEXT, context_id TEXT, message_id TEXT, idempotency_key TEXT, role TEXT)""",
+    "CREATE INDEX exchanges_task_id ON exchanges(task_id)",
+    """CREATE TABLE events (
+        position BIGINT PRIMARY KEY, task_id TEXT, seq BIGINT NOT NULL, exchange_id BIGINT, sse_event TEXT,
+        payload BYTEA NOT NULL, received_at DOUBLE PRECISION NOT NULL, mono DOUBLE PRECISION,
+        origin TEXT NOT NULL CHECK (origin IN ('upstream', 'local')))""",
+    "CREATE UNIQUE INDEX events_task_seq ON events(task_id, seq) WHERE task_id IS NOT NULL",
+    "CREATE UNIQUE INDEX events_exchange_seq ON events(exchange_id, seq) WHERE task_id IS NULL",
+    "CREATE INDEX events_exchange ON events(exchange_id)",
+    """CREATE TABLE idempotency (key TEXT PRIMARY KEY, request_hash TEXT, exchange_id BIGINT, task_id TEXT,
+        state TEXT, created_at DOUBLE PRECISION, expires_at DOUBLE PRECISION)""",
+    "CREATE TABLE projection_cursors (name TEXT PRIMARY KEY, position BIGINT NOT NULL)",
+    """CREATE TABLE projection_rows (projection TEXT NOT NULL, key TEXT NOT NULL, value BYTEA NOT NULL,
+        PRIMARY KEY (projection, key))""",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+    "CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
+]
+
+
+class PostgresStore:
+    """The event log in a PostgreSQL database. See :mod:`store` for the API contract."""
+
+    backend = "postgres"
+
+    def __init__(self, url: str, *, durability: Literal["full", "normal"] = "full", max_size: int = 8) -> None:
+        if psycopg is None:
+            raise StoreError("PostgreSQL needs the postgres extra: pip install 'a2a-tape[postgres]'")
+        self.url = url
+        self.path = url
+        self.durability = durability
+        sync = "on" if durability == "full" else "off"
+
+        def configure(conn) -> None:
+            conn.execute(f"SET synchronous_commit = {sync}")
+            conn.commit()
+
+        try:
+            psycopg.connect(url, connect_timeout=10).close()  # fail fast, with the server's reason
+            self._pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=configure, open=False)
+            self._pool.open(wait=True, timeout=10)
+        except Exception as exc:  # noqa: BLE001 - one readable line for the CLI
+            raise StoreError(f"cannot connect to {_safe(url)}: {_first_line(exc)}") from None
+        self._local = threading.local()
+        self._migrate()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _txn(self):
+        """A cursor in a transaction; nested uses on one thread join the outer transaction."""
+        cur = getattr(self._local, "cur", None)
+        if cur is not None:
+            yield cur
+            return
+        with self._pool.connection() as conn:
+            with conn.transaction(), conn.cursor() as cur:
+                self._local.cur = cur
+                try:
+                    yield cur
+                finally:
+                    self._local.cur = None
+
+    def transaction(self):
+        return self._txn()
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        with self._txn() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall()
+
+    def _migrate(self) -> None:
+        with self._txn() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext('a2a-tape-migrate'))")
+            cur.execute("CREATE TABLE IF NOT EXISTS a2a_tape_schema (version INTEGER NOT NULL)")
+            cur.execute("SELECT version FROM a2a_tape_schema")
+            row = cur.fetchone()
+            found = row[0] if row else 0
+            if found > SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}: upgrade a2a-tape"
+                )
+            if found == 0:
+                for stmt in _SCHEMA:
+                    cur.execute(stmt)
+                cur.execute("INSERT INTO a2a_tape_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+
+    # -- events ------------------------------------------------------------------------------
+
+    def append_batch(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        if not events:
+            return []
+        with self._txn() as cur:
+            cur.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # commit order == position order, no gaps
+            plan = BatchPlan(events, lambda key: _max_seq(cur, key), lambda key, seq: _find(cur, key, seq))
+            if not plan.rows:
+                return plan.stored(0)
+            cur.execute("SELECT COALESCE(MAX(position), 0) FROM events")
+            start = cur.fetchone()[0]
+            with cur.copy(
+                "COPY events (position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) FROM STDIN"
+            ) as copy:
+                for k, row in enumerate(plan.rows):
+                    copy.write_row((start + 1 + k, *row))
+            cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(start + len(plan.rows))))
+            return plan.stored(start)
+
+    def append(self, event: NewEvent) -> StoredEvent:
+        return self.append_batch([event])[0]
+
+    def read_from(self, position: int = 0, *, limit: int | None = None, batch: int = 5000) -> Iterator[StoredEvent]:
+        left = limit
+        while left is None or left > 0:
+            n = batch if left is None else min(batch, left)
+            rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE position > %s ORDER BY position LIMIT %s", (position, n))
+            if not rows:
+                return
+            for row in rows:
+                yield StoredEvent(*row)
+            position = rows[-1][0]
+            if left is not None:
+                left -= len(rows)
+            if len(rows) < n:
+                return
+
+    def read_task(self, task_id: str) -> list[StoredEvent]:
+        rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s ORDER BY position", (task_id,))
+        return [StoredEvent(*r) for r in rows]
+
+    def read_exchange(self, exchange_id: int) -> list[StoredEvent]:
+        rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = %s ORDER BY position", (exchange_id,))
+        return [StoredEvent(*r) for r in rows]
+
+    def last_position(self) -> int:
+        return self._read("SELECT COALESCE(MAX(position), 0) FROM events")[0][0]
+
+    def count_events(self) -> int:
+        return self._read("SELECT COUNT(*) FROM events")[0][0]
+
+    def has_task(self, task_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM events WHERE task_id = %s LIMIT 1", (task_id,)))
+
+    def task_events(self) -> list[TaskEvents]:
+        rows = self._read(
+            "SELECT task_id, COUNT(*), MIN(received_at), MAX(received_at), MIN(position), MAX(position) "
+            "FROM events WHERE task_id IS NOT NULL GROUP BY task_id ORDER BY MIN(position)"
+        )
+        return [TaskEvents(*r) for r in rows]
+
+    def task_ids_with_prefix(self, prefix: str) -> list[str]:
+        rows = self._read(
+            "SELECT DISTINCT task_id FROM events WHERE starts_with(task_id, %s) ORDER BY task_id LIMIT 10", (prefix,)
+        )
+        return [r[0] for r in rows]
+
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        """Block until an event past ``after`` is committed (LISTEN/NOTIFY), or ``timeout``."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"LISTEN {CHANNEL}")
+            if self.last_position() > after:  # committed before we listened
+                return True
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0:
+                for note in conn.notifies(timeout=left, stop_after=1):
+                    if int(note.payload or 0) > after:
+                        return True
+            return self.last_position() > after
+
+    # -- exchanges ---------------------------------------------------------------------------
+
+    def begin_exchange(self, exchange: Exchange) -> int:
+        values = exchange_values(exchange)
+        with self._txn() as cur:
+            cur.execute(
+                f"INSERT INTO exchanges ({', '.join(EXCHANGE_FIELDS)}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",
+                values,
+            )
+            exchange.id = cur.fetchone()[0]
+        return exchange.id  # type: ignore[return-value]
+
+    def update_exchange(self, exchange_id: int, **fields: object) -> None:
+        unknown = set(fields) - set(EXCHANGE_FIELDS)
+        if unknown:
+            raise StoreError(f"unknown exchange fields: {sorted(unknown)}")
+        if not fields:
+            return
+        ex = Exchange(**{k: v for k, v in fields.items()})  # type: ignore[arg-type]
+        values = dict(zip(EXCHANGE_FIELDS, exchange_values(ex)))
+        with self._txn() as cur:
+            cur.execute(
+                f"UPDATE exchanges SET {', '.join(f'{k} = %s' for k in fields)} WHERE id = %s",
+                [*(values[k] for k in fields), exchange_id],
+            )
+
+    def get_exchange(self, exchange_id: int) -> Exchange | None:
+        rows = self._read(f"SELECT id, {', '.join(EXCHANGE_FIELDS)} FROM exchanges WHERE id = %s", (exchange_id,))
+        return exchange_from_row(rows[0]) if rows else None
+
+    def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]:
+        sql = f"SELECT id, {', '.join(EXCHANGE_FIELDS)} FROM exchanges WHERE id > %s"
+        args: list[object] = [after_id]
+        if task_id is not None:
+            sql += " AND (task_id = %s OR id IN (SELECT DISTINCT exchange_id FROM events WHERE task_id = %s))"
+            args += [task_id, task_id]
+        return [exchange_from_row(r) for r in self._read(sql + " ORDER BY id", args)]
+
+    # -- idempotency -------------------------------------------------------------------------
+
+    _IDEM = "key, request_hash, exchange_id, task_id, state, created_at, expires_at"
+
+    def idem_get(self, key: str, *, now: float | None = None) -> IdempotencyRecord | None:
+        now = time.time() if now is None else now
+        rows = self._read(
+            f"SELECT {self._IDEM} FROM idempotency WHERE key = %s AND (expires_at IS NULL OR expires_at > %s)", (key, now)
+        )
+        return IdempotencyRecord(*rows[0]) if rows else None
+
+    def idem_claim(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+        now = record.created_at or time.time()
+        with self._txn() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("idem:" + record.key,))
+            cur.execute(f"SELECT {self._IDEM} FROM idempotency WHERE key = %s", (record.key,))
+            row = cur.fetchone()
+            if row is not None:
+                held = IdempotencyRecord(*row)
+                if held.expires_at is None or held.expires_at > now:
+                    return held, False
+            cur.execute(
+                f"INSERT INTO idempotency ({self._IDEM}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, exchange_id = EXCLUDED.exchange_id, "
+                "task_id = EXCLUDED.task_id, state = EXCLUDED.state, created_at = EXCLUDED.created_at, "
+                "expires_at = EXCLUDED.expires_at",
+                (record.key, record.request_hash, record.exchange_id, record.task_id, record.state, now, record.expires_at),
+            )
+        return record, True
+
+    def idem_update(self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None) -> None:
+        sets, args = [], []
+        for col, val in (("task_id", task_id), ("state", state), ("exchange_id", exchange_id)):
+            if val is not None:
+                sets.append(f"{col} = %s")
+                args.append(val)
+        if sets:
+            with self._txn() as cur:
+                cur.execute(f"UPDATE idempotency SET {', '.join(sets)} WHERE key = %s", [*args, key])
+
+    def idem_release(self, key: str) -> None:
+        """Forget a key (its request never reached the agent, so a retry may run it)."""
+        with self._txn() as cur:
+            cur.execute("DELETE FROM idempotency WHERE key = %s", (key,))
+
+    def idem_all(self) -> list[IdempotencyRecord]:
+        return [IdempotencyRecord(*r) for r in self._read(f"SELECT {self._IDEM} FROM idempotency ORDER BY created_at")]
+
+    def idem_expire(self, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        with self._txn() as cur:
+            cur.execute("DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= %s", (now,))
+            return cur.rowcount
+
+    # -- projections -------------------------------------------------------------------------
+
+    def projection_cursor(self, name: str) -> int:
+        rows = self._read("SELECT position FROM projection_cursors WHERE name = %s", (name,))
+        return rows[0][0] if rows else 0
+
+    def projection_load(self, name: str, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = list(keys)
+        if not keys:
+            return {}
+        rows = self._read("SELECT key, value FROM projection_rows WHERE projection = %s AND key = ANY(%s)", (name, keys))
+        return {k: bytes(v) for k, v in rows}
+
+    def projection_rows(self, name: str) -> Iterator[tuple[str, bytes]]:
+        for k, v in self._read("SELECT key, value FROM projection_rows WHERE projection = %s ORDER BY key", (name,)):
+            yield k, bytes(v)
+
+    def projection_commit(self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None) -> bool:
+        with self._txn() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("proj:" + name,))
+            if expect is not None:
+                cur.execute("SELECT position FROM projection_cursors WHERE name = %s", (name,))
+                row = cur.fetchone()
+                if (row[0] if row else 0) != expect:
+                    return False
+            if upserts:
+                cur.executemany(
+                    "INSERT INTO projection_rows (projection, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (projection, key) DO UPDATE SET value = EXCLUDED.value",
+                    [(name, k, v) for k, v in upserts.items()],
+                )
+            cur.execute(
+                "INSERT INTO projection_cursors (name, position) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position",
+                (name, position),
+            )
+        return True
+
+    def projection_reset(self, name: str) -> None:
+        with self._txn() as cur:
+            cur.execute("DELETE FROM projection_rows WHERE projection = %s", (name,))
+            cur.execute("DELETE FROM projection_cursors WHERE name = %s", (name,))
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def lease_acquire(self, name: str, owner: str, ttl: float, *, now: float | None = None) -> bool:
+        """Hold ``name`` for ``ttl`` seconds unless another live owner holds it."""
+        now = time.time() if now is None else now
+        with self._txn() as cur:
+            cur.execute(
+                "INSERT INTO leases (name, owner, expires_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
+                "WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= %s RETURNING owner",
+                (name, owner, now + ttl, now),
+            )
+            return cur.fetchone() is not None
+
+    def lease_release(self, name: str, owner: str) -> None:
+        with self._txn() as cur:
+            cur.execute("DELETE FROM leases WHERE name = %s AND owner = %s", (name, owner))
+
+    # -- meta --------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = %s", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._txn() as cur:
+            cur.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (key, value),
+            )
+
+    def integrity_check(self) -> str:
+        return "ok"
+
+
+def _max_seq(cur, key: tuple[str | None, int | None]) -> int:
+    task_id, exchange_id = key
+    if task_id is not None:
+        cur.execute("SELECT MAX(seq) FROM events WHERE task_id = %s", (task_id,))
+    else:
+        cur.execute("SELECT MAX(seq) FROM events WHERE task_id IS NULL AND exchange_id IS NOT DISTINCT FROM %s", (exchange_id,))
+    return cur.fetchone()[0] or 0
+
+
+def _find(cur, key: tuple[str | None, int | None], seq: int) -> StoredEvent | None:
+    task_id, exchange_id = key
+    if task_id is not None:
+        cur.execute(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s AND seq = %s", (task_id, seq))
+    else:
+        cur.execute(
+            f"SELECT {_EVENT_COLS} FROM events WHERE task_id IS NULL AND exchange_id IS NOT DISTINCT FROM %s AND seq = %s",
+            (exchange_id, seq),
+        )
+    row = cur.fetchone()
+    return StoredEvent(*row[:5], bytes(row[5]), *row[6:]) if row else None
+
+
+def _safe(url: str) -> str:
+    """The URL without its password."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}@{host}"
+    return url
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
