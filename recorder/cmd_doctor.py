@@ -46,8 +46,9 @@ def doctor_cmd(
             out.print(f"doctor: {report.tasks} task(s), no faults found")
         else:
             table = Table(title=f"doctor: {report.tasks} task(s)")
-            for col in ("level", "task", "fault", "positions", "what"):
-                table.add_column(col)
+            for col in ("level", "task", "fault", "positions"):
+                table.add_column(col, no_wrap=True)
+            table.add_column("what", overflow="fold")
             for f in report.findings:
                 table.add_row(
                     Text(f.level, style="bold red" if f.level == "error" else "yellow"),
