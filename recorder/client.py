@@ -1,0 +1,219 @@
+"""The A2A JSON-RPC client side: agent card, dialect choice, request bodies, method names.
+
+It builds requests and classifies responses; it does not decide anything (that is
+:mod:`recorder.recovery_tree`) and does not write anything (that is :mod:`recorder.recording`).
+Both dialects of DESIGN section 3 are spoken; v1.0 requests carry ``A2A-Version: 1.0``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Literal
+
+import httpx
+import msgspec
+
+Dialect = Literal["1.0", "0.3"]
+Protocol = Literal["auto", "1.0", "0.3"]
+CARD_PATH = "/.well-known/agent-card.json"
+
+METHODS: dict[str, dict[Dialect, str]] = {
+    "send": {"0.3": "message/send", "1.0": "SendMessage"},
+    "stream": {"0.3": "message/stream", "1.0": "SendStreamingMessage"},
+    "get": {"0.3": "tasks/get", "1.0": "GetTask"},
+    "cancel": {"0.3": "tasks/cancel", "1.0": "CancelTask"},
+    "resubscribe": {"0.3": "tasks/resubscribe", "1.0": "SubscribeToTask"},
+}
+STREAMING_OPS = frozenset({"stream", "resubscribe"})
+
+
+class NotAnAgent(Exception):
+    """The URL does not behave like an A2A agent (closed port, HTML page, HTTP 500, ...): exit 2."""
+
+
+# -- the agent card ------------------------------------------------------------------------
+
+
+class Capabilities(msgspec.Struct, frozen=True, omit_defaults=True):
+    streaming: bool | None = None
+
+
+class Interface(msgspec.Struct, omit_defaults=True):
+    url: str | None = None
+    protocolBinding: str | None = None
+    protocolVersion: str | None = None
+    transport: str | None = None  # v0.3 additionalInterfaces spelling
+
+
+class AgentCard(msgspec.Struct, omit_defaults=True):
+    """The fields of an agent card the recorder reads (unknown fields are ignored)."""
+
+    name: str = ""
+    url: str | None = None
+    capabilities: Capabilities = Capabilities()
+    supportedInterfaces: list[Interface] = []
+    additionalInterfaces: list[Interface] = []
+    protocolVersion: str | None = None
+    preferredTransport: str | None = None
+
+    @property
+    def streaming(self) -> bool:
+        return bool(self.capabilities.streaming)
+
+
+_card_decoder = msgspec.json.Decoder(AgentCard)
+
+
+def parse_card(body: bytes, where: str) -> AgentCard:
+    try:
+        card = _card_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise NotAnAgent(f"{where} is not an A2A agent card ({str(exc)[:80]})") from None
+    return card
+
+
+def choose_endpoint(card: AgentCard, base_url: str, protocol: Protocol) -> tuple[Dialect, str]:
+    """The dialect and JSON-RPC URL to use: ``auto`` prefers 1.0 when the card offers it."""
+    offered: dict[Dialect, str] = {}
+    for itf in card.supportedInterfaces + card.additionalInterfaces:
+        binding = (itf.protocolBinding or itf.transport or "JSONRPC").upper()
+        if binding not in ("JSONRPC", "JSON-RPC"):
+            continue
+        version = (itf.protocolVersion or "").strip()
+        dialect: Dialect = "1.0" if version.startswith("1.") or version == "1" else "0.3"
+        if version and dialect not in offered:
+            offered[dialect] = itf.url or card.url or base_url
+    fallback = card.url or base_url
+    if protocol == "auto":
+        if "1.0" in offered:
+            return "1.0", offered["1.0"]
+        return "0.3", offered.get("0.3", fallback)
+    return protocol, offered.get(protocol, fallback)
+
+
+def card_url(base_url: str) -> str:
+    return base_url.rstrip("/") + CARD_PATH
+
+
+# -- requests ------------------------------------------------------------------------------
+
+
+class _Part(msgspec.Struct, omit_defaults=True):
+    text: str
+    kind: str | None = None
+
+
+class _Message(msgspec.Struct, omit_defaults=True):
+    messageId: str
+    role: str
+    parts: list[_Part]
+    contextId: str | None = None
+    taskId: str | None = None
+    kind: str | None = None
+
+
+class _SendParams(msgspec.Struct, omit_defaults=True):
+    message: _Message
+
+
+class _IdParams(msgspec.Struct, omit_defaults=True):
+    id: str
+
+
+class _Request(msgspec.Struct):
+    jsonrpc: str
+    id: str
+    method: str
+    params: _SendParams | _IdParams
+
+
+_encoder = msgspec.json.Encoder()
+_ids = itertools.count(1)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Request(msgspec.Struct, frozen=True):
+    """One JSON-RPC request ready to post: method, body, headers to add."""
+
+    op: str
+    method: str
+    dialect: Dialect
+    body: bytes
+    rpc_id: str
+    message_id: str | None = None
+
+    @property
+    def streaming(self) -> bool:
+        return self.op in STREAMING_OPS
+
+
+def dialect_headers(dialect: Dialect) -> dict[str, str]:
+    return {"A2A-Version": "1.0"} if dialect == "1.0" else {}
+
+
+def send_request(
+    dialect: Dialect,
+    text: str,
+    *,
+    stream: bool,
+    message_id: str | None = None,
+    context_id: str | None = None,
+    task_id: str | None = None,
+) -> Request:
+    mid = message_id or new_id()
+    if dialect == "1.0":
+        msg = _Message(messageId=mid, role="ROLE_USER", parts=[_Part(text=text)], contextId=context_id, taskId=task_id)
+    else:
+        msg = _Message(
+            messageId=mid, role="user", parts=[_Part(text=text, kind="text")], contextId=context_id,
+            taskId=task_id, kind="message",
+        )
+    op = "stream" if stream else "send"
+    return _request(op, dialect, _SendParams(message=msg), message_id=mid)
+
+
+def task_request(op: str, dialect: Dialect, task_id: str) -> Request:
+    """``get`` / ``cancel`` / ``resubscribe`` for one task."""
+    return _request(op, dialect, _IdParams(id=task_id))
+
+
+def _request(op: str, dialect: Dialect, params, message_id: str | None = None) -> Request:
+    method = METHODS[op][dialect]
+    rpc_id = f"a2a-tape-{next(_ids)}"
+    body = _encoder.encode(_Request(jsonrpc="2.0", id=rpc_id, method=method, params=params))
+    return Request(op=op, method=method, dialect=dialect, body=body, rpc_id=rpc_id, message_id=message_id)
+
+
+# -- what comes back -----------------------------------------------------------------------
+
+
+def media_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def explain_not_json(response: httpx.Response, what: str) -> str:
+    """The one line for a response that is not what an A2A agent sends."""
+    ct = media_type(response) or "no content type"
+    if response.status_code >= 400:
+        return f"{what} answered HTTP {response.status_code} ({ct}): not a working A2A agent"
+    if ct in ("text/html", "application/xhtml+xml"):
+        return f"{what} returned an HTML page, not A2A JSON: is this an A2A agent?"
+    return f"{what} returned {ct}, not A2A JSON"
+
+
+def describe_http_error(exc: httpx.HTTPError, url: str) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect to {url}: {_short(exc) or 'connection refused'}"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{url} did not answer in time ({type(exc).__name__})"
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return f"not an http(s) URL: {url}"
+    return f"{url}: {type(exc).__name__}: {_short(exc)}"
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""

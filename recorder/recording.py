@@ -1,0 +1,181 @@
+"""The write-ahead session: every raw item reaches the log before anyone looks at it.
+
+A :class:`Session` owns one store and records exchanges (requests, status, content type,
+outcome) and the items they carried. ``record_items`` appends a whole chunk's worth of items
+in one transaction, then folds them: the caller renders or decides only after that returns,
+so nothing the user saw is missing from the log. Task ids come from the decoded items; items
+that arrive before the task is known belong to their exchange. Decisions the recorder takes
+are appended as ``origin="local"`` events (:func:`store.local_note`, :func:`store.local_failed`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import store
+from store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
+from store.redact import Redactor
+
+from .live import LiveFold
+
+
+class Session:
+    def __init__(
+        self,
+        st: store.SqliteStore,
+        redactor: Redactor | None = None,
+        *,
+        on_change: Callable[[Session], None] | None = None,
+    ) -> None:
+        self.store = st
+        self.redactor = redactor or Redactor()
+        self.on_change = on_change
+        self.task_id: str | None = None
+        self.context_id: str | None = None
+        self.fold = LiveFold()
+        self.events = 0  # upstream events recorded
+        self.local_events = 0
+        self.errors: list[ErrorItem] = []
+        self.last_progress = time.monotonic()
+        self.exchange_ids: list[int] = []
+        self._t0: dict[int, float] = {}
+        self.secrets: list[str] = []  # header values the user gave that must not leak into error text
+
+    @property
+    def state(self) -> str:
+        return self.fold.state
+
+    # -- exchanges ---------------------------------------------------------------------------
+
+    def begin(
+        self,
+        *,
+        url: str,
+        rpc_method: str | None,
+        dialect: str | None,
+        streaming: bool,
+        headers: Mapping[str, str] | Sequence[tuple[str, str]],
+        body: bytes = b"",
+        http_method: str = "POST",
+        message_id: str | None = None,
+        role: str = "client",
+    ) -> int:
+        ex = store.Exchange(
+            started_at=time.time(),
+            url=url,
+            http_method=http_method,
+            rpc_method=rpc_method,
+            dialect=dialect,
+            streaming=streaming,
+            request_headers=self.redactor.headers_dict(headers),
+            request_body=self.redactor.json_bytes(body),
+            task_id=self.task_id,
+            context_id=self.context_id,
+            message_id=message_id,
+            role=role,
+        )
+        ex_id = self.store.begin_exchange(ex)
+        self._t0[ex_id] = time.monotonic()
+        self.exchange_ids.append(ex_id)
+        return ex_id
+
+    def response(self, ex_id: int, status: int, content_type: str | None, headers: Mapping[str, str] | Sequence[tuple[str, str]]) -> None:
+        self.store.update_exchange(
+            ex_id, status=status, content_type=content_type, response_headers=self.redactor.headers_dict(headers)
+        )
+
+    def finish(self, ex_id: int, outcome: str, *, error: str | None = None, response_body: bytes | None = None) -> None:
+        fields: dict[str, object] = {"ended_at": time.time(), "outcome": outcome}
+        if error is not None:
+            fields["error"] = self.redactor.text(error, self.secrets)
+        if response_body is not None:
+            fields["response_body"] = self.redactor.json_bytes(response_body)
+        if self.task_id is not None:
+            fields["task_id"] = self.task_id
+        if self.context_id is not None:
+            fields["context_id"] = self.context_id
+        self.store.update_exchange(ex_id, **fields)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def record_items(self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]) -> list[tuple[StoredEvent, Item]]:
+        """Append ``(payload, sse_event)`` items in one transaction, then fold them. Write-ahead."""
+        if not raw:
+            return []
+        now = time.time()
+        mono = time.monotonic() - self._t0.get(ex_id, time.monotonic())
+        redact = self.redactor.json_bytes if self.redactor.json_paths else None
+        items: list[Item] = []
+        new: list[NewEvent] = []
+        task_id = self.task_id
+        for payload, sse_event in raw:
+            if redact is not None:
+                payload = redact(payload)
+            item = store.decode_item(payload)
+            tid = item.task_id or None
+            if tid is None:
+                tid = task_id  # an error, a message or an undecodable line inside the task's stream
+            elif task_id is None:
+                task_id = tid
+            items.append(item)
+            new.append(NewEvent(payload=payload, task_id=tid, exchange_id=ex_id, sse_event=sse_event,
+                                received_at=now, mono=mono))
+        stored = self.store.append_batch(new)
+        # the log has them: now (and only now) fold, decide and render
+        has_snapshot = any(isinstance(i.body, TaskSnapshot) for i in items)
+        before = self._signature() if has_snapshot else None
+        progress = False
+        for ev, item in zip(stored, items):
+            if not isinstance(item.body, TaskSnapshot):
+                progress = True
+            self._learn(item)
+            self.fold.apply(item, ev.position)
+            if isinstance(item.body, ErrorItem):
+                self.errors.append(item.body)
+        self.events += len(stored)
+        if progress or (has_snapshot and self._signature() != before):
+            self.last_progress = time.monotonic()
+        if self.on_change is not None:
+            self.on_change(self)
+        return list(zip(stored, items))
+
+    def _signature(self) -> tuple:
+        """What a poll must change to count as progress (a repeated snapshot is not)."""
+        f = self.fold
+        return (f.state, tuple((b.artifact_id, b.text, repr(b.data)) for b in f.buffers.values()))
+
+    def _learn(self, item: Item) -> None:
+        tid = item.task_id
+        if tid and self.task_id is None:
+            self.task_id = tid
+        ctx = item.context_id
+        if ctx and self.context_id is None:
+            self.context_id = ctx
+
+    def note(self, action: str, detail: str = "", ex_id: int | None = None) -> StoredEvent:
+        """Record a decision of ours (origin ``local``) in the task's log."""
+        payload = store.local_note(action, self.redactor.text(detail, self.secrets), self.task_id)
+        ev = self.store.append(
+            NewEvent(payload=payload, task_id=self.task_id, exchange_id=ex_id, received_at=time.time(), origin="local")
+        )
+        self.local_events += 1
+        if self.on_change is not None:
+            self.on_change(self)
+        return ev
+
+    def fail_locally(self, reason: str) -> None:
+        """A synthetic FAILED (origin ``local``), so the log never leaves the task WORKING."""
+        if self.task_id is None:
+            return
+        payload = store.local_failed(self.task_id, self.context_id, self.redactor.text(reason, self.secrets))
+        ev = self.store.append(NewEvent(payload=payload, task_id=self.task_id, received_at=time.time(), origin="local"))
+        self.fold.apply(store.decode_item(payload), ev.position)
+        self.local_events += 1
+
+    def reset_for_new_task(self) -> None:
+        """``--on-stall resend``: the next items belong to a new task in the same context."""
+        self.task_id = None
+        self.fold = LiveFold()
+        self.errors = []
+        self.last_progress = time.monotonic()

@@ -1,0 +1,419 @@
+"""The client-side recovery tree of DESIGN section 5, driving one recorded session.
+
+Send the message (streaming when asked and the card allows it). When the stream ends while
+the task is still SUBMITTED/WORKING, or drops, or times out:
+
+1. get the task once; a terminal or interrupted task is recorded and we stop;
+2. the card says ``capabilities.streaming``: resubscribe; its first event is a Task snapshot
+   and the fold applies it as one (replace, never append);
+3. otherwise poll GetTask with exponential backoff and jitter;
+4. no progress for ``stall_timeout`` seconds while SUBMITTED/WORKING (keep-alive comments are
+   not progress): cancel the task, or resend in a new task with the same contextId.
+
+Every decision is appended as an ``origin="local"`` event before it is acted on, so
+``a2a-tape show`` tells the story afterwards.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+import httpx
+
+from store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem
+
+from .client import (
+    AgentCard,
+    NotAnAgent,
+    Protocol,
+    Request,
+    card_url,
+    choose_endpoint,
+    describe_http_error,
+    dialect_headers,
+    explain_not_json,
+    media_type,
+    parse_card,
+    send_request,
+    task_request,
+)
+from .recording import Session
+from .sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
+
+Outcome = Literal["ok", "closed", "dropped", "timeout", "stalled", "error"]
+SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
+MAX_BODY = 1024 * 1024  # what we keep of a non-A2A body (an HTML page, an error text)
+
+
+@dataclass
+class RecordOptions:
+    url: str
+    text: str
+    protocol: Protocol = "auto"
+    stream: bool = True
+    context_id: str | None = None
+    message_id: str | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    stall_timeout: float = 120.0
+    on_stall: Literal["cancel", "resend"] = "cancel"
+    max_line: int = DEFAULT_MAX_LINE
+    connect_timeout: float = 10.0
+    call_timeout: float = 30.0  # a unary call (card, GetTask, CancelTask)
+    poll_initial: float = 0.2
+    poll_max: float = 5.0
+    close_grace: float = 5.0  # how long a settled stream may stay open before we close it
+    max_resubscribes: int = 5
+
+
+@dataclass
+class CallResult:
+    outcome: Outcome
+    errors: list[ErrorItem] = field(default_factory=list)
+    keepalives: int = 0
+
+
+@dataclass
+class RecordResult:
+    task_id: str | None
+    context_id: str | None
+    state: str
+    final_answer: str | None
+    events: int
+    recovered: list[str]
+    stalled: bool = False
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.stalled:
+            return 1
+        return 0 if self.state in ("completed", "input-required", "auth-required") else 1
+
+
+class Recorder:
+    """One ``a2a-tape record`` run: the card, the send, and the recovery tree."""
+
+    def __init__(self, http: httpx.AsyncClient, session: Session, opts: RecordOptions) -> None:
+        self.http = http
+        self.session = session
+        self.opts = opts
+        self.base_url = opts.url.rstrip("/")
+        self.card = AgentCard()
+        self.dialect = "0.3"
+        self.endpoint = self.base_url + "/"
+        self.recovered: list[str] = []
+        self.stalled = False
+        self.error: str | None = None
+        self._resent = False
+        self._settled_at: float | None = None
+        self._last_streaming = False
+        session.secrets = [v for _, v in opts.headers]
+
+    # -- the tree ----------------------------------------------------------------------------
+
+    async def run(self) -> RecordResult:
+        self.card = await self.fetch_card()
+        self.dialect, self.endpoint = choose_endpoint(self.card, self.base_url + "/", self.opts.protocol)
+        streaming = self.opts.stream and self.card.streaming
+        if self.opts.stream and not self.card.streaming:
+            self.session.note("no streaming", "the agent card does not offer streaming: sending message/send and polling")
+        req = send_request(
+            self.dialect, self.opts.text, stream=streaming, message_id=self.opts.message_id,
+            context_id=self.opts.context_id,
+        )
+        res = await self.call(req, first=True)
+        await self.follow(res)
+        return self.result()
+
+    async def follow(self, res: CallResult) -> None:
+        """After the send: settle the task by the tree (loops at most a bounded number of times)."""
+        s = self.session
+        resubscribes = 0
+        while True:
+            if res.errors:
+                e = res.errors[-1]
+                self.error = f"agent error {e.code}: {e.message}"
+                s.note("agent error", self.error)
+                s.fail_locally(self.error)
+                return
+            if res.outcome == "stalled":
+                if await self.on_stall():
+                    res = CallResult("ok")
+                    continue  # resent: follow the new task
+                return
+            state = s.state
+            if state in SETTLED:
+                return
+            if s.task_id is None:
+                if s.fold.reply is not None:
+                    s.fold.state = "completed"  # a lone Message answered the request
+                    return
+                self.error = "the stream ended before the agent named a task: nothing to recover"
+                s.note("gave up", self.error)
+                return
+            # the stream ended (or the reply came back) while the task is still active
+            if res.outcome != "ok" or self._last_streaming:
+                self.recovered.append(res.outcome)
+                s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {state}")
+            # 1. terminal already? get it once
+            got = await self.call(task_request("get", self.dialect, s.task_id))
+            if got.errors or got.outcome not in ("ok", "closed"):
+                why = f"GetTask failed: {_why(got)}"
+                s.note("gave up", why)
+                self.error = why
+                s.fail_locally(f"recorder lost the task ({why})")
+                return
+            if s.state in SETTLED:
+                s.note("got final state", f"GetTask says {s.state}")
+                return
+            # 2. resubscribe when the card says streaming
+            if self.card.streaming and self.opts.stream and resubscribes < self.opts.max_resubscribes:
+                resubscribes += 1
+                s.note("resubscribed", f"attempt {resubscribes}; the first event is applied as a snapshot")
+                self.recovered.append("resubscribed")
+                res = await self.call(task_request("resubscribe", self.dialect, s.task_id))
+                if res.errors:
+                    e = res.errors[-1]
+                    s.note("resubscribe refused", f"{e.code}: {e.message}; getting the task once")
+                    res = CallResult("closed")
+                    resubscribes = self.opts.max_resubscribes  # poll from now on
+                continue
+            # 3. poll
+            res = await self.poll()
+            if res.outcome != "stalled":
+                return
+
+    async def poll(self) -> CallResult:
+        s = self.session
+        assert s.task_id is not None
+        s.note("polling", f"GetTask with backoff from {self.opts.poll_initial:g} s to {self.opts.poll_max:g} s")
+        self.recovered.append("polled")
+        delay = self.opts.poll_initial
+        while True:
+            if time.monotonic() - s.last_progress >= self.opts.stall_timeout:
+                return CallResult("stalled")
+            left = self.opts.stall_timeout - (time.monotonic() - s.last_progress)
+            await anyio.sleep(max(0.0, min(delay * random.uniform(0.75, 1.25), left)))
+            delay = min(delay * 2, self.opts.poll_max)
+            got = await self.call(task_request("get", self.dialect, s.task_id))
+            if got.errors or got.outcome not in ("ok", "closed"):
+                why = f"GetTask failed while polling: {_why(got)}"
+                s.note("gave up", why)
+                self.error = why
+                s.fail_locally(f"recorder lost the task ({why})")
+                return CallResult("error")
+            if s.state in SETTLED:
+                s.note("got final state", f"GetTask says {s.state}")
+                return CallResult("ok")
+
+    async def on_stall(self) -> bool:
+        """Cancel the stalled task (or resend it once in a new task); True when resent."""
+        s = self.session
+        self.stalled = True
+        self.recovered.append("stalled")
+        s.note("stalled", f"no progress for {self.opts.stall_timeout:g} s while the task was {s.state}")
+        if s.task_id is None:
+            self.error = "stalled before the agent named a task"
+            s.note("gave up", self.error)
+            return False
+        canceled = await self.call(task_request("cancel", self.dialect, s.task_id))
+        if canceled.errors or s.state not in TERMINAL_STATES:
+            why = _why(canceled) if canceled.errors else f"state is still {s.state}"
+            s.note("cancel failed", why)
+            s.fail_locally(f"stalled for {self.opts.stall_timeout:g} s; cancel failed ({why})")
+        else:
+            s.note("canceled", f"CancelTask -> {s.state}")
+        if self.opts.on_stall == "resend" and not self._resent:
+            self._resent = True
+            ctx = s.context_id
+            s.note("resend", f"sending the message again in a new task, contextId {ctx}")
+            s.reset_for_new_task()
+            self.stalled = False
+            req = send_request(self.dialect, self.opts.text, stream=self.opts.stream and self.card.streaming,
+                               context_id=ctx)
+            res = await self.call(req, first=True)
+            await self.follow(res)
+            return False
+        self.error = f"stalled: no progress for {self.opts.stall_timeout:g} s"
+        return False
+
+    def result(self) -> RecordResult:
+        s = self.session
+        return RecordResult(
+            task_id=s.task_id, context_id=s.context_id, state=s.state, final_answer=s.fold.final_answer,
+            events=s.events, recovered=self.recovered, stalled=self.stalled, error=self.error,
+        )
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def headers(self, dialect: str | None = None) -> list[tuple[str, str]]:
+        hs = list(self.opts.headers)
+        if dialect == "1.0":
+            hs += list(dialect_headers("1.0").items())
+        return hs
+
+    async def fetch_card(self) -> AgentCard:
+        s = self.session
+        url = card_url(self.base_url)
+        ex = s.begin(url=url, rpc_method="agent-card", dialect=None, streaming=False, headers=self.headers(),
+                     http_method="GET")
+        try:
+            resp = await self.http.get(url, headers=self.headers(), timeout=self.opts.call_timeout)
+        except httpx.HTTPError as exc:
+            msg = describe_http_error(exc, url)
+            s.finish(ex, "error", error=msg)
+            raise NotAnAgent(msg) from None
+        s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
+        body = resp.content[:MAX_BODY]
+        if resp.status_code == 404:
+            msg = f"no agent card at {url} (HTTP 404): is this an A2A agent?"
+            s.finish(ex, "error", error=msg, response_body=body)
+            raise NotAnAgent(msg)
+        if resp.status_code >= 400 or "json" not in media_type(resp):
+            msg = explain_not_json(resp, url)
+            s.finish(ex, "error", error=msg, response_body=body)
+            raise NotAnAgent(msg)
+        try:
+            card = parse_card(resp.content, url)
+        except NotAnAgent as exc:
+            s.finish(ex, "error", error=str(exc), response_body=body)
+            raise
+        s.finish(ex, "ok", response_body=body)
+        return card
+
+    async def call(self, req: Request, *, first: bool = False) -> CallResult:
+        """Post one JSON-RPC request, record everything that comes back, return how it ended.
+
+        ``first``: the send itself; a transport error or a non-A2A answer then means the URL
+        is not a working agent (exit 2). Later calls report failures to the tree instead.
+        """
+        s = self.session
+        self._last_streaming = req.streaming
+        headers = self.headers(req.dialect)
+        headers.append(("Content-Type", "application/json"))
+        if req.streaming:
+            headers.append(("Accept", "text/event-stream"))
+        ex = s.begin(url=self.endpoint, rpc_method=req.method, dialect=req.dialect, streaming=req.streaming,
+                     headers=headers, body=req.body, message_id=req.message_id)
+        timeout = httpx.Timeout(self.opts.call_timeout, connect=self.opts.connect_timeout)
+        if req.streaming:
+            timeout = httpx.Timeout(None, connect=self.opts.connect_timeout)  # the stall watchdog decides
+        received = 0
+        try:
+            async with self.http.stream("POST", self.endpoint, content=req.body, headers=headers, timeout=timeout) as resp:
+                s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
+                ct = media_type(resp)
+                if resp.status_code >= 400 and ct != "application/json" or ct not in ("text/event-stream", "application/json"):
+                    body = await _read_capped(resp)
+                    msg = explain_not_json(resp, f"{req.method} at {self.endpoint}")
+                    s.finish(ex, "error", error=msg, response_body=body)
+                    if first:
+                        raise NotAnAgent(msg)
+                    return CallResult("error")
+                if ct == "application/json":
+                    body = await resp.aread()
+                    pairs = s.record_items(ex, [(body, None)])
+                    received = len(pairs)
+                    item = pairs[0][1]
+                    if item.kind == "undecodable":
+                        msg = f"{req.method} at {self.endpoint} returned a body that is not A2A JSON ({item.body.reason[:60]})"  # type: ignore[union-attr]
+                        s.finish(ex, "error", error=msg)
+                        if first:
+                            raise NotAnAgent(msg)
+                        return CallResult("error")
+                    errors = [i.body for _, i in pairs if isinstance(i.body, ErrorItem)]
+                    s.finish(ex, "error" if errors else "ok")
+                    return CallResult("ok", errors)
+                return await self._consume(req, ex, resp)
+        except SseLineTooLong as exc:
+            msg = f"{req.method} at {self.endpoint}: {exc} (raise it with --max-line-bytes)"
+            s.finish(ex, "error", error=msg)
+            raise NotAnAgent(msg) from None
+        except httpx.HTTPError as exc:
+            msg = describe_http_error(exc, self.endpoint)
+            if first and received == 0 and not s.store.read_exchange(ex):
+                s.finish(ex, "error", error=msg)
+                raise NotAnAgent(msg) from None
+            outcome: Outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "dropped"
+            s.finish(ex, outcome, error=msg)
+            return CallResult(outcome)
+
+    async def _consume(self, req: Request, ex: int, resp: httpx.Response) -> CallResult:
+        s = self.session
+        parser = SseParser(self.opts.max_line)
+        result = CallResult("ok")
+        stopped: list[str] = []
+        self._settled_at = None
+
+        async def watchdog(scope: anyio.CancelScope) -> None:
+            while True:
+                now = time.monotonic()
+                if s.state in SETTLED:
+                    if self._settled_at is None:
+                        self._settled_at = now
+                    left = self._settled_at + self.opts.close_grace - now
+                    if left <= 0:
+                        stopped.append("settled")
+                        scope.cancel()
+                        return
+                else:
+                    left = s.last_progress + self.opts.stall_timeout - now
+                    if left <= 0:
+                        stopped.append("stalled")
+                        scope.cancel()
+                        return
+                await anyio.sleep(min(left, 0.5) if s.state in SETTLED else left)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watchdog, tg.cancel_scope)
+            async for chunk in resp.aiter_bytes():
+                items = parser.feed(chunk)
+                if not items:
+                    continue
+                raw = [(it.data, it.event) for it in items if not it.comment]
+                result.keepalives += len(items) - len(raw)
+                if raw:
+                    for _, item in s.record_items(ex, raw):
+                        if isinstance(item.body, ErrorItem):
+                            result.errors.append(item.body)
+            raw = [(it.data, it.event) for it in parser.close() if not it.comment]
+            if raw:
+                s.record_items(ex, raw)
+            tg.cancel_scope.cancel()
+        if stopped and stopped[0] == "stalled":
+            s.finish(ex, "stalled", error=f"no progress for {self.opts.stall_timeout:g} s")
+            result.outcome = "stalled"
+        elif stopped:
+            s.finish(ex, "ok", error="the agent kept the stream open after the task settled: closed by a2a-tape")
+        elif s.state in SETTLED or result.errors or (s.task_id is None and s.fold.reply is not None):
+            s.finish(ex, "ok")
+        else:
+            s.finish(ex, "closed", error=f"stream closed while the task was {s.state}")
+            result.outcome = "closed"
+        return result
+
+
+def _why(res: CallResult) -> str:
+    if res.errors:
+        e = res.errors[-1]
+        return f"error {e.code}: {e.message}"
+    return res.outcome
+
+
+async def _read_capped(resp: httpx.Response) -> bytes:
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if len(buf) >= MAX_BODY:
+            break
+    return bytes(buf[:MAX_BODY])
+
+
+async def record(session: Session, opts: RecordOptions, *, transport: httpx.AsyncBaseTransport | None = None) -> RecordResult:
+    """Run one recorded session against ``opts.url``. Raises :class:`NotAnAgent` for exit-2 cases."""
+    async with httpx.AsyncClient(transport=transport, follow_redirects=True) as http:
+        return await Recorder(http, session, opts).run()

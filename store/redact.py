@@ -1,0 +1,157 @@
+"""Redaction before the disk: secrets never reach the database file.
+
+Headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and any
+``X-...-Key`` / ``...-Token`` / ``...-Secret`` style name are replaced by ``[redacted]`` by
+default, plus the names the user configures. JSON paths (``params.message.metadata.token``,
+``*`` matching any key or list index) are replaced inside request bodies and event payloads;
+a payload that has none of the configured paths keeps its exact bytes.
+
+Configuration comes from a ``[tool.a2a-tape]`` table in ``pyproject.toml`` of the current
+directory (``redact_headers = [...]``, ``redact_json_paths = [...]``) and from ``--redact``
+options (a name with a dot or starting with ``$`` is a JSON path, anything else a header).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .errors import StoreError
+
+REDACTED = "[redacted]"
+DEFAULT_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
+_SECRETISH = re.compile(r"(^x-.*-(key|token|secret)$)|(-api-key$)|(^x-auth)|(-secret$)|(^x-.*-signature$)", re.I)
+
+_any_decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder()
+
+
+class Redactor:
+    """Decides what is kept. Immutable once built; cheap to call on the hot path."""
+
+    def __init__(self, headers: Iterable[str] = (), json_paths: Iterable[str] = ()) -> None:
+        self.headers = DEFAULT_HEADERS | {h.strip().lower() for h in headers if h.strip()}
+        self.json_paths: tuple[tuple[str, ...], ...] = tuple(
+            _parse_path(p) for p in json_paths if p.strip()
+        )
+
+    def is_secret_header(self, name: str) -> bool:
+        low = name.lower()
+        return low in self.headers or bool(_SECRETISH.search(low))
+
+    def headers_dict(self, headers: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
+        """Headers as a dict with secret values replaced (repeated names joined with ``, ``)."""
+        items = headers.items() if isinstance(headers, Mapping) else headers
+        out: dict[str, str] = {}
+        for k, v in items:
+            value = REDACTED if self.is_secret_header(k) else v
+            key = k.lower()
+            out[key] = f"{out[key]}, {value}" if key in out else value
+        return out
+
+    def json_bytes(self, payload: bytes) -> bytes:
+        """``payload`` with the configured JSON paths replaced; the same bytes when none matched."""
+        if not self.json_paths or not payload:
+            return payload
+        try:
+            doc = _any_decoder.decode(payload)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return payload  # not JSON: nothing we can address by path
+        hit = False
+        for path in self.json_paths:
+            hit |= _replace(doc, path)
+        return _encoder.encode(doc) if hit else payload
+
+    def text(self, value: str, secrets: Iterable[str]) -> str:
+        for s in secrets:
+            if s:
+                value = value.replace(s, REDACTED)
+        return value
+
+
+def _parse_path(path: str) -> tuple[str, ...]:
+    p = path.strip()
+    if p.startswith("$"):
+        p = p[1:].lstrip(".")
+    p = re.sub(r"\[(\d+|\*)\]", r".\1", p)
+    parts = tuple(x for x in p.split(".") if x)
+    if not parts:
+        raise StoreError(f"empty JSON path in redaction config: {path!r}")
+    return parts
+
+
+def _replace(node: Any, path: tuple[str, ...]) -> bool:
+    head, rest = path[0], path[1:]
+    if isinstance(node, dict):
+        keys = list(node) if head == "*" else ([head] if head in node else [])
+        hit = False
+        for k in keys:
+            if rest:
+                hit |= _replace(node[k], rest)
+            else:
+                node[k] = REDACTED
+                hit = True
+        return hit
+    if isinstance(node, list):
+        if head == "*":
+            idx = range(len(node))
+        elif head.isdigit() and int(head) < len(node):
+            idx = [int(head)]
+        else:
+            return False
+        hit = False
+        for i in idx:
+            if rest:
+                hit |= _replace(node[i], rest)
+            else:
+                node[i] = REDACTED
+                hit = True
+        return hit
+    return False
+
+
+class _Config(msgspec.Struct, rename="kebab"):
+    redact_headers: list[str] = []
+    redact_json_paths: list[str] = []
+
+
+def load_config(directory: str | os.PathLike[str] | None = None) -> tuple[list[str], list[str]]:
+    """``(redact_headers, redact_json_paths)`` from ``[tool.a2a-tape]`` in ./pyproject.toml."""
+    path = Path(directory or os.getcwd()) / "pyproject.toml"
+    if not path.is_file():
+        return [], []
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise StoreError(f"cannot read redaction config from {path}: {exc}") from None
+    table = doc.get("tool", {}).get("a2a-tape", {})
+    if not isinstance(table, dict):
+        return [], []
+    # accept both redact_headers and redact-headers spellings
+    norm = {k.replace("_", "-"): v for k, v in table.items() if k.replace("_", "-") in ("redact-headers", "redact-json-paths")}
+    try:
+        cfg = msgspec.convert(norm, _Config)
+    except msgspec.ValidationError as exc:
+        raise StoreError(f"bad [tool.a2a-tape] redaction config in {path}: {exc}") from None
+    return cfg.redact_headers, cfg.redact_json_paths
+
+
+def build_redactor(options: Iterable[str] = (), directory: str | os.PathLike[str] | None = None) -> Redactor:
+    """The redactor for this run: defaults + pyproject config + ``--redact`` options."""
+    headers, paths = load_config(directory)
+    for opt in options:
+        for name in opt.split(","):
+            name = name.strip()
+            if not name:
+                continue
+            if name.startswith("$") or "." in name:
+                paths.append(name)
+            else:
+                headers.append(name)
+    return Redactor(headers, paths)
