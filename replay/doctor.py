@@ -46,6 +46,8 @@ CHECKS: dict[str, str] = {
     "sequence-repeat": "upstream sequence numbers or event ids repeat",
     "interrupted-no-follow-up": "the task waits for input or auth and nothing followed",
     "undecodable": "an item could not be decoded",
+    "after-last-chunk": "text appended to an artifact after its lastChunk (from the projection)",
+    "rpc-error": "a JSON-RPC error arrived on the task's stream (from the projection)",
 }
 
 
@@ -93,6 +95,7 @@ def diagnose_task(
     _check_artifacts(upstream, steps, add)
     _check_sequences(upstream, add)
     _check_answer(task_id, events, steps, add)
+    _fold_faults(task_id, events, add)
     for s in upstream:
         if s.item.kind == "undecodable":
             add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])  # type: ignore[union-attr]
@@ -255,6 +258,24 @@ def _check_sequences(upstream: Sequence[Step], add) -> None:
                 )
         if prev is None or meta.sequence > prev[0]:
             last_seq[scope] = (meta.sequence, s.position)
+
+
+# faults the projection's fold notes that the checks above do not already cover
+_FOLD_ONLY = {
+    "after-last-chunk": "text appended to an artifact after its lastChunk",
+    "rpc-error": "a JSON-RPC error arrived on the task's stream",
+}
+
+
+def _fold_faults(task_id: str, events: Sequence[StoredEvent], add) -> None:
+    try:
+        from replay.projection import fold_events
+    except ImportError:  # the projection is optional for doctor: its own checks stand alone
+        return
+    view = fold_events(list(events)).get(task_id)
+    for f in getattr(view, "faults", ()) or ():
+        if f.code in _FOLD_ONLY:
+            add(f.code, "error" if f.level == "error" else "warning", f.message, f.positions)
 
 
 def naive_answer(steps: Sequence[Step]) -> tuple[str, list[int]]:

@@ -59,23 +59,28 @@ def _json(value: Any) -> str:
         return str(value)
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else _json(value)
+
+
 def _tool_rows(calls: Sequence[Any]) -> str:
+    """One row per tool call; structured fields as columns, anything else in a last column."""
     if not calls:
         return '<p class="none">No tool calls.</p>'
-    cols = ["call_id", "tool", "status", "title", "input", "output", "error"]
-    present = [c for c in cols if any(isinstance(x, dict) and c in x for x in calls)]
-    extra = not present or any(not isinstance(x, dict) or set(x) - set(present) for x in calls)
-    head = "".join(f"<th>{_e(c)}</th>" for c in present) + ("<th>details</th>" if extra else "")
+    cols = ["tool", "call_id", "status", "title", "input", "output", "error", "text"]
+    dicts = [c if isinstance(c, dict) else {"text": _cell(c)} for c in calls]
+    present = [c for c in cols if any(d.get(c) not in (None, "", {}, []) for d in dicts)]
+    known = {*cols, "artifact_id"}
+    extra = any(set(d) - known for d in dicts)
+    head = "".join(f"<th>{_e(c)}</th>" for c in present) + ("<th>other fields</th>" if extra else "")
     rows = []
-    for call in calls:
-        cells = []
-        for c in present:
-            v = call.get(c) if isinstance(call, dict) else None
-            cells.append(f"<td><pre>{_e(v if isinstance(v, str) else ('' if v is None else _json(v)))}</pre></td>")
+    for d in dicts:
+        cells = [f"<td><pre>{_e(_cell(d.get(c)))}</pre></td>" for c in present]
         if extra:
-            rest = {k: v for k, v in call.items() if k not in present} if isinstance(call, dict) else call
-            text = rest.get("text") if isinstance(rest, dict) and set(rest) <= {"text", "artifact_id"} else None
-            cells.append(f"<td><pre>{_e(text if text is not None else _json(rest))}</pre></td>")
+            rest = {k: v for k, v in d.items() if k not in known}
+            cells.append(f"<td><pre>{_e(_json(rest) if rest else '')}</pre></td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="tool-calls"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
@@ -179,6 +184,7 @@ def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <title>{_e(title)}</title>
 <style>{_CSS}</style></head>
 <body>

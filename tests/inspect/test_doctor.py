@@ -47,17 +47,18 @@ def test_live_agent_crash_is_stream_closed_while_working(live, dialect):
     found = codes(r)
     assert found["closed-while-working"] == "error"
     assert found["artifact-not-closed"] == "warning"
+    assert found["rpc-error"] == "error"  # the error item, noted by the projection's fold
     f = next(f for f in r.json()["findings"] if f["code"] == "closed-while-working")
     assert f["positions"] and f["task_id"] == live.tasks[(dialect, "boom")]
 
 
 def test_doctor_without_task_checks_every_task_and_prints_a_table(live):
     r = cli("doctor", "--db", live.db)
-    assert r.code == 1  # the two crashed tasks
+    assert r.code == 1  # the two crashed tasks: stream closed while working + the error item, each
     assert "closed-while-working" in r.stdout and "interrupted-no-follow-up" in r.stdout
-    assert "2 error(s)" in r.stdout
+    assert "4 error(s), 4 warning(s)" in r.stdout
     doc = doctor_json(live.db).json()
-    assert doc["tasks"] == 8 and doc["errors"] == 2 and doc["ok"] is False
+    assert doc["tasks"] == 8 and doc["errors"] == 4 and doc["ok"] is False
 
 
 # -- hand-built faults --------------------------------------------------------------------------
@@ -269,3 +270,13 @@ def test_doctor_unknown_task_is_bad_input(tmp_path):
     tape.close()
     r = cli("doctor", "nope", "--db", tmp_path / "t.db")
     assert r.code == 2 and r.stderr.startswith("a2a-tape: error: unknown task") and r.stdout == ""
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_text_after_last_chunk_is_reported_from_the_fold(tmp_path, dialect):
+    def build(t, it):
+        s = clean_stream(it)
+        t.stream(it, [*s[:4], it.artifact("art-1", "!", append=True), s[4]])
+
+    r, found = one_task(tmp_path, dialect, build)
+    assert r.code == 0 and found == {"after-last-chunk": "warning"}
