@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
-from store.tape import import_tape, write_tape
+from store import safe_location
+from store.tape import export_lines, import_tape, write_tape
 
 from .app import DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
 
@@ -65,3 +66,33 @@ def export_cmd(
             with output.open("wb") as fh:
                 n = write_tape(st, fh, task_ids=task_ids)
             err.print(f"wrote {n - 1} lines to {output}")
+
+
+@app.command("copy")
+def copy_cmd(
+    src: Annotated[str, typer.Argument(help="Source log: a SQLite file or a postgresql:// URL.")],
+    dst: Annotated[str, typer.Argument(help="Destination log: a SQLite file or a postgresql:// URL.")],
+    json: JsonOption = False,
+) -> None:
+    """Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically.
+
+    Into an empty DST the copy keeps positions, sequence numbers, exchanges and payload bytes;
+    copying again changes nothing.
+    """
+    source = open_db(src)
+    with source:
+        total = source.count_events()
+        target = open_db(dst, create=True)
+        with target, Progress(TextColumn("copying"), BarColumn(), TextColumn("{task.completed}/{task.total} events"),
+                              console=err, transient=True, disable=not err.is_terminal) as bar:
+            job = bar.add_task("copy", total=total)
+            result = import_tape(target, export_lines(source, source=safe_location(src)),
+                                 progress=lambda n: bar.update(job, completed=n))
+    if json:
+        emit_json(result)
+    else:
+        err.print(
+            f"copied {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
+            + (f" ({result.skipped} already present)" if result.skipped else "")
+        )
+

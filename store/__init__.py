@@ -15,8 +15,6 @@ model of :mod:`store.events`, the only shape the layers above read.
 
 from __future__ import annotations
 
-import os
-
 from .decode import decode_item, local_failed, local_note, normalise_state
 from .errors import AppendConflict, NotADatabase, SchemaTooNew, StoreError, StoreNotFound, UnknownTask
 from .events import (
@@ -40,29 +38,7 @@ from .events import (
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .sqlite import Durability, SqliteStore
 from .writer import GroupCommitWriter
-
-DEFAULT_DB = "a2a-tape.db"
-
-
-def default_db() -> str:
-    """``$A2A_TAPE_DB``, else ``./a2a-tape.db``."""
-    return os.environ.get("A2A_TAPE_DB") or DEFAULT_DB
-
-
-def open_store(location: str | os.PathLike[str], *, create: bool = True, durability: Durability = "full"):
-    """Open the event log at ``location``: a file path (SQLite) or a ``postgresql://`` URL."""
-    loc = os.fspath(location)
-    if loc.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStore
-
-        return PostgresStore(loc, durability=durability)
-    if "://" in loc and not loc.startswith("file:"):
-        scheme = loc.split("://", 1)[0]
-        raise StoreError(f"no store backend for '{scheme}://' (use a file path or postgresql://...)")
-    if loc.startswith("file:"):
-        loc = loc[7:] if loc.startswith("file://") else loc[5:]
-    return SqliteStore(loc, create=create, durability=durability)
-
+from .locations import DEFAULT_DB, default_db, open_store, safe_location
 
 __all__ = [
     "ACTIVE_STATES",
@@ -102,4 +78,5 @@ __all__ = [
     "local_note",
     "normalise_state",
     "open_store",
+    "safe_location",
 ]

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from .errors import SchemaTooNew, StoreError
+from .locations import safe_location
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .rows import EXCHANGE_FIELDS, BatchPlan, exchange_from_row, exchange_values
 
@@ -84,7 +85,7 @@ class PostgresStore:
             self._pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=configure, open=False)
             self._pool.open(wait=True, timeout=10)
         except Exception as exc:  # noqa: BLE001 - one readable line for the CLI
-            raise StoreError(f"cannot connect to {_safe(url)}: {_first_line(exc)}") from None
+            raise StoreError(f"cannot connect to {safe_location(url)}: {_first_line(exc)}") from None
         self._local = threading.local()
         self._migrate()
 
@@ -409,16 +410,6 @@ def _find(cur, key: tuple[str | None, int | None], seq: int) -> StoredEvent | No
         )
     row = cur.fetchone()
     return StoredEvent(*row[:5], bytes(row[5]), *row[6:]) if row else None
-
-
-def _safe(url: str) -> str:
-    """The URL without its password."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}@{host}"
-    return url
 
 
 def _first_line(exc: BaseException) -> str:
