@@ -8,10 +8,11 @@ from typing import Annotated, Any
 import msgspec
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from store import decode_item
 
-from .app import DbOption, JsonOption, app, emit_json, find_task, open_db, out
+from .app import DbOption, JsonOption, UsageError, app, emit_json, err, find_task, open_db, out
 
 
 class ShowRow(msgspec.Struct):
@@ -89,3 +90,241 @@ def _summary(item) -> str:
     if k == "undecodable":
         return b.reason[:70]
     return b.summary
+
+
+# -- tasks / channels: read the projection (brought up to date first) ------------------------
+
+
+class TaskRow(msgspec.Struct):
+    """One line of ``tasks --json``."""
+
+    task_id: str
+    context_id: str | None
+    state: str
+    events: int
+    first_at: float
+    last_at: float
+    profile: str
+    faults: int
+    final_answer: str | None
+
+
+def _parse_since(value: str | None) -> float | None:
+    """Unix seconds (``1796004536.5``) or an ISO time (``2026-11-30T02:08``, ``...Z``)."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    import datetime as _dt
+
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--since: '{value}' is neither unix seconds nor an ISO time (2026-11-30T02:08:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    return moment.timestamp()
+
+
+class _InMemory:
+    """The projection folded in memory, for a database we may not write to (read-only file)."""
+
+    def __init__(self, st) -> None:
+        from replay.projection import fold_events
+
+        self._views = fold_events(st.read_from(0))
+
+    def view(self, task_id: str):
+        return self._views.get(task_id)
+
+    def views(self):
+        return iter(sorted(self._views.values(), key=lambda v: v.task_id))
+
+
+def _projector(st):
+    """The persisted projection, brought up to date; folded in memory when the file is read-only."""
+    import sqlite3
+
+    from replay.projection import Projector
+
+    proj = Projector(st)
+    try:
+        proj.catch_up()
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc) and "read-only" not in str(exc):
+            raise
+        return _InMemory(st)
+    return proj
+
+
+@app.command("tasks")
+def tasks_cmd(
+    state: Annotated[
+        list[str] | None, typer.Option("--state", help="Only tasks in this state (repeat, or comma-separate).")
+    ] = None,
+    context: Annotated[str | None, typer.Option("--context", help="Only tasks of this context id.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only tasks active since: unix seconds or an ISO time (UTC if no zone).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many tasks.")] = None,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """List recorded tasks, newest first."""
+    from store import normalise_state
+
+    wanted = None
+    if state:
+        wanted = set()
+        for s in state:
+            for one in s.split(","):
+                if one.strip():
+                    norm = normalise_state(one.strip())
+                    if norm == "unknown" and one.strip().lower() != "unknown":
+                        raise UsageError(f"--state: unknown task state '{one.strip()}'")
+                    wanted.add(norm)
+    cutoff = _parse_since(since)
+    st = open_db(db)
+    with st:
+        views = list(_projector(st).views())
+    views.sort(key=lambda v: (v.first_at, v.first_position), reverse=True)
+    rows = []
+    for v in views:
+        if wanted is not None and v.state not in wanted:
+            continue
+        if context is not None and v.context_id != context:
+            continue
+        if cutoff is not None and v.last_at < cutoff:
+            continue
+        rows.append(
+            TaskRow(v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile,
+                    len(v.faults), v.final_answer)
+        )
+        if limit is not None and len(rows) >= limit:
+            break
+    if json:
+        emit_json(rows)
+        return
+    if not rows:
+        err.print("no tasks" + (" match" if (wanted or context or cutoff) else " recorded yet"))
+        return
+    import datetime as _dt
+
+    table = Table(show_lines=False)
+    table.add_column("task", no_wrap=True, min_width=12)
+    table.add_column("state", no_wrap=True)
+    table.add_column("events", justify="right")
+    table.add_column("started (UTC)", no_wrap=True)
+    table.add_column("profile", overflow="ellipsis", no_wrap=True, max_width=17)
+    table.add_column("faults", justify="right")
+    table.add_column("answer", overflow="ellipsis", no_wrap=True, max_width=30)
+    for r in rows:
+        started = _dt.datetime.fromtimestamp(r.first_at, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        answer = (r.final_answer or "").replace("\n", " ")
+        table.add_row(
+            r.task_id, _state_text(r.state), str(r.events), started, r.profile,
+            str(r.faults) if r.faults else "", answer[:40] + ("..." if len(answer) > 40 else ""),
+        )
+    out.print(table)
+
+
+def _state_text(state: str) -> Text:
+    style = {"completed": "green", "failed": "red", "rejected": "red", "canceled": "yellow",
+             "input-required": "cyan", "auth-required": "cyan"}.get(state, "")
+    return Text(state, style=style)
+
+
+@app.command("channels")
+def channels_cmd(
+    task: Annotated[str, typer.Argument(help="Task id (or a unique prefix).")],
+    reasoning: Annotated[bool, typer.Option("--reasoning", help="Show the reasoning in full.")] = False,
+    ignored: Annotated[bool, typer.Option("--ignored", help="List the events the contract ignored.")] = False,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."""
+    st = open_db(db)
+    with st:
+        task_id = find_task(st, task)
+        view = _projector(st).view(task_id)
+    if view is None:  # pragma: no cover - find_task saw the task, catch_up folded it
+        raise UsageError(f"unknown task: {task}")
+    if json:
+        emit_json(view)
+        return
+    _print_channels(view, show_reasoning=reasoning, show_ignored=ignored)
+
+
+def _print_channels(view, *, show_reasoning: bool, show_ignored: bool) -> None:
+    from rich.panel import Panel
+
+    out.print(
+        Text.assemble(
+            ("task ", "bold"), (view.task_id, "bold"), "  ", _state_text(view.state),
+            f"  {view.events} events  profile {view.profile}",
+            *((f"  context {view.context_id}",) if view.context_id else ()),
+        )
+    )
+    if view.reasoning:
+        if show_reasoning:
+            out.print(Panel(Text(view.reasoning, style="dim"), title="reasoning", title_align="left", border_style="dim"))
+        else:
+            first = view.reasoning.strip().splitlines()[0] if view.reasoning.strip() else ""
+            out.print(
+                Text(f"> reasoning ({len(view.reasoning)} chars, --reasoning to expand): {first[:60]}", style="dim")
+            )
+    if view.tool_calls:
+        table = Table(title="tool calls", title_justify="left")
+        for col in ("tool", "status", "title / text", "input", "output / error"):
+            table.add_column(col, overflow="fold")
+        for tc in view.tool_calls:
+            result = tc.error if tc.error is not None else tc.output
+            table.add_row(
+                tc.tool or tc.call_id or tc.artifact_id, tc.status or "", tc.title or tc.text,
+                _brief(tc.input), _brief(result),
+            )
+        out.print(table)
+    if view.final_answer is not None:
+        out.print(Panel(Text(view.final_answer), title="final answer", title_align="left", border_style="green"))
+    else:
+        out.print(Text("(no final answer)", style="yellow"))
+    if view.status_message and view.status_message != view.final_answer:
+        out.print(Text(f"status message: {view.status_message}", style="cyan"))
+    others = [a for a in view.artifacts if a.channel not in ("final_answer", "reasoning", "tool_call")]
+    if len(others) > 1 or any(a.channel == "error" for a in others):
+        table = Table(title="artifacts", title_justify="left")
+        for col in ("artifact", "channel", "text"):
+            table.add_column(col, overflow="fold")
+        for a in others:
+            table.add_row(a.artifact_id, a.channel, a.text[:200])
+        out.print(table)
+    for f in view.faults:
+        style = "red" if f.level == "error" else "yellow"
+        where = ", ".join(str(p) for p in f.positions[:5]) + (" ..." if len(f.positions) > 5 else "")
+        count = f" (x{f.count})" if f.count > 1 else ""
+        out.print(Text(f"{f.level}: {f.code}{count}: {f.message} [position {where}]", style=style))
+    if view.ignored_events:
+        if show_ignored:
+            table = Table(title=f"ignored events ({view.ignored_events})", title_justify="left")
+            for col in ("position", "seq", "reason"):
+                table.add_column(col)
+            for ig in view.ignored:
+                table.add_row(str(ig.position), str(ig.seq), ig.reason)
+            out.print(table)
+        else:
+            out.print(Text(f"{view.ignored_events} ignored events (--ignored to list them)", style="dim"))
+
+
+def _brief(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = value
+    else:
+        text = msgspec.json.encode(value).decode()
+    return text if len(text) <= 120 else text[:117] + "..."
