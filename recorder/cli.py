@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import cmd_doctor, cmd_inspect, cmd_record, cmd_tape  # noqa: F401 - each module registers its commands on ``app``
+from . import cmd_doctor, cmd_inspect, cmd_proxy, cmd_record, cmd_serve, cmd_tape  # noqa: F401 - each module registers its commands on ``app``
 from .app import app
 
 __all__ = ["app", "main"]

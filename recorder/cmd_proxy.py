@@ -1,0 +1,142 @@
+"""Commands ``proxy``, ``recover`` and ``probe``: the live side in front of an existing agent."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Annotated
+from urllib.parse import urlsplit
+
+import anyio
+import typer
+
+from store.redact import build_redactor
+
+from .app import EXIT_FAILED, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
+from .idempotency import DEFAULT_TTL
+from .proxy import DEFAULT_MAX_BODY, ProxyConfig, build_app, check_listen
+from .recovery import DEFAULT_STALL, RecoveryBusy, recover
+
+
+def _check_url(url: str, what: str) -> str:
+    p = urlsplit(url)
+    if p.scheme not in ("http", "https") or not p.netloc:
+        fail(f"{what} must be an http(s) URL, got '{url}'")
+    return url.rstrip("/")
+
+
+@app.command("proxy")
+def proxy_cmd(
+    upstream: Annotated[str, typer.Argument(help="Base URL of the agent to put the proxy in front of.")],
+    listen: Annotated[str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).")] = "127.0.0.1:8080",
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="A2A_TAPE_PROXY_TOKEN", help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).", show_default=False),
+    ] = None,
+    durability: Annotated[str, typer.Option(help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss.")] = "full",
+    max_body: Annotated[int, typer.Option(help="Refuse request bodies larger than this many bytes.")] = DEFAULT_MAX_BODY,
+    idempotency_ttl: Annotated[float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.")] = DEFAULT_TTL,
+    stall_timeout: Annotated[float, typer.Option(help="Startup recovery: seconds without progress before a task is cancelled and FAILED.")] = DEFAULT_STALL,
+    no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
+    redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
+    db: DbOption = None,
+) -> None:
+    """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
+    import uvicorn
+
+    upstream = _check_url(upstream, "UPSTREAM")
+    if durability not in ("full", "normal"):
+        fail(f"--durability must be 'full' or 'normal', got '{durability}'")
+    if max_body <= 0:
+        fail("--max-body must be a positive number of bytes")
+    if idempotency_ttl <= 0:
+        fail("--idempotency-ttl must be positive")
+    try:
+        host, port = check_listen(listen, allow_remote)
+    except ValueError as exc:
+        fail(str(exc))
+    st = open_db(db, create=True, durability=durability)  # type: ignore[arg-type]
+    config = ProxyConfig(
+        upstream=upstream, durability=durability, token=token, max_body=max_body,  # type: ignore[arg-type]
+        idempotency_ttl=idempotency_ttl, recover_on_start=not no_recover, stall_timeout=stall_timeout,
+        redactor=build_redactor(redact),
+    )
+    asgi, _proxy = build_app(st, config)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    sock.listen(512)
+    real_port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    err.print(f"a2a-tape proxy: listening on http://{shown}:{real_port} -> {upstream} (recording to {db_location(db)})",
+              markup=False, soft_wrap=True)
+    sys.stderr.flush()
+    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=2))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        st.close()
+
+
+@app.command("recover")
+def recover_cmd(
+    upstream: Annotated[str | None, typer.Option(help="Agent to resume tasks from (default: where each task was recorded from).", show_default=False)] = None,
+    stall_timeout: Annotated[float, typer.Option(help="Seconds without progress before a task is cancelled and FAILED.")] = DEFAULT_STALL,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Run the startup recovery once: resume or FAIL every task left in flight; say what was done."""
+    if upstream is not None:
+        upstream = _check_url(upstream, "--upstream")
+    st = open_db(db)
+    try:
+        report = anyio.run(lambda: recover(st, upstream, stall_timeout=stall_timeout))
+    except RecoveryBusy as exc:
+        fail(str(exc))
+    finally:
+        st.close()
+    if json:
+        emit_json(report)
+        return
+    if not (report.resumed or report.failed or report.replayed):
+        out.print("nothing to recover: no task in flight", markup=False)
+    for t in report.resumed:
+        out.print(f"resumed  {t}", markup=False)
+    for f in report.failed:
+        out.print(f"failed   {f.task_id}: {f.reason}", markup=False)
+    for k in report.replayed:
+        out.print(f"ready to replay  {k}", markup=False)
+
+
+@app.command("probe")
+def probe_cmd(
+    url: Annotated[str, typer.Argument(help="Base URL of an agent (or of an a2a-tape proxy).")],
+    timeout: Annotated[float, typer.Option(help="Seconds each probe waits for a task to end.")] = 20.0,
+    token: Annotated[str | None, typer.Option(envvar="A2A_TAPE_PROXY_TOKEN", help="Bearer token to send.", show_default=False)] = None,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall."""
+    from .probe import run_probes
+
+    url = _check_url(url, "URL")
+    st = open_db(db, create=True)
+    try:
+        result = anyio.run(lambda: run_probes(st, url, timeout=timeout, token=token))
+    finally:
+        st.close()
+    if json:
+        emit_json(result)
+    else:
+        for p in result.probes:
+            mark = "ok  " if p.ok else "FAIL"
+            out.print(f"{mark} {p.name}: {p.detail}", markup=False)
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+

@@ -1,0 +1,217 @@
+"""The idempotency gateway: a repeated message is answered from the log, not run twice.
+
+Why: a2a-sdk 1.3.0 agents create a second task when a client retries the same message
+(same ``messageId``). Behind the proxy, the first request with a key claims it in the store
+(``idem_claim``, one write transaction, so two processes cannot both win); a repeat with the
+same request is served what the first one got (or attached to it while it is still running)
+and the upstream is not called again. A repeat with the same key but a different request is
+refused with a clear JSON-RPC error. Keys expire after a configurable time.
+
+The key is the ``Idempotency-Key`` header when present, else the message's ``messageId``.
+The request hash covers the method and the params (canonical JSON) but not the JSON-RPC id:
+a client retrying with a new id is still the same request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+import store
+
+# methods (both dialects, and the HTTP+JSON binding paths) whose side effect must run once
+SEND_METHODS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
+STREAM_METHODS = frozenset({"message/stream", "SendStreamingMessage", "tasks/resubscribe", "SubscribeToTask"})
+REST_SEND_SUFFIXES = ("/message:send", "/message:stream")
+
+DEFAULT_TTL = 24 * 3600.0
+
+
+class MessageRef(msgspec.Struct):
+    """The parts of a message the gateway needs (everything else stays opaque)."""
+
+    messageId: str | None = None
+    taskId: str | None = None
+    contextId: str | None = None
+
+
+class RpcParams(msgspec.Struct):
+    """``params`` of a JSON-RPC call, or the body of an HTTP+JSON ``message:send``."""
+
+    message: MessageRef | None = None
+    id: str | None = None  # tasks/get, tasks/resubscribe, GetTask, ...
+
+
+class RpcRequest(msgspec.Struct):
+    """A JSON-RPC request envelope; ``params`` kept as raw bytes for hashing and forwarding."""
+
+    method: str
+    jsonrpc: str | None = None
+    id: msgspec.Raw = msgspec.Raw(b"null")
+    params: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _Reply(msgspec.Struct, omit_defaults=True):
+    """A JSON-RPC response with opaque result/error: lets us swap the id without a dict."""
+
+    jsonrpc: str | None = None
+    id: msgspec.Raw = msgspec.Raw(b"null")
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_request_decoder = msgspec.json.Decoder(RpcRequest)
+_params_decoder = msgspec.json.Decoder(RpcParams)
+_reply_decoder = msgspec.json.Decoder(_Reply)
+_any_decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+class BadRequest(Exception):
+    """The client's request is not JSON-RPC we can handle; ``code`` is the JSON-RPC error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_request(body: bytes) -> RpcRequest:
+    """Decode a JSON-RPC request or raise :class:`BadRequest` (-32700 / -32600)."""
+    try:
+        return _request_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(-32600, f"invalid JSON-RPC request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise BadRequest(-32700, f"parse error: request body is not JSON ({exc})") from None
+
+
+def parse_params(raw: bytes | msgspec.Raw) -> RpcParams:
+    """The params we read (lenient: a shape we do not know yields empty params)."""
+    try:
+        return _params_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return RpcParams()
+
+
+def request_hash(method: str, params: bytes | msgspec.Raw) -> str:
+    """sha256 of the method and the canonical params (key order and spacing do not matter)."""
+    try:
+        canonical = _encoder.encode(_any_decoder.decode(params))
+    except msgspec.DecodeError:
+        canonical = bytes(params)
+    h = hashlib.sha256(method.encode())
+    h.update(b"\0")
+    h.update(canonical)
+    return h.hexdigest()
+
+
+def idempotency_key(headers: Mapping[str, str], method: str, params: RpcParams) -> str | None:
+    """``hdr:<Idempotency-Key>`` or ``msg:<messageId>`` for a sending call; None otherwise."""
+    if method not in SEND_METHODS and not method.endswith(REST_SEND_SUFFIXES):
+        return None
+    header = headers.get("idempotency-key")
+    if header:
+        return "hdr:" + header.strip()
+    if params.message is not None and params.message.messageId:
+        return "msg:" + params.message.messageId
+    return None
+
+
+def with_rpc_id(payload: bytes, rpc_id: bytes) -> bytes:
+    """``payload`` (a JSON-RPC response) answered to the request whose id is ``rpc_id``.
+
+    A payload that is not a JSON-RPC response (an HTTP+JSON item, a local note) is returned as is.
+    """
+    try:
+        reply = _reply_decoder.decode(payload)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return payload
+    if reply.result is msgspec.UNSET and reply.error is msgspec.UNSET:
+        return payload
+    if bytes(reply.id) == rpc_id:
+        return payload
+    reply.id = msgspec.Raw(rpc_id)
+    return msgspec.json.encode(reply)
+
+
+def rpc_error(rpc_id: bytes, code: int, message: str) -> bytes:
+    """A JSON-RPC error response (the id as raw JSON bytes)."""
+    return msgspec.json.encode(
+        _Reply(jsonrpc="2.0", id=msgspec.Raw(rpc_id or b"null"), error=msgspec.Raw(msgspec.json.encode({"code": code, "message": message})))
+    )
+
+
+class Gateway:
+    """Claims keys in the store and tells the proxy what to do with a request."""
+
+    def __init__(self, st: store.SqliteStore, *, ttl: float = DEFAULT_TTL) -> None:
+        self.store = st
+        self.ttl = ttl
+        self._last_expire = 0.0
+
+    def claim(self, key: str, req_hash: str, exchange_id: int) -> tuple[store.IdempotencyRecord, bool]:
+        """Register the key for this exchange, or return the record already holding it."""
+        now = time.time()
+        if now - self._last_expire > 60:
+            self._last_expire = now
+            self.store.idem_expire(now)
+        record = store.IdempotencyRecord(
+            key=key, request_hash=req_hash, exchange_id=exchange_id, created_at=now, expires_at=now + self.ttl
+        )
+        return self.store.idem_claim(record)
+
+    def release(self, key: str, exchange_id: int) -> None:
+        """Forget a key whose request never reached the agent (upstream down): a retry may run."""
+        held = self.store.idem_get(key)
+        if held is not None and held.exchange_id == exchange_id:
+            self.store.idem_release(key)
+
+    def done(self, key: str, task_id: str | None) -> None:
+        self.store.idem_update(key, task_id=task_id, state="done")
+
+
+def conflict_message(key: str) -> str:
+    kind, _, value = key.partition(":")
+    what = "Idempotency-Key" if kind == "hdr" else "messageId"
+    return f"{what} '{value}' was already used for a different request; send a new {what} for a new request"
+
+
+def recorded_items(st: store.SqliteStore, record: store.IdempotencyRecord) -> list[store.StoredEvent]:
+    """What to re-serve for a repeated key: the first exchange's events, then (when the task is
+    known) the task's later events up to its first terminal or interrupted state (a recovery
+    may have finished it after the first stream dropped). Local notes are not wire items."""
+    events: list[store.StoredEvent] = []
+    if record.exchange_id is not None:
+        events = st.read_exchange(record.exchange_id)
+    task_id = record.task_id or next((e.task_id for e in events if e.task_id), None)
+    if task_id is None:
+        return [e for e in events if not _is_note(e)]
+    first = events[0].position if events else 0
+    seen = {e.position for e in events}
+    merged = list(events) + [e for e in st.read_task(task_id) if e.position >= first and e.position not in seen]
+    merged.sort(key=lambda e: e.position)
+    out = []
+    for e in merged:
+        item = store.decode_item(e.payload)
+        if isinstance(item.body, store.Note):
+            continue
+        out.append(e)
+        state = _state_of(item)
+        if state in store.TERMINAL_STATES or state in store.INTERRUPTED_STATES:
+            break
+    return out
+
+
+def _is_note(e: store.StoredEvent) -> bool:
+    return isinstance(store.decode_item(e.payload).body, store.Note)
+
+
+def _state_of(item: store.Item) -> str | None:
+    body: Any = item.body
+    if isinstance(body, (store.TaskSnapshot, store.StatusUpdate)):
+        return body.state
+    return None

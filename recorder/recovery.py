@@ -1,0 +1,451 @@
+"""Startup recovery (DESIGN section 5): no task stays WORKING waiting for an executor that
+will not come.
+
+Run when the proxy starts and by ``a2a-tape recover``:
+
+1. idempotency keys registered by a process that died are settled: a key whose exchange has
+   recorded items is ready to replay (``replayed``); one with nothing recorded is marked
+   ``lost`` (a repeat gets a clear error instead of a second execution);
+2. every task whose last recorded state is submitted/working (or unknown) is resumed upstream:
+   GetTask once (recorded); terminal or interrupted -> done; still active -> resubscribe when the
+   card says streaming, else GetTask polling with backoff and jitter, everything recorded, until
+   the task ends or makes no progress for ``stall_timeout`` (then it is cancelled upstream and
+   FAILED locally);
+3. whatever cannot be resumed gets a FAILED event of origin ``local`` with a readable reason.
+
+Idempotent: a second run finds no active task and changes nothing. Two runs at once do not
+double anything: a lease in the store's meta table (owner = host:pid:nonce, taken in a write
+transaction; a dead owner's lease is taken over) lets one run at a time, and the FAILED event is
+appended only after re-reading the task's state inside the same write transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+import uuid
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+import msgspec
+
+import store
+
+from . import client as a2a
+from .sse import SseParser
+
+LEASE_KEY = "recovery.lease"
+LEASE_TTL = 120.0
+DEFAULT_STALL = 30.0
+
+
+class FailedTask(msgspec.Struct):
+    task_id: str
+    reason: str
+
+
+class RecoveryReport(msgspec.Struct):
+    resumed: list[str] = []
+    failed: list[FailedTask] = []
+    replayed: list[str] = []
+
+
+class RecoveryBusy(Exception):
+    """Another recovery holds the lease and did not finish in time."""
+
+
+class Unreachable(Exception):
+    """The upstream agent cannot be used (down, not an agent)."""
+
+
+# -- reading the log ---------------------------------------------------------------------------
+
+
+class TaskView(msgspec.Struct):
+    task_id: str
+    state: str | None = None  # None: no status seen yet
+    context_id: str | None = None
+    dialect: str | None = None
+    last_position: int = 0
+
+
+def fold_task(task_id: str, events: list[store.StoredEvent]) -> TaskView:
+    """The task's last state, context id and wire dialect (a tiny fold; the log is the truth)."""
+    view = TaskView(task_id=task_id)
+    for e in events:
+        view.last_position = e.position
+        item = store.decode_item(e.payload)
+        body = item.body
+        if isinstance(body, (store.TaskSnapshot, store.StatusUpdate)):
+            view.state = body.state
+        if view.context_id is None and item.context_id:
+            view.context_id = item.context_id
+        if view.dialect is None and e.origin == "upstream" and item.dialect in ("0.3", "1.0"):
+            view.dialect = item.dialect
+    return view
+
+
+def is_open(state: str | None) -> bool:
+    """Still in flight: not terminal and not waiting for the user."""
+    return state not in store.TERMINAL_STATES and state not in store.INTERRUPTED_STATES
+
+
+def open_tasks(st: store.SqliteStore, *, up_to: int | None = None) -> list[TaskView]:
+    out = []
+    for te in st.task_events():
+        if up_to is not None and te.first_position > up_to:
+            continue
+        view = fold_task(te.task_id, st.read_task(te.task_id))
+        if is_open(view.state):
+            out.append(view)
+    return out
+
+
+def fail_if_open(st: store.SqliteStore, task_id: str, context_id: str | None, reason: str) -> bool:
+    """Append a local FAILED unless the task already ended: checked in the same write transaction."""
+    with st.transaction():
+        view = fold_task(task_id, st.read_task(task_id))
+        if not is_open(view.state):
+            return False
+        st.append(store.NewEvent(
+            payload=store.local_failed(task_id, context_id or view.context_id, reason),
+            task_id=task_id, received_at=time.time(), origin="local",
+        ))
+    return True
+
+
+# -- the lease ---------------------------------------------------------------------------------
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def take_lease(st: store.SqliteStore, owner: str, ttl: float = LEASE_TTL) -> str | None:
+    """Take (or renew) the recovery lease; return the other holder when it is busy."""
+    now = time.time()
+    with st.transaction():
+        held = st.get_meta(LEASE_KEY) or ""
+        holder, _, expires = held.rpartition(" ")
+        if holder and holder != owner:
+            try:
+                live = float(expires) > now
+            except ValueError:
+                live = False
+            if live and _alive(holder):
+                return holder
+        st.set_meta(LEASE_KEY, f"{owner} {now + ttl}")
+    return None
+
+
+def drop_lease(st: store.SqliteStore, owner: str) -> None:
+    with st.transaction():
+        held = st.get_meta(LEASE_KEY) or ""
+        if held.rpartition(" ")[0] == owner:
+            st.set_meta(LEASE_KEY, "")
+
+
+# -- talking to the upstream, recorded ------------------------------------------------------
+
+
+class Upstream:
+    """Calls one agent and records every exchange and every item it answers (write-ahead)."""
+
+    def __init__(self, st: store.SqliteStore, base_url: str, http: httpx.AsyncClient,
+                 writer: store.GroupCommitWriter, *, role: str = "recovery") -> None:
+        self.store = st
+        self.base_url = base_url.rstrip("/")
+        self.http = http
+        self.writer = writer
+        self.role = role
+        self.card: a2a.AgentCard | None = None
+
+    async def load_card(self) -> a2a.AgentCard:
+        url = a2a.card_url(self.base_url)
+        try:
+            resp = await self.http.get(url)
+        except httpx.HTTPError as exc:
+            raise Unreachable(a2a.describe_http_error(exc, url)) from None
+        if resp.status_code != 200 or a2a.media_type(resp) != "application/json":
+            raise Unreachable(a2a.explain_not_json(resp, url))
+        try:
+            self.card = a2a.parse_card(resp.content, url)
+        except a2a.NotAnAgent as exc:
+            raise Unreachable(str(exc)) from None
+        return self.card
+
+    def endpoint(self, dialect: str | None) -> tuple[a2a.Dialect, str]:
+        assert self.card is not None
+        proto = dialect if dialect in ("0.3", "1.0") else "auto"
+        d, url = a2a.choose_endpoint(self.card, self.base_url + "/", proto)  # type: ignore[arg-type]
+        # the card may name the agent by another host name: keep the scheme/host we were given
+        p = urlsplit(url)
+        return d, self.base_url + (p.path or "/")
+
+    async def _begin(self, req: a2a.Request, url: str, task_id: str | None) -> tuple[int, float]:
+        ex = store.Exchange(
+            started_at=time.time(), url=url, rpc_method=req.method, dialect=req.dialect, streaming=req.streaming,
+            request_headers={k.lower(): v for k, v in a2a.dialect_headers(req.dialect).items()},
+            request_body=req.body, task_id=task_id, message_id=req.message_id,
+            idempotency_key=None, role=self.role,
+        )
+        ex_id = await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
+        return ex_id, time.monotonic()
+
+    async def _end(self, ex_id: int, **fields: object) -> None:
+        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
+
+    def _headers(self, req: a2a.Request) -> dict[str, str]:
+        h = {"content-type": "application/json", **a2a.dialect_headers(req.dialect)}
+        if req.streaming:
+            h["accept"] = "text/event-stream"
+        return h
+
+    async def call(self, req: a2a.Request, url: str, task_id: str | None = None) -> store.Item:
+        """One request/response call; the answer is recorded and returned decoded."""
+        ex_id, t0 = await self._begin(req, url, task_id)
+        try:
+            resp = await self.http.post(url, content=req.body, headers=self._headers(req))
+        except httpx.HTTPError as exc:
+            why = a2a.describe_http_error(exc, url)
+            await self._end(ex_id, outcome="error", error=why)
+            raise Unreachable(why) from None
+        data = resp.content
+        item = store.decode_item(data)
+        ct = resp.headers.get("content-type")
+        if isinstance(item.body, store.Undecodable):
+            why = a2a.explain_not_json(resp, url)
+            await self._end(ex_id, status=resp.status_code, content_type=ct, outcome="error", error=why, response_body=data)
+            raise Unreachable(why)
+        tid = item.task_id or task_id
+        await self.writer.append(store.NewEvent(payload=data, task_id=tid, exchange_id=ex_id,
+                                                received_at=time.time(), mono=time.monotonic() - t0))
+        await self._end(ex_id, status=resp.status_code, content_type=ct, task_id=tid,
+                        outcome="error" if isinstance(item.body, store.ErrorItem) else "ok")
+        return item
+
+    async def stream(self, req: a2a.Request, url: str, task_id: str | None, *, stall: float | None,
+                     stop_after: int | None = None) -> tuple[list[store.Item], str]:
+        """A streaming call, each item recorded as it arrives. Ends when the server closes, after
+        ``stop_after`` items (a deliberate drop), or after ``stall`` seconds without an item.
+        Returns (items, outcome) with outcome closed / dropped / stalled / error."""
+        ex_id, t0 = await self._begin(req, url, task_id)
+        items: list[store.Item] = []
+        outcome = "closed"
+        fields: dict[str, object] = {}
+        tid = task_id
+        try:
+            with anyio.CancelScope() as scope:
+                if stall is not None:
+                    scope.deadline = anyio.current_time() + stall
+                async with self.http.stream("POST", url, content=req.body, headers=self._headers(req)) as resp:
+                    ct = resp.headers.get("content-type", "")
+                    fields.update(status=resp.status_code, content_type=ct or None)
+                    if "text/event-stream" not in ct:
+                        data = await resp.aread()
+                        item = store.decode_item(data)
+                        if isinstance(item.body, store.Undecodable):
+                            fields.update(response_body=data)
+                            outcome = "error"
+                        else:
+                            await self.writer.append(store.NewEvent(payload=data, task_id=item.task_id or tid,
+                                                                    exchange_id=ex_id, received_at=time.time(),
+                                                                    mono=time.monotonic() - t0))
+                            items.append(item)
+                            outcome = "error" if isinstance(item.body, store.ErrorItem) else "ok"
+                        return items, outcome
+                    parser = SseParser()
+                    async for chunk in resp.aiter_bytes():
+                        for it in parser.feed(chunk):
+                            if it.comment:
+                                continue  # a keep-alive is not progress
+                            item = store.decode_item(it.data)
+                            tid = item.task_id or tid
+                            await self.writer.append(store.NewEvent(
+                                payload=it.data, task_id=tid, exchange_id=ex_id, sse_event=it.event,
+                                received_at=time.time(), mono=time.monotonic() - t0))
+                            items.append(item)
+                            if stall is not None:
+                                scope.deadline = anyio.current_time() + stall
+                            if stop_after is not None and len(items) >= stop_after:
+                                outcome = "dropped"
+                                return items, outcome
+            if scope.cancelled_caught:
+                outcome = "stalled"
+        except httpx.HTTPError as exc:
+            outcome = "error"
+            fields["error"] = a2a.describe_http_error(exc, url)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end(ex_id, outcome=outcome, task_id=tid, **fields)
+        return items, outcome
+
+
+# -- the recovery loop ------------------------------------------------------------------------
+
+
+def _state(item: store.Item) -> str | None:
+    body = item.body
+    if isinstance(body, (store.TaskSnapshot, store.StatusUpdate)):
+        return body.state
+    return None
+
+
+def _progress_key(item: store.Item) -> object:
+    body = item.body
+    if isinstance(body, store.TaskSnapshot):
+        return (body.state, body.artifacts)
+    return None
+
+
+def upstream_of(st: store.SqliteStore, task_id: str) -> str | None:
+    """The origin (scheme://host:port) this task was recorded from, by its exchanges."""
+    for ex in reversed(st.exchanges(task_id)):
+        p = urlsplit(ex.url or "")
+        if p.scheme in ("http", "https") and p.netloc:
+            return f"{p.scheme}://{p.netloc}"
+    return None
+
+
+async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | None:
+    """Follow one task upstream to its end; None when resumed, else the reason it failed."""
+    assert up.card is not None
+    dialect, url = up.endpoint(view.dialect)
+    try:
+        item = await up.call(a2a.task_request("get", dialect, view.task_id), url, view.task_id)
+    except Unreachable as exc:
+        return f"recorder restarted and the upstream could not be asked about the task: {exc}"
+    if isinstance(item.body, store.ErrorItem):
+        return (f"recorder restarted and the upstream no longer knows the task "
+                f"(error {item.body.code}: {item.body.message})")
+    last_key = _progress_key(item)
+    last_progress = time.monotonic()
+    backoff = 0.2
+    while True:
+        if not is_open(_state(item)):
+            return None
+        if time.monotonic() - last_progress > stall_timeout:
+            break
+        if up.card.streaming:
+            left = max(0.1, stall_timeout - (time.monotonic() - last_progress))
+            items, outcome = await up.stream(a2a.task_request("resubscribe", dialect, view.task_id), url,
+                                             view.task_id, stall=left)
+            if any(not isinstance(i.body, store.ErrorItem) for i in items[1:]):
+                last_progress = time.monotonic()  # new events after the snapshot
+            if items and not is_open(_state(items[-1])):
+                return None
+        else:
+            await anyio.sleep(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, 5.0)
+        try:
+            item = await up.call(a2a.task_request("get", dialect, view.task_id), url, view.task_id)
+        except Unreachable as exc:
+            return f"recorder restarted and the upstream became unreachable while resuming the task: {exc}"
+        if isinstance(item.body, store.ErrorItem):
+            return (f"recorder restarted and the upstream no longer knows the task "
+                    f"(error {item.body.code}: {item.body.message})")
+        key = _progress_key(item)
+        if key != last_key:
+            last_key, last_progress = key, time.monotonic()
+    # stalled: never wait forever; cancel upstream (recorded) and say why
+    try:
+        await up.call(a2a.task_request("cancel", dialect, view.task_id), url, view.task_id)
+    except Unreachable:
+        pass
+    return (f"recorder restarted and the task made no progress upstream for {stall_timeout:g}s "
+            "(still submitted/working); cancel requested upstream")
+
+
+def settle_keys(st: store.SqliteStore, before: float) -> list[str]:
+    """In-flight idempotency keys of a process that died: ready to replay, or lost."""
+    replayed = []
+    for rec in st.idem_all():
+        if rec.state != "in_flight" or rec.created_at >= before:
+            continue
+        events = st.read_exchange(rec.exchange_id) if rec.exchange_id is not None else []
+        if events:
+            tid = next((e.task_id for e in events if e.task_id), None)
+            st.idem_update(rec.key, task_id=tid, state="done")
+            replayed.append(rec.key)
+        else:
+            st.idem_update(rec.key, state="lost")
+    return replayed
+
+
+async def recover(
+    st: store.SqliteStore,
+    upstream: str | None = None,
+    *,
+    http: httpx.AsyncClient | None = None,
+    stall_timeout: float = DEFAULT_STALL,
+    lease_wait: float = 60.0,
+) -> RecoveryReport:
+    """Run the startup recovery once (see the module docstring)."""
+    owner = _owner()
+    deadline = time.monotonic() + lease_wait
+    while True:
+        holder = await anyio.to_thread.run_sync(take_lease, st, owner)
+        if holder is None:
+            break
+        if time.monotonic() > deadline:
+            raise RecoveryBusy(f"another recovery is running ({holder}); try again when it ends")
+        await anyio.sleep(0.1)
+    started = time.time()
+    report = RecoveryReport()
+    own_http = http is None
+    if http is None:
+        http = httpx.AsyncClient(timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None))
+    try:
+        report.replayed = await anyio.to_thread.run_sync(settle_keys, st, started)
+        tasks = await anyio.to_thread.run_sync(open_tasks, st)
+        async with store.GroupCommitWriter(st) as writer:
+            uppers: dict[str, Upstream | str] = {}
+            for view in tasks:
+                await anyio.to_thread.run_sync(take_lease, st, owner)  # renew
+                base = upstream or await anyio.to_thread.run_sync(upstream_of, st, view.task_id)
+                if base is None:
+                    reason = "recorder restarted and no upstream is known for the task (pass --upstream)"
+                else:
+                    base = base.rstrip("/")
+                    up = uppers.get(base)
+                    if up is None:
+                        candidate = Upstream(st, base, http, writer)
+                        try:
+                            await candidate.load_card()
+                            up = candidate
+                        except Unreachable as exc:
+                            up = f"recorder restarted and the upstream is unusable: {exc}"
+                        uppers[base] = up
+                    reason = up if isinstance(up, str) else await _resume(up, view, stall_timeout)
+                if reason is None:
+                    report.resumed.append(view.task_id)
+                elif await anyio.to_thread.run_sync(fail_if_open, st, view.task_id, view.context_id, reason):
+                    report.failed.append(FailedTask(view.task_id, reason))
+                else:
+                    report.resumed.append(view.task_id)  # it ended meanwhile (another writer)
+    finally:
+        if own_http:
+            await http.aclose()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(drop_lease, st, owner)
+    return report
