@@ -1,1 +1,156 @@
-"""pytest plugin for replaying a2a-tape recordings (registered through the pytest11 entry point)."""
+"""pytest plugin for replaying a2a-tape recordings (registered through the pytest11 entry point).
+
+Mark a test with the recording it runs against, ask for the ``a2a_tape`` fixture, and point the
+client under test at ``a2a_tape.url`` (a replay server on 127.0.0.1) or hand it
+``a2a_tape.transport`` (an httpx transport, sync and async, no sockets)::
+
+    @pytest.mark.a2a_tape("recordings/sdk-v10-stream.jsonl", record_mode="none")
+    def test_client(a2a_tape):
+        ...
+
+The marker takes the recording (a database or a JSONL tape; a relative path is looked up next
+to the test module, then from the rootdir) and, as keywords, ``record_mode`` (none, once,
+new_episodes, all), ``timing``, ``faults``, ``match`` and ``upstream`` (the live agent for the
+record modes; default ``$A2A_TAPE_UPSTREAM``). ``--a2a-tape-record-mode`` switches the record
+mode of a whole run. Under ``none`` a request that was never recorded gets a JSON-RPC error
+naming the closest recording, and the test fails with that line.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .engine import RECORD_MODES, ReplayEngine
+from .library import Library
+from .transport import ReplayTransport
+
+_OPTION = "--a2a-tape-record-mode"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("a2a-tape", "replay A2A recordings (a2a-tape)")
+    group.addoption(
+        _OPTION,
+        action="store",
+        default=None,
+        choices=RECORD_MODES,
+        help="Record mode for every @pytest.mark.a2a_tape test (overrides the markers): none, once, new_episodes, all.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "a2a_tape(recording, record_mode='none', timing='instant', faults=None, match='method-text', upstream=None): "
+        "serve an a2a-tape recording (database or JSONL tape) to this test through the a2a_tape fixture",
+    )
+
+
+class _Server:
+    """uvicorn on 127.0.0.1 in a thread; the socket is bound first, so the URL works at once."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off",
+                                                    timeout_graceful_shutdown=1))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
+                                       name="a2a-tape-replay")
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+class A2ATape:
+    """What the ``a2a_tape`` fixture yields: a replay server URL and in-process transports."""
+
+    def __init__(self, engine: ReplayEngine) -> None:
+        self.engine = engine
+        self.library = engine.library
+        self.transport = ReplayTransport(engine=engine)
+        self.async_transport = self.transport  # one object speaks both httpx interfaces
+        self._server: _Server | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of a replay server on 127.0.0.1 (started on first use)."""
+        if self._server is None:
+            from .server import create_app
+
+            self._server = _Server(create_app(self.engine))
+        return self._server.url
+
+    @property
+    def unmatched(self) -> list[str]:
+        return self.engine.unmatched
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        self.transport.close()
+
+
+def _find_recording(request: pytest.FixtureRequest, name: str) -> Path:
+    path = Path(name)
+    if path.is_absolute():
+        return path
+    here = Path(str(request.node.fspath)).parent / path
+    if here.exists():
+        return here
+    root = Path(str(request.config.rootpath)) / path
+    if root.exists():
+        return root
+    return here
+
+
+@pytest.fixture
+def a2a_tape(request: pytest.FixtureRequest):
+    """A replay of the recording named by ``@pytest.mark.a2a_tape(...)``: ``.url``, ``.transport``, ``.async_transport``."""
+    marker = request.node.get_closest_marker("a2a_tape")
+    if marker is None or not marker.args:
+        pytest.fail("a2a-tape: the a2a_tape fixture needs @pytest.mark.a2a_tape('path/to/recording.jsonl')",
+                    pytrace=False)
+    kw = dict(marker.kwargs)
+    record_mode = request.config.getoption(_OPTION) or kw.pop("record_mode", "none")
+    kw.pop("record_mode", None)
+    if record_mode not in RECORD_MODES:
+        pytest.fail(f"a2a-tape: unknown record_mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})",
+                    pytrace=False)
+    upstream = kw.pop("upstream", None) or os.environ.get("A2A_TAPE_UPSTREAM")
+    path = _find_recording(request, str(marker.args[0]))
+    if record_mode in ("new_episodes", "all") and not upstream:
+        pytest.fail(f"a2a-tape: record_mode {record_mode} needs an upstream agent (upstream=... or $A2A_TAPE_UPSTREAM)",
+                    pytrace=False)
+    try:
+        library = Library.open(path, create=record_mode != "none" and upstream is not None)
+    except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback
+        pytest.fail(f"a2a-tape: cannot open recording {path}: {exc}", pytrace=False)
+    try:
+        engine = ReplayEngine(library, record_mode=record_mode, upstream=upstream, **kw)
+    except (TypeError, ValueError) as exc:
+        library.close()
+        pytest.fail(f"a2a-tape: bad @pytest.mark.a2a_tape arguments: {exc}", pytrace=False)
+    tape = A2ATape(engine)
+    try:
+        yield tape
+    finally:
+        tape.close()
+        library.save()
+        library.close()
+    if engine.unmatched and record_mode == "none":
+        pytest.fail("\n".join(engine.unmatched), pytrace=False)

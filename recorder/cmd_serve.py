@@ -1,0 +1,99 @@
+"""``a2a-tape serve``: the recordings answer as a fake A2A agent (JSON-RPC + SSE, both dialects)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Annotated
+from urllib.parse import urlsplit
+
+import typer
+
+from replay.engine import RECORD_MODES, ReplayEngine, parse_timing
+from replay.faults import FaultError, parse_faults
+from replay.library import Library
+from replay.matching import MATCH_MODES
+from replay.server import create_app
+
+from .app import app, db_location, err, fail
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); a non-loopback host needs ``--allow-remote``."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        fail(f"--listen must be HOST:PORT, got '{listen}'")
+    host = host.strip("[]") or "127.0.0.1"
+    if host not in _LOOPBACK and not host.startswith("127.") and not allow_remote:
+        fail(f"refusing to listen on {host}: the replay server is for this machine; add --allow-remote to mean it")
+    return host, int(port)
+
+
+@app.command("serve")
+def serve_cmd(
+    listen: Annotated[str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).")] = "127.0.0.1:8765",
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")] = False,
+    timing: Annotated[str, typer.Option(help="instant, real (the recorded gaps) or a factor (10: ten times faster).")] = "instant",
+    fault: Annotated[list[str], typer.Option(help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).")] = [],
+    record_mode: Annotated[str, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")] = "none",
+    upstream: Annotated[str | None, typer.Option(help="The live agent that unmatched requests go to (record modes).", show_default=False)] = None,
+    match: Annotated[str, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")] = "method-text",
+    db: Annotated[str | None, typer.Option("--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False)] = None,
+) -> None:
+    """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
+    import uvicorn
+
+    host, port = parse_listen(listen, allow_remote)
+    if record_mode not in RECORD_MODES:
+        fail(f"--record-mode must be one of {', '.join(RECORD_MODES)}, got '{record_mode}'")
+    if match not in MATCH_MODES:
+        fail(f"--match must be one of {', '.join(MATCH_MODES)}, got '{match}'")
+    try:
+        parse_timing(timing)
+    except ValueError as exc:
+        fail(f"--timing: {exc}")
+    try:
+        faults = parse_faults(*fault)
+    except FaultError as exc:
+        fail(f"--fault: {exc}")
+    if record_mode in ("new_episodes", "all") and not upstream:
+        fail(f"--record-mode {record_mode} needs --upstream URL (the live agent to record)")
+    if upstream is not None:
+        u = urlsplit(upstream)
+        if u.scheme not in ("http", "https") or not u.netloc:
+            fail(f"--upstream must be an http(s) URL, got '{upstream}'")
+    location = db_location(db)
+    library = Library.open(location, create=record_mode != "none")
+    try:
+        if not library.episodes and not (upstream and record_mode != "none"):
+            fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
+        engine = ReplayEngine(library, timing=timing, faults=faults, match=match, record_mode=record_mode,
+                              upstream=upstream)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        sock.listen(512)
+        real_port = sock.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        err.print(
+            f"a2a-tape serve: http://{shown}:{real_port} replaying {len(library.episodes)} recorded sends from "
+            f"{location} (timing {timing}, faults {faults.describe()}, match {match}, record mode {record_mode})",
+            markup=False, soft_wrap=True,
+        )
+        sys.stderr.flush()
+        server = uvicorn.Server(uvicorn.Config(create_app(engine), log_level="warning", lifespan="off",
+                                               timeout_graceful_shutdown=2))
+        try:
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
+    finally:
+        library.save()
+        library.close()

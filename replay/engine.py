@@ -1,0 +1,472 @@
+"""The replay core: one request in, one reply out, shared by the HTTP server and the transport.
+
+:class:`ReplayEngine` answers as the recorded agent would: the agent card, sends and streaming
+sends (matched to a recorded episode), GetTask, SubscribeToTask / ``tasks/resubscribe``,
+CancelTask and ListTasks, in the dialect of each request. It keeps a *playback* per task it
+has served: how many of the episode's items the agent has "produced" so far, so that a stream
+dropped by a fault leaves the task going on, and GetTask or a resubscribe gives the rest.
+
+Timing ``instant`` holds the rest of a dropped stream until the client comes back (a
+resubscribe streams it; a GetTask finds the task finished); ``real`` or a factor lets it go on
+along the recorded gaps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+import httpx
+import msgspec
+
+from store import TERMINAL_STATES, Exchange, Item, MessageItem, NewEvent, TaskSnapshot, decode_item
+from store.wire import WireTask
+
+from . import rpc
+from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state
+from .faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
+from .library import Episode, Library, Served, message_text
+from .matching import Matcher
+from .sse import comment, frame
+
+RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
+SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
+_BATCH = 256  # frames joined into one body chunk when nothing waits between them
+
+
+def parse_timing(value: str | float) -> float:
+    """``instant`` -> 0 (no waits), ``real`` -> 1, a factor F -> 1/F (``10``: ten times faster)."""
+    if isinstance(value, (int, float)):
+        factor = float(value)
+    else:
+        v = value.strip().lower()
+        if v == "instant":
+            return 0.0
+        if v == "real":
+            return 1.0
+        try:
+            factor = float(v.rstrip("x"))
+        except ValueError:
+            raise ValueError(f"timing {value!r}: use instant, real, or a speed-up factor such as 10") from None
+    if not factor > 0 or factor == float("inf"):
+        raise ValueError(f"timing {value!r}: the factor must be a positive number")
+    return 1.0 / factor
+
+
+class Reply(msgspec.Struct):
+    """What to answer: a whole body, or a stream of body chunks (SSE)."""
+
+    status: int = 200
+    content_type: str = "application/json"
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+    headers: dict[str, str] = {}
+
+
+def _json(body: bytes, status: int = 200) -> Reply:
+    return Reply(status=status, body=body)
+
+
+def _error(code: int, message: str, rpc_id: Any = None) -> Reply:
+    return _json(rpc.error_body(code, message, rpc_id))
+
+
+class Playback:
+    """How far the agent has got with one task of a served episode."""
+
+    def __init__(self, task_id: str, episode: Episode, items: list[Served], scale: float) -> None:
+        self.task_id = task_id
+        self.episode = episode
+        self.items = items  # the episode's items about this task
+        self.released = 0
+        self.started = time.monotonic()
+        self.scale = scale
+        self.cancelled = False
+        offsets, t = [], 0.0
+        for s in items:
+            t += s.gap * scale
+            offsets.append(t)
+        self.offsets = offsets
+
+    @property
+    def done(self) -> bool:
+        return self.released >= len(self.items)
+
+    def advance(self) -> None:
+        """The task went on while nobody watched: release what the clock says is out."""
+        if self.cancelled:
+            return
+        if self.scale == 0:
+            self.released = len(self.items)
+            return
+        elapsed = time.monotonic() - self.started
+        n = self.released
+        while n < len(self.items) and self.offsets[n] <= elapsed:
+            n += 1
+        self.released = n
+
+
+class ReplayEngine:
+    """Recordings answering as an A2A agent. See the module docstring."""
+
+    def __init__(
+        self,
+        library: Library,
+        *,
+        timing: str | float = "instant",
+        faults: Faults | str | None = None,
+        match: str = "method-text",
+        record_mode: str = "none",
+        upstream: str | None = None,
+    ) -> None:
+        if record_mode not in RECORD_MODES:
+            raise ValueError(f"unknown record mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})")
+        if record_mode in ("new_episodes", "all") and not upstream:
+            raise ValueError(f"record mode {record_mode} needs an upstream agent URL (--upstream)")
+        self.library = library
+        self.scale = parse_timing(timing)
+        self.faults = parse_faults(faults) if isinstance(faults, str) else (faults or NO_FAULTS)
+        self.matcher = Matcher(library.episodes, match)
+        self.record_mode = record_mode
+        self.upstream = upstream.rstrip("/") if upstream else None
+        self.record_all = record_mode == "all" or (record_mode == "once" and not library.episodes and bool(upstream))
+        self.playbacks: dict[str, Playback] = {}
+        self.cancelled: set[str] = set()
+        self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
+        self.recorded = 0  # exchanges recorded from upstream
+
+    # ------------------------------------------------------------------ entry point
+
+    async def handle(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes,
+                     base_url: str) -> Reply:
+        if method == "GET":
+            if path.rstrip("/").endswith(("/.well-known/agent-card.json", "/.well-known/agent.json")):
+                return _json(rpc.card_for(base_url, self.library.card))
+            return _json(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
+        if method != "POST":
+            return _json(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
+        try:
+            req = rpc.parse_request(body)
+        except rpc.BadRequest as exc:
+            return _error(exc.code, str(exc), exc.rpc_id)
+        known = rpc.METHODS.get(req.method or "")
+        if known is None:
+            return _error(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+        operation, dialect = known
+        try:
+            faults = self._request_faults(query, headers)
+        except FaultError as exc:
+            return _error(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id)
+        if self.record_all:
+            return await self._forward(req, operation, dialect, path, headers, body)
+        if operation in rpc.SEND_OPERATIONS:
+            return await self._send(req, operation, dialect, faults, path, headers, body)
+        task_id = req.params.id if req.params else None
+        if operation == "list":
+            return self._list(req)
+        if not task_id:
+            return _error(rpc.INVALID_PARAMS, "Invalid params: a task id is required", req.id)
+        if operation == "get":
+            return self._get(req, task_id, dialect)
+        if operation == "cancel":
+            return self._cancel(req, task_id, dialect)
+        return self._subscribe(req, task_id, dialect, faults)
+
+    def _request_faults(self, query: str, headers: Mapping[str, str]) -> Faults:
+        specs = [v for v in parse_qs(query).get(FAULT_QUERY, [])]
+        h = headers.get(FAULT_HEADER.lower()) or headers.get(FAULT_HEADER)
+        if h:
+            specs.append(h)
+        return parse_faults(*specs) if specs else self.faults
+
+    # ------------------------------------------------------------------ sends
+
+    async def _send(self, req: rpc.RpcRequest, operation: str, dialect: str, faults: Faults, path: str,
+                    headers: Mapping[str, str], body: bytes) -> Reply:
+        ep = self.matcher.match(req, operation)
+        if ep is None:
+            if self.record_mode == "new_episodes" or (self.record_mode == "once" and self.record_all):
+                return await self._forward(req, operation, dialect, path, headers, body)
+            return self._no_match(req, operation)
+        items = ep.served
+        task_id = ep.task_id
+        pb = None
+        if task_id:
+            pb = Playback(task_id, ep, [s for s in items if s.event.task_id in (task_id, None)], self.scale)
+            self.playbacks[task_id] = pb
+            self.cancelled.discard(task_id)
+        if operation == "send":
+            if pb is not None:
+                pb.released = len(pb.items)
+            return self._send_reply(req, ep, items, dialect)
+        frames = [(self._payload(s, ep.dialect, dialect, req.id), s.event.sse_event, s.gap) for s in items]
+        on_sent = None
+        if pb is not None:
+            index = {id(s): i for i, s in enumerate(pb.items)}
+            mapping = [index.get(id(s)) for s in items]
+
+            def on_sent(n: int, pb: Playback = pb, mapping: list = mapping) -> None:
+                i = mapping[n - 1]
+                if i is not None and i + 1 > pb.released:
+                    pb.released = i + 1
+
+        return self._stream(frames, faults, dialect, req.id, on_sent, pb)
+
+    def _no_match(self, req: rpc.RpcRequest, operation: str) -> Reply:
+        text = message_text(req)
+        near = self.matcher.closest(req, operation)
+        if near is None:
+            hint = f"the recording {self.library.source} has no recorded sends"
+        else:
+            hint = f"closest recording: {near.describe()}"
+        line = (f"a2a-tape: no recording matches {req.method} with text {text!r} "
+                f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}")
+        self.unmatched.append(line)
+        return _error(rpc.NO_RECORDING, line, req.id)
+
+    def _payload(self, s: Served, recorded: str, dialect: str, rpc_id: Any) -> bytes:
+        if recorded == dialect or recorded not in ("0.3", "1.0"):
+            return s.split.with_id(rpc.encode_id(rpc_id))
+        converted = encode_item(s.item, dialect, rpc_id)
+        return converted if converted is not None else s.split.with_id(rpc.encode_id(rpc_id))
+
+    def _send_reply(self, req: rpc.RpcRequest, ep: Episode, items: list[Served], dialect: str) -> Reply:
+        """A non-streaming send: the recorded body, or the result folded from a recorded stream."""
+        if not ep.exchange.streaming and items:
+            return _json(self._payload(items[-1], ep.dialect, dialect, req.id))
+        decoded = [s.item for s in items]
+        messages = [it for it in decoded if isinstance(it.body, MessageItem)]
+        task_id = ep.task_id
+        snap = fold_task(task_id, decoded) if task_id else None
+        if snap is not None:
+            return _json(encode_item(Item(snap), dialect, req.id) or b"")
+        if messages:
+            return _json(encode_item(messages[-1], dialect, req.id) or b"")
+        errors = [s for s in items if s.item.kind == "error"]
+        if errors:
+            return _json(errors[-1].split.with_id(rpc.encode_id(req.id)))
+        if ep.exchange.response_body:
+            return _json(ep.exchange.response_body)
+        return _error(rpc.INTERNAL_ERROR, f"a2a-tape: {ep.describe()} recorded no answer", req.id)
+
+    # ------------------------------------------------------------------ streams
+
+    def _stream(self, frames: list[tuple[bytes, str | None, float]], faults: Faults, dialect: str, rpc_id: Any,
+                on_sent: Callable[[int], None] | None, pb: Playback | None) -> Reply:
+        scale = self.scale
+        delay = faults.delay_ms / 1000.0
+
+        async def gen() -> AsyncIterator[bytes]:
+            buf: list[bytes] = []
+            sent = 0
+            errored = False
+            for data, event, gap in frames:
+                if faults.drop_after is not None and sent >= faults.drop_after:
+                    break
+                if faults.stall_after is not None and sent >= faults.stall_after:
+                    break
+                if faults.error_after is not None and sent >= faults.error_after:
+                    buf.append(self._fault_error(faults, rpc_id))
+                    errored = True
+                    break
+                if pb is not None and pb.cancelled:
+                    break
+                wait = gap * scale + delay
+                if wait > 0:
+                    if buf:
+                        yield b"".join(buf)
+                        buf.clear()
+                    await anyio.sleep(wait)
+                    if pb is not None and pb.cancelled:
+                        break
+                f = frame(data, event)
+                buf.append(f)
+                sent += 1
+                if on_sent is not None:
+                    on_sent(sent)
+                if faults.duplicate == sent:
+                    buf.append(f)
+                if len(buf) >= _BATCH:
+                    yield b"".join(buf)
+                    buf.clear()
+            else:
+                if faults.error_after is not None and sent >= faults.error_after and not errored:
+                    buf.append(self._fault_error(faults, rpc_id))
+            if buf:
+                yield b"".join(buf)
+                buf.clear()
+            if faults.stall_after is not None and sent >= faults.stall_after and not errored:
+                while True:  # keep the connection, send nothing but keep-alive comments
+                    await anyio.sleep(15)
+                    yield comment(f"ping - {time.strftime('%Y-%m-%d %H:%M:%S')}")
+
+        return Reply(content_type="text/event-stream; charset=utf-8", stream=gen(), headers=dict(SSE_HEADERS))
+
+    @staticmethod
+    def _fault_error(faults: Faults, rpc_id: Any) -> bytes:
+        body = rpc.error_body(rpc.INTERNAL_ERROR, f"a2a-tape fault: error-after={faults.error_after}", rpc_id)
+        return frame(body, "error")
+
+    # ------------------------------------------------------------------ tasks
+
+    def _fold(self, task_id: str) -> TaskSnapshot | None:
+        items = self.library.task_items(task_id)
+        if not items:
+            return None
+        pb = self.playbacks.get(task_id)
+        if pb is not None and not pb.done:
+            first = pb.items[0].event.position if pb.items else 0
+            shown = {s.event.position for s in pb.items[: pb.released]}
+            items = [(p, it) for p, it in items if p < first or p in shown]
+        snap = fold_task(task_id, (it for _, it in items))
+        if snap is not None and task_id in self.cancelled:
+            snap = with_state(snap, "canceled")
+        return snap
+
+    def _advance(self, task_id: str) -> None:
+        pb = self.playbacks.get(task_id)
+        if pb is not None:
+            pb.advance()
+
+    def _get(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
+        self._advance(task_id)
+        snap = self._fold(task_id)
+        if snap is None:
+            return _error(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+        hl = req.params.historyLength if req.params else None
+        if hl is not None:
+            snap = msgspec.structs.replace(snap, history=snap.history[-hl:] if hl > 0 else ())
+        return _json(encode_task(snap, dialect, req.id))
+
+    def _cancel(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
+        pb = self.playbacks.get(task_id)
+        if pb is not None and self.scale:
+            pb.advance()
+        snap = self._fold(task_id)
+        if snap is None:
+            return _error(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+        if snap.state in TERMINAL_STATES:
+            return _error(rpc.TASK_NOT_CANCELABLE, f"Task cannot be canceled: {task_id} is {snap.state}", req.id)
+        if pb is not None:
+            pb.cancelled = True
+        self.cancelled.add(task_id)
+        return _json(encode_task(with_state(snap, "canceled"), dialect, req.id))
+
+    def _subscribe(self, req: rpc.RpcRequest, task_id: str, dialect: str, faults: Faults) -> Reply:
+        pb = self.playbacks.get(task_id)
+        if pb is not None and self.scale:
+            pb.advance()
+        snap = self._fold(task_id)
+        if snap is None:
+            return _error(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+        if snap.state in TERMINAL_STATES:
+            body = rpc.error_body(rpc.UNSUPPORTED_OPERATION, f"Task {task_id} is in terminal state: {snap.state}", req.id)
+            if dialect == "1.0":
+                return _json(body)
+            async def one() -> AsyncIterator[bytes]:
+                yield frame(body)
+            return Reply(content_type="text/event-stream; charset=utf-8", stream=one(), headers=dict(SSE_HEADERS))
+        frames: list[tuple[bytes, str | None, float]] = [(encode_snapshot_item(snap, dialect, req.id), None, 0.0)]
+        on_sent = None
+        if pb is not None and not pb.done and not pb.cancelled:
+            rest = pb.items[pb.released:]
+            start = pb.released
+            ep_dialect = pb.episode.dialect
+            first = True
+            for s in rest:
+                gap = s.gap
+                if first:  # what was due before the client came back is not waited for again
+                    gap, first = 0.0, False
+                frames.append((self._payload(s, ep_dialect, dialect, req.id), s.event.sse_event, gap))
+
+            def on_sent(n: int, pb: Playback = pb, start: int = start) -> None:
+                if n > 1 and start + n - 1 > pb.released:
+                    pb.released = start + n - 1
+
+        return self._stream(frames, faults, dialect, req.id, on_sent, pb)
+
+    def _list(self, req: rpc.RpcRequest) -> Reply:
+        ctx = req.params.contextId if req.params else None
+        tasks: list[WireTask] = []
+        for tid in self.library.task_ids():
+            snap = self._fold(tid)
+            if snap is None or (ctx and snap.context_id != ctx):
+                continue
+            tasks.append(wire_task(msgspec.structs.replace(snap, artifacts=()), "1.0"))
+        size = req.params.pageSize if req.params and req.params.pageSize else None
+        return _json(rpc.list_tasks_body(req.id, tasks[:size] if size else tasks))
+
+    # ------------------------------------------------------------------ recording upstream
+
+    async def _forward(self, req: rpc.RpcRequest, operation: str, dialect: str, path: str,
+                       headers: Mapping[str, str], body: bytes) -> Reply:
+        """Send the request to the upstream agent, record what comes back, pass it on as it comes."""
+        assert self.upstream is not None
+        url = self.upstream + (path if path.startswith("/") else "/" + path)
+        fwd = {k: v for k, v in headers.items() if k.lower() in ("content-type", "a2a-version", "accept", "a2a-extensions")}
+        st = self.library.store
+        started = time.time()
+        t0 = time.monotonic()
+        msg = req.params.message if req.params else None
+        ex_id = st.begin_exchange(Exchange(
+            started_at=started, url=url, rpc_method=req.method, dialect=dialect,
+            streaming=operation in ("stream", "subscribe"), request_headers=fwd, request_body=body,
+            message_id=msg.messageId if msg else None, role="proxy",
+        ))
+        self.library.dirty = True
+        client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
+        try:
+            resp = await client.send(client.build_request("POST", url, content=body, headers=fwd), stream=True)
+        except httpx.HTTPError as exc:
+            await client.aclose()
+            st.update_exchange(ex_id, ended_at=time.time(), outcome="error", error=str(exc) or type(exc).__name__)
+            return _error(rpc.INTERNAL_ERROR, f"a2a-tape: upstream {self.upstream} unreachable: {exc}", req.id)
+        ctype = resp.headers.get("content-type", "")
+        state = {"task": None}
+
+        def record(payload: bytes, event: str | None) -> None:
+            item = decode_item(payload)
+            tid = item.task_id or state["task"]
+            state["task"] = tid
+            st.append(NewEvent(payload=payload, task_id=tid, exchange_id=ex_id, sse_event=event,
+                               received_at=time.time(), mono=time.monotonic() - t0))
+
+        def finish(outcome: str) -> None:
+            st.update_exchange(ex_id, ended_at=time.time(), status=resp.status_code, content_type=ctype,
+                               outcome=outcome, task_id=state["task"])
+            self.recorded += 1
+            for ep in self.library.refresh():
+                ep.used += 1
+
+        if not ctype.startswith("text/event-stream"):
+            data = await resp.aread()
+            await resp.aclose()
+            await client.aclose()
+            if data:
+                record(data, None)
+            finish("ok")
+            return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
+
+        from httpx_sse import EventSource
+
+        async def gen() -> AsyncIterator[bytes]:
+            outcome = "closed"
+            try:
+                async for sse in EventSource(resp).aiter_sse():
+                    payload = sse.data.encode()
+                    event = sse.event if sse.event and sse.event != "message" else None
+                    record(payload, event)  # write-ahead: in the log before the client sees it
+                    yield frame(payload, event)
+                outcome = "ok"
+            except httpx.HTTPError:
+                outcome = "dropped"
+                raise
+            finally:
+                await resp.aclose()
+                await client.aclose()
+                finish(outcome)
+
+        return Reply(status=resp.status_code, content_type=ctype, stream=gen(), headers=dict(SSE_HEADERS))

@@ -1,0 +1,100 @@
+"""Faults on demand: what real agents do to streams, reproduced at will.
+
+Spelled ``name[=value]``, several joined by commas, per server (``--fault``, repeatable) or per
+request (header ``X-A2A-Tape-Fault`` or query ``?fault=``; a request's faults replace the
+server's). Items are counted as the client receives them (a duplicate is not counted twice).
+
+- ``drop-after=N``: the response ends after N items while the task goes on, so the client
+  can resubscribe or poll for the rest;
+- ``stall-after=N``: after N items nothing more is sent, and the connection stays open;
+- ``duplicate[=N]``: item N (default 2: the first item after the Task) is sent twice;
+- ``delay=MS``: MS milliseconds before each item, on top of the timing;
+- ``error-after=N``: after N items an ``event: error`` item (JSON-RPC -32603), then the end.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+FAULT_HEADER = "X-A2A-Tape-Fault"
+FAULT_QUERY = "fault"
+
+
+class FaultError(ValueError):
+    """A fault spelled wrong: the message says which and how to spell it."""
+
+
+class Faults(msgspec.Struct, frozen=True, omit_defaults=True):
+    drop_after: int | None = None
+    stall_after: int | None = None
+    duplicate: int | None = None
+    delay_ms: float = 0.0
+    error_after: int | None = None
+
+    @property
+    def any(self) -> bool:
+        return self != NO_FAULTS
+
+    def describe(self) -> str:
+        parts = []
+        if self.drop_after is not None:
+            parts.append(f"drop-after={self.drop_after}")
+        if self.stall_after is not None:
+            parts.append(f"stall-after={self.stall_after}")
+        if self.duplicate is not None:
+            parts.append(f"duplicate={self.duplicate}")
+        if self.delay_ms:
+            parts.append(f"delay={self.delay_ms:g}")
+        if self.error_after is not None:
+            parts.append(f"error-after={self.error_after}")
+        return ",".join(parts) or "none"
+
+
+NO_FAULTS = Faults()
+_COUNTED = {"drop-after": "drop_after", "stall-after": "stall_after", "error-after": "error_after"}
+_HELP = "drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N"
+
+
+def _int(name: str, value: str | None, default: int | None = None) -> int:
+    if value is None or value == "":
+        if default is not None:
+            return default
+        raise FaultError(f"fault '{name}' needs a number, as in {name}=2")
+    try:
+        n = int(value)
+    except ValueError:
+        raise FaultError(f"fault '{name}={value}': {value!r} is not a whole number") from None
+    if n < 0:
+        raise FaultError(f"fault '{name}={value}': must be 0 or more")
+    return n
+
+
+def parse_faults(*specs: str | None) -> Faults:
+    """Parse one or more specs (``"drop-after=2,duplicate"``); raise :class:`FaultError`."""
+    fields: dict[str, int | float] = {}
+    for spec in specs:
+        for raw in (spec or "").split(","):
+            token = raw.strip()
+            if not token or token == "none":
+                continue
+            name, _, value = token.partition("=")
+            name = name.strip().lower()
+            value = value.strip()
+            if name in _COUNTED:
+                fields[_COUNTED[name]] = _int(name, value)
+            elif name == "duplicate":
+                n = _int(name, value, default=2)
+                if n < 1:
+                    raise FaultError("fault 'duplicate=N': N counts items from 1")
+                fields["duplicate"] = n
+            elif name == "delay":
+                try:
+                    ms = float(value)
+                except ValueError:
+                    raise FaultError(f"fault 'delay={value}': give milliseconds, as in delay=50") from None
+                if ms < 0 or ms != ms:
+                    raise FaultError(f"fault 'delay={value}': must be 0 or more")
+                fields["delay_ms"] = ms
+            else:
+                raise FaultError(f"unknown fault '{token}' (use: {_HELP})")
+    return Faults(**fields)  # type: ignore[arg-type]

@@ -1,0 +1,193 @@
+"""What the recordings offer: episodes (one recorded request and its events) and tasks.
+
+A recording is an a2a-tape database or a JSONL tape; a tape is imported into a private
+temporary database (:func:`store.tape.import_tape`) so both are read the same way. An
+*episode* is one recorded send (``message/send``, ``message/stream``, ``SendMessage``,
+``SendStreamingMessage``): its request, decoded once, and its upstream events, read and cut
+around their JSON-RPC id on first use. Events a2a-tape wrote itself (``origin = "local"``:
+notes, a recovery FAILED) are never served: the agent did not send them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from store import Exchange, Item, SqliteStore, StoredEvent, StoreError, decode_item, open_store
+from store.tape import import_tape
+
+from .rpc import METHODS, SEND_OPERATIONS, BadRequest, RpcRequest, parse_request
+from .sse import Split, split_id
+
+
+class Served:
+    """One recorded event, ready to serve: its bytes cut around the id, and its timing."""
+
+    __slots__ = ("event", "split", "gap", "_item")
+
+    def __init__(self, event: StoredEvent, split: Split, gap: float) -> None:
+        self.event = event
+        self.split = split
+        self.gap = gap  # seconds since the previous item of the same exchange (recorded)
+        self._item: Item | None = None
+
+    @property
+    def item(self) -> Item:
+        if self._item is None:
+            self._item = decode_item(self.event.payload)
+        return self._item
+
+
+class Episode:
+    """One recorded send and its events."""
+
+    def __init__(self, library: Library, exchange: Exchange) -> None:
+        self.library = library
+        self.exchange = exchange
+        self.id: int = exchange.id or 0
+        method = exchange.rpc_method or ""
+        self.request: RpcRequest | None = None
+        try:
+            self.request = parse_request(exchange.request_body or b"")
+            method = self.request.method or method
+        except BadRequest:
+            pass
+        self.method = method
+        self.operation, dialect = METHODS.get(method, ("", exchange.dialect or "unknown"))
+        self.dialect = exchange.dialect or dialect
+        if self.dialect not in ("0.3", "1.0"):
+            self.dialect = dialect
+        self.text = message_text(self.request)
+        self.used = 0
+        self._served: list[Served] | None = None
+
+    @property
+    def task_id(self) -> str | None:
+        if self.exchange.task_id:
+            return self.exchange.task_id
+        for s in self.served:
+            tid = s.event.task_id
+            if tid:
+                return tid
+        return None
+
+    @property
+    def served(self) -> list[Served]:
+        if self._served is None:
+            self._served = self.library.served_events(self.exchange)
+        return self._served
+
+    def describe(self) -> str:
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return f"exchange #{self.id} ({self.method or '?'}, text {text!r}, task {self.task_id or '-'})"
+
+
+def message_text(req: RpcRequest | None) -> str:
+    if req is None or req.params is None or req.params.message is None:
+        return ""
+    return "".join(p.text for p in req.params.message.parts if p.text is not None)
+
+
+class Library:
+    """The recordings behind one replay server or transport."""
+
+    def __init__(self, store: SqliteStore, *, source: str = "", tempdir: str | None = None) -> None:
+        self.store = store
+        self.source = source or str(store.path)
+        self._tempdir = tempdir
+        self.episodes: list[Episode] = []
+        self.card: bytes | None = None
+        self.dirty = False  # something was recorded into it (record modes)
+        self._seen: set[int] = set()
+        self.refresh()
+
+    @classmethod
+    def open(cls, location: str | os.PathLike[str], *, create: bool = False) -> Library:
+        """A database file, or a JSONL tape (imported into a private temporary database)."""
+        path = Path(location)
+        if path.suffix in (".jsonl", ".tape") or _looks_like_tape(path):
+            tmp = tempfile.mkdtemp(prefix="a2a-tape-")
+            st = open_store(Path(tmp) / "tape.db", durability="normal")
+            if path.exists():
+                try:
+                    with path.open("rb") as fh:
+                        import_tape(st, fh)
+                except BaseException:
+                    st.close()
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+            elif not create:
+                st.close()
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise StoreError(f"no recording at {path}")
+            return cls(st, source=str(path), tempdir=tmp)
+        if not create and not path.exists():
+            raise StoreError(f"no recording at {path}")
+        return cls(open_store(path, create=create), source=str(path))
+
+    def close(self) -> None:
+        self.store.close()
+        if self._tempdir:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+
+    def save(self) -> bool:
+        """Write what was recorded back to the tape it came from; False when nothing to do."""
+        if not self.dirty or not self._tempdir:
+            return False
+        from store.tape import write_tape
+
+        target = Path(self.source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        with tmp.open("wb") as fh:
+            write_tape(self.store, fh, source="a2a-tape replay")
+        os.replace(tmp, target)
+        self.dirty = False
+        return True
+
+    def refresh(self) -> list[Episode]:
+        """Read exchanges added since the last call (recorded upstream meanwhile); return the new episodes."""
+        added: list[Episode] = []
+        after = max(self._seen, default=0)
+        for ex in self.store.exchanges(after_id=after):
+            self._seen.add(ex.id or 0)
+            if ex.http_method == "GET" and ex.url.endswith("agent-card.json") and ex.response_body:
+                self.card = ex.response_body
+                continue
+            if ex.role == "replay":
+                continue
+            ep = Episode(self, ex)
+            if ep.operation in SEND_OPERATIONS:
+                self.episodes.append(ep)
+                added.append(ep)
+        return added
+
+    def served_events(self, exchange: Exchange) -> list[Served]:
+        out: list[Served] = []
+        prev: float | None = None
+        for ev in self.store.read_exchange(exchange.id or 0):
+            if ev.origin == "local":
+                continue
+            at = ev.mono if ev.mono is not None else max(0.0, ev.received_at - exchange.started_at)
+            gap = max(0.0, at - (prev if prev is not None else 0.0))
+            prev = at
+            out.append(Served(ev, split_id(ev.payload), gap))
+        return out
+
+    def task_items(self, task_id: str) -> list[tuple[int, Item]]:
+        """Every upstream item of a task, in log order, with its position."""
+        return [(ev.position, decode_item(ev.payload)) for ev in self.store.read_task(task_id) if ev.origin != "local"]
+
+    def task_ids(self) -> list[str]:
+        return [t.task_id for t in self.store.task_events()]
+
+
+def _looks_like_tape(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(1) == b"{"
+    except OSError:
+        return False

@@ -1,0 +1,32 @@
+"""The replay server: recordings answering over HTTP as an A2A agent (JSON-RPC + SSE).
+
+A thin Starlette shell around :class:`replay.engine.ReplayEngine`: every request goes to the
+engine, whose reply is sent as a JSON body or streamed chunk by chunk. ``a2a-tape serve`` runs
+it with uvicorn; the pytest plugin runs it on 127.0.0.1 for a test.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from .engine import ReplayEngine
+
+
+def create_app(engine: ReplayEngine) -> Starlette:
+    """A Starlette app serving ``engine`` on every path (``/`` and the agent card)."""
+
+    async def endpoint(request: Request) -> Response:
+        body = await request.body()
+        base = f"{request.url.scheme}://{request.url.netloc}"
+        reply = await engine.handle(
+            request.method, request.url.path, request.url.query, request.headers, body, base
+        )
+        if reply.stream is not None:
+            return StreamingResponse(reply.stream, status_code=reply.status, media_type=reply.content_type,
+                                     headers=reply.headers)
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
+
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])])
