@@ -148,10 +148,10 @@ class Recorder:
             state = s.state
             if state in SETTLED:
                 return
+            if s.fold.reply is not None and state == "unknown":
+                s.fold.state = "completed"  # a lone Message answered the request: no task to follow
+                return
             if s.task_id is None:
-                if s.fold.reply is not None:
-                    s.fold.state = "completed"  # a lone Message answered the request
-                    return
                 self.error = "the stream ended before the agent named a task: nothing to recover"
                 s.note("gave up", self.error)
                 return
@@ -368,28 +368,34 @@ class Recorder:
                         return
                 await anyio.sleep(min(left, 0.5) if s.state in SETTLED else left)
 
+        failure: list[Exception] = []
         async with anyio.create_task_group() as tg:
             tg.start_soon(watchdog, tg.cancel_scope)
-            async for chunk in resp.aiter_bytes():
-                items = parser.feed(chunk)
-                if not items:
-                    continue
-                raw = [(it.data, it.event) for it in items if not it.comment]
-                result.keepalives += len(items) - len(raw)
+            try:
+                async for chunk in resp.aiter_bytes():
+                    items = parser.feed(chunk)
+                    if not items:
+                        continue
+                    raw = [(it.data, it.event) for it in items if not it.comment]
+                    result.keepalives += len(items) - len(raw)
+                    if raw:
+                        for _, item in s.record_items(ex, raw):
+                            if isinstance(item.body, ErrorItem):
+                                result.errors.append(item.body)
+                raw = [(it.data, it.event) for it in parser.close() if not it.comment]
                 if raw:
-                    for _, item in s.record_items(ex, raw):
-                        if isinstance(item.body, ErrorItem):
-                            result.errors.append(item.body)
-            raw = [(it.data, it.event) for it in parser.close() if not it.comment]
-            if raw:
-                s.record_items(ex, raw)
+                    s.record_items(ex, raw)
+            except (httpx.HTTPError, SseLineTooLong) as exc:
+                failure.append(exc)  # raised below, outside the task group (no exception group)
             tg.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
         if stopped and stopped[0] == "stalled":
             s.finish(ex, "stalled", error=f"no progress for {self.opts.stall_timeout:g} s")
             result.outcome = "stalled"
         elif stopped:
             s.finish(ex, "ok", error="the agent kept the stream open after the task settled: closed by a2a-tape")
-        elif s.state in SETTLED or result.errors or (s.task_id is None and s.fold.reply is not None):
+        elif s.state in SETTLED or result.errors or (s.state == "unknown" and s.fold.reply is not None):
             s.finish(ex, "ok")
         else:
             s.finish(ex, "closed", error=f"stream closed while the task was {s.state}")
