@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -162,6 +162,9 @@ class Proxy:
         self.by_exchange: dict[int, Live] = {}
         self.recovery_done = anyio.Event()
         self.recovery_report = None
+        # called (on the proxy's event loop) with each exchange id once its row is final: lets a
+        # caller wait for "the recording of this exchange is complete" without polling
+        self.on_settled: Callable[[int], None] | None = None
 
     # -- the ASGI app -------------------------------------------------------------------------
 
@@ -466,6 +469,8 @@ class Proxy:
             self.by_exchange.pop(ex_id, None)
             if key is not None and self.by_key.get(key) is live:
                 self.by_key.pop(key, None)
+            if self.on_settled is not None:
+                self.on_settled(ex_id)
 
     async def _tee(self, resp: httpx.Response, live: Live, ex_id: int, t0: float, task_ids: list) -> None:
         """Parse the upstream SSE, append each item, then publish it. Reading the socket and

@@ -46,3 +46,118 @@ def proxied(sdk_agent, db_path) -> Iterator[tuple[object, RunningProxy]]:
     """(agent, proxy): a real a2a-sdk agent behind the proxy."""
     with running_proxy(sdk_agent.url, db_path) as p:
         yield sdk_agent, p
+
+
+# -- client-side helpers (real bytes over real HTTP) -----------------------------------------
+
+import itertools
+import threading
+import uuid
+
+import httpx
+import msgspec
+
+from recorder.sse import SseParser
+
+_ids = itertools.count(1)
+
+
+class _Part(msgspec.Struct, omit_defaults=True):
+    text: str
+    kind: str | None = None
+
+
+class _Msg(msgspec.Struct, omit_defaults=True):
+    messageId: str
+    role: str
+    parts: list[_Part]
+    kind: str | None = None
+    taskId: str | None = None
+
+
+class _SendParams(msgspec.Struct):
+    message: _Msg
+
+
+class _IdParams(msgspec.Struct):
+    id: str
+
+
+class _Rpc(msgspec.Struct):
+    jsonrpc: str
+    id: int
+    method: str
+    params: _SendParams | _IdParams
+
+
+METHODS = {
+    ("send", "0.3"): "message/send", ("send", "1.0"): "SendMessage",
+    ("stream", "0.3"): "message/stream", ("stream", "1.0"): "SendStreamingMessage",
+    ("get", "0.3"): "tasks/get", ("get", "1.0"): "GetTask",
+}
+
+
+def send_body(text: str, *, dialect: str = "0.3", stream: bool = True, message_id: str | None = None,
+              rpc_id: int | None = None) -> tuple[bytes, dict[str, str]]:
+    """A send request of either dialect and the headers it needs."""
+    mid = message_id or str(uuid.uuid4())
+    if dialect == "1.0":
+        msg = _Msg(messageId=mid, role="ROLE_USER", parts=[_Part(text=text)])
+    else:
+        msg = _Msg(messageId=mid, role="user", parts=[_Part(text=text, kind="text")], kind="message")
+    method = METHODS[("stream" if stream else "send", dialect)]
+    body = msgspec.json.encode(_Rpc("2.0", rpc_id or next(_ids), method, _SendParams(msg)))
+    headers = {"content-type": "application/json"}
+    if dialect == "1.0":
+        headers["A2A-Version"] = "1.0"
+    return body, headers
+
+
+def get_body(task_id: str, dialect: str = "0.3") -> tuple[bytes, dict[str, str]]:
+    body = msgspec.json.encode(_Rpc("2.0", next(_ids), METHODS[("get", dialect)], _IdParams(task_id)))
+    headers = {"content-type": "application/json"}
+    if dialect == "1.0":
+        headers["A2A-Version"] = "1.0"
+    return body, headers
+
+
+def read_sse(response: httpx.Response, limit: int | None = None) -> list[bytes]:
+    """The ``data:`` payloads of an SSE response (stop after ``limit`` items)."""
+    parser = SseParser()
+    out: list[bytes] = []
+    for chunk in response.iter_bytes():
+        for it in parser.feed(chunk):
+            if not it.comment:
+                out.append(it.data)
+                if limit is not None and len(out) >= limit:
+                    return out
+    return out
+
+
+async def aread_sse(response: httpx.Response) -> list[bytes]:
+    parser = SseParser()
+    out: list[bytes] = []
+    async for chunk in response.aiter_bytes():
+        out.extend(it.data for it in parser.feed(chunk) if not it.comment)
+    return out
+
+
+class SettleWatch:
+    """Counts exchanges the proxy finished relaying (its ``on_settled`` hook), so a test can wait
+    for "the recording is complete" on a condition with a timeout instead of sleeping."""
+
+    def __init__(self, proxy) -> None:
+        self.settled: list[int] = []
+        self._cond = threading.Condition()
+        proxy.on_settled = self._hit
+
+    def _hit(self, ex_id: int) -> None:
+        with self._cond:
+            self.settled.append(ex_id)
+            self._cond.notify_all()
+
+    def wait(self, count: int, timeout: float = 15.0) -> None:
+        with self._cond:
+            assert self._cond.wait_for(lambda: len(self.settled) >= count, timeout), (
+                f"only {len(self.settled)} of {count} exchanges settled in {timeout}s"
+            )

@@ -1,0 +1,129 @@
+"""The idempotency gateway: behind the proxy, a real a2a-sdk 1.3.0 agent runs a repeated message once."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+import store
+from recorder.idempotency import request_hash, with_rpc_id
+from tests.conftest import running_sdk_agent
+from tests.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
+
+
+def _rpc_id(payload: bytes):
+    return store.decode_item(payload).rpc_id
+
+
+@pytest.mark.parametrize("dialect", ["0.3", "1.0"])
+def test_repeated_streaming_message_is_served_from_the_log(proxied, dialect):
+    agent, proxy = proxied
+    watch = SettleWatch(proxy.proxy)
+    body, headers = send_body("hello", dialect=dialect, message_id="m-dup", rpc_id=1)
+    with httpx.stream("POST", proxy.url + "/", content=body, headers=headers) as r:
+        first = read_sse(r)
+    watch.wait(1)
+    again, _ = send_body("hello", dialect=dialect, message_id="m-dup", rpc_id=2)
+    with httpx.stream("POST", proxy.url + "/", content=again, headers=headers) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        second = read_sse(r)
+    assert agent.executor.executions == 1
+    assert len(second) == len(first) == 6
+    assert [store.decode_item(p).body for p in second] == [store.decode_item(p).body for p in first]
+    assert {_rpc_id(p) for p in second} == {2}  # answered to the repeat's own JSON-RPC id
+    rows = [e.outcome for e in proxy.store.exchanges() if e.rpc_method]
+    assert rows == ["closed", "replayed"]
+
+
+@pytest.mark.parametrize("dialect", ["0.3", "1.0"])
+def test_repeated_send_gets_the_recorded_reply(proxied, dialect):
+    agent, proxy = proxied
+    body, headers = send_body("hello", dialect=dialect, stream=False, message_id="m-send", rpc_id=7)
+    a = httpx.post(proxy.url + "/", content=body, headers=headers)
+    again, _ = send_body("hello", dialect=dialect, stream=False, message_id="m-send", rpc_id=8)
+    b = httpx.post(proxy.url + "/", content=again, headers=headers)
+    assert agent.executor.executions == 1
+    assert b.content == with_rpc_id(a.content, b"8")
+    assert store.decode_item(b.content).task_id == store.decode_item(a.content).task_id
+
+
+def test_duplicate_while_in_flight_attaches_to_the_live_stream(db_path):
+    with running_sdk_agent(slow_delay=0.05) as agent, running_proxy(agent.url, db_path) as proxy:
+        body, headers = send_body("slow many 6", message_id="m-live", rpc_id=1)
+        again, _ = send_body("slow many 6", message_id="m-live", rpc_id=2)
+        second: list[bytes] = []
+        with httpx.stream("POST", proxy.url + "/", content=body, headers=headers) as r:
+            it = r.iter_bytes()
+            next(it)  # the first stream is under way
+
+            def duplicate() -> None:
+                with httpx.stream("POST", proxy.url + "/", content=again, headers=headers) as r2:
+                    second.extend(read_sse(r2))
+
+            t = threading.Thread(target=duplicate)
+            t.start()
+            rest = b"".join(it)
+        t.join(timeout=15)
+        assert not t.is_alive()
+        assert agent.executor.executions == 1
+        assert len(second) == 9
+        assert store.decode_item(second[-1]).body.state == "completed"
+        assert rest  # the first client got its stream too
+
+
+def test_same_key_different_request_is_a_clear_error(proxied):
+    agent, proxy = proxied
+    body, headers = send_body("hello", stream=False, message_id="m-x")
+    httpx.post(proxy.url + "/", content=body, headers=headers)
+    other, _ = send_body("something else", stream=False, message_id="m-x")
+    r = httpx.post(proxy.url + "/", content=other, headers=headers)
+    item = store.decode_item(r.content)
+    assert isinstance(item.body, store.ErrorItem) and item.body.code == -32600
+    assert "messageId 'm-x' was already used for a different request" in item.body.message
+    assert agent.executor.executions == 1
+
+
+def test_idempotency_key_header_wins_over_message_id(proxied):
+    agent, proxy = proxied
+    a, headers = send_body("hello", stream=False)  # two different messageIds ...
+    b, _ = send_body("hello", stream=False)
+    h = {**headers, "Idempotency-Key": "order-42"}
+    ra = httpx.post(proxy.url + "/", content=a, headers=h)
+    rb = httpx.post(proxy.url + "/", content=b, headers=h)
+    # ... but one key: the bodies differ (messageId is part of the request), so the repeat is refused
+    assert agent.executor.executions == 1
+    assert isinstance(store.decode_item(ra.content).body, store.TaskSnapshot)
+    assert isinstance(store.decode_item(rb.content).body, store.ErrorItem)
+    assert "Idempotency-Key 'order-42'" in store.decode_item(rb.content).body.message
+
+
+def test_repeat_after_a_proxy_restart_is_answered_from_the_log(sdk_agent, db_path):
+    body, headers = send_body("hello", stream=False, message_id="m-restart", rpc_id=1)
+    with running_proxy(sdk_agent.url, db_path) as proxy:
+        watch = SettleWatch(proxy.proxy)
+        a = httpx.post(proxy.url + "/", content=body, headers=headers)
+        watch.wait(1)
+    with running_proxy(sdk_agent.url, db_path) as proxy:
+        again, _ = send_body("hello", stream=False, message_id="m-restart", rpc_id=1)
+        b = httpx.post(proxy.url + "/", content=again, headers=headers)
+    assert sdk_agent.executor.executions == 1
+    assert b.content == a.content
+
+
+def test_keys_expire_after_the_ttl(sdk_agent, db_path):
+    with running_proxy(sdk_agent.url, db_path, idempotency_ttl=1e-6) as proxy:
+        watch = SettleWatch(proxy.proxy)
+        body, headers = send_body("hello", stream=False, message_id="m-ttl")
+        a = httpx.post(proxy.url + "/", content=body, headers=headers)
+        watch.wait(1)
+        b = httpx.post(proxy.url + "/", content=body, headers=headers)
+    assert sdk_agent.executor.executions == 2  # expired: the repeat is a new request
+    assert store.decode_item(a.content).task_id != store.decode_item(b.content).task_id
+
+
+def test_request_hash_ignores_key_order_and_spacing_but_not_content():
+    assert request_hash("m", b'{"a": 1, "b": [1, 2]}') == request_hash("m", b'{"b":[1,2],"a":1}')
+    assert request_hash("m", b'{"a": 1}') != request_hash("m", b'{"a": 2}')
+    assert request_hash("message/send", b"{}") != request_hash("message/stream", b"{}")
