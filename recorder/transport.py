@@ -1,0 +1,266 @@
+"""``RecordingTransport``: record every A2A exchange of any httpx client, sync or async.
+
+    transport = RecordingTransport("a2a-tape.db")           # wraps httpx's own transport
+    async with httpx.AsyncClient(transport=transport) as http:
+        ...  # the a2a-sdk client, or your own code: everything A2A is recorded
+
+It wraps another transport (``transport=``; default: httpx's HTTP transport) and sees each
+request and response below the client. Streaming bodies are teed chunk by chunk: each chunk's
+complete SSE items are appended to the log, then the chunk goes up to the client unchanged, so
+the caller never waits for the end of the stream (no cassette-style buffering). Non-streaming
+JSON bodies are recorded when the caller has read them. Only A2A traffic is recorded: JSON-RPC
+calls with an A2A method and agent-card fetches; anything else passes through untouched.
+Headers and configured JSON paths are redacted before the disk (:mod:`store.redact`).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import msgspec
+
+import store
+from store.redact import Redactor, build_redactor
+
+from .client import CARD_PATH, METHODS
+from .recording import Session
+from .sse import DEFAULT_MAX_LINE, SseParser
+
+_A2A_METHODS = {m: d for ops in METHODS.values() for d, m in ops.items()} | {"ListTasks": "1.0"}
+_STREAMING_METHODS = {m for op in ("stream", "resubscribe") for m in METHODS[op].values()}
+
+
+class _Msg(msgspec.Struct):
+    messageId: str | None = None
+    taskId: str | None = None
+    contextId: str | None = None
+
+
+class _Params(msgspec.Struct, frozen=True):
+    id: str | None = None
+    message: _Msg | None = None
+
+
+class _Rpc(msgspec.Struct):
+    method: str | None = None
+    params: _Params = _Params()
+
+
+_rpc_decoder = msgspec.json.Decoder(_Rpc)
+
+
+class _Exchange:
+    """One recorded request/response: its session, SSE parser and body decoder."""
+
+    def __init__(self, session: Session, ex_id: int, sse: bool, max_line: int, encoding: str, as_event: bool) -> None:
+        self.session = session
+        self.as_event = as_event  # a JSON-RPC answer (an event) rather than a card or an error page
+        self.ex_id = ex_id
+        self.sse = sse
+        self.parser = SseParser(max_line) if sse else None
+        self.body = bytearray()
+        self.done = False
+        self.decoder = _decoder(encoding)
+
+    def chunk(self, data: bytes) -> None:
+        if self.decoder is not None:
+            data = self.decoder.decompress(data)
+        if self.parser is not None:
+            items = self.parser.feed(data)
+            raw = [(it.data, it.event) for it in items if not it.comment]
+            if raw:
+                self.session.record_items(self.ex_id, raw)
+        else:
+            self.body += data
+
+    def finish(self, outcome: str, error: str | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        s = self.session
+        if self.parser is not None:
+            raw = [(it.data, it.event) for it in self.parser.close() if not it.comment]
+            if raw and outcome == "ok":
+                s.record_items(self.ex_id, raw)
+            s.finish(self.ex_id, outcome, error=error)
+            return
+        body = bytes(self.body)
+        if not self.as_event:
+            s.finish(self.ex_id, outcome, error=error, response_body=body[:1 << 20])
+            return
+        if outcome == "ok" and body:
+            pairs = s.record_items(self.ex_id, [(body, None)])
+            if pairs and pairs[0][1].kind == "undecodable":
+                s.finish(self.ex_id, "error", error="the body is not A2A JSON", response_body=body[:1 << 20])
+                return
+        s.finish(self.ex_id, outcome, error=error)
+
+
+def _decoder(encoding: str):
+    enc = encoding.strip().lower()
+    if enc == "gzip":
+        return zlib.decompressobj(wbits=31)
+    if enc == "deflate":
+        return zlib.decompressobj()
+    return None
+
+
+class _AsyncTee(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, ex: _Exchange) -> None:
+        self.inner = inner
+        self.ex = ex
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.inner:
+                self.ex.chunk(chunk)  # appended to the log first, then handed up
+                yield chunk
+        except httpx.HTTPError as exc:
+            self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
+            raise
+        self.ex.finish("ok")
+
+    async def aclose(self) -> None:
+        self.ex.finish("incomplete", "the client closed the response before its end")
+        await self.inner.aclose()
+
+
+class _SyncTee(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, ex: _Exchange) -> None:
+        self.inner = inner
+        self.ex = ex
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self.inner:
+                self.ex.chunk(chunk)
+                yield chunk
+        except httpx.HTTPError as exc:
+            self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
+            raise
+        self.ex.finish("ok")
+
+    def close(self) -> None:
+        self.ex.finish("incomplete", "the client closed the response before its end")
+        self.inner.close()
+
+
+class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
+    """An httpx transport (sync and async) that records the A2A exchanges passing through it."""
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str] | store.SqliteStore,
+        *,
+        transport: httpx.AsyncBaseTransport | httpx.BaseTransport | None = None,
+        redactor: Redactor | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
+    ) -> None:
+        self._owns_store = not isinstance(db, store.SqliteStore)
+        self.store = store.open_store(db) if self._owns_store else db  # type: ignore[arg-type]
+        self.redactor = redactor or build_redactor()
+        self.max_line = max_line
+        self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
+        self._sync = transport if isinstance(transport, httpx.BaseTransport) else None
+        self.task_ids: list[str] = []  # every task this transport saw, in order
+
+    # -- what to record ----------------------------------------------------------------------
+
+    def _begin(self, request: httpx.Request) -> tuple[Session, int] | None:
+        url = str(request.url)
+        body = request.content if request.method == "POST" else b""
+        if request.method == "GET" and request.url.path.endswith(CARD_PATH):
+            method, dialect, streaming, params = "agent-card", None, False, _Params()
+        elif request.method == "POST":
+            try:
+                rpc = _rpc_decoder.decode(body)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return None
+            if rpc.method not in _A2A_METHODS:
+                return None
+            method, params = rpc.method, rpc.params
+            dialect = "1.0" if request.headers.get("a2a-version", "").startswith("1") else _A2A_METHODS[method]
+            streaming = method in _STREAMING_METHODS
+        else:
+            return None
+        session = Session(self.store, self.redactor, on_change=self._saw)
+        session.rpc = method != "agent-card"  # type: ignore[attr-defined]
+        msg = params.message
+        session.task_id = params.id or (msg.taskId if msg else None)
+        session.context_id = msg.contextId if msg else None
+        ex_id = session.begin(
+            url=url, rpc_method=method, dialect=dialect, streaming=streaming,
+            headers=request.headers.multi_items(), body=body, http_method=request.method,
+            message_id=msg.messageId if msg else None, role="client",
+        )
+        return session, ex_id
+
+    def _saw(self, session: Session) -> None:
+        if session.task_id and (not self.task_ids or self.task_ids[-1] != session.task_id) and session.task_id not in self.task_ids:
+            self.task_ids.append(session.task_id)
+
+    def _respond(self, session: Session, ex_id: int, resp: httpx.Response) -> _Exchange:
+        session.response(ex_id, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
+        ct = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        is_rpc = session.exchange_ids[0] == ex_id and session.rpc
+        return _Exchange(session, ex_id, ct == "text/event-stream", self.max_line,
+                         resp.headers.get("content-encoding", ""), is_rpc and ct == "application/json")
+
+    # -- async -------------------------------------------------------------------------------
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._async is None:
+            if self._sync is not None:
+                raise TypeError("RecordingTransport wraps a sync transport: use it with httpx.Client")
+            self._async = httpx.AsyncHTTPTransport()
+        if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
+            await request.aread()
+        begun = self._begin(request)
+        if begun is None:
+            return await self._async.handle_async_request(request)
+        session, ex_id = begun
+        try:
+            resp = await self._async.handle_async_request(request)
+        except httpx.HTTPError as exc:
+            session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
+            raise
+        ex = self._respond(session, ex_id, resp)
+        return httpx.Response(resp.status_code, headers=resp.headers, stream=_AsyncTee(resp.stream, ex),  # type: ignore[arg-type]
+                              extensions=resp.extensions)
+
+    async def aclose(self) -> None:
+        if self._async is not None:
+            await self._async.aclose()
+        if self._owns_store:
+            self.store.close()
+
+    # -- sync --------------------------------------------------------------------------------
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self._sync is None:
+            if self._async is not None:
+                raise TypeError("RecordingTransport wraps an async transport: use it with httpx.AsyncClient")
+            self._sync = httpx.HTTPTransport()
+        if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
+            request.read()
+        begun = self._begin(request)
+        if begun is None:
+            return self._sync.handle_request(request)
+        session, ex_id = begun
+        try:
+            resp = self._sync.handle_request(request)
+        except httpx.HTTPError as exc:
+            session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
+            raise
+        ex = self._respond(session, ex_id, resp)
+        return httpx.Response(resp.status_code, headers=resp.headers, stream=_SyncTee(resp.stream, ex),  # type: ignore[arg-type]
+                              extensions=resp.extensions)
+
+    def close(self) -> None:
+        if self._sync is not None:
+            self._sync.close()
+        if self._owns_store:
+            self.store.close()

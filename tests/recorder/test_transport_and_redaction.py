@@ -1,0 +1,142 @@
+"""RecordingTransport with the a2a-sdk client and plain httpx; redaction before the disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import httpx
+import msgspec
+
+import store
+from recorder.transport import RecordingTransport
+from store.redact import REDACTED, build_redactor
+from tests.conftest import running_sdk_agent
+from tests.recorder.conftest import run_cli
+
+ANSWER_KINDS = ["task", "status", "artifact", "artifact", "artifact", "status"]
+
+
+def _db_bytes(db_path: Path) -> bytes:
+    """The raw bytes of the database file and its WAL / journal, as they are on disk."""
+    out = b""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        p = Path(str(db_path) + suffix)
+        if p.exists():
+            out += p.read_bytes()
+    return out
+
+
+def test_a2a_sdk_client_through_recording_transport(db_path):
+    from a2a.client import ClientConfig, create_client
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    with running_sdk_agent(slow_delay=0.05) as agent, store.open_store(db_path) as st:
+        seen_when_first_arrived: list[int] = []
+
+        async def main() -> list:
+            transport = RecordingTransport(st)
+            async with httpx.AsyncClient(transport=transport, headers={"Authorization": "Bearer sdk-secret-1"}) as http:
+                client = await create_client(agent.url, ClientConfig(httpx_client=http))
+                req = SendMessageRequest(message=Message(message_id="m-sdk-1", role=Role.ROLE_USER,
+                                                         parts=[Part(text="slow")]))
+                got = []
+                async for ev in client.send_message(req):
+                    if not got:
+                        # write-ahead and not held back: the first event is in the log while the stream goes on
+                        seen_when_first_arrived.append(st.count_events())
+                    got.append(ev)
+                return got
+
+        got = anyio.run(main)
+        assert len(got) >= 4
+        assert seen_when_first_arrived and 1 <= seen_when_first_arrived[0] < 6
+        (task_id,) = [t.task_id for t in st.task_events()]
+        kinds = [store.decode_item(e.payload).kind for e in st.read_task(task_id)]
+        assert kinds == ANSWER_KINDS
+        exchanges = st.exchanges()
+        card = [x for x in exchanges if x.rpc_method == "agent-card"]
+        assert len(card) == 1 and b"chunk-agent" in card[0].response_body
+        stream = [x for x in exchanges if x.rpc_method == "SendStreamingMessage"]
+        assert len(stream) == 1 and stream[0].outcome == "ok" and stream[0].dialect == "1.0"
+        assert stream[0].message_id == "m-sdk-1"
+        assert stream[0].request_headers["authorization"] == REDACTED
+    assert b"sdk-secret-1" not in _db_bytes(db_path)
+
+
+def test_plain_httpx_sync_client_v03_stream_and_get(db_path):
+    with running_sdk_agent() as agent:
+        transport = RecordingTransport(db_path)
+        body = {"jsonrpc": "2.0", "id": "r1", "method": "message/stream",
+                "params": {"message": {"messageId": "m-plain-1", "role": "user", "kind": "message",
+                                       "parts": [{"kind": "text", "text": "hello"}]}}}
+        with httpx.Client(transport=transport) as http:
+            with http.stream("POST", agent.url + "/", json=body) as resp:
+                lines = [ln for ln in resp.iter_lines() if ln.startswith("data:")]
+            assert len(lines) == 6
+            task_id = msgspec.json.decode(lines[0][5:])["result"]["id"]
+            got = http.post(agent.url + "/", json={"jsonrpc": "2.0", "id": "r2", "method": "tasks/get",
+                                                    "params": {"id": task_id}})
+            assert got.json()["result"]["status"]["state"] == "completed"
+            # not A2A: passes through, not recorded
+            http.get(agent.url + "/nothing-here")
+    with store.open_store(db_path) as st:
+        methods = [x.rpc_method for x in st.exchanges()]
+        assert methods == ["message/stream", "tasks/get"]
+        kinds = [store.decode_item(e.payload).kind for e in st.read_task(task_id)]
+        assert kinds == ANSWER_KINDS + ["task"]
+        assert all(x.dialect == "0.3" for x in st.exchanges())
+
+
+def test_json_paths_redacted_in_requests_and_events(db_path):
+    secret = "json-path-secret-42"
+    redactor = build_redactor(["params.message.metadata.token", "result.history.*.metadata.token"])
+    with running_sdk_agent() as agent:
+        transport = RecordingTransport(db_path, redactor=redactor)
+        body = {"jsonrpc": "2.0", "id": "r1", "method": "message/send",
+                "params": {"message": {"messageId": "m-json-1", "role": "user", "kind": "message",
+                                       "metadata": {"token": secret, "keep": "visible-value"},
+                                       "parts": [{"kind": "text", "text": "hello"}]}}}
+        with httpx.Client(transport=transport) as http:
+            resp = http.post(agent.url + "/", json=body)
+            assert resp.status_code == 200
+        with store.open_store(db_path) as st:
+            (ex,) = st.exchanges()
+            assert b"visible-value" in ex.request_body  # only the configured path is replaced
+            assert st.count_events() == 1
+        transport.close()
+    assert secret.encode() not in _db_bytes(db_path)
+
+
+def test_cli_redaction_defaults_config_and_option(sdk_agent, db_path, tmp_path, monkeypatch):
+    """The raw bytes of the database file (and its WAL) never contain a header secret."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[tool.a2a-tape]\nredact_headers = ["X-Tenant-Pass"]\n')
+    monkeypatch.chdir(project)
+    secrets = ["Bearer auth-s3cret", "apikey-s3cret", "tenant-s3cret", "option-s3cret", "sess=cookie-s3cret"]
+    run = run_cli(
+        "record", sdk_agent.url, "hello", "--db", str(db_path), "--json",
+        "--header", f"Authorization: {secrets[0]}",
+        "--header", f"X-API-Key: {secrets[1]}",
+        "--header", f"X-Tenant-Pass: {secrets[2]}",
+        "--header", f"My-Odd-Header: {secrets[3]}", "--redact", "my-odd-header",
+        "--header", f"Cookie: {secrets[4]}",
+    )
+    assert run.code == 0, run.stderr
+    raw = _db_bytes(db_path)
+    for s in secrets:
+        assert s.encode() not in raw, s
+    with store.open_store(db_path) as st:
+        hdrs = [x.request_headers for x in st.exchanges() if x.rpc_method == "SendStreamingMessage"][0]
+        assert hdrs["authorization"] == hdrs["x-tenant-pass"] == hdrs["my-odd-header"] == REDACTED
+        assert hdrs["a2a-version"] == "1.0"  # not everything is hidden
+    assert not any(s in run.stdout + run.stderr for s in secrets)
+
+
+def test_bad_redaction_config_is_one_line(sdk_agent, db_path, tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.a2a-tape]\nredact_headers = "not-a-list"\n')
+    monkeypatch.chdir(tmp_path)
+    run = run_cli("record", sdk_agent.url, "hello", "--db", str(db_path))
+    assert run.code == 2
+    assert "redaction config" in run.stderr and len(run.stderr.strip().splitlines()) == 1
