@@ -41,7 +41,7 @@ CHECKS: dict[str, str] = {
     "first-item": "a stream's first item is neither a Task nor a lone Message",
     "answer-shown-twice": "the final answer is doubled (by the agent, or for a naive client by a snapshot)",
     "text-crosses-channels": "one artifact carried text of more than one channel",
-    "artifact-not-closed": "an artifact never got lastChunk",
+    "artifact-not-closed": "an artifact never got lastChunk (while others did, or the task never finished)",
     "sequence-gap": "upstream sequence numbers skip values",
     "sequence-repeat": "upstream sequence numbers or event ids repeat",
     "interrupted-no-follow-up": "the task waits for input or auth and nothing followed",
@@ -211,8 +211,11 @@ def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
                 [p for ps in by_channel.values() for p in ps],
             )
     final_state = next((state_of(s) for s in reversed(steps) if state_of(s) is not None), None)
+    # contracts that never send lastChunk (opencode) end artifacts with the task: only flag an open
+    # artifact when the task did not finish, or when the agent does close its other artifacts
+    uses_last_chunk = any(closed.values())
     for aid, done in closed.items():
-        if not done:
+        if not done and (uses_last_chunk or not is_terminal(final_state)):
             positions = [p for ps in channels[aid].values() for p in ps]
             add(
                 "artifact-not-closed", "warning",
@@ -236,6 +239,7 @@ def _check_sequences(upstream: Sequence[Step], add) -> None:
                     f"event_id {meta.event_id} arrived again (a client must dedup it)",
                     [seen_ids[meta.event_id], s.position],
                 )
+                continue  # one finding per re-sent event
             else:
                 seen_ids[meta.event_id] = s.position
         if meta.sequence is None:
@@ -296,23 +300,52 @@ def naive_answer(steps: Sequence[Step]) -> tuple[str, list[int]]:
     return "".join(text), positions
 
 
-def _doubled(text: str) -> bool:
-    n = len(text)
-    return n >= 2 and n % 2 == 0 and text[: n // 2] == text[n // 2 :] and bool(text[: n // 2].strip())
+def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
+    """Answer updates that append the whole text streamed so far (built from two chunks or more).
+
+    That is a snapshot sent as a chunk with no ``final_snapshot`` marker: every client, careful
+    or not, shows the answer twice. Two equal single chunks ("ha" + "ha") are not that: they are
+    both real. Re-sent events (a repeated ``event_id``) are the dedup check's business.
+    """
+    bufs: dict[str, tuple[str, int]] = {}
+    seen: set[str] = set()
+    found: list[Step] = []
+    for s in upstream:
+        body = s.item.body
+        if isinstance(body, TaskSnapshot):
+            bufs = {a.artifact_id: (a.text, 1) for a in body.artifacts}
+            continue
+        if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
+            continue
+        art = body.artifact
+        if art.meta.event_id is not None:
+            if art.meta.event_id in seen:
+                continue
+            seen.add(art.meta.event_id)
+        text = art.text
+        if not body.append or art.meta.source == "final_snapshot":
+            bufs[art.artifact_id] = (text, 1)
+            continue
+        prev, n = bufs.get(art.artifact_id, ("", 0))
+        if n >= 2 and text.strip() and text == prev:
+            found.append(s)
+        bufs[art.artifact_id] = (prev + text, n + 1)
+    return found
 
 
 def _check_answer(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step], add) -> None:
     view = best_view(task_id, events, steps)
     answer = view.final_answer
     upstream = [s for s in steps if not s.local]
-    naive, positions = naive_answer(upstream)
-    if answer and _doubled(answer):
+    resent = [s for s in _resent_appends(upstream) if answer and answer.count(s.item.body.artifact.text) >= 2]  # type: ignore[union-attr]
+    if resent:
         add(
             "answer-shown-twice", "error",
-            "the final answer itself contains the text twice (a snapshot appended instead of replacing?)",
-            positions[-1:] or [],
+            "an update appended the whole answer again without the final_snapshot marker: the answer shows twice",
+            [s.position for s in resent],
         )
         return
+    naive, positions = naive_answer(upstream)
     if answer and naive != answer and naive.count(answer) >= 2:
         snaps = [
             s.position
