@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -161,6 +163,7 @@ class Proxy:
         self.by_key: dict[str, Live] = {}
         self.by_exchange: dict[int, Live] = {}
         self.recovery_done = anyio.Event()
+        self.recovered = threading.Event()  # the same, for callers on other threads
         self.recovery_report = None
         # called (on the proxy's event loop) with each exchange id once its row is final: lets a
         # caller wait for "the recording of this exchange is complete" without polling
@@ -184,6 +187,7 @@ class Proxy:
                         tg.start_soon(self._recover)
                     else:
                         self.recovery_done.set()
+                        self.recovered.set()
                     try:
                         yield
                     finally:
@@ -193,11 +197,16 @@ class Proxy:
         from .recovery import recover
 
         try:
-            self.recovery_report = await recover(
-                self.store, self.config.upstream, http=self.http, stall_timeout=self.config.stall_timeout
-            )
+            report = await recover(self.store, self.config.upstream, http=self.http, stall_timeout=self.config.stall_timeout)
+            self.recovery_report = report
+            if report.resumed or report.failed or report.replayed:
+                print(f"a2a-tape proxy: startup recovery: {len(report.resumed)} resumed, {len(report.failed)} failed, "
+                      f"{len(report.replayed)} keys ready to replay", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - the proxy keeps serving; say why recovery did not run
+            print(f"a2a-tape proxy: startup recovery did not complete: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:
             self.recovery_done.set()
+            self.recovered.set()
 
     async def handle(self, request: Request) -> Response:
         path = request.url.path

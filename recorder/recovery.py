@@ -40,6 +40,7 @@ from .sse import SseParser
 LEASE_KEY = "recovery.lease"
 LEASE_TTL = 120.0
 DEFAULT_STALL = 30.0
+CANCEL_SUFFIX = "; cancel requested upstream"
 
 
 class FailedTask(msgspec.Struct):
@@ -373,7 +374,7 @@ async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | N
     except Unreachable:
         pass
     return (f"recorder restarted and the task made no progress upstream for {stall_timeout:g}s "
-            "(still submitted/working); cancel requested upstream")
+            f"(still submitted/working){CANCEL_SUFFIX}")
 
 
 def settle_keys(st: store.SqliteStore, before: float) -> list[str]:
@@ -440,6 +441,12 @@ async def recover(
                 if reason is None:
                     report.resumed.append(view.task_id)
                 elif await anyio.to_thread.run_sync(fail_if_open, st, view.task_id, view.context_id, reason):
+                    report.failed.append(FailedTask(view.task_id, reason))
+                elif reason.endswith(CANCEL_SUFFIX):
+                    # our cancel ended it upstream (canceled is terminal): keep why, as a local note
+                    await anyio.to_thread.run_sync(lambda: st.append(store.NewEvent(
+                        payload=store.local_note("recovery-cancel", reason, view.task_id), task_id=view.task_id,
+                        received_at=time.time(), origin="local")))
                     report.failed.append(FailedTask(view.task_id, reason))
                 else:
                     report.resumed.append(view.task_id)  # it ended meanwhile (another writer)
