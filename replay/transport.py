@@ -87,8 +87,10 @@ class _SyncStream(httpx.SyncByteStream):
 class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """An httpx transport (sync and async) answering from recordings. See the module docstring.
 
-    ``ReplayTransport("recordings/x.jsonl")`` opens a database or a tape; ``engine=`` shares an
-    engine (and its task state) with a running replay server.
+    ``ReplayTransport("recordings/x.jsonl")`` opens a database or a tape, and closing the
+    transport (closing its client) closes it. ``engine=`` shares an engine (and its task state)
+    with a replay server: closing the transport then leaves the engine alone, and the transport
+    can serve another client.
     """
 
     def __init__(
@@ -156,6 +158,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             self._owns_library = None
 
     async def aclose(self) -> None:
-        # the library is shared by sync and async use; an AsyncClient closing must not close it
-        # for a sync client still using this transport, so only close() releases it.
-        return None
+        if self._owns_library is not None:
+            self._owns_library.save()
+            self._owns_library.close()
+            self._owns_library = None

@@ -17,8 +17,10 @@ from httpx_sse import connect_sse
 import store
 from store import Exchange, NewEvent, decode_item
 
-V1 = {"stream": "SendStreamingMessage", "send": "SendMessage", "get": "GetTask", "subscribe": "SubscribeToTask"}
-V03 = {"stream": "message/stream", "send": "message/send", "get": "tasks/get", "subscribe": "tasks/resubscribe"}
+V1 = {"stream": "SendStreamingMessage", "send": "SendMessage", "get": "GetTask", "subscribe": "SubscribeToTask",
+      "cancel": "CancelTask"}
+V03 = {"stream": "message/stream", "send": "message/send", "get": "tasks/get", "subscribe": "tasks/resubscribe",
+       "cancel": "tasks/cancel"}
 
 
 class _Part(msgspec.Struct, omit_defaults=True):

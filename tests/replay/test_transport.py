@@ -29,13 +29,17 @@ def transport():
 
 @pytest.fixture
 def no_sockets(monkeypatch):
-    """Any attempt to open a socket fails the test: the transport must not need one."""
+    """Any network socket opened fails the test: the transport must not need one
+    (the event loop's own AF_UNIX self-pipe is allowed)."""
+    real = socket.socket
 
-    def refuse(*a, **kw):
-        raise AssertionError("ReplayTransport opened a socket")
+    class Guard(real):  # type: ignore[misc,valid-type]
+        def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+            if fileno is None and family in (-1, socket.AF_INET, socket.AF_INET6):
+                raise AssertionError("ReplayTransport opened a network socket")
+            super().__init__(family, type, proto, fileno)
 
-    monkeypatch.setattr(socket, "socket", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "socket", Guard)
 
 
 def test_sync_client_streams_the_recording(transport, no_sockets):
@@ -92,7 +96,7 @@ def test_stall_ends_in_a_read_timeout_sync_and_async(transport):
 
     async def main():
         seen = []
-        async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5.0, read=0.3)) as c:
+        async with httpx.AsyncClient(transport=ReplayTransport(TAPE), timeout=httpx.Timeout(5.0, read=0.3)) as c:
             with pytest.raises(httpx.ReadTimeout):
                 async with aconnect_sse(c, "POST", "http://agent.test/", content=body, headers=hdrs) as es:
                     async for s in es.aiter_sse():

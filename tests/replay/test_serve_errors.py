@@ -1,0 +1,177 @@
+"""Bad input to the replay server and to ``a2a-tape serve``: clear errors, never a crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+import store
+from recorder.cli import app
+from replay.engine import ReplayEngine
+from replay.library import Library
+from replay.server import create_app
+from replay.transport import ReplayTransport
+from store import Exchange, NewEvent, decode_item
+from tests.replay._record import headers_for, request_body
+from tests.support.servers import serve_app
+
+TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
+runner = CliRunner()
+
+
+def post(c: httpx.Client, body: bytes, dialect: str = "1.0", **kw) -> httpx.Response:
+    return c.post("http://agent.test/", content=body, headers=headers_for(dialect), **kw)
+
+
+@pytest.fixture
+def client():
+    with httpx.Client(transport=ReplayTransport(TAPE)) as c:
+        yield c
+
+
+@pytest.mark.parametrize("body, code", [
+    (b"this is not json", -32700),
+    (b'{"jsonrpc": "2.0", "id": 3', -32700),
+    (b"[1, 2]", -32600),
+    (b'{"jsonrpc": "2.0", "id": 3}', -32600),
+    (b'{"jsonrpc": "1.0", "id": 3, "method": "GetTask"}', -32600),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "tasks/list"}', -32601),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {}}', -32602),
+])
+def test_malformed_requests_get_json_rpc_errors(client, body, code):
+    r = post(client, body)
+    item = decode_item(r.content)
+    assert r.status_code == 200 and item.kind == "error"
+    assert item.body.code == code
+
+
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+def test_unknown_task_is_task_not_found(client, dialect):
+    for op in ("get", "cancel", "subscribe"):
+        item = decode_item(post(client, request_body(op, dialect, task_id="no-such-task", rpc_id=9), dialect).content)
+        assert item.kind == "error" and item.body.code == -32001, op
+        assert "no-such-task" in item.body.message and item.rpc_id == 9
+
+
+def test_unrecorded_request_names_the_closest_recording(client):
+    item = decode_item(post(client, request_body("stream", "1.0", text="helo wrld", rpc_id=4)).content)
+    assert item.body.code == -32099
+    msg = item.body.message
+    assert "no recording matches SendStreamingMessage with text 'helo wrld'" in msg
+    assert "closest recording: exchange #" in msg and "'hello'" in msg
+
+
+def test_bad_fault_on_a_request_is_invalid_params(client):
+    r = client.post("http://agent.test/?fault=drop-after=lots", content=request_body("stream", "1.0", text="hello"),
+                    headers=headers_for("1.0"))
+    item = decode_item(r.content)
+    assert item.body.code == -32602 and "not a whole number" in item.body.message
+
+
+def test_terminal_task_cannot_be_cancelled_or_resubscribed(client):
+    r = post(client, request_body("send", "1.0", text="hello again"))
+    task_id = decode_item(r.content).task_id
+    cancel = decode_item(post(client, request_body("cancel", "1.0", task_id=task_id)).content)
+    sub = decode_item(post(client, request_body("subscribe", "1.0", task_id=task_id)).content)
+    assert cancel.body.code == -32002 and sub.body.code == -32004
+
+
+def test_cancel_an_interrupted_task(client):
+    """input-required is not terminal: cancel works, and GetTask says canceled from then on."""
+    r = client.post("http://agent.test/", content=request_body("stream", "1.0", text="please ask me"),
+                    headers=headers_for("1.0"))
+    task_id = decode_item(r.content.split(b"\r\n\r\n")[0][len(b"data: "):]).task_id
+    cancelled = decode_item(post(client, request_body("cancel", "0.3", task_id=task_id), "0.3").content)
+    got = decode_item(post(client, request_body("get", "1.0", task_id=task_id)).content)
+    assert cancelled.dialect == "0.3" and cancelled.body.state == "canceled"
+    assert got.body.state == "canceled"
+
+
+def test_empty_database_answers_with_a_clear_error(db_path):
+    store.open_store(db_path).close()
+    lib = Library.open(db_path)
+    try:
+        with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(lib))) as c:
+            item = decode_item(post(c, request_body("stream", "1.0", text="hello")).content)
+    finally:
+        lib.close()
+    assert item.body.code == -32099 and "has no recorded sends" in item.body.message
+    res = runner.invoke(app, ["serve", "--db", str(db_path)])
+    assert res.exit_code == 2
+    assert "no recordings in" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_undecodable_recorded_payload_is_served_as_recorded(db_path):
+    """A payload that is not JSON stays in the stream, byte for byte, between the others."""
+    st = store.open_store(db_path)
+    body = request_body("stream", "1.0", text="garbled")
+    ex = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True,
+                                    request_body=body, url="http://x/"))
+    good = b'{"result": {"task": {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}}, "id": 1, "jsonrpc": "2.0"}'
+    bad = b'\xff\xfe{not json "id": 1'
+    done = b'{"result": {"statusUpdate": {"taskId": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}}, "id": 1, "jsonrpc": "2.0"}'
+    st.append_batch([NewEvent(payload=p, task_id="t-1", exchange_id=ex) for p in (good, bad, done)])
+    st.close()
+    lib = Library.open(db_path)
+    try:
+        with serve_app(create_app(ReplayEngine(lib))) as url:
+            r = httpx.post(url + "/", content=request_body("stream", "1.0", text="garbled", rpc_id="z"),
+                           headers=headers_for("1.0"), timeout=10)
+            got = httpx.post(url + "/", content=request_body("get", "1.0", task_id="t-1"),
+                             headers=headers_for("1.0"), timeout=10)
+    finally:
+        lib.close()
+    frames = r.content.split(b"\r\n\r\n")
+    assert frames[1] == b"data: " + bad
+    assert frames[0] == b"data: " + good.replace(b'"id": 1,', b'"id": "z",')
+    assert decode_item(got.content).body.state == "completed"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--listen", "0.0.0.0:0"], "refusing to listen on 0.0.0.0"),
+    (["--listen", "nonsense"], "--listen must be HOST:PORT"),
+    (["--timing", "sometimes"], "--timing"),
+    (["--timing", "-2"], "positive"),
+    (["--fault", "explode"], "unknown fault 'explode'"),
+    (["--record-mode", "sometimes"], "--record-mode must be one of"),
+    (["--record-mode", "new_episodes"], "needs --upstream"),
+    (["--match", "fuzzy"], "--match must be one of"),
+])
+def test_serve_bad_usage_exits_2_with_one_line(args, message):
+    res = runner.invoke(app, ["serve", "--db", str(TAPE), *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_serve_missing_database_exits_2(tmp_path):
+    res = runner.invoke(app, ["serve", "--db", str(tmp_path / "nope.db")])
+    assert res.exit_code == 2 and "no recording at" in res.stderr
+
+
+def test_serve_subprocess_answers_and_refuses_nothing_it_should_not(tmp_path):
+    """The installed script, for real: it says where it listens, then answers as the agent."""
+    exe = Path(sys.executable).parent / "a2a-tape"
+    proc = subprocess.Popen([str(exe), "serve", "--db", str(TAPE), "--listen", "127.0.0.1:0", "--timing", "50"],
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    try:
+        line = proc.stderr.readline().decode()  # printed once the socket is bound
+        assert line.startswith("a2a-tape serve: http://127.0.0.1:"), line
+        url = line.split()[2]
+        card = httpx.get(url + "/.well-known/agent-card.json", timeout=10).json()
+        r = httpx.post(url + "/", content=request_body("send", "0.3", text="hello again", rpc_id=1),
+                       headers=headers_for("0.3"), timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert card["supportedInterfaces"][0]["url"] == url + "/"
+    item = decode_item(r.content)
+    assert item.dialect == "0.3" and item.body.state == "completed"
+    assert proc.stdout.read() == b""  # nothing on stdout
