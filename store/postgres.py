@@ -146,7 +146,7 @@ class PostgresStore:
             return []
         with self._txn() as cur:
             cur.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # commit order == position order, no gaps
-            plan = BatchPlan(events, lambda key: _max_seq(cur, key), lambda key, seq: _find(cur, key, seq))
+            plan = BatchPlan(events, lambda keys: _max_seqs(cur, keys), lambda key, seq: _find(cur, key, seq))
             if not plan.rows:
                 return plan.stored(0)
             cur.execute("SELECT COALESCE(MAX(position), 0) FROM events")
@@ -390,13 +390,21 @@ class PostgresStore:
         return "ok"
 
 
-def _max_seq(cur, key: tuple[str | None, int | None]) -> int:
-    task_id, exchange_id = key
-    if task_id is not None:
-        cur.execute("SELECT MAX(seq) FROM events WHERE task_id = %s", (task_id,))
-    else:
+def _max_seqs(cur, keys: list[tuple[str | None, int | None]]) -> dict:
+    out: dict[tuple[str | None, int | None], int] = {}
+    tasks = [k[0] for k in keys if k[0] is not None]
+    if tasks:
+        # one index probe per task (a GROUP BY would read every row of those tasks)
+        cur.execute(
+            "SELECT k, (SELECT MAX(seq) FROM events WHERE task_id = k) FROM unnest(%s::text[]) AS k", (tasks,)
+        )
+        out.update(((t, None), m) for t, m in cur.fetchall() if m is not None)
+    for _, exchange_id in (k for k in keys if k[0] is None):
         cur.execute("SELECT MAX(seq) FROM events WHERE task_id IS NULL AND exchange_id IS NOT DISTINCT FROM %s", (exchange_id,))
-    return cur.fetchone()[0] or 0
+        m = cur.fetchone()[0]
+        if m is not None:
+            out[(None, exchange_id)] = m
+    return out
 
 
 def _find(cur, key: tuple[str | None, int | None], seq: int) -> StoredEvent | None:

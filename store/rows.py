@@ -59,20 +59,25 @@ class BatchPlan:
     bytes an :class:`AppendConflict`. Both backends share it; only their SQL differs.
     """
 
-    def __init__(self, events: Sequence[NewEvent], max_seq: Callable[[Key], int], find: Callable[[Key, int], StoredEvent | None]) -> None:
+    def __init__(
+        self,
+        events: Sequence[NewEvent],
+        max_seqs: Callable[[list[Key]], dict[Key, int]],
+        find: Callable[[Key, int], StoredEvent | None],
+    ) -> None:
         self.out: list[StoredEvent | None] = [None] * len(events)
         self.rows: list[tuple] = []  # (task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin)
         self._row_index: list[int] = []
         self._repeats: list[tuple[int, int]] = []
-        nxt: dict[Key, int] = {}
+        keys = [event_key(ev) for ev in events]
+        # one query for the highest seq of every key in the batch (not one per key)
+        nxt: dict[Key, int] = {k: v + 1 for k, v in max_seqs(list(dict.fromkeys(keys))).items()}
         in_batch: dict[tuple[Key, int], int] = {}
         for i, ev in enumerate(events):
-            key = event_key(ev)
+            key = keys[i]
             seq = ev.seq
             if seq is None:
-                n = nxt.get(key)
-                if n is None:
-                    n = max_seq(key) + 1
+                n = nxt.get(key, 1)
                 seq = n
                 nxt[key] = n + 1
             else:
@@ -88,10 +93,7 @@ class BatchPlan:
                         raise AppendConflict(f"event {key_text(key)} seq {seq} is already stored with other bytes")
                     self.out[i] = existing
                     continue
-                n = nxt.get(key)
-                if n is None:
-                    n = max_seq(key) + 1
-                nxt[key] = max(n, seq + 1)
+                nxt[key] = max(nxt.get(key, 1), seq + 1)
             in_batch[(key, seq)] = len(self.rows)
             self._row_index.append(i)
             self.rows.append((ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin))

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
+import msgspec
+
 from .errors import NotADatabase, StoreError, StoreNotFound
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .rows import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
@@ -111,7 +113,7 @@ class SqliteStore:
         if not events:
             return []
         with self._write() as cur:
-            plan = BatchPlan(events, lambda key: self._max_seq(cur, key), lambda key, seq: self._find(cur, key, seq))
+            plan = BatchPlan(events, lambda keys: self._max_seqs(cur, keys), lambda key, seq: self._find(cur, key, seq))
             if not plan.rows:
                 return plan.stored(0)
             start = cur.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]
@@ -122,15 +124,24 @@ class SqliteStore:
         return self.append_batch([event])[0]
 
     @staticmethod
-    def _max_seq(cur: sqlite3.Cursor, key: tuple[str | None, int | None]) -> int:
-        task_id, exchange_id = key
-        if task_id is not None:
-            row = cur.execute("SELECT MAX(seq) FROM events WHERE task_id = ?", (task_id,)).fetchone()
-        else:
+    def _max_seqs(cur: sqlite3.Cursor, keys: list[tuple[str | None, int | None]]) -> dict:
+        out: dict[tuple[str | None, int | None], int] = {}
+        tasks = [k[0] for k in keys if k[0] is not None]
+        for i in range(0, len(tasks), 500):
+            chunk = tasks[i : i + 500]
+            # one index probe per task (a GROUP BY would read every row of those tasks)
+            rows = cur.execute(
+                "SELECT value, (SELECT MAX(seq) FROM events WHERE task_id = value) FROM json_each(?)",
+                (msgspec.json.encode(chunk).decode(),),
+            ).fetchall()
+            out.update(((t, None), m) for t, m in rows if m is not None)
+        for _, exchange_id in (k for k in keys if k[0] is None):
             row = cur.execute(
                 "SELECT MAX(seq) FROM events WHERE task_id IS NULL AND exchange_id IS ?", (exchange_id,)
             ).fetchone()
-        return row[0] or 0
+            if row[0] is not None:
+                out[(None, exchange_id)] = row[0]
+        return out
 
     @staticmethod
     def _find(cur: sqlite3.Cursor, key: tuple[str | None, int | None], seq: int) -> StoredEvent | None:
