@@ -44,7 +44,7 @@ def import_cmd(
 def export_cmd(
     task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Export every task.")] = False,
-    format: Annotated[str, typer.Option("--format", help="jsonl (the tape format).")] = "jsonl",
+    format: Annotated[str, typer.Option("--format", help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).")] = "jsonl",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout.")] = None,
     db: DbOption = None,
 ) -> None:
