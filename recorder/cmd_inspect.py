@@ -215,21 +215,31 @@ def tasks_cmd(
         return
     import datetime as _dt
 
-    table = Table(show_lines=False)
-    table.add_column("task", no_wrap=True, min_width=12)
+    # narrow terminals drop the optional columns rather than squeezing the id and the state
+    wide = out.width >= 110
+    widest = out.width >= 140
+    from rich import box
+
+    table = Table(show_lines=False) if wide else Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("task", no_wrap=True)
     table.add_column("state", no_wrap=True)
-    table.add_column("events", justify="right")
+    table.add_column("events", justify="right", no_wrap=True, min_width=6)
     table.add_column("started (UTC)", no_wrap=True)
-    table.add_column("profile", overflow="ellipsis", no_wrap=True, max_width=17)
-    table.add_column("faults", justify="right")
-    table.add_column("answer", overflow="ellipsis", no_wrap=True, max_width=30)
+    table.add_column("faults", justify="right", no_wrap=True, min_width=6)
+    if wide:
+        table.add_column("profile", no_wrap=True)
+    if widest:
+        table.add_column("answer", overflow="ellipsis", no_wrap=True, max_width=40)
     for r in rows:
-        started = _dt.datetime.fromtimestamp(r.first_at, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        answer = (r.final_answer or "").replace("\n", " ")
-        table.add_row(
-            r.task_id, _state_text(r.state), str(r.events), started, r.profile,
-            str(r.faults) if r.faults else "", answer[:40] + ("..." if len(answer) > 40 else ""),
+        started = _dt.datetime.fromtimestamp(r.first_at, _dt.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S" if wide else "%m-%d %H:%M"
         )
+        cells: list[Any] = [r.task_id, _state_text(r.state), str(r.events), started, str(r.faults) if r.faults else ""]
+        if wide:
+            cells.append(r.profile)
+        if widest:
+            cells.append((r.final_answer or "").replace("\n", " "))
+        table.add_row(*cells)
     out.print(table)
 
 
