@@ -1,147 +1,96 @@
-"""What the recorder shows while a task runs: a small channel fold and its rich rendering.
+"""What the recorder shows while a task runs: the projection fold of :mod:`replay.projection`,
+applied event by event as they are recorded, and its rich rendering.
 
-The fold follows DESIGN section 4 for the two things a live view needs (which buffer a chunk
-goes to, append or replace) and section 5 for snapshots (a Task item replaces the artifacts,
-never appends). The offline projections of ``replay`` are the reference; this fold only has
-to be right for the live view and the ``record --json`` summary.
+Using the same ``TaskFold`` as ``a2a-tape channels`` means the live view and the post-mortem
+agree by construction (snapshots replace, final snapshots overwrite, ignored events are
+counted). The only thing added here is the task-less case: a lone agent Message answering
+the request before any task exists.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from store import ArtifactUpdate, Item, MessageItem, StatusUpdate, TaskSnapshot
-from store.events import Artifact
+from replay.projection import TaskFold, TaskView
+from store import Item, MessageItem, StoredEvent
 
 
-@dataclass
-class Buffer:
-    artifact_id: str
-    channel: str
-    text: str = ""
-    data: object = None
-    last_position: int = 0
-
-
-@dataclass
 class LiveFold:
-    """Channel buffers of one session, applied in log order."""
+    """The channels of one recorded task (or of a task-less reply)."""
 
-    state: str = "unknown"
-    buffers: dict[str, Buffer] = field(default_factory=dict)
-    reply: str | None = None  # a lone agent Message (no task)
-    status_text: str | None = None  # the text of the last status message (input-required asks)
-    ignored: int = 0
-    user_text: str | None = None
+    def __init__(self) -> None:
+        self.task: TaskFold | None = None
+        self.reply: str | None = None
+        self._state: str | None = None  # set by the recorder for a task-less answer
+        self._view: TaskView | None = None
 
-    def apply(self, item: Item, position: int = 0) -> None:
-        body = item.body
-        if isinstance(body, ArtifactUpdate):
-            self._artifact(body.artifact, body.append, position)
-        elif isinstance(body, StatusUpdate):
-            if body.state != "unknown":
-                self.state = body.state
-            if body.message is not None and body.message.role != "user" and body.message.text:
-                self.status_text = body.message.text
-        elif isinstance(body, TaskSnapshot):
-            if body.state != "unknown":
-                self.state = body.state
-            # a snapshot replaces what we hold: artifacts folded so far on the agent side
-            self.buffers = {}
-            for art in body.artifacts:
-                self._artifact(art, False, position, snapshot=True)
-            if body.status_message is not None and body.status_message.role != "user" and body.status_message.text:
-                self.status_text = body.status_message.text
-        elif isinstance(body, MessageItem):
-            if body.message.role != "user":
+    def apply(self, ev: StoredEvent, item: Item) -> None:
+        tid = ev.task_id if ev.task_id is not None else item.task_id
+        if tid is None:
+            body = item.body
+            if isinstance(body, MessageItem) and body.message.role != "user":
                 self.reply = body.message.text
-
-    def _artifact(self, art: Artifact, append: bool, position: int, snapshot: bool = False) -> None:
-        meta = art.meta
-        if meta.has_opencode and not meta.message_id and not snapshot:
-            self.ignored += 1
             return
-        if meta.role == "user":
-            return
-        channel = _channel(art)
-        buf = self.buffers.get(art.artifact_id)
-        if buf is None:
-            buf = self.buffers[art.artifact_id] = Buffer(art.artifact_id, channel)
-        text = art.text
-        if meta.source == "final_snapshot" or not append:
-            buf.text = text
-        else:
-            buf.text += text
-        datas = [p.data for p in art.parts if p.kind == "data"]
-        if datas:
-            buf.data = datas[-1]
-        buf.last_position = position
+        if self.task is None or self.task.s.task_id != tid:
+            self.task = TaskFold(tid)
+        self.task.apply(ev, item)
+        self._view = None
+        if isinstance(item.body, MessageItem) and item.body.message.role != "user":
+            self.reply = item.body.message.text
 
-    def by_channel(self, channel: str) -> list[Buffer]:
-        return [b for b in self.buffers.values() if b.channel == channel]
+    @property
+    def state(self) -> str:
+        if self._state is not None:
+            return self._state
+        return self.task.s.state if self.task is not None else "unknown"
+
+    @state.setter
+    def state(self, value: str) -> None:
+        self._state = value
+
+    def view(self) -> TaskView | None:
+        if self.task is None:
+            return None
+        if self._view is None:
+            self._view = self.task.view()
+        return self._view
 
     @property
     def final_answer(self) -> str | None:
-        answers = self.by_channel("final_answer")
-        if answers:
-            return max(answers, key=lambda b: b.last_position).text
-        generic = self.by_channel("artifact")
-        if generic:
-            return max(generic, key=lambda b: b.last_position).text
-        if self.reply is not None:
-            return self.reply
-        return None
+        v = self.view()
+        if v is not None and v.final_answer is not None:
+            return v.final_answer
+        return self.reply
 
-    @property
-    def reasoning(self) -> str:
-        return "".join(b.text for b in self.by_channel("reasoning"))
-
-    @property
-    def tool_calls(self) -> list[Buffer]:
-        return self.by_channel("tool_call")
-
-
-def _channel(art: Artifact) -> str:
-    meta = art.meta
-    if meta.channel in ("reasoning", "tool_call", "final_answer"):
-        return meta.channel
-    bt = meta.block_type
-    if bt == "reasoning":
-        return "reasoning"
-    if bt == "tool_call":
-        return "tool_call"
-    aid = art.artifact_id
-    if aid.endswith(":stream:reasoning"):
-        return "reasoning"
-    if aid.endswith(":stream:tool_call") or ":stream:tool:" in aid:
-        return "tool_call"
-    if aid.endswith(":stream") or aid.endswith(":stream:text") or bt == "text":
-        return "final_answer"
-    return "artifact"
+    def signature(self) -> tuple:
+        """What a poll or a snapshot must change to count as progress."""
+        v = self.view()
+        if v is None:
+            return (self.state, self.reply)
+        return (v.state, tuple((a.artifact_id, a.text) for a in v.artifacts), tuple(repr(t) for t in v.tool_calls))
 
 
 def render(fold: LiveFold, *, title: str = "", done: bool = False) -> RenderableType:
     """The live view: the answer as the main panel, reasoning dimmed, tool calls as a table."""
     parts: list[RenderableType] = []
-    reasoning = fold.reasoning
-    if reasoning:
-        shown = reasoning if len(reasoning) < 400 else "…" + reasoning[-400:]
+    v = fold.view()
+    if v is not None and v.reasoning:
+        shown = v.reasoning if len(v.reasoning) < 400 else "…" + v.reasoning[-400:]
         parts.append(Text(f"reasoning: {shown}", style="dim italic"))
-    calls = fold.tool_calls
-    if calls:
+    if v is not None and v.tool_calls:
         table = Table(title="tool calls", title_justify="left", show_edge=False)
-        table.add_column("artifact")
-        table.add_column("call")
-        for c in calls:
-            table.add_row(c.artifact_id.rsplit(":", 1)[-1], (c.text or (str(c.data) if c.data is not None else ""))[:120])
+        for col in ("tool", "status", "call"):
+            table.add_column(col)
+        for c in v.tool_calls:
+            detail = c.text or (repr(c.input) if c.input is not None else "")
+            table.add_row(c.tool or c.artifact_id.rsplit(":", 1)[-1], c.status or "", detail[:120])
         parts.append(table)
     answer = fold.final_answer
     body = Text(answer if answer else ("(waiting for the answer…)" if not done else "(no answer)"))
-    subtitle = fold.state if not fold.status_text else f"{fold.state}: {fold.status_text[:80]}"
+    status = v.status_message if v is not None else None
+    subtitle = fold.state if not status else f"{fold.state}: {status[:80]}"
     parts.append(Panel(body, title=title or "answer", subtitle=subtitle, title_align="left", subtitle_align="right"))
     return Group(*parts)

@@ -130,7 +130,7 @@ class Session:
             if not isinstance(item.body, TaskSnapshot):
                 progress = True
             self._learn(item)
-            self.fold.apply(item, ev.position)
+            self.fold.apply(ev, item)
             if isinstance(item.body, ErrorItem):
                 self.errors.append(item.body)
         self.events += len(stored)
@@ -142,8 +142,7 @@ class Session:
 
     def _signature(self) -> tuple:
         """What a poll must change to count as progress (a repeated snapshot is not)."""
-        f = self.fold
-        return (f.state, tuple((b.artifact_id, b.text, repr(b.data)) for b in f.buffers.values()))
+        return self.fold.signature()
 
     def _learn(self, item: Item) -> None:
         tid = item.task_id
@@ -170,7 +169,7 @@ class Session:
             return
         payload = store.local_failed(self.task_id, self.context_id, self.redactor.text(reason, self.secrets))
         ev = self.store.append(NewEvent(payload=payload, task_id=self.task_id, received_at=time.time(), origin="local"))
-        self.fold.apply(store.decode_item(payload), ev.position)
+        self.fold.apply(ev, store.decode_item(payload))
         self.local_events += 1
 
     def reset_for_new_task(self) -> None:
