@@ -132,7 +132,9 @@ class ReplayEngine:
         self.matcher = Matcher(library.episodes, match)
         self.record_mode = record_mode
         self.upstream = upstream.rstrip("/") if upstream else None
-        self.record_all = record_mode == "all" or (record_mode == "once" and not library.episodes and bool(upstream))
+        self.record_all = record_mode == "all"
+        # once: a recording that was empty at the start records what does not match (vcrpy's "once")
+        self.record_new = record_mode == "new_episodes" or (record_mode == "once" and not library.episodes and bool(upstream))
         self.playbacks: dict[str, Playback] = {}
         self.cancelled: set[str] = set()
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
@@ -188,7 +190,7 @@ class ReplayEngine:
                     headers: Mapping[str, str], body: bytes) -> Reply:
         ep = self.matcher.match(req, operation)
         if ep is None:
-            if self.record_mode == "new_episodes" or (self.record_mode == "once" and self.record_all):
+            if self.record_new:
                 return await self._forward(req, operation, dialect, path, headers, body)
             return self._no_match(req, operation)
         items = ep.served

@@ -1,0 +1,107 @@
+"""Round trip: record a live a2a-sdk agent with ``a2a-tape record``, serve it, record the replay
+again with ``a2a-tape record``: the projections are equal and the data payloads are byte-identical
+apart from the JSON-RPC ids. Plus the record modes against a live upstream."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+from typer.testing import CliRunner
+
+import store
+from recorder.cli import app
+from replay import encode_view, fold_events
+from replay.engine import ReplayEngine
+from replay.library import Library
+from replay.server import create_app
+from replay.sse import rewrite_id
+from replay.transport import ReplayTransport
+from store import decode_item
+from tests.conftest import running_sdk_agent
+from tests.replay._record import headers_for, request_body
+from tests.support.servers import serve_app
+
+runner = CliRunner()
+TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
+SESSIONS = [("hello", "1.0"), ("please ask me", "1.0"), ("hello in the old dialect", "0.3"), ("many 5", "0.3")]
+
+
+def record_all(url: str, db: Path) -> None:
+    for text, protocol in SESSIONS:
+        res = runner.invoke(app, ["record", url, text, "--db", str(db), "--protocol", protocol, "--json"])
+        assert res.exit_code in (0, 1), res.output  # 1: the task ended interrupted/failed, still recorded
+
+
+def upstream_payloads(db: Path) -> list[bytes]:
+    with store.open_store(db) as st:
+        return [rewrite_id(ev.payload, 0) for ev in st.read_from(0) if ev.origin == "upstream"]
+
+
+def views(db: Path) -> dict[str, bytes]:
+    """The projection of every task, arrival wall-clock times aside (they are when we recorded)."""
+    with store.open_store(db) as st:
+        return {t: encode_view(msgspec.structs.replace(v, first_at=0.0, last_at=0.0))
+                for t, v in fold_events(st.read_from(0)).items()}
+
+
+def test_round_trip_record_serve_record(tmp_path):
+    live, replayed = tmp_path / "live.db", tmp_path / "replayed.db"
+    with running_sdk_agent() as agent:
+        record_all(agent.url, live)
+    lib = Library.open(live)
+    try:
+        with serve_app(create_app(ReplayEngine(lib))) as url:
+            record_all(url, replayed)
+    finally:
+        lib.close()
+    a, b = upstream_payloads(live), upstream_payloads(replayed)
+    assert len(a) >= 4 * 3 + 5
+    assert a == b  # byte for byte, ids aside
+    va, vb = views(live), views(replayed)
+    assert len(va) == 4 and va == vb
+
+
+def test_new_episodes_records_unmatched_requests_and_replays_them_after(tmp_path):
+    tape = tmp_path / "x.jsonl"
+    shutil.copy(TAPE, tape)
+    before = tape.read_bytes().count(b"\n")
+    with running_sdk_agent() as agent:
+        with httpx.Client(transport=ReplayTransport(tape, record_mode="new_episodes", upstream=agent.url)) as c:
+            first = c.post("http://replay.test/", content=request_body("stream", "1.0", text="many 2"), headers=headers_for("1.0"))
+            second = c.post("http://replay.test/", content=request_body("stream", "1.0", text="many 2", rpc_id=2), headers=headers_for("1.0"))
+            old = c.post("http://replay.test/", content=request_body("stream", "1.0", text="hello"), headers=headers_for("1.0"))
+        assert agent.executor.executions == 1  # the second one and 'hello' came from the recording
+    for r in (first, second, old):
+        assert r.headers["content-type"].startswith("text/event-stream")
+    assert first.content.count(b"chunk-") == 2 and second.content.count(b"chunk-") == 2
+    assert second.content.replace(b'"id": 2', b'"id": 1') == first.content
+    # written back to the tape: replayable offline now
+    assert tape.read_bytes().count(b"\n") > before
+    with httpx.Client(transport=ReplayTransport(tape)) as c:
+        again = c.post("http://replay.test/", content=request_body("stream", "1.0", text="many 2"), headers=headers_for("1.0"))
+    assert again.content == first.content
+
+
+@pytest.mark.parametrize("mode, executions", [("all", 2), ("once", 1), ("none", 0)])
+def test_record_modes_on_an_empty_database(db_path, mode, executions):
+    store.open_store(db_path).close()
+    with running_sdk_agent() as agent:
+        lib = Library.open(db_path)
+        try:
+            engine = ReplayEngine(lib, record_mode=mode, upstream=agent.url)
+            with httpx.Client(transport=ReplayTransport(engine=engine)) as c:
+                replies = [decode_item(c.post("http://r.test/", content=request_body("send", "1.0", text="hello"),
+                                              headers=headers_for("1.0")).content) for _ in range(2)]
+        finally:
+            lib.close()
+        assert agent.executor.executions == executions
+    if mode == "none":
+        assert all(r.kind == "error" and r.body.code == -32099 for r in replies)
+    else:
+        assert all(r.kind == "task" and r.body.state == "completed" for r in replies)
+        if mode == "once":  # recorded once, then replayed: the same task
+            assert replies[0].task_id == replies[1].task_id
