@@ -345,18 +345,34 @@ def _check_answer(task_id: str, events: Sequence[StoredEvent], steps: Sequence[S
             [s.position for s in resent],
         )
         return
+    # the trap: a final snapshot marked append=true after streamed chunks; a client that
+    # appends it (or concatenates every chunk and snapshot) shows the streamed text twice
+    streamed: set[str] = set()
+    traps: list[int] = []
+    for s in upstream:
+        body = s.item.body
+        if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
+            continue
+        art = body.artifact
+        if art.meta.source == "final_snapshot":
+            if body.append and art.artifact_id in streamed and art.text:
+                traps.append(s.position)
+        elif art.text:
+            streamed.add(art.artifact_id)
     naive, positions = naive_answer(upstream)
     if answer and naive != answer and naive.count(answer) >= 2:
-        snaps = [
-            s.position
-            for s in upstream
-            if isinstance(s.item.body, TaskSnapshot)
-            or (isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot")
-        ]
+        traps += [
+            p for s in upstream
+            if (p := s.position) in positions
+            and (isinstance(s.item.body, TaskSnapshot)
+                 or (isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot"))
+        ] or positions[-1:]
+    if traps:
         add(
             "answer-shown-twice", "warning",
-            "a client that concatenates every answer chunk and snapshot would show the answer twice",
-            [p for p in positions if p in snaps] or positions[-1:],
+            "a client that concatenates every answer chunk and snapshot would show the answer twice "
+            "(a snapshot repeats text already streamed)",
+            traps,
         )
 
 
