@@ -414,8 +414,6 @@ async def recover(
     started = time.time()
     report = RecoveryReport()
     own_http = http is None
-    if http is None:
-        http = httpx.AsyncClient(timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None))
     try:
         report.replayed = await anyio.to_thread.run_sync(settle_keys, st, started)
         tasks = await anyio.to_thread.run_sync(open_tasks, st)
@@ -430,6 +428,8 @@ async def recover(
                     base = base.rstrip("/")
                     up = uppers.get(base)
                     if up is None:
+                        if http is None:  # made only when a task needs it (an SSL context is not free)
+                            http = httpx.AsyncClient(timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None))
                         candidate = Upstream(st, base, http, writer)
                         try:
                             await candidate.load_card()
@@ -451,7 +451,7 @@ async def recover(
                 else:
                     report.resumed.append(view.task_id)  # it ended meanwhile (another writer)
     finally:
-        if own_http:
+        if own_http and http is not None:
             await http.aclose()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(drop_lease, st, owner)
