@@ -1,0 +1,119 @@
+"""The pytest plugin, as a user meets it: a test module using the marker, run by pytester."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import running_sdk_agent
+
+pytest_plugins = ["pytester"]
+
+TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
+
+USER_MODULE = '''
+import anyio
+import httpx
+import pytest
+from httpx_sse import connect_sse
+
+BODY = b'{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}'
+HEADERS = {"A2A-Version": "1.0", "content-type": "application/json"}
+
+
+@pytest.mark.a2a_tape("recordings/chunk.jsonl")
+def test_stream_over_the_transport(a2a_tape):
+    with httpx.Client(transport=a2a_tape.transport, base_url="http://agent") as c:
+        with connect_sse(c, "POST", "/", content=BODY, headers=HEADERS) as es:
+            datas = [s.data for s in es.iter_sse()]
+    assert len(datas) == 6 and "TASK_STATE_COMPLETED" in datas[-1]
+
+
+@pytest.mark.a2a_tape("recordings/chunk.jsonl")
+def test_sdk_client_over_http(a2a_tape):
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+
+    async def main():
+        async with httpx.AsyncClient(timeout=10) as hc:
+            client = await ClientFactory(ClientConfig(httpx_client=hc)).create_from_url(a2a_tape.url)
+            req = SendMessageRequest(message=Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="hello")]))
+            return [ev async for ev in client.send_message(req)]
+
+    events = anyio.run(main)
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.mark.a2a_tape("recordings/chunk.jsonl", faults="drop-after=2")
+def test_faults_from_the_marker(a2a_tape):
+    async def main():
+        async with httpx.AsyncClient(transport=a2a_tape.async_transport, base_url="http://agent") as c:
+            r = await c.post("/", content=BODY, headers=HEADERS)
+            return r.content.count(b"data: ")
+
+    assert anyio.run(main) == 2
+'''
+
+
+@pytest.fixture
+def project(pytester):
+    (pytester.path / "recordings").mkdir()
+    shutil.copy(TAPE, pytester.path / "recordings" / "chunk.jsonl")
+    return pytester
+
+
+def test_marked_module_passes_offline(project):
+    project.makepyfile(test_user=USER_MODULE)
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
+def test_never_recorded_request_fails_clearly_under_none(project):
+    project.makepyfile(test_user='''
+import httpx
+import pytest
+
+BODY = b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "something new"}]}}}'
+
+
+@pytest.mark.a2a_tape("recordings/chunk.jsonl", record_mode="none")
+def test_new_request(a2a_tape):
+    with httpx.Client(transport=a2a_tape.transport) as c:
+        r = c.post("http://agent/", content=BODY, headers={"A2A-Version": "1.0"})
+    assert r.status_code == 200  # the client under test may not look at the error: the plugin does
+''')
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*a2a-tape: no recording matches SendMessage with text 'something new'*closest recording: exchange #*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_missing_marker_or_recording_fails_clearly(project):
+    project.makepyfile(test_user='''
+import pytest
+
+def test_no_marker(a2a_tape):
+    pass
+
+@pytest.mark.a2a_tape("recordings/nope.jsonl")
+def test_missing(a2a_tape):
+    pass
+''')
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*needs @pytest.mark.a2a_tape*", "*cannot open recording*nope.jsonl*"])
+
+
+def test_command_line_switches_the_record_mode(project, monkeypatch):
+    """--a2a-tape-record-mode=all sends every request to the upstream agent and records it."""
+    project.makepyfile(test_user=USER_MODULE)
+    with running_sdk_agent() as agent:
+        monkeypatch.setenv("A2A_TAPE_UPSTREAM", agent.url)
+        result = project.runpytest("-p", "no:cacheprovider", "--a2a-tape-record-mode=all", "-k", "transport")
+        result.assert_outcomes(passed=1, deselected=2)
+        assert agent.executor.executions == 1
+    assert (project.path / "recordings" / "chunk.jsonl").read_bytes().count(b"\n") > TAPE.read_bytes().count(b"\n")
