@@ -61,34 +61,73 @@ def show_cmd(
         return
     t0 = events[0].received_at if events else 0.0
     table = Table(title=f"task {task_id}", show_lines=False)
-    for col in ("seq", "pos", "+s", "kind", "origin", "what"):
-        table.add_column(col)
+    for col in ("seq", "pos", "+s", "kind", "origin"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("artifact / channel", overflow="fold")
+    table.add_column("what", overflow="fold")
     for ev, row in zip(events, rows):
         item = decode_item(ev.payload)
+        local = row.origin == "local"
+        kind = row.kind + (f" ({ev.sse_event})" if ev.sse_event else "")
         table.add_row(
-            str(row.seq), str(row.position), f"{ev.received_at - t0:.3f}", row.kind,
-            "LOCAL" if row.origin == "local" else "", _summary(item),
+            str(row.seq), str(row.position), f"+{ev.received_at - t0:.3f}",
+            Text(kind, style="bold red" if row.kind in ("error", "undecodable") else ""),
+            Text("LOCAL", style="bold yellow") if local else "",
+            Text(_where(task_id, item)),
+            Text(("a2a-tape decision: " if local else "") + _summary(item, bytes(ev.payload))),
         )
     out.print(table)
+    if any(r.origin == "local" for r in rows):
+        err.print("LOCAL rows were written by a2a-tape itself (recovery decisions, a synthetic FAILED), not by the agent")
 
 
-def _summary(item) -> str:
+def _short_id(task_id: str, artifact_id: str) -> str:
+    """``{task_id}:stream:reasoning`` -> ``…:stream:reasoning`` (the task id is the table's title)."""
+    if task_id and artifact_id.startswith(task_id) and len(artifact_id) > len(task_id):
+        return "…" + artifact_id[len(task_id):]
+    return artifact_id
+
+
+def _where(task_id: str, item) -> str:
+    """The artifact and the channel the contract profile puts it in (or why it is ignored)."""
+    if item.kind != "artifact":
+        return ""
+    from replay.profiles import classify
+
+    chunk = classify(task_id, item.body)
+    where = f"{_short_id(task_id, item.body.artifact.artifact_id)} [{chunk.channel}]"
+    if chunk.ignore:
+        where += f" ignored: {chunk.ignore}"
+    return where
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _summary(item, payload: bytes = b"") -> str:
     b = item.body
     k = item.kind
     if k == "artifact":
         mode = "append" if b.append else "replace"
-        text = b.artifact.text.replace("\n", " ")
-        return f"{b.artifact.artifact_id} {mode}{' last' if b.last_chunk else ''}: {text[:60]}"
+        if b.artifact.meta.source == "final_snapshot":
+            mode += " (final snapshot)"
+        data = sum(1 for p in b.artifact.parts if p.kind == "data")
+        extra = f" +{data} data part(s)" if data else ""
+        return f"{mode}{', last chunk' if b.last_chunk else ''}: {_preview(b.artifact.text)!r}{extra}"
     if k in ("status", "task"):
-        return b.state
+        msg = b.message if k == "status" else b.status_message
+        arts = f", {len(b.artifacts)} artifact(s)" if k == "task" and b.artifacts else ""
+        return b.state + arts + (f": {_preview(msg.text)}" if msg is not None and msg.text else "")
     if k == "message":
-        return f"{b.message.role}: {b.message.text[:60]}"
+        return f"{b.message.role}: {_preview(b.message.text)}"
     if k == "error":
-        return f"error {b.code}: {b.message[:60]}"
+        return f"error {b.code}: {_preview(b.message)}"
     if k == "note":
-        return f"{b.action}: {b.detail[:60]}"
+        return f"{b.action}: {_preview(b.detail)}"
     if k == "undecodable":
-        return b.reason[:70]
+        return f"{b.reason[:50]}; raw: {payload[:60]!r}"
     return b.summary
 
 
