@@ -14,7 +14,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-import store
 from replay import diff as diff_mod
 from replay.doctor import diagnose
 from replay.grep import grep
@@ -138,5 +137,3 @@ def grep_cmd(
     if not matches:
         raise typer.Exit(EXIT_FAILED)
 
-
-__all__ = ["diff_cmd", "doctor_cmd", "grep_cmd", "store"]

@@ -175,8 +175,13 @@ from {_e(_when(first))} to {_e(_when(last))} ({last - first:.3f} s). Doctor: {ve
 </section>"""
 
 
-def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report") -> str:
-    sections = [task_section(t, store.read_task(t), store.exchanges(t)) for t in task_ids]
+def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report", progress=None) -> str:
+    """The whole page; ``progress(n)`` is called after each task (for a progress bar)."""
+    sections = []
+    for n, t in enumerate(task_ids, 1):
+        sections.append(task_section(t, store.read_task(t), store.exchanges(t)))
+        if progress is not None:
+            progress(n)
     index = ""
     if len(task_ids) > 1:
         items = "".join(f'<li><a href="#task-{_e(t)}">{_e(t)}</a></li>' for t in task_ids)

@@ -41,10 +41,13 @@ def label(text: str, limit: int = 70) -> str:
     return "".join(out)
 
 
-def build_mermaid(store, task_ids: Iterable[str]) -> str:
+def build_mermaid(store, task_ids: Iterable[str], *, progress=None) -> str:
+    """The diagram; ``progress(n)`` is called after each task (for a progress bar)."""
     lines = ["sequenceDiagram"]
     lines += [f"    participant {p}" for p in PARTICIPANTS]
-    for task_id in task_ids:
+    for n, task_id in enumerate(task_ids, 1):
+        if progress is not None and n > 1:
+            progress(n - 1)
         events: list[StoredEvent] = store.read_task(task_id)
         exchanges = {ex.id: ex for ex in store.exchanges(task_id)}
         lines.append(f"    Note over Client,Agent: task {label(task_id)}")
