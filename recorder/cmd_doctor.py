@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from replay import diff as diff_mod
-from replay.doctor import diagnose
+from replay.doctor import CHECKS, diagnose
 from replay.grep import grep
 
 from .app import DbOption, JsonOption, app, db_location, emit_json, fail, find_task, open_db, out
@@ -23,16 +23,20 @@ from .app import DbOption, JsonOption, app, db_location, emit_json, fail, find_t
 EXIT_FAILED = 1
 
 
-@app.command("doctor")
+_DOCTOR_HELP = (
+    "List lifecycle and contract faults, with the event positions involved.\n\n"
+    "Exit 1 when any finding is an error (warnings alone exit 0). The faults (codes in --json):\n\n\b\n"
+    + "\n".join(f"  {code}: {what}" for code, what in CHECKS.items())
+)
+
+
+@app.command("doctor", help=_DOCTOR_HELP)
 def doctor_cmd(
     task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix); without it, every task.")] = None,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
-    """List lifecycle and contract faults, with the event positions involved.
-
-    Exit 1 when any finding is an error (warnings alone exit 0).
-    """
+    """List lifecycle and contract faults (the help text is built from replay.doctor.CHECKS)."""
     st = open_db(db)
     with st:
         task_id = find_task(st, task) if task is not None else None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from replay.doctor import CHECKS
 from tests.inspect.conftest import cli
 from tests.inspect.test_exports import _check_har_shape, _check_mermaid
 
@@ -56,6 +57,7 @@ def test_doctor_on_golden(golden, name):
     assert found == DOCTOR[name]
     assert r.code == (1 if any(level == "error" for _, level in found) else 0)
     assert all(f["positions"] for f in r.json()["findings"])
+    assert all(code in CHECKS for code, _ in found)  # every code is documented in doctor --help
     human = cli("doctor", "--db", golden[name])
     assert human.code == r.code
     for code, _ in found:
