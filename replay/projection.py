@@ -39,6 +39,7 @@ Synthetic FAILED events (origin ``local``) fold like any status update.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -61,6 +62,8 @@ from store import (
 from store.events import Artifact
 
 from .profiles import (
+    _GENERIC_APPEND,
+    _GENERIC_REPLACE,
     ARTIFACT,
     ERROR,
     FINAL_ANSWER,
@@ -371,7 +374,11 @@ class TaskFold:
     def _artifact(self, ev: StoredEvent, body: ArtifactUpdate) -> None:
         s = self.s
         art = body.artifact
-        chunk = classify(s.task_id, body)
+        meta = art.meta
+        if meta.has_opencode or meta.has_blocks or art.artifact_id.startswith(s.task_id):
+            chunk = classify(s.task_id, body)
+        else:  # the common generic case, without a call
+            chunk = _GENERIC_APPEND if body.append else _GENERIC_REPLACE
         if chunk.profile is not GENERIC:
             self._profile(chunk.profile)
         if chunk.ignore is not None:
@@ -411,12 +418,15 @@ class TaskFold:
             buf.closed = True
 
     def _fill(self, buf: _Buf, art: Artifact, replace: bool) -> None:
+        parts = art.parts
         if replace:
-            buf.chunks = [p.text for p in art.parts if p.text is not None]
+            buf.chunks = [p.text for p in parts if p.text is not None]
+        elif len(parts) == 1:
+            text = parts[0].text
+            if text is not None:
+                buf.chunks.append(text)
         else:
-            for p in art.parts:
-                if p.text is not None:
-                    buf.chunks.append(p.text)
+            buf.chunks.extend(p.text for p in parts if p.text is not None)
         if buf.channel == TOOL_CALL:
             for p in art.parts:
                 if p.kind == "data":
@@ -530,7 +540,7 @@ class Projector:
     every ``commit_every`` events, so memory does not grow with the log.
     """
 
-    def __init__(self, store, name: str = "tasks", *, cache_size: int = 4096, commit_every: int = 50_000) -> None:
+    def __init__(self, store, name: str = "tasks", *, cache_size: int = 256, commit_every: int = 10_000) -> None:
         self.store = store
         self.name = name
         self.cache_size = max(1, cache_size)
@@ -552,18 +562,31 @@ class Projector:
         raise ProjectionMoved(f"projection '{self.name}' keeps moving (another process is folding it)")
 
     def _catch_up(self) -> int:
+        # The fold creates no reference cycles; the cyclic GC would only rescan the live
+        # states and buffers again and again (a third of a rebuild's time): pause it.
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return self._fold_from_cursor()
+        finally:
+            if gc_was_on:
+                gc.enable()
+
+    def _fold_from_cursor(self) -> int:
         store = self.store
-        start = store.projection_cursor(self.name)
+        name = self.name
+        start = store.projection_cursor(name)
         if start != self._cursor:
             self._cache.clear()  # someone else committed: our live folds may be stale
         cache = self._cache
-        pending: dict[str, bytes] = {}
+        cache_size = self.cache_size
+        pending: dict[str, bytes] = {}  # evicted dirty states, waiting for the next commit
         dirty: set[str] = set()
         committed = start
         position = start
         read = 0
         since_commit = 0
-        batch: list[tuple[StoredEvent, Item, str | None]] = []
+        batch: list[StoredEvent] = []
 
         def commit() -> None:
             nonlocal committed, since_commit
@@ -572,8 +595,8 @@ class Projector:
                 fold = cache.get(tid)
                 if fold is not None:
                     upserts[tid] = fold.dump()
-            if not store.projection_commit(self.name, position, upserts, expect=committed):
-                raise ProjectionMoved(self.name)
+            if not store.projection_commit(name, position, upserts, expect=committed):
+                raise ProjectionMoved(name)
             committed = position
             self._cursor = position
             pending.clear()
@@ -583,10 +606,11 @@ class Projector:
         def flush_batch() -> None:
             nonlocal position, since_commit
             # one query for the tasks of this batch that are neither live nor waiting to commit
-            queried = {tid for _, _, tid in batch if tid is not None and tid not in cache and tid not in pending}
-            loaded = store.projection_load(self.name, queried) if queried else {}
-            for ev, item, tid in batch:
-                position = ev.position
+            queried = {ev.task_id for ev in batch if ev.task_id is not None} - cache.keys() - pending.keys()
+            loaded = store.projection_load(name, queried) if queried else {}
+            for ev in batch:
+                item = decode_item(ev.payload)  # once per event, dropped right after the fold
+                tid = ev.task_id if ev.task_id is not None else item.task_id
                 if tid is None:
                     continue
                 fold = cache.get(tid)
@@ -595,11 +619,12 @@ class Projector:
                     if raw is None:
                         raw = loaded.pop(tid, None)
                     if raw is None and tid not in queried:
-                        # was live at the start of the batch, evicted clean since: it is committed
-                        raw = store.projection_load(self.name, [tid]).get(tid)
+                        # live at the start of the batch and evicted clean since (so committed),
+                        # or named only inside its payload
+                        raw = store.projection_load(name, [tid]).get(tid)
                     fold = TaskFold.load(raw) if raw is not None else TaskFold(tid)
                     cache[tid] = fold
-                    if len(cache) > self.cache_size:
+                    if len(cache) > cache_size:
                         old_id, old = cache.popitem(last=False)
                         if old_id in dirty:
                             dirty.discard(old_id)
@@ -608,14 +633,15 @@ class Projector:
                     cache.move_to_end(tid)
                 fold.apply(ev, item)
                 dirty.add(tid)
+            position = batch[-1].position
             since_commit += len(batch)
             batch.clear()
 
+        batch_size = min(2000, self.commit_every)
         for ev in store.read_from(start):
-            item = decode_item(ev.payload)
-            batch.append((ev, item, event_task_id(ev, item)))
+            batch.append(ev)
             read += 1
-            if len(batch) >= 2000:
+            if len(batch) >= batch_size:
                 flush_batch()
                 if since_commit >= self.commit_every:
                     commit()
