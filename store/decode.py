@@ -114,8 +114,9 @@ _EMPTY_META = StreamMeta()
 
 
 def _part(p: WirePart) -> Part:
-    if p.text is not None and p.kind in (None, "text"):
-        return Part(kind="text", text=p.text)
+    text = p.text
+    if text is not None and (p.kind is None or p.kind == "text"):  # the hot case: a text chunk
+        return Part("text", text)
     if p.kind == "data" or (p.kind is None and p.data is not None):
         return Part(kind="data", data=p.data)
     if p.kind == "file" or p.file is not None or p.url is not None or p.raw is not None:
@@ -128,7 +129,9 @@ def _part(p: WirePart) -> Part:
 
 
 def _parts(parts: list[WirePart]) -> tuple[Part, ...]:
-    return tuple(_part(p) for p in parts)
+    if len(parts) == 1:  # most stream chunks carry one part
+        return (_part(parts[0]),)
+    return tuple([_part(p) for p in parts])
 
 
 def _message(m: WireMessage | None) -> Message | None:
@@ -146,7 +149,8 @@ def _message(m: WireMessage | None) -> Message | None:
 def _artifact(a: WireArtifact | None) -> Artifact:
     if a is None:
         return Artifact(artifact_id="")
-    return Artifact(artifact_id=a.artifactId or "", name=a.name, parts=_parts(a.parts), meta=_meta(a.metadata))
+    md = a.metadata
+    return Artifact(a.artifactId or "", a.name, _parts(a.parts), _EMPTY_META if md is None else _meta(md))
 
 
 def _merge_meta(artifact: Artifact, event_md: Metadata | None) -> Artifact:
@@ -185,13 +189,10 @@ def _status_update(u: WireStatusUpdate) -> StatusUpdate:
 
 
 def _artifact_update(u: WireArtifactUpdate) -> ArtifactUpdate:
-    return ArtifactUpdate(
-        task_id=u.taskId,
-        context_id=u.contextId,
-        artifact=_merge_meta(_artifact(u.artifact), u.metadata),
-        append=bool(u.append),
-        last_chunk=bool(u.lastChunk),
-    )
+    art = _artifact(u.artifact)
+    if u.metadata is not None:
+        art = _merge_meta(art, u.metadata)
+    return ArtifactUpdate(u.taskId, u.contextId, art, u.append is True, u.lastChunk is True)
 
 
 def _v1_wrapped(
@@ -260,7 +261,9 @@ def decode_item(payload: bytes | str) -> Item:
     except Exception as exc:  # noqa: BLE001 - decode must never crash a reader
         return Item(Undecodable(f"undecodable: {type(exc).__name__}"))
 
-    rpc_id = _rpc_id(frame.id)
+    rpc_id = frame.id
+    if rpc_id is not None and type(rpc_id) is not int and type(rpc_id) is not str:
+        rpc_id = _rpc_id(rpc_id)
     if frame.note is not None:
         n = frame.note
         return Item(Note(action=n.action, detail=n.detail, task_id=n.task_id), "local", rpc_id)
@@ -270,6 +273,8 @@ def decode_item(payload: bytes | str) -> Item:
         return Item(ErrorItem(code=e.code, message=e.message or e.status or "", data=e.data), dialect, rpc_id)
     r = frame.result
     if r is not None:
+        if r.artifactUpdate is not None:  # the hot case: a v1.0 stream chunk
+            return Item(_artifact_update(r.artifactUpdate), "1.0", rpc_id)
         body = _v1_wrapped(r.task, r.message, r.statusUpdate, r.artifactUpdate)
         if body is not None:
             return Item(body, "1.0", rpc_id)
