@@ -61,7 +61,8 @@ def build_mermaid(store, task_ids: Iterable[str], *, progress=None) -> str:
                     lines.append(f"    Client->>Recorder: {what}")
                     lines.append(f"    Recorder->>Agent: {what}")
             item = decode_item(bytes(ev.payload))
-            text = label(f"[{ev.position}] {item.kind} {summary(item)}")
+            # the task id is in the Note above: drop it from artifact ids so the text fits
+            text = label(f"[{ev.position}] {item.kind} {summary(item).replace(task_id + ':', '…:')}", limit=90)
             if ev.origin == "local":
                 lines.append(f"    Recorder-->>Client: {text}")
             else:

@@ -223,12 +223,24 @@ def best_view(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step]
     )
 
 
+def _short_json(value: Any, limit: int = 120) -> str:
+    text = msgspec.json.encode(value).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def summary(item: Item) -> str:
     """One short line saying what an item is (timeline, Mermaid, HAR comments)."""
     b = item.body
     if isinstance(b, ArtifactUpdate):
+        art = b.artifact
         mode = "append" if b.append else "replace"
-        return f"{b.artifact.artifact_id} {mode}{' last' if b.last_chunk else ''}: {b.artifact.text}"
+        if art.meta.source == "final_snapshot":
+            mode += " (final snapshot)"
+        data = " ".join(
+            _short_json(p.data) for p in art.parts if p.kind == "data"
+        )
+        text = " ".join(x for x in (art.text, data) if x)
+        return f"{art.artifact_id} [{channel_of(art)}] {mode}{' last' if b.last_chunk else ''}: {text}"
     if isinstance(b, (StatusUpdate, TaskSnapshot)):
         msg = b.message if isinstance(b, StatusUpdate) else b.status_message
         return b.state + (f": {msg.text}" if msg is not None and msg.text else "")
