@@ -314,9 +314,9 @@ def child(kind: str, db: str) -> None:
         proj = Projector(st)
         gc.collect()
         before = _rss_kb()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         proj.rebuild()
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         tasks = sum(1 for _ in st.projection_rows(proj.name))
         st.close()
     elif kind == "fold":
@@ -325,20 +325,20 @@ def child(kind: str, db: str) -> None:
         st = store.SqliteStore(path, durability="normal")
         gc.collect()
         before = _rss_kb()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         tasks = len(fold_events(st.read_from(0)))
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         st.close()
     elif kind == "reference":
         gc.collect()
         before = _rss_kb()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         tasks = len(reference_fold(path))
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     else:
         raise SystemExit(f"unknown child kind {kind}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({"kind": kind, "seconds": seconds, "peak_kb": peak, "grew_kb": max(0, peak - before), "tasks": tasks}))
+    print(json.dumps({"kind": kind, "seconds": seconds, "cpu_seconds": cpu, "peak_kb": peak, "grew_kb": max(0, peak - before), "tasks": tasks}))
 
 
 def run_child(kind: str, db: Path) -> dict:
@@ -376,6 +376,7 @@ def bench_rebuild(workdir: Path, events: int, rounds: int) -> dict:
     small_ref = run_child("reference", small_db)
     log(f"  at {small:,} events: Projector.rebuild +{median([m['grew_kb'] for m in small_proj]) / 1024:.0f} MiB, reference +{small_ref['grew_kb'] / 1024:.0f} MiB")
     p_s, r_s, f_s = (median([m["seconds"] for m in xs]) for xs in (proj, ref, fold))
+    p_cpu, r_cpu, f_cpu = (median([m["cpu_seconds"] for m in xs]) for xs in (proj, ref, fold))
     mem_big = median([m["grew_kb"] for m in proj])
     mem_small = median([m["grew_kb"] for m in small_proj])
     growth = mem_big / mem_small if mem_small else float("inf")
@@ -389,6 +390,8 @@ def bench_rebuild(workdir: Path, events: int, rounds: int) -> dict:
         "baseline_rate": events / r_s,
         "ratio": r_s / p_s,
         "fold_events_ratio": r_s / f_s,
+        "cpu_seconds": {"projector": p_cpu, "reference": r_cpu, "fold_events": f_cpu},
+        "cpu_ratio": r_cpu / p_cpu,
         "target": 2.0,
         "tasks": proj[0]["tasks"],
         "memory": {
@@ -400,8 +403,9 @@ def bench_rebuild(workdir: Path, events: int, rounds: int) -> dict:
             "reference_grew_mib_small": small_ref["grew_kb"] / 1024,
             "reference_grew_mib_big": median([m["grew_kb"] for m in ref]) / 1024,
         },
+        "holds": r_s / p_s >= 2.0,
         # "does not grow with the log": 4x the events may cost at most 1.5x the memory
-        "holds": r_s / p_s >= 2.0 and growth <= 1.5,
+        "memory_holds": growth <= 1.5,
     }
 
 
@@ -436,8 +440,10 @@ def report(results: list[dict]) -> str:
             lines.append(
                 f"{r['name']:8} {r['ratio']:.2f}x faster than the reference (target >= {r['target']}x): "
                 f"Projector.rebuild {r['subject_seconds']:.2f} s ({r['subject_rate']:,.0f} ev/s), "
-                f"reference {r['baseline_seconds']:.2f} s; fold_events in memory {r['fold_events_ratio']:.2f}x"
+                f"reference {r['baseline_seconds']:.2f} s; CPU time {r['cpu_ratio']:.2f}x; "
+                f"fold_events in memory {r['fold_events_ratio']:.2f}x  [{verdict}]"
             )
+            verdict = "holds" if r["memory_holds"] else "DOES NOT HOLD"
             lines.append(
                 f"{'':8} memory: projector +{m['projector_grew_mib_small']:.0f} MiB at {m['events_small']:,} events, "
                 f"+{m['projector_grew_mib_big']:.0f} MiB at {m['events_big']:,} ({m['projector_growth']:.2f}x); "
@@ -495,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"machine": info, "results": results}, indent=2))
     else:
         print(report(results))
-    if args.check and not all(r.get("holds", False) for r in results):
+    if args.check and not all(r.get("holds", False) and r.get("memory_holds", True) for r in results):
         return 1
     return 0
 
