@@ -14,7 +14,8 @@ along the recorded gaps.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from itertools import islice
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -80,16 +81,27 @@ class Playback:
     def __init__(self, task_id: str, episode: Episode, items: list[Served], scale: float) -> None:
         self.task_id = task_id
         self.episode = episode
-        self.items = items  # the episode's items about this task
+        self.items = items  # the episode's items
         self.released = 0
         self.started = time.monotonic()
         self.scale = scale
         self.cancelled = False
-        offsets, t = [], 0.0
-        for s in items:
-            t += s.gap * scale
-            offsets.append(t)
-        self.offsets = offsets
+        self._offsets: list[float] | None = None
+
+    @property
+    def offsets(self) -> list[float]:
+        """When each item is due, from the start of the stream, on the replay clock."""
+        if self._offsets is None:
+            offsets, t = [], 0.0
+            for s in self.items:
+                t += s.gap * self.scale
+                offsets.append(t)
+            self._offsets = offsets
+        return self._offsets
+
+    def release(self, n: int) -> None:
+        if n > self.released:
+            self.released = min(n, len(self.items))
 
     @property
     def done(self) -> bool:
@@ -197,25 +209,15 @@ class ReplayEngine:
         task_id = ep.task_id
         pb = None
         if task_id:
-            pb = Playback(task_id, ep, [s for s in items if s.event.task_id in (task_id, None)], self.scale)
+            pb = Playback(task_id, ep, items, self.scale)
             self.playbacks[task_id] = pb
             self.cancelled.discard(task_id)
         if operation == "send":
             if pb is not None:
                 pb.released = len(pb.items)
             return self._send_reply(req, ep, items, dialect)
-        frames = [(self._payload(s, ep.dialect, dialect, req.id), s.event.sse_event, s.gap) for s in items]
-        on_sent = None
-        if pb is not None:
-            index = {id(s): i for i, s in enumerate(pb.items)}
-            mapping = [index.get(id(s)) for s in items]
-
-            def on_sent(n: int, pb: Playback = pb, mapping: list = mapping) -> None:
-                i = mapping[n - 1]
-                if i is not None and i + 1 > pb.released:
-                    pb.released = i + 1
-
-        return self._stream(frames, faults, dialect, req.id, on_sent, pb)
+        frames = self._frames(items, ep.dialect, dialect, req.id)
+        return self._stream(frames, faults, dialect, req.id, pb.release if pb is not None else None, pb)
 
     def _no_match(self, req: rpc.RpcRequest, operation: str) -> Reply:
         text = message_text(req)
@@ -229,11 +231,18 @@ class ReplayEngine:
         self.unmatched.append(line)
         return _error(rpc.NO_RECORDING, line, req.id)
 
+    def _frames(self, items: list[Served], recorded: str, dialect: str, rpc_id: Any):
+        """(SSE frame, recorded gap) per item, rendered as the stream goes (no copy of a long recording)."""
+        if recorded == dialect or recorded not in ("0.3", "1.0"):
+            enc = rpc.encode_id(rpc_id)
+            return ((s.frame(enc), s.gap) for s in items)
+        return ((frame(self._payload(s, recorded, dialect, rpc_id), s.sse_event), s.gap) for s in items)
+
     def _payload(self, s: Served, recorded: str, dialect: str, rpc_id: Any) -> bytes:
         if recorded == dialect or recorded not in ("0.3", "1.0"):
-            return s.split.with_id(rpc.encode_id(rpc_id))
+            return s.payload(rpc.encode_id(rpc_id))
         converted = encode_item(s.item, dialect, rpc_id)
-        return converted if converted is not None else s.split.with_id(rpc.encode_id(rpc_id))
+        return converted if converted is not None else s.payload(rpc.encode_id(rpc_id))
 
     def _send_reply(self, req: rpc.RpcRequest, ep: Episode, items: list[Served], dialect: str) -> Reply:
         """A non-streaming send: the recorded body, or the result folded from a recorded stream."""
@@ -249,23 +258,46 @@ class ReplayEngine:
             return _json(encode_item(messages[-1], dialect, req.id) or b"")
         errors = [s for s in items if s.item.kind == "error"]
         if errors:
-            return _json(errors[-1].split.with_id(rpc.encode_id(req.id)))
+            return _json(errors[-1].payload(rpc.encode_id(req.id)))
         if ep.exchange.response_body:
             return _json(ep.exchange.response_body)
         return _error(rpc.INTERNAL_ERROR, f"a2a-tape: {ep.describe()} recorded no answer", req.id)
 
     # ------------------------------------------------------------------ streams
 
-    def _stream(self, frames: list[tuple[bytes, str | None, float]], faults: Faults, dialect: str, rpc_id: Any,
+    def _stream(self, frames: Iterable[tuple[bytes, float]], faults: Faults, dialect: str, rpc_id: Any,
                 on_sent: Callable[[int], None] | None, pb: Playback | None) -> Reply:
         scale = self.scale
         delay = faults.delay_ms / 1000.0
+
+        async def fast() -> AsyncIterator[bytes]:
+            """No fault, no wait: whole batches of frames per chunk, bookkeeping per batch."""
+            it = iter(frames)
+            sent = 0
+            while True:
+                batch = [f for f, _ in islice(it, _BATCH)]
+                if not batch:
+                    return
+                sent += len(batch)
+                if on_sent is not None:
+                    on_sent(sent)
+                yield b"".join(batch)
+                if pb is not None and pb.cancelled:
+                    return
 
         async def gen() -> AsyncIterator[bytes]:
             buf: list[bytes] = []
             sent = 0
             errored = False
-            for data, event, gap in frames:
+
+            def flush() -> bytes:
+                if on_sent is not None:
+                    on_sent(sent)
+                chunk = b"".join(buf)
+                buf.clear()
+                return chunk
+
+            for f, gap in frames:
                 if faults.drop_after is not None and sent >= faults.drop_after:
                     break
                 if faults.stall_after is not None and sent >= faults.stall_after:
@@ -279,33 +311,30 @@ class ReplayEngine:
                 wait = gap * scale + delay
                 if wait > 0:
                     if buf:
-                        yield b"".join(buf)
-                        buf.clear()
+                        yield flush()
                     await anyio.sleep(wait)
                     if pb is not None and pb.cancelled:
                         break
-                f = frame(data, event)
                 buf.append(f)
                 sent += 1
-                if on_sent is not None:
-                    on_sent(sent)
                 if faults.duplicate == sent:
                     buf.append(f)
                 if len(buf) >= _BATCH:
-                    yield b"".join(buf)
-                    buf.clear()
+                    yield flush()
             else:
                 if faults.error_after is not None and sent >= faults.error_after and not errored:
                     buf.append(self._fault_error(faults, rpc_id))
-            if buf:
-                yield b"".join(buf)
-                buf.clear()
+            if buf or on_sent is not None:
+                chunk = flush()
+                if chunk:
+                    yield chunk
             if faults.stall_after is not None and sent >= faults.stall_after and not errored:
                 while True:  # keep the connection, send nothing but keep-alive comments
                     await anyio.sleep(15)
                     yield comment(f"ping - {time.strftime('%Y-%m-%d %H:%M:%S')}")
 
-        return Reply(content_type="text/event-stream; charset=utf-8", stream=gen(), headers=dict(SSE_HEADERS))
+        stream = fast() if scale == 0 and not faults.any else gen()
+        return Reply(content_type="text/event-stream; charset=utf-8", stream=stream, headers=dict(SSE_HEADERS))
 
     @staticmethod
     def _fault_error(faults: Faults, rpc_id: Any) -> bytes:
@@ -320,8 +349,8 @@ class ReplayEngine:
             return None
         pb = self.playbacks.get(task_id)
         if pb is not None and not pb.done:
-            first = pb.items[0].event.position if pb.items else 0
-            shown = {s.event.position for s in pb.items[: pb.released]}
+            first = pb.items[0].position if pb.items else 0
+            shown = {s.position for s in pb.items[: pb.released]}
             items = [(p, it) for p, it in items if p < first or p in shown]
         snap = fold_task(task_id, (it for _, it in items))
         if snap is not None and task_id in self.cancelled:
@@ -371,7 +400,7 @@ class ReplayEngine:
             async def one() -> AsyncIterator[bytes]:
                 yield frame(body)
             return Reply(content_type="text/event-stream; charset=utf-8", stream=one(), headers=dict(SSE_HEADERS))
-        frames: list[tuple[bytes, str | None, float]] = [(encode_snapshot_item(snap, dialect, req.id), None, 0.0)]
+        frames: list[tuple[bytes, float]] = [(frame(encode_snapshot_item(snap, dialect, req.id)), 0.0)]
         on_sent = None
         if pb is not None and not pb.done and not pb.cancelled:
             rest = pb.items[pb.released:]
@@ -382,11 +411,10 @@ class ReplayEngine:
                 gap = s.gap
                 if first:  # what was due before the client came back is not waited for again
                     gap, first = 0.0, False
-                frames.append((self._payload(s, ep_dialect, dialect, req.id), s.event.sse_event, gap))
+                frames.append((frame(self._payload(s, ep_dialect, dialect, req.id), s.sse_event), gap))
 
             def on_sent(n: int, pb: Playback = pb, start: int = start) -> None:
-                if n > 1 and start + n - 1 > pb.released:
-                    pb.released = start + n - 1
+                pb.release(start + n - 1)  # the first item sent is the snapshot
 
         return self._stream(frames, faults, dialect, req.id, on_sent, pb)
 

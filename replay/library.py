@@ -15,29 +15,47 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from store import Exchange, Item, SqliteStore, StoredEvent, StoreError, decode_item, open_store
+import msgspec
+
+from store import Exchange, Item, SqliteStore, StoreError, decode_item, open_store
 from store.tape import import_tape
 
 from .rpc import METHODS, SEND_OPERATIONS, BadRequest, RpcRequest, parse_request
-from .sse import Split, split_id
+from .sse import Splitter, frame
 
 
-class Served:
-    """One recorded event, ready to serve: its bytes cut around the id, and its timing."""
+class Served(msgspec.Struct, frozen=True, gc=False):
+    """One recorded event, ready to serve: its payload cut around the JSON-RPC id, and its timing.
 
-    __slots__ = ("event", "split", "gap", "_item")
+    A Struct (built in C, not tracked by the GC): a long recording makes one per event.
+    """
 
-    def __init__(self, event: StoredEvent, split: Split, gap: float) -> None:
-        self.event = event
-        self.split = split
-        self.gap = gap  # seconds since the previous item of the same exchange (recorded)
-        self._item: Item | None = None
+    position: int
+    task_id: str | None
+    sse_event: str | None
+    recorded: bytes  # the payload as recorded
+    head: bytes  # the whole payload when ``tail`` is None (no id to rewrite)
+    tail: bytes | None
+    gap: float  # seconds since the previous item of the same exchange (recorded)
+    plain: bool  # one line: the frame is ``data: head id tail``
 
     @property
     def item(self) -> Item:
-        if self._item is None:
-            self._item = decode_item(self.event.payload)
-        return self._item
+        return decode_item(self.recorded)
+
+    def payload(self, encoded_id: bytes) -> bytes:
+        """The recorded payload with this JSON-RPC id (every other byte as recorded)."""
+        if self.tail is None:
+            return self.head
+        return self.head + encoded_id + self.tail
+
+    def frame(self, encoded_id: bytes) -> bytes:
+        """The recorded SSE frame with this JSON-RPC id."""
+        if self.plain:
+            if self.tail is None:
+                return b"data: " + self.head + b"\r\n\r\n"
+            return b"".join((b"data: ", self.head, encoded_id, self.tail, b"\r\n\r\n"))
+        return frame(self.payload(encoded_id), self.sse_event)
 
 
 class Episode:
@@ -68,7 +86,7 @@ class Episode:
         if self.exchange.task_id:
             return self.exchange.task_id
         for s in self.served:
-            tid = s.event.task_id
+            tid = s.task_id
             if tid:
                 return tid
         return None
@@ -168,13 +186,17 @@ class Library:
     def served_events(self, exchange: Exchange) -> list[Served]:
         out: list[Served] = []
         prev: float | None = None
+        splitter = Splitter()
         for ev in self.store.read_exchange(exchange.id or 0):
             if ev.origin == "local":
                 continue
             at = ev.mono if ev.mono is not None else max(0.0, ev.received_at - exchange.started_at)
             gap = max(0.0, at - (prev if prev is not None else 0.0))
             prev = at
-            out.append(Served(ev, split_id(ev.payload), gap))
+            payload = ev.payload
+            sp = splitter.split(payload)
+            plain = not ev.sse_event and b"\n" not in payload and b"\r" not in payload
+            out.append(Served(ev.position, ev.task_id, ev.sse_event, payload, sp.head, sp.tail, gap, plain))
         return out
 
     def task_items(self, task_id: str) -> list[tuple[int, Item]]:

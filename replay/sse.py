@@ -70,6 +70,56 @@ def split_id(payload: bytes) -> Split:
     return Split(payload)
 
 
+class Splitter:
+    """:func:`split_id` for the items of one stream, fast after the first.
+
+    The items of one recorded stream carry the same id in the same place: the v1.0 a2a-sdk
+    puts it last (``..., "id": 1, "jsonrpc": "2.0"}``), the v0.3 one first (``{"id":1,...``).
+    Once an item was split the careful way, the next ones are checked against that place with
+    two bytes comparisons; a tail that closes only the top-level object (no other brace) proves
+    the id is the top-level one. Anything else takes the careful way.
+    """
+
+    __slots__ = ("_suffix", "_tail", "_prefix", "_raw_len")
+
+    def __init__(self) -> None:
+        self._raw_len = 0
+        self._suffix: bytes | None = None  # b'"id": 1' (key and value) before the tail
+        self._tail: bytes | None = None
+        self._prefix: bytes | None = None  # b'{"id":1' (opening, key and value) before a comma
+
+    def split(self, payload: bytes) -> Split:
+        tail = self._tail
+        if tail is not None and payload.endswith(tail):
+            end = len(payload) - len(tail)
+            if payload.endswith(self._suffix, 0, end):  # type: ignore[arg-type]
+                raw_len = self._raw_len
+                return Split(payload[: end - raw_len], tail)
+        prefix = self._prefix
+        if prefix is not None and payload.startswith(prefix) and payload[len(prefix):len(prefix) + 1] == b",":
+            cut = len(prefix) - self._raw_len
+            return Split(payload[:cut], payload[len(prefix):])
+        sp = split_id(payload)
+        if sp.tail is not None:
+            self._learn(payload, sp)
+        return sp
+
+    def _learn(self, payload: bytes, sp: Split) -> None:
+        head, tail = sp.head, sp.tail
+        assert tail is not None
+        raw = payload[len(head): len(payload) - len(tail)]
+        key = _ID_KEY.search(head[-16:] if len(head) > 16 else head)
+        if key is None:
+            return
+        key_bytes = (head[-16:] if len(head) > 16 else head)[key.start():]
+        self._raw_len = len(raw)
+        if tail.endswith(b"}") and tail.count(b"{") == 0 and tail.count(b"}") == 1 and b'"id"' not in tail:
+            self._tail = tail
+            self._suffix = key_bytes + raw
+        elif head.startswith(b"{") and head[1:].lstrip().startswith(b'"id"') and tail.startswith(b","):
+            self._prefix = head + raw
+
+
 def rewrite_id(payload: bytes, rpc_id: Any) -> bytes:
     """The payload with its top-level JSON-RPC id replaced (unchanged when it has none)."""
     return split_id(payload).with_id(msgspec.json.encode(rpc_id))
