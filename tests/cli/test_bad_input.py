@@ -158,3 +158,36 @@ def test_no_traceback_reaches_a_user_of_the_installed_script(tmp_path):
         assert proc.returncode == 2, (argv, proc.returncode, err)
         assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("a2a-tape: error: "), (argv, err)
         assert proc.stdout == b""
+
+
+def test_a_database_from_a_newer_a2a_tape(tmp_path, log_db):
+    import sqlite3
+
+    conn = sqlite3.connect(log_db)
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    for argv in (["show", TASK], ["export", "--all"], ["import", str(log_db)]):
+        assert_bad_input(run_cli(*argv, "--db", log_db), "schema version 99", "upgrade a2a-tape")
+    conn = sqlite3.connect(log_db)
+    assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 8
+    conn.close()
+
+
+def test_export_into_a_missing_directory(tmp_path, log_db):
+    assert_bad_input(run_cli("export", "--all", "--db", log_db, "-o", tmp_path / "no" / "out.jsonl"))
+    assert not (tmp_path / "no").exists()
+
+
+def test_import_from_stdin_with_a_broken_line(tmp_path, log_db):
+    from typer.testing import CliRunner
+
+    from recorder.cli import app
+
+    lines = _tape(tmp_path, log_db)
+    data = b"".join(lines[:3] + [b"{not json}\n"] + lines[3:])
+    db = tmp_path / "stdin.db"
+    result = CliRunner().invoke(app, ["import", "-", "--db", str(db)], input=data)
+    assert result.exit_code == 2 and result.stderr.startswith("a2a-tape: error: line 4")
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+    assert count_events(db) == 0
