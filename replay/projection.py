@@ -511,16 +511,22 @@ def event_task_id(ev: StoredEvent, item: Item) -> str | None:
 def fold_events(events: Iterable[StoredEvent]) -> dict[str, TaskView]:
     """Fold events (in log order) in memory; one view per task, in order of first appearance."""
     folds: dict[str, TaskFold] = {}
-    for ev in events:
-        item = decode_item(ev.payload)
-        tid = event_task_id(ev, item)
-        if tid is None:
-            continue
-        fold = folds.get(tid)
-        if fold is None:
-            fold = folds[tid] = TaskFold(tid)
-        fold.apply(ev, item)
-    return {tid: f.view() for tid, f in folds.items()}
+    gc_was_on = gc.isenabled()
+    gc.disable()  # no cycles are made here; see Projector._catch_up
+    try:
+        for ev in events:
+            item = decode_item(ev.payload)
+            tid = ev.task_id if ev.task_id is not None else item.task_id
+            if tid is None:
+                continue  # an item before any task id was known (kept in the log, shown by `show`)
+            fold = folds.get(tid)
+            if fold is None:
+                fold = folds[tid] = TaskFold(tid)
+            fold.apply(ev, item)
+        return {tid: f.view() for tid, f in folds.items()}
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 # -- the persisted, incremental projection ----------------------------------------------------
