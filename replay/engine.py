@@ -78,15 +78,19 @@ def _error(code: int, message: str, rpc_id: Any = None) -> Reply:
 class Playback:
     """How far the agent has got with one task of a served episode."""
 
-    def __init__(self, task_id: str, episode: Episode, items: list[Served], scale: float) -> None:
+    def __init__(self, task_id: str, episode: Episode, scale: float) -> None:
         self.task_id = task_id
         self.episode = episode
-        self.items = items  # the episode's items
         self.released = 0
         self.started = time.monotonic()
         self.scale = scale
         self.cancelled = False
         self._offsets: list[float] | None = None
+
+    @property
+    def items(self) -> list[Served]:
+        """The episode's items (read in full only when asked: a stream reads them as it goes)."""
+        return self.episode.served
 
     @property
     def offsets(self) -> list[float]:
@@ -101,7 +105,7 @@ class Playback:
 
     def release(self, n: int) -> None:
         if n > self.released:
-            self.released = min(n, len(self.items))
+            self.released = n
 
     @property
     def done(self) -> bool:
@@ -205,18 +209,18 @@ class ReplayEngine:
             if self.record_new:
                 return await self._forward(req, operation, dialect, path, headers, body)
             return self._no_match(req, operation)
-        items = ep.served
         task_id = ep.task_id
         pb = None
         if task_id:
-            pb = Playback(task_id, ep, items, self.scale)
+            pb = Playback(task_id, ep, self.scale)
             self.playbacks[task_id] = pb
             self.cancelled.discard(task_id)
         if operation == "send":
+            items = ep.served
             if pb is not None:
-                pb.released = len(pb.items)
+                pb.released = len(items)
             return self._send_reply(req, ep, items, dialect)
-        frames = self._frames(items, ep.dialect, dialect, req.id)
+        frames = self._frames(ep.iter_served(), ep.dialect, dialect, req.id)
         return self._stream(frames, faults, dialect, req.id, pb.release if pb is not None else None, pb)
 
     def _no_match(self, req: rpc.RpcRequest, operation: str) -> Reply:
@@ -231,7 +235,7 @@ class ReplayEngine:
         self.unmatched.append(line)
         return _error(rpc.NO_RECORDING, line, req.id)
 
-    def _frames(self, items: list[Served], recorded: str, dialect: str, rpc_id: Any):
+    def _frames(self, items: Iterable[Served], recorded: str, dialect: str, rpc_id: Any):
         """(SSE frame, recorded gap) per item, rendered as the stream goes (no copy of a long recording)."""
         if recorded == dialect or recorded not in ("0.3", "1.0"):
             enc = rpc.encode_id(rpc_id)

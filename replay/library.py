@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -96,6 +97,20 @@ class Episode:
         if self._served is None:
             self._served = self.library.served_events(self.exchange)
         return self._served
+
+    def iter_served(self) -> Iterator[Served]:
+        """Like :attr:`served`, but the first time yields each item as soon as it is ready."""
+        if self._served is not None:
+            return iter(self._served)
+        return self._fill()
+
+    def _fill(self) -> Iterator[Served]:
+        out: list[Served] = []
+        for s in self.library.iter_served(self.exchange):
+            out.append(s)
+            yield s
+        if self._served is None:
+            self._served = out
 
     def describe(self) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
@@ -184,20 +199,29 @@ class Library:
         return added
 
     def served_events(self, exchange: Exchange) -> list[Served]:
-        out: list[Served] = []
-        prev: float | None = None
-        splitter = Splitter()
+        return list(self.iter_served(exchange))
+
+    def iter_served(self, exchange: Exchange) -> Iterator[Served]:
+        """The exchange's upstream events, made ready to serve one by one (a stream can start
+        while the rest of a long recording is still being cut)."""
+        prev = 0.0
+        cut = Splitter().cut
+        started = exchange.started_at
+        base: float | None = None
         for ev in self.store.read_exchange(exchange.id or 0):
             if ev.origin == "local":
                 continue
-            at = ev.mono if ev.mono is not None else max(0.0, ev.received_at - exchange.started_at)
-            gap = max(0.0, at - (prev if prev is not None else 0.0))
+            at = ev.mono
+            if at is None:  # no monotonic offset recorded: wall-clock gaps from the exchange start
+                if base is None:
+                    base = started if 0 < started <= ev.received_at else ev.received_at
+                at = ev.received_at - base
+            gap = at - prev if at > prev else 0.0
             prev = at
             payload = ev.payload
-            sp = splitter.split(payload)
+            head, tail = cut(payload)
             plain = not ev.sse_event and b"\n" not in payload and b"\r" not in payload
-            out.append(Served(ev.position, ev.task_id, ev.sse_event, payload, sp.head, sp.tail, gap, plain))
-        return out
+            yield Served(ev.position, ev.task_id, ev.sse_event, payload, head, tail, gap, plain)
 
     def task_items(self, task_id: str) -> list[tuple[int, Item]]:
         """Every upstream item of a task, in log order, with its position."""

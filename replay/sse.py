@@ -88,6 +88,16 @@ class Splitter:
         self._tail: bytes | None = None
         self._prefix: bytes | None = None  # b'{"id":1' (opening, key and value) before a comma
 
+    def cut(self, payload: bytes) -> tuple[bytes, bytes | None]:
+        """``(head, tail)`` as :meth:`split`, without building a Split (the hot path)."""
+        tail = self._tail
+        if tail is not None and payload.endswith(tail):
+            end = len(payload) - len(tail)
+            if payload.endswith(self._suffix, 0, end):  # type: ignore[arg-type]
+                return payload[: end - self._raw_len], tail
+        sp = self.split(payload)
+        return sp.head, sp.tail
+
     def split(self, payload: bytes) -> Split:
         tail = self._tail
         if tail is not None and payload.endswith(tail):
