@@ -163,6 +163,12 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
                 f"the stream's first item is a {first.item.kind} update, not a Task or a lone Message",
                 [first.position],
             )
+        if streaming and content and content[0].item.kind == "message" and len(content) > 1:
+            add(
+                "first-item", "error",
+                f"the stream began with a lone Message, then sent {len(content) - 1} more item(s)",
+                [content[0].position, content[1].position],
+            )
         if not streaming:
             continue
         states = [s for s in group if state_of(s) is not None]

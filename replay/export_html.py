@@ -150,6 +150,11 @@ def task_section(task_id: str, events: Sequence[StoredEvent], exchanges: Iterabl
         f'<pre class="final-answer">{_e(view.final_answer)}</pre>'
         if view.final_answer is not None else '<p class="none">The agent gave no final answer.</p>'
     )
+    said = ""
+    if view.status_message:
+        said += f'<p>The agent\'s last status message: <span class="status-message">“{_e(view.status_message)}”</span></p>'
+    if view.error:
+        said += f'<p class="error">The stream carried an error: {_e(view.error)}</p>'
     reasoning = (
         f'<details class="reasoning"><summary>Reasoning ({len(view.reasoning)} characters, click to open)</summary>'
         f"<pre>{_e(view.reasoning)}</pre></details>"
@@ -159,6 +164,7 @@ def task_section(task_id: str, events: Sequence[StoredEvent], exchanges: Iterabl
 <h2>Task <code>{_e(task_id)}</code></h2>
 <p>The task ended <span class="state">{_e(view.state)}</span> after {len(events)} recorded event(s),
 from {_e(_when(first))} to {_e(_when(last))} ({last - first:.3f} s). Doctor: {verdict}.</p>
+{said}
 <div class="answer"><h3>Final answer</h3>
 {answer}</div>
 <h3>Doctor's findings</h3>

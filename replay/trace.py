@@ -23,6 +23,7 @@ from store import (
     TERMINAL_STATES,
     Artifact,
     ArtifactUpdate,
+    ErrorItem,
     Item,
     MessageItem,
     StatusUpdate,
@@ -125,6 +126,8 @@ class ChannelView(msgspec.Struct):
     reasoning: str = ""
     tool_calls: list[Any] = []
     artifacts: list[ArtifactBuffer] = []
+    status_message: str | None = None  # the last status message's text (a question, a failure reason)
+    error: str | None = None  # the last JSON-RPC error on the task's streams
 
 
 def _data_key(value: Any, fallback: int) -> Any:
@@ -142,6 +145,9 @@ def channel_views(task_id: str, steps: Sequence[Step]) -> ChannelView:
     """
     buffers: dict[str, ArtifactBuffer] = {}
     state = "unknown"
+    status_message: str | None = None
+    error: str | None = None
+    agent_message: str | None = None
 
     def apply(art: Artifact, replace: bool, last: bool, pos: int) -> None:
         buf = buffers.get(art.artifact_id)
@@ -172,10 +178,18 @@ def channel_views(task_id: str, steps: Sequence[Step]) -> ChannelView:
             apply(body.artifact, not body.append, body.last_chunk, step.position)
         elif isinstance(body, TaskSnapshot):
             state = body.state
+            if body.status_message is not None and body.status_message.text:
+                status_message = body.status_message.text
             for art in body.artifacts:
                 apply(art, True, False, step.position)
         elif isinstance(body, StatusUpdate):
             state = body.state
+            if body.message is not None and body.message.text:
+                status_message = body.message.text
+        elif isinstance(body, MessageItem) and body.message.role != "user":
+            agent_message = body.message.text
+        elif isinstance(body, ErrorItem):
+            error = f"{'' if body.code is None else body.code} {body.message}".strip()
     arts = sorted(buffers.values(), key=lambda b: b.last_position)
     finals = [b for b in arts if b.channel == FINAL] or [b for b in arts if b.channel == GENERIC]
     tool_calls: list[Any] = []
@@ -185,10 +199,12 @@ def channel_views(task_id: str, steps: Sequence[Step]) -> ChannelView:
     return ChannelView(
         task_id=task_id,
         state=state,
-        final_answer=finals[-1].text if finals else None,
+        final_answer=finals[-1].text if finals else agent_message,
         reasoning="".join(b.text for b in arts if b.channel == REASONING),
         tool_calls=tool_calls,
         artifacts=arts,
+        status_message=status_message,
+        error=error,
     )
 
 
@@ -220,6 +236,8 @@ def best_view(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step]
         reasoning=getattr(view, "reasoning", fallback.reasoning) or "",
         tool_calls=calls,
         artifacts=arts or fallback.artifacts,
+        status_message=getattr(view, "status_message", fallback.status_message),
+        error=getattr(view, "error", fallback.error),
     )
 
 

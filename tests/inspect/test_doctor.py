@@ -306,3 +306,15 @@ def test_text_after_last_chunk_is_reported_from_the_fold(tmp_path, dialect):
 
     r, found = one_task(tmp_path, dialect, build)
     assert r.code == 0 and found == {"after-last-chunk": "warning"}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_message_that_is_not_alone_is_a_first_item_fault(tmp_path, dialect):
+    def build(t, it):
+        msg = it._wrap("message", {"messageId": "m-1", "role": "ROLE_AGENT" if dialect == "1.0" else "agent",
+                                   "taskId": it.task_id, "parts": [it.part("hi")]}, "message")
+        t.stream(it, [msg, it.status("working"), it.status("completed")])
+
+    r, found = one_task(tmp_path, dialect, build)
+    assert r.code == 1 and found == {"first-item": "error"}
+    assert r.json()["findings"][0]["positions"] == [1, 2]

@@ -241,3 +241,5 @@ def test_html_report_of_every_live_task_renders_each_answer_once(live, tmp_path)
     assert texts.count("chunk-0 chunk-1 chunk-2 ") == 2  # hello, in both dialects
     assert texts.count("direct reply") == 2  # the lone Message replies
     assert "closed-while-working" in page["findings"]
+    assert "The agent's last status message: “need more input”" in page["bodyText"]  # the ask task's question
+    assert "The stream carried an error" in page["bodyText"]  # the boom tasks
