@@ -243,3 +243,14 @@ def test_html_report_of_every_live_task_renders_each_answer_once(live, tmp_path)
     assert "closed-while-working" in page["findings"]
     assert "The agent's last status message: “need more input”" in page["bodyText"]  # the ask task's question
     assert "The stream carried an error" in page["bodyText"]  # the boom tasks
+
+
+def test_export_bad_input_is_one_line_and_exit_2(live, tmp_path):
+    r = cli("export", live.tasks[("1.0", "hello")], "--format", "pdf", "--db", live.db)
+    assert r.code == 2 and r.stdout == ""
+    assert r.stderr.strip() == "a2a-tape: error: unknown export format 'pdf' (known: jsonl, har, mermaid, html)"
+    r = cli("export", live.tasks[("1.0", "hello")], "--format", "html", "-o", tmp_path / "no" / "such" / "dir.html",
+            "--db", live.db)
+    assert r.code == 2 and len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr
+    r = cli("export", "no-such-task", "--format", "mermaid", "--db", live.db)
+    assert r.code == 2 and r.stderr.startswith("a2a-tape: error: unknown task")
