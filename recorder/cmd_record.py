@@ -57,11 +57,24 @@ class _LiveView:
         self.live.update(render(session.fold, title=self.title), refresh=True)
 
 
+DurabilityOption = Annotated[
+    str,
+    typer.Option(
+        "--durability",
+        help="normal: each commit survives a crash of a2a-tape (WAL, no fsync); "
+        "full: also a power loss (an fsync per commit, milliseconds on most disks).",
+    ),
+]
+
+
 def run_record(
-    opts: RecordOptions, db: str | None, redact: list[str], *, json: bool, title: str = ""
+    opts: RecordOptions, db: str | None, redact: list[str], *, json: bool, title: str = "",
+    durability: str = "normal",
 ) -> tuple[RecordResult, Session]:
+    if durability not in ("normal", "full"):
+        fail(f"bad --durability {durability!r}: expected normal or full")
     redactor = build_redactor(redact)
-    st = open_db(db, create=True)
+    st = open_db(db, create=True, durability=durability)  # type: ignore[arg-type]
     with st:
         view = _LiveView(out, title or opts.url)
         session = Session(st, redactor, on_change=None if json else view.changed)
@@ -103,6 +116,7 @@ def record_cmd(
     on_stall: Annotated[str, typer.Option("--on-stall", help="cancel (default) or resend (a new task, same contextId).")] = "cancel",
     redact: Annotated[list[str] | None, typer.Option("--redact", help="Also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).")] = None,
     max_line_bytes: Annotated[int, typer.Option("--max-line-bytes", help="Longest SSE line accepted.")] = DEFAULT_MAX_LINE,
+    durability: DurabilityOption = "normal",
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -124,7 +138,7 @@ def record_cmd(
         on_stall=on_stall,  # type: ignore[arg-type]
         max_line=max_line_bytes,
     )
-    result, session = run_record(opts, db, redact or [], json=json)
+    result, session = run_record(opts, db, redact or [], json=json, durability=durability)
     report(result, session, db, json=json)
     raise typer.Exit(result.exit_code)
 

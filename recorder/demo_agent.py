@@ -286,10 +286,10 @@ class AgentHost:
         if op in ("send", "stream"):
             msg = req.params.message or _InMessage()
             text = "".join(p.text or "" for p in msg.parts)
-            task = self.start(text, msg.messageId or str(uuid.uuid4()), msg.contextId)
+            if op == "stream" and not self.streaming:
+                return self.json(encode_error(-32004, "streaming is not supported", req.id))
+            task = self.start(text, msg.messageId or str(uuid.uuid4()), msg.contextId, defer=op == "stream")
             if op == "stream":
-                if not self.streaming:
-                    return self.json(encode_error(-32004, "streaming is not supported", req.id))
                 return self.sse(self.stream_frames(task, dialect, req.id, snapshot_first=True))
             return self.json(encode_task(task, dialect, req.id))
         task = self.tasks.get(req.params.id or "")
@@ -309,12 +309,18 @@ class AgentHost:
             return self.json(encode_error(-32004, "task is in a terminal state", req.id))
         return self.sse(self.stream_frames(task, dialect, req.id, snapshot_first=True))
 
-    def start(self, text: str, message_id: str, context_id: str | None) -> HostedTask:
+    def start(self, text: str, message_id: str, context_id: str | None, *, defer: bool = False) -> HostedTask:
+        """Create a task; its job starts now, or (``defer``) once the stream has subscribed."""
         task = HostedTask(id=str(uuid.uuid4()), context_id=context_id or str(uuid.uuid4()), user_text=text,
                           user_message_id=message_id)
         self.tasks[task.id] = task
-        task.job = asyncio.get_running_loop().create_task(self._run(task))
+        if not defer:
+            self.run_job(task)
         return task
+
+    def run_job(self, task: HostedTask) -> None:
+        if task.job is None:
+            task.job = asyncio.get_running_loop().create_task(self._run(task))
 
     async def _run(self, task: HostedTask) -> None:
         try:
@@ -330,6 +336,7 @@ class AgentHost:
     async def stream_frames(self, task: HostedTask, dialect: str, rpc_id, *, snapshot_first: bool) -> AsyncIterator[bytes]:
         """The SSE frames of one stream: a Task snapshot, then live events until the task settles."""
         q = task.subscribe()
+        self.run_job(task)  # after subscribing: the stream sees every event the job emits
         try:
             yield sse_frame(encode_task(task, dialect, rpc_id))
             if task.state in SETTLED:

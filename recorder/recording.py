@@ -36,10 +36,12 @@ class Session:
         self.fold = LiveFold()
         self.events = 0  # upstream events recorded
         self.local_events = 0
+        self.commits = 0  # transactions that carried events (group commit: fewer than events)
         self.errors: list[ErrorItem] = []
         self.last_progress = time.monotonic()
         self.exchange_ids: list[int] = []
         self._t0: dict[int, float] = {}
+        self._pending: dict[int, dict[str, object]] = {}
         self.secrets: list[str] = []  # header values the user gave that must not leak into error text
 
     @property
@@ -81,12 +83,14 @@ class Session:
         return ex_id
 
     def response(self, ex_id: int, status: int, content_type: str | None, headers: Mapping[str, str] | Sequence[tuple[str, str]]) -> None:
-        self.store.update_exchange(
-            ex_id, status=status, content_type=content_type, response_headers=self.redactor.headers_dict(headers)
-        )
+        """Remember the response line; written with the first events (one transaction, not two)."""
+        self._pending[ex_id] = {
+            "status": status, "content_type": content_type, "response_headers": self.redactor.headers_dict(headers),
+        }
 
     def finish(self, ex_id: int, outcome: str, *, error: str | None = None, response_body: bytes | None = None) -> None:
-        fields: dict[str, object] = {"ended_at": time.time(), "outcome": outcome}
+        fields: dict[str, object] = self._pending.pop(ex_id, None) or {}
+        fields.update(ended_at=time.time(), outcome=outcome)
         if error is not None:
             fields["error"] = self.redactor.text(error, self.secrets)
         if response_body is not None:
@@ -103,36 +107,62 @@ class Session:
         """Append ``(payload, sse_event)`` items in one transaction, then fold them. Write-ahead."""
         if not raw:
             return []
-        now = time.time()
-        mono = time.monotonic() - self._t0.get(ex_id, time.monotonic())
+        new, items = self.prepare(ex_id, raw)
+        return self.apply(self.commit(ex_id, new), items)
+
+    def prepare(
+        self, ex_id: int, raw: Sequence[tuple[bytes, str | None]], arrived: Sequence[float] | None = None
+    ) -> tuple[list[NewEvent], list[Item]]:
+        """Decode items (task id, arrival time); nothing is shown or decided yet.
+
+        ``arrived``: the monotonic clock when each item came off the socket (default: now).
+        """
+        start = self._t0.get(ex_id)
+        if start is None:
+            start = self._t0[ex_id] = time.monotonic()
+        wall0 = time.time() - (time.monotonic() - start)  # the wall clock at the exchange's start
+        now = time.monotonic()
         redact = self.redactor.json_bytes if self.redactor.json_paths else None
         items: list[Item] = []
         new: list[NewEvent] = []
-        task_id = self.task_id
-        for payload, sse_event in raw:
+        decode = store.decode_item
+        for k, (payload, sse_event) in enumerate(raw):
             if redact is not None:
                 payload = redact(payload)
-            item = store.decode_item(payload)
+            item = decode(payload)
             tid = item.task_id or None
             if tid is None:
-                tid = task_id  # an error, a message or an undecodable line inside the task's stream
-            elif task_id is None:
-                task_id = tid
+                tid = self.task_id  # an error, a message or an undecodable line inside the task's stream
+            elif self.task_id is None or self.context_id is None:
+                self._learn(item)
+            mono = (arrived[k] if arrived is not None else now) - start
             items.append(item)
             new.append(NewEvent(payload=payload, task_id=tid, exchange_id=ex_id, sse_event=sse_event,
-                                received_at=now, mono=mono))
-        stored = self.store.append_batch(new)
-        # the log has them: now (and only now) fold, decide and render
+                                received_at=wall0 + mono, mono=mono))
+        return new, items
+
+    def commit(self, ex_id: int, new: Sequence[NewEvent]) -> list[StoredEvent]:
+        """One transaction: the exchange's pending response fields and the events. Thread-safe."""
+        pending = self._pending.pop(ex_id, None)
+        self.commits += 1
+        with self.store.transaction():
+            if pending:
+                self.store.update_exchange(ex_id, **pending)
+            return self.store.append_batch(new)
+
+    def apply(self, stored: Sequence[StoredEvent], items: Sequence[Item]) -> list[tuple[StoredEvent, Item]]:
+        """The log has them: now (and only now) fold, decide and render."""
         has_snapshot = any(isinstance(i.body, TaskSnapshot) for i in items)
         before = self._signature() if has_snapshot else None
         progress = False
+        fold = self.fold
         for ev, item in zip(stored, items):
-            if not isinstance(item.body, TaskSnapshot):
+            body = item.body
+            if not isinstance(body, TaskSnapshot):
                 progress = True
-            self._learn(item)
-            self.fold.apply(ev, item)
-            if isinstance(item.body, ErrorItem):
-                self.errors.append(item.body)
+            fold.apply(ev, item)
+            if isinstance(body, ErrorItem):
+                self.errors.append(body)
         self.events += len(stored)
         if progress or (has_snapshot and self._signature() != before):
             self.last_progress = time.monotonic()

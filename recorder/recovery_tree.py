@@ -16,6 +16,7 @@ Every decision is appended as an ``origin="local"`` event before it is acted on,
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -46,7 +47,8 @@ from .sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 Outcome = Literal["ok", "closed", "dropped", "timeout", "stalled", "error"]
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
-MAX_BODY = 1024 * 1024  # what we keep of a non-A2A body (an HTML page, an error text)
+MAX_BODY = 1024 * 1024
+FIRST_BATCH = 8  # what we keep of a non-A2A body (an HTML page, an error text)
 
 
 @dataclass
@@ -368,26 +370,89 @@ class Recorder:
                         return
                 await anyio.sleep(min(left, 0.5) if s.state in SETTLED else left)
 
+        # Group commit, write-ahead: the reader parses chunks as they arrive and queues them; the
+        # committer appends everything queued in one transaction (on a worker thread, so reading
+        # goes on during the fsync), and only then folds, renders and decides. Batches grow by
+        # themselves when events come faster than a commit; the first event waits for one commit.
         failure: list[Exception] = []
+        pending: list[tuple[bytes, str | None]] = []
+        arrived: list[float] = []
+        reading = [True]
+        wake = [anyio.Event()]
+        committed = anyio.Event()
+        # an fsync per commit (durability full) costs milliseconds: keep it off the event loop;
+        # a WAL commit without fsync costs less than the thread hop, so it runs inline
+        threaded = getattr(s.store, "durability", "full") == "full"
+
+        first_batch = [True]
+
+        def take() -> tuple[list, list]:
+            # the first batch is kept small: the first event reaches the screen after one small
+            # commit, not after a burst the agent wrote in one go
+            n = min(len(pending), FIRST_BATCH) if first_batch[0] else len(pending)
+            first_batch[0] = False
+            raw, times = pending[:n], arrived[:n]
+            del pending[:n]
+            del arrived[:n]
+            return s.prepare(ex, raw, times)
+
+        def applied(stored: list, items: list) -> None:
+            for _, item in s.apply(stored, items):
+                if isinstance(item.body, ErrorItem):
+                    result.errors.append(item.body)
+
+        async def committer(scope: anyio.CancelScope) -> None:
+            try:
+                while True:
+                    if not pending:
+                        if not reading[0]:
+                            return
+                        await wake[0].wait()
+                        wake[0] = anyio.Event()
+                        continue
+                    with anyio.CancelScope(shield=True):  # a batch taken is a batch written
+                        new, items = take()
+                        if threaded:
+                            stored = await anyio.to_thread.run_sync(s.commit, ex, new)
+                        else:
+                            stored = s.commit(ex, new)
+                        applied(stored, items)
+            except Exception as exc:  # noqa: BLE001 - a store failure stops the stream, reported below
+                failure.append(exc)
+                scope.cancel()
+            finally:
+                committed.set()
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(watchdog, tg.cancel_scope)
+            tg.start_soon(committer, tg.cancel_scope)
             try:
                 async for chunk in resp.aiter_bytes():
                     items = parser.feed(chunk)
                     if not items:
                         continue
-                    raw = [(it.data, it.event) for it in items if not it.comment]
-                    result.keepalives += len(items) - len(raw)
-                    if raw:
-                        for _, item in s.record_items(ex, raw):
-                            if isinstance(item.body, ErrorItem):
-                                result.errors.append(item.body)
-                raw = [(it.data, it.event) for it in parser.close() if not it.comment]
-                if raw:
-                    s.record_items(ex, raw)
+                    t = time.monotonic()
+                    for it in items:
+                        if it.comment:
+                            result.keepalives += 1
+                        else:
+                            pending.append((it.data, it.event))
+                            arrived.append(t)
+                    wake[0].set()
+                for it in parser.close():
+                    if not it.comment:
+                        pending.append((it.data, it.event))
+                        arrived.append(time.monotonic())
             except (httpx.HTTPError, SseLineTooLong) as exc:
                 failure.append(exc)  # raised below, outside the task group (no exception group)
+            finally:
+                reading[0] = False
+                wake[0].set()
+            await committed.wait()
             tg.cancel_scope.cancel()
+        if pending:  # cancelled by the watchdog: what was read still goes to the log
+            new, items = take()
+            applied(s.commit(ex, new), items)
         if failure:
             raise failure[0]
         if stopped and stopped[0] == "stalled":

@@ -47,6 +47,24 @@ class SseParser:
     def feed(self, chunk: bytes) -> list[SseItem]:
         if not chunk:
             return []
+        # fast path: one whole "data: ..." event in the chunk, nothing pending (the usual case
+        # for an agent that writes each event as it comes)
+        if (
+            not self._buf
+            and not self._has_data
+            and not self._cr_pending
+            and self._event is None
+            and chunk.startswith(b"data: ")
+            and len(chunk) <= self.max_line
+        ):
+            if chunk.endswith(b"\r\n\r\n"):
+                body = chunk[6:-4]
+                if b"\n" not in body and b"\r" not in body:
+                    return [SseItem(body, None)]
+            elif chunk.endswith(b"\n\n") and not chunk.endswith(b"\r\n\n"):
+                body = chunk[6:-2]
+                if b"\n" not in body and b"\r" not in body:
+                    return [SseItem(body, None)]
         if self._cr_pending:
             self._cr_pending = False
             if chunk[:1] == b"\n":

@@ -27,7 +27,7 @@ def test_demo_subprocess_records_one_session_and_says_what_next(tmp_path):
     assert "a2a-tape channels" in flat and "what to try next" in flat
     with store.open_store(db) as st:
         (task,) = st.task_events()
-        assert task.events == 10
+        assert task.events == 11  # task, working, 3 reasoning, tool call, 3 answer chunks, final snapshot, completed
     ch = run_cli("channels", task.task_id, "--db", str(db), "--json")
     assert ch.code == 0, ch.stderr
     doc = ch.json

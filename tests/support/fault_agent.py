@@ -66,6 +66,7 @@ class FaultHost(AgentHost):
         self.streams += 1
         first = self.streams == 1
         q = task.subscribe()
+        self.run_job(task)
         sent = 0
         try:
             yield sse_frame(encode_task(task, dialect, rpc_id))
