@@ -217,6 +217,9 @@ class TaskState(msgspec.Struct, array_like=True):
     undecodable: int = 0
 
 
+STATE_VERSION = "1"
+"""Bump when the fold's rules or :class:`TaskState` change: stored rows are then rebuilt."""
+
 _state_encoder = msgspec.msgpack.Encoder()
 _state_decoder = msgspec.msgpack.Decoder(TaskState)
 _json_encoder = msgspec.json.Encoder()
@@ -559,13 +562,31 @@ class Projector:
 
     def catch_up(self) -> int:
         """Apply the events after the cursor; return how many were read."""
+        self._check_version()
         for _ in range(5):
             try:
                 return self._catch_up()
             except ProjectionMoved:
                 self._cache.clear()
                 self._cursor = None
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                # a row this version cannot read: the log is the truth, fold it again
+                self.store.projection_reset(self.name)
+                self._cache.clear()
+                self._cursor = None
         raise ProjectionMoved(f"projection '{self.name}' keeps moving (another process is folding it)")
+
+    def _check_version(self) -> None:
+        """Rows folded under other rules (an older a2a-tape) are dropped and rebuilt."""
+        get_meta = getattr(self.store, "get_meta", None)
+        if get_meta is None:
+            return
+        key = f"projection:{self.name}:version"
+        if get_meta(key) != STATE_VERSION:
+            self.store.projection_reset(self.name)
+            self.store.set_meta(key, STATE_VERSION)
+            self._cache.clear()
+            self._cursor = None
 
     def _catch_up(self) -> int:
         # The fold creates no reference cycles; the cyclic GC would only rescan the live
@@ -671,7 +692,14 @@ class Projector:
         if fold is not None:
             return fold
         raw = self.store.projection_load(self.name, [task_id]).get(task_id)
-        return None if raw is None else TaskFold.load(raw)
+        if raw is None:
+            return None
+        try:
+            return TaskFold.load(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.rebuild()  # an unreadable row: the log is the truth
+            raw = self.store.projection_load(self.name, [task_id]).get(task_id)
+            return None if raw is None else TaskFold.load(raw)
 
     def view(self, task_id: str) -> TaskView | None:
         fold = self.fold(task_id)
@@ -679,5 +707,9 @@ class Projector:
 
     def views(self) -> Iterator[TaskView]:
         """Every task's view (as committed), in task id order."""
-        for tid, raw in self.store.projection_rows(self.name):
-            yield TaskFold.load(raw).view()
+        try:
+            views = [TaskFold.load(raw).view() for _, raw in self.store.projection_rows(self.name)]
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.rebuild()  # an unreadable row: the log is the truth
+            views = [TaskFold.load(raw).view() for _, raw in self.store.projection_rows(self.name)]
+        return iter(views)
