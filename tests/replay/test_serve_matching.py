@@ -1,0 +1,79 @@
+"""Matching a request to a recording: method + text (default), strict, order; repeats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from replay.engine import ReplayEngine
+from replay.library import Library
+from replay.transport import ReplayTransport
+from store import decode_item
+from tests.replay._record import headers_for, request_body
+
+TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
+
+
+@pytest.fixture
+def library():
+    lib = Library.open(TAPE)
+    yield lib
+    lib.close()
+
+
+def send(c: httpx.Client, body: bytes, dialect: str = "1.0"):
+    r = c.post("http://agent.test/", content=body, headers=headers_for(dialect))
+    first = r.content.split(b"\r\n\r\n")[0]
+    return decode_item(first[6:] if first.startswith(b"data: ") else first)
+
+
+def with_metadata(body: bytes, **params) -> bytes:
+    """The same request with more params (as a client adding configuration would send)."""
+    doc = json.loads(body)  # test-side only: build a variant of a request
+    doc["params"].update(params)
+    return json.dumps(doc).encode()
+
+
+def test_strict_ignores_ids_and_dialect_spelling_but_not_the_rest(library):
+    by_text = {ep.text: ep for ep in library.episodes}
+    hello_v1 = by_text["please ask me"]
+    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library, match="strict"))) as c:
+        # other messageId, other JSON-RPC id, v0.3 spelling (role 'user', parts with kind): still the same request
+        same = send(c, request_body("stream", "0.3", text="please ask me", rpc_id="other"), "0.3")
+        # an extra configuration: not the recorded request any more
+        other = send(c, with_metadata(request_body("stream", "1.0", text="please ask me"),
+                                      configuration={"acceptedOutputModes": ["text/html"]}))
+    assert same.task_id == hello_v1.task_id and same.rpc_id == "other"
+    assert other.kind == "error" and other.body.code == -32099 and "match strict" in other.body.message
+    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library))) as c:  # method-text: matches
+        loose = send(c, with_metadata(request_body("stream", "1.0", text="please ask me"),
+                                      configuration={"acceptedOutputModes": ["text/html"]}))
+    assert loose.task_id == hello_v1.task_id
+
+
+def test_order_plays_recorded_sends_in_order_whatever_they_say(library):
+    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library, match="order"))) as c:
+        got = [send(c, request_body("stream", "1.0", text=f"anything {i}")).task_id for i in range(3)]
+    assert got == [ep.task_id for ep in library.episodes[:3]]
+
+
+def test_a_repeated_request_replays_the_last_match_again(library):
+    """Fresh recordings first; once every match was played, the last one answers again (a retry)."""
+    expected = [ep.task_id for ep in library.episodes if ep.text == "hello"]
+    assert len(expected) == 2
+    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library))) as c:
+        got = [send(c, request_body("stream", "1.0", text="hello")).task_id for _ in range(3)]
+    assert got == [expected[0], expected[1], expected[1]]
+
+
+def test_a_send_is_answered_from_a_streamed_recording(library):
+    """Only a stream of 'please ask me' was recorded: message/send gets the task as it ended."""
+    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library))) as c:
+        r = c.post("http://agent.test/", content=request_body("send", "0.3", text="please ask me"),
+                   headers=headers_for("0.3"))
+    assert r.headers["content-type"].startswith("application/json")
+    item = decode_item(r.content)
+    assert item.dialect == "0.3" and item.kind == "task" and item.body.state == "input-required"
