@@ -74,7 +74,8 @@ class GroupCommitWriter:
             self._send.send_nowait(s)
         out = []
         for s in slots:
-            await s.done.wait()
+            if not s.done.is_set():  # set already: no checkpoint per event of a batch
+                await s.done.wait()
             if s.error is not None:
                 raise s.error
             out.append(s.result)
