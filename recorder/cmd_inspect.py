@@ -204,13 +204,13 @@ def _projector(st):
 @app.command("tasks")
 def tasks_cmd(
     state: Annotated[
-        list[str] | None, typer.Option("--state", help="Only tasks in this state (repeat, or comma-separate).")
+        list[str] | None, typer.Option("--state", metavar="STATE", help="Only tasks in this state (repeat, or comma-separate).")
     ] = None,
-    context: Annotated[str | None, typer.Option("--context", help="Only tasks of this context id.")] = None,
+    context: Annotated[str | None, typer.Option("--context", metavar="CONTEXT_ID", help="Only tasks of this context id.")] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Only tasks active since: unix seconds or an ISO time (UTC if no zone).")
+        str | None, typer.Option("--since", metavar="TIME", help="Only tasks active since: unix seconds or an ISO time (UTC if no zone).")
     ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many tasks.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="At most this many tasks.")] = None,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -296,7 +296,10 @@ def channels_cmd(
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
-    """The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."""
+    """The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults.
+
+    Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task.
+    """
     st = open_db(db)
     with st:
         task_id = find_task(st, task)
