@@ -174,12 +174,10 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
         states = [s for s in group if state_of(s) is not None]
         if not states or state_of(states[-1]) not in ("submitted", "working"):
             continue
-        if any(isinstance(s.item.body, ErrorItem) for s in group if s.position > states[-1].position):
-            level: Level = "error"
-            why = "after an error item"
-        else:
-            why = "while the task was " + str(state_of(states[-1]))
-            level = "error" if final_state in ("submitted", "working", None) else "warning"
+        errored = any(isinstance(s.item.body, ErrorItem) for s in group if s.position > states[-1].position)
+        why = "after an error item" if errored else "while the task was " + str(state_of(states[-1]))
+        # settled later (by the agent, a resubscribe, a poll, or our own synthetic FAILED): a warning
+        level: Level = "error" if final_state in ("submitted", "working", None) else "warning"
         later = "; it was never settled" if level == "error" else f"; later it became {final_state}"
         add(
             "closed-while-working", level,
