@@ -177,3 +177,38 @@ def test_long_line_under_a_raised_limit_is_fine(fault_agent, record):
     run = record(fault_agent.url("longline"), "go", "--max-line-bytes", str(LONG_LINE * 2))
     assert run.code == 0, run.stderr
     assert run.json["final_answer"] == WHOLE
+
+
+def test_stall_then_resend_completes_in_a_new_task(fault_agent, record, db_path):
+    run = record(fault_agent.url("stallonce"), "go", "--stall-timeout", "0.5", "--on-stall", "resend")
+    assert run.code == 0, run.stderr
+    doc = run.json
+    assert (doc["state"], doc["final_answer"]) == ("completed", WHOLE)
+    assert "stalled" in doc["recovered"]
+    with store.open_store(db_path) as st:
+        tasks = [t.task_id for t in st.task_events()]
+        assert len(tasks) == 2 and tasks[-1] == doc["task_id"]
+        assert _local_actions(st, tasks[0]) == ["stalled", "canceled", "resend"]
+        upstream = [store.decode_item(e.payload) for e in st.read_task(tasks[0]) if e.origin == "upstream"]
+        assert upstream[-1].body.state == "canceled"  # the CancelTask answer
+
+
+def test_stall_while_polling_is_cancelled(fault_agent, record, db_path):
+    t0 = time.monotonic()
+    run = record(fault_agent.url("pollstall"), "go", "--stall-timeout", "0.8")
+    assert run.code == 1
+    assert time.monotonic() - t0 < 0.8 + 2.5
+    doc = run.json
+    assert doc["state"] == "canceled" and doc["stalled"] is True
+    with store.open_store(db_path) as st:
+        actions = _local_actions(st, doc["task_id"])
+        assert actions[-3:] == ["polling", "stalled", "canceled"]
+
+
+def test_show_tells_the_story_of_a_recovery(fault_agent, record, db_path):
+    run = record(fault_agent.url("cut"), "go")
+    assert run.code == 0
+    shown = run_cli("show", run.json["task_id"], "--db", str(db_path), "--json")
+    assert shown.code == 0
+    local = [r for r in shown.json if r["origin"] == "local"]
+    assert [r["data"]["a2a-tape"]["action"] for r in local][:2] == ["stream dropped", "resubscribed"]

@@ -9,7 +9,9 @@ demand: this agent does, and only that. It builds on :class:`recorder.demo_agent
   chunk-3, completed); GetTask / resubscribe give the rest;
 - ``stall``: WORKING, chunk-0, then only keep-alive comments until cancelled;
 - ``ping``: keep-alive comments between every chunk, then completed;
+- ``stallonce``: the first task stalls like ``stall``, the next ones complete (``--on-stall resend``);
 - ``nostream``: the card says no streaming; message/send returns WORKING, GetTask shows progress;
+- ``pollstall``: no streaming, and the task stays WORKING without progress until cancelled;
 - ``html``: the card URL serves an HTML page; ``http500``: every POST answers HTTP 500;
 - ``nonsse``: a streaming call answers 200 text/plain;
 - ``badjson`` / ``nonutf8`` / ``longline``: one bad ``data:`` line among good ones, then completed.
@@ -25,7 +27,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from recorder.demo_agent import AgentHost, Chunk, HostedTask, Status, encode_event, encode_task, sse_frame
 
-MODES = ("cut", "stall", "ping", "nostream", "html", "http500", "nonsse", "badjson", "nonutf8", "longline")
+MODES = ("cut", "stall", "stallonce", "ping", "nostream", "pollstall", "html", "http500", "nonsse", "badjson",
+         "nonutf8", "longline")
 LONG_LINE = 4096
 
 
@@ -35,11 +38,14 @@ class FaultHost(AgentHost):
         self.step = step
         self.streams = 0
         self.cancels = 0
-        super().__init__(self.run_task, name=f"fault-{mode}", streaming=mode != "nostream")
+        self.started = 0
+        self.streamed: set[str] = set()
+        super().__init__(self.run_task, name=f"fault-{mode}", streaming=mode not in ("nostream", "pollstall"))
 
     async def run_task(self, host: AgentHost, task: HostedTask) -> None:
+        self.started += 1
         self.emit(task, Status("working"))
-        if self.mode == "stall":
+        if self.mode in ("stall", "pollstall") or (self.mode == "stallonce" and self.started == 1):
             self.emit(task, Chunk("answer", "chunk-0 "))
             await asyncio.Event().wait()  # never progresses; cancel() ends it
         n = 4
@@ -64,7 +70,8 @@ class FaultHost(AgentHost):
 
     async def stream_frames(self, task, dialect, rpc_id, *, snapshot_first):  # type: ignore[override]
         self.streams += 1
-        first = self.streams == 1
+        first = task.id not in self.streamed  # each task's first stream gets the fault
+        self.streamed.add(task.id)
         q = task.subscribe()
         self.run_job(task)
         sent = 0
@@ -73,7 +80,7 @@ class FaultHost(AgentHost):
             if task.state in ("completed", "failed", "canceled", "rejected"):
                 return
             while True:
-                if self.mode in ("stall", "ping"):
+                if self.mode in ("stall", "stallonce", "ping"):
                     try:
                         ev = await asyncio.wait_for(q.get(), timeout=self.step / 3)
                     except asyncio.TimeoutError:

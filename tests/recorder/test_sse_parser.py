@@ -1,0 +1,83 @@
+"""The incremental SSE reader: the same items whatever the chunking, exact bytes, limits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recorder.sse import SseItem, SseLineTooLong, SseParser
+
+
+def feed_all(chunks: list[bytes], max_line: int = 1 << 20) -> list[tuple[bytes, str | None, bool]]:
+    p = SseParser(max_line)
+    out: list[SseItem] = []
+    for c in chunks:
+        out += p.feed(c)
+    out += p.close()
+    return [(i.data, i.event, i.comment) for i in out]
+
+
+STREAM = (
+    b'data: {"a": 1}\r\n\r\n'
+    b": ping - 2026-11-30 02:10:16\r\n\r\n"
+    b"event: error\r\n"
+    b'data: {"error": {"code": -32603}}\r\n\r\n'
+    b"data: line one\ndata: line two\n\n"
+    b"data: \xff\xfe raw bytes\r\r"
+    b"id: 7\nretry: 10\ndata: after id\n\n"
+    b"data:no-space\n\n"
+)
+EXPECTED = [
+    (b'{"a": 1}', None, False),
+    (b"ping - 2026-11-30 02:10:16", None, True),
+    (b'{"error": {"code": -32603}}', "error", False),
+    (b"line one\nline two", None, False),
+    (b"\xff\xfe raw bytes", None, False),
+    (b"after id", None, False),
+    (b"no-space", None, False),
+]
+
+
+def test_whole_stream():
+    assert feed_all([STREAM]) == EXPECTED
+
+
+def test_byte_by_byte():
+    assert feed_all([STREAM[i : i + 1] for i in range(len(STREAM))]) == EXPECTED
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_any_chunking_gives_the_same_items(cuts):
+    points = sorted(set(cuts))
+    chunks = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)])]
+    assert feed_all(chunks) == EXPECTED
+
+
+def test_event_name_in_one_chunk_and_data_in_the_next():
+    """The fast path must not lose an ``event:`` line that came in the previous chunk."""
+    assert feed_all([b"event: error\r\n", b'data: {"x": 1}\r\n\r\n']) == [(b'{"x": 1}', "error", False)]
+
+
+def test_unfinished_event_at_close_is_not_dispatched():
+    p = SseParser()
+    assert p.feed(b"data: half an ev") == []
+    assert p.pending
+    assert p.close() == []
+
+
+def test_line_over_the_limit_raises_even_without_a_newline():
+    p = SseParser(max_line=64)
+    p.feed(b"data: " + b"x" * 40)
+    with pytest.raises(SseLineTooLong):
+        p.feed(b"y" * 40)
+
+
+def test_complete_line_over_the_limit_raises():
+    with pytest.raises(SseLineTooLong, match="64-byte limit"):
+        feed_all([b"data: " + b"x" * 100 + b"\n\n"], max_line=64)
+
+
+def test_line_at_the_limit_is_fine():
+    assert feed_all([b"data: " + b"x" * 58 + b"\n\n"], max_line=64) == [(b"x" * 58, None, False)]
