@@ -21,6 +21,7 @@ from store import ArtifactUpdate, ErrorItem, Exchange, MessageItem, StatusUpdate
 
 from .trace import (
     FINAL,
+    ChannelView,
     Step,
     best_view,
     channel_of,
@@ -28,6 +29,7 @@ from .trace import (
     id_channel,
     is_interrupted,
     is_terminal,
+    projected,
     state_of,
 )
 
@@ -90,12 +92,13 @@ def diagnose_task(
         found.append(Finding(code, level, task_id, message, sorted(set(positions))))
 
     upstream = [s for s in steps if not s.local]
+    view = projected(task_id, events)  # folded once, shared by the checks that need it
     _check_lifecycle(upstream, steps, add)
     _check_streams(_streams(upstream), steps, ex_by_id, add)
     _check_artifacts(upstream, steps, add)
     _check_sequences(upstream, add)
-    _check_answer(task_id, events, steps, add)
-    _fold_faults(task_id, events, add)
+    _check_answer(best_view(task_id, events, steps, view), steps, add)
+    _fold_faults(view, add)
     for s in upstream:
         if s.item.kind == "undecodable":
             add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])  # type: ignore[union-attr]
@@ -275,12 +278,7 @@ _FOLD_ONLY = {
 }
 
 
-def _fold_faults(task_id: str, events: Sequence[StoredEvent], add) -> None:
-    try:
-        from replay.projection import fold_events
-    except ImportError:  # the projection is optional for doctor: its own checks stand alone
-        return
-    view = fold_events(list(events)).get(task_id)
+def _fold_faults(view, add) -> None:
     for f in getattr(view, "faults", ()) or ():
         if f.code in _FOLD_ONLY:
             add(f.code, "error" if f.level == "error" else "warning", f.message, f.positions)
@@ -337,8 +335,7 @@ def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
     return found
 
 
-def _check_answer(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step], add) -> None:
-    view = best_view(task_id, events, steps)
+def _check_answer(view: ChannelView, steps: Sequence[Step], add) -> None:
     answer = view.final_answer
     upstream = [s for s in steps if not s.local]
     resent = [s for s in _resent_appends(upstream) if answer and answer.count(s.item.body.artifact.text) >= 2]  # type: ignore[union-attr]

@@ -208,16 +208,25 @@ def channel_views(task_id: str, steps: Sequence[Step]) -> ChannelView:
     )
 
 
-def best_view(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step]) -> ChannelView:
-    """The projection's view when ``replay.projection`` is there, else :func:`channel_views`."""
+def projected(task_id: str, events: Sequence[StoredEvent]):
+    """The projection's view of one task (``replay.projection.fold_events``), or None."""
     try:
-        from replay.projection import fold_events  # type: ignore[import-not-found]
-    except ImportError:
-        return channel_views(task_id, steps)
+        from replay.projection import fold_events
+    except ImportError:  # pragma: no cover - the projection ships with replay
+        return None
     try:
-        view = fold_events(list(events)).get(task_id)
-    except Exception:  # noqa: BLE001 - the projection is another module; never let it break inspection
-        view = None
+        return fold_events(events).get(task_id)
+    except Exception:  # noqa: BLE001 - another module's bug must not break a post-mortem
+        return None
+
+
+_UNSET: Any = object()
+
+
+def best_view(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step], view: Any = _UNSET) -> ChannelView:
+    """The projection's view (folded here unless given), else :func:`channel_views`."""
+    if view is _UNSET:
+        view = projected(task_id, events)
     if view is None:
         return channel_views(task_id, steps)
     fallback = channel_views(task_id, steps)
