@@ -5,21 +5,23 @@ a2a-sdk client through its ``httpx_client``): every request is answered by the s
 :class:`~replay.engine.ReplayEngine` as ``a2a-tape serve``, streams included, chunk by chunk
 (httpx's own ASGI transport buffers a whole response, which a stalled stream would never end).
 
-The sync side runs the engine on an anyio event loop in a helper thread (a blocking portal),
-started on first use and stopped by :meth:`ReplayTransport.close`. A read timeout set on the
+The sync side runs the engine on an event loop in a helper daemon thread, started on first
+use and stopped by :meth:`ReplayTransport.close` (a daemon, so a client never closed cannot
+hold the interpreter at exit). A read timeout set on the
 client (``httpx.Timeout(read=...)``) applies to each stream chunk, so a ``stall-after`` fault
 ends in ``httpx.ReadTimeout`` as it would over a socket.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import httpx
 
 from .engine import ReplayEngine, Reply
@@ -62,8 +64,28 @@ class _AsyncStream(httpx.AsyncByteStream):
         await self._agen.aclose()  # type: ignore[attr-defined]
 
 
+class _LoopThread:
+    """An asyncio event loop in a daemon thread, for the sync side."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="a2a-tape-replay-transport")
+        self.thread.start()
+
+    def call(self, fn: Any, *args: Any, timeout: float | None = None) -> Any:
+        if self.loop.is_closed():
+            raise RuntimeError("the replay transport was closed")
+        return asyncio.run_coroutine_threadsafe(fn(*args), self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
 class _SyncStream(httpx.SyncByteStream):
-    def __init__(self, agen: AsyncIterator[bytes], request: httpx.Request, portal: anyio.from_thread.BlockingPortal) -> None:
+    def __init__(self, agen: AsyncIterator[bytes], request: httpx.Request, portal: _LoopThread) -> None:
         self._agen = agen
         self._request = request
         self._portal = portal
@@ -80,8 +102,8 @@ class _SyncStream(httpx.SyncByteStream):
             yield chunk
 
     def close(self) -> None:
-        with contextlib.suppress(RuntimeError):
-            self._portal.call(self._agen.aclose)  # type: ignore[attr-defined]
+        with contextlib.suppress(RuntimeError, TimeoutError):
+            self._portal.call(self._agen.aclose, timeout=5)  # type: ignore[attr-defined]
 
 
 class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -113,8 +135,8 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             engine = ReplayEngine(lib, timing=timing, faults=faults, match=match, record_mode=record_mode,
                                   upstream=upstream)
         self.engine = engine
-        self._portal_cm: Any = None
-        self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._portal: _LoopThread | None = None
+        self._lock = threading.Lock()
 
     async def _handle(self, request: httpx.Request, body: bytes) -> Reply:
         base = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
@@ -133,11 +155,11 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         return httpx.Response(reply.status, headers=self._headers(reply), stream=_AsyncStream(reply.stream, request),
                               request=request)
 
-    def _get_portal(self) -> anyio.from_thread.BlockingPortal:
-        if self._portal is None:
-            self._portal_cm = anyio.from_thread.start_blocking_portal()
-            self._portal = self._portal_cm.__enter__()
-        return self._portal
+    def _get_portal(self) -> _LoopThread:
+        with self._lock:
+            if self._portal is None:
+                self._portal = _LoopThread()
+            return self._portal
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
@@ -149,9 +171,10 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                               stream=_SyncStream(reply.stream, request, portal), request=request)
 
     def close(self) -> None:
-        if self._portal_cm is not None:
-            cm, self._portal_cm, self._portal = self._portal_cm, None, None
-            cm.__exit__(None, None, None)
+        with self._lock:
+            portal, self._portal = self._portal, None
+        if portal is not None:
+            portal.close()
         if self._owns_library is not None:
             self._owns_library.save()
             self._owns_library.close()
