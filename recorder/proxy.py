@@ -316,32 +316,47 @@ class Proxy:
             rpc = parse_request(body)
         except BadRequest as exc:
             return Response(rpc_error(b"null", exc.code, str(exc)), 400, media_type=_JSON)
-        rpc_id = bytes(rpc.id)
         method = rpc.method
-        params = parse_params(rpc.params)
+        v1 = request.headers.get("a2a-version", "").startswith("1") or method[:1].isupper()
+        return await self._relay(request, body, headers, name=method, key_name=method, params_raw=rpc.params,
+                                 rpc_id=bytes(rpc.id), dialect="1.0" if v1 else "0.3",
+                                 streaming=method in STREAM_METHODS)
+
+    async def _rest(self, request: Request, body: bytes, headers: dict[str, str]) -> Response:
+        """The HTTP+JSON binding: same recording and idempotency; the body is the params."""
+        path = request.url.path
+        return await self._relay(request, body, headers, name=path.rsplit("/", 1)[-1], key_name=path,
+                                 params_raw=body if request.method == "POST" and body else b"null", rpc_id=None,
+                                 dialect="rest", streaming=path.endswith((":stream", ":subscribe")),
+                                 http_method=request.method)
+
+    async def _relay(self, request: Request, body: bytes, headers: dict[str, str], *, name: str, key_name: str,
+                     params_raw: bytes, rpc_id: bytes | None, dialect: str, streaming: bool,
+                     http_method: str = "POST") -> Response:
+        """One request: an exchange row, then relay it (or answer a repeated key from the log)."""
+        params = parse_params(params_raw)
         low_headers = {k.lower(): v for k, v in request.headers.items()}
-        v1 = low_headers.get("a2a-version", "").startswith("1") or method[:1].isupper()
-        streaming = method in STREAM_METHODS
-        key = idempotency_key(low_headers, method, params)
-        req_hash = request_hash(method, rpc.params) if key else None
+        key = idempotency_key(low_headers, key_name, params)
+        req_hash = request_hash(key_name, params_raw) if key else None
         msg = params.message
         url = self._target(request)
         ex = store.Exchange(
-            started_at=time.time(), url=url, rpc_method=method, dialect="1.0" if v1 else "0.3", streaming=streaming,
-            request_headers=self.config.redactor.headers_dict(request.headers.items()),
+            started_at=time.time(), url=url, http_method=http_method, rpc_method=name, dialect=dialect,
+            streaming=streaming, request_headers=self.config.redactor.headers_dict(request.headers.items()),
             request_body=self.config.redactor.json_bytes(body),
             task_id=params.id or (msg.taskId if msg else None), context_id=msg.contextId if msg else None,
             message_id=msg.messageId if msg else None, idempotency_key=key, role="proxy",
         )
+        answer_id = rpc_id if rpc_id is not None else b"null"
         if key is None:
             ex_id = await self._exchange_row(ex)
-            live = self._start(ex_id, None, rpc_id, url, headers, body, None)
-            return await self._respond(live, rpc_id)
+            live = self._start(ex_id, None, rpc_id, url, headers, body, None, method=http_method)
+            return await self._respond(live, answer_id)
 
         live = self.by_key.get(key)
         if live is not None:  # a duplicate of a request this proxy is relaying (or has relayed)
             ex_id = await self._exchange_row(ex)
-            return await self._duplicate(live, req_hash, key, ex_id, rpc_id)
+            return await self._duplicate(live, req_hash, key, ex_id, answer_id)
         live = Live(None, req_hash, rpc_id)
         self.by_key[key] = live  # before any await: a concurrent duplicate attaches to this one
         ex_id, record, claimed = await anyio.to_thread.run_sync(self._begin_and_claim, ex, key, req_hash)
@@ -349,21 +364,21 @@ class Proxy:
         if claimed:
             self.by_exchange[ex_id] = live
             assert self._tg is not None
-            self._tg.start_soon(self._pump, live, ex_id, url, headers, body, key)
-            return await self._respond(live, rpc_id)
+            self._tg.start_soon(self._pump, live, ex_id, url, headers, body, key, http_method)
+            return await self._respond(live, answer_id)
         # held by an earlier request (in the log, or by another process): answer from the log
         if record.request_hash != req_hash:
             self.by_key.pop(key, None)
             live.set_body(200, _JSON, b"")
             live.finish()
             await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-            return Response(rpc_error(rpc_id, -32600, conflict_message(key)), 200, media_type=_JSON)
+            return Response(rpc_error(answer_id, -32600, conflict_message(key)), 200 if rpc_id else 409, media_type=_JSON)
         live.req_hash = record.request_hash
         live.rpc_id = None
         assert self._tg is not None
         self._tg.start_soon(self._replay_from_log, live, record, streaming, key)
         await self._finish_row(ex_id, outcome="replayed")
-        return await self._respond(live, rpc_id)
+        return await self._respond(live, answer_id)
 
     def _begin_and_claim(self, ex: store.Exchange, key: str, req_hash: str) -> tuple[int, store.IdempotencyRecord, bool]:
         """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
@@ -382,18 +397,6 @@ class Proxy:
     async def _finish_row(self, ex_id: int, **fields: object) -> None:
         await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
 
-    async def _rest(self, request: Request, body: bytes, headers: dict[str, str]) -> Response:
-        """The HTTP+JSON binding (and anything else): forwarded and recorded, no idempotency by path."""
-        url = self._target(request)
-        ex = store.Exchange(
-            started_at=time.time(), url=url, http_method=request.method, dialect="rest",
-            streaming=request.url.path.endswith(":stream") or ":subscribe" in request.url.path,
-            request_headers=self.config.redactor.headers_dict(request.headers.items()),
-            request_body=self.config.redactor.json_bytes(body), role="proxy",
-        )
-        ex_id = await self._exchange_row(ex)
-        live = self._start(ex_id, None, None, url, headers, body, None, method=request.method)
-        return await self._respond(live, b"null")
 
     def _start(self, ex_id, req_hash, rpc_id, url, headers, body, key, method: str = "POST") -> Live:
         live = Live(ex_id, req_hash, rpc_id)
@@ -578,7 +581,8 @@ class Proxy:
 
 
 def _is_rest(path: str) -> bool:
-    return path.startswith("/v1/") or ":" in path.rsplit("/", 1)[-1]
+    """An HTTP+JSON binding path (``/message:send``, ``/tasks/ID``, ``/v1/...``), not JSON-RPC."""
+    return path.startswith(("/v1/", "/tasks")) or ":" in path.rsplit("/", 1)[-1]
 
 
 def build_app(st: store.SqliteStore, config: ProxyConfig) -> tuple[Starlette, Proxy]:
