@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
+import uuid
 from collections.abc import Iterator
 
+import httpx
+import msgspec
 import pytest
 import uvicorn
 
 import store
 from recorder.proxy import ProxyConfig, build_app
+from recorder.sse import SseParser
 from tests.support.servers import bind_loopback
 
 
@@ -49,15 +54,6 @@ def proxied(sdk_agent, db_path) -> Iterator[tuple[object, RunningProxy]]:
 
 
 # -- client-side helpers (real bytes over real HTTP) -----------------------------------------
-
-import itertools
-import threading
-import uuid
-
-import httpx
-import msgspec
-
-from recorder.sse import SseParser
 
 _ids = itertools.count(1)
 

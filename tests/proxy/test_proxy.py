@@ -114,3 +114,19 @@ def test_credentials_forwarded_but_never_stored(proxied, db_path):
     assert ex.request_headers["authorization"] == REDACTED and ex.request_headers["x-api-key"] == REDACTED
     raw = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
     assert secret.encode() not in raw
+
+
+@pytest.mark.parametrize("dialect", ["0.3", "1.0"])
+def test_agent_error_mid_stream_is_recorded_on_its_task(proxied, dialect):
+    agent, proxy = proxied
+    watch = SettleWatch(proxy.proxy)
+    body, headers = send_body("boom", dialect=dialect)
+    with httpx.stream("POST", proxy.url + "/", content=body, headers=headers) as r:
+        got = read_sse(r)
+    watch.wait(1)
+    task_id = store.decode_item(got[0]).task_id
+    events = proxy.store.read_task(task_id)
+    assert [bytes(e.payload) for e in events] == got
+    assert isinstance(store.decode_item(events[-1].payload).body, store.ErrorItem)
+    if dialect == "1.0":
+        assert events[-1].sse_event == "error"  # the SSE event name is kept
