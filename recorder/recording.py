@@ -27,8 +27,10 @@ class Session:
         redactor: Redactor | None = None,
         *,
         on_change: Callable[[Session], None] | None = None,
+        folding: bool = True,
     ) -> None:
         self.store = st
+        self.folding = folding  # False: record only (a transport has no view to draw)
         self.redactor = redactor or Redactor()
         self.on_change = on_change
         self.task_id: str | None = None
@@ -152,6 +154,11 @@ class Session:
 
     def apply(self, stored: Sequence[StoredEvent], items: Sequence[Item]) -> list[tuple[StoredEvent, Item]]:
         """The log has them: now (and only now) fold, decide and render."""
+        if not self.folding:
+            self.events += len(stored)
+            if self.on_change is not None:
+                self.on_change(self)
+            return list(zip(stored, items))
         has_snapshot = any(isinstance(i.body, TaskSnapshot) for i in items)
         before = self._signature() if has_snapshot else None
         progress = False

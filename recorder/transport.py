@@ -15,6 +15,8 @@ Headers and configured JSON paths are redacted before the disk (:mod:`store.reda
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import os
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -65,16 +67,18 @@ class _Exchange:
         self.done = False
         self.decoder = _decoder(encoding)
 
-    def chunk(self, data: bytes) -> None:
-        if self.decoder is not None:
-            data = self.decoder.decompress(data)
-        if self.parser is not None:
-            items = self.parser.feed(data)
-            raw = [(it.data, it.event) for it in items if not it.comment]
-            if raw:
-                self.session.record_items(self.ex_id, raw)
-        else:
-            self.body += data
+    def chunks(self, chunks: list[bytes]) -> None:
+        """Record the items these chunks complete, in one transaction."""
+        raw: list[tuple[bytes, str | None]] = []
+        for data in chunks:
+            if self.decoder is not None:
+                data = self.decoder.decompress(data)
+            if self.parser is not None:
+                raw += [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
+            else:
+                self.body += data
+        if raw:
+            self.session.record_items(self.ex_id, raw)
 
     def finish(self, outcome: str, error: str | None = None) -> None:
         if self.done:
@@ -109,14 +113,67 @@ def _decoder(encoding: str):
 
 
 class _AsyncTee(httpx.AsyncByteStream):
+    """Hands each chunk up only once its items are in the log.
+
+    Under asyncio a reader task reads ahead while the client works on the last chunks, so the
+    chunks that piled up meanwhile go to the log in one transaction (group commit) instead of
+    one each; the client never waits for more than what has already arrived. Elsewhere (trio),
+    each chunk is committed on its own.
+    """
+
     def __init__(self, inner: httpx.AsyncByteStream, ex: _Exchange) -> None:
         self.inner = inner
         self.ex = ex
+        self._reader: asyncio.Task | None = None
+        self._ahead: collections.deque = collections.deque()  # read, not yet handed up
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): no reader task
+            async for chunk in self._inline():
+                yield chunk
+            return
+        chunks: collections.deque = self._ahead
+        ready = asyncio.Event()
+        end: list[BaseException | None] = []
+
+        async def read_ahead() -> None:
+            try:
+                async for chunk in self.inner:
+                    chunks.append(chunk)
+                    ready.set()
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer below
+                end.append(exc)
+            else:
+                end.append(None)
+            ready.set()
+
+        self._reader = loop.create_task(read_ahead())
+        while True:
+            if not chunks:
+                if end:
+                    break
+                ready.clear()
+                await ready.wait()
+                continue
+            batch = list(chunks)
+            chunks.clear()
+            self.ex.chunks(batch)  # one transaction for all of them, then hand them up
+            for chunk in batch:
+                yield chunk
+        exc = end[0]
+        if exc is None:
+            self.ex.finish("ok")
+            return
+        if isinstance(exc, httpx.HTTPError):
+            self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
+        raise exc
+
+    async def _inline(self) -> AsyncIterator[bytes]:
+        try:
             async for chunk in self.inner:
-                self.ex.chunk(chunk)  # appended to the log first, then handed up
+                self.ex.chunks([chunk])  # appended to the log first, then handed up
                 yield chunk
         except httpx.HTTPError as exc:
             self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
@@ -124,7 +181,17 @@ class _AsyncTee(httpx.AsyncByteStream):
         self.ex.finish("ok")
 
     async def aclose(self) -> None:
+        if self._ahead and not self.ex.done:
+            # the agent sent them: they belong in the log, even if the client stopped reading
+            self.ex.chunks(list(self._ahead))
+            self._ahead.clear()
         self.ex.finish("incomplete", "the client closed the response before its end")
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+            try:
+                await self._reader
+            except BaseException:  # noqa: BLE001 - its end does not matter any more
+                pass
         await self.inner.aclose()
 
 
@@ -136,7 +203,7 @@ class _SyncTee(httpx.SyncByteStream):
     def __iter__(self) -> Iterator[bytes]:
         try:
             for chunk in self.inner:
-                self.ex.chunk(chunk)
+                self.ex.chunks([chunk])
                 yield chunk
         except httpx.HTTPError as exc:
             self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
@@ -189,7 +256,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             streaming = method in _STREAMING_METHODS
         else:
             return None
-        session = Session(self.store, self.redactor, on_change=self._saw)
+        session = Session(self.store, self.redactor, on_change=self._saw, folding=False)
         session.rpc = method != "agent-card"  # type: ignore[attr-defined]
         msg = params.message
         session.task_id = params.id or (msg.taskId if msg else None)

@@ -140,3 +140,26 @@ def test_bad_redaction_config_is_one_line(sdk_agent, db_path, tmp_path, monkeypa
     run = run_cli("record", sdk_agent.url, "hello", "--db", str(db_path))
     assert run.code == 2
     assert "redaction config" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_client_closing_early_keeps_what_arrived(db_path):
+    """A client that stops after the first event: the exchange is 'incomplete', the event is kept."""
+    with running_sdk_agent(slow_delay=0.2) as agent:
+        async def main() -> None:
+            transport = RecordingTransport(db_path)
+            body = {"jsonrpc": "2.0", "id": "r1", "method": "message/stream",
+                    "params": {"message": {"messageId": "m-early-1", "role": "user", "kind": "message",
+                                           "parts": [{"kind": "text", "text": "slow"}]}}}
+            async with httpx.AsyncClient(transport=transport) as http:
+                async with http.stream("POST", agent.url + "/", json=body) as resp:
+                    async for line in resp.aiter_lines():
+                        if line.startswith("data:"):
+                            break
+            await transport.aclose()
+
+        anyio.run(main)
+    with store.open_store(db_path) as st:
+        (ex,) = st.exchanges()
+        assert ex.outcome == "incomplete"
+        kinds = [store.decode_item(e.payload).kind for e in st.read_exchange(ex.id)]
+        assert kinds and kinds[0] == "task" and len(kinds) < 6  # not the whole stream: it was left early
