@@ -9,6 +9,7 @@ import anyio
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 
 from store.redact import build_redactor
 
@@ -163,12 +164,16 @@ def demo_cmd(db: DbOption = None) -> None:
         short = result.task_id[:8]
         dbarg = f" --db {db}" if db else ""
         out.print("\nwhat to try next:", markup=False)
-        for line in (
-            f"a2a-tape channels {short}{dbarg}         the rebuilt channels (answer, reasoning, tool calls)",
-            f"a2a-tape show {short}{dbarg} --json      the raw timeline as JSON",
-            f"a2a-tape tasks{dbarg}                    every recorded task",
-            f"a2a-tape serve{dbarg}                    replay the recordings as a fake A2A agent",
-            f"a2a-tape record URL 'hello'{dbarg}       record your own agent",
+        nxt = Table.grid(padding=(0, 2))
+        nxt.add_column(no_wrap=True)
+        nxt.add_column(style="dim")
+        for cmd, what in (
+            (f"a2a-tape channels {short}{dbarg}", "the rebuilt channels: answer, reasoning, tool calls"),
+            (f"a2a-tape show {short}{dbarg} --json", "every raw event as received"),
+            (f"a2a-tape tasks{dbarg}", "every recorded task"),
+            (f"a2a-tape serve{dbarg}", "replay the recordings as a fake A2A agent"),
+            (f"a2a-tape record URL 'hello'{dbarg}", "record your own agent"),
         ):
-            out.print("  " + line, markup=False)
+            nxt.add_row("  " + cmd, what)
+        out.print(nxt)
     raise typer.Exit(result.exit_code)
