@@ -124,3 +124,27 @@ def test_grep_no_match_and_bad_pattern(live):
     assert r.code == 1 and r.json() == []
     bad = cli("grep", "(unclosed", "--db", live.db)
     assert bad.code == 2 and bad.stderr.startswith("a2a-tape: error: bad pattern") and len(bad.stderr.splitlines()) == 1
+
+
+def test_jsonrpc_ids_timestamps_and_message_ids_are_normalised(tmp_path):
+    def build(name, rpc_id, stamp, context):
+        tape = Tape(tmp_path / name)
+        it = items("0.3")
+        it.rpc_id, it.context_id = rpc_id, context
+        status = it.status("completed").replace(b"2026-11-30T02:08:56.971579Z", stamp.encode())
+        tape.stream(it, [it.task(user_text="hi"), it.status("working", "on it, see " + it.task_id),
+                         it.artifact(f"{it.task_id}:stream", "done", last=True), status])
+        tape.close()
+        return tmp_path / name
+
+    a = build("a.db", 1, "2026-11-30T02:08:56.971579Z", "ctx-aaaa")
+    b = build("b.db", "req-77", "2027-01-01T00:00:00Z", "ctx-bbbb")
+    r = cli("diff", a, b, "--json")
+    assert r.code == 0, r.stdout  # the task id inside a status message's text is normalised too
+    c = build("c.db", 1, "2026-11-30T02:08:56.971579Z", "ctx-aaaa")
+    tape = Tape(c)
+    it = items("0.3")
+    tape.stream(it, [it.task(user_text="hi")])  # a second "hi" in C only: no partner in A
+    tape.close()
+    doc = cli("diff", a, c, "--json").json()
+    assert doc["equal"] is False and [p["equal"] for p in doc["pairs"]] == [True, False]
