@@ -184,7 +184,7 @@ class Proxy:
                 async with anyio.create_task_group() as tg:
                     self.http, self.writer, self._tg = http, writer, tg
                     if self.config.recover_on_start:
-                        tg.start_soon(self._recover)
+                        tg.start_soon(self._recover, self.store.last_position())
                     else:
                         self.recovery_done.set()
                         self.recovered.set()
@@ -193,11 +193,12 @@ class Proxy:
                     finally:
                         tg.cancel_scope.cancel()
 
-    async def _recover(self) -> None:
+    async def _recover(self, up_to: int) -> None:
         from .recovery import recover
 
         try:
-            report = await recover(self.store, self.config.upstream, http=self.http, stall_timeout=self.config.stall_timeout)
+            report = await recover(self.store, self.config.upstream, http=self.http,
+                                   stall_timeout=self.config.stall_timeout, up_to=up_to)
             self.recovery_report = report
             if report.resumed or report.failed or report.replayed:
                 print(f"a2a-tape proxy: startup recovery: {len(report.resumed)} resumed, {len(report.failed)} failed, "

@@ -400,8 +400,12 @@ async def recover(
     http: httpx.AsyncClient | None = None,
     stall_timeout: float = DEFAULT_STALL,
     lease_wait: float = 60.0,
+    up_to: int | None = None,
 ) -> RecoveryReport:
-    """Run the startup recovery once (see the module docstring)."""
+    """Run the startup recovery once (see the module docstring).
+
+    ``up_to``: only tasks first seen at or before this log position (the proxy passes the end of
+    the log at its start, so tasks it is relaying live are not resumed a second time)."""
     owner = _owner()
     deadline = time.monotonic() + lease_wait
     while True:
@@ -416,7 +420,7 @@ async def recover(
     own_http = http is None
     try:
         report.replayed = await anyio.to_thread.run_sync(settle_keys, st, started)
-        tasks = await anyio.to_thread.run_sync(open_tasks, st)
+        tasks = await anyio.to_thread.run_sync(lambda: open_tasks(st, up_to=up_to))
         async with store.GroupCommitWriter(st) as writer:
             uppers: dict[str, Upstream | str] = {}
             for view in tasks:

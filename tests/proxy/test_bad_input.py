@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from starlette.applications import Starlette
-from starlette.responses import HTMLResponse, PlainTextResponse
+from starlette.responses import HTMLResponse
 from starlette.routing import Route
 from typer.testing import CliRunner
 

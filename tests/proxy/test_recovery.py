@@ -182,3 +182,26 @@ def test_proxy_recovers_at_startup(sdk_agent, db_path):
         assert proxy.proxy.recovered.wait(15)
         assert proxy.proxy.recovery_report.resumed == [task_id]
         assert fold_task(task_id, proxy.store.read_task(task_id)).state == "completed"
+
+
+def test_lease_of_a_dead_recovery_is_taken_over_a_live_one_is_respected(db_path, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from recorder.recovery import LEASE_KEY, RecoveryBusy, take_lease
+
+    st = store.open_store(db_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    far = time.time() + 600
+    st.set_meta(LEASE_KEY, f"{socket.gethostname()}:{dead.stdout.strip()}:abc {far}")
+    assert take_lease(st, "me:1:x") is None  # its owner is gone: taken over at once
+    st.set_meta(LEASE_KEY, f"{socket.gethostname()}:{__import__('os').getpid()}:other {far}")  # alive
+    try:
+        anyio.run(lambda: recover(st, lease_wait=0.2))
+        raise AssertionError("a live lease was ignored")
+    except RecoveryBusy as exc:
+        assert "another recovery is running" in str(exc)
+    st.set_meta(LEASE_KEY, f"{socket.gethostname()}:{__import__('os').getpid()}:other {time.time() - 1}")
+    assert anyio.run(recover, st) == type(anyio.run(recover, st))()  # an expired lease does not block
+    assert st.get_meta(LEASE_KEY) == ""  # released after the run
