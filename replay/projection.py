@@ -371,7 +371,7 @@ class TaskFold:
         s.buffers = buffers
 
     def _profile(self, profile: str) -> None:
-        if profile is not GENERIC and PROFILE_RANK[profile] > PROFILE_RANK[self.s.profile]:
+        if profile != GENERIC and PROFILE_RANK[profile] > PROFILE_RANK[self.s.profile]:
             self.s.profile = profile
 
     def _artifact(self, ev: StoredEvent, body: ArtifactUpdate) -> None:
@@ -382,7 +382,7 @@ class TaskFold:
             chunk = classify(s.task_id, body)
         else:  # the common generic case, without a call
             chunk = _GENERIC_APPEND if body.append else _GENERIC_REPLACE
-        if chunk.profile is not GENERIC:
+        if chunk.profile != GENERIC:
             self._profile(chunk.profile)
         if chunk.ignore is not None:
             s.ignored.append(IgnoredEvent(ev.position, ev.seq, chunk.ignore))
@@ -396,7 +396,7 @@ class TaskFold:
         buf = s.buffers.get(aid)
         if buf is None:
             if (
-                chunk.profile is not GENERIC
+                chunk.profile != GENERIC
                 and chunk.channel == FINAL_ANSWER
                 and art.meta.role is None
                 and s.user_texts
