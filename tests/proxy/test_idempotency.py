@@ -127,3 +127,39 @@ def test_request_hash_ignores_key_order_and_spacing_but_not_content():
     assert request_hash("m", b'{"a": 1, "b": [1, 2]}') == request_hash("m", b'{"b":[1,2],"a":1}')
     assert request_hash("m", b'{"a": 1}') != request_hash("m", b'{"a": 2}')
     assert request_hash("message/send", b"{}") != request_hash("message/stream", b"{}")
+
+
+def test_repeat_after_a_crash_mid_stream_is_served_from_log_and_recovery(sdk_agent, db_path):
+    """A proxy died mid-stream (its key still in flight); after recovery the repeat gets the whole
+    task (the recorded prefix, then what recovery recorded) and the agent does not run it again."""
+    import time as _time
+
+    import anyio
+
+    from recorder.idempotency import parse_request
+    from recorder.recovery import recover
+
+    body, headers = send_body("hello", message_id="m-crash", rpc_id=5)
+    with httpx.stream("POST", sdk_agent.url + "/", content=body, headers=headers) as r:
+        prefix = read_sse(r, limit=2)  # what the dead proxy had recorded
+    st = store.open_store(db_path)
+    ex = st.begin_exchange(store.Exchange(url=sdk_agent.url + "/", rpc_method="message/stream", role="proxy",
+                                          idempotency_key="msg:m-crash", streaming=True))
+    task_id = store.decode_item(prefix[0]).task_id
+    st.append_batch([store.NewEvent(payload=p, task_id=task_id, exchange_id=ex) for p in prefix])
+    rpc = parse_request(body)
+    past = _time.time() - 5
+    st.idem_claim(store.IdempotencyRecord("msg:m-crash", request_hash(rpc.method, rpc.params), ex,
+                                          created_at=past, expires_at=past + 3600))
+    report = anyio.run(recover, st)
+    assert report.replayed == ["msg:m-crash"] and report.resumed == [task_id]
+    st.close()
+    assert sdk_agent.executor.executions == 1
+
+    with running_proxy(sdk_agent.url, db_path) as proxy:
+        again, _ = send_body("hello", message_id="m-crash", rpc_id=6)
+        with httpx.stream("POST", proxy.url + "/", content=again, headers=headers) as r:
+            served = read_sse(r)
+    assert sdk_agent.executor.executions == 1
+    assert served[:2] == [with_rpc_id(p, b"6") for p in prefix]
+    assert store.decode_item(served[-1]).body.state == "completed"
