@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from store import NewEvent, StoredEvent
+from store import StoredEvent
 
 _enc = msgspec.json.Encoder()
 
@@ -92,6 +92,3 @@ def stored(payloads: list[bytes], task: str | None = "t1", *, exchange: int | No
         for i, p in enumerate(payloads)
     ]
 
-
-def new_events(payloads: list[bytes], task: str | None = "t1") -> list[NewEvent]:
-    return [NewEvent(payload=p, task_id=task, received_at=1000.0 + i) for i, p in enumerate(payloads)]
