@@ -277,7 +277,8 @@ class Proxy:
         url = self._target(request)
         started = time.time()
         try:
-            resp = await self.http.get(url, headers=self._forward_headers(request, drop_authorization=False))
+            carried = self._authorized(request)  # the card is public, but never forward our own token
+            resp = await self.http.get(url, headers=self._forward_headers(request, drop_authorization=carried == "authorization"))
         except httpx.HTTPError as exc:
             msg = a2a.describe_http_error(exc, url)
             await self._exchange_row(store.Exchange(started_at=started, ended_at=time.time(), url=url, http_method="GET",
@@ -464,6 +465,9 @@ class Proxy:
                 row.update(outcome="error", error=f"upstream agent unreachable: {why}")
                 release = True
                 live.set_body(502, _JSON, rpc_error(live.rpc_id or b"null", -32603, f"upstream agent unreachable: {why}"))
+        except anyio.get_cancelled_exc_class():
+            row.setdefault("outcome", "incomplete")  # the proxy is shutting down: recovery resumes the task
+            raise
         except Exception as exc:  # noqa: BLE001 - one bad relay must not take the proxy down
             row.update(outcome="error", error=f"proxy error: {type(exc).__name__}: {exc}")
             if not live.ready.is_set():
