@@ -84,6 +84,9 @@ def run_record(
                 result = anyio.run(record, session, opts)
             except NotAnAgent as exc:
                 fail(str(exc))
+            except KeyboardInterrupt:
+                session.abandon("interrupted by the user (Ctrl-C)")  # what was recorded stays
+                raise
     return result, session
 
 

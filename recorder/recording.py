@@ -44,6 +44,7 @@ class Session:
         self.exchange_ids: list[int] = []
         self._t0: dict[int, float] = {}
         self._pending: dict[int, dict[str, object]] = {}
+        self._open: set[int] = set()  # exchanges begun and not finished
         self.secrets: list[str] = []  # header values the user gave that must not leak into error text
 
     @property
@@ -81,6 +82,7 @@ class Session:
         )
         ex_id = self.store.begin_exchange(ex)
         self._t0[ex_id] = time.monotonic()
+        self._open.add(ex_id)
         self.exchange_ids.append(ex_id)
         return ex_id
 
@@ -91,6 +93,7 @@ class Session:
         }
 
     def finish(self, ex_id: int, outcome: str, *, error: str | None = None, response_body: bytes | None = None) -> None:
+        self._open.discard(ex_id)
         fields: dict[str, object] = self._pending.pop(ex_id, None) or {}
         fields.update(ended_at=time.time(), outcome=outcome)
         if error is not None:
@@ -208,6 +211,13 @@ class Session:
         ev = self.store.append(NewEvent(payload=payload, task_id=self.task_id, received_at=time.time(), origin="local"))
         self.fold.apply(ev, store.decode_item(payload))
         self.local_events += 1
+
+    def abandon(self, reason: str) -> None:
+        """The run stops early (Ctrl-C): close open exchanges with ``reason`` and say so in the log."""
+        for ex_id in sorted(self._open):
+            self.finish(ex_id, "interrupted", error=reason)
+        if self.task_id is not None:
+            self.note("interrupted", reason)
 
     def reset_for_new_task(self) -> None:
         """``--on-stall resend``: the next items belong to a new task in the same context."""

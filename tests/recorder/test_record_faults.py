@@ -3,7 +3,11 @@ cannot produce on demand) and a closed port."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import store
 from tests.recorder.conftest import run_cli
@@ -212,3 +216,27 @@ def test_show_tells_the_story_of_a_recovery(fault_agent, record, db_path):
     assert shown.code == 0
     local = [r for r in shown.json if r["origin"] == "local"]
     assert [r["data"]["a2a-tape"]["action"] for r in local][:2] == ["stream dropped", "resubscribed"]
+
+
+def test_ctrl_c_keeps_what_was_recorded_and_closes_the_exchange(fault_agent, db_path):
+    """SIGINT to the real script mid-stream: exit 130, one line, the exchange marked interrupted."""
+    host = fault_agent.hosts["stall"]
+    host.stream_started.clear()
+    script = Path(sys.executable).parent / "a2a-tape"
+    proc = subprocess.Popen(
+        [str(script), "record", fault_agent.url("stall"), "go", "--db", str(db_path), "--json", "--stall-timeout", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert host.stream_started.wait(30)
+        proc.send_signal(signal.SIGINT)
+        out, errs = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, errs
+    assert errs.strip().splitlines() == ["a2a-tape: interrupted"]
+    assert out == ""
+    with store.open_store(db_path) as st:
+        ex = [x for x in st.exchanges() if x.rpc_method == "SendStreamingMessage"][0]
+        assert ex.outcome == "interrupted" and ex.ended_at is not None

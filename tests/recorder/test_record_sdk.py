@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import httpx
+import pytest
 
 import store
 from recorder.recording import Session
@@ -71,8 +72,9 @@ def test_lone_message_reply(sdk_agent, record):
     assert run.json["final_answer"] == "direct reply"
 
 
-def test_agent_raising_mid_stream_is_recorded_and_fails(sdk_agent, record, db_path):
-    run = record(sdk_agent.url, "boom")
+@pytest.mark.parametrize("protocol", ["1.0", "0.3"])
+def test_agent_raising_mid_stream_is_recorded_and_fails(sdk_agent, record, db_path, protocol):
+    run = record(sdk_agent.url, "boom", "--protocol", protocol)
     assert run.code == 1
     assert "agent exploded mid-stream" in run.stderr
     assert "Traceback" not in run.stderr
@@ -81,7 +83,9 @@ def test_agent_raising_mid_stream_is_recorded_and_fails(sdk_agent, record, db_pa
     with store.open_store(db_path) as st:
         events = st.read_task(doc["task_id"])
         errors = [e for e in events if store.decode_item(e.payload).kind == "error"]
-        assert len(errors) == 1 and errors[0].sse_event == "error" and errors[0].origin == "upstream"
+        assert len(errors) == 1 and errors[0].origin == "upstream"
+        # v1.0 names the SSE event "error"; v0.3 sends a plain data: line with {"error": ...}
+        assert errors[0].sse_event == ("error" if protocol == "1.0" else None)
         # the chunk before the error is kept, and our verdict is a local event, not a fake upstream one
         assert any(store.decode_item(e.payload).kind == "artifact" for e in events)
         local = [store.decode_item(e.payload) for e in events if e.origin == "local"]
@@ -123,17 +127,21 @@ class _DropAfter(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-def test_resubscribe_after_the_client_drops(db_path):
-    """A real agent, a dropped stream: GetTask, then SubscribeToTask whose snapshot replaces."""
+@pytest.mark.parametrize("protocol", ["1.0", "0.3"])
+def test_resubscribe_after_the_client_drops(db_path, protocol):
+    """A real agent, a dropped stream: GetTask, then SubscribeToTask / tasks/resubscribe whose
+    snapshot replaces what was folded."""
     with running_sdk_agent(slow_delay=0.2) as agent, store.open_store(db_path) as st:
         session = Session(st)
-        opts = RecordOptions(url=agent.url, text="slow", stall_timeout=10)
+        opts = RecordOptions(url=agent.url, text="slow", stall_timeout=10, protocol=protocol)
         result = anyio.run(lambda: record(session, opts, transport=_DropAfter(2)))
         assert result.state == "completed"
         assert result.final_answer == ANSWER  # whole, exactly once: the snapshot replaced, never appended
         assert "dropped" in result.recovered and "resubscribed" in result.recovered
         methods = [x.rpc_method for x in st.exchanges()]
-        assert methods.count("SendStreamingMessage") == 1 and "SubscribeToTask" in methods and "GetTask" in methods
+        send, sub, get = (("SendStreamingMessage", "SubscribeToTask", "GetTask") if protocol == "1.0"
+                          else ("message/stream", "tasks/resubscribe", "tasks/get"))
+        assert methods.count(send) == 1 and sub in methods and get in methods
         notes = [store.decode_item(e.payload).body.action for e in st.read_task(result.task_id) if e.origin == "local"]
         assert notes[:2] == ["stream dropped", "resubscribed"]
         assert agent.executor.executions == 1  # recovery never re-ran the work

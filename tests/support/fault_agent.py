@@ -20,6 +20,7 @@ demand: this agent does, and only that. It builds on :class:`recorder.demo_agent
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -39,6 +40,7 @@ class FaultHost(AgentHost):
         self.streams = 0
         self.cancels = 0
         self.started = 0
+        self.stream_started = threading.Event()  # set when a stream begins (tests wait on it)
         self.streamed: set[str] = set()
         super().__init__(self.run_task, name=f"fault-{mode}", streaming=mode not in ("nostream", "pollstall"))
 
@@ -70,6 +72,7 @@ class FaultHost(AgentHost):
 
     async def stream_frames(self, task, dialect, rpc_id, *, snapshot_first):  # type: ignore[override]
         self.streams += 1
+        self.stream_started.set()
         first = task.id not in self.streamed  # each task's first stream gets the fault
         self.streamed.add(task.id)
         q = task.subscribe()
