@@ -198,7 +198,8 @@ class Proxy:
 
         try:
             report = await recover(self.store, self.config.upstream, http=self.http,
-                                   stall_timeout=self.config.stall_timeout, up_to=up_to)
+                                   stall_timeout=self.config.stall_timeout, up_to=up_to,
+                                   roles=frozenset({"proxy", "recovery"}))
             self.recovery_report = report
             if report.resumed or report.failed or report.replayed:
                 print(f"a2a-tape proxy: startup recovery: {len(report.resumed)} resumed, {len(report.failed)} failed, "

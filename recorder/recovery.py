@@ -401,11 +401,14 @@ async def recover(
     stall_timeout: float = DEFAULT_STALL,
     lease_wait: float = 60.0,
     up_to: int | None = None,
+    roles: frozenset[str] | None = None,
 ) -> RecoveryReport:
     """Run the startup recovery once (see the module docstring).
 
     ``up_to``: only tasks first seen at or before this log position (the proxy passes the end of
-    the log at its start, so tasks it is relaying live are not resumed a second time)."""
+    the log at its start, so tasks it is relaying live are not resumed a second time).
+    ``roles``: only tasks recorded by exchanges of these roles (the proxy resumes what proxies
+    recorded, not fixtures imported into the same file)."""
     owner = _owner()
     deadline = time.monotonic() + lease_wait
     while True:
@@ -421,6 +424,8 @@ async def recover(
     try:
         report.replayed = await anyio.to_thread.run_sync(settle_keys, st, started)
         tasks = await anyio.to_thread.run_sync(lambda: open_tasks(st, up_to=up_to))
+        if roles is not None:
+            tasks = [t for t in tasks if any(ex.role in roles for ex in st.exchanges(t.task_id))]
         async with store.GroupCommitWriter(st) as writer:
             uppers: dict[str, Upstream | str] = {}
             for view in tasks:

@@ -205,3 +205,15 @@ def test_lease_of_a_dead_recovery_is_taken_over_a_live_one_is_respected(db_path,
     st.set_meta(LEASE_KEY, f"{socket.gethostname()}:{__import__('os').getpid()}:other {time.time() - 1}")
     assert anyio.run(recover, st) == type(anyio.run(recover, st))()  # an expired lease does not block
     assert st.get_meta(LEASE_KEY) == ""  # released after the run
+
+
+def test_proxy_startup_recovery_leaves_tasks_it_did_not_record_alone(sdk_agent, db_path):
+    st = store.open_store(db_path)
+    ex = st.begin_exchange(store.Exchange(url=sdk_agent.url + "/", role="import"))
+    st.append(store.NewEvent(payload=fake_task("t-fixture"), task_id="t-fixture", exchange_id=ex))
+    seed(st, sdk_agent.url, [fake_task("t-proxied")])  # recorded by a proxy (role "proxy")
+    st.close()
+    with running_proxy(sdk_agent.url, db_path, recover_on_start=True) as proxy:
+        assert proxy.proxy.recovered.wait(15)
+        assert [f.task_id for f in proxy.proxy.recovery_report.failed] == ["t-proxied"]
+        assert fold_task("t-fixture", proxy.store.read_task("t-fixture")).state == "working"
