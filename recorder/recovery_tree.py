@@ -16,7 +16,6 @@ Every decision is appended as an ``origin="local"`` event before it is acted on,
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass, field

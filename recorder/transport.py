@@ -239,7 +239,8 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
 
     # -- what to record ----------------------------------------------------------------------
 
-    def _begin(self, request: httpx.Request) -> tuple[Session, int] | None:
+    def _begin(self, request: httpx.Request) -> tuple[Session, int, bool] | None:
+        """Open the exchange row of an A2A request: (session, exchange id, is a JSON-RPC call)."""
         url = str(request.url)
         body = request.content if request.method == "POST" else b""
         if request.method == "GET" and request.url.path.endswith(CARD_PATH):
@@ -257,7 +258,6 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         else:
             return None
         session = Session(self.store, self.redactor, on_change=self._saw, folding=False)
-        session.rpc = method != "agent-card"  # type: ignore[attr-defined]
         msg = params.message
         session.task_id = params.id or (msg.taskId if msg else None)
         session.context_id = msg.contextId if msg else None
@@ -266,16 +266,15 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             headers=request.headers.multi_items(), body=body, http_method=request.method,
             message_id=msg.messageId if msg else None, role="client",
         )
-        return session, ex_id
+        return session, ex_id, method != "agent-card"
 
     def _saw(self, session: Session) -> None:
-        if session.task_id and (not self.task_ids or self.task_ids[-1] != session.task_id) and session.task_id not in self.task_ids:
+        if session.task_id and session.task_id not in self.task_ids:
             self.task_ids.append(session.task_id)
 
-    def _respond(self, session: Session, ex_id: int, resp: httpx.Response) -> _Exchange:
+    def _respond(self, session: Session, ex_id: int, is_rpc: bool, resp: httpx.Response) -> _Exchange:
         session.response(ex_id, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
         ct = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        is_rpc = session.exchange_ids[0] == ex_id and session.rpc
         return _Exchange(session, ex_id, ct == "text/event-stream", self.max_line,
                          resp.headers.get("content-encoding", ""), is_rpc and ct == "application/json")
 
@@ -291,13 +290,13 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         begun = self._begin(request)
         if begun is None:
             return await self._async.handle_async_request(request)
-        session, ex_id = begun
+        session, ex_id, is_rpc = begun
         try:
             resp = await self._async.handle_async_request(request)
         except httpx.HTTPError as exc:
             session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
             raise
-        ex = self._respond(session, ex_id, resp)
+        ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(resp.status_code, headers=resp.headers, stream=_AsyncTee(resp.stream, ex),  # type: ignore[arg-type]
                               extensions=resp.extensions)
 
@@ -319,13 +318,13 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         begun = self._begin(request)
         if begun is None:
             return self._sync.handle_request(request)
-        session, ex_id = begun
+        session, ex_id, is_rpc = begun
         try:
             resp = self._sync.handle_request(request)
         except httpx.HTTPError as exc:
             session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
             raise
-        ex = self._respond(session, ex_id, resp)
+        ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(resp.status_code, headers=resp.headers, stream=_SyncTee(resp.stream, ex),  # type: ignore[arg-type]
                               extensions=resp.extensions)
 

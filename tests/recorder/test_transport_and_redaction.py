@@ -46,12 +46,15 @@ def test_a2a_sdk_client_through_recording_transport(db_path):
                         # write-ahead and not held back: the first event is in the log while the stream goes on
                         seen_when_first_arrived.append(st.count_events())
                     got.append(ev)
+                transports.append(transport)
                 return got
 
+        transports: list[RecordingTransport] = []
         got = anyio.run(main)
         assert len(got) >= 4
         assert seen_when_first_arrived and 1 <= seen_when_first_arrived[0] < 6
         (task_id,) = [t.task_id for t in st.task_events()]
+        assert transports[0].task_ids == [task_id]
         kinds = [store.decode_item(e.payload).kind for e in st.read_task(task_id)]
         assert kinds == ANSWER_KINDS
         exchanges = st.exchanges()
