@@ -142,9 +142,7 @@ class Recorder:
                 s.fail_locally(self.error)
                 return
             if res.outcome == "stalled":
-                if await self.on_stall():
-                    res = CallResult("ok")
-                    continue  # resent: follow the new task
+                await self.on_stall()
                 return
             state = s.state
             if state in SETTLED:
@@ -211,8 +209,9 @@ class Recorder:
                 s.note("got final state", f"GetTask says {s.state}")
                 return CallResult("ok")
 
-    async def on_stall(self) -> bool:
-        """Cancel the stalled task (or resend it once in a new task); True when resent."""
+    async def on_stall(self) -> None:
+        """Cancel the stalled task; with ``on_stall="resend"``, then send the message once more in
+        a new task of the same context and follow that one instead."""
         s = self.session
         self.stalled = True
         self.recovered.append("stalled")
@@ -220,7 +219,7 @@ class Recorder:
         if s.task_id is None:
             self.error = "stalled before the agent named a task"
             s.note("gave up", self.error)
-            return False
+            return
         canceled = await self.call(task_request("cancel", self.dialect, s.task_id))
         if canceled.errors or s.state not in TERMINAL_STATES:
             why = _why(canceled) if canceled.errors else f"state is still {s.state}"
@@ -236,11 +235,9 @@ class Recorder:
             self.stalled = False
             req = send_request(self.dialect, self.opts.text, stream=self.opts.stream and self.card.streaming,
                                context_id=ctx)
-            res = await self.call(req, first=True)
-            await self.follow(res)
-            return False
+            await self.follow(await self.call(req, first=True))
+            return
         self.error = f"stalled: no progress for {self.opts.stall_timeout:g} s"
-        return False
 
     def result(self) -> RecordResult:
         s = self.session
