@@ -85,6 +85,7 @@ class Playback:
         self.started = time.monotonic()
         self.scale = scale
         self.cancelled = False
+        self.finished = False  # a stream sent every item (no need to count them)
         self._offsets: list[float] | None = None
 
     @property
@@ -109,7 +110,7 @@ class Playback:
 
     @property
     def done(self) -> bool:
-        return self.released >= len(self.items)
+        return self.finished or self.released >= len(self.items)
 
     def advance(self) -> None:
         """The task went on while nobody watched: release what the clock says is out."""
@@ -220,8 +221,29 @@ class ReplayEngine:
             if pb is not None:
                 pb.released = len(items)
             return self._send_reply(req, ep, items, dialect)
+        same = ep.dialect == dialect or ep.dialect not in ("0.3", "1.0")
+        if same and self.scale == 0 and not faults.any and not ep.loaded:
+            return self._stream_batches(ep.iter_frames(rpc.encode_id(req.id)), pb)
         frames = self._frames(ep.iter_served(), ep.dialect, dialect, req.id)
         return self._stream(frames, faults, dialect, req.id, pb.release if pb is not None else None, pb)
+
+    @staticmethod
+    def _stream_batches(batches: Iterable[list[bytes]], pb: Playback | None) -> Reply:
+        """The fast way: recorded frames in batches, no timing, no fault."""
+
+        async def gen() -> AsyncIterator[bytes]:
+            sent = 0
+            for batch in batches:
+                sent += len(batch)
+                if pb is not None:
+                    pb.release(sent)
+                yield b"".join(batch)
+                if pb is not None and pb.cancelled:
+                    return
+            if pb is not None:
+                pb.finished = True
+
+        return Reply(content_type="text/event-stream; charset=utf-8", stream=gen(), headers=dict(SSE_HEADERS))
 
     def _no_match(self, req: rpc.RpcRequest, operation: str) -> Reply:
         text = message_text(req)
@@ -281,6 +303,8 @@ class ReplayEngine:
             while True:
                 batch = [f for f, _ in islice(it, _BATCH)]
                 if not batch:
+                    if pb is not None:
+                        pb.finished = True
                     return
                 sent += len(batch)
                 if on_sent is not None:

@@ -3,7 +3,7 @@
 The narrow API every backend offers (SQLite here; a second backend is a second module):
 
 - events: ``append_batch``/``append`` (idempotent by ``(task_id, seq)``), ``read_from(position)``,
-  ``read_task``, ``read_exchange``, ``last_position``, ``task_events``;
+  ``read_task``, ``read_exchange`` (``iter_exchange``: the same in batches), ``last_position``, ``task_events``;
 - exchanges: ``begin_exchange``, ``update_exchange``, ``get_exchange``, ``exchanges``;
 - idempotency: ``idem_get``, ``idem_claim``, ``idem_update``, ``idem_all``, ``idem_expire``;
 - projections: ``projection_cursor``, ``projection_load``, ``projection_rows``,

@@ -185,6 +185,20 @@ class PostgresStore:
         rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = %s ORDER BY position", (exchange_id,))
         return [StoredEvent(*r) for r in rows]
 
+    def iter_exchange(self, exchange_id: int, *, batch: int = 5000) -> Iterator[StoredEvent]:
+        """``read_exchange`` in batches: a long exchange is served while the rest is still read."""
+        position = 0
+        while True:
+            rows = self._read(
+                f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = %s AND position > %s ORDER BY position LIMIT %s",
+                (exchange_id, position, batch),
+            )
+            for row in rows:
+                yield StoredEvent(*row)
+            if len(rows) < batch:
+                return
+            position = rows[-1][0]
+
     def last_position(self) -> int:
         return self._read("SELECT COALESCE(MAX(position), 0) FROM events")[0][0]
 

@@ -188,6 +188,21 @@ class SqliteStore:
             ).fetchall()
         return [StoredEvent(*r) for r in rows]
 
+    def iter_exchange(self, exchange_id: int, *, batch: int = 5000) -> Iterator[StoredEvent]:
+        """``read_exchange`` in batches: a long exchange is served while the rest is still read."""
+        position = 0
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = ? AND position > ? ORDER BY position LIMIT ?",
+                    (exchange_id, position, batch),
+                ).fetchall()
+            for row in rows:
+                yield StoredEvent(*row)
+            if len(rows) < batch:
+                return
+            position = rows[-1][0]
+
     def last_position(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]

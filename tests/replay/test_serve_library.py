@@ -1,0 +1,40 @@
+"""The library behind the replay: what it reads from a recording, and the store's batched read."""
+
+from __future__ import annotations
+
+import store
+from replay.library import Library
+from replay.sse import rewrite_id
+from store import Exchange, NewEvent
+
+
+def test_batched_exchange_read_and_served_items_match_the_log(db_path):
+    st = store.open_store(db_path)
+    ex = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True,
+                                    request_body=b'{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{}}'))
+    other = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True))
+    payloads = [b'{"result": {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}, "id": 1, "jsonrpc": "2.0"}',
+                b'{"id":1,"jsonrpc":"2.0","result":{"kind":"task","id":"t"}}',
+                b'not json at all',
+                b'{"result": {"task": {"id": 1}}, "id": 1, "jsonrpc": "2.0"}']
+    for i in range(11):  # interleaved with another exchange, one local note among them
+        st.append(NewEvent(payload=payloads[i % 4], task_id="t", exchange_id=ex, mono=i * 0.1))
+        st.append(NewEvent(payload=b"{}", task_id="u", exchange_id=other))
+    st.append(NewEvent(payload=store.local_note("resubscribed"), task_id="t", exchange_id=ex, origin="local"))
+    expected = st.read_exchange(ex)
+    assert [e.position for e in st.iter_exchange(ex, batch=3)] == [e.position for e in expected]
+    assert list(st.iter_exchange(12345, batch=3)) == []
+    st.close()
+
+    lib = Library.open(db_path)
+    try:
+        ep = [e for e in lib.episodes if e.id == ex][0]
+        served = ep.served
+        assert [s.position for s in served] == [e.position for e in expected if e.origin == "upstream"]
+        assert all(s.payload(b'"q"') == rewrite_id(s.recorded, "q") for s in served)
+        assert served[2].payload(b'"q"') == b"not json at all"
+        assert [round(s.gap, 6) for s in served[:3]] == [0.0, 0.1, 0.1]
+        frames = b"".join(b for batch in ep.iter_frames(b'"q"', batch=4) for b in batch)
+        assert frames == b"".join(s.frame(b'"q"') for s in served)
+    finally:
+        lib.close()
