@@ -9,7 +9,6 @@ import anyio
 import httpx
 import msgspec
 import pytest
-from a2a.client import ClientConfig, ClientFactory
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
 from httpx_sse import connect_sse
 
@@ -18,7 +17,7 @@ from replay.library import Library
 from replay.server import create_app
 from store import ArtifactUpdate, StatusUpdate, TaskSnapshot, decode_item
 from tests.replay._record import headers_for, request_body
-from tests.replay.test_serve_client import user_message
+from tests.replay.test_serve_client import make_client, user_message
 from tests.support.servers import serve_app
 
 DATA = Path(__file__).parent / "data"
@@ -94,15 +93,15 @@ def test_drop_after_then_poll_gives_the_rest(library):
     assert decode_item(again).body.code == -32004
 
 
-def test_drop_after_sdk_client_resubscribes_for_the_rest(library):
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+def test_drop_after_sdk_client_resubscribes_for_the_rest(library, dialect):
     """The a2a-sdk client's stream ends early; its subscribe() gets the snapshot and the rest."""
     engine = ReplayEngine(library)
 
     async def main():
         with serve_app(create_app(engine)) as url, anyio.fail_after(30):
             async with httpx.AsyncClient(timeout=10) as hc:
-                factory = ClientFactory(ClientConfig(httpx_client=hc, streaming=True))
-                client = await factory.create_from_url(url)
+                client = await make_client(url, dialect, hc)
                 hc.headers["X-A2A-Tape-Fault"] = "drop-after=2"  # this request only
                 first = [ev async for ev in client.send_message(user_message("hello"))]
                 del hc.headers["X-A2A-Tape-Fault"]

@@ -38,3 +38,25 @@ def test_batched_exchange_read_and_served_items_match_the_log(db_path):
         assert frames == b"".join(s.frame(b'"q"') for s in served)
     finally:
         lib.close()
+
+
+def test_agent_card_is_the_recorded_one_or_made_up(db_path):
+    """A recording without a card still answers the card request, with both dialects on our URL."""
+    import httpx
+
+    from replay.engine import ReplayEngine
+    from replay.transport import ReplayTransport
+
+    st = store.open_store(db_path)
+    st.begin_exchange(Exchange(rpc_method="SendMessage", dialect="1.0",
+                               request_body=b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}'))
+    st.close()
+    lib = Library.open(db_path)
+    try:
+        with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(lib))) as c:
+            card = c.get("http://replay.test:9/.well-known/agent-card.json").json()
+    finally:
+        lib.close()
+    assert card["name"] == "a2a-tape replay" and card["capabilities"]["streaming"] is True
+    assert [(i["protocolVersion"], i["url"]) for i in card["supportedInterfaces"]] == [
+        ("1.0", "http://replay.test:9/"), ("0.3", "http://replay.test:9/")]
