@@ -161,6 +161,14 @@ class ReplayEngine:
 
     async def handle(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes,
                      base_url: str) -> Reply:
+        """Answer one HTTP request. Never raises: a failure of ours is a JSON-RPC -32603 naming it."""
+        try:
+            return await self._handle(method, path, query, headers, body, base_url)
+        except Exception as exc:  # noqa: BLE001 - the client gets a readable error, the server lives on
+            return _error(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
+
+    async def _handle(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes,
+                      base_url: str) -> Reply:
         if method == "GET":
             if path.rstrip("/").endswith(("/.well-known/agent-card.json", "/.well-known/agent.json")):
                 return _json(rpc.card_for(base_url, self.library.card))

@@ -175,3 +175,21 @@ def test_serve_subprocess_answers_and_refuses_nothing_it_should_not(tmp_path):
     item = decode_item(r.content)
     assert item.dialect == "0.3" and item.body.state == "completed"
     assert proc.stdout.read() == b""  # nothing on stdout
+
+
+def test_a_broken_recording_store_is_an_error_not_a_crash(tmp_path):
+    """The database vanishes under a running replay: requests get -32603, the server stays up."""
+    import shutil
+
+    db = tmp_path / "copy.db"
+    lib = Library.open(TAPE)
+    shutil.copy(lib.store.path, db)
+    lib.close()
+    lib = Library.open(db)
+    engine = ReplayEngine(lib)
+    with httpx.Client(transport=ReplayTransport(engine=engine)) as c:
+        lib.store.close()  # every read now fails
+        item = decode_item(post(c, request_body("get", "1.0", task_id="x")).content)
+        card = c.get("http://agent.test/.well-known/agent-card.json")
+    assert item.kind == "error" and item.body.code == -32603 and "internal error" in item.body.message
+    assert card.status_code == 200
