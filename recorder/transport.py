@@ -235,6 +235,8 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         self.max_line = max_line
         self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
         self._sync = transport if isinstance(transport, httpx.BaseTransport) else None
+        # our own inner transport needs an SSL context: build it now, not inside the first request
+        self._ssl = httpx.create_ssl_context() if transport is None else None
         self.task_ids: list[str] = []  # every task this transport saw, in order
 
     # -- what to record ----------------------------------------------------------------------
@@ -284,7 +286,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         if self._async is None:
             if self._sync is not None:
                 raise TypeError("RecordingTransport wraps a sync transport: use it with httpx.Client")
-            self._async = httpx.AsyncHTTPTransport()
+            self._async = httpx.AsyncHTTPTransport(verify=self._ssl or True)
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             await request.aread()
         begun = self._begin(request)
@@ -312,7 +314,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         if self._sync is None:
             if self._async is not None:
                 raise TypeError("RecordingTransport wraps an async transport: use it with httpx.AsyncClient")
-            self._sync = httpx.HTTPTransport()
+            self._sync = httpx.HTTPTransport(verify=self._ssl or True)
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             request.read()
         begun = self._begin(request)
