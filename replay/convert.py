@@ -27,9 +27,14 @@ from store import (
     MessageItem,
     Part,
     StatusUpdate,
+    StreamMeta,
     TaskSnapshot,
 )
 from store.wire import (
+    Metadata,
+    OpencodeMeta,
+    SharedMeta,
+    StreamHints,
     WireArtifact,
     WireArtifactUpdate,
     WireError,
@@ -92,8 +97,24 @@ def _message(m: Message | None, dialect: str) -> WireMessage | None:
     )
 
 
+def _metadata(meta: StreamMeta) -> Metadata | None:
+    """The stream hints the typed model kept (opencode channels / blocks), as artifact metadata."""
+    if not (meta.has_opencode or meta.has_blocks):
+        return None
+    opencode = None
+    if meta.has_opencode:
+        opencode = OpencodeMeta(channel=meta.channel, source=meta.source, message_id=meta.message_id, role=meta.role)
+    shared = None
+    if meta.has_blocks:
+        shared = SharedMeta(stream=StreamHints(block_type=meta.block_type, source=meta.source,
+                                               message_id=meta.message_id, event_id=meta.event_id,
+                                               sequence=meta.sequence, role=meta.role))
+    return Metadata(opencode=opencode, shared=shared)
+
+
 def _artifact(a: Artifact, dialect: str) -> WireArtifact:
-    return WireArtifact(artifactId=a.artifact_id, name=a.name, parts=[_part(p, dialect) for p in a.parts])
+    return WireArtifact(artifactId=a.artifact_id, name=a.name, parts=[_part(p, dialect) for p in a.parts],
+                        metadata=_metadata(a.meta))
 
 
 def _status(state: str, message: Message | None, timestamp: str | None, dialect: str) -> WireStatus:
