@@ -426,6 +426,13 @@ class ReplayEngine:
         pb = self.playbacks.get(task_id)
         if pb is not None and self.scale:
             pb.advance()
+        if pb is None or pb.done:
+            recorded = next((ep for ep in self.library.subscriptions.get(task_id, ()) if not ep.used), None)
+            if recorded is not None and task_id not in self.cancelled:
+                # the recording has this resubscribe: answer as the agent did then
+                recorded.used += 1
+                frames = self._frames(recorded.iter_served(), recorded.dialect, dialect, req.id)
+                return self._stream(frames, faults, dialect, req.id, None, None)
         snap = self._fold(task_id)
         if snap is None:
             return _error(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)

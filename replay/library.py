@@ -153,6 +153,7 @@ class Library:
         self.source = source or str(store.path)
         self._tempdir = tempdir
         self.episodes: list[Episode] = []
+        self.subscriptions: dict[str, list[Episode]] = {}  # recorded resubscribes, by task
         self.card: bytes | None = None
         self.dirty = False  # something was recorded into it (record modes)
         self._seen: set[int] = set()
@@ -218,6 +219,11 @@ class Library:
             if ep.operation in SEND_OPERATIONS:
                 self.episodes.append(ep)
                 added.append(ep)
+            elif ep.operation == "subscribe":
+                params = ep.request.params if ep.request else None
+                tid = ep.exchange.task_id or (params.id if params else None) or ep.task_id
+                if tid:
+                    self.subscriptions.setdefault(tid, []).append(ep)
         return added
 
     def served_events(self, exchange: Exchange) -> list[Served]:

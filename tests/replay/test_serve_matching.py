@@ -77,3 +77,23 @@ def test_a_send_is_answered_from_a_streamed_recording(library):
     assert r.headers["content-type"].startswith("application/json")
     item = decode_item(r.content)
     assert item.dialect == "0.3" and item.kind == "task" and item.body.state == "input-required"
+
+
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+def test_a_recorded_resubscribe_is_replayed_as_recorded(dialect):
+    """sdk-resubscribe: the recorded stream closed after one item and the client resubscribed:
+    the replay does the same, snapshot (WORKING, chunk-0) then the rest, in either dialect."""
+    tape = Path(__file__).resolve().parents[2] / "recordings" / "sdk-resubscribe.jsonl"
+    with httpx.Client(transport=ReplayTransport(tape)) as c:
+        r = c.post("http://agent.test/", content=request_body("stream", dialect, text="hello"), headers=headers_for(dialect))
+        first = [decode_item(f[6:]) for f in r.content.split(b"\r\n\r\n") if f]
+        task_id = first[0].task_id
+        r = c.post("http://agent.test/", content=request_body("subscribe", dialect, task_id=task_id), headers=headers_for(dialect))
+        rest = [decode_item(f[6:]) for f in r.content.split(b"\r\n\r\n") if f]
+        again = send(c, request_body("subscribe", dialect, task_id=task_id), dialect)  # v0.3: an SSE error item
+    assert [i.kind for i in first] == ["task"]
+    assert [i.kind for i in rest] == ["task", "artifact", "artifact", "status"]
+    assert {i.dialect for i in rest} == {dialect}
+    assert rest[0].body.state == "working" and [a.text for a in rest[0].body.artifacts] == ["chunk-0 "]
+    assert rest[-1].body.state == "completed"
+    assert again.kind == "error" and again.body.code == -32004  # over now, as a real agent says
