@@ -224,10 +224,13 @@ class ReplayEngine:
             pb = Playback(task_id, ep, self.scale)
             self.playbacks[task_id] = pb
             self.cancelled.discard(task_id)
-        if operation == "send":
+        recorded_json = (ep.exchange.content_type or "").startswith("application/json")
+        if operation == "send" or recorded_json:  # a send, or a stream the agent answered with a JSON body
             items = ep.served
             if pb is not None:
                 pb.released = len(items)
+            if recorded_json and items:
+                return _json(self._payload(items[-1], ep.dialect, dialect, req.id))
             return self._send_reply(req, ep, items, dialect)
         same = ep.dialect == dialect or ep.dialect not in ("0.3", "1.0")
         if same and self.scale == 0 and not faults.any and not ep.loaded:

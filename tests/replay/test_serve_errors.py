@@ -193,3 +193,22 @@ def test_a_broken_recording_store_is_an_error_not_a_crash(tmp_path):
         card = c.get("http://agent.test/.well-known/agent-card.json")
     assert item.kind == "error" and item.body.code == -32603 and "internal error" in item.body.message
     assert card.status_code == 200
+
+
+def test_a_stream_answered_with_a_json_error_is_replayed_as_json(db_path):
+    """The agent refused a stream with a plain JSON error (as a2a-sdk does before any event)."""
+    st = store.open_store(db_path)
+    body = request_body("stream", "1.0", text="refused")
+    ex = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True, request_body=body,
+                                    content_type="application/json", status=200))
+    st.append(NewEvent(payload=b'{"error":{"code":-32009,"message":"A2A version not supported"},"id":1,"jsonrpc":"2.0"}',
+                       exchange_id=ex))
+    st.close()
+    lib = Library.open(db_path)
+    try:
+        with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(lib))) as c:
+            r = post(c, request_body("stream", "1.0", text="refused", rpc_id=8))
+    finally:
+        lib.close()
+    assert r.headers["content-type"] == "application/json"
+    assert r.content == b'{"error":{"code":-32009,"message":"A2A version not supported"},"id":8,"jsonrpc":"2.0"}'
