@@ -15,7 +15,7 @@ from store.redact import build_redactor
 from .app import EXIT_FAILED, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
 from .idempotency import DEFAULT_TTL
 from .proxy import DEFAULT_MAX_BODY, ProxyConfig, build_app, check_listen
-from .recovery import DEFAULT_STALL, RecoveryBusy, recover
+from .recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
 
 
 def _check_url(url: str, what: str) -> str:
@@ -95,6 +95,10 @@ def recover_cmd(
     if upstream is not None:
         upstream = _check_url(upstream, "--upstream")
     st = open_db(db)
+    live = running_proxy(st)
+    if live is not None:
+        st.close()
+        fail(f"a proxy ({live}) is recording into {db_location(db)}; it recovers when it starts: stop it first")
     try:
         report = anyio.run(lambda: recover(st, upstream, stall_timeout=stall_timeout))
     except RecoveryBusy as exc:

@@ -52,6 +52,7 @@ from .idempotency import (
     rpc_error,
     with_rpc_id,
 )
+from .recovery import mark_proxy, recover, unmark_proxy
 from .sse import SseParser
 
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
@@ -179,23 +180,25 @@ class Proxy:
     async def _lifespan(self, _app) -> AsyncIterator[None]:
         timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
-            async with store.GroupCommitWriter(self.store) as writer:
-                async with anyio.create_task_group() as tg:
-                    self.http, self.writer, self._tg = http, writer, tg
-                    if self.config.recover_on_start:
-                        tg.start_soon(self._recover, self.store.last_position())
-                    else:
-                        self.recovery_done.set()
-                        self.recovered.set()
-                    try:
-                        yield
-                    finally:
-                        tg.cancel_scope.cancel()
+        mark = mark_proxy(self.store)
+        try:
+            async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+                async with store.GroupCommitWriter(self.store) as writer:
+                    async with anyio.create_task_group() as tg:
+                        self.http, self.writer, self._tg = http, writer, tg
+                        if self.config.recover_on_start:
+                            tg.start_soon(self._recover, self.store.last_position())
+                        else:
+                            self.recovery_done.set()
+                            self.recovered.set()
+                        try:
+                            yield
+                        finally:
+                            tg.cancel_scope.cancel()
+        finally:
+            unmark_proxy(self.store, mark)
 
     async def _recover(self, up_to: int) -> None:
-        from .recovery import recover
-
         try:
             report = await recover(self.store, self.config.upstream, http=self.http,
                                    stall_timeout=self.config.stall_timeout, up_to=up_to,

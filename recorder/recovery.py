@@ -166,6 +166,28 @@ def drop_lease(st: store.SqliteStore, owner: str) -> None:
             st.set_meta(LEASE_KEY, "")
 
 
+PROXY_KEY = "proxy.running"
+
+
+def mark_proxy(st: store.SqliteStore) -> str:
+    """Say in the store that a proxy is relaying into it (so a manual recovery waits)."""
+    owner = _owner()
+    st.set_meta(PROXY_KEY, owner)
+    return owner
+
+
+def unmark_proxy(st: store.SqliteStore, owner: str) -> None:
+    with st.transaction():
+        if st.get_meta(PROXY_KEY) == owner:
+            st.set_meta(PROXY_KEY, "")
+
+
+def running_proxy(st: store.SqliteStore) -> str | None:
+    """The live proxy relaying into this store, if any (a dead one's mark is ignored)."""
+    owner = st.get_meta(PROXY_KEY) or ""
+    return owner if owner and _alive(owner) else None
+
+
 # -- talking to the upstream, recorded ------------------------------------------------------
 
 

@@ -217,3 +217,30 @@ def test_proxy_startup_recovery_leaves_tasks_it_did_not_record_alone(sdk_agent, 
         assert proxy.proxy.recovered.wait(15)
         assert [f.task_id for f in proxy.proxy.recovery_report.failed] == ["t-proxied"]
         assert fold_task("t-fixture", proxy.store.read_task("t-fixture")).state == "working"
+
+
+def test_recover_cli_refuses_while_a_proxy_records_into_the_database(sdk_agent, db_path):
+    import subprocess
+    import sys
+
+    from recorder.recovery import PROXY_KEY
+
+    with running_proxy(sdk_agent.url, db_path) as proxy:
+        httpx.get(proxy.url + "/.well-known/agent-card.json")  # served once its startup is done
+        assert proxy.store.get_meta(PROXY_KEY)
+    assert store.open_store(db_path).get_meta(PROXY_KEY) == ""  # cleared when it stops
+    # a live proxy in another process: simulated by its mark (a sleeping child stands for it)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        import socket
+
+        st = store.open_store(db_path)
+        st.set_meta(PROXY_KEY, f"{socket.gethostname()}:{child.pid}:n")
+        st.close()
+        r = CliRunner().invoke(app, ["recover", "--db", str(db_path)])
+        assert r.exit_code == 2 and "is recording into" in r.stderr
+    finally:
+        child.kill()
+        child.wait()
+    r = CliRunner().invoke(app, ["recover", "--db", str(db_path), "--json"])
+    assert r.exit_code == 0  # its owner is gone: the mark no longer blocks
