@@ -58,8 +58,13 @@ def test_non_streaming_send_and_get_are_recorded(proxied, dialect):
     assert rows[("SendMessage" if dialect == "1.0" else "message/send")].outcome == "ok"
 
 
-def test_sixteen_concurrent_streams_all_recorded(proxied):
-    agent, proxy = proxied
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_sixteen_concurrent_streams_all_recorded(sdk_agent, db_path, durability):
+    with running_proxy(sdk_agent.url, db_path, durability=durability) as proxy:
+        _sixteen_streams(sdk_agent, proxy)
+
+
+def _sixteen_streams(agent, proxy):
     watch = SettleWatch(proxy.proxy)
 
     async def one(client: httpx.AsyncClient, i: int, results: dict) -> None:

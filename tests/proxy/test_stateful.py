@@ -127,6 +127,31 @@ class StoreRecovery(RuleBasedStateMachine):
         assert (again.resumed, again.failed, again.replayed) == ([], [], [])
         assert [(e.position, bytes(e.payload)) for e in self.st.read_from(0)] == snapshot
 
+    @rule()
+    def two_recoveries_at_once(self) -> None:
+        """Two processes recover the same file at the same moment: each open task FAILED once."""
+        open_before = sorted(t for t, s in self.model.items() if s == "open")
+        other = store.open_store(self.path)
+        reports = []
+
+        async def both() -> None:
+            async def one(st: store.SqliteStore) -> None:
+                reports.append(await recover(st))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, self.st)
+                tg.start_soon(one, other)
+
+        try:
+            anyio.run(both)
+        finally:
+            other.close()
+        assert sorted(f.task_id for r in reports for f in r.failed) == open_before
+        for t in open_before:
+            self.model[t] = "ended"
+            assert sum(e.origin == "local" for e in self.st.read_task(t)) == 1
+        self.keys.clear()
+
     @invariant()
     def log_agrees_with_model(self) -> None:
         for tid, expected in self.model.items():
