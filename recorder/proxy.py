@@ -120,9 +120,10 @@ class Live:
         self.finished.set()
         self._changed.set()
 
-    async def follow(self, rpc_id: bytes) -> AsyncIterator[bytes]:
-        """The SSE bytes for one client, as soon as each item is published."""
-        rewrite = self.rpc_id is None or self.rpc_id != rpc_id
+    async def follow(self, rpc_id: bytes | None) -> AsyncIterator[bytes]:
+        """The SSE bytes for one client, as soon as each item is published (``rpc_id`` None: the
+        HTTP+JSON binding, which has no JSON-RPC id to answer to)."""
+        rewrite = rpc_id is not None and (self.rpc_id is None or self.rpc_id != rpc_id)
         i = 0
         while True:
             items = self.items
@@ -353,16 +354,15 @@ class Proxy:
             task_id=params.id or (msg.taskId if msg else None), context_id=msg.contextId if msg else None,
             message_id=msg.messageId if msg else None, idempotency_key=key, role="proxy",
         )
-        answer_id = rpc_id if rpc_id is not None else b"null"
         if key is None:
             ex_id = await self._exchange_row(ex)
             live = self._start(ex_id, None, rpc_id, url, headers, body, None, method=http_method)
-            return await self._respond(live, answer_id)
+            return await self._respond(live, rpc_id)
 
         live = self.by_key.get(key)
         if live is not None:  # a duplicate of a request this proxy is relaying (or has relayed)
             ex_id = await self._exchange_row(ex)
-            return await self._duplicate(live, req_hash, key, ex_id, answer_id)
+            return await self._duplicate(live, req_hash, key, ex_id, rpc_id)
         live = Live(None, req_hash, rpc_id)
         self.by_key[key] = live  # before any await: a concurrent duplicate attaches to this one
         ex_id, record, claimed = await anyio.to_thread.run_sync(self._begin_and_claim, ex, key, req_hash)
@@ -371,20 +371,21 @@ class Proxy:
             self.by_exchange[ex_id] = live
             assert self._tg is not None
             self._tg.start_soon(self._pump, live, ex_id, url, headers, body, key, http_method)
-            return await self._respond(live, answer_id)
+            return await self._respond(live, rpc_id)
         # held by an earlier request (in the log, or by another process): answer from the log
         if record.request_hash != req_hash:
             self.by_key.pop(key, None)
             live.set_body(200, _JSON, b"")
             live.finish()
             await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-            return Response(rpc_error(answer_id, -32600, conflict_message(key)), 200 if rpc_id else 409, media_type=_JSON)
+            return Response(rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409,
+                            media_type=_JSON)
         live.req_hash = record.request_hash
         live.rpc_id = None
         assert self._tg is not None
         self._tg.start_soon(self._replay_from_log, live, record, streaming, key)
         await self._finish_row(ex_id, outcome="replayed")
-        return await self._respond(live, answer_id)
+        return await self._respond(live, rpc_id)
 
     def _begin_and_claim(self, ex: store.Exchange, key: str, req_hash: str) -> tuple[int, store.IdempotencyRecord, bool]:
         """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
@@ -393,10 +394,11 @@ class Proxy:
             record, claimed = self.gateway.claim(key, req_hash, ex_id)
         return ex_id, record, claimed
 
-    async def _duplicate(self, live: Live, req_hash: str | None, key: str, ex_id: int, rpc_id: bytes) -> Response:
+    async def _duplicate(self, live: Live, req_hash: str | None, key: str, ex_id: int, rpc_id: bytes | None) -> Response:
         if live.req_hash != req_hash:
             await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-            return Response(rpc_error(rpc_id, -32600, conflict_message(key)), 200, media_type=_JSON)
+            return Response(rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409,
+                            media_type=_JSON)
         await self._finish_row(ex_id, outcome="replayed")
         return await self._respond(live, rpc_id)
 
@@ -411,14 +413,14 @@ class Proxy:
         self._tg.start_soon(self._pump, live, ex_id, url, headers, body, key, method)
         return live
 
-    async def _respond(self, live: Live, rpc_id: bytes) -> Response:
+    async def _respond(self, live: Live, rpc_id: bytes | None) -> Response:
         await live.ready.wait()
         if live.mode == "sse":
             headers = dict(_SSE_HEADERS)
             return StreamingResponse(live.follow(rpc_id), live.status, headers=headers, media_type=live.content_type)
         await live.finished.wait()
         body = live.body
-        if live.rpc_id is None or live.rpc_id != rpc_id:
+        if rpc_id is not None and (live.rpc_id is None or live.rpc_id != rpc_id):
             body = with_rpc_id(body, rpc_id)
         return Response(body, live.status, media_type=live.content_type)
 
