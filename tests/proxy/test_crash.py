@@ -132,3 +132,51 @@ def test_sigkill_at_random_points_never_loses_what_the_client_saw(tmp_path):
                 assert [(e.position, bytes(e.payload)) for e in st.read_from(0)] == before, where
             finally:
                 st.close()
+
+
+@pytest.mark.slow
+def test_recovery_killed_midway_converges_on_the_next_run(tmp_path):
+    """``a2a-tape recover`` itself SIGKILLed while it follows tasks upstream: the next run
+    takes over its lease (the owner is dead), ends every task, and a third run changes nothing."""
+    from tests.proxy.test_recovery import seed, stream_prefix
+
+    rng = random.Random(SEED + 1)
+    db = tmp_path / "rcrash.db"
+    with running_sdk_agent(slow_delay=0.04) as agent:
+        for round_no in range(max(1, ROUNDS // 2)):
+            where = f"(seed {SEED + 1}, round {round_no})"
+            st = store.open_store(db)
+            for _ in range(3):
+                seed(st, agent.url, stream_prefix(agent.url, "slow many 8", rng.randrange(1, 4)))
+            st.close()
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from recorder.cli import main; main()", "recover", "--db", str(db)],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            try:
+                proc.wait(timeout=rng.uniform(0.3, 1.2))  # a random point of its run (or its end)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=10)
+            st = store.open_store(db)
+            try:
+                assert st.integrity_check() == "ok", where
+            finally:
+                st.close()
+            _recover(db)
+            st = store.open_store(db)
+            try:
+                for te in st.task_events():
+                    events = st.read_task(te.task_id)
+                    view = fold_task(te.task_id, events)
+                    assert view.state in ("completed", "failed"), f"task {te.task_id} left {view.state} {where}"
+                    assert sum(e.origin == "local" for e in events) <= 1, where
+                before = [(e.position, bytes(e.payload)) for e in st.read_from(0)]
+            finally:
+                st.close()
+            assert _recover(db) == {"resumed": [], "failed": [], "replayed": []}, where
+            st = store.open_store(db)
+            try:
+                assert [(e.position, bytes(e.payload)) for e in st.read_from(0)] == before, where
+            finally:
+                st.close()
