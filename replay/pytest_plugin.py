@@ -24,12 +24,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from .engine import RECORD_MODES, ReplayEngine
-from .library import Library
-from .transport import ReplayTransport
+if TYPE_CHECKING:  # imported when a test asks for the fixture: pytest starts as fast without it
+    from .engine import ReplayEngine
 
+RECORD_MODES = ("none", "once", "new_episodes", "all")  # replay.engine.RECORD_MODES
 _OPTION = "--a2a-tape-record-mode"
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()
 
@@ -95,6 +97,8 @@ class A2ATape:
     """What the ``a2a_tape`` fixture yields: a replay server URL and in-process transports."""
 
     def __init__(self, engine: ReplayEngine) -> None:
+        from .transport import ReplayTransport
+
         self.engine = engine
         self.record_mode = engine.record_mode
         self.library = engine.library
@@ -138,6 +142,9 @@ def _find_recording(request: pytest.FixtureRequest, name: str) -> Path:
 @pytest.fixture
 def a2a_tape(request: pytest.FixtureRequest):
     """A replay of the recording named by ``@pytest.mark.a2a_tape(...)``: ``.url``, ``.transport``, ``.async_transport``."""
+    from .engine import ReplayEngine
+    from .library import Library
+
     marker = request.node.get_closest_marker("a2a_tape")
     if marker is None or not marker.args:
         pytest.fail("a2a-tape: the a2a_tape fixture needs @pytest.mark.a2a_tape('path/to/recording.jsonl')",
