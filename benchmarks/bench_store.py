@@ -10,7 +10,7 @@
 
 Figures are medians of several rounds; rounds of a pair alternate so machine noise hits both
 sides alike. Timings on a shared 2-core VM are noisy: read the ratios, not the absolute rates.
-Rebuild rounds run in fresh child processes (peak RSS per run, no tracemalloc overhead).
+Rebuild rounds run in fresh child processes (peak RSS per run, VmHWM, no tracemalloc overhead).
 
     .venv/bin/python benchmarks/bench_store.py                 # everything, about two minutes
     .venv/bin/python benchmarks/bench_store.py --quick         # smaller sizes, a smoke run
@@ -294,12 +294,25 @@ def reference_fold(path: Path) -> dict[str, dict]:
     return {tid: {"state": t["state"], "artifacts": {a: "".join(b) for a, b in t["buffers"].items()}} for tid, t in tasks.items()}
 
 
-def _rss_kb() -> int:
+def _status_kb(field: str) -> int:
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1])
     return 0
+
+
+def _rss_kb() -> int:
+    return _status_kb("VmRSS:")
+
+
+def _peak_rss_kb() -> int:
+    """This process's peak RSS since exec.
+
+    Not ``ru_maxrss``: Linux carries the parent's high-water mark across fork + exec, so a child
+    of a big parent would report the parent's size.
+    """
+    return _status_kb("VmHWM:") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def child(kind: str, db: str) -> None:
@@ -337,7 +350,7 @@ def child(kind: str, db: str) -> None:
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     else:
         raise SystemExit(f"unknown child kind {kind}")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak = _peak_rss_kb()
     print(json.dumps({"kind": kind, "seconds": seconds, "cpu_seconds": cpu, "peak_kb": peak, "grew_kb": max(0, peak - before), "tasks": tasks}))
 
 
