@@ -27,7 +27,7 @@ class _Envelope(msgspec.Struct):
 
 
 _env_decoder = msgspec.json.Decoder(_Envelope)
-_PROBE = b'"\x00a2a-tape-probe\x00"'.replace(b"\x00", b"~")
+_PROBE = b'"~a2a-tape-probe~"'
 
 
 class Split(msgspec.Struct, frozen=True, gc=False):
