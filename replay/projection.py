@@ -59,6 +59,7 @@ from store import (
     Undecodable,
     decode_item,
 )
+from store.decode import TextChunk, peek_text_chunk
 from store.events import Artifact
 
 from .profiles import (
@@ -261,23 +262,86 @@ class TaskFold:
     # -- folding --
 
     def apply(self, ev: StoredEvent, item: Item) -> None:
+        self._apply(ev.position, ev.seq, ev.exchange_id, ev.received_at, item)
+
+    def _arrived(self, pos: int, exchange_id: int | None, at: float) -> None:
+        """Counters and the exchange bookkeeping every event goes through."""
         s = self.s
-        pos = ev.position
         if s.events == 0:
             s.first_position = pos
-            s.first_at = ev.received_at
+            s.first_at = at
         s.events += 1
         s.last_position = pos
-        s.last_at = ev.received_at
-        if ev.exchange_id != s.exchange_id:
+        s.last_at = at
+        if exchange_id != s.exchange_id:
             if s.exchange_streamed and s.state in _ACTIVE:
                 self._fault(
                     "stream-closed-active", "warning", s.exchange_last,
                     f"a stream ended while the task was {s.state}",
                 )
-            s.exchange_id = ev.exchange_id
+            s.exchange_id = exchange_id
             s.exchange_streamed = False
         s.exchange_last = pos
+
+    def apply_text(self, pos: int, exchange_id: int | None, at: float, chunk: TextChunk) -> bool:
+        """Fold a plain text chunk (:func:`store.decode.peek_text_chunk`) without a full decode.
+
+        The same steps as ``apply`` for an :class:`ArtifactUpdate` without metadata under the
+        generic profile, written out flat (this is the hot path of a rebuild). Returns False,
+        having changed nothing, when the artifact id may name an opencode lane (it starts with
+        the task id): the caller then decodes the payload and calls ``apply``, which classifies it.
+        """
+        s = self.s
+        art = chunk.artifact
+        aid = art.artifactId or ""
+        if aid.startswith(s.task_id):
+            return False
+        # _arrived, inlined
+        if s.events == 0:
+            s.first_position = pos
+            s.first_at = at
+        s.events += 1
+        s.last_position = pos
+        s.last_at = at
+        if exchange_id != s.exchange_id:
+            if s.exchange_streamed and s.state in _ACTIVE:
+                self._fault(
+                    "stream-closed-active", "warning", s.exchange_last,
+                    f"a stream ended while the task was {s.state}",
+                )
+            s.exchange_id = exchange_id
+        s.exchange_last = pos
+        s.exchange_streamed = True
+        if s.context_id is None:
+            s.context_id = chunk.contextId
+        replace = chunk.append is not True
+        buf = s.buffers.get(aid)
+        if buf is None:
+            buf = s.buffers[aid] = _Buf(aid, ARTIFACT, GENERIC, [], False, 0)
+        else:
+            buf.channel = ARTIFACT
+            if buf.closed and replace is False:
+                self._fault("after-last-chunk", "warning", pos, f"artifact {aid} got text after lastChunk")
+        if s.state in TERMINAL_STATES:
+            self._fault("after-terminal", "warning", pos, f"an artifact update arrived after the task was {s.state}")
+        s.tick += 1
+        buf.updated = s.tick
+        parts = art.parts
+        if replace:
+            buf.chunks = [p.text for p in parts]
+            buf.closed = chunk.lastChunk is True
+        else:
+            if len(parts) == 1:
+                buf.chunks.append(parts[0].text)
+            else:
+                buf.chunks.extend([p.text for p in parts])
+            if chunk.lastChunk is True:
+                buf.closed = True
+        return True
+
+    def _apply(self, pos: int, seq: int, exchange_id: int | None, at: float, item: Item) -> None:
+        s = self.s
+        self._arrived(pos, exchange_id, at)
 
         body = item.body
         kind = type(body)
@@ -285,7 +349,7 @@ class TaskFold:
             s.exchange_streamed = True
             if s.context_id is None:
                 s.context_id = body.context_id
-            self._artifact(ev, body)
+            self._artifact(pos, seq, body)
         elif kind is StatusUpdate:
             s.exchange_streamed = True
             if s.context_id is None:
@@ -374,7 +438,7 @@ class TaskFold:
         if profile != GENERIC and PROFILE_RANK[profile] > PROFILE_RANK[self.s.profile]:
             self.s.profile = profile
 
-    def _artifact(self, ev: StoredEvent, body: ArtifactUpdate) -> None:
+    def _artifact(self, pos: int, seq: int, body: ArtifactUpdate) -> None:
         s = self.s
         art = body.artifact
         meta = art.meta
@@ -385,11 +449,11 @@ class TaskFold:
         if chunk.profile != GENERIC:
             self._profile(chunk.profile)
         if chunk.ignore is not None:
-            s.ignored.append(IgnoredEvent(ev.position, ev.seq, chunk.ignore))
+            s.ignored.append(IgnoredEvent(pos, seq, chunk.ignore))
             return
         if chunk.dedup is not None:
             if chunk.dedup in s.seen:
-                s.ignored.append(IgnoredEvent(ev.position, ev.seq, "duplicate (same event id / sequence)"))
+                s.ignored.append(IgnoredEvent(pos, seq, "duplicate (same event id / sequence)"))
                 return
             s.seen.add(chunk.dedup)
         aid = art.artifact_id
@@ -402,16 +466,16 @@ class TaskFold:
                 and s.user_texts
                 and art.text.strip() in (t.strip() for t in s.user_texts)
             ):
-                s.ignored.append(IgnoredEvent(ev.position, ev.seq, "user echo (the user's own text)"))
+                s.ignored.append(IgnoredEvent(pos, seq, "user echo (the user's own text)"))
                 return
             buf = _Buf(aid, chunk.channel, chunk.profile, [], False, 0)
             s.buffers[aid] = buf
         else:
             buf.channel = chunk.channel
             if buf.closed and not chunk.replace:
-                self._fault("after-last-chunk", "warning", ev.position, f"artifact {aid} got text after lastChunk")
+                self._fault("after-last-chunk", "warning", pos, f"artifact {aid} got text after lastChunk")
         if s.state in TERMINAL_STATES:
-            self._fault("after-terminal", "warning", ev.position, f"an artifact update arrived after the task was {s.state}")
+            self._fault("after-terminal", "warning", pos, f"an artifact update arrived after the task was {s.state}")
         s.tick += 1
         buf.updated = s.tick
         self._fill(buf, art, chunk.replace)
@@ -518,14 +582,24 @@ def fold_events(events: Iterable[StoredEvent]) -> dict[str, TaskView]:
     gc.disable()  # no cycles are made here; see Projector._catch_up
     try:
         for ev in events:
-            item = decode_item(ev.payload)
-            tid = ev.task_id if ev.task_id is not None else item.task_id
+            payload = ev.payload
+            chunk = peek_text_chunk(payload)  # the hot case without the full decode
+            if chunk is not None:
+                item = None
+                tid = ev.task_id if ev.task_id is not None else chunk.taskId
+            else:
+                item = decode_item(payload)
+                tid = ev.task_id if ev.task_id is not None else item.task_id
             if tid is None:
                 continue  # an item before any task id was known (kept in the log, shown by `show`)
             fold = folds.get(tid)
             if fold is None:
                 fold = folds[tid] = TaskFold(tid)
-            fold.apply(ev, item)
+            if item is None:
+                if fold.apply_text(ev.position, ev.exchange_id, ev.received_at, chunk):
+                    continue
+                item = decode_item(payload)  # maybe an opencode lane: the general path classifies
+            fold._apply(ev.position, ev.seq, ev.exchange_id, ev.received_at, item)
         return {tid: f.view() for tid, f in folds.items()}
     finally:
         if gc_was_on:
@@ -533,6 +607,27 @@ def fold_events(events: Iterable[StoredEvent]) -> dict[str, TaskView]:
 
 
 # -- the persisted, incremental projection ----------------------------------------------------
+
+
+FoldRow = tuple[int, "str | None", int, "int | None", float, bytes]
+"""(position, task_id, seq, exchange_id, received_at, payload): what a fold reads of an event."""
+
+
+def _fold_batches(store, start: int, batch: int) -> Iterator[list[FoldRow]]:
+    """The log after ``start`` in batches of fold rows: the store's narrow reader when it has
+    one (SQLite: six columns, no :class:`StoredEvent` per row), else ``read_from``."""
+    narrow = getattr(store, "read_fold_rows", None)
+    if narrow is not None:
+        yield from narrow(start, batch=batch)
+        return
+    rows: list[FoldRow] = []
+    for ev in store.read_from(start):
+        rows.append((ev.position, ev.task_id, ev.seq, ev.exchange_id, ev.received_at, ev.payload))
+        if len(rows) >= batch:
+            yield rows
+            rows = []
+    if rows:
+        yield rows
 
 
 class ProjectionMoved(Exception):
@@ -607,37 +702,43 @@ class Projector:
             self._cache.clear()  # someone else committed: our live folds may be stale
         cache = self._cache
         cache_size = self.cache_size
+        commit_every = self.commit_every
         pending: dict[str, bytes] = {}  # evicted dirty states, waiting for the next commit
-        dirty: set[str] = set()
+        # A fold is dirty (to write at the next commit) when it folded an event after the last
+        # committed position: every applied event sets ``last_position``, so no per-event set.
         committed = start
         position = start
         read = 0
         since_commit = 0
-        batch: list[StoredEvent] = []
+        peek = peek_text_chunk
+        load_state = _state_decoder.decode
 
         def commit() -> None:
             nonlocal committed, since_commit
             upserts = pending
-            for tid in dirty:
-                fold = cache.get(tid)
-                if fold is not None:
+            for tid, fold in cache.items():
+                if fold.s.last_position > committed:
                     upserts[tid] = fold.dump()
             if not store.projection_commit(name, position, upserts, expect=committed):
                 raise ProjectionMoved(name)
             committed = position
             self._cursor = position
             pending.clear()
-            dirty.clear()
             since_commit = 0
 
-        def flush_batch() -> None:
-            nonlocal position, since_commit
+        batch_size = min(2000, commit_every)
+        for rows in _fold_batches(store, start, batch_size):
             # one query for the tasks of this batch that are neither live nor waiting to commit
-            queried = {ev.task_id for ev in batch if ev.task_id is not None} - cache.keys() - pending.keys()
+            queried = {r[1] for r in rows if r[1] is not None} - cache.keys() - pending.keys()
             loaded = store.projection_load(name, queried) if queried else {}
-            for ev in batch:
-                item = decode_item(ev.payload)  # once per event, dropped right after the fold
-                tid = ev.task_id if ev.task_id is not None else item.task_id
+            for pos, row_task, seq, exchange_id, at, payload in rows:
+                chunk = peek(payload)  # the hot case (a plain text chunk) without the full decode
+                if chunk is not None:
+                    item = None
+                    tid = row_task if row_task is not None else chunk.taskId
+                else:
+                    item = decode_item(payload)  # once per event, dropped right after the fold
+                    tid = row_task if row_task is not None else item.task_id
                 if tid is None:
                     continue
                 fold = cache.get(tid)
@@ -649,33 +750,27 @@ class Projector:
                         # live at the start of the batch and evicted clean since (so committed),
                         # or named only inside its payload
                         raw = store.projection_load(name, [tid]).get(tid)
-                    fold = TaskFold.load(raw) if raw is not None else TaskFold(tid)
+                    fold = TaskFold(load_state(raw)) if raw is not None else TaskFold(tid)
                     cache[tid] = fold
                     if len(cache) > cache_size:
                         old_id, old = cache.popitem(last=False)
-                        if old_id in dirty:
-                            dirty.discard(old_id)
+                        if old.s.last_position > committed:
                             pending[old_id] = old.dump()
                 else:
                     cache.move_to_end(tid)
-                fold.apply(ev, item)
-                dirty.add(tid)
-            position = batch[-1].position
-            since_commit += len(batch)
-            batch.clear()
-
-        batch_size = min(2000, self.commit_every)
-        for ev in store.read_from(start):
-            batch.append(ev)
-            read += 1
-            if len(batch) >= batch_size:
-                flush_batch()
-                if since_commit >= self.commit_every:
-                    commit()
-        if batch:
-            flush_batch()
+                if item is None:
+                    if fold.apply_text(pos, exchange_id, at, chunk):
+                        continue
+                    item = decode_item(payload)
+                fold._apply(pos, seq, exchange_id, at, item)
+            read += len(rows)
+            position = rows[-1][0]
+            since_commit += len(rows)
+            if since_commit >= commit_every:
+                commit()
         if read:
-            commit()
+            if since_commit:
+                commit()
         else:
             self._cursor = start
         return read

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 
@@ -28,7 +28,10 @@ from .events import (
 )
 from .wire import (
     FRAME_DECODER,
+    PEEK_DECODER,
     Metadata,
+    PeekArtifactUpdate,
+    PeekResult,
     WireArtifact,
     WireArtifactUpdate,
     WireMessage,
@@ -290,6 +293,39 @@ def decode_item(payload: bytes | str) -> Item:
     if body is not None:
         return Item(body, "rest", rpc_id)
     return Item(Other("no result, error or item"), "unknown", rpc_id)
+
+
+TextChunk = Union[PeekArtifactUpdate, PeekResult]
+"""A plain text artifact chunk: ``taskId``, ``contextId``, ``artifact`` (``artifactId`` and
+``parts``, each part's ``text``), ``append``, ``lastChunk`` (the v1.0 ``artifactUpdate`` and a
+v0.3 ``artifact-update`` result spell them alike)."""
+
+
+def peek_text_chunk(payload: bytes | str) -> TextChunk | None:
+    """The hot case of a projection, cheaply: a plain text artifact chunk, else None.
+
+    None means "not this case" (a status update, a Task, metadata, a part that is not text,
+    an error, undecodable bytes, ...): call :func:`decode_item`. Never raises. A chunk it
+    returns says what ``decode_item`` says of the same bytes: an :class:`ArtifactUpdate` with
+    task id ``taskId``, context id ``contextId``, artifact id ``artifact.artifactId or ""``, one
+    text part per ``artifact.parts`` entry, ``append is True``, ``lastChunk is True`` and no
+    contract hints (no metadata anywhere). ``PeekFrame`` forbids every field it does not declare
+    and types the ones it declares no wider than ``WireFrame``, so it accepts only payloads the
+    full decoder accepts; and this function follows ``decode_item``'s order (the v1.0
+    ``artifactUpdate`` wrapper first, then a v0.3 ``kind: artifact-update``).
+    """
+    try:
+        r = PEEK_DECODER.decode(payload).result
+    except Exception:  # noqa: BLE001 - anything unusual goes the general way
+        return None
+    if r is None:
+        return None
+    u = r.artifactUpdate
+    if u is not None:
+        return u
+    if r.kind == "artifact-update" and r.artifact is not None:
+        return r
+    return None
 
 
 def local_note(action: str, detail: str = "", task_id: str | None = None) -> bytes:

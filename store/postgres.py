@@ -339,9 +339,21 @@ class PostgresStore:
         rows = self._read("SELECT key, value FROM projection_rows WHERE projection = %s AND key = ANY(%s)", (name, keys))
         return {k: bytes(v) for k, v in rows}
 
-    def projection_rows(self, name: str) -> Iterator[tuple[str, bytes]]:
-        for k, v in self._read("SELECT key, value FROM projection_rows WHERE projection = %s ORDER BY key", (name,)):
-            yield k, bytes(v)
+    def projection_rows(self, name: str, *, batch: int = 500) -> Iterator[tuple[str, bytes]]:
+        """Every row of a projection in key order, ``batch`` rows per query (keyset paging):
+        memory stays flat however many tasks there are."""
+        rows = self._read(
+            "SELECT key, value FROM projection_rows WHERE projection = %s ORDER BY key LIMIT %s", (name, batch)
+        )
+        while True:
+            for k, v in rows:
+                yield k, bytes(v)
+            if len(rows) < batch:
+                return
+            rows = self._read(
+                "SELECT key, value FROM projection_rows WHERE projection = %s AND key > %s ORDER BY key LIMIT %s",
+                (name, rows[-1][0], batch),
+            )
 
     def projection_commit(self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None) -> bool:
         with self._txn() as cur:

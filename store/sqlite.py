@@ -174,6 +174,27 @@ class SqliteStore:
             if len(rows) < n:
                 return
 
+    def read_fold_rows(self, position: int = 0, *, batch: int = 5000) -> Iterator[list[tuple]]:
+        """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
+        received_at, payload)`` tuples, in log order.
+
+        The narrow reader of a projection rebuild: six columns and plain tuples (building a
+        nine-field :class:`StoredEvent` per row costs more than reading it).
+        """
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events "
+                    "WHERE position > ? ORDER BY position LIMIT ?",
+                    (position, batch),
+                ).fetchall()
+            if not rows:
+                return
+            yield rows
+            if len(rows) < batch:
+                return
+            position = rows[-1][0]
+
     def read_task(self, task_id: str) -> list[StoredEvent]:
         with self._lock:
             rows = self._conn.execute(
@@ -353,12 +374,26 @@ class SqliteStore:
                 out.update(rows)
         return out
 
-    def projection_rows(self, name: str) -> Iterator[tuple[str, bytes]]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT key, value FROM projection_rows WHERE projection = ? ORDER BY key", (name,)
-            ).fetchall()
-        yield from rows
+    def projection_rows(self, name: str, *, batch: int = 500) -> Iterator[tuple[str, bytes]]:
+        """Every row of a projection in key order, read ``batch`` rows at a time (keyset paging,
+        the lock held per batch only): memory stays flat however many tasks there are."""
+        after: str | None = None
+        while True:
+            with self._lock:
+                if after is None:
+                    rows = self._conn.execute(
+                        "SELECT key, value FROM projection_rows WHERE projection = ? ORDER BY key LIMIT ?",
+                        (name, batch),
+                    ).fetchall()
+                else:
+                    rows = self._conn.execute(
+                        "SELECT key, value FROM projection_rows WHERE projection = ? AND key > ? ORDER BY key LIMIT ?",
+                        (name, after, batch),
+                    ).fetchall()
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
 
     def projection_commit(self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None) -> bool:
         """Write a projection's rows and its cursor in one transaction (exactly once).

@@ -9,7 +9,7 @@ Unknown fields are ignored, as the protocol asks of readers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -176,3 +176,58 @@ class WireFrame(msgspec.Struct, omit_defaults=True, rename={"note": "a2a-tape"})
 
 
 FRAME_DECODER = msgspec.json.Decoder(WireFrame)
+
+
+# -- the peek: a strict, narrow decode of the hot case (a plain text chunk) -------------------
+#
+# A projection rebuild reads millions of artifact chunks. These structs hold only what a plain
+# text chunk carries (as a2a-sdk sends it, in either dialect) and FORBID every other field: a
+# payload with anything more (metadata, a file part, an error, a note, a Task...) fails this
+# decode and is read by ``FRAME_DECODER`` instead. Every field declared here has the type
+# ``WireFrame`` gives it or a narrower one (a part's ``text`` required, its ``kind`` only "text",
+# an update's ``artifact`` required), so a payload this decoder accepts is one ``FRAME_DECODER``
+# accepts too, with the same values (``store.decode.peek_text_chunk`` relies on that).
+
+
+class PeekPart(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A text part and nothing else: narrower types than ``WirePart`` (never wider)."""
+
+    text: str
+    kind: Literal["text"] | None = None
+
+
+class PeekArtifact(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    artifactId: str | None = None
+    name: str | None = None
+    description: str | None = None
+    parts: list[PeekPart] = []
+
+
+class PeekArtifactUpdate(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    artifact: PeekArtifact
+    taskId: str | None = None
+    contextId: str | None = None
+    append: bool | None = None
+    lastChunk: bool | None = None
+    kind: str | None = None
+
+
+class PeekResult(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    # v1.0 wrapper
+    artifactUpdate: PeekArtifactUpdate | None = None
+    # v0.3 bare artifact-update
+    kind: str | None = None
+    taskId: str | None = None
+    contextId: str | None = None
+    artifact: PeekArtifact | None = None
+    append: bool | None = None
+    lastChunk: bool | None = None
+
+
+class PeekFrame(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    jsonrpc: str | None = None
+    id: Any = None
+    result: PeekResult | None = None
+
+
+PEEK_DECODER = msgspec.json.Decoder(PeekFrame)

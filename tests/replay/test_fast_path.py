@@ -1,0 +1,200 @@
+"""The projection's fast path (issue 2, rebuild speed) says exactly what the general path says.
+
+``store.peek_text_chunk`` reads a plain text chunk without the full decode and
+``TaskFold.apply_text`` folds it without building ``store.events`` objects. These tests check,
+on every committed recording and on hand-made edge cases, that (1) whatever the peek accepts,
+``decode_item`` decodes to the same ArtifactUpdate, and (2) folding with the fast path on gives
+byte-identical views and projection rows to folding with it off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import replay.projection as projection
+from replay import Projector, encode_view, fold_events
+from store import ArtifactUpdate, StreamMeta, open_store
+from store.decode import decode_item, peek_text_chunk
+from store.tape import import_tape
+
+from .builders import art03, blocks, oc, status03, stored, task03
+
+RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
+TAPES = sorted(RECORDINGS.glob("*.jsonl"))
+_enc = msgspec.json.Encoder()
+
+
+def _v1(update: dict, **frame) -> bytes:
+    return _enc.encode({"result": {"artifactUpdate": update}, "id": 1, "jsonrpc": "2.0", **frame})
+
+
+def _upd(text="hi", **kw) -> dict:
+    art = {"artifactId": "a1", "name": "out", "parts": [{"text": text}]}
+    art.update(kw.pop("artifact", {}))
+    return {"taskId": "t1", "contextId": "c1", "artifact": art, **kw}
+
+
+# payloads the peek must accept (a plain text chunk in either dialect)
+PLAIN = [
+    _v1(_upd()),
+    _v1(_upd(append=True, lastChunk=True)),
+    _v1(_upd(append=False, lastChunk=False)),
+    _v1(_upd(artifact={"parts": [{"text": "a"}, {"kind": "text", "text": "b"}]})),
+    _v1(_upd(artifact={"parts": []})),
+    _v1(_upd(artifact={"artifactId": None})),
+    _v1({"artifact": {"parts": [{"text": "x"}]}}),  # no task id: named by the stored row only
+    _enc.encode({"result": {"artifactUpdate": _upd(), "kind": "status-update"}, "id": "r", "jsonrpc": "2.0"}),
+    art03("t1", "a1", "hello", append=True, last=True),
+    art03("t1", "a1", "hello"),
+]
+
+# payloads the peek must leave to decode_item (anything but a plain text chunk)
+NOT_PLAIN = [
+    _v1(_upd(artifact={"metadata": {"opencode": {"channel": "reasoning", "message_id": "m"}}})),
+    _v1(_upd(artifact={"metadata": {}})),
+    _v1(_upd(metadata={"shared": {"stream": {"block_type": "text"}}})),
+    _v1(_upd(artifact={"parts": [{"kind": "data", "data": {"x": 1}}]})),
+    _v1(_upd(artifact={"parts": [{"kind": "file", "text": "f", "file": {"name": "n"}}]})),
+    _v1(_upd(artifact={"parts": [{"kind": "weird", "text": "w"}]})),
+    _v1(_upd(artifact={"parts": [{"text": None}]})),
+    _v1(_upd(artifact={"parts": [{"text": "t", "metadata": {"a": 1}}]})),
+    _v1(_upd(extra=1)),  # an unknown field: the general path (which ignores it) decides
+    _v1(_upd(), error={"code": 1, "message": "m"}),
+    _v1(_upd(), **{"a2a-tape": {"action": "resubscribed"}}),
+    _enc.encode({"result": {"artifactUpdate": _upd(), "task": {"id": "t1"}}, "id": 1, "jsonrpc": "2.0"}),
+    _enc.encode({"result": {"kind": "artifact-update", "taskId": "t1", "artifact": {"parts": [{"text": "x"}]},
+                            "statusUpdate": {"taskId": "t1"}}, "jsonrpc": "2.0"}),
+    _enc.encode({"result": {"kind": "artifact-update", "taskId": "t1"}, "jsonrpc": "2.0"}),
+    _enc.encode({"result": {"artifactUpdate": {"taskId": "t1"}}, "jsonrpc": "2.0"}),
+    _v1(_upd(append="yes")),  # a wrong type: undecodable for both
+    _enc.encode({"result": {"artifactUpdate": _upd()}, "jsonrpc": 2}),
+    _enc.encode({"artifactUpdate": _upd()}),  # HTTP+JSON binding: dialect "rest", left to decode_item
+    art03("t1", "a1", "x", meta=oc("final_answer")),
+    art03("t1", "a1", "x", meta=blocks("text", event_id="e1")),
+    status03("t1", "working"),
+    task03("t1", "submitted", user="hi"),
+    b'{"result": ',
+    b"\xff\xfe",
+    b"[]",
+    b"null",
+]
+
+
+def _recorded_payloads() -> list[bytes]:
+    out: list[bytes] = []
+    for tape in TAPES:
+        with _tmp_store() as st, tape.open("rb") as fh:
+            import_tape(st, fh)
+            out.extend(ev.payload for ev in st.read_from(0))
+    return out
+
+
+class _tmp_store:
+    """A throwaway store in a temporary directory (closed and removed on exit)."""
+
+    def __enter__(self):
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory()
+        self._st = open_store(Path(self._dir.name) / "t.db")
+        return self._st
+
+    def __exit__(self, *exc):
+        self._st.close()
+        self._dir.cleanup()
+
+
+def _same_as_decode_item(payload: bytes) -> None:
+    chunk = peek_text_chunk(payload)
+    if chunk is None:
+        return
+    item = decode_item(payload)
+    body = item.body
+    assert type(body) is ArtifactUpdate, payload
+    assert body.task_id == chunk.taskId and body.context_id == chunk.contextId
+    assert body.artifact.artifact_id == (chunk.artifact.artifactId or "")
+    assert body.artifact.meta == StreamMeta()
+    assert [p.kind for p in body.artifact.parts] == ["text"] * len(chunk.artifact.parts)
+    assert [p.text for p in body.artifact.parts] == [p.text for p in chunk.artifact.parts]
+    assert body.append is (chunk.append is True) and body.last_chunk is (chunk.lastChunk is True)
+
+
+@pytest.mark.parametrize("payload", PLAIN)
+def test_plain_chunks_take_the_fast_path_and_agree(payload):
+    assert peek_text_chunk(payload) is not None
+    _same_as_decode_item(payload)
+
+
+@pytest.mark.parametrize("payload", NOT_PLAIN)
+def test_anything_else_goes_to_decode_item(payload):
+    assert peek_text_chunk(payload) is None
+
+
+def test_every_recorded_payload_agrees():
+    payloads = _recorded_payloads()
+    assert len(payloads) > 50
+    peeked = 0
+    for p in payloads:
+        _same_as_decode_item(p)
+        peeked += peek_text_chunk(p) is not None
+    assert peeked > 10  # the sdk recordings' chunks take the fast path
+
+
+def _fold_all(payload_sets, monkeypatch, fast: bool) -> list[bytes]:
+    if not fast:
+        monkeypatch.setattr(projection, "peek_text_chunk", lambda payload: None)
+    out = []
+    for evs in payload_sets:
+        views = fold_events(evs)
+        out.extend(encode_view(views[k]) for k in sorted(views))
+    monkeypatch.undo()
+    return out
+
+
+def test_fold_with_and_without_the_fast_path_is_identical(monkeypatch):
+    sets = []
+    for tape in TAPES:
+        with _tmp_store() as st, tape.open("rb") as fh:
+            import_tape(st, fh)
+            sets.append(list(st.read_from(0)))
+    # edge cases a fold must see through the fast path: lane-like ids, text after lastChunk,
+    # a chunk after the terminal state, a replace after append, no task id in the row
+    edge = [
+        task03("t1", "working", user="hi"),
+        art03("t1", "a1", "one ", append=False),
+        art03("t1", "a1", "two", append=True, last=True),
+        art03("t1", "a1", "late", append=True),
+        art03("t1", "t1:stream:text", "lane ", append=False),
+        art03("t1", "t1:stream:text", "text", append=True),
+        art03("t1", "t1-but-not-a-lane", "x"),
+        status03("t1", "completed"),
+        art03("t1", "a2", "after", append=False),
+        *PLAIN,
+    ]
+    sets.append(stored(edge, "t1"))
+    sets.append(stored(PLAIN, None, exchange=None))
+    sets.append(stored([*edge[:3], *edge[3:]], "t1", exchange=2) + stored(edge, "t1", exchange=3, start=100))
+    fast = _fold_all(sets, monkeypatch, True)
+    slow = _fold_all(sets, monkeypatch, False)
+    assert fast == slow
+    assert len(fast) >= len(TAPES)
+
+
+def test_projector_rows_with_and_without_the_fast_path_are_identical(tmp_path, monkeypatch):
+    def rows(fast: bool, name: str) -> list[tuple[str, bytes]]:
+        if not fast:
+            monkeypatch.setattr(projection, "peek_text_chunk", lambda payload: None)
+        with open_store(tmp_path / f"{name}.db") as st:
+            for tape in TAPES:
+                with tape.open("rb") as fh:
+                    import_tape(st, fh)
+            Projector(st, cache_size=3, commit_every=17).rebuild()
+            got = list(st.projection_rows("tasks", batch=4))
+        monkeypatch.undo()
+        return got
+
+    fast, slow = rows(True, "fast"), rows(False, "slow")
+    assert fast == slow and len(fast) > 10
