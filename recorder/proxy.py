@@ -405,7 +405,6 @@ class Proxy:
     async def _finish_row(self, ex_id: int, **fields: object) -> None:
         await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
 
-
     def _start(self, ex_id, req_hash, rpc_id, url, headers, body, key, method: str = "POST") -> Live:
         live = Live(ex_id, req_hash, rpc_id)
         self.by_exchange[ex_id] = live
@@ -446,16 +445,24 @@ class Proxy:
                     row["outcome"] = "closed"
                 else:
                     data = await resp.aread()
-                    item = store.decode_item(data) if data else None
-                    if item is not None and not isinstance(item.body, store.Undecodable):
-                        assert self.writer is not None
-                        await self.writer.append(store.NewEvent(
-                            payload=data, task_id=item.task_id, exchange_id=ex_id, received_at=time.time(),
-                            mono=time.monotonic() - t0,
-                        ))
-                        task_ids[:] = [item.task_id, item.context_id]
+                    media = _media(ct)
+                    if media == _JSON or media.endswith("+json"):
+                        item = store.decode_item(data)
+                        if isinstance(item.body, store.Undecodable):  # JSON, but not an A2A item: kept as is
+                            row["response_body"] = data
+                        else:
+                            assert self.writer is not None
+                            await self.writer.append(store.NewEvent(
+                                payload=data, task_id=item.task_id, exchange_id=ex_id, received_at=time.time(),
+                                mono=time.monotonic() - t0,
+                            ))
+                            task_ids[:] = [item.task_id, item.context_id]
+                        failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
+                        row["outcome"] = "error" if failed else "ok"
+                        live.set_body(resp.status_code, ct, data)
+                    elif not data and resp.status_code < 400:  # an empty answer (HTTP+JSON DELETE, 204)
+                        row["outcome"] = "ok"
                         live.set_body(resp.status_code, ct or _JSON, data)
-                        row["outcome"] = "ok" if resp.status_code < 400 and not isinstance(item.body, store.ErrorItem) else "error"
                     else:
                         why = a2a.explain_not_json(resp, "the upstream agent")
                         row.update(outcome="error", error=why, response_body=data)

@@ -164,3 +164,21 @@ def test_proxy_token_never_reaches_the_upstream_but_other_credentials_do(db_path
         assert r.status_code == 200
     assert "authorization" not in seen[0]
     assert seen[1]["authorization"] == "Bearer upstream-cred" and "proxy-authorization" not in seen[1]
+
+
+def test_upstream_json_that_is_not_a2a_passes_through_and_is_kept(db_path):
+    """A hand-written fake: a framework's own JSON 500 page, which a real agent will not send on demand."""
+    from starlette.responses import JSONResponse
+
+    async def boom(request):
+        return JSONResponse({"detail": "Internal Server Error"}, status_code=500)
+
+    fake = Starlette(routes=[Route("/", boom, methods=["POST"])])
+    with serve_app(fake) as url, running_proxy(url, db_path) as proxy:
+        watch = SettleWatch(proxy.proxy)
+        body, headers = send_body("hello", stream=False)
+        r = httpx.post(proxy.url + "/", content=body, headers=headers)
+        assert r.status_code == 500 and r.json() == {"detail": "Internal Server Error"}
+        watch.wait(1)
+        ex = [e for e in proxy.store.exchanges() if e.rpc_method][0]
+        assert ex.outcome == "error" and b"Internal Server Error" in ex.response_body
