@@ -181,4 +181,6 @@ def test_upstream_json_that_is_not_a2a_passes_through_and_is_kept(db_path):
         assert r.status_code == 500 and r.json() == {"detail": "Internal Server Error"}
         watch.wait(1)
         ex = [e for e in proxy.store.exchanges() if e.rpc_method][0]
-        assert ex.outcome == "error" and b"Internal Server Error" in ex.response_body
+        assert ex.outcome == "error" and ex.status == 500
+        kept = [bytes(e.payload) for e in proxy.store.read_exchange(ex.id)]  # an event of its exchange
+        assert kept == [r.content]
