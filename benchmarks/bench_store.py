@@ -9,7 +9,8 @@
             projector's peak memory at N/4 vs N events (target: does not grow with the log)
 
 Rates are medians of several rounds; rounds of a pair alternate so machine noise hits both
-sides alike, and each ratio is the median of the per-round ratios (robust when the load drifts). Timings on a shared 2-core VM are noisy: read the ratios, not the absolute rates.
+sides alike, and each ratio is the median of the per-round ratios (robust when the load
+drifts). Timings on a shared 2-core VM are noisy: read the ratios, not the absolute rates.
 Rebuild rounds run in fresh child processes (peak RSS per run, VmHWM, no tracemalloc overhead).
 
     .venv/bin/python benchmarks/bench_store.py                 # everything, about two minutes
@@ -318,7 +319,7 @@ def _peak_rss_kb() -> int:
 
 
 def _peak_kb() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return _peak_rss_kb()  # VmHWM: ru_maxrss would report the parent's size (see above)
 
 
 def child(kind: str, db: str) -> None:
