@@ -87,8 +87,14 @@ class ProxyConfig:
 class Live:
     """One relayed response: what the upstream said so far, for every client reading it."""
 
-    def __init__(self, exchange_id: int | None, req_hash: str | None, rpc_id: bytes | None) -> None:
+    def __init__(self, exchange_id: int | None, req_hash: str | None, rpc_id: bytes | None, *,
+                 single_reader: bool = False) -> None:
         self.exchange_id = exchange_id
+        # no idempotency key: nobody can attach later, so items its one reader has taken (or
+        # that nobody will read, once that reader is gone) are not kept: memory stays flat on
+        # a long stream. With a key, the items stay for duplicates attaching mid-stream.
+        self.single_reader = single_reader
+        self._reader_gone = False
         self.req_hash = req_hash
         self.rpc_id = rpc_id  # the id the items carry (None: rewrite for everyone)
         self.ready = anyio.Event()
@@ -110,7 +116,8 @@ class Live:
         self.ready.set()
 
     def publish(self, items: list[tuple[str | None, bytes, bool]]) -> None:
-        self.items.extend(items)
+        if not self._reader_gone:
+            self.items.extend(items)
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
 
@@ -125,16 +132,24 @@ class Live:
         HTTP+JSON binding, which has no JSON-RPC id to answer to)."""
         rewrite = rpc_id is not None and (self.rpc_id is None or self.rpc_id != rpc_id)
         i = 0
-        while True:
-            items = self.items
-            if i < len(items):
-                chunk = b"".join(_render(ev, data, comment, rpc_id if rewrite else None) for ev, data, comment in items[i:])
-                i = len(items)
-                yield chunk
-            elif self.done:
-                return
-            else:
-                await self._changed.wait()
+        try:
+            while True:
+                items = self.items
+                if i < len(items):
+                    chunk = b"".join(_render(ev, data, comment, rpc_id if rewrite else None)
+                                     for ev, data, comment in items[i:])
+                    if self.single_reader:
+                        self.items, i = [], 0
+                    else:
+                        i = len(items)
+                    yield chunk
+                elif self.done:
+                    return
+                else:
+                    await self._changed.wait()
+        finally:
+            if self.single_reader:
+                self._reader_gone, self.items = True, []
 
 
 def _render(event: str | None, data: bytes, comment: bool, rpc_id: bytes | None) -> bytes:
@@ -406,7 +421,7 @@ class Proxy:
         await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
 
     def _start(self, ex_id, req_hash, rpc_id, url, headers, body, key, method: str = "POST") -> Live:
-        live = Live(ex_id, req_hash, rpc_id)
+        live = Live(ex_id, req_hash, rpc_id, single_reader=key is None)
         self.by_exchange[ex_id] = live
         assert self._tg is not None
         self._tg.start_soon(self._pump, live, ex_id, url, headers, body, key, method)

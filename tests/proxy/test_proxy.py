@@ -135,3 +135,23 @@ def test_agent_error_mid_stream_is_recorded_on_its_task(proxied, dialect):
     assert isinstance(store.decode_item(events[-1].payload).body, store.ErrorItem)
     if dialect == "1.0":
         assert events[-1].sse_event == "error"  # the SSE event name is kept
+
+
+def test_resubscribe_through_the_proxy_is_recorded_to_the_end_after_the_client_leaves(db_path):
+    from tests.conftest import running_sdk_agent
+
+    with running_sdk_agent(slow_delay=0.05) as agent, running_proxy(agent.url, db_path) as proxy:
+        watch = SettleWatch(proxy.proxy)
+        body, headers = send_body("slow many 6")
+        with httpx.stream("POST", agent.url + "/", content=body, headers=headers) as r:  # directly, not proxied
+            task_id = store.decode_item(read_sse(r, limit=1)[0]).task_id
+        resub = (b'{"jsonrpc":"2.0","id":9,"method":"tasks/resubscribe","params":{"id":"%s"}}' % task_id.encode())
+        with httpx.stream("POST", proxy.url + "/", content=resub, headers=headers) as r:
+            first = read_sse(r, limit=1)  # the snapshot; then the client goes away
+        watch.wait(1)
+        events = proxy.store.read_task(task_id)
+        assert bytes(events[0].payload) == first[0]
+        assert isinstance(store.decode_item(events[0].payload).body, store.TaskSnapshot)
+        assert store.decode_item(events[-1].payload).body.state == "completed"
+        ex = [e for e in proxy.store.exchanges() if e.rpc_method == "tasks/resubscribe"][0]
+        assert ex.outcome == "closed" and ex.task_id == task_id
