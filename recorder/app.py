@@ -38,7 +38,7 @@ err = Console(stderr=True, highlight=False)
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", help="Database file (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False),
+    typer.Option("--db", help="The log: a SQLite file or a postgresql:// URL (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 

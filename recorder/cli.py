@@ -10,3 +10,7 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -31,6 +31,16 @@ class ShowRow(msgspec.Struct):
 def show_cmd(
     task: Annotated[str, typer.Argument(help="Task id (or a unique prefix).")],
     raw: Annotated[bool, typer.Option("--raw", help="Print the exact recorded bytes, one item per line.")] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing the task's new events as they are recorded (until the task "
+                     "ends or Ctrl-C); with --json, one JSON object per line."),
+    ] = False,
+    idle: Annotated[
+        float | None,
+        typer.Option("--idle-timeout", help="With --follow: stop after this many seconds without a new event.",
+                     show_default=False),
+    ] = None,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -39,23 +49,15 @@ def show_cmd(
     with st:
         task_id = find_task(st, task)
         events = st.read_task(task_id)
+        if follow:
+            _follow(st, task_id, events, raw=raw, json=json, idle=idle)
+            return
     if raw:
         for ev in events:
             sys.stdout.buffer.write(bytes(ev.payload) + b"\n")
         sys.stdout.flush()
         return
-    rows = []
-    for ev in events:
-        item = decode_item(ev.payload)
-        is_json = item.kind != "undecodable" or not item.body.reason.startswith(("invalid JSON", "undecodable"))  # type: ignore[union-attr]
-        rows.append(
-            ShowRow(
-                seq=ev.seq, position=ev.position, kind=item.kind, received_at=ev.received_at, origin=ev.origin,
-                sse_event=ev.sse_event, exchange_id=ev.exchange_id,
-                data=msgspec.Raw(bytes(ev.payload)) if is_json else None,
-                raw=None if is_json else bytes(ev.payload).decode("utf-8", "replace"),
-            )
-        )
+    rows = [_show_row(ev) for ev in events]
     if json:
         emit_json(rows)
         return
@@ -79,6 +81,69 @@ def show_cmd(
     out.print(table)
     if any(r.origin == "local" for r in rows):
         err.print("LOCAL rows were written by a2a-tape itself (recovery decisions, a synthetic FAILED), not by the agent")
+
+
+def _show_row(ev) -> ShowRow:
+    item = decode_item(ev.payload)
+    is_json = item.kind != "undecodable" or not item.body.reason.startswith(("invalid JSON", "undecodable"))  # type: ignore[union-attr]
+    return ShowRow(
+        seq=ev.seq, position=ev.position, kind=item.kind, received_at=ev.received_at, origin=ev.origin,
+        sse_event=ev.sse_event, exchange_id=ev.exchange_id,
+        data=msgspec.Raw(bytes(ev.payload)) if is_json else None,
+        raw=None if is_json else bytes(ev.payload).decode("utf-8", "replace"),
+    )
+
+
+def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: float | None) -> None:
+    """Print the events so far, then each new one of the task as it is committed.
+
+    Waits on the store (LISTEN/NOTIFY on PostgreSQL; SQLite's data version with a short
+    back-off) and catches up with a read from the last position seen: nothing is skipped.
+    Ends when the task reaches a terminal state, after ``idle`` quiet seconds, or on Ctrl-C.
+    """
+    import time
+
+    from store import TERMINAL_STATES
+
+    t0 = events[0].received_at if events else time.time()
+    state = "unknown"
+
+    def emit(ev) -> None:
+        nonlocal state
+        item = decode_item(ev.payload)
+        new_state = getattr(item.body, "state", None)
+        if isinstance(new_state, str) and new_state != "unknown":
+            state = new_state
+        if raw:
+            sys.stdout.buffer.write(bytes(ev.payload) + b"\n")
+        elif json:
+            sys.stdout.buffer.write(msgspec.json.encode(_show_row(ev)) + b"\n")
+        else:
+            local = "LOCAL " if ev.origin == "local" else ""
+            out.print(
+                f"{ev.seq:>4} {ev.position:>6} +{ev.received_at - t0:8.3f} {item.kind:<11} {local}"
+                f"{_where(task_id, item)} {_summary(item, bytes(ev.payload))}".rstrip(),
+                markup=False, highlight=False, soft_wrap=True,
+            )
+        sys.stdout.flush()
+
+    for ev in events:
+        emit(ev)
+    cursor = st.last_position()
+    quiet_since = time.monotonic()
+    try:
+        while state not in TERMINAL_STATES:
+            wait = 1.0 if idle is None else max(0.0, min(1.0, idle - (time.monotonic() - quiet_since)))
+            if st.wait_for_events(cursor, timeout=wait):
+                for ev in st.read_from(cursor):
+                    cursor = ev.position
+                    if ev.task_id == task_id:
+                        emit(ev)
+                        quiet_since = time.monotonic()
+            elif idle is not None and time.monotonic() - quiet_since >= idle:
+                break
+    except KeyboardInterrupt:
+        pass
 
 
 def _short_id(task_id: str, artifact_id: str) -> str:
