@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import store
 from tests.recorder.conftest import run_cli
 from tests.support.fault_agent import LONG_LINE
@@ -240,3 +242,19 @@ def test_ctrl_c_keeps_what_was_recorded_and_closes_the_exchange(fault_agent, db_
     with store.open_store(db_path) as st:
         ex = [x for x in st.exchanges() if x.rpc_method == "SendStreamingMessage"][0]
         assert ex.outcome == "interrupted" and ex.ended_at is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["http://127.0.0.1:9/", "hi", "--header", "no colon here"], "bad --header"),
+        (["http://127.0.0.1:9/", "hi", "--protocol", "2.0"], "bad --protocol"),
+        (["http://127.0.0.1:9/", "hi", "--on-stall", "retry"], "bad --on-stall"),
+        (["ftp://example.org/", "hi"], "not an http(s) URL"),
+        (["http://127.0.0.1:9/", "hi", "--durability", "extreme"], "bad --durability"),
+    ],
+)
+def test_bad_usage_is_one_line_exit_2(db_path, args, needle):
+    run = run_cli("record", *args, "--db", str(db_path))
+    line = _one_line_error(run)
+    assert needle in line
