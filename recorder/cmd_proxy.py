@@ -113,7 +113,7 @@ def recover_cmd(
     for t in report.resumed:
         out.print(f"resumed  {t}", markup=False)
     for f in report.failed:
-        out.print(f"failed   {f.task_id}: {f.reason}", markup=False)
+        out.print(f"failed   {f.task_id}: {f.reason}", markup=False, soft_wrap=True)
     for k in report.replayed:
         out.print(f"ready to replay  {k}", markup=False)
 
@@ -140,7 +140,7 @@ def probe_cmd(
     else:
         for p in result.probes:
             mark = "ok  " if p.ok else "FAIL"
-            out.print(f"{mark} {p.name}: {p.detail}", markup=False)
+            out.print(f"{mark} {p.name}: {p.detail}", markup=False, soft_wrap=True)
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
 

@@ -145,6 +145,7 @@ async def run_probes(st: store.SqliteStore, url: str, *, timeout: float = 20.0, 
     async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)) as http:
         async with store.GroupCommitWriter(st) as writer:
             up = Upstream(st, url, http, writer, role="probe")
+            up.call_timeout = max(up.call_timeout, timeout)
             try:
                 await up.load_card()
             except Unreachable as exc:

@@ -202,11 +202,12 @@ class Upstream:
         self.writer = writer
         self.role = role
         self.card: a2a.AgentCard | None = None
+        self.call_timeout = 30.0  # a request/response call never waits forever (streams use ``stall``)
 
     async def load_card(self) -> a2a.AgentCard:
         url = a2a.card_url(self.base_url)
         try:
-            resp = await self.http.get(url)
+            resp = await self.http.get(url, timeout=self.call_timeout)
         except httpx.HTTPError as exc:
             raise Unreachable(a2a.describe_http_error(exc, url)) from None
         if resp.status_code != 200 or a2a.media_type(resp) != "application/json":
@@ -248,7 +249,7 @@ class Upstream:
         """One request/response call; the answer is recorded and returned decoded."""
         ex_id, t0 = await self._begin(req, url, task_id)
         try:
-            resp = await self.http.post(url, content=req.body, headers=self._headers(req))
+            resp = await self.http.post(url, content=req.body, headers=self._headers(req), timeout=self.call_timeout)
         except httpx.HTTPError as exc:
             why = a2a.describe_http_error(exc, url)
             await self._end(ex_id, outcome="error", error=why)
