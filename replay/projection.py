@@ -297,10 +297,11 @@ class TaskFold:
         if aid.startswith(s.task_id):
             return False
         # _arrived, inlined
-        if s.events == 0:
+        n = s.events
+        if n == 0:
             s.first_position = pos
             s.first_at = at
-        s.events += 1
+        s.events = n + 1
         s.last_position = pos
         s.last_at = at
         if exchange_id != s.exchange_id:
@@ -324,8 +325,7 @@ class TaskFold:
                 self._fault("after-last-chunk", "warning", pos, f"artifact {aid} got text after lastChunk")
         if s.state in TERMINAL_STATES:
             self._fault("after-terminal", "warning", pos, f"an artifact update arrived after the task was {s.state}")
-        s.tick += 1
-        buf.updated = s.tick
+        buf.updated = s.tick = s.tick + 1
         parts = art.parts
         if replace:
             buf.chunks = [p.text for p in parts]

@@ -315,17 +315,18 @@ def peek_text_chunk(payload: bytes | str) -> TextChunk | None:
     ``artifactUpdate`` wrapper first, then a v0.3 ``kind: artifact-update``).
     """
     try:
-        r = PEEK_DECODER.decode(payload).result
+        r = _peek(payload).result
+        u = r.artifactUpdate  # AttributeError when there is no result: the general way too
     except Exception:  # noqa: BLE001 - anything unusual goes the general way
         return None
-    if r is None:
-        return None
-    u = r.artifactUpdate
     if u is not None:
         return u
     if r.kind == "artifact-update" and r.artifact is not None:
         return r
     return None
+
+
+_peek = PEEK_DECODER.decode
 
 
 def local_note(action: str, detail: str = "", task_id: str | None = None) -> bytes:
