@@ -180,3 +180,32 @@ def test_recovery_killed_midway_converges_on_the_next_run(tmp_path):
                 assert [(e.position, bytes(e.payload)) for e in st.read_from(0)] == before, where
             finally:
                 st.close()
+
+
+def test_sigterm_mid_stream_marks_the_exchange_incomplete_and_recovery_resumes_it(tmp_path):
+    from recorder.recovery import PROXY_KEY
+
+    db = tmp_path / "term.db"
+    store.open_store(db).close()
+    with running_sdk_agent(slow_delay=0.08) as agent:
+        proxy = ProxyProcess(agent.url, db)
+        body, headers = send_body("slow many 40")  # longer than the proxy's 2 s graceful shutdown
+        try:
+            with httpx.stream("POST", proxy.url + "/", content=body, headers=headers, timeout=30) as r:
+                chunks = r.iter_bytes()
+                next(chunks)
+                proxy.proc.send_signal(signal.SIGTERM)
+                for _ in chunks:
+                    pass
+        except httpx.HTTPError:
+            pass  # the proxy went away mid-stream
+        proxy.proc.wait(timeout=30)
+        st = store.open_store(db)
+        try:
+            rows = [e for e in st.exchanges() if e.rpc_method]
+            assert [e.outcome for e in rows] == ["incomplete"]
+            assert st.get_meta(PROXY_KEY) == ""
+        finally:
+            st.close()
+        report = _recover(db)
+    assert report["resumed"] == [rows[0].task_id] and report["failed"] == []
