@@ -317,8 +317,9 @@ class Recorder:
                     pairs = s.record_items(ex, [(body, None)])
                     received = len(pairs)
                     item = pairs[0][1]
-                    if item.kind == "undecodable":
-                        msg = f"{req.method} at {self.endpoint} returned a body that is not A2A JSON ({item.body.reason[:60]})"  # type: ignore[union-attr]
+                    if item.kind in ("undecodable", "other") or (resp.status_code >= 400 and item.kind != "error"):
+                        why = item.body.reason[:60] if item.kind == "undecodable" else f"HTTP {resp.status_code}"  # type: ignore[union-attr]
+                        msg = f"{req.method} at {self.endpoint} returned a body that is not an A2A answer ({why})"
                         s.finish(ex, "error", error=msg)
                         if first:
                             raise NotAnAgent(msg)

@@ -140,6 +140,15 @@ def test_http_500(fault_agent, record, db_path):
         assert ex.status == 500 and ex.outcome == "error" and ex.response_body == b"Internal Server Error"
 
 
+def test_json_that_is_no_a2a_answer(fault_agent, record, db_path):
+    line = _one_line_error(record(fault_agent.url("json404"), "hi"))
+    assert "not an A2A answer" in line and "404" in line
+    with store.open_store(db_path) as st:
+        ex = st.exchanges()[-1]
+        assert ex.status == 404 and ex.outcome == "error"
+        assert [bytes(e.payload) for e in st.read_exchange(ex.id)] == [b'{"detail":"Not Found"}']
+
+
 def test_non_sse_content_type_on_a_streaming_call(fault_agent, record, db_path):
     line = _one_line_error(record(fault_agent.url("nonsse"), "hi"))
     assert "text/plain" in line

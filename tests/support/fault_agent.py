@@ -13,6 +13,7 @@ demand: this agent does, and only that. It builds on :class:`recorder.demo_agent
 - ``nostream``: the card says no streaming; message/send returns WORKING, GetTask shows progress;
 - ``pollstall``: no streaming, and the task stays WORKING without progress until cancelled;
 - ``html``: the card URL serves an HTML page; ``http500``: every POST answers HTTP 500;
+- ``json404``: every POST answers HTTP 404 with a JSON body that is no JSON-RPC answer;
 - ``nonsse``: a streaming call answers 200 text/plain;
 - ``badjson`` / ``nonutf8`` / ``longline``: one bad ``data:`` line among good ones, then completed.
 """
@@ -24,12 +25,12 @@ import threading
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from recorder.demo_agent import AgentHost, Chunk, HostedTask, Status, encode_event, encode_task, sse_frame
 
-MODES = ("cut", "stall", "stallonce", "ping", "nostream", "pollstall", "html", "http500", "nonsse", "badjson",
-         "nonutf8", "longline")
+MODES = ("cut", "stall", "stallonce", "ping", "nostream", "pollstall", "html", "http500", "json404", "nonsse",
+         "badjson", "nonutf8", "longline")
 LONG_LINE = 4096
 
 
@@ -64,6 +65,8 @@ class FaultHost(AgentHost):
     async def dispatch(self, op, req, dialect, request):  # type: ignore[override]
         if self.mode == "http500":
             return PlainTextResponse("Internal Server Error", status_code=500)
+        if self.mode == "json404":
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
         if self.mode == "nonsse" and op == "stream":
             return PlainTextResponse("hello, I am not an event stream")
         if op == "cancel":
