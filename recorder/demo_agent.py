@@ -224,6 +224,32 @@ def sse_frame(payload: bytes, event: str | None = None) -> bytes:
 Script = Callable[["AgentHost", HostedTask], Awaitable[None]]
 
 
+class InterfaceOut(msgspec.Struct):
+    url: str
+    protocolVersion: str
+    protocolBinding: str = "JSONRPC"
+
+
+class CapabilitiesOut(msgspec.Struct):
+    streaming: bool
+
+
+class CardOut(msgspec.Struct):
+    """The agent card we serve (the fields a v0.3 or v1.0 client looks for)."""
+
+    name: str
+    description: str
+    url: str
+    supportedInterfaces: list[InterfaceOut]
+    capabilities: CapabilitiesOut
+    version: str = "1.0.0"
+    protocolVersion: str = "0.3"
+    preferredTransport: str = "JSONRPC"
+    defaultInputModes: list[str] = msgspec.field(default_factory=lambda: ["text"])
+    defaultOutputModes: list[str] = msgspec.field(default_factory=lambda: ["text"])
+    skills: list[str] = msgspec.field(default_factory=list)
+
+
 class AgentHost:
     """The JSON-RPC plumbing of a small in-memory A2A agent; ``script`` decides what a task does."""
 
@@ -247,23 +273,15 @@ class AgentHost:
 
     # -- card --------------------------------------------------------------------------------
 
-    def card(self, request: Request) -> dict:
+    def card(self, request: Request) -> CardOut:
         url = str(request.url).split("/.well-known/")[0] + "/"
-        return {
-            "name": self.name,
-            "description": self.description or "streams reasoning, a tool call and a final answer",
-            "version": "1.0.0",
-            "url": url,
-            "protocolVersion": "0.3",
-            "preferredTransport": "JSONRPC",
-            "supportedInterfaces": [
-                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": v} for v in ("1.0", "0.3")
-            ],
-            "capabilities": {"streaming": self.streaming},
-            "defaultInputModes": ["text"],
-            "defaultOutputModes": ["text"],
-            "skills": [],
-        }
+        return CardOut(
+            name=self.name,
+            description=self.description or "streams reasoning, a tool call and a final answer",
+            url=url,
+            supportedInterfaces=[InterfaceOut(url=url, protocolVersion=v) for v in ("1.0", "0.3")],
+            capabilities=CapabilitiesOut(streaming=self.streaming),
+        )
 
     async def card_endpoint(self, request: Request) -> Response:
         return Response(_encoder.encode(self.card(request)), media_type="application/json")
