@@ -59,3 +59,22 @@ def test_recorded_channels_match_in_both_dialects(db_path):
             assert ch["final_answer"] == run.json["final_answer"] == "".join(ANSWER)
             answers.append((ch["final_answer"], ch["reasoning"], len(ch["tool_calls"]), ch["ignored_events"]))
     assert answers[0] == answers[1]
+
+
+def test_the_a2a_sdk_client_understands_the_demo_agent():
+    """Our starlette demo agent speaks A2A as a2a-sdk 1.3.0 reads it (v1.0, streaming)."""
+    import anyio
+    import httpx
+    from a2a.client import ClientConfig, create_client
+    from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+
+    async def main(url: str) -> list:
+        async with httpx.AsyncClient() as http:
+            client = await create_client(url, ClientConfig(httpx_client=http))
+            req = SendMessageRequest(message=Message(message_id="m-demo-1", role=Role.ROLE_USER, parts=[Part(text="hi")]))
+            return [ev async for ev in client.send_message(req)]
+
+    with serve_app(make_demo_app(delay=0)) as url:
+        events = anyio.run(main, url)
+    assert len(events) == 11
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
