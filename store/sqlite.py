@@ -68,6 +68,7 @@ class SqliteStore:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
         self._lock = threading.RLock()
         self._depth = 0
+        self._commits = 0  # our own commits: PRAGMA data_version only counts other connections'
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
@@ -445,7 +446,7 @@ class SqliteStore:
         seen = None
         while True:
             with self._lock:
-                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+                version = (self._conn.execute("PRAGMA data_version").fetchone()[0], self._commits)
             if version != seen:
                 seen = version
                 if self.last_position() > after:
@@ -501,6 +502,7 @@ class _WriteTxn:
             if st._depth == 0:
                 if exc_type is None:
                     st._conn.execute("COMMIT")
+                    st._commits += 1
                 else:
                     st._conn.execute("ROLLBACK")
         finally:
