@@ -1,0 +1,66 @@
+"""The store's smaller readers and registries: narrow fold reader, exchange paging, prefixes,
+idempotency release, projection rows paged by key."""
+
+from __future__ import annotations
+
+import pytest
+
+from store import Exchange, IdempotencyRecord, NewEvent
+
+
+@pytest.fixture
+def log(st):
+    ex = st.begin_exchange(Exchange(url="http://a/"))
+    other = st.begin_exchange(Exchange(url="http://b/"))
+    st.append_batch(
+        [
+            NewEvent(payload=b"p%d" % i, task_id=("task-a%d" % (i % 3)) if i != 4 else None,
+                     exchange_id=ex if i % 2 == 0 else other, received_at=100.0 + i)
+            for i in range(11)
+        ]
+    )
+    return st, ex, other
+
+
+@pytest.mark.parametrize("start, batch", [(0, 5000), (0, 3), (0, 1), (4, 4), (11, 2)])
+def test_read_fold_rows_is_read_from_in_six_columns(log, start, batch):
+    st, _, _ = log
+    if not hasattr(st, "read_fold_rows"):
+        pytest.skip(f"{type(st).__name__} has no narrow fold reader (the projector falls back to read_from)")
+    rows = [r for b in st.read_fold_rows(start, batch=batch) for r in b]
+    expected = [(e.position, e.task_id, e.seq, e.exchange_id, e.received_at, e.payload) for e in st.read_from(start)]
+    assert [tuple(r) for r in rows] == expected
+    assert all(len(b) <= batch for b in st.read_fold_rows(start, batch=batch))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5000])
+def test_iter_exchange_pages_like_read_exchange(log, batch):
+    st, ex, other = log
+    for x in (ex, other):
+        assert list(st.iter_exchange(x, batch=batch)) == st.read_exchange(x)
+    assert list(st.iter_exchange(999, batch=batch)) == []
+
+
+def test_task_ids_with_prefix(log):
+    st, _, _ = log
+    assert st.task_ids_with_prefix("task-a") == ["task-a0", "task-a1", "task-a2"]
+    assert st.task_ids_with_prefix("task-a1") == ["task-a1"]
+    assert st.task_ids_with_prefix("zzz") == []
+
+
+def test_idem_release_frees_the_key(st):
+    rec = IdempotencyRecord(key="m1", request_hash="h1", exchange_id=None, created_at=1000.0)
+    st.idem_claim(rec)
+    st.idem_release("m1")
+    assert st.idem_get("m1", now=1001.0) is None
+    held, claimed = st.idem_claim(IdempotencyRecord(key="m1", request_hash="h2", exchange_id=None, created_at=1002.0))
+    assert claimed and held.request_hash == "h2"
+    st.idem_release("never-claimed")  # no error
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 500])
+def test_projection_rows_paged_by_key(st, batch):
+    rows = {f"k{i:02d}": bytes([i]) for i in range(7)}
+    st.projection_commit("p", 7, rows)
+    st.projection_commit("q", 1, {"k00": b"other"})
+    assert list(st.projection_rows("p", batch=batch)) == sorted(rows.items())
