@@ -155,3 +155,22 @@ def test_the_header_always_carries_the_version_and_an_old_header_without_it_read
     assert header["a2a_tape"] == TAPE_VERSION
     dst = backend.open("dst")
     assert import_tape(dst, [b'{"type":"header"}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n']).events == 1
+
+
+def test_an_event_of_an_exchange_missing_from_the_tape_names_the_line(backend):
+    dst = backend.open()
+    lines = [
+        b'{"type":"header","a2a_tape":1}\n',
+        b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"a"}\n',
+        b'{"type":"event","position":2,"seq":2,"task_id":"t","exchange_id":7,"payload":"b"}\n',
+    ]
+    with pytest.raises(TapeError, match="^line 3: event refers to exchange 7"):
+        import_tape(dst, lines)
+    assert dst.count_events() == 0
+
+
+def test_an_event_without_payload_names_the_line(backend):
+    dst = backend.open()
+    with pytest.raises(TapeError, match="^line 2: event without payload"):
+        import_tape(dst, [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t"}\n'])
+    assert dst.count_events() == 0
