@@ -712,6 +712,11 @@ class Projector:
         since_commit = 0
         peek = peek_text_chunk
         load_state = _state_decoder.decode
+        # From cursor 0 with no rows stored (a rebuild), only tasks this run folded and committed
+        # can have rows: skip the lookups of the others. (Another process committing meanwhile
+        # moves the cursor, and our next commit raises ProjectionMoved.)
+        fresh = start == 0 and next(iter(store.projection_rows(name)), None) is None
+        folded: set[str] = set()  # tasks this run has held (only counted when fresh)
 
         def commit() -> None:
             nonlocal committed, since_commit
@@ -730,6 +735,8 @@ class Projector:
         for rows in _fold_batches(store, start, batch_size):
             # one query for the tasks of this batch that are neither live nor waiting to commit
             queried = {r[1] for r in rows if r[1] is not None} - cache.keys() - pending.keys()
+            if fresh:
+                queried &= folded
             loaded = store.projection_load(name, queried) if queried else {}
             for pos, row_task, seq, exchange_id, at, payload in rows:
                 chunk = peek(payload)  # the hot case (a plain text chunk) without the full decode
@@ -746,12 +753,14 @@ class Projector:
                     raw = pending.pop(tid, None)
                     if raw is None:
                         raw = loaded.pop(tid, None)
-                    if raw is None and tid not in queried:
+                    if raw is None and tid not in queried and (not fresh or tid in folded):
                         # live at the start of the batch and evicted clean since (so committed),
                         # or named only inside its payload
                         raw = store.projection_load(name, [tid]).get(tid)
                     fold = TaskFold(load_state(raw)) if raw is not None else TaskFold(tid)
                     cache[tid] = fold
+                    if fresh:
+                        folded.add(tid)
                     if len(cache) > cache_size:
                         old_id, old = cache.popitem(last=False)
                         if old.s.last_position > committed:
