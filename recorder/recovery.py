@@ -14,8 +14,8 @@ Run when the proxy starts and by ``a2a-tape recover``:
 3. whatever cannot be resumed gets a FAILED event of origin ``local`` with a readable reason.
 
 Idempotent: a second run finds no active task and changes nothing. Two runs at once do not
-double anything: a lease in the store's meta table (owner = host:pid:nonce, taken in a write
-transaction; a dead owner's lease is taken over) lets one run at a time, and the FAILED event is
+double anything: a row lease in the store (owner = host:pid:nonce, atomic on SQLite and
+PostgreSQL; a dead owner's lease is taken over, an expired one too) lets one run at a time, and the FAILED event is
 appended only after re-reading the task's state inside the same write transaction.
 """
 
@@ -143,27 +143,24 @@ def _alive(owner: str) -> bool:
 
 
 def take_lease(st: store.SqliteStore, owner: str, ttl: float = LEASE_TTL) -> str | None:
-    """Take (or renew) the recovery lease; return the other holder when it is busy."""
-    now = time.time()
-    with st.transaction():
-        held = st.get_meta(LEASE_KEY) or ""
-        holder, _, expires = held.rpartition(" ")
-        if holder and holder != owner:
-            try:
-                live = float(expires) > now
-            except ValueError:
-                live = False
-            if live and _alive(holder):
-                return holder
-        st.set_meta(LEASE_KEY, f"{owner} {now + ttl}")
-    return None
+    """Take (or renew) the recovery lease; return the other holder when it is busy.
+
+    The store's row lease is atomic on every backend (several proxies on one PostgreSQL log
+    race for it safely); a holder on this host whose process is gone is taken over at once,
+    any other holder only when its lease expires.
+    """
+    if st.lease_acquire(LEASE_KEY, owner, ttl):
+        return None
+    holder = st.lease_holder(LEASE_KEY)
+    if holder is None or not _alive(holder):
+        if st.lease_acquire(LEASE_KEY, owner, ttl, take_over=holder):
+            return None
+        holder = st.lease_holder(LEASE_KEY)
+    return holder or "an unknown holder"
 
 
 def drop_lease(st: store.SqliteStore, owner: str) -> None:
-    with st.transaction():
-        held = st.get_meta(LEASE_KEY) or ""
-        if held.rpartition(" ")[0] == owner:
-            st.set_meta(LEASE_KEY, "")
+    st.lease_release(LEASE_KEY, owner)
 
 
 PROXY_KEY = "proxy.running"

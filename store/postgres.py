@@ -383,17 +383,27 @@ class PostgresStore:
 
     # -- leases ------------------------------------------------------------------------------
 
-    def lease_acquire(self, name: str, owner: str, ttl: float, *, now: float | None = None) -> bool:
-        """Hold ``name`` for ``ttl`` seconds unless another live owner holds it."""
+    def lease_acquire(
+        self, name: str, owner: str, ttl: float, *, now: float | None = None, take_over: str | None = None
+    ) -> bool:
+        """Hold ``name`` for ``ttl`` seconds unless another live owner holds it (renewal by the
+        holder is fine). ``take_over``: also take it from that holder (one known to be dead).
+        One atomic statement: two processes racing for it cannot both win."""
         now = time.time() if now is None else now
         with self._txn() as cur:
             cur.execute(
                 "INSERT INTO leases (name, owner, expires_at) VALUES (%s, %s, %s) "
                 "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
-                "WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= %s RETURNING owner",
-                (name, owner, now + ttl, now),
+                "WHERE leases.owner = EXCLUDED.owner OR leases.owner = %s OR leases.expires_at <= %s RETURNING owner",
+                (name, owner, now + ttl, take_over, now),
             )
             return cur.fetchone() is not None
+
+    def lease_holder(self, name: str, *, now: float | None = None) -> str | None:
+        """Who holds ``name`` now (None when free or expired)."""
+        now = time.time() if now is None else now
+        rows = self._read("SELECT owner FROM leases WHERE name = %s AND expires_at > %s", (name, now))
+        return rows[0][0] if rows else None
 
     def lease_release(self, name: str, owner: str) -> None:
         with self._txn() as cur:

@@ -421,15 +421,25 @@ class SqliteStore:
 
     # -- leases ------------------------------------------------------------------------------
 
-    def lease_acquire(self, name: str, owner: str, ttl: float, *, now: float | None = None) -> bool:
-        """Hold ``name`` for ``ttl`` seconds unless another live owner holds it (one recoverer per task)."""
+    def lease_acquire(
+        self, name: str, owner: str, ttl: float, *, now: float | None = None, take_over: str | None = None
+    ) -> bool:
+        """Hold ``name`` for ``ttl`` seconds unless another live owner holds it (renewal by the
+        holder is fine). ``take_over``: also take it from that holder (one known to be dead)."""
         now = time.time() if now is None else now
         with self._write() as cur:
             row = cur.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[0] != owner and row[1] > now:
+            if row is not None and row[0] not in (owner, take_over) and row[1] > now:
                 return False
             cur.execute("INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)", (name, owner, now + ttl))
         return True
+
+    def lease_holder(self, name: str, *, now: float | None = None) -> str | None:
+        """Who holds ``name`` now (None when free or expired)."""
+        now = time.time() if now is None else now
+        with self._lock:
+            row = self._conn.execute("SELECT owner FROM leases WHERE name = ? AND expires_at > ?", (name, now)).fetchone()
+        return row[0] if row else None
 
     def lease_release(self, name: str, owner: str) -> None:
         with self._write() as cur:

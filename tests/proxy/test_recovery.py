@@ -193,18 +193,21 @@ def test_lease_of_a_dead_recovery_is_taken_over_a_live_one_is_respected(db_path,
 
     st = store.open_store(db_path)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    far = time.time() + 600
-    st.set_meta(LEASE_KEY, f"{socket.gethostname()}:{dead.stdout.strip()}:abc {far}")
+    host = socket.gethostname()
+    assert st.lease_acquire(LEASE_KEY, f"{host}:{dead.stdout.strip()}:abc", ttl=600)
     assert take_lease(st, "me:1:x") is None  # its owner is gone: taken over at once
-    st.set_meta(LEASE_KEY, f"{socket.gethostname()}:{__import__('os').getpid()}:other {far}")  # alive
+    assert st.lease_holder(LEASE_KEY) == "me:1:x"
+    st.lease_release(LEASE_KEY, "me:1:x")
+    alive = f"{host}:{__import__('os').getpid()}:other"
+    assert st.lease_acquire(LEASE_KEY, alive, ttl=600)  # a live holder
     try:
         anyio.run(lambda: recover(st, lease_wait=0.2))
         raise AssertionError("a live lease was ignored")
     except RecoveryBusy as exc:
         assert "another recovery is running" in str(exc)
-    st.set_meta(LEASE_KEY, f"{socket.gethostname()}:{__import__('os').getpid()}:other {time.time() - 1}")
+    assert st.lease_acquire(LEASE_KEY, alive, ttl=-1)  # its lease runs out
     assert anyio.run(recover, st) == type(anyio.run(recover, st))()  # an expired lease does not block
-    assert st.get_meta(LEASE_KEY) == ""  # released after the run
+    assert st.lease_holder(LEASE_KEY) is None  # released after the run
 
 
 def test_proxy_startup_recovery_leaves_tasks_it_did_not_record_alone(sdk_agent, db_path):
