@@ -79,6 +79,7 @@ from .profiles import (
 
 _ACTIVE = frozenset({"submitted", "working"})
 _MAX_POSITIONS = 50  # positions kept per fault (the count stays exact)
+_FRESH_MAX_TASKS = 100_000  # task ids a rebuild remembers to skip row lookups (~8 MB at most)
 
 
 # -- the views (what the CLI prints) -------------------------------------------------------
@@ -716,7 +717,7 @@ class Projector:
         # can have rows: skip the lookups of the others. (Another process committing meanwhile
         # moves the cursor, and our next commit raises ProjectionMoved.)
         fresh = start == 0 and next(iter(store.projection_rows(name)), None) is None
-        folded: set[str] = set()  # tasks this run has held (only counted when fresh)
+        folded: set[str] = set()  # tasks this run has held (only kept while fresh)
 
         def commit() -> None:
             nonlocal committed, since_commit
@@ -761,6 +762,9 @@ class Projector:
                     cache[tid] = fold
                     if fresh:
                         folded.add(tid)
+                        if len(folded) > _FRESH_MAX_TASKS:  # memory stays bounded: look rows up again
+                            fresh = False
+                            folded.clear()
                     if len(cache) > cache_size:
                         old_id, old = cache.popitem(last=False)
                         if old.s.last_position > committed:

@@ -198,3 +198,21 @@ def test_projector_rows_with_and_without_the_fast_path_are_identical(tmp_path, m
 
     fast, slow = rows(True, "fast"), rows(False, "slow")
     assert fast == slow and len(fast) > 10
+
+
+def test_rebuild_rows_do_not_depend_on_the_fresh_lookup_cap(tmp_path, monkeypatch):
+    """A rebuild skips row lookups for tasks it has not held yet, up to a cap of task ids; past
+    the cap it looks rows up again. Rows are the same either way (tiny cache: many reloads)."""
+
+    def rows(cap: int, name: str) -> list[tuple[str, bytes]]:
+        monkeypatch.setattr(projection, "_FRESH_MAX_TASKS", cap)
+        with open_store(tmp_path / f"{name}.db") as st:
+            for tape in TAPES:
+                with tape.open("rb") as fh:
+                    import_tape(st, fh)
+            Projector(st, cache_size=2, commit_every=5).rebuild()
+            got = list(st.projection_rows("tasks"))
+        monkeypatch.undo()
+        return got
+
+    assert rows(2, "capped") == rows(1_000_000, "uncapped") != []
