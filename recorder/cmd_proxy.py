@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from typing import Annotated
 from urllib.parse import urlsplit
@@ -12,6 +11,7 @@ import typer
 
 from store.redact import build_redactor
 
+from . import listen as listening
 from .app import EXIT_FAILED, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
 from .idempotency import DEFAULT_TTL
 from .proxy import DEFAULT_MAX_BODY, ProxyConfig, build_app, check_listen
@@ -43,8 +43,6 @@ def proxy_cmd(
     db: DbOption = None,
 ) -> None:
     """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
-    import uvicorn
-
     upstream = _check_url(upstream, "UPSTREAM")
     if durability not in ("full", "normal"):
         fail(f"--durability must be 'full' or 'normal', got '{durability}'")
@@ -63,24 +61,17 @@ def proxy_cmd(
         redactor=build_redactor(redact),
     )
     asgi, _proxy = build_app(st, config)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        sock = listening.bind(host, port)
     except OSError as exc:
+        st.close()
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    sock.listen(512)
-    real_port = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    err.print(f"a2a-tape proxy: listening on http://{shown}:{real_port} -> {upstream} (recording to {db_location(db)})",
+    err.print(f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {upstream} (recording to {db_location(db)})",
               markup=False, soft_wrap=True)
     sys.stderr.flush()
-    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=2))
     try:
-        server.run(sockets=[sock])
+        listening.run(asgi, sock, lifespan="on")
     finally:
-        sock.close()
         st.close()
 
 

@@ -153,7 +153,8 @@ DEMO_TEXT = "What does a2a-tape record?"
 @app.command("demo")
 def demo_cmd(db: DbOption = None) -> None:
     """Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."""
-    from .demo_agent import make_demo_app, serving
+    from .demo_agent import make_demo_app
+    from .listen import serving
 
     with serving(make_demo_app()) as url:
         err.print(f"demo agent listening on {url} (in this process)", markup=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from typing import Annotated
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ from replay.library import Library
 from replay.matching import MATCH_MODES
 from replay.server import create_app
 
+from . import listen as listening
 from .app import app, db_location, err, fail
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -43,8 +43,6 @@ def serve_cmd(
     db: Annotated[str | None, typer.Option("--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False)] = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
-    import uvicorn
-
     host, port = parse_listen(listen, allow_remote)
     if record_mode not in RECORD_MODES:
         fail(f"--record-mode must be one of {', '.join(RECORD_MODES)}, got '{record_mode}'")
@@ -71,29 +69,17 @@ def serve_cmd(
             fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
         engine = ReplayEngine(library, timing=timing, faults=faults, match=match, record_mode=record_mode,
                               upstream=upstream)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((host, port))
+            sock = listening.bind(host, port)
         except OSError as exc:
-            sock.close()
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-        sock.listen(512)
-        real_port = sock.getsockname()[1]
-        shown = f"[{host}]" if ":" in host else host
         err.print(
-            f"a2a-tape serve: http://{shown}:{real_port} replaying {len(library.episodes)} recorded sends from "
+            f"a2a-tape serve: {listening.url_of(sock)} replaying {len(library.episodes)} recorded sends from "
             f"{location} (timing {timing}, faults {faults.describe()}, match {match}, record mode {record_mode})",
             markup=False, soft_wrap=True,
         )
         sys.stderr.flush()
-        server = uvicorn.Server(uvicorn.Config(create_app(engine), log_level="warning", lifespan="off",
-                                               timeout_graceful_shutdown=2))
-        try:
-            server.run(sockets=[sock])
-        finally:
-            sock.close()
+        listening.run(create_app(engine), sock)
     finally:
         library.save()
         library.close()

@@ -14,9 +14,8 @@ stream (a dropped client does not stop the work), ``tasks/get`` / ``tasks/resubs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -419,30 +418,3 @@ def make_demo_app(delay: float = 0.08) -> Starlette:
         await demo_script(host, task, delay)
 
     return AgentHost(script).app()
-
-
-@contextlib.contextmanager
-def serving(app, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; yield its base URL.
-
-    The socket is bound and listening before the thread starts, so the URL works at once.
-    """
-    import socket
-    import threading
-
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
