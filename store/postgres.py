@@ -177,6 +177,22 @@ class PostgresStore:
             if len(rows) < n:
                 return
 
+    def read_fold_rows(self, position: int = 0, *, batch: int = 5000) -> Iterator[list[tuple]]:
+        """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
+        received_at, payload)`` tuples, in log order (the narrow reader of a rebuild)."""
+        while True:
+            rows = self._read(
+                "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events "
+                "WHERE position > %s ORDER BY position LIMIT %s",
+                (position, batch),
+            )
+            if not rows:
+                return
+            yield rows
+            if len(rows) < batch:
+                return
+            position = rows[-1][0]
+
     def read_task(self, task_id: str) -> list[StoredEvent]:
         rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s ORDER BY position", (task_id,))
         return [StoredEvent(*r) for r in rows]

@@ -25,8 +25,6 @@ def log(st):
 @pytest.mark.parametrize("start, batch", [(0, 5000), (0, 3), (0, 1), (4, 4), (11, 2)])
 def test_read_fold_rows_is_read_from_in_six_columns(log, start, batch):
     st, _, _ = log
-    if not hasattr(st, "read_fold_rows"):
-        pytest.skip(f"{type(st).__name__} has no narrow fold reader (the projector falls back to read_from)")
     rows = [r for b in st.read_fold_rows(start, batch=batch) for r in b]
     expected = [(e.position, e.task_id, e.seq, e.exchange_id, e.received_at, e.payload) for e in st.read_from(start)]
     assert [tuple(r) for r in rows] == expected
