@@ -292,6 +292,10 @@ def decode_item(payload: bytes | str) -> Item:
     body = _v1_wrapped(frame.task, frame.message, frame.statusUpdate, frame.artifactUpdate)
     if body is not None:
         return Item(body, "rest", rpc_id)
+    if frame.jsonrpc is None and isinstance(frame.id, str) and frame.status is not None:
+        t = _task(WireTask(id=frame.id, contextId=frame.contextId, status=frame.status, artifacts=frame.artifacts,
+                           history=frame.history))
+        return Item(t, "rest", None)
     return Item(Other("no result, error or item"), "unknown", rpc_id)
 
 

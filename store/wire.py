@@ -171,6 +171,11 @@ class WireFrame(msgspec.Struct, omit_defaults=True, rename={"note": "a2a-tape"})
     message: WireMessage | None = None
     statusUpdate: WireStatusUpdate | None = None
     artifactUpdate: WireArtifactUpdate | None = None
+    # HTTP+JSON binding: a bare Task (GET /tasks/{id}, POST /tasks/{id}:cancel); ``id`` is its id
+    contextId: str | None = None
+    status: WireStatus | None = None
+    artifacts: list[WireArtifact] = []
+    history: list[WireMessage] = []
     # our own decisions
     note: LocalNote | None = None
 
