@@ -14,18 +14,12 @@ from typing import Literal
 import httpx
 import msgspec
 
+from store.methods import OPERATIONS, STREAMING_OPERATIONS
+
 Dialect = Literal["1.0", "0.3"]
 Protocol = Literal["auto", "1.0", "0.3"]
 CARD_PATH = "/.well-known/agent-card.json"
 
-METHODS: dict[str, dict[Dialect, str]] = {
-    "send": {"0.3": "message/send", "1.0": "SendMessage"},
-    "stream": {"0.3": "message/stream", "1.0": "SendStreamingMessage"},
-    "get": {"0.3": "tasks/get", "1.0": "GetTask"},
-    "cancel": {"0.3": "tasks/cancel", "1.0": "CancelTask"},
-    "resubscribe": {"0.3": "tasks/resubscribe", "1.0": "SubscribeToTask"},
-}
-STREAMING_OPS = frozenset({"stream", "resubscribe"})
 
 
 class NotAnAgent(Exception):
@@ -148,7 +142,7 @@ class Request(msgspec.Struct, frozen=True):
 
     @property
     def streaming(self) -> bool:
-        return self.op in STREAMING_OPS
+        return self.op in STREAMING_OPERATIONS
 
 
 def dialect_headers(dialect: Dialect) -> dict[str, str]:
@@ -182,7 +176,7 @@ def task_request(op: str, dialect: Dialect, task_id: str) -> Request:
 
 
 def _request(op: str, dialect: Dialect, params, message_id: str | None = None) -> Request:
-    method = METHODS[op][dialect]
+    method = OPERATIONS[op][dialect]
     rpc_id = f"a2a-tape-{next(_ids)}"
     body = _encoder.encode(_Request(jsonrpc="2.0", id=rpc_id, method=method, params=params))
     return Request(op=op, method=method, dialect=dialect, body=body, rpc_id=rpc_id, message_id=message_id)

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from store.methods import METHODS
 from store.wire import (
     Metadata,
     OpencodeMeta,
@@ -40,14 +41,6 @@ from store.wire import (
 
 TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
 SETTLED = TERMINAL | {"input-required", "auth-required"}
-_V1_METHODS = {
-    "SendMessage": "send", "SendStreamingMessage": "stream", "GetTask": "get",
-    "CancelTask": "cancel", "SubscribeToTask": "resubscribe",
-}
-_V03_METHODS = {
-    "message/send": "send", "message/stream": "stream", "tasks/get": "get",
-    "tasks/cancel": "cancel", "tasks/resubscribe": "resubscribe",
-}
 
 
 # -- requests we read ----------------------------------------------------------------------
@@ -294,8 +287,8 @@ class AgentHost:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return self.json(encode_error(-32700, "parse error", None))
         dialect = "1.0" if request.headers.get("a2a-version", "").startswith("1") else "0.3"
-        op = (_V1_METHODS if dialect == "1.0" else _V03_METHODS).get(req.method)
-        if op is None:
+        op, method_dialect = METHODS.get(req.method, (None, None))
+        if op is None or op == "list" or method_dialect != dialect:
             return self.json(encode_error(-32601, f"method not found: {req.method}", req.id))
         return await self.dispatch(op, req, dialect, request)
 

@@ -22,10 +22,10 @@ from typing import Any
 import msgspec
 
 import store
+from store.methods import SEND_METHODS
+from store.methods import STREAMING_METHODS as STREAM_METHODS  # noqa: F401 - the proxy asks it here
 
 # methods (both dialects, and the HTTP+JSON binding paths) whose side effect must run once
-SEND_METHODS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
-STREAM_METHODS = frozenset({"message/stream", "SendStreamingMessage", "tasks/resubscribe", "SubscribeToTask"})
 REST_SEND_SUFFIXES = ("/message:send", "/message:stream")
 
 DEFAULT_TTL = 24 * 3600.0

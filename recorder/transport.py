@@ -27,12 +27,13 @@ import msgspec
 import store
 from store.redact import Redactor, build_redactor
 
-from .client import CARD_PATH, METHODS
+from store.methods import METHODS as A2A_METHODS
+from store.methods import STREAMING_METHODS
+
+from .client import CARD_PATH
 from .recording import Session
 from .sse import DEFAULT_MAX_LINE, SseParser
 
-_A2A_METHODS = {m: d for ops in METHODS.values() for d, m in ops.items()} | {"ListTasks": "1.0"}
-_STREAMING_METHODS = {m for op in ("stream", "resubscribe") for m in METHODS[op].values()}
 
 
 class _Msg(msgspec.Struct):
@@ -252,11 +253,11 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
                 rpc = _rpc_decoder.decode(body)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return None
-            if rpc.method not in _A2A_METHODS:
+            if rpc.method not in A2A_METHODS:
                 return None
             method, params = rpc.method, rpc.params
-            dialect = "1.0" if request.headers.get("a2a-version", "").startswith("1") else _A2A_METHODS[method]
-            streaming = method in _STREAMING_METHODS
+            dialect = "1.0" if request.headers.get("a2a-version", "").startswith("1") else A2A_METHODS[method][1]
+            streaming = method in STREAMING_METHODS
         else:
             return None
         session = Session(self.store, self.redactor, on_change=self._saw, folding=False)

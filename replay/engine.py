@@ -23,6 +23,7 @@ import anyio
 import httpx
 import msgspec
 
+from store.methods import STREAMING_OPERATIONS
 from store import TERMINAL_STATES, Exchange, Item, MessageItem, NewEvent, TaskSnapshot, decode_item
 from store.wire import WireTask
 
@@ -489,7 +490,7 @@ class ReplayEngine:
         msg = req.params.message if req.params else None
         ex_id = st.begin_exchange(Exchange(
             started_at=started, url=url, rpc_method=req.method, dialect=dialect,
-            streaming=operation in ("stream", "subscribe"), request_headers=fwd, request_body=body,
+            streaming=operation in STREAMING_OPERATIONS, request_headers=fwd, request_body=body,
             message_id=msg.messageId if msg else None, role="proxy",
         ))
         self.library.dirty = True

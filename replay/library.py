@@ -219,7 +219,7 @@ class Library:
             if ep.operation in SEND_OPERATIONS:
                 self.episodes.append(ep)
                 added.append(ep)
-            elif ep.operation == "subscribe":
+            elif ep.operation == "resubscribe":
                 params = ep.request.params if ep.request else None
                 tid = ep.exchange.task_id or (params.id if params else None) or ep.task_id
                 if tid:

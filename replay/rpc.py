@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from store.methods import METHODS, SEND_OPERATIONS  # noqa: F401 - (operation, dialect) per method
 from store.wire import WireMessage, WireTask
 
 # JSON-RPC / A2A error codes
@@ -25,21 +26,6 @@ TASK_NOT_CANCELABLE = -32002
 UNSUPPORTED_OPERATION = -32004
 NO_RECORDING = -32099  # a2a-tape: no recording matches (record mode none)
 
-# operation names shared by both dialects: (operation, dialect) per JSON-RPC method
-METHODS: dict[str, tuple[str, str]] = {
-    "message/send": ("send", "0.3"),
-    "message/stream": ("stream", "0.3"),
-    "tasks/get": ("get", "0.3"),
-    "tasks/cancel": ("cancel", "0.3"),
-    "tasks/resubscribe": ("subscribe", "0.3"),
-    "SendMessage": ("send", "1.0"),
-    "SendStreamingMessage": ("stream", "1.0"),
-    "GetTask": ("get", "1.0"),
-    "CancelTask": ("cancel", "1.0"),
-    "SubscribeToTask": ("subscribe", "1.0"),
-    "ListTasks": ("list", "1.0"),
-}
-SEND_OPERATIONS = frozenset({"send", "stream"})
 
 
 class Params(msgspec.Struct, omit_defaults=True):
