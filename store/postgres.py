@@ -78,6 +78,12 @@ class PostgresStore:
 
         def configure(conn) -> None:
             conn.execute(f"SET synchronous_commit = {sync}")
+            # where append batches are staged before the table lock (no WAL, emptied at commit)
+            conn.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS a2a_stage (ord INTEGER, task_id TEXT, exchange_id BIGINT, "
+                "sse_event TEXT, payload BYTEA, received_at DOUBLE PRECISION, mono DOUBLE PRECISION, origin TEXT) "
+                "ON COMMIT DELETE ROWS"
+            )
             conn.commit()
 
         try:
@@ -144,6 +150,8 @@ class PostgresStore:
     def append_batch(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         if not events:
             return []
+        if all(ev.seq is None and ev.task_id is not None for ev in events):
+            return self._append_live(events)
         with self._txn() as cur:
             cur.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # commit order == position order, no gaps
             plan = BatchPlan(events, lambda keys: _max_seqs(cur, keys), lambda key, seq: _find(cur, key, seq))
@@ -158,6 +166,38 @@ class PostgresStore:
                     copy.write_row((start + 1 + k, *row))
             cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(start + len(plan.rows))))
             return plan.stored(start)
+
+    def _append_live(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        """The live path (every event has a task, none a seq): the rows are copied into a
+        staging table BEFORE the table lock; under the lock one INSERT ... SELECT numbers
+        positions and per-task seqs server-side. The lock (which serialises every writer of the
+        log) is held for a few statements, not for the Python that formats each row."""
+        with self._txn() as cur:
+            with cur.copy(
+                "COPY a2a_stage (ord, task_id, exchange_id, sse_event, payload, received_at, mono, origin) FROM STDIN"
+            ) as copy:
+                for k, ev in enumerate(events, 1):
+                    copy.write_row((k, ev.task_id, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin))
+            cur.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # commit order == position order, no gaps
+            cur.execute(
+                "WITH base AS MATERIALIZED (SELECT t.task_id, COALESCE((SELECT MAX(e.seq) FROM events e "
+                "      WHERE e.task_id = t.task_id AND e.task_id IS NOT NULL), 0) AS m "
+                "      FROM (SELECT DISTINCT task_id FROM a2a_stage) t), "
+                "  top AS MATERIALIZED (SELECT COALESCE(MAX(position), 0) AS p FROM events) "
+                "INSERT INTO events (position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) "
+                "SELECT top.p + s.ord, s.task_id, base.m + row_number() OVER (PARTITION BY s.task_id ORDER BY s.ord), "
+                "       s.exchange_id, s.sse_event, s.payload, s.received_at, s.mono, s.origin "
+                "FROM a2a_stage s JOIN base USING (task_id) CROSS JOIN top RETURNING position, seq"
+            )
+            seqs = dict(cur.fetchall())
+            start = min(seqs) - 1
+            # an outer transaction may stage another batch; followers learn the last position at commit
+            cur.execute(f"DELETE FROM a2a_stage; NOTIFY {CHANNEL}, '{start + len(events)}'")
+        return [
+            StoredEvent(start + k, ev.task_id, seqs[start + k], ev.exchange_id, ev.sse_event, ev.payload,
+                        ev.received_at, ev.mono, ev.origin)
+            for k, ev in enumerate(events, 1)
+        ]
 
     def append(self, event: NewEvent) -> StoredEvent:
         return self.append_batch([event])[0]
@@ -448,7 +488,7 @@ def _max_seqs(cur, keys: list[tuple[str | None, int | None]]) -> dict:
     if tasks:
         # one index probe per task (a GROUP BY would read every row of those tasks)
         cur.execute(
-            "SELECT k, (SELECT MAX(seq) FROM events WHERE task_id = k) FROM unnest(%s::text[]) AS k", (tasks,)
+            "SELECT k, (SELECT MAX(seq) FROM events WHERE task_id = k AND task_id IS NOT NULL) FROM unnest(%s::text[]) AS k", (tasks,)
         )
         out.update(((t, None), m) for t, m in cur.fetchall() if m is not None)
     for _, exchange_id in (k for k in keys if k[0] is None):

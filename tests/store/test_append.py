@@ -145,3 +145,12 @@ def test_explicit_seq_matching_an_auto_seq_of_the_same_batch(st):
     with pytest.raises(AppendConflict):
         st.append_batch([NewEvent(payload=b"b", task_id="t"), NewEvent(payload=b"c", task_id="t", seq=2)])
     assert st.count_events() == 1
+
+
+def test_two_batches_in_one_outer_transaction(st):
+    """Batches staged inside one outer transaction (as recovery does) are stored once each."""
+    with st.transaction():
+        a = st.append_batch([NewEvent(payload=b"a1", task_id="t"), NewEvent(payload=b"a2", task_id="t")])
+        b = st.append_batch([NewEvent(payload=b"b1", task_id="t"), NewEvent(payload=b"b2", task_id="u")])
+    assert [(e.position, e.task_id, e.seq) for e in a + b] == [(1, "t", 1), (2, "t", 2), (3, "t", 3), (4, "u", 1)]
+    assert [bytes(e.payload) for e in st.read_from(0)] == [b"a1", b"a2", b"b1", b"b2"]
