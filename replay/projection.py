@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 
@@ -100,6 +100,20 @@ class Projector:
                 self._cache.clear()
                 self._cursor = None
         raise ProjectionMoved(f"projection '{self.name}' keeps moving (another process is folding it)")
+
+    def follow(self, until: Callable[[], bool], *, poll: float = 1.0) -> int:
+        """Keep the projection current as events are committed, until ``until()`` is true.
+
+        Catches up, then sleeps on the store (LISTEN/NOTIFY on PostgreSQL, SQLite's data
+        version) and catches up again from the cursor when something new is there: no fixed-rate
+        polling loop, and nothing is skipped. ``poll`` only bounds how late ``until`` is checked.
+        Returns how many events it applied.
+        """
+        applied = self.catch_up()
+        while not until():
+            if self.store.wait_for_events(self.cursor(), timeout=poll):
+                applied += self.catch_up()
+        return applied
 
     def _check_version(self) -> None:
         """Rows folded under other rules (an older a2a-tape) are dropped and rebuilt."""

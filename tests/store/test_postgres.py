@@ -160,3 +160,40 @@ def test_copy_round_trips_losslessly(pg_url, tmp_path, direction):
         assert pg.count_events() == 4
         assert [e.position for e in pg.read_from(0)] == [1, 2, 3, 4]
         assert bytes(pg.read_task("t1")[1].payload) == b"\xff\xfe not utf-8"
+
+
+def test_projection_follower_keeps_up_through_notify(pg_url):
+    """A Projector following the shared log sees every task end, while another process writes."""
+    from replay.projection import Projector
+
+    writer = store.open_store(pg_url)
+    reader = store.open_store(pg_url)
+    proj = Projector(reader)
+    done = threading.Event()
+    applied: list[int] = []
+
+    def run() -> None:
+        applied.append(proj.follow(lambda: done.is_set() or
+                                   (proj.view("f3") is not None and proj.view("f3").state == "completed")))
+
+    t = threading.Thread(target=run)
+    t.start()
+    for n in range(4):
+        tid = f"f{n}"
+        writer.append_batch([
+            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"%s","contextId":"c",'
+                             b'"status":{"state":"working"}}}' % tid.encode(), task_id=tid),
+            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"c",'
+                             b'"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"hi"}]}}}' % tid.encode(), task_id=tid),
+            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"%s","contextId":"c",'
+                             b'"status":{"state":"completed"},"final":true}}' % tid.encode(), task_id=tid),
+        ])
+    t.join(60)
+    done.set()
+    assert not t.is_alive()
+    assert applied == [12]
+    assert [(v.task_id, v.state, v.final_answer) for v in sorted(proj.views(), key=lambda v: v.task_id)] == [
+        (f"f{n}", "completed", "hi") for n in range(4)
+    ]
+    writer.close()
+    reader.close()
