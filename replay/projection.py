@@ -7,23 +7,29 @@ re-exported here, the module callers import from.
 from __future__ import annotations
 
 import gc
+import os
+import socket
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 import msgspec
 
-from store import decode_item
+from store import StoreError, decode_item
 from store.decode import peek_text_chunk
+from store.rows import partition_of
 
 from .fold import STATE_DECODER, STATE_VERSION, TaskFold, TaskState, event_task_id, fold_events
 from .views import ArtifactView, Fault, IgnoredEvent, TaskView, ToolCall, encode_view, views_digest
 
 _FRESH_MAX_TASKS = 100_000  # task ids a rebuild remembers to skip row lookups (~8 MB at most)
+PARALLEL_MIN_EVENTS = 200_000
+"""A rebuild of a log at least this long folds its tasks in several processes (one per core)."""
 
 __all__ = [
     "ArtifactView",
     "Fault",
     "IgnoredEvent",
+    "ProjectionBusy",
     "ProjectionMoved",
     "Projector",
     "TaskFold",
@@ -43,13 +49,19 @@ FoldRow = tuple[int, "str | None", int, "int | None", float, bytes]
 """(position, task_id, seq, exchange_id, received_at, payload): what a fold reads of an event."""
 
 
-def _fold_batches(store, start: int, batch: int) -> Iterator[list[FoldRow]]:
+def _fold_batches(store, start: int, batch: int, upto: int | None = None,
+                  partition: tuple[int, int] | None = None) -> Iterator[list[FoldRow]]:
     """The log after ``start`` in batches of fold rows: the store's narrow reader when it has
     one (SQLite: six columns, no :class:`StoredEvent` per row), else ``read_from``."""
     narrow = getattr(store, "read_fold_rows", None)
     if narrow is not None:
-        yield from narrow(start, batch=batch)
+        if upto is None and partition is None:
+            yield from narrow(start, batch=batch)
+        else:
+            yield from narrow(start, batch=batch, upto=upto, partition=partition)
         return
+    if upto is not None or partition is not None:
+        raise StoreError("this store cannot read a partition of the log")
     rows: list[FoldRow] = []
     for ev in store.read_from(start):
         rows.append((ev.position, ev.task_id, ev.seq, ev.exchange_id, ev.received_at, ev.payload))
@@ -64,6 +76,10 @@ class ProjectionMoved(Exception):
     """Another process moved the projection's cursor while we folded."""
 
 
+class ProjectionBusy(StoreError):
+    """Another live process is rebuilding the projection."""
+
+
 class Projector:
     """Task views kept in the store, brought up to date with :meth:`catch_up`.
 
@@ -74,11 +90,16 @@ class Projector:
     every ``commit_every`` events, so memory does not grow with the log.
     """
 
-    def __init__(self, store, name: str = "tasks", *, cache_size: int = 256, commit_every: int = 10_000) -> None:
+    def __init__(self, store, name: str = "tasks", *, cache_size: int = 256, commit_every: int = 10_000,
+                 partition: tuple[int, int] | None = None, upto: int | None = None) -> None:
         self.store = store
         self.name = name
         self.cache_size = max(1, cache_size)
         self.commit_every = max(1, commit_every)
+        # a partition of a parallel rebuild: only these tasks, only up to ``upto``; its commits
+        # write rows without guarding the cursor (the rebuild sets it once every part is in)
+        self.partition = partition
+        self.upto = upto
         self._cache: OrderedDict[str, TaskFold] = OrderedDict()
         self._cursor: int | None = None
 
@@ -120,12 +141,25 @@ class Projector:
         get_meta = getattr(self.store, "get_meta", None)
         if get_meta is None:
             return
+        marker = get_meta(self._rebuild_key)
+        if marker:
+            if _alive(marker):
+                raise ProjectionBusy(f"projection '{self.name}' is being rebuilt by another process ({marker})")
+            # a parallel rebuild died half way: its rows are not a consistent state
+            self.store.projection_reset(self.name)
+            self.store.set_meta(self._rebuild_key, "")
+            self._cache.clear()
+            self._cursor = None
         key = f"projection:{self.name}:version"
         if get_meta(key) != STATE_VERSION:
             self.store.projection_reset(self.name)
             self.store.set_meta(key, STATE_VERSION)
             self._cache.clear()
             self._cursor = None
+
+    @property
+    def _rebuild_key(self) -> str:
+        return f"projection:{self.name}:rebuilding"
 
     def _catch_up(self) -> int:
         # The fold creates no reference cycles; the cyclic GC would only rescan the live
@@ -141,7 +175,8 @@ class Projector:
     def _fold_from_cursor(self) -> int:
         store = self.store
         name = self.name
-        start = store.projection_cursor(name)
+        part = self.partition
+        start = 0 if part is not None else store.projection_cursor(name)
         if start != self._cursor:
             self._cache.clear()  # someone else committed: our live folds may be stale
         cache = self._cache
@@ -159,7 +194,8 @@ class Projector:
         # From cursor 0 with no rows stored (a rebuild), only tasks this run folded and committed
         # can have rows: skip the lookups of the others. (Another process committing meanwhile
         # moves the cursor, and our next commit raises ProjectionMoved.)
-        fresh = start == 0 and next(iter(store.projection_rows(name)), None) is None
+        # (A partition of a parallel rebuild is fresh by construction: other parts hold other tasks.)
+        fresh = part is not None or (start == 0 and next(iter(store.projection_rows(name)), None) is None)
         folded: set[str] = set()  # tasks this run has held (only kept while fresh)
 
         def commit() -> None:
@@ -168,7 +204,7 @@ class Projector:
             for tid, fold in cache.items():
                 if fold.s.last_position > committed:
                     upserts[tid] = fold.dump()
-            if not store.projection_commit(name, position, upserts, expect=committed):
+            if not store.projection_commit(name, position, upserts, expect=None if part else committed):
                 raise ProjectionMoved(name)
             committed = position
             self._cursor = position
@@ -176,7 +212,7 @@ class Projector:
             since_commit = 0
 
         batch_size = min(2000, commit_every)
-        for rows in _fold_batches(store, start, batch_size):
+        for rows in _fold_batches(store, start, batch_size, self.upto, part):
             # one query for the tasks of this batch that are neither live nor waiting to commit
             queried = {r[1] for r in rows if r[1] is not None} - cache.keys() - pending.keys()
             if fresh:
@@ -190,7 +226,7 @@ class Projector:
                 else:
                     item = decode_item(payload)  # once per event, dropped right after the fold
                     tid = row_task if row_task is not None else item.task_id
-                if tid is None:
+                if tid is None or (part is not None and row_task is None and partition_of(tid, part[1]) != part[0]):
                     continue
                 fold = cache.get(tid)
                 if fold is None:
@@ -231,12 +267,57 @@ class Projector:
             self._cursor = start
         return read
 
-    def rebuild(self) -> None:
-        """Drop the projection and fold the whole log again from position 0."""
+    def rebuild(self, *, workers: int | None = None, parallel_min: int = PARALLEL_MIN_EVENTS) -> None:
+        """Drop the projection and fold the whole log again from position 0.
+
+        A long log on a SQLite file is folded by ``workers`` processes (default: one per core,
+        at most 4), each taking the tasks of one partition (tasks are independent; a task's
+        events stay in log order). A marker in the store says a rebuild is under way, so a
+        rebuild that dies half way is started again rather than trusted; the cursor is set once
+        every part is in. When worker processes cannot be had, this process folds it all.
+        """
+        st = self.store
+        self._check_version()
+        n = workers if workers is not None else min(os.cpu_count() or 1, 4)
+        end = st.last_position()
+        if n > 1 and end >= parallel_min and getattr(st, "backend", "") == "sqlite":
+            self._rebuild_parallel(n, end)
+        else:
+            self._reset()
+        self.catch_up()
+
+    def _reset(self) -> None:
         self.store.projection_reset(self.name)
         self._cache.clear()
         self._cursor = None
-        self.catch_up()
+
+    def _rebuild_parallel(self, n: int, end: int) -> None:
+        import concurrent.futures
+        import multiprocessing
+
+        st = self.store
+        st.set_meta(self._rebuild_key, _owner())
+        try:
+            ctx = multiprocessing.get_context("spawn")  # never fork a process holding SQLite connections
+            with concurrent.futures.ProcessPoolExecutor(n - 1, mp_context=ctx) as pool:
+                warm = [pool.submit(_warm_up) for _ in range(n - 1)]  # workers import while we reset
+                self._reset()
+                for f in warm:
+                    f.result()
+                parts = [pool.submit(_fold_partition, str(st.path), st.durability, self.name, k, n, end)
+                         for k in range(1, n)]
+                Projector(st, self.name, cache_size=self.cache_size, commit_every=self.commit_every,
+                          partition=(0, n), upto=end)._catch_up()
+                for f in parts:
+                    f.result()
+            st.projection_commit(self.name, end, {}, expect=None)
+        except Exception:  # noqa: BLE001 - no worker processes here (or one died): fold in this one
+            self._reset()
+        except BaseException:
+            self._reset()
+            raise
+        finally:
+            st.set_meta(self._rebuild_key, "")
 
     def fold(self, task_id: str) -> TaskFold | None:
         fold = self._cache.get(task_id)
@@ -264,3 +345,36 @@ class Projector:
             self.rebuild()  # an unreadable row: the log is the truth
             views = [TaskFold.load(raw).view() for _, raw in self.store.projection_rows(self.name)]
         return iter(views)
+
+
+def _warm_up() -> None:
+    """Run in a fresh worker process while the parent resets the projection: loading this
+    function imports this module and everything it needs, which is the point."""
+
+
+def _fold_partition(path: str, durability: str, name: str, k: int, n: int, end: int) -> int:
+    """One part of a parallel rebuild, in its own process."""
+    from store import SqliteStore
+
+    with SqliteStore(path, create=False, durability=durability) as st:  # type: ignore[arg-type]
+        return Projector(st, name, partition=(k, n), upto=end)._catch_up()
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(owner: str) -> bool:
+    """Whether the process named ``host:pid`` still runs (another host's: assumed so)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if int(pid) == os.getpid():
+        return False  # our own marker, left by a rebuild of ours that failed
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

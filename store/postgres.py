@@ -217,15 +217,23 @@ class PostgresStore:
             if len(rows) < n:
                 return
 
-    def read_fold_rows(self, position: int = 0, *, batch: int = 5000) -> Iterator[list[tuple]]:
+    def read_fold_rows(
+        self, position: int = 0, *, batch: int = 5000, upto: int | None = None, partition: tuple[int, int] | None = None
+    ) -> Iterator[list[tuple]]:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
-        received_at, payload)`` tuples, in log order (the narrow reader of a rebuild)."""
+        received_at, payload)`` tuples, in log order (the narrow reader of a rebuild); ``upto``
+        and ``partition`` as in :meth:`store.sqlite.SqliteStore.read_fold_rows`."""
+        sql = "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > %s"
+        extra: list[object] = []
+        if upto is not None:
+            sql += " AND position <= %s"
+            extra.append(upto)
+        if partition is not None:
+            sql += " AND (task_id IS NULL OR COALESCE(ascii(right(task_id, 1)), 0) %% %s = %s)"
+            extra += [partition[1], partition[0]]
+        sql += " ORDER BY position LIMIT %s"
         while True:
-            rows = self._read(
-                "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events "
-                "WHERE position > %s ORDER BY position LIMIT %s",
-                (position, batch),
-            )
+            rows = self._read(sql, (position, *extra, batch))
             if not rows:
                 return
             yield rows

@@ -106,3 +106,9 @@ class BatchPlan:
         for i, k in self._repeats:
             out[i] = out[self._row_index[k]]
         return out  # type: ignore[return-value]
+
+
+def partition_of(task_id: str, parts: int) -> int:
+    """Which of ``parts`` partitions a task belongs to: the code point of its id's last
+    character, modulo ``parts`` (the same rule the backends' readers apply in SQL)."""
+    return (ord(task_id[-1]) if task_id else 0) % parts

@@ -175,20 +175,30 @@ class SqliteStore:
             if len(rows) < n:
                 return
 
-    def read_fold_rows(self, position: int = 0, *, batch: int = 5000) -> Iterator[list[tuple]]:
+    def read_fold_rows(
+        self, position: int = 0, *, batch: int = 5000, upto: int | None = None, partition: tuple[int, int] | None = None
+    ) -> Iterator[list[tuple]]:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
         received_at, payload)`` tuples, in log order.
 
         The narrow reader of a projection rebuild: six columns and plain tuples (building a
-        nine-field :class:`StoredEvent` per row costs more than reading it).
+        nine-field :class:`StoredEvent` per row costs more than reading it). ``upto``: stop at
+        that position. ``partition=(k, n)``: only tasks of partition ``k`` of ``n``
+        (:func:`store.rows.partition_of`), plus the rows with no task id (every partition gets
+        those; the caller knows which task, if any, their payload names).
         """
+        sql = "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > ?"
+        extra: list[object] = []
+        if upto is not None:
+            sql += " AND position <= ?"
+            extra.append(upto)
+        if partition is not None:
+            sql += " AND (task_id IS NULL OR COALESCE(unicode(substr(task_id, -1)), 0) % ? = ?)"
+            extra += [partition[1], partition[0]]
+        sql += " ORDER BY position LIMIT ?"
         while True:
             with self._lock:
-                rows = self._conn.execute(
-                    "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events "
-                    "WHERE position > ? ORDER BY position LIMIT ?",
-                    (position, batch),
-                ).fetchall()
+                rows = self._conn.execute(sql, (position, *extra, batch)).fetchall()
             if not rows:
                 return
             yield rows
@@ -416,7 +426,11 @@ class SqliteStore:
 
     def projection_reset(self, name: str) -> None:
         with self._write() as cur:
-            cur.execute("DELETE FROM projection_rows WHERE projection = ?", (name,))
+            others = cur.execute("SELECT 1 FROM projection_rows WHERE projection != ? LIMIT 1", (name,)).fetchone()
+            if others is None:  # the only projection: a DELETE without WHERE frees whole pages at once
+                cur.execute("DELETE FROM projection_rows")
+            else:
+                cur.execute("DELETE FROM projection_rows WHERE projection = ?", (name,))
             cur.execute("DELETE FROM projection_cursors WHERE name = ?", (name,))
 
     # -- leases ------------------------------------------------------------------------------

@@ -62,3 +62,26 @@ def test_projection_rows_paged_by_key(st, batch):
     st.projection_commit("p", 7, rows)
     st.projection_commit("q", 1, {"k00": b"other"})
     assert list(st.projection_rows("p", batch=batch)) == sorted(rows.items())
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_read_fold_rows_partitions_cover_the_log_once(backend, parts):
+    """Every row with a task lands in exactly one partition (the rule of store.rows.partition_of,
+    applied in SQL), rows without a task in all of them, and ``upto`` stops the read."""
+    from store import NewEvent
+    from store.rows import partition_of
+
+    st = backend.open()
+    tasks = ["a", "b", "c", "task-é", "t\u4e2d", "", "x9", "Z"]
+    st.append_batch([NewEvent(payload=f"{i}".encode(), task_id=t) for i, t in enumerate(tasks * 3)])
+    ex = st.begin_exchange(Exchange(url="u"))
+    st.append(NewEvent(payload=b"no task", exchange_id=ex))
+    everything = [tuple(r) for b in st.read_fold_rows(0) for r in b]
+    seen: list[tuple] = []
+    for k in range(parts):
+        rows = [tuple(r) for b in st.read_fold_rows(0, batch=4, partition=(k, parts)) for r in b]
+        assert all(r[1] is None or partition_of(r[1], parts) == k for r in rows)
+        assert [r for r in rows if r[1] is None] == [r for r in everything if r[1] is None]
+        seen += [r for r in rows if r[1] is not None]
+    assert sorted(seen) == sorted(r for r in everything if r[1] is not None)
+    assert [r[0] for b in st.read_fold_rows(0, upto=5) for r in b] == [1, 2, 3, 4, 5]
