@@ -117,7 +117,7 @@ class _IdParams(msgspec.Struct, omit_defaults=True):
 
 class _Request(msgspec.Struct):
     jsonrpc: str
-    id: str
+    id: str | int
     method: str
     params: _SendParams | _IdParams
 
@@ -137,7 +137,7 @@ class Request(msgspec.Struct, frozen=True):
     method: str
     dialect: Dialect
     body: bytes
-    rpc_id: str
+    rpc_id: str | int
     message_id: str | None = None
 
     @property
@@ -157,6 +157,7 @@ def send_request(
     message_id: str | None = None,
     context_id: str | None = None,
     task_id: str | None = None,
+    rpc_id: str | int | None = None,
 ) -> Request:
     mid = message_id or new_id()
     if dialect == "1.0":
@@ -167,17 +168,18 @@ def send_request(
             taskId=task_id, kind="message",
         )
     op = "stream" if stream else "send"
-    return _request(op, dialect, _SendParams(message=msg), message_id=mid)
+    return _request(op, dialect, _SendParams(message=msg), message_id=mid, rpc_id=rpc_id)
 
 
-def task_request(op: str, dialect: Dialect, task_id: str) -> Request:
+def task_request(op: str, dialect: Dialect, task_id: str, *, rpc_id: str | int | None = None) -> Request:
     """``get`` / ``cancel`` / ``resubscribe`` for one task."""
-    return _request(op, dialect, _IdParams(id=task_id))
+    return _request(op, dialect, _IdParams(id=task_id), rpc_id=rpc_id)
 
 
-def _request(op: str, dialect: Dialect, params, message_id: str | None = None) -> Request:
+def _request(op: str, dialect: Dialect, params, message_id: str | None = None, rpc_id: str | int | None = None) -> Request:
     method = OPERATIONS[op][dialect]
-    rpc_id = f"a2a-tape-{next(_ids)}"
+    if rpc_id is None:
+        rpc_id = f"a2a-tape-{next(_ids)}"
     body = _encoder.encode(_Request(jsonrpc="2.0", id=rpc_id, method=method, params=params))
     return Request(op=op, method=method, dialect=dialect, body=body, rpc_id=rpc_id, message_id=message_id)
 

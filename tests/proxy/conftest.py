@@ -5,15 +5,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import uuid
 from collections.abc import Iterator
 
 import httpx
-import msgspec
 import pytest
 import uvicorn
 
 import store
+from recorder.client import dialect_headers, send_request, task_request
 from recorder.proxy import ProxyConfig, build_app
 from recorder.sse import SseParser
 from tests.support.servers import bind_loopback
@@ -58,63 +57,19 @@ def proxied(sdk_agent, db_path) -> Iterator[tuple[object, RunningProxy]]:
 _ids = itertools.count(1)
 
 
-class _Part(msgspec.Struct, omit_defaults=True):
-    text: str
-    kind: str | None = None
-
-
-class _Msg(msgspec.Struct, omit_defaults=True):
-    messageId: str
-    role: str
-    parts: list[_Part]
-    kind: str | None = None
-    taskId: str | None = None
-
-
-class _SendParams(msgspec.Struct):
-    message: _Msg
-
-
-class _IdParams(msgspec.Struct):
-    id: str
-
-
-class _Rpc(msgspec.Struct):
-    jsonrpc: str
-    id: int
-    method: str
-    params: _SendParams | _IdParams
-
-
-METHODS = {
-    ("send", "0.3"): "message/send", ("send", "1.0"): "SendMessage",
-    ("stream", "0.3"): "message/stream", ("stream", "1.0"): "SendStreamingMessage",
-    ("get", "0.3"): "tasks/get", ("get", "1.0"): "GetTask",
-}
+def _headers(dialect: str) -> dict[str, str]:
+    return {"content-type": "application/json", **dialect_headers(dialect)}  # type: ignore[arg-type]
 
 
 def send_body(text: str, *, dialect: str = "0.3", stream: bool = True, message_id: str | None = None,
               rpc_id: int | None = None) -> tuple[bytes, dict[str, str]]:
-    """A send request of either dialect and the headers it needs."""
-    mid = message_id or str(uuid.uuid4())
-    if dialect == "1.0":
-        msg = _Msg(messageId=mid, role="ROLE_USER", parts=[_Part(text=text)])
-    else:
-        msg = _Msg(messageId=mid, role="user", parts=[_Part(text=text, kind="text")], kind="message")
-    method = METHODS[("stream" if stream else "send", dialect)]
-    body = msgspec.json.encode(_Rpc("2.0", rpc_id or next(_ids), method, _SendParams(msg)))
-    headers = {"content-type": "application/json"}
-    if dialect == "1.0":
-        headers["A2A-Version"] = "1.0"
-    return body, headers
+    """A send request of either dialect (built by the recorder's own client) and its headers."""
+    req = send_request(dialect, text, stream=stream, message_id=message_id, rpc_id=rpc_id or next(_ids))  # type: ignore[arg-type]
+    return req.body, _headers(dialect)
 
 
 def get_body(task_id: str, dialect: str = "0.3") -> tuple[bytes, dict[str, str]]:
-    body = msgspec.json.encode(_Rpc("2.0", next(_ids), METHODS[("get", dialect)], _IdParams(task_id)))
-    headers = {"content-type": "application/json"}
-    if dialect == "1.0":
-        headers["A2A-Version"] = "1.0"
-    return body, headers
+    return task_request("get", dialect, task_id, rpc_id=next(_ids)).body, _headers(dialect)  # type: ignore[arg-type]
 
 
 def read_sse(response: httpx.Response, limit: int | None = None) -> list[bytes]:

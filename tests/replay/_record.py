@@ -8,56 +8,21 @@ log before it is looked at, with the arrival offsets that ``--timing real`` repl
 from __future__ import annotations
 
 import time
-import uuid
 
 import httpx
-import msgspec
 from httpx_sse import connect_sse
 
 import store
+from recorder.client import send_request, task_request
+from store.methods import OPERATIONS
 from store import Exchange, NewEvent, decode_item
 
-V1 = {"stream": "SendStreamingMessage", "send": "SendMessage", "get": "GetTask", "subscribe": "SubscribeToTask",
-      "cancel": "CancelTask"}
-V03 = {"stream": "message/stream", "send": "message/send", "get": "tasks/get", "subscribe": "tasks/resubscribe",
-       "cancel": "tasks/cancel"}
-
-
-class _Part(msgspec.Struct, omit_defaults=True):
-    text: str
-    kind: str | None = None
-
-
-class _Msg(msgspec.Struct, omit_defaults=True):
-    messageId: str
-    role: str
-    parts: list[_Part]
-    kind: str | None = None
-    taskId: str | None = None
-
-
-class _Params(msgspec.Struct, omit_defaults=True):
-    message: _Msg | None = None
-    id: str | None = None
-
-
-class _Req(msgspec.Struct):
-    jsonrpc: str
-    id: int | str
-    method: str
-    params: _Params
-
-
 def request_body(op: str, dialect: str, *, text: str | None = None, task_id: str | None = None, rpc_id: int | str = 1) -> bytes:
-    v1 = dialect == "1.0"
-    method = (V1 if v1 else V03)[op]
+    """A request of either dialect, built by the recorder's own client: a send (``stream`` /
+    ``send``) when ``text`` is given, else ``get`` / ``cancel`` / ``subscribe`` of ``task_id``."""
     if text is not None:
-        msg = _Msg(messageId=str(uuid.uuid4()), role="ROLE_USER" if v1 else "user",
-                   parts=[_Part(text=text, kind=None if v1 else "text")], kind=None if v1 else "message", taskId=task_id)
-        params = _Params(message=msg)
-    else:
-        params = _Params(id=task_id)
-    return msgspec.json.encode(_Req("2.0", rpc_id, method, params))
+        return send_request(dialect, text, stream=op == "stream", task_id=task_id, rpc_id=rpc_id).body  # type: ignore[arg-type]
+    return task_request({"subscribe": "resubscribe"}.get(op, op), dialect, task_id or "", rpc_id=rpc_id).body  # type: ignore[arg-type]
 
 
 def headers_for(dialect: str) -> dict[str, str]:
@@ -80,7 +45,7 @@ def record(st: store.SqliteStore, url: str, text: str | None = None, *, op: str 
            max_items: int | None = None) -> tuple[str | None, list[bytes]]:
     """Send one request to ``url`` and record it; return (task id, the data payloads in order)."""
     body = request_body(op, dialect, text=text, task_id=task_id, rpc_id=rpc_id)
-    method = (V1 if dialect == "1.0" else V03)[op]
+    method = OPERATIONS[{"subscribe": "resubscribe"}.get(op, op)][dialect]
     own = client is None
     client = client or httpx.Client(timeout=10)
     started, t0 = time.time(), time.monotonic()
