@@ -55,18 +55,8 @@ class RpcRequest(msgspec.Struct):
     params: msgspec.Raw = msgspec.Raw(b"null")
 
 
-class _Reply(msgspec.Struct, omit_defaults=True):
-    """A JSON-RPC response with opaque result/error: lets us swap the id without a dict."""
-
-    jsonrpc: str | None = None
-    id: msgspec.Raw = msgspec.Raw(b"null")
-    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
 _request_decoder = msgspec.json.Decoder(RpcRequest)
 _params_decoder = msgspec.json.Decoder(RpcParams)
-_reply_decoder = msgspec.json.Decoder(_Reply)
 _any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder(order="sorted")
 
@@ -121,28 +111,20 @@ def idempotency_key(headers: Mapping[str, str], method: str, params: RpcParams) 
     return None
 
 
-def with_rpc_id(payload: bytes, rpc_id: bytes) -> bytes:
-    """``payload`` (a JSON-RPC response) answered to the request whose id is ``rpc_id``.
+class _ErrorBody(msgspec.Struct):
+    code: int
+    message: str
 
-    A payload that is not a JSON-RPC response (an HTTP+JSON item, a local note) is returned as is.
-    """
-    try:
-        reply = _reply_decoder.decode(payload)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return payload
-    if reply.result is msgspec.UNSET and reply.error is msgspec.UNSET:
-        return payload
-    if bytes(reply.id) == rpc_id:
-        return payload
-    reply.id = msgspec.Raw(rpc_id)
-    return msgspec.json.encode(reply)
+
+class _ErrorReply(msgspec.Struct):
+    jsonrpc: str
+    id: msgspec.Raw
+    error: _ErrorBody
 
 
 def rpc_error(rpc_id: bytes, code: int, message: str) -> bytes:
     """A JSON-RPC error response (the id as raw JSON bytes)."""
-    return msgspec.json.encode(
-        _Reply(jsonrpc="2.0", id=msgspec.Raw(rpc_id or b"null"), error=msgspec.Raw(msgspec.json.encode({"code": code, "message": message})))
-    )
+    return msgspec.json.encode(_ErrorReply("2.0", msgspec.Raw(rpc_id or b"null"), _ErrorBody(code, message)))
 
 
 class Gateway:

@@ -36,6 +36,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 import store
+from replay import sse
 from store.redact import Redactor
 
 from . import client as a2a
@@ -50,7 +51,6 @@ from .idempotency import (
     recorded_items,
     request_hash,
     rpc_error,
-    with_rpc_id,
 )
 from .recovery import mark_proxy, recover, unmark_proxy
 from .sse import SseParser
@@ -152,15 +152,11 @@ class Live:
                 self._reader_gone, self.items = True, []
 
 
-def _render(event: str | None, data: bytes, comment: bool, rpc_id: bytes | None) -> bytes:
-    if comment:
-        return b": " + data + b"\n\n"
-    if rpc_id is not None:
-        data = with_rpc_id(data, rpc_id)
-    head = b"event: " + event.encode() + b"\n" if event else b""
-    if b"\n" in data:
-        return head + b"".join(b"data: " + line + b"\n" for line in data.split(b"\n")) + b"\n"
-    return head + b"data: " + data + b"\n\n"
+def _render(event: str | None, data: bytes, is_comment: bool, rpc_id: bytes | None) -> bytes:
+    """One item as SSE bytes, answered to ``rpc_id`` (JSON bytes) when given."""
+    if is_comment:
+        return b": " + data + b"\r\n\r\n"
+    return sse.frame(data if rpc_id is None else sse.split_id(data).with_id(rpc_id), event)
 
 
 def _media(content_type: str | None) -> str:
@@ -435,7 +431,7 @@ class Proxy:
         await live.finished.wait()
         body = live.body
         if rpc_id is not None and (live.rpc_id is None or live.rpc_id != rpc_id):
-            body = with_rpc_id(body, rpc_id)
+            body = sse.split_id(body).with_id(rpc_id)
         return Response(body, live.status, media_type=live.content_type)
 
     # -- the upstream side ----------------------------------------------------------------------

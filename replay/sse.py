@@ -54,8 +54,8 @@ def split_id(payload: bytes) -> Split:
     except (msgspec.DecodeError, msgspec.ValidationError):
         return Split(payload)
     raw_id = bytes(env.id)
-    if not raw_id:
-        return Split(payload)
+    if not raw_id or not (bytes(env.result) or bytes(env.error)):
+        return Split(payload)  # not a JSON-RPC response (a bare Task's "id" is the task's)
     for m in _ID_KEY.finditer(payload):
         start = m.end()
         end = start + len(raw_id)
