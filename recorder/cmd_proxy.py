@@ -132,6 +132,8 @@ def probe_cmd(
         for p in result.probes:
             mark = "ok  " if p.ok else "FAIL"
             out.print(f"{mark} {p.name}: {p.detail}", markup=False, soft_wrap=True)
+    if result.probes and result.probes[0].name == "agent-card" and not result.probes[0].ok:
+        fail(f"not an A2A agent: {result.probes[0].detail}")  # nothing could be probed: bad input, exit 2
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
 

@@ -41,10 +41,16 @@ def test_every_probe_passes_through_the_proxy(sdk_agent, tmp_path):
     assert "same task" in {p["name"]: p for p in doc["probes"]}["duplicate-message"]["detail"]
 
 
-def test_probe_of_nothing_fails_with_a_readable_detail(tmp_path):
+def test_probe_of_nothing_is_bad_input_with_a_readable_detail(tmp_path):
+    """Nothing answers: no probe could run, so it is bad input (exit 2), like `record` of a closed port;
+    --json still prints the document, and stderr has one line."""
     code, doc = _probe(f"http://127.0.0.1:{closed_port()}", tmp_path / "p.db")
-    assert code == 1
+    assert code == 2
+    assert doc["ok"] is False
     assert doc["probes"][0]["name"] == "agent-card" and "cannot connect" in doc["probes"][0]["detail"]
+    r = CliRunner().invoke(app, ["probe", f"http://127.0.0.1:{closed_port()}", "--db", str(tmp_path / "q.db")])
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith("a2a-tape: error: not an A2A agent")
 
 
 def test_probe_human_output(sdk_agent, tmp_path):
