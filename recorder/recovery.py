@@ -348,17 +348,25 @@ def upstream_of(st: store.SqliteStore, task_id: str) -> str | None:
     return None
 
 
+async def _get_task(up: Upstream, dialect: str, url: str, task_id: str, unreachable: str) -> store.Item | str:
+    """GetTask, recorded; the task's item, or the reason recovery must FAIL it."""
+    try:
+        item = await up.call(a2a.task_request("get", dialect, task_id), url, task_id)
+    except Unreachable as exc:
+        return f"recorder restarted and the upstream {unreachable}: {exc}"
+    if isinstance(item.body, store.ErrorItem):
+        return (f"recorder restarted and the upstream no longer knows the task "
+                f"(error {item.body.code}: {item.body.message})")
+    return item
+
+
 async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | None:
     """Follow one task upstream to its end; None when resumed, else the reason it failed."""
     assert up.card is not None
     dialect, url = up.endpoint(view.dialect)
-    try:
-        item = await up.call(a2a.task_request("get", dialect, view.task_id), url, view.task_id)
-    except Unreachable as exc:
-        return f"recorder restarted and the upstream could not be asked about the task: {exc}"
-    if isinstance(item.body, store.ErrorItem):
-        return (f"recorder restarted and the upstream no longer knows the task "
-                f"(error {item.body.code}: {item.body.message})")
+    item = await _get_task(up, dialect, url, view.task_id, "could not be asked about the task")
+    if isinstance(item, str):
+        return item
     last_key = _progress_key(item)
     last_progress = time.monotonic()
     backoff = 0.2
@@ -378,13 +386,9 @@ async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | N
         else:
             await anyio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, 5.0)
-        try:
-            item = await up.call(a2a.task_request("get", dialect, view.task_id), url, view.task_id)
-        except Unreachable as exc:
-            return f"recorder restarted and the upstream became unreachable while resuming the task: {exc}"
-        if isinstance(item.body, store.ErrorItem):
-            return (f"recorder restarted and the upstream no longer knows the task "
-                    f"(error {item.body.code}: {item.body.message})")
+        item = await _get_task(up, dialect, url, view.task_id, "became unreachable while resuming the task")
+        if isinstance(item, str):
+            return item
         key = _progress_key(item)
         if key != last_key:
             last_key, last_progress = key, time.monotonic()

@@ -89,31 +89,24 @@ def _parse_path(path: str) -> tuple[str, ...]:
 def _replace(node: Any, path: tuple[str, ...]) -> bool:
     head, rest = path[0], path[1:]
     if isinstance(node, dict):
-        keys = list(node) if head == "*" else ([head] if head in node else [])
-        hit = False
-        for k in keys:
-            if rest:
-                hit |= _replace(node[k], rest)
-            else:
-                node[k] = REDACTED
-                hit = True
-        return hit
-    if isinstance(node, list):
+        keys: list = list(node) if head == "*" else ([head] if head in node else [])
+    elif isinstance(node, list):
         if head == "*":
-            idx = range(len(node))
+            keys = list(range(len(node)))
         elif head.isdigit() and int(head) < len(node):
-            idx = [int(head)]
+            keys = [int(head)]
         else:
             return False
-        hit = False
-        for i in idx:
-            if rest:
-                hit |= _replace(node[i], rest)
-            else:
-                node[i] = REDACTED
-                hit = True
-        return hit
-    return False
+    else:
+        return False
+    hit = False
+    for k in keys:  # the same walk for object members and list items
+        if rest:
+            hit |= _replace(node[k], rest)
+        else:
+            node[k] = REDACTED
+            hit = True
+    return hit
 
 
 class _Config(msgspec.Struct, rename="kebab"):
