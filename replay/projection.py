@@ -16,7 +16,7 @@ import msgspec
 
 from store import StoreError, decode_item
 from store.decode import peek_text_chunk
-from store.rows import partition_of
+from store.rows import TaskRange, in_range
 
 from .fold import STATE_DECODER, STATE_VERSION, TaskFold, TaskState, event_task_id, fold_events
 from .views import ArtifactView, Fault, IgnoredEvent, TaskView, ToolCall, encode_view, views_digest
@@ -50,18 +50,18 @@ FoldRow = tuple[int, "str | None", int, "int | None", float, bytes]
 
 
 def _fold_batches(store, start: int, batch: int, upto: int | None = None,
-                  partition: tuple[int, int] | None = None) -> Iterator[list[FoldRow]]:
+                  tasks: TaskRange | None = None) -> Iterator[list[FoldRow]]:
     """The log after ``start`` in batches of fold rows: the store's narrow reader when it has
     one (SQLite: six columns, no :class:`StoredEvent` per row), else ``read_from``."""
     narrow = getattr(store, "read_fold_rows", None)
     if narrow is not None:
-        if upto is None and partition is None:
+        if upto is None and tasks is None:
             yield from narrow(start, batch=batch)
         else:
-            yield from narrow(start, batch=batch, upto=upto, partition=partition)
+            yield from narrow(start, batch=batch, upto=upto, tasks=tasks)
         return
-    if upto is not None or partition is not None:
-        raise StoreError("this store cannot read a partition of the log")
+    if upto is not None or tasks is not None:
+        raise StoreError("this store cannot read one range of tasks or stop at a position")
     rows: list[FoldRow] = []
     for ev in store.read_from(start):
         rows.append((ev.position, ev.task_id, ev.seq, ev.exchange_id, ev.received_at, ev.payload))
@@ -91,14 +91,14 @@ class Projector:
     """
 
     def __init__(self, store, name: str = "tasks", *, cache_size: int = 256, commit_every: int = 10_000,
-                 partition: tuple[int, int] | None = None, upto: int | None = None) -> None:
+                 tasks: TaskRange | None = None, upto: int | None = None) -> None:
         self.store = store
         self.name = name
         self.cache_size = max(1, cache_size)
         self.commit_every = max(1, commit_every)
-        # a partition of a parallel rebuild: only these tasks, only up to ``upto``; its commits
-        # write rows without guarding the cursor (the rebuild sets it once every part is in)
-        self.partition = partition
+        # a part of a parallel rebuild: only the tasks of this range, only up to ``upto``; its
+        # commits write rows without guarding the cursor (the rebuild sets it once every part is in)
+        self.tasks = tasks
         self.upto = upto
         self._cache: OrderedDict[str, TaskFold] = OrderedDict()
         self._cursor: int | None = None
@@ -175,7 +175,7 @@ class Projector:
     def _fold_from_cursor(self) -> int:
         store = self.store
         name = self.name
-        part = self.partition
+        part = self.tasks
         start = 0 if part is not None else store.projection_cursor(name)
         if start != self._cursor:
             self._cache.clear()  # someone else committed: our live folds may be stale
@@ -194,7 +194,7 @@ class Projector:
         # From cursor 0 with no rows stored (a rebuild), only tasks this run folded and committed
         # can have rows: skip the lookups of the others. (Another process committing meanwhile
         # moves the cursor, and our next commit raises ProjectionMoved.)
-        # (A partition of a parallel rebuild is fresh by construction: other parts hold other tasks.)
+        # (A part of a parallel rebuild is fresh by construction: other parts hold other tasks.)
         fresh = part is not None or (start == 0 and next(iter(store.projection_rows(name)), None) is None)
         folded: set[str] = set()  # tasks this run has held (only kept while fresh)
 
@@ -204,7 +204,7 @@ class Projector:
             for tid, fold in cache.items():
                 if fold.s.last_position > committed:
                     upserts[tid] = fold.dump()
-            if not store.projection_commit(name, position, upserts, expect=None if part else committed):
+            if not store.projection_commit(name, position, upserts, expect=None if part is not None else committed):
                 raise ProjectionMoved(name)
             committed = position
             self._cursor = position
@@ -226,7 +226,7 @@ class Projector:
                 else:
                     item = decode_item(payload)  # once per event, dropped right after the fold
                     tid = row_task if row_task is not None else item.task_id
-                if tid is None or (part is not None and row_task is None and partition_of(tid, part[1]) != part[0]):
+                if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
                     continue
                 fold = cache.get(tid)
                 if fold is None:
@@ -271,8 +271,8 @@ class Projector:
         """Drop the projection and fold the whole log again from position 0.
 
         A long log on a SQLite file is folded by ``workers`` processes (default: one per core,
-        at most 4), each taking the tasks of one partition (tasks are independent; a task's
-        events stay in log order). A marker in the store says a rebuild is under way, so a
+        at most 4), each taking one range of task ids holding about as many events as the others
+        (tasks are independent; a task's events stay in log order). A marker in the store says a rebuild is under way, so a
         rebuild that dies half way is started again rather than trusted; the cursor is set once
         every part is in. When worker processes cannot be had, this process folds it all.
         """
@@ -296,18 +296,21 @@ class Projector:
         import multiprocessing
 
         st = self.store
+        ranges = st.task_ranges(n, end)
+        if len(ranges) < 2:  # one task, or nearly: nothing to share
+            self._reset()
+            return
         st.set_meta(self._rebuild_key, _owner())
         try:
             ctx = multiprocessing.get_context("spawn")  # never fork a process holding SQLite connections
-            with concurrent.futures.ProcessPoolExecutor(n - 1, mp_context=ctx) as pool:
-                warm = [pool.submit(_warm_up) for _ in range(n - 1)]  # workers import while we reset
+            with concurrent.futures.ProcessPoolExecutor(len(ranges) - 1, mp_context=ctx) as pool:
+                warm = [pool.submit(_warm_up) for _ in ranges[1:]]  # workers import while we reset
                 self._reset()
                 for f in warm:
                     f.result()
-                parts = [pool.submit(_fold_partition, str(st.path), st.durability, self.name, k, n, end)
-                         for k in range(1, n)]
+                parts = [pool.submit(_fold_range, str(st.path), st.durability, self.name, r, end) for r in ranges[1:]]
                 Projector(st, self.name, cache_size=self.cache_size, commit_every=self.commit_every,
-                          partition=(0, n), upto=end)._catch_up()
+                          tasks=ranges[0], upto=end)._catch_up()
                 for f in parts:
                     f.result()
             st.projection_commit(self.name, end, {}, expect=None)
@@ -352,12 +355,12 @@ def _warm_up() -> None:
     function imports this module and everything it needs, which is the point."""
 
 
-def _fold_partition(path: str, durability: str, name: str, k: int, n: int, end: int) -> int:
+def _fold_range(path: str, durability: str, name: str, tasks: TaskRange, end: int) -> int:
     """One part of a parallel rebuild, in its own process."""
     from store import SqliteStore
 
     with SqliteStore(path, create=False, durability=durability) as st:  # type: ignore[arg-type]
-        return Projector(st, name, partition=(k, n), upto=end)._catch_up()
+        return Projector(st, name, tasks=tasks, upto=end)._catch_up()
 
 
 def _owner() -> str:

@@ -26,7 +26,7 @@ from typing import Literal
 from .errors import SchemaTooNew, StoreError
 from .locations import safe_location
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from .rows import EXCHANGE_FIELDS, BatchPlan, exchange_from_row, exchange_values
+from .rows import EXCHANGE_FIELDS, BatchPlan, TaskRange, exchange_from_row, exchange_values, sample_positions, split_ranges
 
 try:  # optional dependency
     import psycopg
@@ -218,19 +218,24 @@ class PostgresStore:
                 return
 
     def read_fold_rows(
-        self, position: int = 0, *, batch: int = 5000, upto: int | None = None, partition: tuple[int, int] | None = None
+        self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
     ) -> Iterator[list[tuple]]:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
         received_at, payload)`` tuples, in log order (the narrow reader of a rebuild); ``upto``
-        and ``partition`` as in :meth:`store.sqlite.SqliteStore.read_fold_rows`."""
+        and ``tasks`` as in :meth:`store.sqlite.SqliteStore.read_fold_rows`."""
         sql = "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > %s"
         extra: list[object] = []
         if upto is not None:
             sql += " AND position <= %s"
             extra.append(upto)
-        if partition is not None:
-            sql += " AND (task_id IS NULL OR COALESCE(ascii(right(task_id, 1)), 0) %% %s = %s)"
-            extra += [partition[1], partition[0]]
+        if tasks is not None and tasks != (None, None):
+            # COLLATE "C": byte order of UTF-8, which is Python's code point order (the
+            # database's own collation may sort by locale)
+            low, high = tasks
+            test = " AND ".join(t for t, b in (('task_id >= %s COLLATE "C"', low), ('task_id < %s COLLATE "C"', high))
+                                if b is not None)
+            sql += f" AND (task_id IS NULL OR ({test}))"
+            extra += [b for b in tasks if b is not None]
         sql += " ORDER BY position LIMIT %s"
         while True:
             rows = self._read(sql, (position, *extra, batch))
@@ -240,6 +245,15 @@ class PostgresStore:
             if len(rows) < batch:
                 return
             position = rows[-1][0]
+
+    def task_ranges(self, parts: int, upto: int | None = None) -> list[TaskRange]:
+        """As :meth:`store.sqlite.SqliteStore.task_ranges`."""
+        first, last = self._read("SELECT MIN(position), MAX(position) FROM events")[0]
+        if first is None:
+            return [(None, None)]
+        positions = sample_positions(first, last if upto is None else min(last, upto))
+        rows = self._read("SELECT task_id FROM events WHERE task_id IS NOT NULL AND position = ANY(%s)", (positions,))
+        return split_ranges([r[0] for r in rows], parts)
 
     def read_task(self, task_id: str) -> list[StoredEvent]:
         rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s ORDER BY position", (task_id,))

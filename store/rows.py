@@ -108,7 +108,33 @@ class BatchPlan:
         return out  # type: ignore[return-value]
 
 
-def partition_of(task_id: str, parts: int) -> int:
-    """Which of ``parts`` partitions a task belongs to: the code point of its id's last
-    character, modulo ``parts`` (the same rule the backends' readers apply in SQL)."""
-    return (ord(task_id[-1]) if task_id else 0) % parts
+TaskRange = tuple["str | None", "str | None"]
+"""A range of task ids ``[low, high)`` (``None``: unbounded on that side), compared as Python
+compares strings (code points; the backends' readers compare the same way in SQL)."""
+
+
+def in_range(task_id: str, tasks: TaskRange) -> bool:
+    low, high = tasks
+    return (low is None or task_id >= low) and (high is None or task_id < high)
+
+
+def split_ranges(sample: list[str], parts: int) -> list[TaskRange]:
+    """``parts`` contiguous task ranges covering every id, cut at the quantiles of ``sample``
+    (task ids of events picked evenly over the log, so each range holds about as many events).
+    Fewer ranges when the sample has fewer distinct ids than that (one task is never split)."""
+    ids = sorted(sample)
+    cuts: list[str] = []
+    for k in range(1, parts):
+        cut = ids[len(ids) * k // parts] if ids else None
+        if cut is not None and cut > ids[0] and (not cuts or cut > cuts[-1]):
+            cuts.append(cut)
+    bounds: list[str | None] = [None, *cuts, None]
+    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def sample_positions(first: int, last: int, size: int = 1024) -> list[int]:
+    """Up to ``size`` positions spread evenly over ``[first, last]``."""
+    if last < first:
+        return []
+    n = min(size, last - first + 1)
+    return sorted({first + (last - first) * i // max(1, n - 1) for i in range(n)})

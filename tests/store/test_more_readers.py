@@ -64,24 +64,44 @@ def test_projection_rows_paged_by_key(st, batch):
     assert list(st.projection_rows("p", batch=batch)) == sorted(rows.items())
 
 
-@pytest.mark.parametrize("parts", [2, 3])
-def test_read_fold_rows_partitions_cover_the_log_once(backend, parts):
-    """Every row with a task lands in exactly one partition (the rule of store.rows.partition_of,
-    applied in SQL), rows without a task in all of them, and ``upto`` stops the read."""
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_read_fold_rows_task_ranges_cover_the_log_once(backend, parts):
+    """The store cuts the tasks into ranges (store.rows.split_ranges over a sample of the log);
+    every row with a task lands in exactly one range, compared in Python's order (non-ASCII ids
+    too: PostgreSQL must not sort by locale), rows without a task in all of them, and ``upto``
+    stops the read."""
     from store import NewEvent
-    from store.rows import partition_of
+    from store.rows import in_range
 
     st = backend.open()
-    tasks = ["a", "b", "c", "task-é", "t\u4e2d", "", "x9", "Z"]
+    tasks = ["a", "b", "c", "task-é", "t\u4e2d", "", "x9", "Z", "ß", "B", "_", "\U0001f600"]
     st.append_batch([NewEvent(payload=f"{i}".encode(), task_id=t) for i, t in enumerate(tasks * 3)])
     ex = st.begin_exchange(Exchange(url="u"))
     st.append(NewEvent(payload=b"no task", exchange_id=ex))
     everything = [tuple(r) for b in st.read_fold_rows(0) for r in b]
+    ranges = st.task_ranges(parts)
+    assert len(ranges) == parts and ranges[0][0] is None and ranges[-1][1] is None
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous
     seen: list[tuple] = []
-    for k in range(parts):
-        rows = [tuple(r) for b in st.read_fold_rows(0, batch=4, partition=(k, parts)) for r in b]
-        assert all(r[1] is None or partition_of(r[1], parts) == k for r in rows)
+    for rng in ranges:
+        rows = [tuple(r) for b in st.read_fold_rows(0, batch=4, tasks=rng) for r in b]
+        assert all(r[1] is None or in_range(r[1], rng) for r in rows)
         assert [r for r in rows if r[1] is None] == [r for r in everything if r[1] is None]
         seen += [r for r in rows if r[1] is not None]
     assert sorted(seen) == sorted(r for r in everything if r[1] is not None)
     assert [r[0] for b in st.read_fold_rows(0, upto=5) for r in b] == [1, 2, 3, 4, 5]
+
+
+def test_task_ranges_balance_events_not_tasks(backend):
+    """One task with most of the events gets a range of its own; an empty log is one range."""
+    from store import NewEvent
+
+    st = backend.open()
+    assert st.task_ranges(3) == [(None, None)]
+    st.append_batch([NewEvent(payload=b"x", task_id="m-big") for _ in range(300)])
+    st.append_batch([NewEvent(payload=b"x", task_id=f"t-{i:02d}") for i in range(30) for _ in range(3)])
+    st.append_batch([NewEvent(payload=b"x", task_id=f"a-{i:02d}") for i in range(30) for _ in range(3)])
+    ranges = st.task_ranges(3)
+    big = [r for r in ranges if r[0] is not None and r[0] <= "m-big" and (r[1] is None or "m-big" < r[1])]
+    assert big and big[0][0] == "m-big"  # the big task starts a range: the a-* tasks are not with it
+    assert st.task_ranges(2, upto=300) == [(None, None)]  # only one task up to there: nothing to split
