@@ -15,7 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from replay.projection import TaskFold, TaskView
-from store import Item, MessageItem, StoredEvent
+from store import Item, MessageItem, StoredEvent, decode_item
+from store.decode import TextChunk
 
 
 class LiveFold:
@@ -40,6 +41,17 @@ class LiveFold:
         self._view = None
         if isinstance(item.body, MessageItem) and item.body.message.role != "user":
             self.reply = item.body.message.text
+
+    def apply_text(self, ev: StoredEvent, chunk: TextChunk) -> None:
+        """A plain text chunk (:func:`store.decode.peek_text_chunk`) without the full decode."""
+        tid = ev.task_id if ev.task_id is not None else chunk.taskId
+        if tid is None:
+            return  # an artifact update naming no task folds into nothing (as ``apply`` does)
+        if self.task is None or self.task.s.task_id != tid:
+            self.task = TaskFold(tid)
+        if not self.task.apply_text(ev.position, ev.exchange_id, ev.received_at, chunk):
+            self.task.apply(ev, decode_item(ev.payload))  # a lane of the opencode profile: classify it
+        self._view = None
 
     @property
     def state(self) -> str:

@@ -15,9 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 import store
 from store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
+from store.decode import TextChunk, peek_text_chunk
 from store.redact import Redactor
 
 from .live import LiveFold
+
+
+def _no_chunk(payload: bytes) -> None:
+    return None
 
 
 class Session:
@@ -109,18 +114,32 @@ class Session:
     # -- events ------------------------------------------------------------------------------
 
     def record_items(self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]) -> list[tuple[StoredEvent, Item]]:
-        """Append ``(payload, sse_event)`` items in one transaction, then fold them. Write-ahead."""
+        """Append ``(payload, sse_event)`` items in one transaction, then fold them. Write-ahead.
+        Returns each stored event with its decoded item (for a caller that looks at them)."""
+        if not raw:
+            return []
+        new, items = self.prepare(ex_id, raw, peek=False)
+        stored = self.commit(ex_id, new)
+        self.apply(stored, items)
+        return list(zip(stored, items))  # type: ignore[arg-type] - no peeked chunks without peek
+
+    def record_stream(self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]) -> list[ErrorItem]:
+        """:meth:`record_items` for a stream's items: returns only the errors among them."""
         if not raw:
             return []
         new, items = self.prepare(ex_id, raw)
         return self.apply(self.commit(ex_id, new), items)
 
     def prepare(
-        self, ex_id: int, raw: Sequence[tuple[bytes, str | None]], arrived: Sequence[float] | None = None
-    ) -> tuple[list[NewEvent], list[Item]]:
+        self, ex_id: int, raw: Sequence[tuple[bytes, str | None]], arrived: Sequence[float] | None = None,
+        *, peek: bool = True,
+    ) -> tuple[list[NewEvent], list[Item | TextChunk]]:
         """Decode items (task id, arrival time); nothing is shown or decided yet.
 
         ``arrived``: the monotonic clock when each item came off the socket (default: now).
+        ``peek``: a plain text chunk (the bulk of a stream) is read with the narrow decoder
+        (:func:`store.decode.peek_text_chunk`) and handed to :meth:`apply` as it is, not as an
+        :class:`~store.Item`.
         """
         start = self._t0.get(ex_id)
         if start is None:
@@ -128,14 +147,19 @@ class Session:
         wall0 = time.time() - (time.monotonic() - start)  # the wall clock at the exchange's start
         now = time.monotonic()
         redact = self.redactor.json_bytes if self.redactor.json_paths else None
-        items: list[Item] = []
+        items: list[Item | TextChunk] = []
         new: list[NewEvent] = []
         decode = store.decode_item
+        narrow = peek_text_chunk if peek else _no_chunk
         for k, (payload, sse_event) in enumerate(raw):
             if redact is not None:
                 payload = redact(payload)
-            item = decode(payload)
-            tid = item.task_id or None
+            item: Item | TextChunk | None = narrow(payload)
+            if item is None:
+                item = decode(payload)
+                tid = item.task_id or None
+            else:
+                tid = item.taskId or None
             if tid is None:
                 tid = self.task_id  # an error, a message or an undecodable line inside the task's stream
             elif self.task_id is None or self.context_id is None:
@@ -155,40 +179,50 @@ class Session:
                 self.store.update_exchange(ex_id, **pending)
             return self.store.append_batch(new)
 
-    def apply(self, stored: Sequence[StoredEvent], items: Sequence[Item]) -> list[tuple[StoredEvent, Item]]:
-        """The log has them: now (and only now) fold, decide and render."""
+    def apply(self, stored: Sequence[StoredEvent], items: Sequence[Item | TextChunk]) -> list[ErrorItem]:
+        """The log has them: now (and only now) fold, decide and render. Returns the errors
+        among them (also kept in :attr:`errors`)."""
+        errors: list[ErrorItem] = []
         if not self.folding:
+            for item in items:
+                if type(item) is Item and isinstance(item.body, ErrorItem):
+                    errors.append(item.body)
+            self.errors += errors
             self.events += len(stored)
             if self.on_change is not None:
                 self.on_change(self)
-            return list(zip(stored, items))
-        has_snapshot = any(isinstance(i.body, TaskSnapshot) for i in items)
+            return errors
+        has_snapshot = any(type(i) is Item and isinstance(i.body, TaskSnapshot) for i in items)
         before = self._signature() if has_snapshot else None
         progress = False
         fold = self.fold
         for ev, item in zip(stored, items):
+            if type(item) is not Item:  # a peeked text chunk
+                progress = True
+                fold.apply_text(ev, item)
+                continue
             body = item.body
             if not isinstance(body, TaskSnapshot):
                 progress = True
             fold.apply(ev, item)
             if isinstance(body, ErrorItem):
-                self.errors.append(body)
+                errors.append(body)
+        self.errors += errors
         self.events += len(stored)
         if progress or (has_snapshot and self._signature() != before):
             self.last_progress = time.monotonic()
         if self.on_change is not None:
             self.on_change(self)
-        return list(zip(stored, items))
+        return errors
 
     def _signature(self) -> tuple:
         """What a poll must change to count as progress (a repeated snapshot is not)."""
         return self.fold.signature()
 
-    def _learn(self, item: Item) -> None:
-        tid = item.task_id
+    def _learn(self, item: Item | TextChunk) -> None:
+        tid, ctx = (item.task_id, item.context_id) if type(item) is Item else (item.taskId, item.contextId)
         if tid and self.task_id is None:
             self.task_id = tid
-        ctx = item.context_id
         if ctx and self.context_id is None:
             self.context_id = ctx
 

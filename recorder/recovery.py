@@ -35,6 +35,7 @@ import msgspec
 import store
 
 from . import client as a2a
+from .http import LazyTlsTransport
 from .sse import SseParser
 
 LEASE_KEY = "recovery.lease"
@@ -461,8 +462,8 @@ async def recover(
                     base = base.rstrip("/")
                     up = uppers.get(base)
                     if up is None:
-                        if http is None:  # made only when a task needs it (an SSL context is not free)
-                            http = httpx.AsyncClient(timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None))
+                        if http is None:  # made only when a task needs it
+                            http = httpx.AsyncClient(transport=LazyTlsTransport(), timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None))
                         candidate = Upstream(st, base, http, writer)
                         try:
                             await candidate.load_card()

@@ -41,6 +41,7 @@ from .client import (
     send_request,
     task_request,
 )
+from .http import LazyTlsTransport
 from .recording import Session
 from .sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
@@ -394,9 +395,7 @@ class Recorder:
             return s.prepare(ex, raw, times)
 
         def applied(stored: list, items: list) -> None:
-            for _, item in s.apply(stored, items):
-                if isinstance(item.body, ErrorItem):
-                    result.errors.append(item.body)
+            result.errors += s.apply(stored, items)
 
         async def committer(scope: anyio.CancelScope) -> None:
             try:
@@ -483,5 +482,5 @@ async def _read_capped(resp: httpx.Response) -> bytes:
 
 async def record(session: Session, opts: RecordOptions, *, transport: httpx.AsyncBaseTransport | None = None) -> RecordResult:
     """Run one recorded session against ``opts.url``. Raises :class:`NotAnAgent` for exit-2 cases."""
-    async with httpx.AsyncClient(transport=transport, follow_redirects=True) as http:
+    async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=True) as http:
         return await Recorder(http, session, opts).run()

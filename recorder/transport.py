@@ -79,7 +79,7 @@ class _Exchange:
             else:
                 self.body += data
         if raw:
-            self.session.record_items(self.ex_id, raw)
+            self.session.record_stream(self.ex_id, raw)
 
     def finish(self, outcome: str, error: str | None = None) -> None:
         if self.done:
@@ -89,7 +89,7 @@ class _Exchange:
         if self.parser is not None:
             raw = [(it.data, it.event) for it in self.parser.close() if not it.comment]
             if raw and outcome == "ok":
-                s.record_items(self.ex_id, raw)
+                s.record_stream(self.ex_id, raw)
             s.finish(self.ex_id, outcome, error=error)
             return
         body = bytes(self.body)

@@ -1,0 +1,42 @@
+"""The HTTP transport of our own clients: no CA bundle loaded before an ``https://`` request.
+
+httpx builds a verifying TLS context (the whole certifi bundle, ~20 ms) for every client or
+transport it makes, even one that only ever speaks plain HTTP to ``127.0.0.1``: a cost paid
+before the first byte of every ``record``, ``probe`` and recovery. :class:`LazyTlsTransport`
+sends ``http://`` requests through a transport whose TLS context trusts no CA at all (it
+could not complete a handshake: it fails closed), and builds the verifying one on the first
+``https://`` request.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import httpx
+
+
+class LazyTlsTransport(httpx.AsyncBaseTransport):
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs  # what httpx.AsyncHTTPTransport takes, ``verify`` included
+        self._plain: httpx.AsyncHTTPTransport | None = None
+        self._tls: httpx.AsyncHTTPTransport | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme == "http" and "verify" not in self._kwargs:
+            if self._plain is None:
+                self._plain = httpx.AsyncHTTPTransport(verify=_trusts_nothing(), **self._kwargs)
+            return await self._plain.handle_async_request(request)
+        if self._tls is None:
+            self._tls = httpx.AsyncHTTPTransport(**self._kwargs)
+        return await self._tls.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for t in (self._plain, self._tls):
+            if t is not None:
+                await t.aclose()
+
+
+def _trusts_nothing() -> ssl.SSLContext:
+    """Hostname checks on, certificates required, no CA to verify them against."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
