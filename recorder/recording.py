@@ -166,8 +166,8 @@ class Session:
                 self._learn(item)
             mono = (arrived[k] if arrived is not None else now) - start
             items.append(item)
-            new.append(NewEvent(payload=payload, task_id=tid, exchange_id=ex_id, sse_event=sse_event,
-                                received_at=wall0 + mono, mono=mono))
+            # positional (payload, task_id, exchange_id, seq, sse_event, received_at, mono): per event
+            new.append(NewEvent(payload, tid, ex_id, None, sse_event, wall0 + mono, mono))
         return new, items
 
     def commit(self, ex_id: int, new: Sequence[NewEvent]) -> list[StoredEvent]:

@@ -377,6 +377,7 @@ class Recorder:
         arrived: list[float] = []
         reading = [True]
         wake = [anyio.Event()]
+        asleep = [False]  # the committer waits on wake[0]: the reader sets it only then
         committed = anyio.Event()
         # an fsync per commit (durability full) costs milliseconds: keep it off the event loop;
         # a WAL commit without fsync costs less than the thread hop, so it runs inline
@@ -403,6 +404,7 @@ class Recorder:
                     if not pending:
                         if not reading[0]:
                             return
+                        asleep[0] = True
                         await wake[0].wait()
                         wake[0] = anyio.Event()
                         continue
@@ -434,7 +436,9 @@ class Recorder:
                         else:
                             pending.append((it.data, it.event))
                             arrived.append(t)
-                    wake[0].set()
+                    if asleep[0]:
+                        asleep[0] = False
+                        wake[0].set()
                 for it in parser.close():
                     if not it.comment:
                         pending.append((it.data, it.event))

@@ -72,6 +72,14 @@ class BatchPlan:
         keys = [event_key(ev) for ev in events]
         # one query for the highest seq of every key in the batch (not one per key)
         nxt: dict[Key, int] = {k: v + 1 for k, v in max_seqs(list(dict.fromkeys(keys))).items()}
+        if all(ev.seq is None for ev in events):  # the live case: every seq is ours to assign
+            rows = self.rows
+            for key, ev in zip(keys, events):
+                seq = nxt.get(key, 1)
+                nxt[key] = seq + 1
+                rows.append((ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin))
+            self._row_index = range(len(events))  # type: ignore[assignment]
+            return
         in_batch: dict[tuple[Key, int], int] = {}
         for i, ev in enumerate(events):
             key = keys[i]
@@ -100,6 +108,8 @@ class BatchPlan:
 
     def stored(self, start: int) -> list[StoredEvent]:
         """The batch as stored, its new rows numbered from ``start + 1``."""
+        if isinstance(self._row_index, range):  # every event is a new row, in order
+            return [StoredEvent(position, *row) for position, row in enumerate(self.rows, start + 1)]
         out = self.out
         for k, (i, row) in enumerate(zip(self._row_index, self.rows)):
             out[i] = StoredEvent(start + 1 + k, *row)

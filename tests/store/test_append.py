@@ -154,3 +154,24 @@ def test_two_batches_in_one_outer_transaction(st):
         b = st.append_batch([NewEvent(payload=b"b1", task_id="t"), NewEvent(payload=b"b2", task_id="u")])
     assert [(e.position, e.task_id, e.seq) for e in a + b] == [(1, "t", 1), (2, "t", 2), (3, "t", 3), (4, "u", 1)]
     assert [bytes(e.payload) for e in st.read_from(0)] == [b"a1", b"a2", b"b1", b"b2"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 63, 64, 65, 127, 200, 1000])
+def test_batches_of_any_size_keep_order_positions_and_bytes(st, size):
+    """SQLite writes a batch many rows per statement (blocks of 64, the rest in powers of two):
+    whatever the size, every row is there once, in order, with its own bytes and seq."""
+    st.append(NewEvent(payload=b"before", task_id="t0"))
+    evs = [NewEvent(payload=f"p{i}".encode() + bytes([i % 256]), task_id=f"t{i % 3}", sse_event=None if i % 5 else "message",
+                    received_at=float(i), mono=i / 10 if i % 2 else None, origin="local" if i % 7 == 0 else "upstream")
+           for i in range(size)]
+    stored = st.append_batch(evs)
+    assert [e.position for e in stored] == list(range(2, size + 2))
+    back = list(st.read_from(1))
+    assert back == stored
+    assert [(e.payload, e.task_id, e.sse_event, e.received_at, e.mono, e.origin) for e in back] == [
+        (e.payload, e.task_id, e.sse_event, e.received_at, e.mono, e.origin) for e in evs
+    ]
+    seqs: dict[str, int] = {"t0": 1}
+    for e in back:
+        seqs[e.task_id] = seqs.get(e.task_id, 0) + 1
+        assert e.seq == seqs[e.task_id]
