@@ -424,8 +424,10 @@ class Recorder:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watchdog, tg.cancel_scope)
             tg.start_soon(committer, tg.cancel_scope)
+            # no content coding (the usual stream): the raw chunks, without httpx's decoder layers
+            identity = resp.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
             try:
-                async for chunk in resp.aiter_bytes():
+                async for chunk in resp.aiter_raw() if identity else resp.aiter_bytes():
                     items = parser.feed(chunk)
                     if not items:
                         continue

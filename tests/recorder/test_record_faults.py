@@ -91,6 +91,17 @@ def test_keep_alive_comments_are_not_events(fault_agent, record, db_path):
         assert len(events) == doc["events"] <= 7
 
 
+def test_a_gzip_encoded_stream_is_recorded_decoded(fault_agent, record, db_path):
+    """The reader takes raw chunks only when there is no content coding: gzip is decoded first."""
+    run = record(fault_agent.url("gzip"), "go")
+    assert run.code == 0, run.stderr
+    doc = run.json
+    assert doc["final_answer"] == WHOLE and doc["state"] == "completed"
+    with store.open_store(db_path) as st:
+        kinds = [store.decode_item(e.payload).kind for e in st.read_task(doc["task_id"])]
+    assert "undecodable" not in kinds and kinds.count("artifact") == 4
+
+
 def test_agent_without_streaming_is_polled(fault_agent, record, db_path):
     run = record(fault_agent.url("nostream"), "go")
     assert run.code == 0, run.stderr

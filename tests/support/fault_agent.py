@@ -15,22 +15,24 @@ demand: this agent does, and only that. It builds on :class:`recorder.demo_agent
 - ``html``: the card URL serves an HTML page; ``http500``: every POST answers HTTP 500;
 - ``json404``: every POST answers HTTP 404 with a JSON body that is no JSON-RPC answer;
 - ``nonsse``: a streaming call answers 200 text/plain;
-- ``badjson`` / ``nonutf8`` / ``longline``: one bad ``data:`` line among good ones, then completed.
+- ``badjson`` / ``nonutf8`` / ``longline``: one bad ``data:`` line among good ones, then completed;
+- ``gzip``: streams with ``Content-Encoding: gzip``, each frame flushed as it is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import zlib
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from recorder.demo_agent import AgentHost, Chunk, HostedTask, Status, encode_event, encode_task, sse_frame
 
 MODES = ("cut", "stall", "stallonce", "ping", "nostream", "pollstall", "html", "http500", "json404", "nonsse",
-         "badjson", "nonutf8", "longline")
+         "badjson", "nonutf8", "longline", "gzip")
 LONG_LINE = 4096
 
 
@@ -71,7 +73,11 @@ class FaultHost(AgentHost):
             return PlainTextResponse("hello, I am not an event stream")
         if op == "cancel":
             self.cancels += 1
-        return await super().dispatch(op, req, dialect, request)
+        resp = await super().dispatch(op, req, dialect, request)
+        if self.mode == "gzip" and isinstance(resp, StreamingResponse):
+            resp.body_iterator = _gzipped(resp.body_iterator)
+            resp.headers["content-encoding"] = "gzip"
+        return resp
 
     async def stream_frames(self, task, dialect, rpc_id, *, snapshot_first):  # type: ignore[override]
         self.streams += 1
@@ -112,6 +118,13 @@ class FaultHost(AgentHost):
                     return
         finally:
             task.unsubscribe(q)
+
+
+async def _gzipped(frames):
+    z = zlib.compressobj(wbits=31)
+    async for frame in frames:
+        yield z.compress(frame) + z.flush(zlib.Z_SYNC_FLUSH)
+    yield z.flush()
 
 
 def make_fault_app(step: float = 0.1) -> tuple[Starlette, dict[str, FaultHost]]:
