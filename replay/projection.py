@@ -24,6 +24,9 @@ from .views import ArtifactView, Fault, IgnoredEvent, TaskView, ToolCall, encode
 _FRESH_MAX_TASKS = 100_000  # task ids a rebuild remembers to skip row lookups (~8 MB at most)
 PARALLEL_MIN_EVENTS = 200_000
 """A rebuild of a log at least this long folds its tasks in several processes (one per core)."""
+PARALLEL_LEAD = 0.03
+"""This process's part of a parallel rebuild holds that much more of the events (a share) than
+each worker's: a worker starts ~0.1 s later (a fresh interpreter and its imports)."""
 
 __all__ = [
     "ArtifactView",
@@ -296,7 +299,7 @@ class Projector:
         import multiprocessing
 
         st = self.store
-        ranges = st.task_ranges(n, end)
+        ranges = st.task_ranges(n, end, lead=PARALLEL_LEAD)
         if len(ranges) < 2:  # one task, or nearly: nothing to share
             self._reset()
             return
@@ -304,14 +307,16 @@ class Projector:
         try:
             ctx = multiprocessing.get_context("spawn")  # never fork a process holding SQLite connections
             with concurrent.futures.ProcessPoolExecutor(len(ranges) - 1, mp_context=ctx) as pool:
-                warm = [pool.submit(_warm_up) for _ in ranges[1:]]  # workers import while we reset
+                # the first submit starts the workers (a fresh interpreter each, ~0.2 s of imports):
+                # they start while this process resets the projection, and their parts wait in
+                # the pool's queue, submitted once the reset is done (no worker writes before it)
+                # while this process folds its own part at once
+                warm = [pool.submit(_warm_up) for _ in ranges[1:]]
                 self._reset()
-                for f in warm:
-                    f.result()
                 parts = [pool.submit(_fold_range, str(st.path), st.durability, self.name, r, end) for r in ranges[1:]]
                 Projector(st, self.name, cache_size=self.cache_size, commit_every=self.commit_every,
                           tasks=ranges[0], upto=end)._catch_up()
-                for f in parts:
+                for f in warm + parts:
                     f.result()
             st.projection_commit(self.name, end, {}, expect=None)
         except Exception:  # noqa: BLE001 - no worker processes here (or one died): fold in this one

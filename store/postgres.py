@@ -246,14 +246,14 @@ class PostgresStore:
                 return
             position = rows[-1][0]
 
-    def task_ranges(self, parts: int, upto: int | None = None) -> list[TaskRange]:
+    def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]:
         """As :meth:`store.sqlite.SqliteStore.task_ranges`."""
-        first, last = self._read("SELECT MIN(position), MAX(position) FROM events")[0]
+        first, last = self._read("SELECT (SELECT MIN(position) FROM events), (SELECT MAX(position) FROM events)")[0]
         if first is None:
             return [(None, None)]
         positions = sample_positions(first, last if upto is None else min(last, upto))
         rows = self._read("SELECT task_id FROM events WHERE task_id IS NOT NULL AND position = ANY(%s)", (positions,))
-        return split_ranges([r[0] for r in rows], parts)
+        return split_ranges([r[0] for r in rows], parts, lead)
 
     def read_task(self, task_id: str) -> list[StoredEvent]:
         rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s ORDER BY position", (task_id,))

@@ -128,21 +128,25 @@ def in_range(task_id: str, tasks: TaskRange) -> bool:
     return (low is None or task_id >= low) and (high is None or task_id < high)
 
 
-def split_ranges(sample: list[str], parts: int) -> list[TaskRange]:
+def split_ranges(sample: list[str], parts: int, lead: float = 0.0) -> list[TaskRange]:
     """``parts`` contiguous task ranges covering every id, cut at the quantiles of ``sample``
     (task ids of events picked evenly over the log, so each range holds about as many events).
-    Fewer ranges when the sample has fewer distinct ids than that (one task is never split)."""
+    ``lead``: the first range holds that much more of the events (a share, 0.03 = 3 points)
+    than the others. Fewer ranges when the sample has fewer distinct ids than that (one task is
+    never split)."""
     ids = sorted(sample)
+    first = min(1.0, 1 / parts + lead)
     cuts: list[str] = []
     for k in range(1, parts):
-        cut = ids[len(ids) * k // parts] if ids else None
+        share = first + (1 - first) * (k - 1) / (parts - 1)  # the first range, then equal ones
+        cut = ids[min(len(ids) - 1, int(len(ids) * share))] if ids else None
         if cut is not None and cut > ids[0] and (not cuts or cut > cuts[-1]):
             cuts.append(cut)
     bounds: list[str | None] = [None, *cuts, None]
     return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
-def sample_positions(first: int, last: int, size: int = 1024) -> list[int]:
+def sample_positions(first: int, last: int, size: int = 4096) -> list[int]:
     """Up to ``size`` positions spread evenly over ``[first, last]``."""
     if last < first:
         return []

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from .errors import SchemaTooNew
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -121,6 +123,8 @@ def migrate(conn: sqlite3.Connection) -> int:
         )
     if found == SCHEMA_VERSION:
         return found
+    import sqlite_utils  # only to migrate: opening a current database does without it (~60 ms)
+
     db = sqlite_utils.Database(conn)
     conn.execute("BEGIN IMMEDIATE")
     try:

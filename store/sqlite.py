@@ -225,11 +225,15 @@ class SqliteStore:
                 return
             position = rows[-1][0]
 
-    def task_ranges(self, parts: int, upto: int | None = None) -> list[TaskRange]:
+    def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]:
         """The tasks of the log (up to ``upto``) in at most ``parts`` ranges of about as many
-        events each, from the task ids of about a thousand events spread over the log."""
+        events each (the first one ``lead`` more: :func:`store.rows.split_ranges`), from the
+        task ids of a few thousand events spread over the log."""
         with self._lock:
-            first, last = self._conn.execute("SELECT MIN(position), MAX(position) FROM events").fetchone()
+            # two subqueries: MIN and MAX in one SELECT would scan the whole table
+            first, last = self._conn.execute(
+                "SELECT (SELECT MIN(position) FROM events), (SELECT MAX(position) FROM events)"
+            ).fetchone()
             if first is None:
                 return [(None, None)]
             positions = sample_positions(first, last if upto is None else min(last, upto))
@@ -240,7 +244,7 @@ class SqliteStore:
                     f"SELECT task_id FROM events WHERE task_id IS NOT NULL AND position IN ({', '.join('?' * len(chunk))})",
                     chunk,
                 )]
-        return split_ranges(sample, parts)
+        return split_ranges(sample, parts, lead)
 
     def read_task(self, task_id: str) -> list[StoredEvent]:
         with self._lock:

@@ -105,3 +105,17 @@ def test_task_ranges_balance_events_not_tasks(backend):
     big = [r for r in ranges if r[0] is not None and r[0] <= "m-big" and (r[1] is None or "m-big" < r[1])]
     assert big and big[0][0] == "m-big"  # the big task starts a range: the a-* tasks are not with it
     assert st.task_ranges(2, upto=300) == [(None, None)]  # only one task up to there: nothing to split
+
+
+@pytest.mark.parametrize("parts,lead", [(2, 0.0), (2, 0.2), (3, 0.1), (4, 0.0)])
+def test_split_ranges_shares(parts, lead):
+    """Equal shares of the sample, the first one ``lead`` larger; ranges are contiguous."""
+    from store.rows import in_range, split_ranges
+
+    sample = [f"t{i:04d}" for i in range(1000)]
+    ranges = split_ranges(sample, parts, lead)
+    counts = [sum(in_range(t, r) for t in sample) for r in ranges]
+    assert sum(counts) == 1000 and len(ranges) == parts
+    first = 1000 * (1 / parts + lead)
+    assert abs(counts[0] - first) <= 2
+    assert all(abs(c - (1000 - first) / (parts - 1)) <= 2 for c in counts[1:])
