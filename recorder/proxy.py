@@ -327,6 +327,10 @@ class Proxy:
         return body
 
     async def _exchange_row(self, ex: store.Exchange) -> int:
+        redactor = self.config.redactor
+        ex.url = redactor.url(ex.url)  # a token in the query string stays off the disk
+        if ex.error:
+            ex.error = redactor.text(ex.error)
         return await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
 
     async def _jsonrpc(self, request: Request, body: bytes, headers: dict[str, str]) -> Response:
@@ -414,6 +418,8 @@ class Proxy:
         return await self._respond(live, rpc_id)
 
     async def _finish_row(self, ex_id: int, **fields: object) -> None:
+        if isinstance(fields.get("error"), str):
+            fields["error"] = self.config.redactor.text(fields["error"])  # type: ignore[arg-type]
         await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
 
     def _start(self, ex_id, req_hash, rpc_id, url, headers, body, key, method: str = "POST") -> Live:
@@ -520,6 +526,8 @@ class Proxy:
                 self.on_settled(ex_id)
 
     def _settle_rows(self, ex_id: int, fields: dict, key: str | None, release: bool, task_id: str | None) -> None:
+        if isinstance(fields.get("error"), str):
+            fields["error"] = self.config.redactor.text(fields["error"])
         self.store.update_exchange(ex_id, **fields)
         if key is not None:
             if release:

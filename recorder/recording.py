@@ -71,6 +71,8 @@ class Session:
         message_id: str | None = None,
         role: str = "client",
     ) -> int:
+        url, found = self.redactor.url_secrets(url)
+        self.secrets += found  # a token in the URL must not come back in an error text either
         ex = store.Exchange(
             started_at=time.time(),
             url=url,

@@ -33,6 +33,7 @@ import httpx
 import msgspec
 
 import store
+from store.redact import Redactor
 
 from . import client as a2a
 from .http import LazyTlsTransport
@@ -193,8 +194,9 @@ class Upstream:
     """Calls one agent and records every exchange and every item it answers (write-ahead)."""
 
     def __init__(self, st: store.SqliteStore, base_url: str, http: httpx.AsyncClient,
-                 writer: store.GroupCommitWriter, *, role: str = "recovery") -> None:
+                 writer: store.GroupCommitWriter, *, role: str = "recovery", redactor: Redactor | None = None) -> None:
         self.store = st
+        self.redactor = redactor or Redactor()  # URLs and error texts: no token from a query string on disk
         self.base_url = base_url.rstrip("/")
         self.http = http
         self.writer = writer
@@ -226,7 +228,7 @@ class Upstream:
 
     async def _begin(self, req: a2a.Request, url: str, task_id: str | None) -> tuple[int, float]:
         ex = store.Exchange(
-            started_at=time.time(), url=url, rpc_method=req.method, dialect=req.dialect, streaming=req.streaming,
+            started_at=time.time(), url=self.redactor.url(url), rpc_method=req.method, dialect=req.dialect, streaming=req.streaming,
             request_headers={k.lower(): v for k, v in a2a.dialect_headers(req.dialect).items()},
             request_body=req.body, task_id=task_id, message_id=req.message_id,
             idempotency_key=None, role=self.role,
@@ -235,6 +237,8 @@ class Upstream:
         return ex_id, time.monotonic()
 
     async def _end(self, ex_id: int, **fields: object) -> None:
+        if isinstance(fields.get("error"), str):
+            fields["error"] = self.redactor.text(fields["error"])  # type: ignore[arg-type]
         await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
 
     def _headers(self, req: a2a.Request) -> dict[str, str]:

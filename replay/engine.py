@@ -25,6 +25,7 @@ import msgspec
 
 from store.methods import STREAMING_OPERATIONS
 from store import TERMINAL_STATES, Exchange, Item, MessageItem, NewEvent, TaskSnapshot, decode_item
+from store.redact import Redactor
 from store.wire import WireTask
 
 from . import rpc
@@ -33,6 +34,8 @@ from .faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, pa
 from .library import Episode, Library, Served, message_text
 from .matching import Matcher
 from .sse import comment, frame
+
+_REDACT = Redactor()  # the upstream URL of a recording mode may carry a token in its query
 
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
 SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
@@ -489,7 +492,7 @@ class ReplayEngine:
         t0 = time.monotonic()
         msg = req.params.message if req.params else None
         ex_id = st.begin_exchange(Exchange(
-            started_at=started, url=url, rpc_method=req.method, dialect=dialect,
+            started_at=started, url=_REDACT.url(url), rpc_method=req.method, dialect=dialect,
             streaming=operation in STREAMING_OPERATIONS, request_headers=fwd, request_body=body,
             message_id=msg.messageId if msg else None, role="proxy",
         ))
@@ -499,7 +502,7 @@ class ReplayEngine:
             resp = await client.send(client.build_request("POST", url, content=body, headers=fwd), stream=True)
         except httpx.HTTPError as exc:
             await client.aclose()
-            st.update_exchange(ex_id, ended_at=time.time(), outcome="error", error=str(exc) or type(exc).__name__)
+            st.update_exchange(ex_id, ended_at=time.time(), outcome="error", error=_REDACT.text(str(exc) or type(exc).__name__))
             return _error(rpc.INTERNAL_ERROR, f"a2a-tape: upstream {self.upstream} unreachable: {exc}", req.id)
         ctype = resp.headers.get("content-type", "")
         state = {"task": None}

@@ -2,7 +2,9 @@
 
 Headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and any
 ``X-...-Key`` / ``...-Token`` / ``...-Secret`` style name are replaced by ``[redacted]`` by
-default, plus the names the user configures. JSON paths (``params.message.metadata.token``,
+default, plus the names the user configures. URLs: the password of a ``user:password@`` and
+the value of a query parameter named like a secret (``api_key``, ``token``, ``access_token``,
+``secret``, ``password``, ``signature``, ``sig``, ... or a configured header name). JSON paths (``params.message.metadata.token``,
 ``*`` matching any key or list index) are replaced inside request bodies and event payloads;
 a payload that has none of the configured paths keeps its exact bytes.
 
@@ -19,6 +21,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -27,6 +30,14 @@ from .errors import StoreError
 REDACTED = "[redacted]"
 DEFAULT_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
 _SECRETISH = re.compile(r"(^x-.*-(key|token|secret)$)|(-api-key$)|(^x-auth)|(-secret$)|(^x-.*-signature$)", re.I)
+
+_SECRET_PARAM = re.compile(
+    r"^(.*[-_.])?(api[-_]?key|key|token|access[-_]?token|id[-_]?token|refresh[-_]?token|secret|client[-_]?secret"
+    r"|password|passwd|pwd|signature|sig|auth|authorization|credentials?|session|code)$",
+    re.I,
+)
+
+_URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 _any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
@@ -55,6 +66,41 @@ class Redactor:
             out[key] = f"{out[key]}, {value}" if key in out else value
         return out
 
+    def url(self, url: str) -> str:
+        """``url`` with its secrets replaced: a userinfo password, and the value of each query
+        parameter named like a secret (or like a configured header). The rest is kept as it is."""
+        return self.url_secrets(url)[0]
+
+    def url_secrets(self, url: str) -> tuple[str, list[str]]:
+        """:meth:`url`, and the values it replaced (to scrub from error texts too)."""
+        if "@" not in url and "?" not in url:
+            return url, []
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return url, []
+        found: list[str] = []
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            user, sep, password = userinfo.partition(":")
+            if sep and password:
+                found.append(password)
+                netloc = f"{user}:{REDACTED}@{host}"
+        query = parts.query
+        if query:
+            fields = []
+            for field in query.split("&"):
+                name, eq, value = field.partition("=")
+                if eq and value and (_SECRET_PARAM.match(name) or self.is_secret_header(name)):
+                    found.append(value)
+                    field = f"{name}={REDACTED}"
+                fields.append(field)
+            query = "&".join(fields)
+        if not found:
+            return url, []
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)), found
+
     def json_bytes(self, payload: bytes) -> bytes:
         """``payload`` with the configured JSON paths replaced; the same bytes when none matched."""
         if not self.json_paths or not payload:
@@ -68,10 +114,13 @@ class Redactor:
             hit |= _replace(doc, path)
         return _encoder.encode(doc) if hit else payload
 
-    def text(self, value: str, secrets: Iterable[str]) -> str:
+    def text(self, value: str, secrets: Iterable[str] = ()) -> str:
+        """A free text (an error message) with ``secrets`` and the secrets of any URL in it replaced."""
         for s in secrets:
             if s:
                 value = value.replace(s, REDACTED)
+        if "://" in value:
+            value = _URL_IN_TEXT.sub(lambda m: self.url(m.group(0)), value)
         return value
 
 

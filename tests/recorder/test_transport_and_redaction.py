@@ -166,3 +166,45 @@ def test_client_closing_early_keeps_what_arrived(db_path):
         assert ex.outcome == "incomplete"
         kinds = [store.decode_item(e.payload).kind for e in st.read_exchange(ex.id)]
         assert kinds and kinds[0] == "task" and len(kinds) < 6  # not the whole stream: it was left early
+
+
+def test_url_query_secrets_never_reach_the_disk(db_path):
+    """A token in a query string (or a URL password) is replaced in the exchange's URL and in
+    any error text that quotes the URL, also when the request fails."""
+    from tests.support.servers import closed_port
+
+    secret, password = "query-s3cret-77", "url-pa55word"
+    with running_sdk_agent() as agent:
+        transport = RecordingTransport(db_path)
+        body = {"jsonrpc": "2.0", "id": "r1", "method": "message/send",
+                "params": {"message": {"messageId": "m-q-1", "role": "user", "kind": "message",
+                                       "parts": [{"kind": "text", "text": "hello"}]}}}
+        with httpx.Client(transport=transport) as http:
+            resp = http.post(agent.url + f"/?api_key={secret}&keep=visible", json=body)
+            assert resp.status_code == 200
+            dead = f"http://user:{password}@127.0.0.1:{closed_port()}/?access_token={secret}"
+            try:
+                http.post(dead, json=body)
+            except httpx.HTTPError:
+                pass
+        with store.open_store(db_path) as st:
+            urls = [x.url for x in st.exchanges()]
+            errors = [x.error for x in st.exchanges() if x.error]
+        transport.close()
+    assert any(u.endswith(f"?api_key={REDACTED}&keep=visible") for u in urls), urls
+    assert any(f"user:{REDACTED}@" in u for u in urls), urls
+    assert secret.encode() not in _db_bytes(db_path) and password.encode() not in _db_bytes(db_path)
+    assert all(secret not in e and password not in e for e in errors)
+
+
+def test_redactor_url_rules():
+    from store.redact import Redactor
+
+    r = Redactor(headers=["X-Tenant"])
+    assert r.url("http://h/p?x=1&page=2") == "http://h/p?x=1&page=2"  # nothing secret: the same string
+    assert r.url("http://h/p?token=abc&monkey=banana&keyword=k") == f"http://h/p?token={REDACTED}&monkey=banana&keyword=k"
+    assert r.url("http://h/?client_secret=a&sig=b&X-Tenant=c&flag") == (
+        f"http://h/?client_secret={REDACTED}&sig={REDACTED}&X-Tenant={REDACTED}&flag")
+    assert r.url("https://me:pw@h:8443/x") == f"https://me:{REDACTED}@h:8443/x"
+    assert r.url("https://me@h/x") == "https://me@h/x"
+    assert r.text("GET http://h/?token=abc failed: refused") == f"GET http://h/?token={REDACTED} failed: refused"

@@ -45,6 +45,38 @@ def test_empty_sqlite_file_is_migrated(tmp_path):
         assert st.append(NewEvent(payload=b"x", task_id="t")).position == 1
 
 
+def test_a_version_2_database_keeps_its_projection_through_the_migration(tmp_path):
+    """v3 moves projection rows out of a WITHOUT ROWID table: same rows, same cursor, nothing
+    folded again; the log is untouched."""
+    import sqlite_utils
+
+    from store.schema import MIGRATIONS
+
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    db = sqlite_utils.Database(conn)
+    for migration in MIGRATIONS[:2]:
+        migration(db)
+    conn.execute("PRAGMA user_version = 2")
+    assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'projection_rows'").fetchone()[0]
+    conn.execute("INSERT INTO events (task_id, seq, payload, received_at, origin) VALUES ('t', 1, x'00ff', 1.0, 'upstream')")
+    conn.executemany("INSERT INTO projection_rows VALUES (?, ?, ?)", [("tasks", "t", b"\x01" * 5000), ("other", "k", b"v")])
+    conn.execute("INSERT INTO projection_cursors VALUES ('tasks', 1)")
+    conn.close()
+    with SqliteStore(path) as st:
+        assert pragma(st, "user_version") == SCHEMA_VERSION >= 3
+        sql = st._conn.execute("SELECT sql FROM sqlite_master WHERE name = 'projection_rows'").fetchone()[0]
+        assert "WITHOUT ROWID" not in sql
+        assert list(st.projection_rows("tasks")) == [("t", b"\x01" * 5000)]
+        assert list(st.projection_rows("other")) == [("k", b"v")]
+        assert st.projection_cursor("tasks") == 1
+        assert [e.payload for e in st.read_from(0)] == [b"\x00\xff"]
+        # the key is still unique: a commit updates the row in place
+        st.projection_commit("tasks", 1, {"t": b"new"}, expect=1)
+        assert list(st.projection_rows("tasks")) == [("t", b"new")]
+
+
 def test_newer_schema_is_refused_with_a_clear_message(tmp_path):
     path = tmp_path / "new.db"
     with SqliteStore(path) as st:
