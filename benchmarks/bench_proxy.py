@@ -40,7 +40,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from recorder.sse import SseParser  # noqa: E402
+from store.sse import SseParser  # noqa: E402
 
 ITEM = (
     b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"ctx",'

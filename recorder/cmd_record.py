@@ -18,7 +18,7 @@ from .client import NotAnAgent
 from .live import render
 from .recording import Session
 from .recovery_tree import RecordOptions, RecordResult, record
-from .sse import DEFAULT_MAX_LINE
+from store.sse import DEFAULT_MAX_LINE
 
 
 def parse_header(value: str) -> tuple[str, str]:

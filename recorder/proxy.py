@@ -53,7 +53,7 @@ from .idempotency import (
     rpc_error,
 )
 from .recovery import mark_proxy, recover, unmark_proxy
-from .sse import SseParser
+from store.sse import SseParser
 
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
 CARD_SUFFIXES = ("/.well-known/agent-card.json", "/.well-known/agent.json")

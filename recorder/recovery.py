@@ -37,7 +37,7 @@ from store.redact import Redactor
 
 from . import client as a2a
 from .http import LazyTlsTransport
-from .sse import SseParser
+from store.sse import SseParser
 
 LEASE_KEY = "recovery.lease"
 LEASE_TTL = 120.0

@@ -43,7 +43,7 @@ from .client import (
 )
 from .http import LazyTlsTransport
 from .recording import Session
-from .sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
+from store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 Outcome = Literal["ok", "closed", "dropped", "timeout", "stalled", "error"]
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES

@@ -32,7 +32,7 @@ from store.methods import STREAMING_METHODS
 
 from .client import CARD_PATH
 from .recording import Session
-from .sse import DEFAULT_MAX_LINE, SseParser
+from store.sse import DEFAULT_MAX_LINE, SseParser
 
 
 

@@ -26,6 +26,7 @@ import msgspec
 from store.methods import STREAMING_OPERATIONS
 from store import TERMINAL_STATES, Exchange, Item, MessageItem, NewEvent, TaskSnapshot, decode_item
 from store.redact import Redactor
+from store.sse import SseLineTooLong, SseParser
 from store.wire import WireTask
 
 from . import rpc
@@ -36,6 +37,10 @@ from .matching import Matcher
 from .sse import comment, frame
 
 _REDACT = Redactor()  # the upstream URL of a recording mode may carry a token in its query
+_NOT_FORWARDED = frozenset({
+    "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+    "proxy-authorization", "proxy-connection", "accept-encoding", FAULT_HEADER.lower(),
+})  # hop-by-hop headers, and our own fault header
 
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
 SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
@@ -486,14 +491,16 @@ class ReplayEngine:
         """Send the request to the upstream agent, record what comes back, pass it on as it comes."""
         assert self.upstream is not None
         url = self.upstream + (path if path.startswith("/") else "/" + path)
-        fwd = {k: v for k, v in headers.items() if k.lower() in ("content-type", "a2a-version", "accept", "a2a-extensions")}
+        # the client's end-to-end headers go upstream (its credentials included: the agent may
+        # want them); the log keeps them redacted
+        fwd = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
         st = self.library.store
         started = time.time()
         t0 = time.monotonic()
         msg = req.params.message if req.params else None
         ex_id = st.begin_exchange(Exchange(
             started_at=started, url=_REDACT.url(url), rpc_method=req.method, dialect=dialect,
-            streaming=operation in STREAMING_OPERATIONS, request_headers=fwd, request_body=body,
+            streaming=operation in STREAMING_OPERATIONS, request_headers=_REDACT.headers_dict(fwd), request_body=body,
             message_id=msg.messageId if msg else None, role="proxy",
         ))
         self.library.dirty = True
@@ -530,18 +537,23 @@ class ReplayEngine:
             finish("ok")
             return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
 
-        from httpx_sse import EventSource
-
         async def gen() -> AsyncIterator[bytes]:
             outcome = "closed"
+            parser = SseParser()  # the exact bytes of each item, keep-alive comments seen
             try:
-                async for sse in EventSource(resp).aiter_sse():
-                    payload = sse.data.encode()
-                    event = sse.event if sse.event and sse.event != "message" else None
-                    record(payload, event)  # write-ahead: in the log before the client sees it
-                    yield frame(payload, event)
+                async for chunk in resp.aiter_bytes():
+                    for it in parser.feed(chunk):
+                        if it.comment:
+                            yield comment(it.data.decode("utf-8", "replace"))
+                            continue
+                        record(it.data, it.event)  # write-ahead: in the log before the client sees it
+                        yield frame(it.data, it.event)
+                for it in parser.close():
+                    if not it.comment:
+                        record(it.data, it.event)
+                        yield frame(it.data, it.event)
                 outcome = "ok"
-            except httpx.HTTPError:
+            except (httpx.HTTPError, SseLineTooLong):
                 outcome = "dropped"
                 raise
             finally:

@@ -14,7 +14,7 @@ import uvicorn
 import store
 from recorder.client import dialect_headers, send_request, task_request
 from recorder.proxy import ProxyConfig, build_app
-from recorder.sse import SseParser
+from store.sse import SseParser
 from tests.support.servers import bind_loopback
 
 

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 import store
 from recorder.cli import app
 from recorder.recovery import fold_task
-from recorder.sse import SseParser
+from store.sse import SseParser
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import send_body
 

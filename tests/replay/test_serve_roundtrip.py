@@ -105,3 +105,60 @@ def test_record_modes_on_an_empty_database(db_path, mode, executions):
         assert all(r.kind == "task" and r.body.state == "completed" for r in replies)
         if mode == "once":  # recorded once, then replayed: the same task
             assert replies[0].task_id == replies[1].task_id
+
+
+# A hand-written upstream (a real agent cannot be made to demand a token of our choosing and
+# send bytes that are not UTF-8 on demand): a stream, only with the right bearer token.
+UP_TOKEN = "Bearer up-s3cret-991"
+ODD = b'{"jsonrpc": "2.0", "id": 1, "result": {"statusUpdate": {"taskId": "t-odd", "status": {"state": "TASK_STATE_WORKING"}}}} \xff\xfe'
+DONE = b'{"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-odd","status":{"state":"TASK_STATE_COMPLETED"}}}}'
+
+
+def _strict_upstream():
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    seen: list[dict[str, str]] = []
+
+    async def rpc(request):
+        seen.append(dict(request.headers))
+        if request.headers.get("authorization") != UP_TOKEN:
+            return JSONResponse({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "unauthorized"}}, 401)
+
+        async def frames():
+            yield b"data: " + ODD + b"\r\n\r\n"
+            yield b": ping - keep-alive\r\n\r\n"
+            yield b"data: " + DONE + b"\r\n\r\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/", rpc, methods=["POST"])]), seen
+
+
+def test_recording_mode_forwards_credentials_and_keeps_exact_bytes(db_path):
+    """The client's Authorization reaches the upstream (not our fault header), the log keeps it
+    redacted, and each item's bytes are recorded exactly (invalid UTF-8 included)."""
+    from replay.faults import FAULT_HEADER
+    from store.redact import REDACTED
+
+    store.open_store(db_path).close()
+    upstream, seen = _strict_upstream()
+    with serve_app(upstream) as up_url:
+        lib = Library.open(db_path)
+        try:
+            engine = ReplayEngine(lib, record_mode="all", upstream=up_url)
+            with httpx.Client(transport=ReplayTransport(engine=engine)) as c:
+                r = c.post("http://r.test/", content=request_body("stream", "1.0", text="odd"),
+                           headers={**headers_for("1.0"), "Authorization": UP_TOKEN, FAULT_HEADER: "delay=0"})
+                body = r.read()
+        finally:
+            lib.close()
+    assert r.status_code == 200 and b"COMPLETED" in body and b": ping" in body
+    assert seen and seen[0].get("authorization") == UP_TOKEN and FAULT_HEADER.lower() not in seen[0]
+    with store.open_store(db_path) as st:
+        assert [e.payload for e in st.read_from(0)] == [ODD, DONE]
+        (ex,) = st.exchanges()
+        assert ex.request_headers["authorization"] == REDACTED
+    raw = b"".join(Path(str(db_path) + s).read_bytes() for s in ("", "-wal") if Path(str(db_path) + s).exists())
+    assert b"up-s3cret-991" not in raw

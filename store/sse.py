@@ -1,9 +1,11 @@
 """An incremental Server-Sent Events reader that works on bytes.
 
-Why our own and not httpx-sse: the recorder must keep the exact bytes of each ``data:``
-payload (invalid UTF-8 included), see keep-alive comments (they matter to stall detection
-but are not progress), hand over every item as soon as its blank line arrives (never hold
-the stream back), and refuse a line that grows past a limit instead of eating memory.
+Every reader of a live stream uses it: the recorder, the proxy, startup recovery and the
+replay server's recording modes. Why our own and not httpx-sse: we must keep the exact bytes
+of each ``data:`` payload (invalid UTF-8 included), see keep-alive comments (they matter to
+stall detection but are not progress), hand over every item as soon as its blank line arrives
+(never hold the stream back), and refuse a line that grows past a limit instead of eating
+memory.
 
 Feed it chunks as they come off the socket; ``feed`` returns the items the chunk completed,
 in order. Line endings may be ``\\n``, ``\\r\\n`` or ``\\r``, split anywhere across chunks.
