@@ -12,8 +12,8 @@ it keeps (DESIGN sections 2, 3, 5):
 - security: bearer ``--token`` compared in constant time, ``--max-body`` refusal, client
   credentials forwarded upstream but redacted before the disk (:mod:`store.redact`).
 
-A relayed response is a :class:`Live`: the items published so far plus a wake-up event.
-The first client and any duplicate attached to it read the same :class:`Live`.
+A relayed response is a :class:`recorder.relay.Live`: the items published so far plus a
+wake-up event. The first client and any duplicate attached to it read the same one.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from starlette.routing import Route
 import store
 from replay import sse
 from store.redact import Redactor
+from store.sse import SseParser
 
 from . import client as a2a
 from .idempotency import (
@@ -53,7 +54,7 @@ from .idempotency import (
     rpc_error,
 )
 from .recovery import mark_proxy, recover, unmark_proxy
-from store.sse import SseParser
+from .relay import Live
 
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
 CARD_SUFFIXES = ("/.well-known/agent-card.json", "/.well-known/agent.json")
@@ -82,81 +83,6 @@ class ProxyConfig:
     def origin(self) -> str:
         parts = urlsplit(self.upstream)
         return f"{parts.scheme}://{parts.netloc}"
-
-
-class Live:
-    """One relayed response: what the upstream said so far, for every client reading it."""
-
-    def __init__(self, exchange_id: int | None, req_hash: str | None, rpc_id: bytes | None, *,
-                 single_reader: bool = False) -> None:
-        self.exchange_id = exchange_id
-        # no idempotency key: nobody can attach later, so items its one reader has taken (or
-        # that nobody will read, once that reader is gone) are not kept: memory stays flat on
-        # a long stream. With a key, the items stay for duplicates attaching mid-stream.
-        self.single_reader = single_reader
-        self._reader_gone = False
-        self.req_hash = req_hash
-        self.rpc_id = rpc_id  # the id the items carry (None: rewrite for everyone)
-        self.ready = anyio.Event()
-        self.finished = anyio.Event()
-        self.mode = "body"  # "sse" or "body"
-        self.status = 200
-        self.content_type = _JSON
-        self.body = b""
-        self.items: list[tuple[str | None, bytes, bool]] = []  # (sse event name, data, is comment)
-        self.done = False
-        self._changed = anyio.Event()
-
-    def start_sse(self, status: int, content_type: str) -> None:
-        self.mode, self.status, self.content_type = "sse", status, content_type
-        self.ready.set()
-
-    def set_body(self, status: int, content_type: str, body: bytes) -> None:
-        self.mode, self.status, self.content_type, self.body = "body", status, content_type, body
-        self.ready.set()
-
-    def publish(self, items: list[tuple[str | None, bytes, bool]]) -> None:
-        if not self._reader_gone:
-            self.items.extend(items)
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
-
-    def finish(self) -> None:
-        self.done = True
-        self.ready.set()
-        self.finished.set()
-        self._changed.set()
-
-    async def follow(self, rpc_id: bytes | None) -> AsyncIterator[bytes]:
-        """The SSE bytes for one client, as soon as each item is published (``rpc_id`` None: the
-        HTTP+JSON binding, which has no JSON-RPC id to answer to)."""
-        rewrite = rpc_id is not None and (self.rpc_id is None or self.rpc_id != rpc_id)
-        i = 0
-        try:
-            while True:
-                items = self.items
-                if i < len(items):
-                    chunk = b"".join(_render(ev, data, comment, rpc_id if rewrite else None)
-                                     for ev, data, comment in items[i:])
-                    if self.single_reader:
-                        self.items, i = [], 0
-                    else:
-                        i = len(items)
-                    yield chunk
-                elif self.done:
-                    return
-                else:
-                    await self._changed.wait()
-        finally:
-            if self.single_reader:
-                self._reader_gone, self.items = True, []
-
-
-def _render(event: str | None, data: bytes, is_comment: bool, rpc_id: bytes | None) -> bytes:
-    """One item as SSE bytes, answered to ``rpc_id`` (JSON bytes) when given."""
-    if is_comment:
-        return b": " + data + b"\r\n\r\n"
-    return sse.frame(data if rpc_id is None else sse.split_id(data).with_id(rpc_id), event)
 
 
 def _media(content_type: str | None) -> str:
