@@ -349,7 +349,7 @@ def upstream_of(st: store.SqliteStore, task_id: str) -> str | None:
     for ex in reversed(st.exchanges(task_id)):
         p = urlsplit(ex.url or "")
         if p.scheme in ("http", "https") and p.netloc:
-            return f"{p.scheme}://{p.netloc}"
+            return f"{p.scheme}://{p.netloc.rpartition('@')[2]}"  # no (redacted) credentials
     return None
 
 

@@ -247,3 +247,12 @@ def test_recover_cli_refuses_while_a_proxy_records_into_the_database(sdk_agent, 
         child.wait()
     r = CliRunner().invoke(app, ["recover", "--db", str(db_path), "--json"])
     assert r.exit_code == 0  # its owner is gone: the mark no longer blocks
+
+
+def test_the_upstream_of_a_task_comes_from_its_exchanges_without_credentials(tmp_path):
+    from recorder.recovery import upstream_of
+
+    with store.open_store(tmp_path / "u.db") as st:
+        assert upstream_of(st, "t-u") is None
+        st.begin_exchange(store.Exchange(url="https://me:[redacted]@agent.test:8443/rpc?x=1", task_id="t-u"))
+        assert upstream_of(st, "t-u") == "https://agent.test:8443"
