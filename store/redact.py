@@ -2,7 +2,7 @@
 
 Headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and any
 ``X-...-Key`` / ``...-Token`` / ``...-Secret`` style name are replaced by ``[redacted]`` by
-default, plus the names the user configures. URLs: the password of a ``user:password@`` and
+default, plus the names the user configures. URLs: the password of a ``user:password@`` (as ``%5Bredacted%5D``) and
 the value of a query parameter named like a secret (``api_key``, ``token``, ``access_token``,
 ``secret``, ``password``, ``signature``, ``sig``, ... or a configured header name). JSON paths (``params.message.metadata.token``,
 ``*`` matching any key or list index) are replaced inside request bodies and event payloads;
@@ -28,6 +28,7 @@ import msgspec
 from .errors import StoreError
 
 REDACTED = "[redacted]"
+_REDACTED_USERINFO = "%5Bredacted%5D"  # the same marker, percent-encoded for a URL's userinfo
 DEFAULT_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
 _SECRETISH = re.compile(r"(^x-.*-(key|token|secret)$)|(-api-key$)|(^x-auth)|(-secret$)|(^x-.*-signature$)", re.I)
 
@@ -86,7 +87,7 @@ class Redactor:
             user, sep, password = userinfo.partition(":")
             if sep and password:
                 found.append(password)
-                netloc = f"{user}:{REDACTED}@{host}"
+                netloc = f"{user}:{_REDACTED_USERINFO}@{host}"  # brackets would read as an IPv6 host
         query = parts.query
         if query:
             fields = []

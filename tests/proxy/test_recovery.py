@@ -254,5 +254,5 @@ def test_the_upstream_of_a_task_comes_from_its_exchanges_without_credentials(tmp
 
     with store.open_store(tmp_path / "u.db") as st:
         assert upstream_of(st, "t-u") is None
-        st.begin_exchange(store.Exchange(url="https://me:[redacted]@agent.test:8443/rpc?x=1", task_id="t-u"))
+        st.begin_exchange(store.Exchange(url="https://me:%5Bredacted%5D@agent.test:8443/rpc?x=1", task_id="t-u"))
         assert upstream_of(st, "t-u") == "https://agent.test:8443"
