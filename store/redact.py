@@ -2,11 +2,12 @@
 
 Headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and any
 ``X-...-Key`` / ``...-Token`` / ``...-Secret`` style name are replaced by ``[redacted]`` by
-default, plus the names the user configures. URLs: the password of a ``user:password@`` (as ``%5Bredacted%5D``) and
-the value of a query parameter named like a secret (``api_key``, ``token``, ``access_token``,
-``secret``, ``password``, ``signature``, ``sig``, ... or a configured header name). JSON paths (``params.message.metadata.token``,
-``*`` matching any key or list index) are replaced inside request bodies and event payloads;
-a payload that has none of the configured paths keeps its exact bytes.
+default, plus the names the user configures. URLs: the password of a ``user:password@``
+(``%5Bredacted%5D``, the marker percent-encoded) and the value of a query parameter named like
+a secret (``api_key``, ``token``, ``access_token``, ``secret``, ``password``, ``signature``,
+``sig``, ... or a configured header name). JSON paths (``params.message.metadata.token``, ``*``
+matching any key or list index) are replaced inside request bodies and event payloads; a payload
+that has none of the configured paths keeps its exact bytes.
 
 Configuration comes from a ``[tool.a2a-tape]`` table in ``pyproject.toml`` of the current
 directory (``redact_headers = [...]``, ``redact_json_paths = [...]``) and from ``--redact``
