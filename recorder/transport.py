@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-import zlib
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -31,8 +30,9 @@ from store.methods import METHODS as A2A_METHODS
 from store.methods import STREAMING_METHODS
 
 from .client import CARD_PATH
+from .codings import Decoding, DecodingError
 from .recording import Session
-from store.sse import DEFAULT_MAX_LINE, SseParser
+from store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 
 
@@ -66,18 +66,36 @@ class _Exchange:
         self.parser = SseParser(max_line) if sse else None
         self.body = bytearray()
         self.done = False
-        self.decoder = _decoder(encoding)
+        self.decoding = Decoding(encoding)
+        self.failed = self.decoding.unsupported  # why this body cannot be recorded (None: it can)
 
     def chunks(self, chunks: list[bytes]) -> None:
-        """Record the items these chunks complete, in one transaction."""
+        """Record the items these chunks complete, in one transaction. Bytes that cannot be
+        decoded stop the recording of this exchange (it ends as an error saying why); the
+        client still gets every chunk."""
+        if self.failed:
+            return
         raw: list[tuple[bytes, str | None]] = []
-        for data in chunks:
-            if self.decoder is not None:
-                data = self.decoder.decompress(data)
-            if self.parser is not None:
-                raw += [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
-            else:
-                self.body += data
+        try:
+            for data in chunks:
+                data = self.decoding.decode(data)
+                if self.parser is not None:
+                    raw += [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
+                else:
+                    self.body += data
+        except (DecodingError, SseLineTooLong) as exc:
+            self.failed = f"not recorded from here on: {exc}"
+        if raw:
+            self.session.record_stream(self.ex_id, raw)
+
+    def chunks_decoded(self, data: bytes) -> None:
+        """Bytes already decoded (the codings' rest at the end of the body)."""
+        if not data:
+            return
+        if self.parser is None:
+            self.body += data
+            return
+        raw = [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
         if raw:
             self.session.record_stream(self.ex_id, raw)
 
@@ -86,6 +104,14 @@ class _Exchange:
             return
         self.done = True
         s = self.session
+        if not self.failed and self.decoding.steps:
+            try:
+                self.chunks_decoded(self.decoding.flush())
+            except (DecodingError, SseLineTooLong) as exc:
+                self.failed = f"not recorded from here on: {exc}"
+        if self.failed:
+            s.finish(self.ex_id, "error", error=self.failed if error is None else f"{error}; {self.failed}")
+            return
         if self.parser is not None:
             raw = [(it.data, it.event) for it in self.parser.close() if not it.comment]
             if raw and outcome == "ok":
@@ -104,13 +130,6 @@ class _Exchange:
         s.finish(self.ex_id, outcome, error=error)
 
 
-def _decoder(encoding: str):
-    enc = encoding.strip().lower()
-    if enc == "gzip":
-        return zlib.decompressobj(wbits=31)
-    if enc == "deflate":
-        return zlib.decompressobj()
-    return None
 
 
 class _AsyncTee(httpx.AsyncByteStream):
