@@ -67,12 +67,17 @@ def test_a2a_sdk_client_through_recording_transport(db_path):
     assert b"sdk-secret-1" not in _db_bytes(db_path)
 
 
+def _v03_body(method: str, message_id: str, **message) -> dict:
+    """A v0.3 JSON-RPC request saying "hello" (``message``: more fields of the message)."""
+    return {"jsonrpc": "2.0", "id": "r1", "method": method,
+            "params": {"message": {"messageId": message_id, "role": "user", "kind": "message",
+                                   "parts": [{"kind": "text", "text": "hello"}], **message}}}
+
+
 def test_plain_httpx_sync_client_v03_stream_and_get(db_path):
     with running_sdk_agent() as agent:
         transport = RecordingTransport(db_path)
-        body = {"jsonrpc": "2.0", "id": "r1", "method": "message/stream",
-                "params": {"message": {"messageId": "m-plain-1", "role": "user", "kind": "message",
-                                       "parts": [{"kind": "text", "text": "hello"}]}}}
+        body = _v03_body("message/stream", "m-plain-1")
         with httpx.Client(transport=transport) as http:
             with http.stream("POST", agent.url + "/", json=body) as resp:
                 lines = [ln for ln in resp.iter_lines() if ln.startswith("data:")]
@@ -96,10 +101,7 @@ def test_json_paths_redacted_in_requests_and_events(db_path):
     redactor = build_redactor(["params.message.metadata.token", "result.history.*.metadata.token"])
     with running_sdk_agent() as agent:
         transport = RecordingTransport(db_path, redactor=redactor)
-        body = {"jsonrpc": "2.0", "id": "r1", "method": "message/send",
-                "params": {"message": {"messageId": "m-json-1", "role": "user", "kind": "message",
-                                       "metadata": {"token": secret, "keep": "visible-value"},
-                                       "parts": [{"kind": "text", "text": "hello"}]}}}
+        body = _v03_body("message/send", "m-json-1", metadata={"token": secret, "keep": "visible-value"})
         with httpx.Client(transport=transport) as http:
             resp = http.post(agent.url + "/", json=body)
             assert resp.status_code == 200
@@ -176,9 +178,7 @@ def test_url_query_secrets_never_reach_the_disk(db_path):
     secret, password = "query-s3cret-77", "url-pa55word"
     with running_sdk_agent() as agent:
         transport = RecordingTransport(db_path)
-        body = {"jsonrpc": "2.0", "id": "r1", "method": "message/send",
-                "params": {"message": {"messageId": "m-q-1", "role": "user", "kind": "message",
-                                       "parts": [{"kind": "text", "text": "hello"}]}}}
+        body = _v03_body("message/send", "m-q-1")
         with httpx.Client(transport=transport) as http:
             resp = http.post(agent.url + f"/?api_key={secret}&keep=visible", json=body)
             assert resp.status_code == 200
