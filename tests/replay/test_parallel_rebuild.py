@@ -8,6 +8,8 @@ import os
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
 import store
 from replay.projection import ProjectionBusy, Projector, encode_view, fold_events
@@ -88,3 +90,36 @@ def test_a_live_rebuild_elsewhere_is_not_trampled(tmp_path):
     st.set_meta("projection:tasks:rebuilding", f"{os.uname().nodename}:{os.getppid()}")  # alive
     with pytest.raises(ProjectionBusy, match="being rebuilt by another process"):
         Projector(st).catch_up()
+
+
+_IDS = hs.text(alphabet=hs.sampled_from("aAzZ09-_é中😀"), min_size=0, max_size=4)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ids=hs.lists(_IDS, min_size=1, max_size=8, unique=True), parts=hs.integers(2, 4),
+       lead=hs.sampled_from([0.0, 0.03, 0.3]), seed=hs.integers(0, 1000))
+def test_the_parts_of_any_split_fold_to_the_one_process_views(tmp_path_factory, ids, parts, lead, seed):
+    """Whatever the task ids (empty, non-ASCII, ids that are prefixes of others) and wherever the
+    sample cuts them, the parts of a parallel rebuild (folded here one after the other, each a
+    Projector on one task range) give exactly the views of one fold of the whole log: no task
+    lost at a boundary, none folded twice, the rows without a task id where they belong."""
+    rng = random.Random(seed)
+    path = tmp_path_factory.mktemp("split") / "s.db"
+    st = store.open_store(path)
+    events = []
+    for n in range(rng.randint(len(ids), 40)):
+        t = rng.choice(ids)
+        events.append(NewEvent(payload=_payload(t, "chunk", n, append=n % 3 != 0), task_id=t))
+    # a row with no task id, naming its task only inside the payload
+    events.append(NewEvent(payload=_payload(rng.choice(ids), "chunk", 99), task_id=None))
+    st.append_batch(events)
+    one = Projector(st, name="one")
+    one.rebuild(workers=1)
+    expected = _views(one)
+    end = st.last_position()
+    ranges = st.task_ranges(parts, end, lead=lead)
+    assert ranges[0][0] is None and ranges[-1][1] is None
+    for r in ranges:
+        Projector(st, name="split", tasks=r, upto=end)._catch_up()
+    assert _views(Projector(st, name="split")) == expected
+    st.close()
