@@ -239,8 +239,8 @@ class ReplayEngine:
             if pb is not None:
                 pb.released = len(items)
             if recorded_json and items:
-                return _json(self._payload(items[-1], ep.dialect, dialect, req.id))
-            return self._send_reply(req, ep, items, dialect)
+                return self._whole(_json(self._payload(items[-1], ep.dialect, dialect, req.id)), faults, req.id)
+            return self._whole(self._send_reply(req, ep, items, dialect), faults, req.id)
         same = ep.dialect == dialect or ep.dialect not in ("0.3", "1.0")
         if same and self.scale == 0 and not faults.any and not ep.loaded:
             return self._stream_batches(ep.iter_frames(rpc.encode_id(req.id)), pb)
@@ -308,6 +308,31 @@ class ReplayEngine:
         if ep.exchange.response_body:
             return _json(ep.exchange.response_body)
         return _error(rpc.INTERNAL_ERROR, f"a2a-tape: {ep.describe()} recorded no answer", req.id)
+
+    def _whole(self, reply: Reply, faults: Faults, rpc_id: Any) -> Reply:
+        """A whole-body answer (one item) under the request's faults: ``delay`` waits before it,
+        ``error-after=0`` answers -32603 instead, ``drop-after=0`` ends the response with no body,
+        ``stall-after=0`` sends the headers and then nothing (the client's read timeout decides).
+        ``duplicate`` and counts above 0 do not apply to one item."""
+        if not faults.any:
+            return reply
+        if faults.error_after == 0:
+            reply = _error(rpc.INTERNAL_ERROR, "a2a-tape fault: error-after=0", rpc_id)
+        drop, stall, delay = faults.drop_after == 0, faults.stall_after == 0, faults.delay_ms / 1000.0
+        if not (drop or stall or delay):
+            return reply
+        body = reply.body
+
+        async def gen() -> AsyncIterator[bytes]:
+            if delay:
+                await anyio.sleep(delay)
+            if drop:
+                return
+            if stall:
+                await anyio.sleep_forever()
+            yield body
+
+        return Reply(status=reply.status, content_type=reply.content_type, stream=gen(), headers=reply.headers)
 
     # ------------------------------------------------------------------ streams
 

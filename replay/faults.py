@@ -10,6 +10,10 @@ server's). Items are counted as the client receives them (a duplicate is not cou
 - ``duplicate[=N]``: item N (default 2: the first item after the Task) is sent twice;
 - ``delay=MS``: MS milliseconds before each item, on top of the timing;
 - ``error-after=N``: after N items an ``event: error`` item (JSON-RPC -32603), then the end.
+
+A whole-body answer (``message/send``, or a stream the agent answered with JSON) is one item:
+``delay`` waits before it, ``error-after=0`` answers -32603 instead, ``drop-after=0`` ends the
+response with no body, ``stall-after=0`` sends the headers and nothing more.
 """
 
 from __future__ import annotations

@@ -196,3 +196,41 @@ def test_drop_after_with_timing_the_task_goes_on_along_the_recorded_gaps(library
     assert kinds(rest) == ["task"] + ["artifact"] * (3 - in_snapshot) + ["status"]
     assert took >= 0.3 / 20  # at least the last recorded gap, scaled
     assert final.state == "completed"
+
+
+def _send(url: str, fault: str | None, read_timeout: float = 10.0) -> httpx.Response:
+    headers = {**headers_for("1.0"), **({"X-A2A-Tape-Fault": fault} if fault else {})}
+    body = request_body("send", "1.0", text="hello", rpc_id="s-1")
+    return httpx.post(url + "/", content=body, headers=headers, timeout=httpx.Timeout(10.0, read=read_timeout))
+
+
+def test_faults_on_a_whole_body_answer(library):
+    """message/send is one item: delay before it, an error instead of it, no body, or no answer."""
+    with serve_app(create_app(ReplayEngine(library))) as url:
+        plain = decode_item(_send(url, None).content)
+        assert plain.kind == "task" and plain.rpc_id == "s-1"
+        t0 = time.monotonic()
+        late = _send(url, "delay=150")
+        assert time.monotonic() - t0 >= 0.15 and decode_item(late.content).kind == "task"
+        err = decode_item(_send(url, "error-after=0").content)
+        assert err.kind == "error" and err.body.code == -32603 and err.rpc_id == "s-1"
+        dropped = _send(url, "drop-after=0")
+        assert dropped.status_code == 200 and dropped.content == b""
+        with pytest.raises(httpx.ReadTimeout):
+            _send(url, "stall-after=0", read_timeout=0.3)
+        # faults counted past the one item, or a duplicate, leave it alone
+        assert _send(url, "drop-after=1,duplicate,error-after=2").content == _send(url, None).content
+
+
+def test_faults_on_a_whole_body_answer_in_process(library):
+    """The same through ReplayTransport (no socket): the read timeout still ends a stalled send."""
+    from replay.transport import ReplayTransport
+
+    body = request_body("send", "1.0", text="hello", rpc_id="s-2")
+    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library)), timeout=httpx.Timeout(10.0, read=0.3)) as c:
+        ok = c.post("http://r.test/", content=body, headers=headers_for("1.0"))
+        assert decode_item(ok.content).kind == "task"
+        err = c.post("http://r.test/", content=body, headers={**headers_for("1.0"), "X-A2A-Tape-Fault": "error-after=0"})
+        assert decode_item(err.content).body.code == -32603
+        with pytest.raises(httpx.ReadTimeout):
+            c.post("http://r.test/", content=body, headers={**headers_for("1.0"), "X-A2A-Tape-Fault": "stall-after=0"})
