@@ -66,6 +66,14 @@ def parse_timing(value: str | float) -> float:
     return 1.0 / factor
 
 
+def _says_v1(headers: Mapping[str, str]) -> bool:
+    """Whether the request names protocol 1.0 (``A2A-Version: 1.0``; no header means 0.3)."""
+    for k, v in headers.items():
+        if k.lower() == "a2a-version":
+            return v.strip().split(".")[0] == "1"
+    return False
+
+
 class Reply(msgspec.Struct):
     """What to answer: a whole body, or a stream of body chunks (SSE)."""
 
@@ -192,6 +200,11 @@ class ReplayEngine:
         if known is None:
             return _error(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
         operation, dialect = known
+        if dialect == "1.0" and not _says_v1(headers):
+            # as an a2a-sdk 1.3.0 agent answers it: a client that forgets the header fails here
+            # as it would against the agent, not only later in production
+            return _error(rpc.VERSION_NOT_SUPPORTED, "A2A version '0.3' is not supported by this handler. "
+                          "Expected version '1.0'.", req.id)
         try:
             faults = self._request_faults(query, headers)
         except FaultError as exc:

@@ -24,6 +24,7 @@ INTERNAL_ERROR = -32603
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
 UNSUPPORTED_OPERATION = -32004
+VERSION_NOT_SUPPORTED = -32009  # a v1.0 method without the A2A-Version header (a2a-sdk 1.3.0)
 NO_RECORDING = -32099  # a2a-tape: no recording matches (record mode none)
 
 

@@ -68,6 +68,20 @@ def test_unrecorded_request_names_the_closest_recording(client):
     assert "closest recording: exchange #" in msg and "'hello'" in msg
 
 
+@pytest.mark.parametrize("version", [None, "0.3"])
+def test_a_v1_method_without_the_version_header_is_refused_as_the_agent_does(client, version):
+    """a2a-sdk 1.3.0 answers a v1.0 method without ``A2A-Version: 1.0`` with -32009 (HTTP 200,
+    capture T4): a client that forgets the header fails against the replay too."""
+    body = request_body("stream", "1.0", text="hello", rpc_id=4)
+    headers = {"content-type": "application/json", **({"A2A-Version": version} if version else {})}
+    r = client.post("http://agent.test/", content=body, headers=headers)
+    item = decode_item(r.content)
+    assert r.status_code == 200 and item.kind == "error" and item.body.code == -32009 and item.rpc_id == 4
+    assert "Expected version '1.0'" in item.body.message
+    ok = client.post("http://agent.test/", content=body, headers={"content-type": "application/json", "a2a-version": "1.0"})
+    assert ok.headers["content-type"].startswith("text/event-stream")
+
+
 def test_bad_fault_on_a_request_is_invalid_params(client):
     r = client.post("http://agent.test/?fault=drop-after=lots", content=request_body("stream", "1.0", text="hello"),
                     headers=headers_for("1.0"))
