@@ -10,7 +10,8 @@ Run when the proxy starts and by ``a2a-tape recover``:
    GetTask once (recorded); terminal or interrupted -> done; still active -> resubscribe when the
    card says streaming, else GetTask polling with backoff and jitter, everything recorded, until
    the task ends or makes no progress for ``stall_timeout`` (then it is cancelled upstream and
-   FAILED locally);
+   FAILED locally). The rule is :func:`recorder.settle.settle`, the client's too; its decisions
+   (resubscribed, polling) are local notes in the task's log;
 3. whatever cannot be resumed gets a FAILED event of origin ``local`` with a readable reason.
 
 Idempotent: a second run finds no active task and changes nothing. Two runs at once do not
@@ -22,7 +23,6 @@ appended only after re-reading the task's state inside the same write transactio
 from __future__ import annotations
 
 import os
-import random
 import socket
 import time
 import uuid
@@ -37,6 +37,7 @@ from store.redact import Redactor
 
 from . import client as a2a
 from .http import LazyTlsTransport
+from .settle import Backoff, settle
 from store.sse import SseParser
 
 LEASE_KEY = "recovery.lease"
@@ -365,41 +366,70 @@ async def _get_task(up: Upstream, dialect: str, url: str, task_id: str, unreacha
     return item
 
 
+class _Resume:
+    """One orphaned task followed upstream, as a :class:`recorder.settle.Follower`: its calls
+    are recorded exchanges, its decisions local notes in the task's log."""
+
+    def __init__(self, up: Upstream, view: TaskView, stall_timeout: float) -> None:
+        self.up = up
+        self.task_id = view.task_id
+        self.dialect, self.url = up.endpoint(view.dialect)
+        self.stall_timeout = stall_timeout
+        self.state: str | None = view.state
+        self.last_key: object = _UNSEEN
+        self.last_progress = time.monotonic()
+
+    def settled(self) -> bool:
+        return not is_open(self.state)
+
+    def progress_at(self) -> float:
+        return self.last_progress
+
+    async def get_task(self) -> str | None:
+        unreachable = "could not be asked about the task" if self.last_key is _UNSEEN else \
+            "became unreachable while resuming the task"
+        item = await _get_task(self.up, self.dialect, self.url, self.task_id, unreachable)
+        if isinstance(item, str):
+            return item
+        self.state = _state(item) or self.state
+        key = _progress_key(item)
+        if key != self.last_key:
+            self.last_key, self.last_progress = key, time.monotonic()
+        return None
+
+    async def resubscribe(self) -> str | None:
+        left = max(0.1, self.stall_timeout - (time.monotonic() - self.last_progress))
+        items, _ = await self.up.stream(a2a.task_request("resubscribe", self.dialect, self.task_id), self.url,
+                                        self.task_id, stall=left)
+        if items and isinstance(items[0].body, store.ErrorItem):
+            return f"{items[0].body.code}: {items[0].body.message}"
+        if any(not isinstance(i.body, store.ErrorItem) for i in items[1:]):
+            self.last_progress = time.monotonic()  # new events after the snapshot
+        if items:
+            self.state = _state(items[-1]) or self.state
+        return None
+
+    async def note(self, action: str, detail: str) -> None:
+        await self.up.writer.append(store.NewEvent(payload=store.local_note(action, detail, self.task_id),
+                                                   task_id=self.task_id, received_at=time.time(), origin="local"))
+
+
+_UNSEEN = object()
+
+
 async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | None:
     """Follow one task upstream to its end; None when resumed, else the reason it failed."""
     assert up.card is not None
-    dialect, url = up.endpoint(view.dialect)
-    item = await _get_task(up, dialect, url, view.task_id, "could not be asked about the task")
-    if isinstance(item, str):
-        return item
-    last_key = _progress_key(item)
-    last_progress = time.monotonic()
-    backoff = 0.2
-    while True:
-        if not is_open(_state(item)):
-            return None
-        if time.monotonic() - last_progress > stall_timeout:
-            break
-        if up.card.streaming:
-            left = max(0.1, stall_timeout - (time.monotonic() - last_progress))
-            items, outcome = await up.stream(a2a.task_request("resubscribe", dialect, view.task_id), url,
-                                             view.task_id, stall=left)
-            if any(not isinstance(i.body, store.ErrorItem) for i in items[1:]):
-                last_progress = time.monotonic()  # new events after the snapshot
-            if items and not is_open(_state(items[-1])):
-                return None
-        else:
-            await anyio.sleep(backoff * (0.5 + random.random()))
-            backoff = min(backoff * 2, 5.0)
-        item = await _get_task(up, dialect, url, view.task_id, "became unreachable while resuming the task")
-        if isinstance(item, str):
-            return item
-        key = _progress_key(item)
-        if key != last_key:
-            last_key, last_progress = key, time.monotonic()
+    follow = _Resume(up, view, stall_timeout)
+    done = await settle(follow, streaming=up.card.streaming, stall_timeout=stall_timeout,
+                        backoff=Backoff(0.2, 5.0, jitter=0.5))
+    if done.how == "settled":
+        return None
+    if done.how == "lost":
+        return done.why
     # stalled: never wait forever; cancel upstream (recorded) and say why
     try:
-        await up.call(a2a.task_request("cancel", dialect, view.task_id), url, view.task_id)
+        await up.call(a2a.task_request("cancel", follow.dialect, view.task_id), follow.url, view.task_id)
     except Unreachable:
         pass
     return (f"recorder restarted and the task made no progress upstream for {stall_timeout:g}s "

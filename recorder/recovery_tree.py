@@ -11,12 +11,12 @@ the task is still SUBMITTED/WORKING, or drops, or times out:
    not progress): cancel the task, or resend in a new task with the same contextId.
 
 Every decision is appended as an ``origin="local"`` event before it is acted on, so
-``a2a-tape show`` tells the story afterwards.
+``a2a-tape show`` tells the story afterwards. Steps 1-3 and the stall check are
+:func:`recorder.settle.settle`, shared with the startup recovery; what is done on a stall is here.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -25,6 +25,7 @@ import anyio
 import httpx
 
 from store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem
+from store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 from .client import (
     AgentCard,
@@ -43,7 +44,7 @@ from .client import (
 )
 from .http import LazyTlsTransport
 from .recording import Session
-from store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
+from .settle import Backoff, settle
 
 Outcome = Literal["ok", "closed", "dropped", "timeout", "stalled", "error"]
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
@@ -132,83 +133,41 @@ class Recorder:
         return self.result()
 
     async def follow(self, res: CallResult) -> None:
-        """After the send: settle the task by the tree (loops at most a bounded number of times)."""
+        """After the send: settle the task by the tree (:func:`recorder.settle.settle`)."""
         s = self.session
-        resubscribes = 0
-        while True:
-            if res.errors:
-                e = res.errors[-1]
-                self.error = f"agent error {e.code}: {e.message}"
-                s.note("agent error", self.error)
-                s.fail_locally(self.error)
-                return
-            if res.outcome == "stalled":
-                await self.on_stall()
-                return
-            state = s.state
-            if state in SETTLED:
-                return
-            if s.fold.reply is not None and state == "unknown":
-                s.fold.state = "completed"  # a lone Message answered the request: no task to follow
-                return
-            if s.task_id is None:
-                self.error = "the stream ended before the agent named a task: nothing to recover"
-                s.note("gave up", self.error)
-                return
-            # the stream ended (or the reply came back) while the task is still active
-            if res.outcome != "ok" or self._last_streaming:
-                self.recovered.append(res.outcome)
-                s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {state}")
-            # 1. terminal already? get it once
-            got = await self.call(task_request("get", self.dialect, s.task_id))
-            if got.errors or got.outcome not in ("ok", "closed"):
-                why = f"GetTask failed: {_why(got)}"
-                s.note("gave up", why)
-                self.error = why
-                s.fail_locally(f"recorder lost the task ({why})")
-                return
-            if s.state in SETTLED:
-                s.note("got final state", f"GetTask says {s.state}")
-                return
-            # 2. resubscribe when the card says streaming
-            if self.card.streaming and self.opts.stream and resubscribes < self.opts.max_resubscribes:
-                resubscribes += 1
-                s.note("resubscribed", f"attempt {resubscribes}; the first event is applied as a snapshot")
-                self.recovered.append("resubscribed")
-                res = await self.call(task_request("resubscribe", self.dialect, s.task_id))
-                if res.errors:
-                    e = res.errors[-1]
-                    s.note("resubscribe refused", f"{e.code}: {e.message}; getting the task once")
-                    res = CallResult("closed")
-                    resubscribes = self.opts.max_resubscribes  # poll from now on
-                continue
-            # 3. poll
-            res = await self.poll()
-            if res.outcome != "stalled":
-                return
-
-    async def poll(self) -> CallResult:
-        s = self.session
-        assert s.task_id is not None
-        s.note("polling", f"GetTask with backoff from {self.opts.poll_initial:g} s to {self.opts.poll_max:g} s")
-        self.recovered.append("polled")
-        delay = self.opts.poll_initial
-        while True:
-            if time.monotonic() - s.last_progress >= self.opts.stall_timeout:
-                return CallResult("stalled")
-            left = self.opts.stall_timeout - (time.monotonic() - s.last_progress)
-            await anyio.sleep(max(0.0, min(delay * random.uniform(0.75, 1.25), left)))
-            delay = min(delay * 2, self.opts.poll_max)
-            got = await self.call(task_request("get", self.dialect, s.task_id))
-            if got.errors or got.outcome not in ("ok", "closed"):
-                why = f"GetTask failed while polling: {_why(got)}"
-                s.note("gave up", why)
-                self.error = why
-                s.fail_locally(f"recorder lost the task ({why})")
-                return CallResult("error")
-            if s.state in SETTLED:
-                s.note("got final state", f"GetTask says {s.state}")
-                return CallResult("ok")
+        if res.errors:
+            e = res.errors[-1]
+            self.error = f"agent error {e.code}: {e.message}"
+            s.note("agent error", self.error)
+            s.fail_locally(self.error)
+            return
+        if res.outcome == "stalled":
+            await self.on_stall()
+            return
+        state = s.state
+        if state in SETTLED:
+            return
+        if s.fold.reply is not None and state == "unknown":
+            s.fold.state = "completed"  # a lone Message answered the request: no task to follow
+            return
+        if s.task_id is None:
+            self.error = "the stream ended before the agent named a task: nothing to recover"
+            s.note("gave up", self.error)
+            return
+        # the stream ended (or the reply came back) while the task is still active
+        if res.outcome != "ok" or self._last_streaming:
+            self.recovered.append(res.outcome)
+            s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {state}")
+        done = await settle(
+            _Follow(self), streaming=self.card.streaming and self.opts.stream, stall_timeout=self.opts.stall_timeout,
+            backoff=Backoff(self.opts.poll_initial, self.opts.poll_max), max_resubscribes=self.opts.max_resubscribes,
+        )
+        if done.how == "lost":
+            s.note("gave up", done.why)
+            self.error = done.why
+            s.fail_locally(f"recorder lost the task ({done.why})")
+        elif done.how == "stalled":
+            await self.on_stall()
 
     async def on_stall(self) -> None:
         """Cancel the stalled task; with ``on_stall="resend"``, then send the message once more in
@@ -468,6 +427,49 @@ class Recorder:
             s.finish(ex, "closed", error=f"stream closed while the task was {s.state}")
             result.outcome = "closed"
         return result
+
+
+class _Follow:
+    """The recorder as a :class:`recorder.settle.Follower`: its calls are recorded exchanges,
+    its decisions local notes, and ``recovered`` lists them in order."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.s = rec.session
+
+    def settled(self) -> bool:
+        return self.s.state in SETTLED
+
+    def progress_at(self) -> float:
+        return self.s.last_progress
+
+    async def get_task(self) -> str | None:
+        s, rec = self.s, self.rec
+        assert s.task_id is not None
+        got = await rec.call(task_request("get", rec.dialect, s.task_id))
+        if got.errors or got.outcome not in ("ok", "closed"):
+            return f"GetTask failed: {_why(got)}"
+        if s.state in SETTLED:
+            s.note("got final state", f"GetTask says {s.state}")
+        return None
+
+    async def resubscribe(self) -> str | None:
+        s, rec = self.s, self.rec
+        assert s.task_id is not None
+        rec.recovered.append("resubscribed")
+        res = await rec.call(task_request("resubscribe", rec.dialect, s.task_id))
+        if res.errors:
+            e = res.errors[-1]
+            return f"{e.code}: {e.message}"
+        if res.outcome != "stalled" and s.state not in SETTLED:  # a stall is settle()'s to see
+            rec.recovered.append(res.outcome)
+            s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {s.state}")
+        return None
+
+    async def note(self, action: str, detail: str) -> None:
+        if action == "polling":
+            self.rec.recovered.append("polled")
+        self.s.note(action, detail)
 
 
 def _why(res: CallResult) -> str:
