@@ -8,7 +8,8 @@ dropped by a fault leaves the task going on, and GetTask or a resubscribe gives 
 
 Timing ``instant`` holds the rest of a dropped stream until the client comes back (a
 resubscribe streams it; a GetTask finds the task finished); ``real`` or a factor lets it go on
-along the recorded gaps.
+along the recorded gaps. What it answers is a :class:`replay.reply.Reply`; in the recording
+modes, a request the recordings do not answer goes upstream through :mod:`replay.forward`.
 """
 
 from __future__ import annotations
@@ -20,30 +21,21 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
-import httpx
 import msgspec
 
-from store.methods import STREAMING_OPERATIONS
-from store import TERMINAL_STATES, Exchange, Item, MessageItem, NewEvent, TaskSnapshot, decode_item
-from store.redact import Redactor
-from store.sse import SseLineTooLong, SseParser
+from store import TERMINAL_STATES, Item, MessageItem, TaskSnapshot
 from store.wire import WireTask
 
 from . import rpc
 from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state
 from .faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
+from .forward import Forwarder
 from .library import Episode, Library, Served, message_text
 from .matching import Matcher
+from .reply import SSE_HEADERS, Reply, error_reply, json_reply
 from .sse import comment, frame
 
-_REDACT = Redactor()  # the upstream URL of a recording mode may carry a token in its query
-_NOT_FORWARDED = frozenset({
-    "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-    "proxy-authorization", "proxy-connection", "accept-encoding", FAULT_HEADER.lower(),
-})  # hop-by-hop headers, and our own fault header
-
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
-SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 _BATCH = 256  # frames joined into one body chunk when nothing waits between them
 
 
@@ -72,24 +64,6 @@ def _says_v1(headers: Mapping[str, str]) -> bool:
         if k.lower() == "a2a-version":
             return v.strip().split(".")[0] == "1"
     return False
-
-
-class Reply(msgspec.Struct):
-    """What to answer: a whole body, or a stream of body chunks (SSE)."""
-
-    status: int = 200
-    content_type: str = "application/json"
-    body: bytes = b""
-    stream: AsyncIterator[bytes] | None = None
-    headers: dict[str, str] = {}
-
-
-def _json(body: bytes, status: int = 200) -> Reply:
-    return Reply(status=status, body=body)
-
-
-def _error(code: int, message: str, rpc_id: Any = None) -> Reply:
-    return _json(rpc.error_body(code, message, rpc_id))
 
 
 class Playback:
@@ -172,7 +146,7 @@ class ReplayEngine:
         self.playbacks: dict[str, Playback] = {}
         self.cancelled: set[str] = set()
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
-        self.recorded = 0  # exchanges recorded from upstream
+        self.forwarder = Forwarder(library, upstream) if upstream else None
 
     # ------------------------------------------------------------------ entry point
 
@@ -182,42 +156,42 @@ class ReplayEngine:
         try:
             return await self._handle(method, path, query, headers, body, base_url)
         except Exception as exc:  # noqa: BLE001 - the client gets a readable error, the server lives on
-            return _error(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
+            return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
 
     async def _handle(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes,
                       base_url: str) -> Reply:
         if method == "GET":
             if path.rstrip("/").endswith(("/.well-known/agent-card.json", "/.well-known/agent.json")):
-                return _json(rpc.card_for(base_url, self.library.card))
-            return _json(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
+                return json_reply(rpc.card_for(base_url, self.library.card))
+            return json_reply(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
         if method != "POST":
-            return _json(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
+            return json_reply(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
         try:
             req = rpc.parse_request(body)
         except rpc.BadRequest as exc:
-            return _error(exc.code, str(exc), exc.rpc_id)
+            return error_reply(exc.code, str(exc), exc.rpc_id)
         known = rpc.METHODS.get(req.method or "")
         if known is None:
-            return _error(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+            return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
         operation, dialect = known
         if dialect == "1.0" and not _says_v1(headers):
             # as an a2a-sdk 1.3.0 agent answers it: a client that forgets the header fails here
             # as it would against the agent, not only later in production
-            return _error(rpc.VERSION_NOT_SUPPORTED, "A2A version '0.3' is not supported by this handler. "
+            return error_reply(rpc.VERSION_NOT_SUPPORTED, "A2A version '0.3' is not supported by this handler. "
                           "Expected version '1.0'.", req.id)
         try:
             faults = self._request_faults(query, headers)
         except FaultError as exc:
-            return _error(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id)
+            return error_reply(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id)
         if self.record_all:
-            return await self._forward(req, operation, dialect, path, headers, body)
+            return await self._forwarded(req, operation, dialect, path, headers, body)
         if operation in rpc.SEND_OPERATIONS:
             return await self._send(req, operation, dialect, faults, path, headers, body)
         task_id = req.params.id if req.params else None
         if operation == "list":
             return self._list(req)
         if not task_id:
-            return _error(rpc.INVALID_PARAMS, "Invalid params: a task id is required", req.id)
+            return error_reply(rpc.INVALID_PARAMS, "Invalid params: a task id is required", req.id)
         if operation == "get":
             return self._get(req, task_id, dialect)
         if operation == "cancel":
@@ -238,7 +212,7 @@ class ReplayEngine:
         ep = self.matcher.match(req, operation)
         if ep is None:
             if self.record_new:
-                return await self._forward(req, operation, dialect, path, headers, body)
+                return await self._forwarded(req, operation, dialect, path, headers, body)
             return self._no_match(req, operation)
         task_id = ep.task_id
         pb = None
@@ -252,7 +226,7 @@ class ReplayEngine:
             if pb is not None:
                 pb.released = len(items)
             if recorded_json and items:
-                return self._whole(_json(self._payload(items[-1], ep.dialect, dialect, req.id)), faults, req.id)
+                return self._whole(json_reply(self._payload(items[-1], ep.dialect, dialect, req.id)), faults, req.id)
             return self._whole(self._send_reply(req, ep, items, dialect), faults, req.id)
         same = ep.dialect == dialect or ep.dialect not in ("0.3", "1.0")
         if same and self.scale == 0 and not faults.any and not ep.loaded:
@@ -288,7 +262,7 @@ class ReplayEngine:
         line = (f"a2a-tape: no recording matches {req.method} with text {text!r} "
                 f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}")
         self.unmatched.append(line)
-        return _error(rpc.NO_RECORDING, line, req.id)
+        return error_reply(rpc.NO_RECORDING, line, req.id)
 
     def _frames(self, items: Iterable[Served], recorded: str, dialect: str, rpc_id: Any):
         """(SSE frame, recorded gap) per item, rendered as the stream goes (no copy of a long recording)."""
@@ -306,21 +280,21 @@ class ReplayEngine:
     def _send_reply(self, req: rpc.RpcRequest, ep: Episode, items: list[Served], dialect: str) -> Reply:
         """A non-streaming send: the recorded body, or the result folded from a recorded stream."""
         if not ep.exchange.streaming and items:
-            return _json(self._payload(items[-1], ep.dialect, dialect, req.id))
+            return json_reply(self._payload(items[-1], ep.dialect, dialect, req.id))
         decoded = [s.item for s in items]
         messages = [it for it in decoded if isinstance(it.body, MessageItem)]
         task_id = ep.task_id
         snap = fold_task(task_id, decoded) if task_id else None
         if snap is not None:
-            return _json(encode_item(Item(snap), dialect, req.id) or b"")
+            return json_reply(encode_item(Item(snap), dialect, req.id) or b"")
         if messages:
-            return _json(encode_item(messages[-1], dialect, req.id) or b"")
+            return json_reply(encode_item(messages[-1], dialect, req.id) or b"")
         errors = [s for s in items if s.item.kind == "error"]
         if errors:
-            return _json(errors[-1].payload(rpc.encode_id(req.id)))
+            return json_reply(errors[-1].payload(rpc.encode_id(req.id)))
         if ep.exchange.response_body:
-            return _json(ep.exchange.response_body)
-        return _error(rpc.INTERNAL_ERROR, f"a2a-tape: {ep.describe()} recorded no answer", req.id)
+            return json_reply(ep.exchange.response_body)
+        return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {ep.describe()} recorded no answer", req.id)
 
     def _whole(self, reply: Reply, faults: Faults, rpc_id: Any) -> Reply:
         """A whole-body answer (one item) under the request's faults: ``delay`` waits before it,
@@ -330,7 +304,7 @@ class ReplayEngine:
         if not faults.any:
             return reply
         if faults.error_after == 0:
-            reply = _error(rpc.INTERNAL_ERROR, "a2a-tape fault: error-after=0", rpc_id)
+            reply = error_reply(rpc.INTERNAL_ERROR, "a2a-tape fault: error-after=0", rpc_id)
         drop, stall, delay = faults.drop_after == 0, faults.stall_after == 0, faults.delay_ms / 1000.0
         if not (drop or stall or delay):
             return reply
@@ -389,7 +363,7 @@ class ReplayEngine:
                 if faults.stall_after is not None and sent >= faults.stall_after:
                     break
                 if faults.error_after is not None and sent >= faults.error_after:
-                    buf.append(self._fault_error(faults, rpc_id))
+                    buf.append(self._faulterror_reply(faults, rpc_id))
                     errored = True
                     break
                 if pb is not None and pb.cancelled:
@@ -409,7 +383,7 @@ class ReplayEngine:
                     yield flush()
             else:
                 if faults.error_after is not None and sent >= faults.error_after and not errored:
-                    buf.append(self._fault_error(faults, rpc_id))
+                    buf.append(self._faulterror_reply(faults, rpc_id))
             if buf or on_sent is not None:
                 chunk = flush()
                 if chunk:
@@ -423,7 +397,7 @@ class ReplayEngine:
         return Reply(content_type="text/event-stream; charset=utf-8", stream=stream, headers=dict(SSE_HEADERS))
 
     @staticmethod
-    def _fault_error(faults: Faults, rpc_id: Any) -> bytes:
+    def _faulterror_reply(faults: Faults, rpc_id: Any) -> bytes:
         body = rpc.error_body(rpc.INTERNAL_ERROR, f"a2a-tape fault: error-after={faults.error_after}", rpc_id)
         return frame(body, "error")
 
@@ -452,11 +426,11 @@ class ReplayEngine:
         self._advance(task_id)
         snap = self._fold(task_id)
         if snap is None:
-            return _error(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
         hl = req.params.historyLength if req.params else None
         if hl is not None:
             snap = msgspec.structs.replace(snap, history=snap.history[-hl:] if hl > 0 else ())
-        return _json(encode_task(snap, dialect, req.id))
+        return json_reply(encode_task(snap, dialect, req.id))
 
     def _cancel(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
         pb = self.playbacks.get(task_id)
@@ -464,13 +438,13 @@ class ReplayEngine:
             pb.advance()
         snap = self._fold(task_id)
         if snap is None:
-            return _error(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
         if snap.state in TERMINAL_STATES:
-            return _error(rpc.TASK_NOT_CANCELABLE, f"Task cannot be canceled: {task_id} is {snap.state}", req.id)
+            return error_reply(rpc.TASK_NOT_CANCELABLE, f"Task cannot be canceled: {task_id} is {snap.state}", req.id)
         if pb is not None:
             pb.cancelled = True
         self.cancelled.add(task_id)
-        return _json(encode_task(with_state(snap, "canceled"), dialect, req.id))
+        return json_reply(encode_task(with_state(snap, "canceled"), dialect, req.id))
 
     def _subscribe(self, req: rpc.RpcRequest, task_id: str, dialect: str, faults: Faults) -> Reply:
         pb = self.playbacks.get(task_id)
@@ -485,16 +459,16 @@ class ReplayEngine:
                 return self._stream(frames, faults, dialect, req.id, None, None)
         snap = self._fold(task_id)
         if snap is None:
-            return _error(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
         if snap.state in TERMINAL_STATES:
             body = rpc.error_body(rpc.UNSUPPORTED_OPERATION, f"Task {task_id} is in terminal state: {snap.state}", req.id)
             if dialect == "1.0":
-                return _json(body)
+                return json_reply(body)
             async def one() -> AsyncIterator[bytes]:
                 yield frame(body)
             return Reply(content_type="text/event-stream; charset=utf-8", stream=one(), headers=dict(SSE_HEADERS))
         frames: list[tuple[bytes, float]] = [(frame(encode_snapshot_item(snap, dialect, req.id)), 0.0)]
-        on_sent = None
+        on_sent: Callable[[int], None] | None = None
         if pb is not None and not pb.done and not pb.cancelled:
             rest = pb.items[pb.released:]
             start = pb.released
@@ -506,8 +480,10 @@ class ReplayEngine:
                     gap, first = 0.0, False
                 frames.append((frame(self._payload(s, ep_dialect, dialect, req.id), s.sse_event), gap))
 
-            def on_sent(n: int, pb: Playback = pb, start: int = start) -> None:
+            def released(n: int, pb: Playback = pb, start: int = start) -> None:
                 pb.release(start + n - 1)  # the first item sent is the snapshot
+
+            on_sent = released
 
         return self._stream(frames, faults, dialect, req.id, on_sent, pb)
 
@@ -520,83 +496,14 @@ class ReplayEngine:
                 continue
             tasks.append(wire_task(msgspec.structs.replace(snap, artifacts=()), "1.0"))
         size = req.params.pageSize if req.params and req.params.pageSize else None
-        return _json(rpc.list_tasks_body(req.id, tasks[:size] if size else tasks))
+        return json_reply(rpc.list_tasks_body(req.id, tasks[:size] if size else tasks))
 
-    # ------------------------------------------------------------------ recording upstream
+    async def _forwarded(self, req: rpc.RpcRequest, operation: str, dialect: str, path: str,
+                         headers: Mapping[str, str], body: bytes) -> Reply:
+        assert self.forwarder is not None
+        return await self.forwarder.forward(req, operation, dialect, path, headers, body)
 
-    async def _forward(self, req: rpc.RpcRequest, operation: str, dialect: str, path: str,
-                       headers: Mapping[str, str], body: bytes) -> Reply:
-        """Send the request to the upstream agent, record what comes back, pass it on as it comes."""
-        assert self.upstream is not None
-        url = self.upstream + (path if path.startswith("/") else "/" + path)
-        # the client's end-to-end headers go upstream (its credentials included: the agent may
-        # want them); the log keeps them redacted
-        fwd = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
-        st = self.library.store
-        started = time.time()
-        t0 = time.monotonic()
-        msg = req.params.message if req.params else None
-        ex_id = st.begin_exchange(Exchange(
-            started_at=started, url=_REDACT.url(url), rpc_method=req.method, dialect=dialect,
-            streaming=operation in STREAMING_OPERATIONS, request_headers=_REDACT.headers_dict(fwd), request_body=body,
-            message_id=msg.messageId if msg else None, role="proxy",
-        ))
-        self.library.dirty = True
-        client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
-        try:
-            resp = await client.send(client.build_request("POST", url, content=body, headers=fwd), stream=True)
-        except httpx.HTTPError as exc:
-            await client.aclose()
-            st.update_exchange(ex_id, ended_at=time.time(), outcome="error", error=_REDACT.text(str(exc) or type(exc).__name__))
-            return _error(rpc.INTERNAL_ERROR, f"a2a-tape: upstream {self.upstream} unreachable: {exc}", req.id)
-        ctype = resp.headers.get("content-type", "")
-        state = {"task": None}
-
-        def record(payload: bytes, event: str | None) -> None:
-            item = decode_item(payload)
-            tid = item.task_id or state["task"]
-            state["task"] = tid
-            st.append(NewEvent(payload=payload, task_id=tid, exchange_id=ex_id, sse_event=event,
-                               received_at=time.time(), mono=time.monotonic() - t0))
-
-        def finish(outcome: str) -> None:
-            st.update_exchange(ex_id, ended_at=time.time(), status=resp.status_code, content_type=ctype,
-                               outcome=outcome, task_id=state["task"])
-            self.recorded += 1
-            for ep in self.library.refresh():
-                ep.used += 1
-
-        if not ctype.startswith("text/event-stream"):
-            data = await resp.aread()
-            await resp.aclose()
-            await client.aclose()
-            if data:
-                record(data, None)
-            finish("ok")
-            return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
-
-        async def gen() -> AsyncIterator[bytes]:
-            outcome = "closed"
-            parser = SseParser()  # the exact bytes of each item, keep-alive comments seen
-            try:
-                async for chunk in resp.aiter_bytes():
-                    for it in parser.feed(chunk):
-                        if it.comment:
-                            yield comment(it.data.decode("utf-8", "replace"))
-                            continue
-                        record(it.data, it.event)  # write-ahead: in the log before the client sees it
-                        yield frame(it.data, it.event)
-                for it in parser.close():
-                    if not it.comment:
-                        record(it.data, it.event)
-                        yield frame(it.data, it.event)
-                outcome = "ok"
-            except (httpx.HTTPError, SseLineTooLong):
-                outcome = "dropped"
-                raise
-            finally:
-                await resp.aclose()
-                await client.aclose()
-                finish(outcome)
-
-        return Reply(status=resp.status_code, content_type=ctype, stream=gen(), headers=dict(SSE_HEADERS))
+    @property
+    def recorded(self) -> int:
+        """Exchanges recorded from upstream so far."""
+        return self.forwarder.recorded if self.forwarder is not None else 0

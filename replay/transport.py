@@ -24,7 +24,8 @@ from typing import Any
 import anyio
 import httpx
 
-from .engine import ReplayEngine, Reply
+from .engine import ReplayEngine
+from .reply import Reply
 from .faults import Faults
 from .library import Library
 
