@@ -1,11 +1,11 @@
-"""The HTTP transport of our own clients: no CA bundle loaded before an ``https://`` request.
+"""The HTTP transport of our clients: no CA bundle loaded before an ``https://`` request.
 
 httpx builds a verifying TLS context (the whole certifi bundle, ~20 ms) for every client or
 transport it makes, even one that only ever speaks plain HTTP to ``127.0.0.1``: a cost paid
-before the first byte of every ``record``, ``probe`` and recovery. :class:`LazyTlsTransport`
-sends ``http://`` requests through a transport whose TLS context trusts no CA at all (it
-could not complete a handshake: it fails closed), and builds the verifying one on the first
-``https://`` request.
+before the first byte of every ``record``, ``probe``, recovery and ``RecordingTransport``.
+:class:`LazyTlsTransport` (sync and async) sends ``http://`` requests through a transport whose
+TLS context trusts no CA at all (it could not complete a handshake: it fails closed), and
+builds the verifying one on the first ``https://`` request.
 """
 
 from __future__ import annotations
@@ -16,14 +16,19 @@ from typing import Any
 import httpx
 
 
-class LazyTlsTransport(httpx.AsyncBaseTransport):
+class LazyTlsTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
     def __init__(self, **kwargs: Any) -> None:
-        self._kwargs = kwargs  # what httpx.AsyncHTTPTransport takes, ``verify`` included
+        self._kwargs = kwargs  # what httpx.(Async)HTTPTransport takes, ``verify`` included
         self._plain: httpx.AsyncHTTPTransport | None = None
         self._tls: httpx.AsyncHTTPTransport | None = None
+        self._sync_plain: httpx.HTTPTransport | None = None
+        self._sync_tls: httpx.HTTPTransport | None = None
+
+    def _lazy(self, request: httpx.Request) -> bool:
+        return request.url.scheme == "http" and "verify" not in self._kwargs
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.scheme == "http" and "verify" not in self._kwargs:
+        if self._lazy(request):
             if self._plain is None:
                 self._plain = httpx.AsyncHTTPTransport(verify=_trusts_nothing(), **self._kwargs)
             return await self._plain.handle_async_request(request)
@@ -36,7 +41,22 @@ class LazyTlsTransport(httpx.AsyncBaseTransport):
             if t is not None:
                 await t.aclose()
 
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self._lazy(request):
+            if self._sync_plain is None:
+                self._sync_plain = httpx.HTTPTransport(verify=_trusts_nothing(), **self._kwargs)
+            return self._sync_plain.handle_request(request)
+        if self._sync_tls is None:
+            self._sync_tls = httpx.HTTPTransport(**self._kwargs)
+        return self._sync_tls.handle_request(request)
+
+    def close(self) -> None:
+        for t in (self._sync_plain, self._sync_tls):
+            if t is not None:
+                t.close()
+
 
 def _trusts_nothing() -> ssl.SSLContext:
     """Hostname checks on, certificates required, no CA to verify them against."""
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+

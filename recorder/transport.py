@@ -31,6 +31,7 @@ from store.methods import STREAMING_METHODS
 
 from .client import CARD_PATH
 from .codings import Decoding, DecodingError
+from .http import LazyTlsTransport
 from .recording import Session
 from store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
@@ -255,8 +256,6 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         self.max_line = max_line
         self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
         self._sync = transport if isinstance(transport, httpx.BaseTransport) else None
-        # our own inner transport needs an SSL context: build it now, not inside the first request
-        self._ssl = httpx.create_ssl_context() if transport is None else None
         self.task_ids: list[str] = []  # every task this transport saw, in order
 
     # -- what to record ----------------------------------------------------------------------
@@ -306,7 +305,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         if self._async is None:
             if self._sync is not None:
                 raise TypeError("RecordingTransport wraps a sync transport: use it with httpx.Client")
-            self._async = httpx.AsyncHTTPTransport(verify=self._ssl or True)
+            self._async = LazyTlsTransport()  # no CA bundle for a plain-HTTP agent
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             await request.aread()
         begun = self._begin(request)
@@ -334,7 +333,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         if self._sync is None:
             if self._async is not None:
                 raise TypeError("RecordingTransport wraps an async transport: use it with httpx.AsyncClient")
-            self._sync = httpx.HTTPTransport(verify=self._ssl or True)
+            self._sync = LazyTlsTransport()
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             request.read()
         begun = self._begin(request)

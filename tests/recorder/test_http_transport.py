@@ -65,3 +65,12 @@ def test_the_plain_context_fails_closed():
     ctx = _trusts_nothing()
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     assert ctx.cert_store_stats()["x509_ca"] == 0
+
+
+def test_the_sync_side_is_lazy_too(plain_url):
+    t = LazyTlsTransport()
+    with httpx.Client(transport=t) as http:
+        assert http.get(plain_url + "/").json() == {"hello": "world"}
+        with pytest.raises(httpx.ConnectError):
+            http.get(f"https://127.0.0.1:{closed_port()}/")
+    assert t._sync_plain is not None and t._sync_tls is not None and t._plain is None
