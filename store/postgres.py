@@ -26,7 +26,16 @@ from typing import Literal
 from .errors import SchemaTooNew, StoreError
 from .locations import safe_location
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from .rows import EXCHANGE_FIELDS, BatchPlan, TaskRange, exchange_from_row, exchange_values, sample_positions, split_ranges
+from .rows import (
+    EXCHANGE_FIELDS,
+    BatchPlan,
+    TaskRange,
+    exchange_from_row,
+    exchange_values,
+    fold_rows_filter,
+    sample_positions,
+    split_ranges,
+)
 
 try:  # optional dependency
     import psycopg
@@ -223,19 +232,8 @@ class PostgresStore:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
         received_at, payload)`` tuples, in log order (the narrow reader of a rebuild); ``upto``
         and ``tasks`` as in :meth:`store.sqlite.SqliteStore.read_fold_rows`."""
-        sql = "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > %s"
-        extra: list[object] = []
-        if upto is not None:
-            sql += " AND position <= %s"
-            extra.append(upto)
-        if tasks is not None and tasks != (None, None):
-            # COLLATE "C": byte order of UTF-8, which is Python's code point order (the
-            # database's own collation may sort by locale)
-            low, high = tasks
-            test = " AND ".join(t for t, b in (('task_id >= %s COLLATE "C"', low), ('task_id < %s COLLATE "C"', high))
-                                if b is not None)
-            sql += f" AND (task_id IS NULL OR ({test}))"
-            extra += [b for b in tasks if b is not None]
+        cond, extra = fold_rows_filter(upto, tasks, "%s", ' COLLATE "C"')
+        sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > %s{cond}"
         sql += " ORDER BY position LIMIT %s"
         while True:
             rows = self._read(sql, (position, *extra, batch))

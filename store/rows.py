@@ -128,6 +128,24 @@ def in_range(task_id: str, tasks: TaskRange) -> bool:
     return (low is None or task_id >= low) and (high is None or task_id < high)
 
 
+def fold_rows_filter(upto: int | None, tasks: TaskRange | None, mark: str, collate: str = "") -> tuple[str, list[object]]:
+    """The conditions a narrow reader adds after ``position > {mark}``, and their parameters:
+    ``upto``, and a task range (rows with no task id in every range). Plain comparisons: a
+    function of ``task_id`` per row would cost a parallel rebuild a third of its reading.
+    ``collate``: what makes the backend compare as Python does (code points: SQLite's BINARY
+    order of UTF-8 already does; PostgreSQL needs ``COLLATE "C"``, its own may sort by locale)."""
+    sql, params = "", []
+    if upto is not None:
+        sql += f" AND position <= {mark}"
+        params.append(upto)
+    if tasks is not None and tasks != (None, None):
+        low, high = tasks
+        tests = [f"task_id {op} {mark}{collate}" for op, b in ((">=", low), ("<", high)) if b is not None]
+        sql += f" AND (task_id IS NULL OR ({' AND '.join(tests)}))"
+        params += [b for b in tasks if b is not None]
+    return sql, params
+
+
 def split_ranges(sample: list[str], parts: int, lead: float = 0.0) -> list[TaskRange]:
     """``parts`` contiguous task ranges covering every id, cut at the quantiles of ``sample``
     (task ids of events picked evenly over the log, so each range holds about as many events).

@@ -22,7 +22,7 @@ import msgspec
 from .errors import NotADatabase, StoreError, StoreNotFound
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .rows import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
-from .rows import BatchPlan, TaskRange, sample_positions, split_ranges
+from .rows import BatchPlan, TaskRange, fold_rows_filter, sample_positions, split_ranges
 from .rows import exchange_from_row as _row_exchange
 from .rows import to_column as _to_column
 from .schema import migrate
@@ -202,18 +202,8 @@ class SqliteStore:
         (:func:`store.rows.in_range`), plus the rows with no task id (every range gets those;
         the caller knows which task, if any, their payload names).
         """
-        sql = "SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > ?"
-        extra: list[object] = []
-        if upto is not None:
-            sql += " AND position <= ?"
-            extra.append(upto)
-        if tasks is not None and tasks != (None, None):
-            # plain comparisons: a function of task_id per row would cost a parallel rebuild
-            # a third of its reading (SQLite's BINARY order of UTF-8 is Python's code point order)
-            low, high = tasks
-            test = " AND ".join(t for t, b in (("task_id >= ?", low), ("task_id < ?", high)) if b is not None)
-            sql += f" AND (task_id IS NULL OR ({test}))"
-            extra += [b for b in tasks if b is not None]
+        cond, extra = fold_rows_filter(upto, tasks, "?")
+        sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > ?{cond}"
         sql += " ORDER BY position LIMIT ?"
         while True:
             with self._lock:
