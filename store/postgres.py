@@ -33,6 +33,7 @@ from .rows import (
     exchange_from_row,
     exchange_values,
     fold_rows_filter,
+    pages,
     sample_positions,
     split_ranges,
 )
@@ -212,19 +213,10 @@ class PostgresStore:
         return self.append_batch([event])[0]
 
     def read_from(self, position: int = 0, *, limit: int | None = None, batch: int = 5000) -> Iterator[StoredEvent]:
-        left = limit
-        while left is None or left > 0:
-            n = batch if left is None else min(batch, left)
-            rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE position > %s ORDER BY position LIMIT %s", (position, n))
-            if not rows:
-                return
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE position > %s ORDER BY position LIMIT %s"
+        for rows in pages(lambda after, n: self._read(sql, (after, n)), position, batch, limit):
             for row in rows:
                 yield StoredEvent(*row)
-            position = rows[-1][0]
-            if left is not None:
-                left -= len(rows)
-            if len(rows) < n:
-                return
 
     def read_fold_rows(
         self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
@@ -235,14 +227,7 @@ class PostgresStore:
         cond, extra = fold_rows_filter(upto, tasks, "%s", ' COLLATE "C"')
         sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > %s{cond}"
         sql += " ORDER BY position LIMIT %s"
-        while True:
-            rows = self._read(sql, (position, *extra, batch))
-            if not rows:
-                return
-            yield rows
-            if len(rows) < batch:
-                return
-            position = rows[-1][0]
+        return pages(lambda after, n: self._read(sql, (after, *extra, n)), position, batch)
 
     def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]:
         """As :meth:`store.sqlite.SqliteStore.task_ranges`."""
@@ -263,17 +248,10 @@ class PostgresStore:
 
     def iter_exchange(self, exchange_id: int, *, batch: int = 5000) -> Iterator[StoredEvent]:
         """``read_exchange`` in batches: a long exchange is served while the rest is still read."""
-        position = 0
-        while True:
-            rows = self._read(
-                f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = %s AND position > %s ORDER BY position LIMIT %s",
-                (exchange_id, position, batch),
-            )
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = %s AND position > %s ORDER BY position LIMIT %s"
+        for rows in pages(lambda after, n: self._read(sql, (exchange_id, after, n)), 0, batch):
             for row in rows:
                 yield StoredEvent(*row)
-            if len(rows) < batch:
-                return
-            position = rows[-1][0]
 
     def last_position(self) -> int:
         return self._read("SELECT COALESCE(MAX(position), 0) FROM events")[0][0]

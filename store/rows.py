@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
@@ -126,6 +126,23 @@ compares strings (code points; the backends' readers compare the same way in SQL
 def in_range(task_id: str, tasks: TaskRange) -> bool:
     low, high = tasks
     return (low is None or task_id >= low) and (high is None or task_id < high)
+
+
+def pages(fetch: Callable[[int, int], list], after: int, batch: int, limit: int | None = None) -> Iterator[list]:
+    """Keyset paging by log position: ``fetch(after, n)`` returns up to ``n`` rows after
+    position ``after`` in log order, each row's first column its position. Yields the
+    non-empty pages, ``limit`` rows at most in all."""
+    left = limit
+    while left is None or left > 0:
+        n = batch if left is None else min(batch, left)
+        rows = fetch(after, n)
+        if rows:
+            yield rows
+        if len(rows) < n:
+            return
+        after = rows[-1][0]
+        if left is not None:
+            left -= len(rows)
 
 
 def fold_rows_filter(upto: int | None, tasks: TaskRange | None, mark: str, collate: str = "") -> tuple[str, list[object]]:

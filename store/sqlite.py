@@ -22,7 +22,7 @@ import msgspec
 from .errors import NotADatabase, StoreError, StoreNotFound
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .rows import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
-from .rows import BatchPlan, TaskRange, fold_rows_filter, sample_positions, split_ranges
+from .rows import BatchPlan, TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .rows import exchange_from_row as _row_exchange
 from .rows import to_column as _to_column
 from .schema import migrate
@@ -173,22 +173,14 @@ class SqliteStore:
 
     def read_from(self, position: int = 0, *, limit: int | None = None, batch: int = 5000) -> Iterator[StoredEvent]:
         """Events with a position greater than ``position``, in log order, read in batches."""
-        left = limit
-        while left is None or left > 0:
-            n = batch if left is None else min(batch, left)
-            with self._lock:
-                rows = self._conn.execute(
-                    f"SELECT {_EVENT_COLS} FROM events WHERE position > ? ORDER BY position LIMIT ?", (position, n)
-                ).fetchall()
-            if not rows:
-                return
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
+        for rows in pages(lambda after, n: self._fetch(sql, (after, n)), position, batch, limit):
             for row in rows:
                 yield StoredEvent(*row)
-            position = rows[-1][0]
-            if left is not None:
-                left -= len(rows)
-            if len(rows) < n:
-                return
+
+    def _fetch(self, sql: str, params: tuple) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
 
     def read_fold_rows(
         self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
@@ -205,15 +197,7 @@ class SqliteStore:
         cond, extra = fold_rows_filter(upto, tasks, "?")
         sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > ?{cond}"
         sql += " ORDER BY position LIMIT ?"
-        while True:
-            with self._lock:
-                rows = self._conn.execute(sql, (position, *extra, batch)).fetchall()
-            if not rows:
-                return
-            yield rows
-            if len(rows) < batch:
-                return
-            position = rows[-1][0]
+        return pages(lambda after, n: self._fetch(sql, (after, *extra, n)), position, batch)
 
     def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]:
         """The tasks of the log (up to ``upto``) in at most ``parts`` ranges of about as many
@@ -252,18 +236,10 @@ class SqliteStore:
 
     def iter_exchange(self, exchange_id: int, *, batch: int = 5000) -> Iterator[StoredEvent]:
         """``read_exchange`` in batches: a long exchange is served while the rest is still read."""
-        position = 0
-        while True:
-            with self._lock:
-                rows = self._conn.execute(
-                    f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = ? AND position > ? ORDER BY position LIMIT ?",
-                    (exchange_id, position, batch),
-                ).fetchall()
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = ? AND position > ? ORDER BY position LIMIT ?"
+        for rows in pages(lambda after, n: self._fetch(sql, (exchange_id, after, n)), 0, batch):
             for row in rows:
                 yield StoredEvent(*row)
-            if len(rows) < batch:
-                return
-            position = rows[-1][0]
 
     def last_position(self) -> int:
         with self._lock:
