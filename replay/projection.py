@@ -105,6 +105,7 @@ class Projector:
         self.upto = upto
         self._cache: OrderedDict[str, TaskFold] = OrderedDict()
         self._cursor: int | None = None
+        self.processes = 0  # how many processes folded the last rebuild (0: none yet)
 
     def cursor(self) -> int:
         return self.store.projection_cursor(self.name)
@@ -273,18 +274,20 @@ class Projector:
     def rebuild(self, *, workers: int | None = None, parallel_min: int = PARALLEL_MIN_EVENTS) -> None:
         """Drop the projection and fold the whole log again from position 0.
 
-        A long log on a SQLite file is folded by ``workers`` processes (default: one per core,
+        A long log (SQLite or PostgreSQL) is folded by ``workers`` processes (default: one per core,
         at most 4), each taking one range of task ids holding about as many events as the others
-        (tasks are independent; a task's events stay in log order). A marker in the store says a rebuild is under way, so a
-        rebuild that dies half way is started again rather than trusted; the cursor is set once
-        every part is in. When worker processes cannot be had, this process folds it all.
+        (tasks are independent; a task's events stay in log order). A marker in the store says a
+        rebuild is under way, so a rebuild that dies half way is started again rather than
+        trusted; the cursor is set once every part is in. When worker processes cannot be had,
+        this process folds it all. :attr:`processes` says how many folded it.
         """
         st = self.store
         self._check_version()
         n = workers if workers is not None else min(os.cpu_count() or 1, 4)
         end = st.last_position()
-        if n > 1 and end >= parallel_min and getattr(st, "backend", "") == "sqlite":
-            self._rebuild_parallel(n, end)
+        self.processes = 1
+        if n > 1 and end >= parallel_min and getattr(st, "backend", "") in ("sqlite", "postgres"):
+            self.processes = self._rebuild_parallel(n, end)
         else:
             self._reset()
         self.catch_up()
@@ -294,7 +297,8 @@ class Projector:
         self._cache.clear()
         self._cursor = None
 
-    def _rebuild_parallel(self, n: int, end: int) -> None:
+    def _rebuild_parallel(self, n: int, end: int) -> int:
+        """Fold the parts; returns how many processes did (1: this one alone, after all)."""
         import concurrent.futures
         import multiprocessing
 
@@ -302,7 +306,7 @@ class Projector:
         ranges = st.task_ranges(n, end, lead=PARALLEL_LEAD)
         if len(ranges) < 2:  # one task, or nearly: nothing to share
             self._reset()
-            return
+            return 1
         st.set_meta(self._rebuild_key, _owner())
         try:
             ctx = multiprocessing.get_context("spawn")  # never fork a process holding SQLite connections
@@ -319,8 +323,10 @@ class Projector:
                 for f in warm + parts:
                     f.result()
             st.projection_commit(self.name, end, {}, expect=None)
+            return len(ranges)
         except Exception:  # noqa: BLE001 - no worker processes here (or one died): fold in this one
             self._reset()
+            return 1
         except BaseException:
             self._reset()
             raise
@@ -360,12 +366,15 @@ def _warm_up() -> None:
     function imports this module and everything it needs, which is the point."""
 
 
-def _fold_range(path: str, durability: str, name: str, tasks: TaskRange, end: int) -> int:
-    """One part of a parallel rebuild, in its own process."""
-    from store import SqliteStore
+def _fold_range(location: str, durability: str, name: str, tasks: TaskRange, end: int) -> int:
+    """One part of a parallel rebuild, in its own process (its own connection to the store)."""
+    from store import open_store
 
-    with SqliteStore(path, create=False, durability=durability) as st:  # type: ignore[arg-type]
+    st = open_store(location, create=False, durability=durability)  # type: ignore[arg-type]
+    try:
         return Projector(st, name, tasks=tasks, upto=end)._catch_up()
+    finally:
+        st.close()
 
 
 def _owner() -> str:

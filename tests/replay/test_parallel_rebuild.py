@@ -62,6 +62,7 @@ def test_parallel_rebuild_equals_one_process(tmp_path, workers):
 
     par = Projector(st, commit_every=97, cache_size=5)  # small: evictions and many commits
     par.rebuild(workers=workers, parallel_min=0)
+    assert par.processes == workers  # not the one-process fallback
     assert _views(par) == expected
     assert st.projection_cursor("tasks") == st.last_position()
     assert st.get_meta("projection:tasks:rebuilding") == ""
@@ -123,3 +124,21 @@ def test_the_parts_of_any_split_fold_to_the_one_process_views(tmp_path_factory, 
         Projector(st, name="split", tasks=r, upto=end)._catch_up()
     assert _views(Projector(st, name="split")) == expected
     st.close()
+
+
+def test_parallel_rebuild_on_postgresql_equals_one_process(pg_url):
+    """On PostgreSQL too, each worker with its own connection to the same schema."""
+    st = _log(pg_url)
+    try:
+        one = Projector(st, name="one")
+        one.rebuild(workers=1)
+        expected = _views(one)
+        assert len(expected) == 40
+        par = Projector(st, name="par", commit_every=97, cache_size=5)
+        par.rebuild(workers=2, parallel_min=0)
+        assert par.processes == 2  # not the one-process fallback
+        assert _views(par) == expected
+        assert st.projection_cursor("par") == st.last_position()
+        assert st.get_meta("projection:par:rebuilding") == ""
+    finally:
+        st.close()
