@@ -386,17 +386,20 @@ class Recorder:
             # no content coding (the usual stream): the raw chunks, without httpx's decoder layers
             identity = resp.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
             try:
+                feed = parser.feed_into
                 async for chunk in resp.aiter_raw() if identity else resp.aiter_bytes():
-                    items = parser.feed(chunk)
-                    if not items:
+                    before = len(pending)
+                    keepalives = feed(chunk, pending)
+                    if keepalives:
+                        result.keepalives += keepalives
+                    added = len(pending) - before
+                    if not added:
                         continue
                     t = time.monotonic()
-                    for it in items:
-                        if it.comment:
-                            result.keepalives += 1
-                        else:
-                            pending.append((it.data, it.event))
-                            arrived.append(t)
+                    if added == 1:
+                        arrived.append(t)
+                    else:
+                        arrived += [t] * added
                     if asleep[0]:
                         asleep[0] = False
                         wake[0].set()

@@ -46,11 +46,9 @@ class SseParser:
         self._event: str | None = None
         self._cr_pending = False  # the last chunk ended in "\r": a "\n" may follow
 
-    def feed(self, chunk: bytes) -> list[SseItem]:
-        if not chunk:
-            return []
-        # fast path: one whole "data: ..." event in the chunk, nothing pending (the usual case
-        # for an agent that writes each event as it comes)
+    def _one_event(self, chunk: bytes) -> bytes | None:
+        """The data of ``chunk`` when it is exactly one whole ``data: ...`` event and nothing is
+        pending (the usual chunk of an agent that writes each event as it comes), else None."""
         if (
             not self._buf
             and not self._has_data
@@ -61,12 +59,20 @@ class SseParser:
         ):
             if chunk.endswith(b"\r\n\r\n"):
                 body = chunk[6:-4]
-                if b"\n" not in body and b"\r" not in body:
-                    return [SseItem(body, None)]
             elif chunk.endswith(b"\n\n") and not chunk.endswith(b"\r\n\n"):
                 body = chunk[6:-2]
-                if b"\n" not in body and b"\r" not in body:
-                    return [SseItem(body, None)]
+            else:
+                return None
+            if b"\n" not in body and b"\r" not in body:
+                return body
+        return None
+
+    def feed(self, chunk: bytes) -> list[SseItem]:
+        if not chunk:
+            return []
+        body = self._one_event(chunk)
+        if body is not None:
+            return [SseItem(body, None)]
         if self._cr_pending:
             self._cr_pending = False
             if chunk[:1] == b"\n":
@@ -84,6 +90,22 @@ class SseParser:
         for line in lines:
             self._line(line, out)
         return out
+
+    def feed_into(self, chunk: bytes, out: list[tuple[bytes, str | None]]) -> int:
+        """:meth:`feed`, appending each completed event to ``out`` as ``(data, event name)``;
+        returns how many comments (keep-alives) the chunk completed. The reader of a long stream
+        calls this once per chunk: the usual chunk, one whole ``data:`` event, costs one tuple."""
+        body = self._one_event(chunk)
+        if body is not None:
+            out.append((body, None))
+            return 0
+        comments = 0
+        for it in self.feed(chunk):
+            if it.comment:
+                comments += 1
+            else:
+                out.append((it.data, it.event))
+        return comments
 
     def close(self) -> list[SseItem]:
         """End of stream: a last line without its newline still counts; an unfinished event does not."""

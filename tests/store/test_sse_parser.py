@@ -81,3 +81,22 @@ def test_complete_line_over_the_limit_raises():
 
 def test_line_at_the_limit_is_fine():
     assert feed_all([b"data: " + b"x" * 58 + b"\n\n"], max_line=64) == [(b"x" * 58, None, False)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, len(STREAM)), max_size=12), st.booleans())
+def test_feed_into_gives_what_feed_gives(cuts, whole_events):
+    """The reader's ``feed_into`` (tuples, comments counted) agrees with ``feed`` whatever the
+    chunking, its one-event fast path included (``whole_events``: one chunk per event)."""
+    if whole_events:
+        chunks = [e + b"\r\n\r\n" for e in STREAM.split(b"\r\n\r\n") if e]
+    else:
+        bounds = [0, *sorted(set(cuts)), len(STREAM)]
+        chunks = [STREAM[a:b] for a, b in zip(bounds, bounds[1:])]
+    p = SseParser()
+    got: list[tuple[bytes, str | None]] = []
+    comments = sum(p.feed_into(c, got) for c in chunks)
+    got += [(i.data, i.event) for i in p.close() if not i.comment]
+    expected = feed_all(chunks)
+    assert got == [(d, e) for d, e, c in expected if not c]
+    assert comments == sum(1 for *_, c in expected if c)
