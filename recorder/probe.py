@@ -143,7 +143,8 @@ async def probe_stall(up: Upstream, dialect: a2a.Dialect, url: str, timeout: flo
 async def run_probes(st: store.SqliteStore, url: str, *, timeout: float = 20.0, token: str | None = None) -> ProbeReport:
     """Run every probe against ``url``; each exchange is recorded in ``st`` (role ``probe``)."""
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(transport=LazyTlsTransport(), headers=headers, timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)) as http:
+    limits = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
+    async with httpx.AsyncClient(transport=LazyTlsTransport(), headers=headers, timeout=limits) as http:
         async with store.GroupCommitWriter(st) as writer:
             up = Upstream(st, url, http, writer, role="probe")
             up.call_timeout = max(up.call_timeout, timeout)

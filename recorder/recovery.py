@@ -497,7 +497,8 @@ async def recover(
                     up = uppers.get(base)
                     if up is None:
                         if http is None:  # made only when a task needs it
-                            http = httpx.AsyncClient(transport=LazyTlsTransport(), timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None))
+                            http = httpx.AsyncClient(transport=LazyTlsTransport(), timeout=httpx.Timeout(
+                                connect=10.0, read=None, write=30.0, pool=None))
                         candidate = Upstream(st, base, http, writer)
                         try:
                             await candidate.load_card()

@@ -60,7 +60,8 @@ class Forwarder:
             resp = await client.send(client.build_request("POST", url, content=body, headers=fwd), stream=True)
         except httpx.HTTPError as exc:
             await client.aclose()
-            st.update_exchange(ex_id, ended_at=time.time(), outcome="error", error=_REDACT.text(str(exc) or type(exc).__name__))
+            st.update_exchange(ex_id, ended_at=time.time(), outcome="error",
+                               error=_REDACT.text(str(exc) or type(exc).__name__))
             return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: upstream {self.upstream} unreachable: {exc}", req.id)
         ctype = resp.headers.get("content-type", "")
         state = {"task": None}
