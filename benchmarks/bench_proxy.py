@@ -40,7 +40,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from store.sse import SseParser  # noqa: E402
+from a2a_tape.store.sse import SseParser  # noqa: E402
 
 ITEM = (
     b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"ctx",'
@@ -167,8 +167,7 @@ def first_events(urls: list[str], rounds: int) -> list[list[float]]:
 
 def fsync_ms(tmp: str, rounds: int = 30) -> float:
     """Median time of one durable (synchronous=FULL) commit on this disk, measured now."""
-    import store
-
+    from a2a_tape import store
     st = store.open_store(Path(tmp) / "fsync.db")
     times = []
     for _ in range(rounds):

@@ -40,10 +40,10 @@ import uvicorn  # noqa: E402
 from httpx_sse import connect_sse  # noqa: E402
 
 import store  # noqa: E402
-from replay.engine import ReplayEngine  # noqa: E402
-from replay.library import Library  # noqa: E402
-from replay.server import create_app  # noqa: E402
-from store import Exchange, NewEvent  # noqa: E402
+from a2a_tape.replay.engine import ReplayEngine  # noqa: E402
+from a2a_tape.replay.library import Library  # noqa: E402
+from a2a_tape.replay.server import create_app  # noqa: E402
+from a2a_tape.store import Exchange, NewEvent  # noqa: E402
 
 TARGET = 0.3
 TASK = "bench-task-0000-0000-000000000000"

@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
 import anyio  # noqa: E402
 
 import store  # noqa: E402
-from store import GroupCommitWriter, NewEvent  # noqa: E402
+from a2a_tape.store import GroupCommitWriter, NewEvent  # noqa: E402
 
 INSERT = (
     "INSERT INTO events (task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) "
@@ -332,7 +332,7 @@ def child(kind: str, db: str) -> None:
 
     path = Path(db)
     if kind == "projector":
-        from replay.projection import Projector
+        from a2a_tape.replay.projection import Projector
 
         st = store.SqliteStore(path, durability="normal")
         proj = Projector(st)
@@ -349,7 +349,7 @@ def child(kind: str, db: str) -> None:
         tasks = sum(1 for _ in st.projection_rows(proj.name))  # streamed in batches, after the peak
         st.close()
     elif kind == "fold":
-        from replay.projection import fold_events
+        from a2a_tape.replay.projection import fold_events
 
         st = store.SqliteStore(path, durability="normal")
         gc.collect()

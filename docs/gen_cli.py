@@ -30,7 +30,7 @@ asked; 1 the task or check failed (a FAILED task, a diff found, a doctor error, 
 def _help(args: list[str]) -> str:
     from typer.testing import CliRunner
 
-    from recorder.cli import app
+    from a2a_tape.recorder.cli import app
 
     result = CliRunner().invoke(app, [*args, "--help"], prog_name="a2a-tape", terminal_width=WIDTH,
                                 max_content_width=WIDTH, catch_exceptions=False)
@@ -42,7 +42,7 @@ def _help(args: list[str]) -> str:
 def commands() -> list[str]:
     import typer.main
 
-    from recorder.cli import app
+    from a2a_tape.recorder.cli import app
 
     return list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 

@@ -6,6 +6,8 @@ bad input, with one readable line on stderr and no traceback.
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 import os
 import sys
 from pathlib import Path
@@ -17,8 +19,7 @@ import typer
 import typer.core
 from rich.console import Console
 
-import store
-
+from a2a_tape import store
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -43,11 +44,11 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
 
-class UsageError(Exception):
+class UsageError(A2ATapeError):
     """Bad usage or bad input: exit 2 with this one line."""
 
 
-class CheckFailed(Exception):
+class CheckFailed(A2ATapeError):
     """The task or check failed: exit 1 with this one line."""
 
 

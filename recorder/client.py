@@ -7,6 +7,8 @@ Both dialects of DESIGN section 3 are spoken; v1.0 requests carry ``A2A-Version:
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 import itertools
 import uuid
 from typing import Literal
@@ -14,7 +16,7 @@ from typing import Literal
 import httpx
 import msgspec
 
-from store.methods import OPERATIONS, STREAMING_OPERATIONS
+from a2a_tape.store.methods import OPERATIONS, STREAMING_OPERATIONS
 
 Dialect = Literal["1.0", "0.3"]
 Protocol = Literal["auto", "1.0", "0.3"]
@@ -22,7 +24,7 @@ CARD_PATH = "/.well-known/agent-card.json"
 
 
 
-class NotAnAgent(Exception):
+class NotAnAgent(A2ATapeError):
     """The URL does not behave like an A2A agent (closed port, HTML page, HTTP 500, ...): exit 2."""
 
 

@@ -14,9 +14,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from replay import diff as diff_mod
-from replay.doctor import CHECKS, diagnose
-from replay.grep import grep
+from a2a_tape.replay import diff as diff_mod
+from a2a_tape.replay.doctor import CHECKS, diagnose
+from a2a_tape.replay.grep import grep
 
 from .app import DbOption, JsonOption, app, db_location, emit_json, fail, find_task, open_db, out
 

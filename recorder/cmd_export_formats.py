@@ -10,9 +10,9 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from replay.export_har import build_har, encode_har
-from replay.export_html import build_html
-from replay.export_mermaid import build_mermaid
+from a2a_tape.replay.export_har import build_har, encode_har
+from a2a_tape.replay.export_html import build_html
+from a2a_tape.replay.export_mermaid import build_mermaid
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from store import decode_item
+from a2a_tape.store import decode_item
 
 from .app import DbOption, JsonOption, UsageError, app, emit_json, err, find_task, open_db, out
 
@@ -103,7 +103,7 @@ def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: floa
     """
     import time
 
-    from store import TERMINAL_STATES
+    from a2a_tape.store import TERMINAL_STATES
 
     t0 = events[0].received_at if events else time.time()
     state = "unknown"
@@ -157,7 +157,7 @@ def _where(task_id: str, item) -> str:
     """The artifact and the channel the contract profile puts it in (or why it is ignored)."""
     if item.kind != "artifact":
         return ""
-    from replay.profiles import classify
+    from a2a_tape.replay.profiles import classify
 
     chunk = classify(task_id, item.body)
     where = f"{_short_id(task_id, item.body.artifact.artifact_id)} [{chunk.channel}]"
@@ -239,7 +239,7 @@ class _InMemory:
     """The projection folded in memory, for a database we may not write to (read-only file)."""
 
     def __init__(self, st) -> None:
-        from replay.projection import fold_events
+        from a2a_tape.replay.projection import fold_events
 
         self._views = fold_events(st.read_from(0))
 
@@ -254,7 +254,7 @@ def _projector(st):
     """The persisted projection, brought up to date; folded in memory when the file is read-only."""
     import sqlite3
 
-    from replay.projection import Projector
+    from a2a_tape.replay.projection import Projector
 
     proj = Projector(st)
     try:
@@ -280,7 +280,7 @@ def tasks_cmd(
     json: JsonOption = False,
 ) -> None:
     """List recorded tasks, newest first."""
-    from store import normalise_state
+    from a2a_tape.store import normalise_state
 
     wanted = None
     if state:

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import anyio
 import typer
 
-from store.redact import build_redactor
+from a2a_tape.store.redact import build_redactor
 
 from . import listen as listening
 from .app import EXIT_FAILED, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out

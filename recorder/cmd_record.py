@@ -11,14 +11,14 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from store.redact import build_redactor
+from a2a_tape.store.redact import build_redactor
 
 from .app import DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
 from .client import NotAnAgent
 from .live import render
 from .recording import Session
 from .recovery_tree import RecordOptions, RecordResult, record
-from store.sse import DEFAULT_MAX_LINE
+from a2a_tape.store.sse import DEFAULT_MAX_LINE
 
 
 def parse_header(value: str) -> tuple[str, str]:

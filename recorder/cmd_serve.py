@@ -8,11 +8,11 @@ from urllib.parse import urlsplit
 
 import typer
 
-from replay.engine import RECORD_MODES, ReplayEngine, parse_timing
-from replay.faults import FaultError, parse_faults
-from replay.library import Library
-from replay.matching import MATCH_MODES
-from replay.server import create_app
+from a2a_tape.replay.engine import RECORD_MODES, ReplayEngine, parse_timing
+from a2a_tape.replay.faults import FaultError, parse_faults
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.matching import MATCH_MODES
+from a2a_tape.replay.server import create_app
 
 from . import listen as listening
 from .app import app, db_location, err, fail

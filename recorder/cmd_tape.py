@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
-from store import safe_location
-from store.tape import export_lines, import_tape, write_tape
+from a2a_tape.store import safe_location
+from a2a_tape.store.tape import export_lines, import_tape, write_tape
 
 from .app import DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
 

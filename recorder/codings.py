@@ -10,11 +10,13 @@ bytes that do not decode, make :class:`Decoding` say why instead of handing on g
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 import zlib
 from collections.abc import Callable
 
 
-class DecodingError(Exception):
+class DecodingError(A2ATapeError):
     """The body does not decode with the coding its headers name."""
 
 

@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from store.methods import METHODS
-from store.wire import (
+from a2a_tape.store.methods import METHODS
+from a2a_tape.store.wire import (
     Metadata,
     OpencodeMeta,
     WireArtifact,

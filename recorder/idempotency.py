@@ -14,6 +14,8 @@ a client retrying with a new id is still the same request.
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 import hashlib
 import time
 from collections.abc import Mapping
@@ -21,9 +23,9 @@ from typing import Any
 
 import msgspec
 
-import store
-from store.methods import SEND_METHODS
-from store.methods import STREAMING_METHODS as STREAM_METHODS  # noqa: F401 - the proxy asks it here
+from a2a_tape import store
+from a2a_tape.store.methods import SEND_METHODS
+from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS  # noqa: F401 - the proxy asks it here
 
 # methods (both dialects, and the HTTP+JSON binding paths) whose side effect must run once
 REST_SEND_SUFFIXES = ("/message:send", "/message:stream")
@@ -61,7 +63,7 @@ _any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
-class BadRequest(Exception):
+class BadRequest(A2ATapeError):
     """The client's request is not JSON-RPC we can handle; ``code`` is the JSON-RPC error code."""
 
     def __init__(self, code: int, message: str) -> None:

@@ -14,9 +14,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from replay.projection import TaskFold, TaskView
-from store import Item, MessageItem, StoredEvent, decode_item
-from store.decode import TextChunk
+from a2a_tape.replay.projection import TaskFold, TaskView
+from a2a_tape.store import Item, MessageItem, StoredEvent, decode_item
+from a2a_tape.store.decode import TextChunk
 
 
 class LiveFold:

@@ -19,8 +19,7 @@ import anyio
 import httpx
 import msgspec
 
-import store
-
+from a2a_tape import store
 from . import client as a2a
 from .http import LazyTlsTransport
 from .recovery import Unreachable, Upstream, is_open

@@ -35,10 +35,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-import store
-from replay import sse
-from store.redact import Redactor
-from store.sse import SseParser
+from a2a_tape import store
+from a2a_tape.replay import sse
+from a2a_tape.store.redact import Redactor
+from a2a_tape.store.sse import SseParser
 
 from . import client as a2a
 from .idempotency import (

@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import store
-from store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
-from store.decode import TextChunk, peek_text_chunk
-from store.redact import Redactor
+from a2a_tape import store
+from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
+from a2a_tape.store.decode import TextChunk, peek_text_chunk
+from a2a_tape.store.redact import Redactor
 
 from .live import LiveFold
 

@@ -22,6 +22,8 @@ appended only after re-reading the task's state inside the same write transactio
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 import os
 import socket
 import time
@@ -32,13 +34,13 @@ import anyio
 import httpx
 import msgspec
 
-import store
-from store.redact import Redactor
+from a2a_tape import store
+from a2a_tape.store.redact import Redactor
 
 from . import client as a2a
 from .http import LazyTlsTransport
 from .settle import Backoff, settle
-from store.sse import SseParser
+from a2a_tape.store.sse import SseParser
 
 LEASE_KEY = "recovery.lease"
 LEASE_TTL = 120.0
@@ -57,11 +59,11 @@ class RecoveryReport(msgspec.Struct):
     replayed: list[str] = []
 
 
-class RecoveryBusy(Exception):
+class RecoveryBusy(A2ATapeError):
     """Another recovery holds the lease and did not finish in time."""
 
 
-class Unreachable(Exception):
+class Unreachable(A2ATapeError):
     """The upstream agent cannot be used (down, not an agent)."""
 
 

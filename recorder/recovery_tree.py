@@ -24,8 +24,8 @@ from typing import Literal
 import anyio
 import httpx
 
-from store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem
-from store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
+from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem
+from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 from .client import (
     AgentCard,

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from replay import sse
+from a2a_tape.replay import sse
 
 _JSON = "application/json"
 

@@ -23,17 +23,17 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import msgspec
 
-import store
-from store.redact import Redactor, build_redactor
+from a2a_tape import store
+from a2a_tape.store.redact import Redactor, build_redactor
 
-from store.methods import METHODS as A2A_METHODS
-from store.methods import STREAMING_METHODS
+from a2a_tape.store.methods import METHODS as A2A_METHODS
+from a2a_tape.store.methods import STREAMING_METHODS
 
 from .client import CARD_PATH
 from .codings import Decoding, DecodingError
 from .http import LazyTlsTransport
 from .recording import Session
-from store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
+from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 
 

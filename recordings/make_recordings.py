@@ -26,8 +26,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from store import Exchange, NewEvent, open_store  # noqa: E402
-from store.tape import TapeHeader, export_lines  # noqa: E402
+from a2a_tape.store import Exchange, NewEvent, open_store  # noqa: E402
+from a2a_tape.store.tape import TapeHeader, export_lines  # noqa: E402
 
 T0 = 1796004536.0  # 2026-11-30T02:08:56Z, the capture session
 URL = "http://127.0.0.1:8765/"
@@ -107,7 +107,7 @@ def _section(text: str, start: str, end: str | None) -> str:
 
 
 def _task_of(payload: bytes) -> str | None:
-    from store import decode_item
+    from a2a_tape.store import decode_item
 
     return decode_item(payload).task_id
 
@@ -388,9 +388,9 @@ def main(argv: list[str]) -> int:
     cases = sdk_cases(fixtures) + opencode_channel_cases() + [opencode_blocks_case(), opencode_lanes_case()]
     from typer.testing import CliRunner
 
-    from recorder.cli import app
-    from replay import views_digest
-    from replay.projection import TaskView
+    from a2a_tape.recorder.cli import app
+    from a2a_tape.replay import views_digest
+    from a2a_tape.replay.projection import TaskView
 
     runner = CliRunner()
     all_views: list[TaskView] = []

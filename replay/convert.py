@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from store import (
+from a2a_tape.store import (
     TERMINAL_STATES,
     Artifact,
     ArtifactUpdate,
@@ -30,7 +30,7 @@ from store import (
     StreamMeta,
     TaskSnapshot,
 )
-from store.wire import (
+from a2a_tape.store.wire import (
     Metadata,
     OpencodeMeta,
     SharedMeta,

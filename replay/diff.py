@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from store import ArtifactUpdate, Message, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
+from a2a_tape.store import ArtifactUpdate, Message, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
 
 from .trace import Step, best_view, decode_events
 

@@ -17,7 +17,7 @@ from typing import Literal
 
 import msgspec
 
-from store import ArtifactUpdate, ErrorItem, Exchange, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
+from a2a_tape.store import ArtifactUpdate, ErrorItem, Exchange, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
 
 from .trace import (
     FINAL,

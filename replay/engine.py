@@ -23,8 +23,8 @@ from urllib.parse import parse_qs
 import anyio
 import msgspec
 
-from store import TERMINAL_STATES, Item, MessageItem, TaskSnapshot
-from store.wire import WireTask
+from a2a_tape.store import TERMINAL_STATES, Item, MessageItem, TaskSnapshot
+from a2a_tape.store.wire import WireTask
 
 from . import rpc
 from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state

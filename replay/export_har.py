@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from store import Exchange, StoredEvent
+from a2a_tape.store import Exchange, StoredEvent
 
 HAR_VERSION = "1.2"
 

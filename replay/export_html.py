@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from store import StoredEvent
+from a2a_tape.store import StoredEvent
 
 from .doctor import Finding, diagnose_task
 from .trace import ChannelView, Step, best_view, decode_events, summary

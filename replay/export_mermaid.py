@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from store import StoredEvent, decode_item
+from a2a_tape.store import StoredEvent, decode_item
 
 from .trace import summary
 

@@ -18,13 +18,15 @@ response with no body, ``stall-after=0`` sends the headers and nothing more.
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 import msgspec
 
 FAULT_HEADER = "X-A2A-Tape-Fault"
 FAULT_QUERY = "fault"
 
 
-class FaultError(ValueError):
+class FaultError(A2ATapeError, ValueError):
     """A fault spelled wrong: the message says which and how to spell it."""
 
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import msgspec
 
-from store import (
+from a2a_tape.store import (
     TERMINAL_STATES,
     ArtifactUpdate,
     ErrorItem,
@@ -57,8 +57,8 @@ from store import (
     Undecodable,
     decode_item,
 )
-from store.decode import TextChunk, peek_text_chunk
-from store.events import Artifact
+from a2a_tape.store.decode import TextChunk, peek_text_chunk
+from a2a_tape.store.events import Artifact
 
 from .profiles import (
     _GENERIC_APPEND,

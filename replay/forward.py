@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Mapping
 
 import httpx
 
-from store import Exchange, NewEvent, decode_item
-from store.methods import STREAMING_OPERATIONS
-from store.redact import Redactor
-from store.sse import SseLineTooLong, SseParser
+from a2a_tape.store import Exchange, NewEvent, decode_item
+from a2a_tape.store.methods import STREAMING_OPERATIONS
+from a2a_tape.store.redact import Redactor
+from a2a_tape.store.sse import SseLineTooLong, SseParser
 
 from . import rpc
 from .faults import FAULT_HEADER

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from store import (
+from a2a_tape.store import (
     ArtifactUpdate,
     ErrorItem,
     Message,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import msgspec
 
-from store import Exchange, Item, SqliteStore, StoreError, decode_item, open_store
-from store.tape import import_tape
+from a2a_tape.store import Exchange, Item, SqliteStore, StoreError, decode_item, open_store
+from a2a_tape.store.tape import import_tape
 
 from .rpc import METHODS, SEND_OPERATIONS, BadRequest, RpcRequest, parse_request
 from .sse import Splitter, frame, render_frames
@@ -193,7 +193,7 @@ class Library:
         """Write what was recorded back to the tape it came from; False when nothing to do."""
         if not self.dirty or not self._tempdir:
             return False
-        from store.tape import write_tape
+        from a2a_tape.store.tape import write_tape
 
         target = Path(self.source)
         target.parent.mkdir(parents=True, exist_ok=True)

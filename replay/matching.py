@@ -18,8 +18,8 @@ from typing import Literal
 
 import msgspec
 
-from store.decode import normalise_role
-from store.wire import WireMessage, WirePart
+from a2a_tape.store.decode import normalise_role
+from a2a_tape.store.wire import WireMessage, WirePart
 
 from .library import Episode, message_text
 from .rpc import Params, RpcRequest

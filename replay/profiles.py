@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import msgspec
 
-from store import Artifact, ArtifactUpdate
+from a2a_tape.store import Artifact, ArtifactUpdate
 
 GENERIC: Final = "generic"
 CHANNELS: Final = "opencode-channels"

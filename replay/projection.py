@@ -6,6 +6,8 @@ re-exported here, the module callers import from.
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 import gc
 import os
 import socket
@@ -14,9 +16,9 @@ from collections.abc import Callable, Iterator
 
 import msgspec
 
-from store import StoreError, decode_item
-from store.decode import peek_text_chunk
-from store.rows import TaskRange, in_range
+from a2a_tape.store import StoreError, decode_item
+from a2a_tape.store.decode import peek_text_chunk
+from a2a_tape.store.rows import TaskRange, in_range
 
 from .fold import STATE_DECODER, STATE_VERSION, TaskFold, TaskState, event_task_id, fold_events
 from .views import ArtifactView, Fault, IgnoredEvent, TaskView, ToolCall, encode_view, views_digest
@@ -75,7 +77,7 @@ def _fold_batches(store, start: int, batch: int, upto: int | None = None,
         yield rows
 
 
-class ProjectionMoved(Exception):
+class ProjectionMoved(A2ATapeError):
     """Another process moved the projection's cursor while we folded."""
 
 
@@ -368,7 +370,7 @@ def _warm_up() -> None:
 
 def _fold_range(location: str, durability: str, name: str, tasks: TaskRange, end: int) -> int:
     """One part of a parallel rebuild, in its own process (its own connection to the store)."""
-    from store import open_store
+    from a2a_tape.store import open_store
 
     st = open_store(location, create=False, durability=durability)  # type: ignore[arg-type]
     try:

@@ -8,12 +8,14 @@ dialects (:mod:`replay.convert`).
 
 from __future__ import annotations
 
+from a2a_tape.store.errors import A2ATapeError
+
 from typing import Any
 
 import msgspec
 
-from store.methods import METHODS, SEND_OPERATIONS  # noqa: F401 - (operation, dialect) per method
-from store.wire import WireMessage, WireTask
+from a2a_tape.store.methods import METHODS, SEND_OPERATIONS  # noqa: F401 - (operation, dialect) per method
+from a2a_tape.store.wire import WireMessage, WireTask
 
 # JSON-RPC / A2A error codes
 PARSE_ERROR = -32700
@@ -108,7 +110,7 @@ _request_decoder = msgspec.json.Decoder(RpcRequest)
 _card_decoder = msgspec.json.Decoder(AgentCard)
 
 
-class BadRequest(Exception):
+class BadRequest(A2ATapeError):
     """A request we cannot read: carries the JSON-RPC error code to answer with."""
 
     def __init__(self, code: int, message: str, rpc_id: Any = None) -> None:

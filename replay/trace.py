@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from store import (
+from a2a_tape.store import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     Artifact,
@@ -211,7 +211,7 @@ def channel_views(task_id: str, steps: Sequence[Step]) -> ChannelView:
 def projected(task_id: str, events: Sequence[StoredEvent]):
     """The projection's view of one task (``replay.projection.fold_events``), or None."""
     try:
-        from replay.projection import fold_events
+        from a2a_tape.replay.projection import fold_events
     except ImportError:  # pragma: no cover - the projection ships with replay
         return None
     try:

@@ -16,7 +16,20 @@ model of :mod:`store.events`, the only shape the layers above read.
 from __future__ import annotations
 
 from .decode import decode_item, local_failed, local_note, normalise_state
-from .errors import AppendConflict, NotADatabase, SchemaTooNew, StoreError, StoreNotFound, UnknownTask
+from .errors import (
+    A2ATapeError,
+    AppendConflict,
+    ConnectionLost,
+    DatabaseLocked,
+    DiskFull,
+    NotADatabase,
+    ReadOnlyStore,
+    SchemaTooNew,
+    StoreError,
+    StoreNotFound,
+    StoreUnavailable,
+    UnknownTask,
+)
 from .events import (
     ACTIVE_STATES,
     INTERRUPTED_STATES,
@@ -41,7 +54,13 @@ from .writer import GroupCommitWriter
 from .locations import DEFAULT_DB, default_db, open_store, safe_location
 
 __all__ = [
+    "A2ATapeError",
     "ACTIVE_STATES",
+    "ConnectionLost",
+    "DatabaseLocked",
+    "DiskFull",
+    "ReadOnlyStore",
+    "StoreUnavailable",
     "AppendConflict",
     "Artifact",
     "ArtifactUpdate",

@@ -13,12 +13,14 @@ in order. Line endings may be ``\\n``, ``\\r\\n`` or ``\\r``, split anywhere acr
 
 from __future__ import annotations
 
+from .errors import A2ATapeError
+
 from dataclasses import dataclass
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024
 
 
-class SseLineTooLong(Exception):
+class SseLineTooLong(A2ATapeError):
     """A line (or one event's data) grew past the configured limit."""
 
     def __init__(self, limit: int) -> None:

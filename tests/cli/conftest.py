@@ -9,8 +9,8 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
-import store
-from store import Exchange, NewEvent
+from a2a_tape import store
+from a2a_tape.store import Exchange, NewEvent
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Run:
 
 def run_cli(*args: str) -> Run:
     """Run the real CLI in-process (stdout kept as bytes: ``show --raw`` writes raw bytes)."""
-    from recorder.cli import app
+    from a2a_tape.recorder.cli import app
 
     result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
     return Run(result.exit_code, result.stdout_bytes, result.stderr)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-import store
-from store import NewEvent
+from a2a_tape import store
+from a2a_tape.store import NewEvent
 
 
 def _status(task: str, state: str) -> bytes:
@@ -28,7 +28,7 @@ def _follow_while_writing(location: str) -> list[dict]:
     st = store.open_store(location)
     st.append(NewEvent(payload=_status("t1", "TASK_STATE_WORKING"), task_id="t1"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "recorder.cli", "show", "t1", "--follow", "--json", "--idle-timeout", "60",
+        [sys.executable, "-m", "a2a_tape.recorder.cli", "show", "t1", "--follow", "--json", "--idle-timeout", "60",
          "--db", location],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
@@ -59,7 +59,7 @@ def test_follow_postgres(pg_url):
 def test_follow_idle_timeout_ends_quietly(tmp_path):
     from typer.testing import CliRunner
 
-    from recorder.cli import app
+    from a2a_tape.recorder.cli import app
 
     db = tmp_path / "q.db"
     with store.open_store(db) as st:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-import store
-
+from a2a_tape import store
 from .conftest import PAYLOADS, TASK, run_cli
 
 

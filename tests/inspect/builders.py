@@ -22,8 +22,8 @@ import httpx
 import msgspec
 from httpx_sse import connect_sse
 
-import store
-from store import Exchange, NewEvent
+from a2a_tape import store
+from a2a_tape.store import Exchange, NewEvent
 
 _enc = msgspec.json.Encoder()
 

@@ -278,7 +278,7 @@ def test_sequence_gap_and_repeat(tmp_path, dialect):
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_local_synthetic_failed_is_not_a_fault_of_the_agent(tmp_path, dialect):
-    from store import local_failed, local_note
+    from a2a_tape.store import local_failed, local_note
 
     def build(t, it):
         t.stream(it, clean_stream(it)[:3])

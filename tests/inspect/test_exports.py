@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from store import local_failed, local_note
+from a2a_tape.store import local_failed, local_note
 from tests.inspect.builders import Tape, items
 from tests.inspect.conftest import cli
 from tests.inspect.recordings import ANSWER, REASONING, build_opencode

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.doctor import CHECKS
+from a2a_tape.replay.doctor import CHECKS
 from tests.inspect.conftest import cli
 from tests.inspect.test_exports import _check_har_shape, _check_mermaid
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store import local_failed, local_note
+from a2a_tape.store import local_failed, local_note
 from tests.inspect.builders import Tape, items
 from tests.inspect.conftest import cli
 
@@ -13,7 +13,7 @@ RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
 
 def _wide(*args):
     """Human output on a wide console, so table cells are not folded."""
-    from recorder.app import out
+    from a2a_tape.recorder.app import out
 
     saved = out._width  # None: rich measures the terminal
     out.width = 200

@@ -11,10 +11,10 @@ import httpx
 import pytest
 import uvicorn
 
-import store
-from recorder.client import dialect_headers, send_request, task_request
-from recorder.proxy import ProxyConfig, build_app
-from store.sse import SseParser
+from a2a_tape import store
+from a2a_tape.recorder.client import dialect_headers, send_request, task_request
+from a2a_tape.recorder.proxy import ProxyConfig, build_app
+from a2a_tape.store.sse import SseParser
 from tests.support.servers import bind_loopback
 
 

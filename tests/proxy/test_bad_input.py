@@ -10,8 +10,8 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-import store
-from recorder.cli import app
+from a2a_tape import store
+from a2a_tape.recorder.cli import app
 from tests.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 from tests.support.servers import closed_port, serve_app
 

@@ -25,10 +25,10 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
-import store
-from recorder.cli import app
-from recorder.recovery import fold_task
-from store.sse import SseParser
+from a2a_tape import store
+from a2a_tape.recorder.cli import app
+from a2a_tape.recorder.recovery import fold_task
+from a2a_tape.store.sse import SseParser
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import send_body
 
@@ -183,7 +183,7 @@ def test_recovery_killed_midway_converges_on_the_next_run(tmp_path):
 
 
 def test_sigterm_mid_stream_marks_the_exchange_incomplete_and_recovery_resumes_it(tmp_path):
-    from recorder.recovery import PROXY_KEY
+    from a2a_tape.recorder.recovery import PROXY_KEY
 
     db = tmp_path / "term.db"
     store.open_store(db).close()

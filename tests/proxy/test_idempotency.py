@@ -9,8 +9,8 @@ import threading
 import httpx
 import pytest
 
-import store
-from recorder.idempotency import request_hash
+from a2a_tape import store
+from a2a_tape.recorder.idempotency import request_hash
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 
@@ -140,8 +140,8 @@ def test_repeat_after_a_crash_mid_stream_is_served_from_log_and_recovery(sdk_age
 
     import anyio
 
-    from recorder.idempotency import parse_request
-    from recorder.recovery import recover
+    from a2a_tape.recorder.idempotency import parse_request
+    from a2a_tape.recorder.recovery import recover
 
     body, headers = send_body("hello", message_id="m-crash", rpc_id=5)
     with httpx.stream("POST", sdk_agent.url + "/", content=body, headers=headers) as r:

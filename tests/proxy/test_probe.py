@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 from typer.testing import CliRunner
 
-import store
-from recorder.cli import app
+from a2a_tape import store
+from a2a_tape.recorder.cli import app
 from tests.proxy.conftest import running_proxy
 from tests.support.servers import closed_port
 

@@ -7,8 +7,8 @@ import anyio
 import httpx
 import pytest
 
-import store
-from store.redact import REDACTED
+from a2a_tape import store
+from a2a_tape.store.redact import REDACTED
 from tests.proxy.conftest import SettleWatch, aread_sse, get_body, read_sse, running_proxy, send_body
 
 

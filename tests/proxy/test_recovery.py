@@ -9,9 +9,9 @@ import httpx
 import msgspec
 from typer.testing import CliRunner
 
-import store
-from recorder.cli import app
-from recorder.recovery import fold_task, recover
+from a2a_tape import store
+from a2a_tape.recorder.cli import app
+from a2a_tape.recorder.recovery import fold_task, recover
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import read_sse, running_proxy, send_body
 from tests.support.servers import closed_port
@@ -189,7 +189,7 @@ def test_lease_of_a_dead_recovery_is_taken_over_a_live_one_is_respected(db_path,
     import subprocess
     import sys
 
-    from recorder.recovery import LEASE_KEY, RecoveryBusy, take_lease
+    from a2a_tape.recorder.recovery import LEASE_KEY, RecoveryBusy, take_lease
 
     st = store.open_store(db_path)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -226,7 +226,7 @@ def test_recover_cli_refuses_while_a_proxy_records_into_the_database(sdk_agent, 
     import subprocess
     import sys
 
-    from recorder.recovery import PROXY_KEY
+    from a2a_tape.recorder.recovery import PROXY_KEY
 
     with running_proxy(sdk_agent.url, db_path) as proxy:
         httpx.get(proxy.url + "/.well-known/agent-card.json")  # served once its startup is done
@@ -250,7 +250,7 @@ def test_recover_cli_refuses_while_a_proxy_records_into_the_database(sdk_agent, 
 
 
 def test_the_upstream_of_a_task_comes_from_its_exchanges_without_credentials(tmp_path):
-    from recorder.recovery import upstream_of
+    from a2a_tape.recorder.recovery import upstream_of
 
     with store.open_store(tmp_path / "u.db") as st:
         assert upstream_of(st, "t-u") is None

@@ -11,7 +11,7 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface
 from starlette.applications import Starlette
 
-import store
+from a2a_tape import store
 from tests.proxy.conftest import SettleWatch, read_sse, running_proxy
 from tests.support.sdk_agents import ChunkAgent
 from tests.support.servers import bind_loopback, serve_app

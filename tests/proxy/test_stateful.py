@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st_
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-import store
-from recorder.recovery import fold_task, is_open, recover
+from a2a_tape import store
+from a2a_tape.recorder.recovery import fold_task, is_open, recover
 
 TASKS = [f"t{i}" for i in range(4)]
 

@@ -16,9 +16,9 @@ from starlette.applications import Starlette
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-import store
-from recorder.codings import Decoding, DecodingError
-from recorder.transport import RecordingTransport
+from a2a_tape import store
+from a2a_tape.recorder.codings import Decoding, DecodingError
+from a2a_tape.recorder.transport import RecordingTransport
 from tests.recorder.conftest import FaultAgent
 from tests.replay._record import headers_for, request_body
 from tests.support.servers import serve_app

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import store
-from recorder.demo_agent import ANSWER, REASONING, make_demo_app
+from a2a_tape import store
+from a2a_tape.recorder.demo_agent import ANSWER, REASONING, make_demo_app
 from tests.recorder.conftest import run_cli
 from tests.support.servers import serve_app
 

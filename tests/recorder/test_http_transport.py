@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from recorder.http import LazyTlsTransport, _trusts_nothing
+from a2a_tape.recorder.http import LazyTlsTransport, _trusts_nothing
 from tests.support.servers import closed_port, serve_app
 
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from recorder.recording import Session
-from replay.projection import encode_view
-from store import open_store
-from store.tape import import_tape
+from a2a_tape.recorder.recording import Session
+from a2a_tape.replay.projection import encode_view
+from a2a_tape.store import open_store
+from a2a_tape.store.tape import import_tape
 
 from ..replay.test_fast_path import NOT_PLAIN, PLAIN, TAPES, _tmp_store
 
@@ -83,8 +83,7 @@ def test_any_mix_of_chunks_and_other_items_agrees(payloads, cuts):
 
 def test_a_stream_of_plain_chunks_takes_the_fast_path(tmp_path, monkeypatch):
     """A broken fast path (one that decodes everything anyway) fails here."""
-    import store
-
+    from a2a_tape import store
     calls = []
     real = store.decode_item
     monkeypatch.setattr(store, "decode_item", lambda p: calls.append(p) or real(p))

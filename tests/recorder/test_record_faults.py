@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import store
+from a2a_tape import store
 from tests.recorder.conftest import run_cli
 from tests.support.fault_agent import LONG_LINE
 from tests.support.servers import closed_port

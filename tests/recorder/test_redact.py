@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from store import StoreError
-from store.redact import REDACTED, Redactor, build_redactor, load_config
+from a2a_tape.store import StoreError
+from a2a_tape.store.redact import REDACTED, Redactor, build_redactor, load_config
 
 
 def test_default_headers_and_secret_looking_names():

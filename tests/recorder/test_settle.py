@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from recorder.settle import Backoff, settle
+from a2a_tape.recorder.settle import Backoff, settle
 
 FAST = Backoff(0.001, 0.004)
 

@@ -8,9 +8,9 @@ import anyio
 import httpx
 import msgspec
 
-import store
-from recorder.transport import RecordingTransport
-from store.redact import REDACTED, build_redactor
+from a2a_tape import store
+from a2a_tape.recorder.transport import RecordingTransport
+from a2a_tape.store.redact import REDACTED, build_redactor
 from tests.conftest import running_sdk_agent
 from tests.recorder.conftest import run_cli
 
@@ -200,7 +200,7 @@ def test_url_query_secrets_never_reach_the_disk(db_path):
 def test_redactor_url_rules():
     from urllib.parse import urlsplit
 
-    from store.redact import Redactor
+    from a2a_tape.store.redact import Redactor
 
     r = Redactor(headers=["X-Tenant"])
     assert r.url("http://h/p?x=1&page=2") == "http://h/p?x=1&page=2"  # nothing secret: the same string

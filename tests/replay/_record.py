@@ -12,10 +12,10 @@ import time
 import httpx
 from httpx_sse import connect_sse
 
-import store
-from recorder.client import send_request, task_request
-from store.methods import OPERATIONS
-from store import Exchange, NewEvent, decode_item
+from a2a_tape import store
+from a2a_tape.recorder.client import send_request, task_request
+from a2a_tape.store.methods import OPERATIONS
+from a2a_tape.store import Exchange, NewEvent, decode_item
 
 def request_body(op: str, dialect: str, *, text: str | None = None, task_id: str | None = None, rpc_id: int | str = 1) -> bytes:
     """A request of either dialect, built by the recorder's own client: a send (``stream`` /

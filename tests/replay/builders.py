@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from store import StoredEvent
+from a2a_tape.store import StoredEvent
 
 _enc = msgspec.json.Encoder()
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from recorder.cli import app
-from store import NewEvent, open_store
+from a2a_tape.recorder.cli import app
+from a2a_tape.store import NewEvent, open_store
 
 from .builders import art03, blocks, oc, status03, task03
 

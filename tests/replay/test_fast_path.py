@@ -14,11 +14,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import replay.projection as projection
-from replay import Projector, encode_view, fold_events
-from store import ArtifactUpdate, StreamMeta, open_store
-from store.decode import decode_item, peek_text_chunk
-from store.tape import import_tape
+import a2a_tape.replay.projection as projection
+from a2a_tape.replay import Projector, encode_view, fold_events
+from a2a_tape.store import ArtifactUpdate, StreamMeta, open_store
+from a2a_tape.store.decode import decode_item, peek_text_chunk
+from a2a_tape.store.tape import import_tape
 
 from .builders import art03, blocks, oc, status03, stored, task03
 

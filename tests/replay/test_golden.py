@@ -10,11 +10,11 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
-from recorder.cli import app
-from replay import Projector, views_digest
-from replay.projection import TaskView
-from store import open_store
-from store.tape import import_tape
+from a2a_tape.recorder.cli import app
+from a2a_tape.replay import Projector, views_digest
+from a2a_tape.replay.projection import TaskView
+from a2a_tape.store import open_store
+from a2a_tape.store.tape import import_tape
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
 TAPES = sorted(RECORDINGS.glob("*.jsonl"))

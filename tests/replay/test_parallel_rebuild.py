@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-import store
-from replay.projection import ProjectionBusy, Projector, encode_view, fold_events
-from store import NewEvent
+from a2a_tape import store
+from a2a_tape.replay.projection import ProjectionBusy, Projector, encode_view, fold_events
+from a2a_tape.store import NewEvent
 
 
 def _payload(task: str, kind: str, n: int, append: bool = True) -> bytes:

@@ -25,9 +25,9 @@ from a2a.types import (
     TaskState,
 )
 
-from replay.engine import ReplayEngine
-from replay.library import Library
-from replay.server import create_app
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.server import create_app
 from tests.support.servers import serve_app
 
 DATA = Path(__file__).parent / "data"

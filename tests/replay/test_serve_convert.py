@@ -14,11 +14,11 @@ import msgspec
 import pytest
 from httpx_sse import connect_sse
 
-from replay import fold_events
-from replay.engine import ReplayEngine
-from replay.library import Library
-from replay.transport import ReplayTransport
-from store import StoredEvent, decode_item
+from a2a_tape.replay import fold_events
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.transport import ReplayTransport
+from a2a_tape.store import StoredEvent, decode_item
 from tests.replay._record import headers_for
 
 RECORDINGS = sorted((Path(__file__).resolve().parents[2] / "recordings").glob("*.jsonl"))

@@ -12,13 +12,13 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-import store
-from recorder.cli import app
-from replay.engine import ReplayEngine
-from replay.library import Library
-from replay.server import create_app
-from replay.transport import ReplayTransport
-from store import Exchange, NewEvent, decode_item
+from a2a_tape import store
+from a2a_tape.recorder.cli import app
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.server import create_app
+from a2a_tape.replay.transport import ReplayTransport
+from a2a_tape.store import Exchange, NewEvent, decode_item
 from tests.replay._record import headers_for, request_body
 from tests.support.servers import serve_app
 

@@ -12,10 +12,10 @@ import pytest
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
 from httpx_sse import connect_sse
 
-from replay.engine import ReplayEngine
-from replay.library import Library
-from replay.server import create_app
-from store import ArtifactUpdate, StatusUpdate, TaskSnapshot, decode_item
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.server import create_app
+from a2a_tape.store import ArtifactUpdate, StatusUpdate, TaskSnapshot, decode_item
 from tests.replay._record import headers_for, request_body
 from tests.replay.test_serve_client import make_client, user_message
 from tests.support.servers import serve_app
@@ -225,7 +225,7 @@ def test_faults_on_a_whole_body_answer(library):
 
 def test_faults_on_a_whole_body_answer_in_process(library):
     """The same through ReplayTransport (no socket): the read timeout still ends a stalled send."""
-    from replay.transport import ReplayTransport
+    from a2a_tape.replay.transport import ReplayTransport
 
     body = request_body("send", "1.0", text="hello", rpc_id="s-2")
     with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library)), timeout=httpx.Timeout(10.0, read=0.3)) as c:

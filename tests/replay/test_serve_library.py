@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import store
-from replay.library import Library
-from replay.sse import rewrite_id
-from store import Exchange, NewEvent
+from a2a_tape import store
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.sse import rewrite_id
+from a2a_tape.store import Exchange, NewEvent
 
 
 def test_batched_exchange_read_and_served_items_match_the_log(db_path):
@@ -44,8 +44,8 @@ def test_agent_card_is_the_recorded_one_or_made_up(db_path):
     """A recording without a card still answers the card request, with both dialects on our URL."""
     import httpx
 
-    from replay.engine import ReplayEngine
-    from replay.transport import ReplayTransport
+    from a2a_tape.replay.engine import ReplayEngine
+    from a2a_tape.replay.transport import ReplayTransport
 
     st = store.open_store(db_path)
     st.begin_exchange(Exchange(rpc_method="SendMessage", dialect="1.0",

@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from replay.engine import ReplayEngine
-from replay.library import Library
-from replay.transport import ReplayTransport
-from store import decode_item
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.transport import ReplayTransport
+from a2a_tape.store import decode_item
 from tests.replay._record import headers_for, request_body
 
 TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from recorder.cli import app
-from replay.engine import ReplayEngine
-from replay.library import Library
-from replay.server import create_app
+from a2a_tape.recorder.cli import app
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.server import create_app
 from tests.support.servers import serve_app
 
 TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"

@@ -12,15 +12,15 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
-import store
-from recorder.cli import app
-from replay import encode_view, fold_events
-from replay.engine import ReplayEngine
-from replay.library import Library
-from replay.server import create_app
-from replay.sse import rewrite_id
-from replay.transport import ReplayTransport
-from store import decode_item
+from a2a_tape import store
+from a2a_tape.recorder.cli import app
+from a2a_tape.replay import encode_view, fold_events
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.library import Library
+from a2a_tape.replay.server import create_app
+from a2a_tape.replay.sse import rewrite_id
+from a2a_tape.replay.transport import ReplayTransport
+from a2a_tape.store import decode_item
 from tests.conftest import running_sdk_agent
 from tests.replay._record import headers_for, request_body
 from tests.support.servers import serve_app
@@ -139,8 +139,8 @@ def _strict_upstream():
 def test_recording_mode_forwards_credentials_and_keeps_exact_bytes(db_path):
     """The client's Authorization reaches the upstream (not our fault header), the log keeps it
     redacted, and each item's bytes are recorded exactly (invalid UTF-8 included)."""
-    from replay.faults import FAULT_HEADER
-    from store.redact import REDACTED
+    from a2a_tape.replay.faults import FAULT_HEADER
+    from a2a_tape.store.redact import REDACTED
 
     store.open_store(db_path).close()
     upstream, seen = _strict_upstream()

@@ -12,8 +12,8 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.types import GetTaskRequest, TaskState
 from httpx_sse import aconnect_sse, connect_sse
 
-from replay.transport import ReplayTransport
-from store import decode_item
+from a2a_tape.replay.transport import ReplayTransport
+from a2a_tape.store import decode_item
 from tests.replay._record import headers_for, request_body
 from tests.replay.test_serve_client import collect
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import AppendConflict, Exchange, NewEvent
+from a2a_tape.store import AppendConflict, Exchange, NewEvent
 
 from .payloads import v1_artifact, v1_status
 

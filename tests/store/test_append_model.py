@@ -11,7 +11,7 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_
 
-from store import AppendConflict, Exchange, NewEvent
+from a2a_tape.store import AppendConflict, Exchange, NewEvent
 
 _labels = itertools.count()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import ArtifactUpdate, ErrorItem, MessageItem, Other, StatusUpdate, TaskSnapshot, Undecodable, decode_item
+from a2a_tape.store import ArtifactUpdate, ErrorItem, MessageItem, Other, StatusUpdate, TaskSnapshot, Undecodable, decode_item
 
 V10_TASK = (b'{"result": {"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}, '
             b'"history": [{"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}]}}, "id": 1, "jsonrpc": "2.0"}')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from store import AppendConflict, GroupCommitWriter, NewEvent, StoreError
+from a2a_tape.store import AppendConflict, GroupCommitWriter, NewEvent, StoreError
 
 from .payloads import v1_artifact
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import IdempotencyRecord, NewEvent
+from a2a_tape.store import IdempotencyRecord, NewEvent
 
 
 def rec(key="m1", h="h1", expires_at=None, created_at=1000.0):

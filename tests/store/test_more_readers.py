@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import Exchange, IdempotencyRecord, NewEvent
+from a2a_tape.store import Exchange, IdempotencyRecord, NewEvent
 
 
 @pytest.fixture
@@ -70,8 +70,8 @@ def test_read_fold_rows_task_ranges_cover_the_log_once(backend, parts):
     every row with a task lands in exactly one range, compared in Python's order (non-ASCII ids
     too: PostgreSQL must not sort by locale), rows without a task in all of them, and ``upto``
     stops the read."""
-    from store import NewEvent
-    from store.rows import in_range
+    from a2a_tape.store import NewEvent
+    from a2a_tape.store.rows import in_range
 
     st = backend.open()
     tasks = ["a", "b", "c", "task-é", "t\u4e2d", "", "x9", "Z", "ß", "B", "_", "\U0001f600"]
@@ -94,7 +94,7 @@ def test_read_fold_rows_task_ranges_cover_the_log_once(backend, parts):
 
 def test_task_ranges_balance_events_not_tasks(backend):
     """One task with most of the events gets a range of its own; an empty log is one range."""
-    from store import NewEvent
+    from a2a_tape.store import NewEvent
 
     st = backend.open()
     assert st.task_ranges(3) == [(None, None)]
@@ -110,7 +110,7 @@ def test_task_ranges_balance_events_not_tasks(backend):
 @pytest.mark.parametrize("parts,lead", [(2, 0.0), (2, 0.2), (3, 0.1), (4, 0.0)])
 def test_split_ranges_shares(parts, lead):
     """Equal shares of the sample, the first one ``lead`` larger; ranges are contiguous."""
-    from store.rows import in_range, split_ranges
+    from a2a_tape.store.rows import in_range, split_ranges
 
     sample = [f"t{i:04d}" for i in range(1000)]
     ranges = split_ranges(sample, parts, lead)

@@ -14,14 +14,14 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-import store
-from recorder.cli import app
-from store import NewEvent
+from a2a_tape import store
+from a2a_tape.recorder.cli import app
+from a2a_tape.store import NewEvent
 
 WRITER = r"""
 import json, sys
-import store
-from store import NewEvent
+from a2a_tape import store
+from a2a_tape.store import NewEvent
 url, writer, batches, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 st = store.open_store(url)
 for b in range(batches):
@@ -164,7 +164,7 @@ def test_copy_round_trips_losslessly(pg_url, tmp_path, direction):
 
 def test_projection_follower_keeps_up_through_notify(pg_url):
     """A Projector following the shared log sees every task end, while another process writes."""
-    from replay.projection import Projector
+    from a2a_tape.replay.projection import Projector
 
     writer = store.open_store(pg_url)
     reader = store.open_store(pg_url)

@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-import store
-from store import NewEvent, NotADatabase, SchemaTooNew, SqliteStore, StoreError, StoreNotFound
-from store.schema import SCHEMA_VERSION
+from a2a_tape import store
+from a2a_tape.store import NewEvent, NotADatabase, SchemaTooNew, SqliteStore, StoreError, StoreNotFound
+from a2a_tape.store.schema import SCHEMA_VERSION
 
 
 def pragma(st: SqliteStore, name: str):
@@ -50,7 +50,7 @@ def test_a_version_2_database_keeps_its_projection_through_the_migration(tmp_pat
     folded again; the log is untouched."""
     import sqlite_utils
 
-    from store.schema import MIGRATIONS
+    from a2a_tape.store.schema import MIGRATIONS
 
     path = tmp_path / "v2.db"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import store
-
+from a2a_tape import store
 CHILD = r"""
 import sys, anyio, store
-from store import GroupCommitWriter, NewEvent
+from a2a_tape.store import GroupCommitWriter, NewEvent
 
 async def producer(w, k):
     n = 0

@@ -12,9 +12,9 @@ import time as real_time
 
 import pytest
 
-import store
-import store.sqlite as sqlite_mod
-from store import NewEvent
+from a2a_tape import store
+import a2a_tape.store.sqlite as sqlite_mod
+from a2a_tape.store import NewEvent
 
 
 class _PollSignal:

@@ -7,8 +7,8 @@ import io
 import msgspec
 import pytest
 
-from store import Exchange, NewEvent, local_note
-from store.tape import TAPE_VERSION, TapeError, export_lines, import_tape
+from a2a_tape.store import Exchange, NewEvent, local_note
+from a2a_tape.store.tape import TAPE_VERSION, TapeError, export_lines, import_tape
 
 from .payloads import v1_artifact, v1_status
 

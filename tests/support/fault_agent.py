@@ -29,7 +29,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from recorder.demo_agent import AgentHost, Chunk, HostedTask, Status, encode_event, encode_task, sse_frame
+from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status, encode_event, encode_task, sse_frame
 
 MODES = ("cut", "stall", "stallonce", "ping", "nostream", "pollstall", "html", "http500", "json404", "nonsse",
          "badjson", "nonutf8", "longline", "gzip")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-from recorder.listen import bind, serving
+from a2a_tape.recorder.listen import bind, serving
 
 
 def bind_loopback(port: int = 0) -> socket.socket:

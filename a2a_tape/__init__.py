@@ -1,0 +1,98 @@
+"""a2a-tape: record, replay and inspect A2A (Agent2Agent) task streams.
+
+The public, stable API is what this module exports (``__all__``); see ``docs/api.md``. Everything
+under ``a2a_tape.store``, ``a2a_tape.replay`` and ``a2a_tape.recorder`` that is not re-exported here
+is internal and may change between releases.
+
+Names are loaded on first use (PEP 562), so ``import a2a_tape`` stays cheap and a command that
+only reads the log never imports httpx, starlette or uvicorn.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from a2a_tape.recorder.transport import RecordingTransport
+    from a2a_tape.replay.faults import Faults
+    from a2a_tape.replay.projection import ArtifactView, Fault, Projector, TaskFold, TaskView, ToolCall, fold_events
+    from a2a_tape.replay.transport import ReplayTransport
+    from a2a_tape.store import (
+        A2ATapeError,
+        AppendConflict,
+        ConnectionLost,
+        DatabaseLocked,
+        DiskFull,
+        Exchange,
+        NewEvent,
+        NotADatabase,
+        ReadOnlyStore,
+        SchemaTooNew,
+        StoredEvent,
+        StoreError,
+        StoreNotFound,
+        StoreUnavailable,
+        UnknownTask,
+        decode_item,
+        default_db,
+        open_store,
+    )
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    # recording and replaying with any httpx client
+    "RecordingTransport": "a2a_tape.recorder.transport",
+    "ReplayTransport": "a2a_tape.replay.transport",
+    "Faults": "a2a_tape.replay.faults",
+    # the event log
+    "open_store": "a2a_tape.store",
+    "default_db": "a2a_tape.store",
+    "StoredEvent": "a2a_tape.store",
+    "NewEvent": "a2a_tape.store",
+    "Exchange": "a2a_tape.store",
+    "decode_item": "a2a_tape.store",
+    # projections: the one fold and its views
+    "Projector": "a2a_tape.replay.projection",
+    "TaskFold": "a2a_tape.replay.projection",
+    "TaskView": "a2a_tape.replay.projection",
+    "ArtifactView": "a2a_tape.replay.projection",
+    "ToolCall": "a2a_tape.replay.projection",
+    "Fault": "a2a_tape.replay.projection",
+    "fold_events": "a2a_tape.replay.projection",
+    # errors: one root
+    "A2ATapeError": "a2a_tape.store",
+    "StoreError": "a2a_tape.store",
+    "StoreNotFound": "a2a_tape.store",
+    "NotADatabase": "a2a_tape.store",
+    "SchemaTooNew": "a2a_tape.store",
+    "AppendConflict": "a2a_tape.store",
+    "UnknownTask": "a2a_tape.store",
+    "StoreUnavailable": "a2a_tape.store",
+    "DatabaseLocked": "a2a_tape.store",
+    "DiskFull": "a2a_tape.store",
+    "ReadOnlyStore": "a2a_tape.store",
+    "ConnectionLost": "a2a_tape.store",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: Any = version("a2a-tape")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            value = "0+unknown"
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'a2a_tape' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
