@@ -34,8 +34,12 @@ PAYLOAD = (
 
 
 def _rows(writer: int, n: int) -> list[NewEvent]:
-    return [NewEvent(payload=PAYLOAD % (f"w{writer}-t{i % 50}".encode(), i), task_id=f"w{writer}-t{i % 50}",
-                     received_at=float(i)) for i in range(n)]
+    return [
+        NewEvent(
+            payload=PAYLOAD % (f"w{writer}-t{i % 50}".encode(), i), task_id=f"w{writer}-t{i % 50}", received_at=float(i)
+        )
+        for i in range(n)
+    ]
 
 
 def _fresh_schema(server: str, name: str) -> str:
@@ -89,9 +93,12 @@ def run_bare_copy(server: str, events: int, batch: int, writers: int, rnd: int) 
         rows = data[w]
         barrier.wait()
         for i in range(0, len(rows), batch):
-            with conn.cursor() as cur, cur.copy(
-                "COPY events (position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) FROM STDIN"
-            ) as copy:
+            with (
+                conn.cursor() as cur,
+                cur.copy(
+                    "COPY events (position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) FROM STDIN"
+                ) as copy,
+            ):
                 for k, ev in enumerate(rows[i : i + batch]):
                     pos = w * per + i + k + 1  # disjoint ranges: no coordination at all
                     copy.write_row((pos, ev.task_id, pos, None, None, ev.payload, ev.received_at, None, "upstream"))
@@ -121,10 +128,15 @@ def main() -> None:
         for rnd in range(args.rounds):  # interleaved, so both sides see the same machine noise
             bare.append(run_bare_copy(server, args.events, args.batch, args.writers, rnd))
             ours.append(run_store(server, args.events, args.batch, args.writers, rnd))
-            print(f"round {rnd + 1}: bare COPY {bare[-1]:,.0f} ev/s, store.append_batch {ours[-1]:,.0f} ev/s", file=sys.stderr)
+            print(
+                f"round {rnd + 1}: bare COPY {bare[-1]:,.0f} ev/s, store.append_batch {ours[-1]:,.0f} ev/s",
+                file=sys.stderr,
+            )
     mb, mo = statistics.median(bare), statistics.median(ours)
     ratio = mo / mb
-    print(f"postgres append, {args.writers} writers, batches of {args.batch}, {args.events:,} events, median of {args.rounds}:")
+    print(
+        f"postgres append, {args.writers} writers, batches of {args.batch}, {args.events:,} events, median of {args.rounds}:"
+    )
     print(f"  bare COPY          {mb:12,.0f} events/s")
     print(f"  store.append_batch {mo:12,.0f} events/s")
     print(f"  ratio {ratio:.2f}x (target >= 0.5x): {'OK' if ratio >= 0.5 else 'BELOW TARGET'}")

@@ -92,16 +92,31 @@ def serve_upstream(kind: str = "synthetic") -> str:
 
 def client(timeout: float = 120) -> httpx.Client:
     """A client with TCP_NODELAY, so Nagle's delay does not hide (or fake) the first-event latency."""
-    return httpx.Client(timeout=timeout, transport=httpx.HTTPTransport(
-        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]))
+    return httpx.Client(
+        timeout=timeout, transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    )
 
 
 class Proxy:
     def __init__(self, upstream: str, db: Path, durability: str = "full") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from recorder.cli import main; main()", "proxy", upstream, "--listen",
-             "127.0.0.1:0", "--db", str(db), "--durability", durability, "--no-recover"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-c",
+                "from recorder.cli import main; main()",
+                "proxy",
+                upstream,
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+                str(db),
+                "--durability",
+                durability,
+                "--no-recover",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x.decode()) for x in self.proc.stderr], daemon=True).start()
@@ -121,8 +136,10 @@ def stream(client: httpx.Client, url: str, n: int) -> tuple[float, float, int]:
     """(seconds to first item, seconds to the end, items) for one ``many n`` stream."""
     global _req
     _req += 1
-    body = (b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":"bench-%d",'
-            b'"role":"user","kind":"message","parts":[{"kind":"text","text":"many %d"}]}}}' % (_req, n))
+    body = (
+        b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":"bench-%d",'
+        b'"role":"user","kind":"message","parts":[{"kind":"text","text":"many %d"}]}}}' % (_req, n)
+    )
     parser = SseParser()
     count = 0
     first = None
@@ -148,11 +165,15 @@ def first_events(urls: list[str], rounds: int) -> list[list[float]]:
         async with httpx.AsyncClient(timeout=60) as c:
             for i in range(rounds + 1):
                 for k, url in enumerate(urls):
-                    body = (b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":'
-                            b'"first-%d-%d","role":"user","kind":"message","parts":[{"kind":"text","text":"many 1"}]}}}'
-                            % (i, k))
+                    body = (
+                        b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":'
+                        b'"first-%d-%d","role":"user","kind":"message","parts":[{"kind":"text","text":"many 1"}]}}}'
+                        % (i, k)
+                    )
                     t0 = time.perf_counter()
-                    async with c.stream("POST", url + "/", content=body, headers={"content-type": "application/json"}) as r:
+                    async with c.stream(
+                        "POST", url + "/", content=body, headers={"content-type": "application/json"}
+                    ) as r:
                         parser = SseParser()
                         first = None
                         async for chunk in r.aiter_raw():
@@ -168,6 +189,7 @@ def first_events(urls: list[str], rounds: int) -> list[list[float]]:
 def fsync_ms(tmp: str, rounds: int = 30) -> float:
     """Median time of one durable (synchronous=FULL) commit on this disk, measured now."""
     from a2a_tape import store
+
     st = store.open_store(Path(tmp) / "fsync.db")
     times = []
     for _ in range(rounds):
@@ -205,8 +227,12 @@ def main() -> int:
     ap.add_argument("--per-stream", type=int, default=2000)
     ap.add_argument("--first-rounds", type=int, default=30)
     ap.add_argument("--durability", choices=["full", "normal"], default="full")
-    ap.add_argument("--sdk-events", type=int, default=2000,
-                    help="also stream this many events from a real a2a-sdk agent, direct and through the proxy (0: skip)")
+    ap.add_argument(
+        "--sdk-events",
+        type=int,
+        default=2000,
+        help="also stream this many events from a real a2a-sdk agent, direct and through the proxy (0: skip)",
+    )
     args = ap.parse_args()
 
     upstream = serve_upstream()
@@ -231,8 +257,10 @@ def main() -> int:
                 proxy_conc.append(run_concurrent(proxy.url, args.streams, args.per_stream))
             finally:
                 proxy.stop()
-            print(f"round {rnd + 1}/{args.rounds}: direct {direct_tp[-1]:,.0f} ev/s, proxy {proxy_tp[-1]:,.0f} ev/s",
-                  file=sys.stderr)
+            print(
+                f"round {rnd + 1}/{args.rounds}: direct {direct_tp[-1]:,.0f} ev/s, proxy {proxy_tp[-1]:,.0f} ev/s",
+                file=sys.stderr,
+            )
 
     sdk_ratio = None
     if args.sdk_events:
@@ -251,13 +279,19 @@ def main() -> int:
     ratio = med(proxy_tp) / med(direct_tp)
     added_ms = (med(proxy_first) - med(direct_first)) * 1000
     conc_ratio = med(proxy_conc) / med(direct_conc)
-    print(f"single stream of {args.events:,} events: direct {med(direct_tp):,.0f} ev/s, "
-          f"proxy {med(proxy_tp):,.0f} ev/s -> ratio {ratio:.2f} (target >= 0.50)")
-    print(f"time to first event: direct {med(direct_first) * 1000:.2f} ms, proxy {med(proxy_first) * 1000:.2f} ms "
-          f"-> adds {added_ms:.2f} ms (target < 5 ms; one durable commit on this disk now: {commit_ms:.2f} ms, "
-          f"the path has two at --durability full: the key's claim, then the first item)")
-    print(f"{args.streams} concurrent streams x {args.per_stream:,} events, durability full: direct "
-          f"{med(direct_conc):,.0f} ev/s, proxy {med(proxy_conc):,.0f} ev/s -> ratio {conc_ratio:.2f}")
+    print(
+        f"single stream of {args.events:,} events: direct {med(direct_tp):,.0f} ev/s, "
+        f"proxy {med(proxy_tp):,.0f} ev/s -> ratio {ratio:.2f} (target >= 0.50)"
+    )
+    print(
+        f"time to first event: direct {med(direct_first) * 1000:.2f} ms, proxy {med(proxy_first) * 1000:.2f} ms "
+        f"-> adds {added_ms:.2f} ms (target < 5 ms; one durable commit on this disk now: {commit_ms:.2f} ms, "
+        f"the path has two at --durability full: the key's claim, then the first item)"
+    )
+    print(
+        f"{args.streams} concurrent streams x {args.per_stream:,} events, durability full: direct "
+        f"{med(direct_conc):,.0f} ev/s, proxy {med(proxy_conc):,.0f} ev/s -> ratio {conc_ratio:.2f}"
+    )
     if sdk_ratio is not None:
         print(f"real a2a-sdk 1.3.0 agent, {args.sdk_events:,} events: proxy/direct throughput ratio {sdk_ratio:.2f}")
     ok = ratio >= 0.5 and added_ms < 5

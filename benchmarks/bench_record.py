@@ -43,7 +43,6 @@ from a2a_tape.recorder.recording import Session  # noqa: E402
 from a2a_tape.recorder.recovery_tree import RecordOptions, record  # noqa: E402
 from a2a_tape.recorder.transport import RecordingTransport  # noqa: E402
 
-
 batches: list[int] = []
 
 

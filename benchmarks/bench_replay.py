@@ -48,8 +48,10 @@ from a2a_tape.store import Exchange, NewEvent  # noqa: E402
 TARGET = 0.3
 TASK = "bench-task-0000-0000-000000000000"
 CTX = "bench-ctx-0000-0000-000000000000"
-REQUEST = (b'{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":'
-           b'{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"bench"}]}}}')
+REQUEST = (
+    b'{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":'
+    b'{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"bench"}]}}}'
+)
 
 
 def log(msg: str) -> None:
@@ -58,14 +60,26 @@ def log(msg: str) -> None:
 
 def build(path: Path, n: int) -> None:
     st = store.open_store(path, durability="normal")
-    ex = st.begin_exchange(Exchange(url="http://bench/", rpc_method="SendStreamingMessage", dialect="1.0",
-                                    streaming=True, request_body=REQUEST, task_id=TASK))
+    ex = st.begin_exchange(
+        Exchange(
+            url="http://bench/",
+            rpc_method="SendStreamingMessage",
+            dialect="1.0",
+            streaming=True,
+            request_body=REQUEST,
+            task_id=TASK,
+        )
+    )
     batch: list[NewEvent] = []
     for i in range(n):
         payload = (
-            b'{"result": {"artifactUpdate": {"taskId": "' + TASK.encode() + b'", "contextId": "' + CTX.encode()
+            b'{"result": {"artifactUpdate": {"taskId": "'
+            + TASK.encode()
+            + b'", "contextId": "'
+            + CTX.encode()
             + b'", "artifact": {"artifactId": "art-1", "name": "out", "parts": [{"text": "chunk-'
-            + str(i).encode() + b' "}]}, "append": true}}, "id": 1, "jsonrpc": "2.0"}'
+            + str(i).encode()
+            + b' "}]}, "append": true}}, "id": 1, "jsonrpc": "2.0"}'
         )
         batch.append(NewEvent(payload=payload, task_id=TASK, exchange_id=ex, mono=i * 1e-4, received_at=1.0 + i * 1e-4))
         if len(batch) == 5000:
@@ -108,8 +122,13 @@ def consume(url: str) -> tuple[int, float]:
     with httpx.Client(timeout=60) as c:
         t0 = time.perf_counter()
         n = 0
-        with connect_sse(c, "POST", url, content=REQUEST.replace(b'"id":1', b'"id":2'),
-                         headers={"A2A-Version": "1.0", "content-type": "application/json"}) as es:
+        with connect_sse(
+            c,
+            "POST",
+            url,
+            content=REQUEST.replace(b'"id":1', b'"id":2'),
+            headers={"A2A-Version": "1.0", "content-type": "application/json"},
+        ) as es:
             for sse in es.iter_sse():
                 if sse.data:
                     n += 1
@@ -119,8 +138,11 @@ def consume(url: str) -> tuple[int, float]:
 def replay_serve(path: Path) -> tuple[int, float]:
     """``a2a-tape serve`` in a child process; timed from the request to the last item."""
     exe = Path(sys.executable).parent / "a2a-tape"
-    proc = subprocess.Popen([str(exe), "serve", "--db", str(path), "--listen", "127.0.0.1:0"],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--db", str(path), "--listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         line = proc.stderr.readline().decode()  # printed once the socket is bound
         if not line.startswith("a2a-tape serve: http://"):
@@ -164,20 +186,32 @@ def main() -> int:
             n, took = replay(db)
             assert n == args.events, f"the client got {n} items of {args.events}"
             inproc.append(n / took)
-            log(f"round {r + 1}: database {base[-1]:,.0f} events/s; a2a-tape serve {serve[-1]:,.0f} events/s "
-                f"({serve[-1] / base[-1]:.2f}x); in-process {inproc[-1]:,.0f} events/s ({inproc[-1] / base[-1]:.2f}x)")
+            log(
+                f"round {r + 1}: database {base[-1]:,.0f} events/s; a2a-tape serve {serve[-1]:,.0f} events/s "
+                f"({serve[-1] / base[-1]:.2f}x); in-process {inproc[-1]:,.0f} events/s ({inproc[-1] / base[-1]:.2f}x)"
+            )
     b, s, i = statistics.median(base), statistics.median(serve), statistics.median(inproc)
     ratio = statistics.median(x / y for x, y in zip(serve, base))
     in_ratio = statistics.median(x / y for x, y in zip(inproc, base))
     ok = ratio >= TARGET
-    result = {"events": args.events, "rounds": args.rounds, "database_events_per_s": round(b),
-              "serve_events_per_s": round(s), "ratio": round(ratio, 3), "target": TARGET, "ok": ok,
-              "in_process_events_per_s": round(i), "in_process_ratio": round(in_ratio, 3)}
+    result = {
+        "events": args.events,
+        "rounds": args.rounds,
+        "database_events_per_s": round(b),
+        "serve_events_per_s": round(s),
+        "ratio": round(ratio, 3),
+        "target": TARGET,
+        "ok": ok,
+        "in_process_events_per_s": round(i),
+        "in_process_ratio": round(in_ratio, 3),
+    }
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"a2a-tape serve (instant) to an httpx-sse client: {s:,.0f} events/s vs database read {b:,.0f} events/s: "
-              f"{ratio:.2f}x (target >= {TARGET}x) {'OK' if ok else 'MISSED'}")
+        print(
+            f"a2a-tape serve (instant) to an httpx-sse client: {s:,.0f} events/s vs database read {b:,.0f} events/s: "
+            f"{ratio:.2f}x (target >= {TARGET}x) {'OK' if ok else 'MISSED'}"
+        )
         print(f"in-process server (one GIL with the client): {i:,.0f} events/s, {in_ratio:.2f}x (for information)")
     return 1 if args.check and not ok else 0
 

@@ -78,7 +78,7 @@ def _text(rng: random.Random) -> str:
 def _task_events(rng: random.Random, n: int, chunks: int) -> list[tuple[str, bytes]]:
     tid = f"{rng.getrandbits(64):016x}-{n:08d}"
     ctx = f"ctx-{rng.getrandbits(48):012x}"
-    pre = f'{{"result": {{'
+    pre = '{"result": {'
     post = '}, "id": 1, "jsonrpc": "2.0"}'
     evs = [
         pre + f'"task": {{"id": "{tid}", "contextId": "{ctx}", "status": {{"state": "TASK_STATE_SUBMITTED"}}, '
@@ -99,13 +99,16 @@ def _task_events(rng: random.Random, n: int, chunks: int) -> list[tuple[str, byt
             f'"name": "out", "parts": [{{"text": "{_text(rng)}"}}]}}{extra}}}' + post
         )
     evs.append(
-        pre + f'"statusUpdate": {{"taskId": "{tid}", "contextId": "{ctx}", "status": {{"state": "TASK_STATE_COMPLETED", '
+        pre
+        + f'"statusUpdate": {{"taskId": "{tid}", "contextId": "{ctx}", "status": {{"state": "TASK_STATE_COMPLETED", '
         f'"timestamp": "2026-11-30T02:08:57.123873Z"}}}}' + post
     )
     return [(tid, e.encode()) for e in evs]
 
 
-def workload(total: int, *, per_task: int = 100, concurrent: int = 16, seed: int = 7) -> Iterator[tuple[str, int, bytes]]:
+def workload(
+    total: int, *, per_task: int = 100, concurrent: int = 16, seed: int = 7
+) -> Iterator[tuple[str, int, bytes]]:
     """``total`` events as (task_id, seq, payload), ``concurrent`` tasks interleaved at a time."""
     rng = random.Random(seed)
     made = 0
@@ -149,7 +152,10 @@ def median(xs: list[float]) -> float:
 
 
 def bench_append(workdir: Path, events: int, rounds: int, batch: int = 1000) -> dict:
-    rows = [(tid, seq, None, None, p, 1796000000.0 + i / 1000, None, "upstream") for i, (tid, seq, p) in enumerate(workload(events))]
+    rows = [
+        (tid, seq, None, None, p, 1796000000.0 + i / 1000, None, "upstream")
+        for i, (tid, seq, p) in enumerate(workload(events))
+    ]
     news = [NewEvent(payload=r[4], task_id=r[0], received_at=r[5]) for r in rows]
     store_rates, raw_rates = [], []
     for r in range(rounds):
@@ -170,7 +176,9 @@ def bench_append(workdir: Path, events: int, rounds: int, batch: int = 1000) -> 
                 st.append_batch(news[i : i + batch])
             store_rates.append(len(news) / (time.perf_counter() - t0))
             assert st.count_events() == len(news)
-        log(f"  append round {r + 1}/{rounds}: store {store_rates[-1]:,.0f} ev/s, executemany {raw_rates[-1]:,.0f} ev/s")
+        log(
+            f"  append round {r + 1}/{rounds}: store {store_rates[-1]:,.0f} ev/s, executemany {raw_rates[-1]:,.0f} ev/s"
+        )
     s, b = median(store_rates), median(raw_rates)
     ratio = median([x / y for x, y in zip(store_rates, raw_rates)])  # paired rounds: robust to drifting load
     return {
@@ -294,7 +302,10 @@ def reference_fold(path: Path) -> dict[str, dict]:
             for art in task.get("artifacts", ()):
                 t["buffers"][art.get("artifactId", "")] = ["".join(p.get("text", "") for p in art.get("parts", ()))]
     conn.close()
-    return {tid: {"state": t["state"], "artifacts": {a: "".join(b) for a, b in t["buffers"].items()}} for tid, t in tasks.items()}
+    return {
+        tid: {"state": t["state"], "artifacts": {a: "".join(b) for a, b in t["buffers"].items()}}
+        for tid, t in tasks.items()
+    }
 
 
 def _status_kb(field: str) -> int:
@@ -368,7 +379,14 @@ def child(kind: str, db: str) -> None:
         peak = _peak_kb()
     else:
         raise SystemExit(f"unknown child kind {kind}")
-    out = {"kind": kind, "seconds": seconds, "cpu_seconds": cpu, "peak_kb": peak, "grew_kb": max(0, peak - before), "tasks": tasks}
+    out = {
+        "kind": kind,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "peak_kb": peak,
+        "grew_kb": max(0, peak - before),
+        "tasks": tasks,
+    }
     if kind == "projector":
         out["worker_peak_kb"] = worker_peak
     print(json.dumps(out))
@@ -379,7 +397,9 @@ def run_child(kind: str, db: Path) -> dict:
         [sys.executable, __file__, "--child", kind, "--db", str(db)], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"child {kind} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+        raise RuntimeError(
+            f"child {kind} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -387,14 +407,20 @@ def bench_rebuild(workdir: Path, events: int, rounds: int) -> dict:
     try:
         import replay.projection  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - the projector is another module, maybe not there yet
-        return {"name": "rebuild", "what": "Projector.rebuild vs json.loads reference fold", "skipped": f"replay.projection: {exc}"}
+        return {
+            "name": "rebuild",
+            "what": "Projector.rebuild vs json.loads reference fold",
+            "skipped": f"replay.projection: {exc}",
+        }
     small = max(1, events // 4)
     big_db, small_db = workdir / "rebuild-big.db", workdir / "rebuild-small.db"
     for path, n in ((big_db, events), (small_db, small)):
         fresh_db(workdir, path.stem)
         t0 = time.perf_counter()
         fill_log(path, n)
-        log(f"  filled {path.name} with {n:,} events in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
+        log(
+            f"  filled {path.name} with {n:,} events in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB)"
+        )
     proj, ref, fold = [], [], []
     for r in range(rounds):
         proj.append(run_child("projector", big_db))
@@ -407,9 +433,13 @@ def bench_rebuild(workdir: Path, events: int, rounds: int) -> dict:
         )
     small_proj = [run_child("projector", small_db) for _ in range(max(1, rounds // 2))]
     small_ref = run_child("reference", small_db)
-    log(f"  at {small:,} events: Projector.rebuild +{median([m['grew_kb'] for m in small_proj]) / 1024:.0f} MiB, reference +{small_ref['grew_kb'] / 1024:.0f} MiB")
-    log(f"  worker processes' peak RSS: {median([m.get('worker_peak_kb', 0) for m in small_proj]) / 1024:.0f} MiB at {small:,} events, "
-        f"{median([m.get('worker_peak_kb', 0) for m in proj]) / 1024:.0f} MiB at {events:,}")
+    log(
+        f"  at {small:,} events: Projector.rebuild +{median([m['grew_kb'] for m in small_proj]) / 1024:.0f} MiB, reference +{small_ref['grew_kb'] / 1024:.0f} MiB"
+    )
+    log(
+        f"  worker processes' peak RSS: {median([m.get('worker_peak_kb', 0) for m in small_proj]) / 1024:.0f} MiB at {small:,} events, "
+        f"{median([m.get('worker_peak_kb', 0) for m in proj]) / 1024:.0f} MiB at {events:,}"
+    )
     p_s, r_s, f_s = (median([m["seconds"] for m in xs]) for xs in (proj, ref, fold))
     p_cpu, r_cpu, f_cpu = (median([m["cpu_seconds"] for m in xs]) for xs in (proj, ref, fold))
     ratio = median([r["seconds"] / p["seconds"] for p, r in zip(proj, ref)])
@@ -496,7 +526,9 @@ def report(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--only", default="append,group,rebuild", help="comma-separated: append, group, rebuild")
     ap.add_argument("--events", type=int, default=1_000_000, help="events in the log to rebuild (default 1,000,000)")
     ap.add_argument("--append-events", type=int, default=200_000, help="events per append round (default 200,000)")
@@ -521,7 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         info = machine()
-        log(f"machine: {info['platform']}, {info['cpus']} CPUs ({info['cpu']}), Python {info['python']}, SQLite {info['sqlite']}")
+        log(
+            f"machine: {info['platform']}, {info['cpus']} CPUs ({info['cpu']}), Python {info['python']}, SQLite {info['sqlite']}"
+        )
         log(f"databases in {workdir}")
         if "append" in wanted:
             log("[1] batched append")

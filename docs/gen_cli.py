@@ -32,8 +32,14 @@ def _help(args: list[str]) -> str:
 
     from a2a_tape.recorder.cli import app
 
-    result = CliRunner().invoke(app, [*args, "--help"], prog_name="a2a-tape", terminal_width=WIDTH,
-                                max_content_width=WIDTH, catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        [*args, "--help"],
+        prog_name="a2a-tape",
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+        catch_exceptions=False,
+    )
     if result.exit_code != 0:
         raise SystemExit(f"a2a-tape {' '.join(args)} --help exited {result.exit_code}")
     return "\n".join(line.rstrip() for line in result.stdout.strip("\n").splitlines())

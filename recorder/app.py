@@ -6,8 +6,6 @@ bad input, with one readable line on stderr and no traceback.
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 import os
 import sys
 from pathlib import Path
@@ -20,6 +18,8 @@ import typer.core
 from rich.console import Console
 
 from a2a_tape import store
+from a2a_tape.store.errors import A2ATapeError
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -39,7 +39,11 @@ err = Console(stderr=True, highlight=False)
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", help="The log: a SQLite file or a postgresql:// URL (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False),
+    typer.Option(
+        "--db",
+        help="The log: a SQLite file or a postgresql:// URL (default: $A2A_TAPE_DB, else ./a2a-tape.db).",
+        show_default=False,
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 

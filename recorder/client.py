@@ -7,8 +7,6 @@ Both dialects of DESIGN section 3 are spoken; v1.0 requests carry ``A2A-Version:
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 import itertools
 import uuid
 from typing import Literal
@@ -16,12 +14,12 @@ from typing import Literal
 import httpx
 import msgspec
 
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import OPERATIONS, STREAMING_OPERATIONS
 
 Dialect = Literal["1.0", "0.3"]
 Protocol = Literal["auto", "1.0", "0.3"]
 CARD_PATH = "/.well-known/agent-card.json"
-
 
 
 class NotAnAgent(A2ATapeError):
@@ -166,8 +164,12 @@ def send_request(
         msg = _Message(messageId=mid, role="ROLE_USER", parts=[_Part(text=text)], contextId=context_id, taskId=task_id)
     else:
         msg = _Message(
-            messageId=mid, role="user", parts=[_Part(text=text, kind="text")], contextId=context_id,
-            taskId=task_id, kind="message",
+            messageId=mid,
+            role="user",
+            parts=[_Part(text=text, kind="text")],
+            contextId=context_id,
+            taskId=task_id,
+            kind="message",
         )
     op = "stream" if stream else "send"
     return _request(op, dialect, _SendParams(message=msg), message_id=mid, rpc_id=rpc_id)
@@ -178,7 +180,9 @@ def task_request(op: str, dialect: Dialect, task_id: str, *, rpc_id: str | int |
     return _request(op, dialect, _IdParams(id=task_id), rpc_id=rpc_id)
 
 
-def _request(op: str, dialect: Dialect, params, message_id: str | None = None, rpc_id: str | int | None = None) -> Request:
+def _request(
+    op: str, dialect: Dialect, params, message_id: str | None = None, rpc_id: str | int | None = None
+) -> Request:
     method = OPERATIONS[op][dialect]
     if rpc_id is None:
         rpc_id = f"a2a-tape-{next(_ids)}"

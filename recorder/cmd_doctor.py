@@ -42,8 +42,15 @@ def doctor_cmd(
         task_id = find_task(st, task) if task is not None else None
         report = diagnose(st, task_id)
     if json:
-        emit_json({"ok": report.ok, "tasks": report.tasks, "errors": report.errors,
-                   "warnings": report.warnings, "findings": report.findings})
+        emit_json(
+            {
+                "ok": report.ok,
+                "tasks": report.tasks,
+                "errors": report.errors,
+                "warnings": report.warnings,
+                "findings": report.findings,
+            }
+        )
     else:
         if not report.findings:
             out.print(f"doctor: {report.tasks} task(s), no faults found")
@@ -55,7 +62,10 @@ def doctor_cmd(
             for f in report.findings:
                 table.add_row(
                     Text(f.level, style="bold red" if f.level == "error" else "yellow"),
-                    (f.task_id or "")[:12], f.code, ", ".join(map(str, f.positions)), f.message,
+                    (f.task_id or "")[:12],
+                    f.code,
+                    ", ".join(map(str, f.positions)),
+                    f.message,
                 )
             out.print(table)
             out.print(f"{report.errors} error(s), {report.warnings} warning(s)")
@@ -140,4 +150,3 @@ def grep_cmd(
             out.print(f"no match for {pattern!r}", markup=False, soft_wrap=True)
     if not matches:
         raise typer.Exit(EXIT_FAILED)
-

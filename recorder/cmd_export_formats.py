@@ -10,11 +10,11 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
 from a2a_tape.replay.export_har import build_har, encode_har
 from a2a_tape.replay.export_html import build_html
 from a2a_tape.replay.export_mermaid import build_mermaid
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from .app import err, fail, find_task, open_db
 
@@ -38,8 +38,14 @@ def export(*, task: str | None, all_: bool, format: str, output: Path | None, db
         else:
             task_ids = [find_task(st, task)]  # type: ignore[arg-type]
         # a progress bar on stderr for long exports (only on a terminal: stdout may be the file)
-        with Progress(TextColumn(f"exporting {format}"), BarColumn(), MofNCompleteColumn(), console=err,
-                      transient=True, disable=not err.is_terminal or len(task_ids) < 50) as bar:
+        with Progress(
+            TextColumn(f"exporting {format}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal or len(task_ids) < 50,
+        ) as bar:
             job = bar.add_task("export", total=len(task_ids))
 
             def step(n: int) -> None:

@@ -33,13 +33,20 @@ def show_cmd(
     raw: Annotated[bool, typer.Option("--raw", help="Print the exact recorded bytes, one item per line.")] = False,
     follow: Annotated[
         bool,
-        typer.Option("--follow", "-f", help="Keep printing the task's new events as they are recorded (until the task "
-                     "ends or Ctrl-C); with --json, one JSON object per line."),
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing the task's new events as they are recorded (until the task "
+            "ends or Ctrl-C); with --json, one JSON object per line.",
+        ),
     ] = False,
     idle: Annotated[
         float | None,
-        typer.Option("--idle-timeout", help="With --follow: stop after this many seconds without a new event.",
-                     show_default=False),
+        typer.Option(
+            "--idle-timeout",
+            help="With --follow: stop after this many seconds without a new event.",
+            show_default=False,
+        ),
     ] = None,
     db: DbOption = None,
     json: JsonOption = False,
@@ -72,7 +79,9 @@ def show_cmd(
         local = row.origin == "local"
         kind = row.kind + (f" ({ev.sse_event})" if ev.sse_event else "")
         table.add_row(
-            str(row.seq), str(row.position), f"+{ev.received_at - t0:.3f}",
+            str(row.seq),
+            str(row.position),
+            f"+{ev.received_at - t0:.3f}",
             Text(kind, style="bold red" if row.kind in ("error", "undecodable") else ""),
             Text("LOCAL", style="bold yellow") if local else "",
             Text(_where(task_id, item)),
@@ -80,15 +89,22 @@ def show_cmd(
         )
     out.print(table)
     if any(r.origin == "local" for r in rows):
-        err.print("LOCAL rows were written by a2a-tape itself (recovery decisions, a synthetic FAILED), not by the agent")
+        err.print(
+            "LOCAL rows were written by a2a-tape itself (recovery decisions, a synthetic FAILED), not by the agent"
+        )
 
 
 def _show_row(ev) -> ShowRow:
     item = decode_item(ev.payload)
     is_json = item.kind != "undecodable" or not item.body.reason.startswith(("invalid JSON", "undecodable"))  # type: ignore[union-attr]
     return ShowRow(
-        seq=ev.seq, position=ev.position, kind=item.kind, received_at=ev.received_at, origin=ev.origin,
-        sse_event=ev.sse_event, exchange_id=ev.exchange_id,
+        seq=ev.seq,
+        position=ev.position,
+        kind=item.kind,
+        received_at=ev.received_at,
+        origin=ev.origin,
+        sse_event=ev.sse_event,
+        exchange_id=ev.exchange_id,
         data=msgspec.Raw(bytes(ev.payload)) if is_json else None,
         raw=None if is_json else bytes(ev.payload).decode("utf-8", "replace"),
     )
@@ -123,7 +139,9 @@ def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: floa
             out.print(
                 f"{ev.seq:>4} {ev.position:>6} +{ev.received_at - t0:8.3f} {item.kind:<11} {local}"
                 f"{_where(task_id, item)} {_summary(item, bytes(ev.payload))}".rstrip(),
-                markup=False, highlight=False, soft_wrap=True,
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
             )
         sys.stdout.flush()
 
@@ -149,7 +167,7 @@ def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: floa
 def _short_id(task_id: str, artifact_id: str) -> str:
     """``{task_id}:stream:reasoning`` -> ``…:stream:reasoning`` (the task id is the table's title)."""
     if task_id and artifact_id.startswith(task_id) and len(artifact_id) > len(task_id):
-        return "…" + artifact_id[len(task_id):]
+        return "…" + artifact_id[len(task_id) :]
     return artifact_id
 
 
@@ -231,7 +249,7 @@ def _parse_since(value: str | None) -> float | None:
     except ValueError:
         raise UsageError(f"--since: '{value}' is neither unix seconds nor an ISO time (2026-11-30T02:08:00Z)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
+        moment = moment.replace(tzinfo=_dt.UTC)
     return moment.timestamp()
 
 
@@ -269,11 +287,17 @@ def _projector(st):
 @app.command("tasks")
 def tasks_cmd(
     state: Annotated[
-        list[str] | None, typer.Option("--state", metavar="STATE", help="Only tasks in this state (repeat, or comma-separate).")
+        list[str] | None,
+        typer.Option("--state", metavar="STATE", help="Only tasks in this state (repeat, or comma-separate)."),
     ] = None,
-    context: Annotated[str | None, typer.Option("--context", metavar="CONTEXT_ID", help="Only tasks of this context id.")] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", metavar="CONTEXT_ID", help="Only tasks of this context id.")
+    ] = None,
     since: Annotated[
-        str | None, typer.Option("--since", metavar="TIME", help="Only tasks active since: unix seconds or an ISO time (UTC if no zone).")
+        str | None,
+        typer.Option(
+            "--since", metavar="TIME", help="Only tasks active since: unix seconds or an ISO time (UTC if no zone)."
+        ),
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="At most this many tasks.")] = None,
     db: DbOption = None,
@@ -306,8 +330,17 @@ def tasks_cmd(
         if cutoff is not None and v.last_at < cutoff:
             continue
         rows.append(
-            TaskRow(v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile,
-                    len(v.faults), v.final_answer)
+            TaskRow(
+                v.task_id,
+                v.context_id,
+                v.state,
+                v.events,
+                v.first_at,
+                v.last_at,
+                v.profile,
+                len(v.faults),
+                v.final_answer,
+            )
         )
         if limit is not None and len(rows) >= limit:
             break
@@ -324,7 +357,11 @@ def tasks_cmd(
     widest = out.width >= 140
     from rich import box
 
-    table = Table(show_lines=False) if wide else Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table = (
+        Table(show_lines=False)
+        if wide
+        else Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    )
     table.add_column("task", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("events", justify="right", no_wrap=True, min_width=6)
@@ -335,7 +372,7 @@ def tasks_cmd(
     if widest:
         table.add_column("answer", overflow="ellipsis", no_wrap=True, max_width=40)
     for r in rows:
-        started = _dt.datetime.fromtimestamp(r.first_at, _dt.timezone.utc).strftime(
+        started = _dt.datetime.fromtimestamp(r.first_at, _dt.UTC).strftime(
             "%Y-%m-%d %H:%M:%S" if wide else "%m-%d %H:%M"
         )
         cells: list[Any] = [r.task_id, _state_text(r.state), str(r.events), started, str(r.faults) if r.faults else ""]
@@ -348,8 +385,14 @@ def tasks_cmd(
 
 
 def _state_text(state: str) -> Text:
-    style = {"completed": "green", "failed": "red", "rejected": "red", "canceled": "yellow",
-             "input-required": "cyan", "auth-required": "cyan"}.get(state, "")
+    style = {
+        "completed": "green",
+        "failed": "red",
+        "rejected": "red",
+        "canceled": "yellow",
+        "input-required": "cyan",
+        "auth-required": "cyan",
+    }.get(state, "")
     return Text(state, style=style)
 
 
@@ -382,14 +425,19 @@ def _print_channels(view, *, show_reasoning: bool, show_ignored: bool) -> None:
 
     out.print(
         Text.assemble(
-            ("task ", "bold"), (view.task_id, "bold"), "  ", _state_text(view.state),
+            ("task ", "bold"),
+            (view.task_id, "bold"),
+            "  ",
+            _state_text(view.state),
             f"  {view.events} events  profile {view.profile}",
             *((f"  context {view.context_id}",) if view.context_id else ()),
         )
     )
     if view.reasoning:
         if show_reasoning:
-            out.print(Panel(Text(view.reasoning, style="dim"), title="reasoning", title_align="left", border_style="dim"))
+            out.print(
+                Panel(Text(view.reasoning, style="dim"), title="reasoning", title_align="left", border_style="dim")
+            )
         else:
             first = view.reasoning.strip().splitlines()[0] if view.reasoning.strip() else ""
             out.print(
@@ -402,8 +450,11 @@ def _print_channels(view, *, show_reasoning: bool, show_ignored: bool) -> None:
         for tc in view.tool_calls:
             result = tc.error if tc.error is not None else tc.output
             table.add_row(
-                tc.tool or tc.call_id or tc.artifact_id, tc.status or "", tc.title or tc.text,
-                _brief(tc.input), _brief(result),
+                tc.tool or tc.call_id or tc.artifact_id,
+                tc.status or "",
+                tc.title or tc.text,
+                _brief(tc.input),
+                _brief(result),
             )
         out.print(table)
     if view.final_answer is not None:

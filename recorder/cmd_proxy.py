@@ -29,15 +29,32 @@ def _check_url(url: str, what: str) -> str:
 def proxy_cmd(
     upstream: Annotated[str, typer.Argument(help="Base URL of the agent to put the proxy in front of.")],
     listen: Annotated[str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).")] = "127.0.0.1:8080",
-    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")] = False,
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
+    ] = False,
     token: Annotated[
         str | None,
-        typer.Option(envvar="A2A_TAPE_PROXY_TOKEN", help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).", show_default=False),
+        typer.Option(
+            envvar="A2A_TAPE_PROXY_TOKEN",
+            help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
+            show_default=False,
+        ),
     ] = None,
-    durability: Annotated[str, typer.Option(help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss.")] = "full",
-    max_body: Annotated[int, typer.Option(help="Refuse request bodies larger than this many bytes.")] = DEFAULT_MAX_BODY,
-    idempotency_ttl: Annotated[float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.")] = DEFAULT_TTL,
-    stall_timeout: Annotated[float, typer.Option(help="Startup recovery: seconds without progress before a task is cancelled and FAILED.")] = DEFAULT_STALL,
+    durability: Annotated[
+        str,
+        typer.Option(
+            help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
+        ),
+    ] = "full",
+    max_body: Annotated[
+        int, typer.Option(help="Refuse request bodies larger than this many bytes.")
+    ] = DEFAULT_MAX_BODY,
+    idempotency_ttl: Annotated[
+        float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.")
+    ] = DEFAULT_TTL,
+    stall_timeout: Annotated[
+        float, typer.Option(help="Startup recovery: seconds without progress before a task is cancelled and FAILED.")
+    ] = DEFAULT_STALL,
     no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
     redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
     db: DbOption = None,
@@ -56,8 +73,13 @@ def proxy_cmd(
         fail(str(exc))
     st = open_db(db, create=True, durability=durability)  # type: ignore[arg-type]
     config = ProxyConfig(
-        upstream=upstream, durability=durability, token=token, max_body=max_body,  # type: ignore[arg-type]
-        idempotency_ttl=idempotency_ttl, recover_on_start=not no_recover, stall_timeout=stall_timeout,
+        upstream=upstream,
+        durability=durability,
+        token=token,
+        max_body=max_body,  # type: ignore[arg-type]
+        idempotency_ttl=idempotency_ttl,
+        recover_on_start=not no_recover,
+        stall_timeout=stall_timeout,
         redactor=build_redactor(redact),
     )
     asgi, _proxy = build_app(st, config)
@@ -66,8 +88,11 @@ def proxy_cmd(
     except OSError as exc:
         st.close()
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    err.print(f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {upstream} (recording to {db_location(db)})",
-              markup=False, soft_wrap=True)
+    err.print(
+        f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {upstream} (recording to {db_location(db)})",
+        markup=False,
+        soft_wrap=True,
+    )
     sys.stderr.flush()
     try:
         listening.run(asgi, sock, lifespan="on")
@@ -77,8 +102,15 @@ def proxy_cmd(
 
 @app.command("recover")
 def recover_cmd(
-    upstream: Annotated[str | None, typer.Option(help="Agent to resume tasks from (default: where each task was recorded from).", show_default=False)] = None,
-    stall_timeout: Annotated[float, typer.Option(help="Seconds without progress before a task is cancelled and FAILED.")] = DEFAULT_STALL,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Agent to resume tasks from (default: where each task was recorded from).", show_default=False
+        ),
+    ] = None,
+    stall_timeout: Annotated[
+        float, typer.Option(help="Seconds without progress before a task is cancelled and FAILED.")
+    ] = DEFAULT_STALL,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -113,7 +145,9 @@ def recover_cmd(
 def probe_cmd(
     url: Annotated[str, typer.Argument(help="Base URL of an agent (or of an a2a-tape proxy).")],
     timeout: Annotated[float, typer.Option(help="Seconds each probe waits for a task to end.")] = 20.0,
-    token: Annotated[str | None, typer.Option(envvar="A2A_TAPE_PROXY_TOKEN", help="Bearer token to send.", show_default=False)] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="A2A_TAPE_PROXY_TOKEN", help="Bearer token to send.", show_default=False)
+    ] = None,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -136,4 +170,3 @@ def probe_cmd(
         fail(f"not an A2A agent: {result.probes[0].detail}")  # nothing could be probed: bad input, exit 2
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
-

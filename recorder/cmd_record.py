@@ -12,13 +12,13 @@ from rich.live import Live
 from rich.table import Table
 
 from a2a_tape.store.redact import build_redactor
+from a2a_tape.store.sse import DEFAULT_MAX_LINE
 
 from .app import DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
 from .client import NotAnAgent
 from .live import render
 from .recording import Session
 from .recovery_tree import RecordOptions, RecordResult, record
-from a2a_tape.store.sse import DEFAULT_MAX_LINE
 
 
 def parse_header(value: str) -> tuple[str, str]:
@@ -69,7 +69,12 @@ DurabilityOption = Annotated[
 
 
 def run_record(
-    opts: RecordOptions, db: str | None, redact: list[str], *, json: bool, title: str = "",
+    opts: RecordOptions,
+    db: str | None,
+    redact: list[str],
+    *,
+    json: bool,
+    title: str = "",
     durability: str = "normal",
 ) -> tuple[RecordResult, Session]:
     if durability not in ("normal", "full"):
@@ -92,34 +97,70 @@ def run_record(
 
 def report(result: RecordResult, session: Session, db: str | None, *, json: bool, title: str = "") -> None:
     if json:
-        emit_json({
-            "task_id": result.task_id, "context_id": result.context_id, "state": result.state,
-            "final_answer": result.final_answer, "events": result.events, "recovered": result.recovered,
-            "stalled": result.stalled, "error": result.error, "local_events": session.local_events,
-            "db": db_location(db),
-        })
+        emit_json(
+            {
+                "task_id": result.task_id,
+                "context_id": result.context_id,
+                "state": result.state,
+                "final_answer": result.final_answer,
+                "events": result.events,
+                "recovered": result.recovered,
+                "stalled": result.stalled,
+                "error": result.error,
+                "local_events": session.local_events,
+                "db": db_location(db),
+            }
+        )
     else:
         out.print(render(session.fold, title=title, done=True))
         where = f"task {result.task_id}" if result.task_id else "the exchange"
-        err.print(f"recorded {result.events} events of {where} ({result.state}) into {db_location(db)}"
-                  + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else ""), markup=False)
+        err.print(
+            f"recorded {result.events} events of {where} ({result.state}) into {db_location(db)}"
+            + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else ""),
+            markup=False,
+        )
     if result.exit_code != 0:
         err.print(f"a2a-tape: {result.error or 'the task ended ' + result.state}", markup=False)
 
 
 @app.command("record")
 def record_cmd(
-    url: Annotated[str, typer.Argument(help="Base URL of the A2A agent (its card is at URL/.well-known/agent-card.json).")],
+    url: Annotated[
+        str, typer.Argument(help="Base URL of the A2A agent (its card is at URL/.well-known/agent-card.json).")
+    ],
     text: Annotated[str, typer.Argument(help="The message to send.")],
-    protocol: Annotated[str, typer.Option("--protocol", help="auto (prefer 1.0 when the card offers it), 1.0 or 0.3.")] = "auto",
-    no_stream: Annotated[bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")] = False,
+    protocol: Annotated[
+        str, typer.Option("--protocol", help="auto (prefer 1.0 when the card offers it), 1.0 or 0.3.")
+    ] = "auto",
+    no_stream: Annotated[
+        bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")
+    ] = False,
     context_id: Annotated[str | None, typer.Option("--context-id", help="Continue this context.")] = None,
-    message_id: Annotated[str | None, typer.Option("--message-id", help="Use this messageId (default: a new UUID).")] = None,
-    header: Annotated[list[str] | None, typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable).")] = None,
-    stall_timeout: Annotated[float, typer.Option("--stall-timeout", help="Seconds without progress while SUBMITTED/WORKING before the task counts as stalled.")] = 120.0,
-    on_stall: Annotated[str, typer.Option("--on-stall", help="cancel (default) or resend (a new task, same contextId).")] = "cancel",
-    redact: Annotated[list[str] | None, typer.Option("--redact", help="Also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).")] = None,
-    max_line_bytes: Annotated[int, typer.Option("--max-line-bytes", help="Longest SSE line accepted.")] = DEFAULT_MAX_LINE,
+    message_id: Annotated[
+        str | None, typer.Option("--message-id", help="Use this messageId (default: a new UUID).")
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable).")
+    ] = None,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stall-timeout",
+            help="Seconds without progress while SUBMITTED/WORKING before the task counts as stalled.",
+        ),
+    ] = 120.0,
+    on_stall: Annotated[
+        str, typer.Option("--on-stall", help="cancel (default) or resend (a new task, same contextId).")
+    ] = "cancel",
+    redact: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact", help="Also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable)."
+        ),
+    ] = None,
+    max_line_bytes: Annotated[
+        int, typer.Option("--max-line-bytes", help="Longest SSE line accepted.")
+    ] = DEFAULT_MAX_LINE,
     durability: DurabilityOption = "normal",
     db: DbOption = None,
     json: JsonOption = False,
@@ -136,9 +177,14 @@ def record_cmd(
     if not url.startswith(("http://", "https://")):
         fail(f"not an http(s) URL: {url}")
     opts = RecordOptions(
-        url=url, text=text, protocol=protocol,  # type: ignore[arg-type]
-        stream=not no_stream, context_id=context_id, message_id=message_id,
-        headers=[parse_header(h) for h in header or []], stall_timeout=stall_timeout,
+        url=url,
+        text=text,
+        protocol=protocol,  # type: ignore[arg-type]
+        stream=not no_stream,
+        context_id=context_id,
+        message_id=message_id,
+        headers=[parse_header(h) for h in header or []],
+        stall_timeout=stall_timeout,
         on_stall=on_stall,  # type: ignore[arg-type]
         max_line=max_line_bytes,
     )

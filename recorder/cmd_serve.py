@@ -34,13 +34,34 @@ def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
 @app.command("serve")
 def serve_cmd(
     listen: Annotated[str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).")] = "127.0.0.1:8765",
-    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")] = False,
-    timing: Annotated[str, typer.Option(help="instant, real (the recorded gaps) or a factor (10: ten times faster).")] = "instant",
-    fault: Annotated[list[str], typer.Option(help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).")] = [],
-    record_mode: Annotated[str, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")] = "none",
-    upstream: Annotated[str | None, typer.Option(help="The live agent that unmatched requests go to (record modes).", show_default=False)] = None,
-    match: Annotated[str, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")] = "method-text",
-    db: Annotated[str | None, typer.Option("--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False)] = None,
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
+    ] = False,
+    timing: Annotated[
+        str, typer.Option(help="instant, real (the recorded gaps) or a factor (10: ten times faster).")
+    ] = "instant",
+    fault: Annotated[
+        list[str],
+        typer.Option(
+            help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=)."
+        ),
+    ] = [],
+    record_mode: Annotated[
+        str, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")
+    ] = "none",
+    upstream: Annotated[
+        str | None,
+        typer.Option(help="The live agent that unmatched requests go to (record modes).", show_default=False),
+    ] = None,
+    match: Annotated[
+        str, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
+    ] = "method-text",
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
     host, port = parse_listen(listen, allow_remote)
@@ -67,8 +88,9 @@ def serve_cmd(
     try:
         if not library.episodes and not (upstream and record_mode != "none"):
             fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
-        engine = ReplayEngine(library, timing=timing, faults=faults, match=match, record_mode=record_mode,
-                              upstream=upstream)
+        engine = ReplayEngine(
+            library, timing=timing, faults=faults, match=match, record_mode=record_mode, upstream=upstream
+        )
         try:
             sock = listening.bind(host, port)
         except OSError as exc:
@@ -76,7 +98,8 @@ def serve_cmd(
         err.print(
             f"a2a-tape serve: {listening.url_of(sock)} replaying {len(library.episodes)} recorded sends from "
             f"{location} (timing {timing}, faults {faults.describe()}, match {match}, record mode {record_mode})",
-            markup=False, soft_wrap=True,
+            markup=False,
+            soft_wrap=True,
         )
         sys.stderr.flush()
         listening.run(create_app(engine), sock)

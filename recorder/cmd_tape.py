@@ -27,8 +27,17 @@ def import_cmd(
     st = open_db(db, create=True)
     with st:
         src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
-        with src, Progress(TextColumn("importing"), BarColumn(), TextColumn("{task.completed} events"),
-                           console=err, transient=True, disable=not err.is_terminal) as bar:
+        with (
+            src,
+            Progress(
+                TextColumn("importing"),
+                BarColumn(),
+                TextColumn("{task.completed} events"),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal,
+            ) as bar,
+        ):
             job = bar.add_task("import", total=None)
             result = import_tape(st, src, progress=lambda n: bar.update(job, completed=n))
     if json:
@@ -44,7 +53,13 @@ def import_cmd(
 def export_cmd(
     task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Export every task.")] = False,
-    format: Annotated[str, typer.Option("--format", help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).")] = "jsonl",
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).",
+        ),
+    ] = "jsonl",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout.")] = None,
     db: DbOption = None,
 ) -> None:
@@ -83,11 +98,21 @@ def copy_cmd(
     with source:
         total = source.count_events()
         target = open_db(dst, create=True)
-        with target, Progress(TextColumn("copying"), BarColumn(), TextColumn("{task.completed}/{task.total} events"),
-                              console=err, transient=True, disable=not err.is_terminal) as bar:
+        with (
+            target,
+            Progress(
+                TextColumn("copying"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} events"),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal,
+            ) as bar,
+        ):
             job = bar.add_task("copy", total=total)
-            result = import_tape(target, export_lines(source, source=safe_location(src)),
-                                 progress=lambda n: bar.update(job, completed=n))
+            result = import_tape(
+                target, export_lines(source, source=safe_location(src)), progress=lambda n: bar.update(job, completed=n)
+            )
     if json:
         emit_json(result)
     else:
@@ -95,4 +120,3 @@ def copy_cmd(
             f"copied {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
             + (f" ({result.skipped} already present)" if result.skipped else "")
         )
-

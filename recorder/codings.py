@@ -10,10 +10,10 @@ bytes that do not decode, make :class:`Decoding` say why instead of handing on g
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 import zlib
 from collections.abc import Callable
+
+from a2a_tape.store.errors import A2ATapeError
 
 
 class DecodingError(A2ATapeError):

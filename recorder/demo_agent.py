@@ -165,43 +165,77 @@ def encode_event(ev: Event, task: HostedTask, dialect: str, rpc_id) -> bytes:
         if dialect == "1.0":
             result = WireResult(statusUpdate=WireStatusUpdate(taskId=task.id, contextId=task.context_id, status=status))
         else:
-            result = WireResult(kind="status-update", taskId=task.id, contextId=task.context_id, status=status,
-                                final=ev.state in TERMINAL)
+            result = WireResult(
+                kind="status-update",
+                taskId=task.id,
+                contextId=task.context_id,
+                status=status,
+                final=ev.state in TERMINAL,
+            )
     else:
         art = WireArtifact(
-            artifactId=ev.artifact_id, name=ev.name, parts=[_part(ev.text, dialect)],
+            artifactId=ev.artifact_id,
+            name=ev.name,
+            parts=[_part(ev.text, dialect)],
             metadata=Metadata(opencode=ev.meta) if ev.meta is not None else None,
         )
         if dialect == "1.0":
-            result = WireResult(artifactUpdate=WireArtifactUpdate(
-                taskId=task.id, contextId=task.context_id, artifact=art,
-                append=True if ev.append else None, lastChunk=True if ev.last_chunk else None,
-            ))
+            result = WireResult(
+                artifactUpdate=WireArtifactUpdate(
+                    taskId=task.id,
+                    contextId=task.context_id,
+                    artifact=art,
+                    append=True if ev.append else None,
+                    lastChunk=True if ev.last_chunk else None,
+                )
+            )
         else:
-            result = WireResult(kind="artifact-update", taskId=task.id, contextId=task.context_id, artifact=art,
-                                append=ev.append, lastChunk=ev.last_chunk)
+            result = WireResult(
+                kind="artifact-update",
+                taskId=task.id,
+                contextId=task.context_id,
+                artifact=art,
+                append=ev.append,
+                lastChunk=ev.last_chunk,
+            )
     return _encoder.encode(_Frame(id=rpc_id, result=result))
 
 
 def encode_task(task: HostedTask, dialect: str, rpc_id) -> bytes:
     arts = [
-        WireArtifact(artifactId=a.artifact_id, name=a.name, parts=[_part(a.text, dialect)],
-                     metadata=Metadata(opencode=a.meta) if a.meta is not None else None)
+        WireArtifact(
+            artifactId=a.artifact_id,
+            name=a.name,
+            parts=[_part(a.text, dialect)],
+            metadata=Metadata(opencode=a.meta) if a.meta is not None else None,
+        )
         for a in task.artifacts.values()
     ]
     status_msg = _message(task.status_text, "agent", dialect, task) if task.status_text else None
     wt = WireTask(
-        id=task.id, contextId=task.context_id,
+        id=task.id,
+        contextId=task.context_id,
         status=WireStatus(state=_state_on_wire(task.state, dialect), message=status_msg),
-        artifacts=arts, history=[_message(task.user_text, "user", dialect, task, task.user_message_id)],
+        artifacts=arts,
+        history=[_message(task.user_text, "user", dialect, task, task.user_message_id)],
         kind=None if dialect == "1.0" else "task",
     )
     if dialect == "1.0":
         return _encoder.encode(_Frame(id=rpc_id, result=WireResult(task=wt)))
     # v0.3: a bare Task object with kind
-    return _encoder.encode(_Frame(id=rpc_id, result=WireResult(
-        kind="task", id=wt.id, contextId=wt.contextId, status=wt.status, artifacts=wt.artifacts, history=wt.history,
-    )))
+    return _encoder.encode(
+        _Frame(
+            id=rpc_id,
+            result=WireResult(
+                kind="task",
+                id=wt.id,
+                contextId=wt.contextId,
+                status=wt.status,
+                artifacts=wt.artifacts,
+                history=wt.history,
+            ),
+        )
+    )
 
 
 def encode_error(code: int, message: str, rpc_id) -> bytes:
@@ -245,8 +279,9 @@ class CardOut(msgspec.Struct):
 class AgentHost:
     """The JSON-RPC plumbing of a small in-memory A2A agent; ``script`` decides what a task does."""
 
-    def __init__(self, script: Script, *, name: str = "a2a-tape demo agent", streaming: bool = True,
-                 description: str = "") -> None:
+    def __init__(
+        self, script: Script, *, name: str = "a2a-tape demo agent", streaming: bool = True, description: str = ""
+    ) -> None:
         self.script = script
         self.name = name
         self.streaming = streaming
@@ -321,8 +356,9 @@ class AgentHost:
 
     def start(self, text: str, message_id: str, context_id: str | None, *, defer: bool = False) -> HostedTask:
         """Create a task; its job starts now, or (``defer``) once the stream has subscribed."""
-        task = HostedTask(id=str(uuid.uuid4()), context_id=context_id or str(uuid.uuid4()), user_text=text,
-                          user_message_id=message_id)
+        task = HostedTask(
+            id=str(uuid.uuid4()), context_id=context_id or str(uuid.uuid4()), user_text=text, user_message_id=message_id
+        )
         self.tasks[task.id] = task
         if not defer:
             self.run_job(task)
@@ -343,7 +379,9 @@ class AgentHost:
         for q in list(task.subscribers):
             q.put_nowait(ev)
 
-    async def stream_frames(self, task: HostedTask, dialect: str, rpc_id, *, snapshot_first: bool) -> AsyncIterator[bytes]:
+    async def stream_frames(
+        self, task: HostedTask, dialect: str, rpc_id, *, snapshot_first: bool
+    ) -> AsyncIterator[bytes]:
         """The SSE frames of one stream: a Task snapshot, then live events until the task settles."""
         q = task.subscribe()
         self.run_job(task)  # after subscribing: the stream sees every event the job emits
@@ -365,8 +403,9 @@ class AgentHost:
 
     @staticmethod
     def sse(frames: AsyncIterator[bytes]) -> StreamingResponse:
-        return StreamingResponse(frames, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            frames, media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        )
 
 
 # -- the demo script -----------------------------------------------------------------------
@@ -395,14 +434,29 @@ async def demo_script(host: AgentHost, task: HostedTask, delay: float = 0.08) ->
         await asyncio.sleep(delay)
         host.emit(task, Chunk(f"{task.id}:stream:reasoning", text, append=i > 0, meta=oc("reasoning")))
     await asyncio.sleep(delay)
-    host.emit(task, Chunk(f"{task.id}:stream:tool_call", 'read_file(path="pyproject.toml") -> 42 lines',
-                          meta=oc("tool_call"), last_chunk=True))
+    host.emit(
+        task,
+        Chunk(
+            f"{task.id}:stream:tool_call",
+            'read_file(path="pyproject.toml") -> 42 lines',
+            meta=oc("tool_call"),
+            last_chunk=True,
+        ),
+    )
     for i, text in enumerate(ANSWER):
         await asyncio.sleep(delay)
         host.emit(task, Chunk(f"{task.id}:stream", text, append=i > 0, meta=oc("final_answer")))
     await asyncio.sleep(delay)
-    host.emit(task, Chunk(f"{task.id}:stream", "".join(ANSWER), append=True, last_chunk=True,
-                          meta=oc("final_answer", "final_snapshot")))
+    host.emit(
+        task,
+        Chunk(
+            f"{task.id}:stream",
+            "".join(ANSWER),
+            append=True,
+            last_chunk=True,
+            meta=oc("final_answer", "final_snapshot"),
+        ),
+    )
     host.emit(task, Status("completed"))
 
 

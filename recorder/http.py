@@ -59,4 +59,3 @@ class LazyTlsTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
 def _trusts_nothing() -> ssl.SSLContext:
     """Hostname checks on, certificates required, no CA to verify them against."""
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-

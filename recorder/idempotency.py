@@ -14,8 +14,6 @@ a client retrying with a new id is still the same request.
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 import hashlib
 import time
 from collections.abc import Mapping
@@ -24,6 +22,7 @@ from typing import Any
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS  # noqa: F401 - the proxy asks it here
 

@@ -20,6 +20,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+
 from . import client as a2a
 from .http import LazyTlsTransport
 from .recovery import Unreachable, Upstream, is_open
@@ -98,8 +99,9 @@ async def probe_dropped_stream(up: Upstream, dialect: a2a.Dialect, url: str, tim
     assert up.card is not None
     if not up.card.streaming:
         return ProbeResult(name, True, "skipped: the agent card does not offer streaming")
-    items, _ = await up.stream(a2a.send_request(dialect, "a2a-tape probe: dropped stream", stream=True), url, None,
-                               stall=timeout, stop_after=1)
+    items, _ = await up.stream(
+        a2a.send_request(dialect, "a2a-tape probe: dropped stream", stream=True), url, None, stall=timeout, stop_after=1
+    )
     if not items or _error(items[0]):
         return ProbeResult(name, False, f"the stream did not start ({_error(items[0]) if items else 'no event'})")
     task_id = _task_id(items[0])
@@ -121,8 +123,9 @@ async def probe_stall(up: Upstream, dialect: a2a.Dialect, url: str, timeout: flo
     name = "stall"
     assert up.card is not None
     if up.card.streaming:
-        items, _ = await up.stream(a2a.send_request(dialect, "a2a-tape probe: stall", stream=True), url, None,
-                                   stall=timeout, stop_after=1)
+        items, _ = await up.stream(
+            a2a.send_request(dialect, "a2a-tape probe: stall", stream=True), url, None, stall=timeout, stop_after=1
+        )
         first = items[0] if items else None
     else:
         first = await up.call(a2a.send_request(dialect, "a2a-tape probe: stall", stream=False), url)
@@ -139,7 +142,9 @@ async def probe_stall(up: Upstream, dialect: a2a.Dialect, url: str, timeout: flo
     return ProbeResult(name, True, f"task {task_id} did not stay working: '{state}' after a cancel request")
 
 
-async def run_probes(st: store.SqliteStore, url: str, *, timeout: float = 20.0, token: str | None = None) -> ProbeReport:
+async def run_probes(
+    st: store.SqliteStore, url: str, *, timeout: float = 20.0, token: str | None = None
+) -> ProbeReport:
     """Run every probe against ``url``; each exchange is recorded in ``st`` (role ``probe``)."""
     headers = {"authorization": f"Bearer {token}"} if token else {}
     limits = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)

@@ -60,8 +60,17 @@ DEFAULT_MAX_BODY = 10 * 1024 * 1024
 CARD_SUFFIXES = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 _HOP_HEADERS = frozenset(
     {
-        "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer",
-        "upgrade", "proxy-authorization", "proxy-connection", "accept-encoding",
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "accept-encoding",
     }
 )
 _JSON = "application/json"
@@ -138,13 +147,21 @@ class Proxy:
 
     async def _recover(self, up_to: int) -> None:
         try:
-            report = await recover(self.store, self.config.upstream, http=self.http,
-                                   stall_timeout=self.config.stall_timeout, up_to=up_to,
-                                   roles=frozenset({"proxy", "recovery"}))
+            report = await recover(
+                self.store,
+                self.config.upstream,
+                http=self.http,
+                stall_timeout=self.config.stall_timeout,
+                up_to=up_to,
+                roles=frozenset({"proxy", "recovery"}),
+            )
             self.recovery_report = report
             if report.resumed or report.failed or report.replayed:
-                print(f"a2a-tape proxy: startup recovery: {len(report.resumed)} resumed, {len(report.failed)} failed, "
-                      f"{len(report.replayed)} keys ready to replay", file=sys.stderr)
+                print(
+                    f"a2a-tape proxy: startup recovery: {len(report.resumed)} resumed, {len(report.failed)} failed, "
+                    f"{len(report.replayed)} keys ready to replay",
+                    file=sys.stderr,
+                )
         except Exception as exc:  # noqa: BLE001 - the proxy keeps serving; say why recovery did not run
             print(f"a2a-tape proxy: startup recovery did not complete: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:
@@ -159,13 +176,18 @@ class Proxy:
         if auth_header is False:
             return Response(
                 rpc_error(b"null", -32600, "missing or wrong proxy token (send 'Authorization: Bearer <token>')"),
-                401, media_type=_JSON, headers={"www-authenticate": "Bearer"},
+                401,
+                media_type=_JSON,
+                headers={"www-authenticate": "Bearer"},
             )
         body = await self._read_body(request)
         if body is None:
             return Response(
-                rpc_error(b"null", -32600, f"request body larger than the proxy's limit of {self.config.max_body} bytes"),
-                413, media_type=_JSON,
+                rpc_error(
+                    b"null", -32600, f"request body larger than the proxy's limit of {self.config.max_body} bytes"
+                ),
+                413,
+                media_type=_JSON,
             )
         headers = self._forward_headers(request, drop_authorization=auth_header == "authorization")
         if request.method == "POST" and not _is_rest(path):
@@ -220,20 +242,39 @@ class Proxy:
         started = time.time()
         try:
             carried = self._authorized(request)  # the card is public, but never forward our own token
-            resp = await self.http.get(url, headers=self._forward_headers(request, drop_authorization=carried == "authorization"))
+            resp = await self.http.get(
+                url, headers=self._forward_headers(request, drop_authorization=carried == "authorization")
+            )
         except httpx.HTTPError as exc:
             msg = a2a.describe_http_error(exc, url)
-            await self._exchange_row(store.Exchange(started_at=started, ended_at=time.time(), url=url, http_method="GET",
-                                                    outcome="error", error=msg, role="proxy"))
+            await self._exchange_row(
+                store.Exchange(
+                    started_at=started,
+                    ended_at=time.time(),
+                    url=url,
+                    http_method="GET",
+                    outcome="error",
+                    error=msg,
+                    role="proxy",
+                )
+            )
             return Response(rpc_error(b"null", -32603, f"upstream agent unreachable: {msg}"), 502, media_type=_JSON)
         body = resp.content
         if resp.status_code == 200 and _media(resp.headers.get("content-type")) == _JSON:
             body = self._rewrite_card(body, f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}")
-        await self._exchange_row(store.Exchange(
-            started_at=started, ended_at=time.time(), url=url, http_method="GET", status=resp.status_code,
-            content_type=resp.headers.get("content-type"), response_body=resp.content,
-            outcome="ok" if resp.status_code == 200 else "error", role="proxy",
-        ))
+        await self._exchange_row(
+            store.Exchange(
+                started_at=started,
+                ended_at=time.time(),
+                url=url,
+                http_method="GET",
+                status=resp.status_code,
+                content_type=resp.headers.get("content-type"),
+                response_body=resp.content,
+                outcome="ok" if resp.status_code == 200 else "error",
+                role="proxy",
+            )
+        )
         return Response(body, resp.status_code, media_type=resp.headers.get("content-type"))
 
     def _rewrite_card(self, body: bytes, proxy_origin: str) -> bytes:
@@ -266,21 +307,48 @@ class Proxy:
             return Response(rpc_error(b"null", exc.code, str(exc)), 400, media_type=_JSON)
         method = rpc.method
         v1 = request.headers.get("a2a-version", "").startswith("1") or method[:1].isupper()
-        return await self._relay(request, body, headers, name=method, key_name=method, params_raw=rpc.params,
-                                 rpc_id=bytes(rpc.id), dialect="1.0" if v1 else "0.3",
-                                 streaming=method in STREAM_METHODS)
+        return await self._relay(
+            request,
+            body,
+            headers,
+            name=method,
+            key_name=method,
+            params_raw=rpc.params,
+            rpc_id=bytes(rpc.id),
+            dialect="1.0" if v1 else "0.3",
+            streaming=method in STREAM_METHODS,
+        )
 
     async def _rest(self, request: Request, body: bytes, headers: dict[str, str]) -> Response:
         """The HTTP+JSON binding: same recording and idempotency; the body is the params."""
         path = request.url.path
-        return await self._relay(request, body, headers, name=path.rsplit("/", 1)[-1], key_name=path,
-                                 params_raw=body if request.method == "POST" and body else b"null", rpc_id=None,
-                                 dialect="rest", streaming=path.endswith((":stream", ":subscribe")),
-                                 http_method=request.method)
+        return await self._relay(
+            request,
+            body,
+            headers,
+            name=path.rsplit("/", 1)[-1],
+            key_name=path,
+            params_raw=body if request.method == "POST" and body else b"null",
+            rpc_id=None,
+            dialect="rest",
+            streaming=path.endswith((":stream", ":subscribe")),
+            http_method=request.method,
+        )
 
-    async def _relay(self, request: Request, body: bytes, headers: dict[str, str], *, name: str, key_name: str,
-                     params_raw: bytes, rpc_id: bytes | None, dialect: str, streaming: bool,
-                     http_method: str = "POST") -> Response:
+    async def _relay(
+        self,
+        request: Request,
+        body: bytes,
+        headers: dict[str, str],
+        *,
+        name: str,
+        key_name: str,
+        params_raw: bytes,
+        rpc_id: bytes | None,
+        dialect: str,
+        streaming: bool,
+        http_method: str = "POST",
+    ) -> Response:
         """One request: an exchange row, then relay it (or answer a repeated key from the log)."""
         params = parse_params(params_raw)
         low_headers = {k.lower(): v for k, v in request.headers.items()}
@@ -289,11 +357,19 @@ class Proxy:
         msg = params.message
         url = self._target(request)
         ex = store.Exchange(
-            started_at=time.time(), url=url, http_method=http_method, rpc_method=name, dialect=dialect,
-            streaming=streaming, request_headers=self.config.redactor.headers_dict(request.headers.items()),
+            started_at=time.time(),
+            url=url,
+            http_method=http_method,
+            rpc_method=name,
+            dialect=dialect,
+            streaming=streaming,
+            request_headers=self.config.redactor.headers_dict(request.headers.items()),
             request_body=self.config.redactor.json_bytes(body),
-            task_id=params.id or (msg.taskId if msg else None), context_id=msg.contextId if msg else None,
-            message_id=msg.messageId if msg else None, idempotency_key=key, role="proxy",
+            task_id=params.id or (msg.taskId if msg else None),
+            context_id=msg.contextId if msg else None,
+            message_id=msg.messageId if msg else None,
+            idempotency_key=key,
+            role="proxy",
         )
         if key is None:
             ex_id = await self._exchange_row(ex)
@@ -319,8 +395,9 @@ class Proxy:
             live.set_body(200, _JSON, b"")
             live.finish()
             await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-            return Response(rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409,
-                            media_type=_JSON)
+            return Response(
+                rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409, media_type=_JSON
+            )
         live.req_hash = record.request_hash
         live.rpc_id = None
         assert self._tg is not None
@@ -328,18 +405,23 @@ class Proxy:
         await self._finish_row(ex_id, outcome="replayed")
         return await self._respond(live, rpc_id)
 
-    def _begin_and_claim(self, ex: store.Exchange, key: str, req_hash: str) -> tuple[int, store.IdempotencyRecord, bool]:
+    def _begin_and_claim(
+        self, ex: store.Exchange, key: str, req_hash: str
+    ) -> tuple[int, store.IdempotencyRecord, bool]:
         """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
         with self.store.transaction():
             ex_id = self.store.begin_exchange(ex)
             record, claimed = self.gateway.claim(key, req_hash, ex_id)
         return ex_id, record, claimed
 
-    async def _duplicate(self, live: Live, req_hash: str | None, key: str, ex_id: int, rpc_id: bytes | None) -> Response:
+    async def _duplicate(
+        self, live: Live, req_hash: str | None, key: str, ex_id: int, rpc_id: bytes | None
+    ) -> Response:
         if live.req_hash != req_hash:
             await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-            return Response(rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409,
-                            media_type=_JSON)
+            return Response(
+                rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409, media_type=_JSON
+            )
         await self._finish_row(ex_id, outcome="replayed")
         return await self._respond(live, rpc_id)
 
@@ -368,8 +450,16 @@ class Proxy:
 
     # -- the upstream side ----------------------------------------------------------------------
 
-    async def _pump(self, live: Live, ex_id: int, url: str, headers: dict[str, str], body: bytes,
-                    key: str | None, method: str = "POST") -> None:
+    async def _pump(
+        self,
+        live: Live,
+        ex_id: int,
+        url: str,
+        headers: dict[str, str],
+        body: bytes,
+        key: str | None,
+        method: str = "POST",
+    ) -> None:
         """Relay one request upstream; runs in the proxy's task group (outlives the client)."""
         assert self.http is not None
         t0 = time.monotonic()
@@ -395,10 +485,15 @@ class Proxy:
                             row["response_body"] = data
                         else:
                             assert self.writer is not None
-                            await self.writer.append(store.NewEvent(
-                                payload=data, task_id=item.task_id, exchange_id=ex_id, received_at=time.time(),
-                                mono=time.monotonic() - t0,
-                            ))
+                            await self.writer.append(
+                                store.NewEvent(
+                                    payload=data,
+                                    task_id=item.task_id,
+                                    exchange_id=ex_id,
+                                    received_at=time.time(),
+                                    mono=time.monotonic() - t0,
+                                )
+                            )
                             task_ids[:] = [item.task_id, item.context_id]
                         failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
                         row["outcome"] = "error" if failed else "ok"
@@ -420,7 +515,9 @@ class Proxy:
             else:
                 row.update(outcome="error", error=f"upstream agent unreachable: {why}")
                 release = True
-                live.set_body(502, _JSON, rpc_error(live.rpc_id or b"null", -32603, f"upstream agent unreachable: {why}"))
+                live.set_body(
+                    502, _JSON, rpc_error(live.rpc_id or b"null", -32603, f"upstream agent unreachable: {why}")
+                )
         except anyio.get_cancelled_exc_class():
             row.setdefault("outcome", "incomplete")  # the proxy is shutting down: recovery resumes the task
             raise
@@ -428,7 +525,9 @@ class Proxy:
             row.update(outcome="error", error=f"proxy error: {type(exc).__name__}: {exc}")
             if not live.ready.is_set():
                 release = True
-                live.set_body(502, _JSON, rpc_error(live.rpc_id or b"null", -32603, f"proxy error: {type(exc).__name__}"))
+                live.set_body(
+                    502, _JSON, rpc_error(live.rpc_id or b"null", -32603, f"proxy error: {type(exc).__name__}")
+                )
         finally:
             live.finish()
             with anyio.CancelScope(shield=True):
@@ -514,8 +613,16 @@ class Proxy:
                         tid = task_ids[0]
                     elif task_ids[0] is None:
                         task_ids[:] = [tid, item.context_id]
-                    events.append(store.NewEvent(payload=it.data, task_id=tid, exchange_id=ex_id,
-                                                 sse_event=it.event, received_at=now, mono=mono))
+                    events.append(
+                        store.NewEvent(
+                            payload=it.data,
+                            task_id=tid,
+                            exchange_id=ex_id,
+                            sse_event=it.event,
+                            received_at=now,
+                            mono=mono,
+                        )
+                    )
                 if events:
                     await writer.append_many(events)
                 live.publish(out)
@@ -529,9 +636,18 @@ class Proxy:
         try:
             events = await anyio.to_thread.run_sync(recorded_items, self.store, record)
             if not events:
-                live.set_body(200, _JSON, rpc_error(b"null", -32603, (
-                    f"the first request with this key ({key}) was interrupted before any reply was recorded; "
-                    "its outcome is unknown, send a new messageId to try again")))
+                live.set_body(
+                    200,
+                    _JSON,
+                    rpc_error(
+                        b"null",
+                        -32603,
+                        (
+                            f"the first request with this key ({key}) was interrupted before any reply was recorded; "
+                            "its outcome is unknown, send a new messageId to try again"
+                        ),
+                    ),
+                )
             elif streaming:
                 live.start_sse(200, "text/event-stream; charset=utf-8")
                 live.publish([(e.sse_event, bytes(e.payload), False) for e in events])
@@ -562,4 +678,3 @@ def check_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127.") and not allow_remote:
         raise ValueError(f"refusing to listen on {host}: the proxy forwards credentials; add --allow-remote to mean it")
     return host, int(port)
-

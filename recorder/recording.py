@@ -93,10 +93,14 @@ class Session:
         self.exchange_ids.append(ex_id)
         return ex_id
 
-    def response(self, ex_id: int, status: int, content_type: str | None, headers: Mapping[str, str] | Sequence[tuple[str, str]]) -> None:
+    def response(
+        self, ex_id: int, status: int, content_type: str | None, headers: Mapping[str, str] | Sequence[tuple[str, str]]
+    ) -> None:
         """Remember the response line; written with the first events (one transaction, not two)."""
         self._pending[ex_id] = {
-            "status": status, "content_type": content_type, "response_headers": self.redactor.headers_dict(headers),
+            "status": status,
+            "content_type": content_type,
+            "response_headers": self.redactor.headers_dict(headers),
         }
 
     def finish(self, ex_id: int, outcome: str, *, error: str | None = None, response_body: bytes | None = None) -> None:
@@ -133,8 +137,12 @@ class Session:
         return self.apply(self.commit(ex_id, new), items)
 
     def prepare(
-        self, ex_id: int, raw: Sequence[tuple[bytes, str | None]], arrived: Sequence[float] | None = None,
-        *, peek: bool = True,
+        self,
+        ex_id: int,
+        raw: Sequence[tuple[bytes, str | None]],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: bool = True,
     ) -> tuple[list[NewEvent], list[Item | TextChunk]]:
         """Decode items (task id, arrival time); nothing is shown or decided yet.
 

@@ -22,8 +22,6 @@ appended only after re-reading the task's state inside the same write transactio
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 import os
 import socket
 import time
@@ -35,12 +33,13 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.redact import Redactor
+from a2a_tape.store.sse import SseParser
 
 from . import client as a2a
 from .http import LazyTlsTransport
 from .settle import Backoff, settle
-from a2a_tape.store.sse import SseParser
 
 LEASE_KEY = "recovery.lease"
 LEASE_TTL = 120.0
@@ -116,10 +115,14 @@ def fail_if_open(st: store.SqliteStore, task_id: str, context_id: str | None, re
         view = fold_task(task_id, st.read_task(task_id))
         if not is_open(view.state):
             return False
-        st.append(store.NewEvent(
-            payload=store.local_failed(task_id, context_id or view.context_id, reason),
-            task_id=task_id, received_at=time.time(), origin="local",
-        ))
+        st.append(
+            store.NewEvent(
+                payload=store.local_failed(task_id, context_id or view.context_id, reason),
+                task_id=task_id,
+                received_at=time.time(),
+                origin="local",
+            )
+        )
     return True
 
 
@@ -196,8 +199,16 @@ def running_proxy(st: store.SqliteStore) -> str | None:
 class Upstream:
     """Calls one agent and records every exchange and every item it answers (write-ahead)."""
 
-    def __init__(self, st: store.SqliteStore, base_url: str, http: httpx.AsyncClient,
-                 writer: store.GroupCommitWriter, *, role: str = "recovery", redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        st: store.SqliteStore,
+        base_url: str,
+        http: httpx.AsyncClient,
+        writer: store.GroupCommitWriter,
+        *,
+        role: str = "recovery",
+        redactor: Redactor | None = None,
+    ) -> None:
         self.store = st
         self.redactor = redactor or Redactor()  # URLs and error texts: no token from a query string on disk
         self.base_url = base_url.rstrip("/")
@@ -231,10 +242,17 @@ class Upstream:
 
     async def _begin(self, req: a2a.Request, url: str, task_id: str | None) -> tuple[int, float]:
         ex = store.Exchange(
-            started_at=time.time(), url=self.redactor.url(url), rpc_method=req.method, dialect=req.dialect, streaming=req.streaming,
+            started_at=time.time(),
+            url=self.redactor.url(url),
+            rpc_method=req.method,
+            dialect=req.dialect,
+            streaming=req.streaming,
             request_headers={k.lower(): v for k, v in a2a.dialect_headers(req.dialect).items()},
-            request_body=req.body, task_id=task_id, message_id=req.message_id,
-            idempotency_key=None, role=self.role,
+            request_body=req.body,
+            task_id=task_id,
+            message_id=req.message_id,
+            idempotency_key=None,
+            role=self.role,
         )
         ex_id = await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
         return ex_id, time.monotonic()
@@ -264,17 +282,28 @@ class Upstream:
         ct = resp.headers.get("content-type")
         if isinstance(item.body, store.Undecodable):
             why = a2a.explain_not_json(resp, url)
-            await self._end(ex_id, status=resp.status_code, content_type=ct, outcome="error", error=why, response_body=data)
+            await self._end(
+                ex_id, status=resp.status_code, content_type=ct, outcome="error", error=why, response_body=data
+            )
             raise Unreachable(why)
         tid = item.task_id or task_id
-        await self.writer.append(store.NewEvent(payload=data, task_id=tid, exchange_id=ex_id,
-                                                received_at=time.time(), mono=time.monotonic() - t0))
-        await self._end(ex_id, status=resp.status_code, content_type=ct, task_id=tid,
-                        outcome="error" if isinstance(item.body, store.ErrorItem) else "ok")
+        await self.writer.append(
+            store.NewEvent(
+                payload=data, task_id=tid, exchange_id=ex_id, received_at=time.time(), mono=time.monotonic() - t0
+            )
+        )
+        await self._end(
+            ex_id,
+            status=resp.status_code,
+            content_type=ct,
+            task_id=tid,
+            outcome="error" if isinstance(item.body, store.ErrorItem) else "ok",
+        )
         return item
 
-    async def stream(self, req: a2a.Request, url: str, task_id: str | None, *, stall: float | None,
-                     stop_after: int | None = None) -> tuple[list[store.Item], str]:
+    async def stream(
+        self, req: a2a.Request, url: str, task_id: str | None, *, stall: float | None, stop_after: int | None = None
+    ) -> tuple[list[store.Item], str]:
         """A streaming call, each item recorded as it arrives. Ends when the server closes, after
         ``stop_after`` items (a deliberate drop), or after ``stall`` seconds without an item.
         Returns (items, outcome) with outcome closed / dropped / stalled / error."""
@@ -297,9 +326,15 @@ class Upstream:
                             fields.update(response_body=data)
                             outcome = "error"
                         else:
-                            await self.writer.append(store.NewEvent(payload=data, task_id=item.task_id or tid,
-                                                                    exchange_id=ex_id, received_at=time.time(),
-                                                                    mono=time.monotonic() - t0))
+                            await self.writer.append(
+                                store.NewEvent(
+                                    payload=data,
+                                    task_id=item.task_id or tid,
+                                    exchange_id=ex_id,
+                                    received_at=time.time(),
+                                    mono=time.monotonic() - t0,
+                                )
+                            )
                             items.append(item)
                             outcome = "error" if isinstance(item.body, store.ErrorItem) else "ok"
                         return items, outcome
@@ -310,9 +345,16 @@ class Upstream:
                                 continue  # a keep-alive is not progress
                             item = store.decode_item(it.data)
                             tid = item.task_id or tid
-                            await self.writer.append(store.NewEvent(
-                                payload=it.data, task_id=tid, exchange_id=ex_id, sse_event=it.event,
-                                received_at=time.time(), mono=time.monotonic() - t0))
+                            await self.writer.append(
+                                store.NewEvent(
+                                    payload=it.data,
+                                    task_id=tid,
+                                    exchange_id=ex_id,
+                                    sse_event=it.event,
+                                    received_at=time.time(),
+                                    mono=time.monotonic() - t0,
+                                )
+                            )
                             items.append(item)
                             if stall is not None:
                                 scope.deadline = anyio.current_time() + stall
@@ -363,8 +405,10 @@ async def _get_task(up: Upstream, dialect: str, url: str, task_id: str, unreacha
     except Unreachable as exc:
         return f"recorder restarted and the upstream {unreachable}: {exc}"
     if isinstance(item.body, store.ErrorItem):
-        return (f"recorder restarted and the upstream no longer knows the task "
-                f"(error {item.body.code}: {item.body.message})")
+        return (
+            f"recorder restarted and the upstream no longer knows the task "
+            f"(error {item.body.code}: {item.body.message})"
+        )
     return item
 
 
@@ -388,8 +432,11 @@ class _Resume:
         return self.last_progress
 
     async def get_task(self) -> str | None:
-        unreachable = "could not be asked about the task" if self.last_key is _UNSEEN else \
-            "became unreachable while resuming the task"
+        unreachable = (
+            "could not be asked about the task"
+            if self.last_key is _UNSEEN
+            else "became unreachable while resuming the task"
+        )
         item = await _get_task(self.up, self.dialect, self.url, self.task_id, unreachable)
         if isinstance(item, str):
             return item
@@ -401,8 +448,9 @@ class _Resume:
 
     async def resubscribe(self) -> str | None:
         left = max(0.1, self.stall_timeout - (time.monotonic() - self.last_progress))
-        items, _ = await self.up.stream(a2a.task_request("resubscribe", self.dialect, self.task_id), self.url,
-                                        self.task_id, stall=left)
+        items, _ = await self.up.stream(
+            a2a.task_request("resubscribe", self.dialect, self.task_id), self.url, self.task_id, stall=left
+        )
         if items and isinstance(items[0].body, store.ErrorItem):
             return f"{items[0].body.code}: {items[0].body.message}"
         if any(not isinstance(i.body, store.ErrorItem) for i in items[1:]):
@@ -412,8 +460,14 @@ class _Resume:
         return None
 
     async def note(self, action: str, detail: str) -> None:
-        await self.up.writer.append(store.NewEvent(payload=store.local_note(action, detail, self.task_id),
-                                                   task_id=self.task_id, received_at=time.time(), origin="local"))
+        await self.up.writer.append(
+            store.NewEvent(
+                payload=store.local_note(action, detail, self.task_id),
+                task_id=self.task_id,
+                received_at=time.time(),
+                origin="local",
+            )
+        )
 
 
 _UNSEEN = object()
@@ -423,8 +477,9 @@ async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | N
     """Follow one task upstream to its end; None when resumed, else the reason it failed."""
     assert up.card is not None
     follow = _Resume(up, view, stall_timeout)
-    done = await settle(follow, streaming=up.card.streaming, stall_timeout=stall_timeout,
-                        backoff=Backoff(0.2, 5.0, jitter=0.5))
+    done = await settle(
+        follow, streaming=up.card.streaming, stall_timeout=stall_timeout, backoff=Backoff(0.2, 5.0, jitter=0.5)
+    )
     if done.how == "settled":
         return None
     if done.how == "lost":
@@ -434,8 +489,10 @@ async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | N
         await up.call(a2a.task_request("cancel", follow.dialect, view.task_id), follow.url, view.task_id)
     except Unreachable:
         pass
-    return (f"recorder restarted and the task made no progress upstream for {stall_timeout:g}s "
-            f"(still submitted/working){CANCEL_SUFFIX}")
+    return (
+        f"recorder restarted and the task made no progress upstream for {stall_timeout:g}s "
+        f"(still submitted/working){CANCEL_SUFFIX}"
+    )
 
 
 def settle_keys(st: store.SqliteStore, before: float) -> list[str]:
@@ -499,8 +556,10 @@ async def recover(
                     up = uppers.get(base)
                     if up is None:
                         if http is None:  # made only when a task needs it
-                            http = httpx.AsyncClient(transport=LazyTlsTransport(), timeout=httpx.Timeout(
-                                connect=10.0, read=None, write=30.0, pool=None))
+                            http = httpx.AsyncClient(
+                                transport=LazyTlsTransport(),
+                                timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),
+                            )
                         candidate = Upstream(st, base, http, writer)
                         try:
                             await candidate.load_card()
@@ -515,9 +574,13 @@ async def recover(
                     report.failed.append(FailedTask(view.task_id, reason))
                 elif reason.endswith(CANCEL_SUFFIX):
                     # our cancel ended it upstream (canceled is terminal): keep why, as a local note
-                    await anyio.to_thread.run_sync(lambda: st.append(store.NewEvent(
-                        payload=store.local_note("recovery-cancel", reason, view.task_id), task_id=view.task_id,
-                        received_at=time.time(), origin="local")))
+                    note = store.NewEvent(
+                        payload=store.local_note("recovery-cancel", reason, view.task_id),
+                        task_id=view.task_id,
+                        received_at=time.time(),
+                        origin="local",
+                    )
+                    await anyio.to_thread.run_sync(st.append, note)
                     report.failed.append(FailedTask(view.task_id, reason))
                 else:
                     report.resumed.append(view.task_id)  # it ended meanwhile (another writer)

@@ -123,9 +123,14 @@ class Recorder:
         self.dialect, self.endpoint = choose_endpoint(self.card, self.base_url + "/", self.opts.protocol)
         streaming = self.opts.stream and self.card.streaming
         if self.opts.stream and not self.card.streaming:
-            self.session.note("no streaming", "the agent card does not offer streaming: sending message/send and polling")
+            self.session.note(
+                "no streaming", "the agent card does not offer streaming: sending message/send and polling"
+            )
         req = send_request(
-            self.dialect, self.opts.text, stream=streaming, message_id=self.opts.message_id,
+            self.dialect,
+            self.opts.text,
+            stream=streaming,
+            message_id=self.opts.message_id,
             context_id=self.opts.context_id,
         )
         res = await self.call(req, first=True)
@@ -159,8 +164,11 @@ class Recorder:
             self.recovered.append(res.outcome)
             s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {state}")
         done = await settle(
-            _Follow(self), streaming=self.card.streaming and self.opts.stream, stall_timeout=self.opts.stall_timeout,
-            backoff=Backoff(self.opts.poll_initial, self.opts.poll_max), max_resubscribes=self.opts.max_resubscribes,
+            _Follow(self),
+            streaming=self.card.streaming and self.opts.stream,
+            stall_timeout=self.opts.stall_timeout,
+            backoff=Backoff(self.opts.poll_initial, self.opts.poll_max),
+            max_resubscribes=self.opts.max_resubscribes,
         )
         if done.how == "lost":
             s.note("gave up", done.why)
@@ -193,8 +201,9 @@ class Recorder:
             s.note("resend", f"sending the message again in a new task, contextId {ctx}")
             s.reset_for_new_task()
             self.stalled = False
-            req = send_request(self.dialect, self.opts.text, stream=self.opts.stream and self.card.streaming,
-                               context_id=ctx)
+            req = send_request(
+                self.dialect, self.opts.text, stream=self.opts.stream and self.card.streaming, context_id=ctx
+            )
             await self.follow(await self.call(req, first=True))
             return
         self.error = f"stalled: no progress for {self.opts.stall_timeout:g} s"
@@ -202,8 +211,14 @@ class Recorder:
     def result(self) -> RecordResult:
         s = self.session
         return RecordResult(
-            task_id=s.task_id, context_id=s.context_id, state=s.state, final_answer=s.fold.final_answer,
-            events=s.events, recovered=self.recovered, stalled=self.stalled, error=self.error,
+            task_id=s.task_id,
+            context_id=s.context_id,
+            state=s.state,
+            final_answer=s.fold.final_answer,
+            events=s.events,
+            recovered=self.recovered,
+            stalled=self.stalled,
+            error=self.error,
         )
 
     # -- HTTP --------------------------------------------------------------------------------
@@ -217,8 +232,9 @@ class Recorder:
     async def fetch_card(self) -> AgentCard:
         s = self.session
         url = card_url(self.base_url)
-        ex = s.begin(url=url, rpc_method="agent-card", dialect=None, streaming=False, headers=self.headers(),
-                     http_method="GET")
+        ex = s.begin(
+            url=url, rpc_method="agent-card", dialect=None, streaming=False, headers=self.headers(), http_method="GET"
+        )
         try:
             resp = await self.http.get(url, headers=self.headers(), timeout=self.opts.call_timeout)
         except httpx.HTTPError as exc:
@@ -255,17 +271,30 @@ class Recorder:
         headers.append(("Content-Type", "application/json"))
         if req.streaming:
             headers.append(("Accept", "text/event-stream"))
-        ex = s.begin(url=self.endpoint, rpc_method=req.method, dialect=req.dialect, streaming=req.streaming,
-                     headers=headers, body=req.body, message_id=req.message_id)
+        ex = s.begin(
+            url=self.endpoint,
+            rpc_method=req.method,
+            dialect=req.dialect,
+            streaming=req.streaming,
+            headers=headers,
+            body=req.body,
+            message_id=req.message_id,
+        )
         timeout = httpx.Timeout(self.opts.call_timeout, connect=self.opts.connect_timeout)
         if req.streaming:
             timeout = httpx.Timeout(None, connect=self.opts.connect_timeout)  # the stall watchdog decides
         received = 0
         try:
-            async with self.http.stream("POST", self.endpoint, content=req.body, headers=headers, timeout=timeout) as resp:
+            async with self.http.stream(
+                "POST", self.endpoint, content=req.body, headers=headers, timeout=timeout
+            ) as resp:
                 s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
                 ct = media_type(resp)
-                if resp.status_code >= 400 and ct != "application/json" or ct not in ("text/event-stream", "application/json"):
+                if (
+                    resp.status_code >= 400
+                    and ct != "application/json"
+                    or ct not in ("text/event-stream", "application/json")
+                ):
                     body = await _read_capped(resp)
                     msg = explain_not_json(resp, f"{req.method} at {self.endpoint}")
                     s.finish(ex, "error", error=msg, response_body=body)
@@ -491,7 +520,9 @@ async def _read_capped(resp: httpx.Response) -> bytes:
     return bytes(buf[:MAX_BODY])
 
 
-async def record(session: Session, opts: RecordOptions, *, transport: httpx.AsyncBaseTransport | None = None) -> RecordResult:
+async def record(
+    session: Session, opts: RecordOptions, *, transport: httpx.AsyncBaseTransport | None = None
+) -> RecordResult:
     """Run one recorded session against ``opts.url``. Raises :class:`NotAnAgent` for exit-2 cases."""
     async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=True) as http:
         return await Recorder(http, session, opts).run()

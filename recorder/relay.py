@@ -19,8 +19,9 @@ _JSON = "application/json"
 class Live:
     """One relayed response: what the upstream said so far, for every client reading it."""
 
-    def __init__(self, exchange_id: int | None, req_hash: str | None, rpc_id: bytes | None, *,
-                 single_reader: bool = False) -> None:
+    def __init__(
+        self, exchange_id: int | None, req_hash: str | None, rpc_id: bytes | None, *, single_reader: bool = False
+    ) -> None:
         self.exchange_id = exchange_id
         # no idempotency key: nobody can attach later, so items its one reader has taken (or
         # that nobody will read, once that reader is gone) are not kept: memory stays flat on
@@ -68,8 +69,9 @@ class Live:
             while True:
                 items = self.items
                 if i < len(items):
-                    chunk = b"".join(_render(ev, data, comment, rpc_id if rewrite else None)
-                                     for ev, data, comment in items[i:])
+                    chunk = b"".join(
+                        _render(ev, data, comment, rpc_id if rewrite else None) for ev, data, comment in items[i:]
+                    )
                     if self.single_reader:
                         self.items, i = [], 0
                     else:

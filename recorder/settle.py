@@ -61,8 +61,9 @@ class Settled:
     polled: bool = False
 
 
-async def settle(f: Follower, *, streaming: bool, stall_timeout: float, backoff: Backoff,
-                 max_resubscribes: int | None = None) -> Settled:
+async def settle(
+    f: Follower, *, streaming: bool, stall_timeout: float, backoff: Backoff, max_resubscribes: int | None = None
+) -> Settled:
     """Follow the task to its end by the rule of the module docstring."""
     out = Settled("settled")
     waits: Iterator[float] | None = None

@@ -24,17 +24,15 @@ import httpx
 import msgspec
 
 from a2a_tape import store
-from a2a_tape.store.redact import Redactor, build_redactor
-
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
+from a2a_tape.store.redact import Redactor, build_redactor
+from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 from .client import CARD_PATH
 from .codings import Decoding, DecodingError
 from .http import LazyTlsTransport
 from .recording import Session
-from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
-
 
 
 class _Msg(msgspec.Struct):
@@ -121,16 +119,14 @@ class _Exchange:
             return
         body = bytes(self.body)
         if not self.as_event:
-            s.finish(self.ex_id, outcome, error=error, response_body=body[:1 << 20])
+            s.finish(self.ex_id, outcome, error=error, response_body=body[: 1 << 20])
             return
         if outcome == "ok" and body:
             pairs = s.record_items(self.ex_id, [(body, None)])
             if pairs and pairs[0][1].kind == "undecodable":
-                s.finish(self.ex_id, "error", error="the body is not A2A JSON", response_body=body[:1 << 20])
+                s.finish(self.ex_id, "error", error="the body is not A2A JSON", response_body=body[: 1 << 20])
                 return
         s.finish(self.ex_id, outcome, error=error)
-
-
 
 
 class _AsyncTee(httpx.AsyncByteStream):
@@ -283,9 +279,15 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         session.task_id = params.id or (msg.taskId if msg else None)
         session.context_id = msg.contextId if msg else None
         ex_id = session.begin(
-            url=url, rpc_method=method, dialect=dialect, streaming=streaming,
-            headers=request.headers.multi_items(), body=body, http_method=request.method,
-            message_id=msg.messageId if msg else None, role="client",
+            url=url,
+            rpc_method=method,
+            dialect=dialect,
+            streaming=streaming,
+            headers=request.headers.multi_items(),
+            body=body,
+            http_method=request.method,
+            message_id=msg.messageId if msg else None,
+            role="client",
         )
         return session, ex_id, method != "agent-card"
 
@@ -296,8 +298,14 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
     def _respond(self, session: Session, ex_id: int, is_rpc: bool, resp: httpx.Response) -> _Exchange:
         session.response(ex_id, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
         ct = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        return _Exchange(session, ex_id, ct == "text/event-stream", self.max_line,
-                         resp.headers.get("content-encoding", ""), is_rpc and ct == "application/json")
+        return _Exchange(
+            session,
+            ex_id,
+            ct == "text/event-stream",
+            self.max_line,
+            resp.headers.get("content-encoding", ""),
+            is_rpc and ct == "application/json",
+        )
 
     # -- async -------------------------------------------------------------------------------
 
@@ -318,8 +326,12 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
-        return httpx.Response(resp.status_code, headers=resp.headers, stream=_AsyncTee(resp.stream, ex),  # type: ignore[arg-type]
-                              extensions=resp.extensions)
+        return httpx.Response(
+            resp.status_code,
+            headers=resp.headers,
+            stream=_AsyncTee(resp.stream, ex),  # type: ignore[arg-type]
+            extensions=resp.extensions,
+        )
 
     async def aclose(self) -> None:
         if self._async is not None:
@@ -346,8 +358,12 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
-        return httpx.Response(resp.status_code, headers=resp.headers, stream=_SyncTee(resp.stream, ex),  # type: ignore[arg-type]
-                              extensions=resp.extensions)
+        return httpx.Response(
+            resp.status_code,
+            headers=resp.headers,
+            stream=_SyncTee(resp.stream, ex),  # type: ignore[arg-type]
+            extensions=resp.extensions,
+        )
 
     def close(self) -> None:
         if self._sync is not None:

@@ -79,8 +79,9 @@ def _part(p: Part, dialect: str) -> WirePart:
     if p.kind == "data":
         return WirePart(kind="data" if v03 else None, data=p.data)
     if p.kind == "file":
-        return WirePart(kind="file" if v03 else None, filename=None if v03 else p.file_name,
-                        mediaType=None if v03 else p.media_type)
+        return WirePart(
+            kind="file" if v03 else None, filename=None if v03 else p.file_name, mediaType=None if v03 else p.media_type
+        )
     return WirePart(kind="text" if v03 else None, text="")
 
 
@@ -106,15 +107,23 @@ def _metadata(meta: StreamMeta) -> Metadata | None:
         opencode = OpencodeMeta(channel=meta.channel, source=meta.source, message_id=meta.message_id, role=meta.role)
     shared = None
     if meta.has_blocks:
-        shared = SharedMeta(stream=StreamHints(block_type=meta.block_type, source=meta.source,
-                                               message_id=meta.message_id, event_id=meta.event_id,
-                                               sequence=meta.sequence, role=meta.role))
+        shared = SharedMeta(
+            stream=StreamHints(
+                block_type=meta.block_type,
+                source=meta.source,
+                message_id=meta.message_id,
+                event_id=meta.event_id,
+                sequence=meta.sequence,
+                role=meta.role,
+            )
+        )
     return Metadata(opencode=opencode, shared=shared)
 
 
 def _artifact(a: Artifact, dialect: str) -> WireArtifact:
-    return WireArtifact(artifactId=a.artifact_id, name=a.name, parts=[_part(p, dialect) for p in a.parts],
-                        metadata=_metadata(a.meta))
+    return WireArtifact(
+        artifactId=a.artifact_id, name=a.name, parts=[_part(p, dialect) for p in a.parts], metadata=_metadata(a.meta)
+    )
 
 
 def _status(state: str, message: Message | None, timestamp: str | None, dialect: str) -> WireStatus:
@@ -138,30 +147,51 @@ def _result(body: Any, dialect: str) -> WireResult | None:
         t = wire_task(body, dialect)
         if v1:
             return WireResult(task=t)
-        return WireResult(kind="task", id=t.id, contextId=t.contextId, status=t.status,
-                          artifacts=t.artifacts, history=t.history)
+        return WireResult(
+            kind="task", id=t.id, contextId=t.contextId, status=t.status, artifacts=t.artifacts, history=t.history
+        )
     if isinstance(body, StatusUpdate):
         status = _status(body.state, body.message, body.timestamp, dialect)
         if v1:
-            return WireResult(statusUpdate=WireStatusUpdate(taskId=body.task_id, contextId=body.context_id, status=status))
-        return WireResult(kind="status-update", taskId=body.task_id, contextId=body.context_id, status=status,
-                          final=body.state in TERMINAL_STATES)
+            return WireResult(
+                statusUpdate=WireStatusUpdate(taskId=body.task_id, contextId=body.context_id, status=status)
+            )
+        return WireResult(
+            kind="status-update",
+            taskId=body.task_id,
+            contextId=body.context_id,
+            status=status,
+            final=body.state in TERMINAL_STATES,
+        )
     if isinstance(body, ArtifactUpdate):
         art = _artifact(body.artifact, dialect)
         if v1:
-            return WireResult(artifactUpdate=WireArtifactUpdate(
-                taskId=body.task_id, contextId=body.context_id, artifact=art,
-                append=True if body.append else None, lastChunk=True if body.last_chunk else None))
-        return WireResult(kind="artifact-update", taskId=body.task_id, contextId=body.context_id, artifact=art,
-                          append=body.append, lastChunk=body.last_chunk)
+            return WireResult(
+                artifactUpdate=WireArtifactUpdate(
+                    taskId=body.task_id,
+                    contextId=body.context_id,
+                    artifact=art,
+                    append=True if body.append else None,
+                    lastChunk=True if body.last_chunk else None,
+                )
+            )
+        return WireResult(
+            kind="artifact-update",
+            taskId=body.task_id,
+            contextId=body.context_id,
+            artifact=art,
+            append=body.append,
+            lastChunk=body.last_chunk,
+        )
     if isinstance(body, MessageItem):
         m = _message(body.message, dialect)
         if m is None:
             return None
         if v1:
             return WireResult(message=m)
-        return WireResult(kind="message", messageId=m.messageId, role=m.role, parts=m.parts,
-                          contextId=m.contextId, taskId=m.taskId)
+        return WireResult(
+            kind="message", messageId=m.messageId, role=m.role, parts=m.parts, contextId=m.contextId, taskId=m.taskId
+        )
     return None
 
 
@@ -169,8 +199,9 @@ def encode_item(item: Item, dialect: str, rpc_id: Any) -> bytes | None:
     """The item as a JSON-RPC response in ``dialect``; None when it cannot be converted."""
     body = item.body
     if isinstance(body, ErrorItem):
-        return _encoder.encode(WireFrame(jsonrpc="2.0", id=rpc_id,
-                                         error=WireError(code=body.code, message=body.message, data=body.data)))
+        return _encoder.encode(
+            WireFrame(jsonrpc="2.0", id=rpc_id, error=WireError(code=body.code, message=body.message, data=body.data))
+        )
     result = _result(body, dialect)
     if result is None:
         return None
@@ -180,8 +211,15 @@ def encode_item(item: Item, dialect: str, rpc_id: Any) -> bytes | None:
 def encode_task(task: TaskSnapshot, dialect: str, rpc_id: Any) -> bytes:
     """A bare Task as the result of GetTask / CancelTask (no v1.0 wrapper, as agents answer)."""
     t = wire_task(task, dialect)
-    return _encoder.encode(WireFrame(jsonrpc="2.0", id=rpc_id, result=WireResult(
-        kind=t.kind, id=t.id, contextId=t.contextId, status=t.status, artifacts=t.artifacts, history=t.history)))
+    return _encoder.encode(
+        WireFrame(
+            jsonrpc="2.0",
+            id=rpc_id,
+            result=WireResult(
+                kind=t.kind, id=t.id, contextId=t.contextId, status=t.status, artifacts=t.artifacts, history=t.history
+            ),
+        )
+    )
 
 
 def encode_snapshot_item(task: TaskSnapshot, dialect: str, rpc_id: Any) -> bytes:

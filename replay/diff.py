@@ -98,7 +98,11 @@ def normalised(task_id: str, events: Sequence[StoredEvent]) -> TaskSide:
     norm.add("task", task_id)
     norm.learn(steps)
     view = best_view(task_id, events, steps)
-    channels: dict[str, str] = {"state": view.state, "final_answer": view.final_answer or "", "reasoning": view.reasoning}
+    channels: dict[str, str] = {
+        "state": view.state,
+        "final_answer": view.final_answer or "",
+        "reasoning": view.reasoning,
+    }
     channels["tool_calls"] = msgspec.json.encode(view.tool_calls).decode()
     for a in view.artifacts:
         channels[f"artifact {a.artifact_id}"] = a.text
@@ -130,8 +134,11 @@ def diff_sides(a: TaskSide | None, b: TaskSide | None) -> PairDiff:
     if a is None or b is None:
         present = a or b
         return PairDiff(
-            a=a.task_id if a else None, b=b.task_id if b else None, equal=False,
-            channels={}, events=[f"only in {'A' if a else 'B'}: task {present.task_id if present else '?'}"],
+            a=a.task_id if a else None,
+            b=b.task_id if b else None,
+            equal=False,
+            channels={},
+            events=[f"only in {'A' if a else 'B'}: task {present.task_id if present else '?'}"],
         )
     channels: dict[str, list[str]] = {}
     for name in dict.fromkeys([*a.channels, *b.channels]):

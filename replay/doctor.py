@@ -80,9 +80,7 @@ def _streams(steps: Sequence[Step]) -> list[list[Step]]:
     return sorted(groups.values(), key=lambda g: g[0].position)
 
 
-def diagnose_task(
-    task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()
-) -> list[Finding]:
+def diagnose_task(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()) -> list[Finding]:
     """Every fault of one task, in the order of the first position involved."""
     steps = decode_events(events)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
@@ -129,14 +127,16 @@ def _check_lifecycle(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
     first_terminal = next((s for s in upstream if is_terminal(state_of(s))), None)
     if changed and first_terminal is not None:
         add(
-            "terminal-changed", "error",
+            "terminal-changed",
+            "error",
             f"the task was {state_of(first_terminal)} at position {first_terminal.position}, "
             f"then became {state_of(next(s for s in upstream if s.position == changed[0]))}",
             [first_terminal.position, *changed],
         )
     if after and first_terminal is not None:
         add(
-            "events-after-terminal", "error",
+            "events-after-terminal",
+            "error",
             f"{len(after)} event(s) after the task was {state_of(first_terminal)} at position {first_terminal.position}",
             [first_terminal.position, *after],
         )
@@ -147,7 +147,8 @@ def _check_lifecycle(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
         later = [s for s in steps if s.position > last.position and not s.local]
         if not later:
             add(
-                "interrupted-no-follow-up", "warning",
+                "interrupted-no-follow-up",
+                "warning",
                 f"the task waits ({state_of(last)}) and no follow-up was recorded",
                 [last.position],
             )
@@ -162,13 +163,15 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
         if streaming and content and content[0].item.kind not in ("task", "message"):
             first = content[0]
             add(
-                "first-item", "error",
+                "first-item",
+                "error",
                 f"the stream's first item is a {first.item.kind} update, not a Task or a lone Message",
                 [first.position],
             )
         if streaming and content and content[0].item.kind == "message" and len(content) > 1:
             add(
-                "first-item", "error",
+                "first-item",
+                "error",
                 f"the stream began with a lone Message, then sent {len(content) - 1} more item(s)",
                 [content[0].position, content[1].position],
             )
@@ -183,7 +186,8 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
         level: Level = "error" if final_state in ("submitted", "working", None) else "warning"
         later = "; it was never settled" if level == "error" else f"; later it became {final_state}"
         add(
-            "closed-while-working", level,
+            "closed-while-working",
+            level,
             f"the stream ended {why} (last event at position {group[-1].position}){later}",
             [states[-1].position, group[-1].position],
         )
@@ -202,7 +206,8 @@ def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
         named = id_channel(art.artifact_id)
         if named is not None and named != ch:
             add(
-                "text-crosses-channels", "error",
+                "text-crosses-channels",
+                "error",
                 f"artifact {art.artifact_id} is a {named} lane but this update says {ch}",
                 [s.position],
             )
@@ -213,7 +218,8 @@ def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
     for aid, by_channel in channels.items():
         if len(by_channel) > 1:
             add(
-                "text-crosses-channels", "error",
+                "text-crosses-channels",
+                "error",
                 f"artifact {aid} carried text of {len(by_channel)} channels: {', '.join(sorted(by_channel))}",
                 [p for ps in by_channel.values() for p in ps],
             )
@@ -225,7 +231,8 @@ def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
         if not done and (uses_last_chunk or not is_terminal(final_state)):
             positions = [p for ps in channels[aid].values() for p in ps]
             add(
-                "artifact-not-closed", "warning",
+                "artifact-not-closed",
+                "warning",
                 f"artifact {aid} never got lastChunk (task {final_state or 'state unknown'})",
                 [positions[-1]],
             )
@@ -242,7 +249,8 @@ def _check_sequences(upstream: Sequence[Step], add) -> None:
         if meta.event_id is not None:
             if meta.event_id in seen_ids:
                 add(
-                    "sequence-repeat", "warning",
+                    "sequence-repeat",
+                    "warning",
                     f"event_id {meta.event_id} arrived again (a client must dedup it)",
                     [seen_ids[meta.event_id], s.position],
                 )
@@ -257,13 +265,15 @@ def _check_sequences(upstream: Sequence[Step], add) -> None:
             prev_seq, prev_pos = prev
             if meta.sequence <= prev_seq:
                 add(
-                    "sequence-repeat", "warning",
+                    "sequence-repeat",
+                    "warning",
                     f"sequence {meta.sequence} after {prev_seq} (repeated or out of order)",
                     [prev_pos, s.position],
                 )
             elif meta.sequence > prev_seq + 1:
                 add(
-                    "sequence-gap", "error",
+                    "sequence-gap",
+                    "error",
                     f"sequence jumps from {prev_seq} to {meta.sequence}: {meta.sequence - prev_seq - 1} event(s) missing",
                     [prev_pos, s.position],
                 )
@@ -341,7 +351,8 @@ def _check_answer(view: ChannelView, steps: Sequence[Step], add) -> None:
     resent = [s for s in _resent_appends(upstream) if answer and answer.count(s.item.body.artifact.text) >= 2]  # type: ignore[union-attr]
     if resent:
         add(
-            "answer-shown-twice", "error",
+            "answer-shown-twice",
+            "error",
             "an update appended the whole answer again without the final_snapshot marker: the answer shows twice",
             [s.position for s in resent],
         )
@@ -363,14 +374,18 @@ def _check_answer(view: ChannelView, steps: Sequence[Step], add) -> None:
     naive, positions = naive_answer(upstream)
     if answer and naive != answer and naive.count(answer) >= 2:
         traps += [
-            p for s in upstream
+            p
+            for s in upstream
             if (p := s.position) in positions
-            and (isinstance(s.item.body, TaskSnapshot)
-                 or (isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot"))
+            and (
+                isinstance(s.item.body, TaskSnapshot)
+                or (isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot")
+            )
         ] or positions[-1:]
     if traps:
         add(
-            "answer-shown-twice", "warning",
+            "answer-shown-twice",
+            "warning",
             "a client that concatenates every answer chunk and snapshot would show the answer twice "
             "(a snapshot repeats text already streamed)",
             traps,

@@ -15,8 +15,8 @@ modes, a request the recordings do not answer goes upstream through :mod:`replay
 from __future__ import annotations
 
 import time
-from itertools import islice
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from itertools import islice
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -142,7 +142,9 @@ class ReplayEngine:
         self.upstream = upstream.rstrip("/") if upstream else None
         self.record_all = record_mode == "all"
         # once: a recording that was empty at the start records what does not match (vcrpy's "once")
-        self.record_new = record_mode == "new_episodes" or (record_mode == "once" and not library.episodes and bool(upstream))
+        self.record_new = record_mode == "new_episodes" or (
+            record_mode == "once" and not library.episodes and bool(upstream)
+        )
         self.playbacks: dict[str, Playback] = {}
         self.cancelled: set[str] = set()
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
@@ -150,16 +152,18 @@ class ReplayEngine:
 
     # ------------------------------------------------------------------ entry point
 
-    async def handle(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes,
-                     base_url: str) -> Reply:
+    async def handle(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
+    ) -> Reply:
         """Answer one HTTP request. Never raises: a failure of ours is a JSON-RPC -32603 naming it."""
         try:
             return await self._handle(method, path, query, headers, body, base_url)
         except Exception as exc:  # noqa: BLE001 - the client gets a readable error, the server lives on
             return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
 
-    async def _handle(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes,
-                      base_url: str) -> Reply:
+    async def _handle(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
+    ) -> Reply:
         if method == "GET":
             if path.rstrip("/").endswith(("/.well-known/agent-card.json", "/.well-known/agent.json")):
                 return json_reply(rpc.card_for(base_url, self.library.card))
@@ -177,8 +181,11 @@ class ReplayEngine:
         if dialect == "1.0" and not _says_v1(headers):
             # as an a2a-sdk 1.3.0 agent answers it: a client that forgets the header fails here
             # as it would against the agent, not only later in production
-            return error_reply(rpc.VERSION_NOT_SUPPORTED, "A2A version '0.3' is not supported by this handler. "
-                          "Expected version '1.0'.", req.id)
+            return error_reply(
+                rpc.VERSION_NOT_SUPPORTED,
+                "A2A version '0.3' is not supported by this handler. Expected version '1.0'.",
+                req.id,
+            )
         try:
             faults = self._request_faults(query, headers)
         except FaultError as exc:
@@ -207,8 +214,16 @@ class ReplayEngine:
 
     # ------------------------------------------------------------------ sends
 
-    async def _send(self, req: rpc.RpcRequest, operation: str, dialect: str, faults: Faults, path: str,
-                    headers: Mapping[str, str], body: bytes) -> Reply:
+    async def _send(
+        self,
+        req: rpc.RpcRequest,
+        operation: str,
+        dialect: str,
+        faults: Faults,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
         ep = self.matcher.match(req, operation)
         if ep is None:
             if self.record_new:
@@ -259,8 +274,10 @@ class ReplayEngine:
             hint = f"the recording {self.library.source} has no recorded sends"
         else:
             hint = f"closest recording: {near.describe()}"
-        line = (f"a2a-tape: no recording matches {req.method} with text {text!r} "
-                f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}")
+        line = (
+            f"a2a-tape: no recording matches {req.method} with text {text!r} "
+            f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}"
+        )
         self.unmatched.append(line)
         return error_reply(rpc.NO_RECORDING, line, req.id)
 
@@ -323,8 +340,15 @@ class ReplayEngine:
 
     # ------------------------------------------------------------------ streams
 
-    def _stream(self, frames: Iterable[tuple[bytes, float]], faults: Faults, dialect: str, rpc_id: Any,
-                on_sent: Callable[[int], None] | None, pb: Playback | None) -> Reply:
+    def _stream(
+        self,
+        frames: Iterable[tuple[bytes, float]],
+        faults: Faults,
+        dialect: str,
+        rpc_id: Any,
+        on_sent: Callable[[int], None] | None,
+        pb: Playback | None,
+    ) -> Reply:
         scale = self.scale
         delay = faults.delay_ms / 1000.0
 
@@ -461,16 +485,20 @@ class ReplayEngine:
         if snap is None:
             return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
         if snap.state in TERMINAL_STATES:
-            body = rpc.error_body(rpc.UNSUPPORTED_OPERATION, f"Task {task_id} is in terminal state: {snap.state}", req.id)
+            body = rpc.error_body(
+                rpc.UNSUPPORTED_OPERATION, f"Task {task_id} is in terminal state: {snap.state}", req.id
+            )
             if dialect == "1.0":
                 return json_reply(body)
+
             async def one() -> AsyncIterator[bytes]:
                 yield frame(body)
+
             return Reply(content_type="text/event-stream; charset=utf-8", stream=one(), headers=dict(SSE_HEADERS))
         frames: list[tuple[bytes, float]] = [(frame(encode_snapshot_item(snap, dialect, req.id)), 0.0)]
         on_sent: Callable[[int], None] | None = None
         if pb is not None and not pb.done and not pb.cancelled:
-            rest = pb.items[pb.released:]
+            rest = pb.items[pb.released :]
             start = pb.released
             ep_dialect = pb.episode.dialect
             first = True
@@ -498,8 +526,9 @@ class ReplayEngine:
         size = req.params.pageSize if req.params and req.params.pageSize else None
         return json_reply(rpc.list_tasks_body(req.id, tasks[:size] if size else tasks))
 
-    async def _forwarded(self, req: rpc.RpcRequest, operation: str, dialect: str, path: str,
-                         headers: Mapping[str, str], body: bytes) -> Reply:
+    async def _forwarded(
+        self, req: rpc.RpcRequest, operation: str, dialect: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> Reply:
         assert self.forwarder is not None
         return await self.forwarder.forward(req, operation, dialect, path, headers, body)
 

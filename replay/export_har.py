@@ -97,7 +97,7 @@ class Har(msgspec.Struct):
 
 
 def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _headers(h: dict[str, str]) -> list[NameValue]:
@@ -145,7 +145,9 @@ def _entry(ex: Exchange, events: list[StoredEvent]) -> Entry:
             queryString=[],
             headersSize=-1,
             bodySize=len(ex.request_body or b""),
-            postData=PostData(req_headers.get("content-type", "application/json"), req_text) if ex.request_body else None,
+            postData=PostData(req_headers.get("content-type", "application/json"), req_text)
+            if ex.request_body
+            else None,
         ),
         response=Response(
             status=ex.status or 0,
@@ -160,7 +162,9 @@ def _entry(ex: Exchange, events: list[StoredEvent]) -> Entry:
         ),
         cache={},
         timings=Timings(send=0.0, wait=round(wait, 3), receive=round(total - wait, 3)),
-        comment=" ".join(x for x in (ex.rpc_method or "", f"outcome={ex.outcome}" if ex.outcome else "", ex.error or "") if x),
+        comment=" ".join(
+            x for x in (ex.rpc_method or "", f"outcome={ex.outcome}" if ex.outcome else "", ex.error or "") if x
+        ),
     )
 
 

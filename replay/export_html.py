@@ -49,7 +49,7 @@ def _e(value: Any) -> str:
 def _when(ts: float) -> str:
     if not ts:
         return "?"
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _json(value: Any) -> str:
@@ -143,22 +143,27 @@ def task_section(task_id: str, events: Sequence[StoredEvent], exchanges: Iterabl
     first = events[0].received_at if events else 0.0
     last = events[-1].received_at if events else 0.0
     verdict = (
-        f'<span class="error">{errors} error(s)</span>' if errors
+        f'<span class="error">{errors} error(s)</span>'
+        if errors
         else ('<span class="warning">warnings only</span>' if findings else '<span class="ok">no faults</span>')
     )
     answer = (
         f'<pre class="final-answer">{_e(view.final_answer)}</pre>'
-        if view.final_answer is not None else '<p class="none">The agent gave no final answer.</p>'
+        if view.final_answer is not None
+        else '<p class="none">The agent gave no final answer.</p>'
     )
     said = ""
     if view.status_message:
-        said += f'<p>The agent\'s last status message: <span class="status-message">“{_e(view.status_message)}”</span></p>'
+        said += (
+            f'<p>The agent\'s last status message: <span class="status-message">“{_e(view.status_message)}”</span></p>'
+        )
     if view.error:
         said += f'<p class="error">The stream carried an error: {_e(view.error)}</p>'
     reasoning = (
         f'<details class="reasoning"><summary>Reasoning ({len(view.reasoning)} characters, click to open)</summary>'
         f"<pre>{_e(view.reasoning)}</pre></details>"
-        if view.reasoning else '<p class="none">No reasoning was streamed.</p>'
+        if view.reasoning
+        else '<p class="none">No reasoning was streamed.</p>'
     )
     return f"""<section class="task" id="task-{_e(task_id)}">
 <h2>Task <code>{_e(task_id)}</code></h2>
@@ -203,6 +208,6 @@ def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report"
 <p class="meta">What an A2A agent sent, as recorded by a2a-tape, for {len(task_ids)} task(s). The final answer is
 what a user should have seen; the doctor lists what went wrong on the wire; the timeline lists every raw event.</p>
 {index}
-{''.join(sections)}
+{"".join(sections)}
 </body></html>
 """

@@ -18,9 +18,9 @@ response with no body, ``stall-after=0`` sends the headers and nothing more.
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 import msgspec
+
+from a2a_tape.store.errors import A2ATapeError
 
 FAULT_HEADER = "X-A2A-Tape-Fault"
 FAULT_QUERY = "fault"

@@ -197,7 +197,9 @@ class TaskFold:
         if exchange_id != s.exchange_id:
             if s.exchange_streamed and s.state in _ACTIVE:
                 self._fault(
-                    "stream-closed-active", "warning", s.exchange_last,
+                    "stream-closed-active",
+                    "warning",
+                    s.exchange_last,
                     f"a stream ended while the task was {s.state}",
                 )
             s.exchange_id = exchange_id
@@ -228,7 +230,9 @@ class TaskFold:
         if exchange_id != s.exchange_id:
             if s.exchange_streamed and s.state in _ACTIVE:
                 self._fault(
-                    "stream-closed-active", "warning", s.exchange_last,
+                    "stream-closed-active",
+                    "warning",
+                    s.exchange_last,
                     f"a stream ended while the task was {s.state}",
                 )
             s.exchange_id = exchange_id
@@ -424,8 +428,13 @@ class TaskFold:
                     key = st.call_id or ""
                     # every update carries the whole state: the last one wins, never concatenated
                     buf.tools[key] = _Tool(
-                        st.call_id, st.tool, st.status, st.title,
-                        _json_bytes(st.input), _json_bytes(st.output), _json_bytes(st.error),
+                        st.call_id,
+                        st.tool,
+                        st.status,
+                        st.title,
+                        _json_bytes(st.input),
+                        _json_bytes(st.output),
+                        _json_bytes(st.error),
                     )
 
     # -- the view --
@@ -451,8 +460,15 @@ class TaskFold:
             for t in b.tools.values():
                 tools.append(
                     ToolCall(
-                        b.artifact_id, t.call_id, t.tool, t.status, t.title,
-                        _json_value(t.input), _json_value(t.output), _json_value(t.error), text,
+                        b.artifact_id,
+                        t.call_id,
+                        t.tool,
+                        t.status,
+                        t.title,
+                        _json_value(t.input),
+                        _json_value(t.output),
+                        _json_value(t.error),
+                        text,
                     )
                 )
         faults = [Fault(f.code, f.level, f.message, list(f.positions), f.count) for f in s.faults.values()]

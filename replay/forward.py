@@ -24,10 +24,22 @@ from .reply import SSE_HEADERS, Reply, error_reply
 from .sse import comment, frame
 
 _REDACT = Redactor()
-_NOT_FORWARDED = frozenset({
-    "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-    "proxy-authorization", "proxy-connection", "accept-encoding", FAULT_HEADER.lower(),
-})  # hop-by-hop headers, and our own fault header
+_NOT_FORWARDED = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "accept-encoding",
+        FAULT_HEADER.lower(),
+    }
+)  # hop-by-hop headers, and our own fault header
 
 
 class Forwarder:
@@ -38,8 +50,9 @@ class Forwarder:
         self.upstream = upstream.rstrip("/")
         self.recorded = 0  # exchanges recorded from upstream
 
-    async def forward(self, req: rpc.RpcRequest, operation: str, dialect: str, path: str,
-                      headers: Mapping[str, str], body: bytes) -> Reply:
+    async def forward(
+        self, req: rpc.RpcRequest, operation: str, dialect: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> Reply:
         """Send the request to the upstream agent, record what comes back, pass it on as it comes."""
         url = self.upstream + (path if path.startswith("/") else "/" + path)
         # the client's end-to-end headers go upstream (its credentials included: the agent may
@@ -49,19 +62,28 @@ class Forwarder:
         started = time.time()
         t0 = time.monotonic()
         msg = req.params.message if req.params else None
-        ex_id = st.begin_exchange(Exchange(
-            started_at=started, url=_REDACT.url(url), rpc_method=req.method, dialect=dialect,
-            streaming=operation in STREAMING_OPERATIONS, request_headers=_REDACT.headers_dict(fwd), request_body=body,
-            message_id=msg.messageId if msg else None, role="proxy",
-        ))
+        ex_id = st.begin_exchange(
+            Exchange(
+                started_at=started,
+                url=_REDACT.url(url),
+                rpc_method=req.method,
+                dialect=dialect,
+                streaming=operation in STREAMING_OPERATIONS,
+                request_headers=_REDACT.headers_dict(fwd),
+                request_body=body,
+                message_id=msg.messageId if msg else None,
+                role="proxy",
+            )
+        )
         self.library.dirty = True
         client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
         try:
             resp = await client.send(client.build_request("POST", url, content=body, headers=fwd), stream=True)
         except httpx.HTTPError as exc:
             await client.aclose()
-            st.update_exchange(ex_id, ended_at=time.time(), outcome="error",
-                               error=_REDACT.text(str(exc) or type(exc).__name__))
+            st.update_exchange(
+                ex_id, ended_at=time.time(), outcome="error", error=_REDACT.text(str(exc) or type(exc).__name__)
+            )
             return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: upstream {self.upstream} unreachable: {exc}", req.id)
         ctype = resp.headers.get("content-type", "")
         state = {"task": None}
@@ -70,12 +92,26 @@ class Forwarder:
             item = decode_item(payload)
             tid = item.task_id or state["task"]
             state["task"] = tid
-            st.append(NewEvent(payload=payload, task_id=tid, exchange_id=ex_id, sse_event=event,
-                               received_at=time.time(), mono=time.monotonic() - t0))
+            st.append(
+                NewEvent(
+                    payload=payload,
+                    task_id=tid,
+                    exchange_id=ex_id,
+                    sse_event=event,
+                    received_at=time.time(),
+                    mono=time.monotonic() - t0,
+                )
+            )
 
         def finish(outcome: str) -> None:
-            st.update_exchange(ex_id, ended_at=time.time(), status=resp.status_code, content_type=ctype,
-                               outcome=outcome, task_id=state["task"])
+            st.update_exchange(
+                ex_id,
+                ended_at=time.time(),
+                status=resp.status_code,
+                content_type=ctype,
+                outcome=outcome,
+                task_id=state["task"],
+            )
             self.recorded += 1
             for ep in self.library.refresh():
                 ep.used += 1

@@ -91,23 +91,25 @@ def classify(task_id: str | None, update: ArtifactUpdate) -> Chunk:
 def classify_artifact(task_id: str | None, artifact: Artifact, append: bool) -> Chunk:
     meta = artifact.meta
     if meta.has_opencode:
-        channel = _OPENCODE_CHANNELS.get(meta.channel or "") or _channel_from_id(task_id, artifact.artifact_id) or ARTIFACT
+        channel = (
+            _OPENCODE_CHANNELS.get(meta.channel or "") or _channel_from_id(task_id, artifact.artifact_id) or ARTIFACT
+        )
         snapshot = meta.source == "final_snapshot"
         ignore = None
         if not meta.message_id:
             ignore = "no message_id"
         elif meta.role == "user":
             ignore = "user echo (role user)"
-        return Chunk(CHANNELS, channel, replace=snapshot or not append, snapshot=snapshot, ignore=ignore,
-                     dedup=_dedup(artifact))
-    if meta.has_blocks:
-        channel = (
-            _BLOCK_TYPES.get(meta.block_type or "") or _channel_from_id(task_id, artifact.artifact_id) or ARTIFACT
+        return Chunk(
+            CHANNELS, channel, replace=snapshot or not append, snapshot=snapshot, ignore=ignore, dedup=_dedup(artifact)
         )
+    if meta.has_blocks:
+        channel = _BLOCK_TYPES.get(meta.block_type or "") or _channel_from_id(task_id, artifact.artifact_id) or ARTIFACT
         snapshot = meta.source == "final_snapshot"
         ignore = "user echo (role user)" if meta.role == "user" else None
-        return Chunk(BLOCKS, channel, replace=snapshot or not append, snapshot=snapshot, ignore=ignore,
-                     dedup=_dedup(artifact))
+        return Chunk(
+            BLOCKS, channel, replace=snapshot or not append, snapshot=snapshot, ignore=ignore, dedup=_dedup(artifact)
+        )
     lane = lane_of(task_id, artifact.artifact_id)
     if lane is not None:
         return _LANE_CHUNKS[(lane, not append)]

@@ -6,8 +6,6 @@ re-exported here, the module callers import from.
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 import gc
 import os
 import socket
@@ -18,6 +16,7 @@ import msgspec
 
 from a2a_tape.store import StoreError, decode_item
 from a2a_tape.store.decode import peek_text_chunk
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.rows import TaskRange, in_range
 
 from .fold import STATE_DECODER, STATE_VERSION, TaskFold, TaskState, event_task_id, fold_events
@@ -54,8 +53,9 @@ FoldRow = tuple[int, "str | None", int, "int | None", float, bytes]
 """(position, task_id, seq, exchange_id, received_at, payload): what a fold reads of an event."""
 
 
-def _fold_batches(store, start: int, batch: int, upto: int | None = None,
-                  tasks: TaskRange | None = None) -> Iterator[list[FoldRow]]:
+def _fold_batches(
+    store, start: int, batch: int, upto: int | None = None, tasks: TaskRange | None = None
+) -> Iterator[list[FoldRow]]:
     """The log after ``start`` in batches of fold rows: the store's narrow reader when it has
     one (SQLite: six columns, no :class:`StoredEvent` per row), else ``read_from``."""
     narrow = getattr(store, "read_fold_rows", None)
@@ -95,8 +95,16 @@ class Projector:
     every ``commit_every`` events, so memory does not grow with the log.
     """
 
-    def __init__(self, store, name: str = "tasks", *, cache_size: int = 256, commit_every: int = 10_000,
-                 tasks: TaskRange | None = None, upto: int | None = None) -> None:
+    def __init__(
+        self,
+        store,
+        name: str = "tasks",
+        *,
+        cache_size: int = 256,
+        commit_every: int = 10_000,
+        tasks: TaskRange | None = None,
+        upto: int | None = None,
+    ) -> None:
         self.store = store
         self.name = name
         self.cache_size = max(1, cache_size)
@@ -320,8 +328,9 @@ class Projector:
                 warm = [pool.submit(_warm_up) for _ in ranges[1:]]
                 self._reset()
                 parts = [pool.submit(_fold_range, str(st.path), st.durability, self.name, r, end) for r in ranges[1:]]
-                Projector(st, self.name, cache_size=self.cache_size, commit_every=self.commit_every,
-                          tasks=ranges[0], upto=end)._catch_up()
+                Projector(
+                    st, self.name, cache_size=self.cache_size, commit_every=self.commit_every, tasks=ranges[0], upto=end
+                )._catch_up()
                 for f in warm + parts:
                     f.result()
             st.projection_commit(self.name, end, {}, expect=None)

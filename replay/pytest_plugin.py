@@ -22,9 +22,7 @@ import os
 import socket
 import threading
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -81,10 +79,12 @@ class _Server:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(128)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off",
-                                                    timeout_graceful_shutdown=1))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
-                                       name="a2a-tape-replay")
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+        )
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True, name="a2a-tape-replay"
+        )
         self.thread.start()
 
     def stop(self) -> None:
@@ -147,19 +147,23 @@ def a2a_tape(request: pytest.FixtureRequest):
 
     marker = request.node.get_closest_marker("a2a_tape")
     if marker is None or not marker.args:
-        pytest.fail("a2a-tape: the a2a_tape fixture needs @pytest.mark.a2a_tape('path/to/recording.jsonl')",
-                    pytrace=False)
+        pytest.fail(
+            "a2a-tape: the a2a_tape fixture needs @pytest.mark.a2a_tape('path/to/recording.jsonl')", pytrace=False
+        )
     kw = dict(marker.kwargs)
     record_mode = request.config.getoption(_OPTION) or kw.pop("record_mode", "none")
     kw.pop("record_mode", None)
     if record_mode not in RECORD_MODES:
-        pytest.fail(f"a2a-tape: unknown record_mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})",
-                    pytrace=False)
+        pytest.fail(
+            f"a2a-tape: unknown record_mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})", pytrace=False
+        )
     upstream = kw.pop("upstream", None) or os.environ.get("A2A_TAPE_UPSTREAM")
     path = _find_recording(request, str(marker.args[0]))
     if record_mode in ("new_episodes", "all") and not upstream:
-        pytest.fail(f"a2a-tape: record_mode {record_mode} needs an upstream agent (upstream=... or $A2A_TAPE_UPSTREAM)",
-                    pytrace=False)
+        pytest.fail(
+            f"a2a-tape: record_mode {record_mode} needs an upstream agent (upstream=... or $A2A_TAPE_UPSTREAM)",
+            pytrace=False,
+        )
     try:
         library = Library.open(path, create=record_mode != "none" and upstream is not None)
     except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback

@@ -8,12 +8,11 @@ dialects (:mod:`replay.convert`).
 
 from __future__ import annotations
 
-from a2a_tape.store.errors import A2ATapeError
-
 from typing import Any
 
 import msgspec
 
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import METHODS, SEND_OPERATIONS  # noqa: F401 - (operation, dialect) per method
 from a2a_tape.store.wire import WireMessage, WireTask
 
@@ -28,7 +27,6 @@ TASK_NOT_CANCELABLE = -32002
 UNSUPPORTED_OPERATION = -32004
 VERSION_NOT_SUPPORTED = -32009  # a v1.0 method without the A2A-Version header (a2a-sdk 1.3.0)
 NO_RECORDING = -32099  # a2a-tape: no recording matches (record mode none)
-
 
 
 class Params(msgspec.Struct, omit_defaults=True):

@@ -21,12 +21,11 @@ def create_app(engine: ReplayEngine) -> Starlette:
     async def endpoint(request: Request) -> Response:
         body = await request.body()
         base = f"{request.url.scheme}://{request.url.netloc}"
-        reply = await engine.handle(
-            request.method, request.url.path, request.url.query, request.headers, body, base
-        )
+        reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
         if reply.stream is not None:
-            return StreamingResponse(reply.stream, status_code=reply.status, media_type=reply.content_type,
-                                     headers=reply.headers)
+            return StreamingResponse(
+                reply.stream, status_code=reply.status, media_type=reply.content_type, headers=reply.headers
+            )
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])])

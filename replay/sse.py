@@ -66,7 +66,11 @@ def split_id(payload: bytes) -> Split:
             probe = _env_decoder.decode(head + _PROBE + tail)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
-        if bytes(probe.id) == _PROBE and bytes(probe.result) == bytes(env.result) and bytes(probe.error) == bytes(env.error):
+        if (
+            bytes(probe.id) == _PROBE
+            and bytes(probe.result) == bytes(env.result)
+            and bytes(probe.error) == bytes(env.error)
+        ):
             return Split(head, tail)
     return Split(payload)
 
@@ -107,9 +111,9 @@ class Splitter:
                 raw_len = self._raw_len
                 return Split(payload[: end - raw_len], tail)
         prefix = self._prefix
-        if prefix is not None and payload.startswith(prefix) and payload[len(prefix):len(prefix) + 1] == b",":
+        if prefix is not None and payload.startswith(prefix) and payload[len(prefix) : len(prefix) + 1] == b",":
             cut = len(prefix) - self._raw_len
-            return Split(payload[:cut], payload[len(prefix):])
+            return Split(payload[:cut], payload[len(prefix) :])
         sp = split_id(payload)
         if sp.tail is not None:
             self._learn(payload, sp)
@@ -118,11 +122,11 @@ class Splitter:
     def _learn(self, payload: bytes, sp: Split) -> None:
         head, tail = sp.head, sp.tail
         assert tail is not None
-        raw = payload[len(head): len(payload) - len(tail)]
+        raw = payload[len(head) : len(payload) - len(tail)]
         key = _ID_KEY.search(head[-16:] if len(head) > 16 else head)
         if key is None:
             return
-        key_bytes = (head[-16:] if len(head) > 16 else head)[key.start():]
+        key_bytes = (head[-16:] if len(head) > 16 else head)[key.start() :]
         self._raw_len = len(raw)
         if tail.endswith(b"}") and tail.count(b"{") == 0 and tail.count(b"}") == 1 and b'"id"' not in tail:
             self._tail = tail
@@ -131,7 +135,9 @@ class Splitter:
             self._prefix = head + raw
 
 
-def render_frames(payloads: list[bytes], sse_events: list[str | None], encoded_id: bytes, splitter: Splitter) -> list[bytes]:
+def render_frames(
+    payloads: list[bytes], sse_events: list[str | None], encoded_id: bytes, splitter: Splitter
+) -> list[bytes]:
     """SSE frames for a batch of recorded payloads answering the request with ``encoded_id``.
 
     The hot loop of serving a long recording. When every item of the batch has the id where

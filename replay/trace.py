@@ -195,7 +195,9 @@ def channel_views(task_id: str, steps: Sequence[Step]) -> ChannelView:
     tool_calls: list[Any] = []
     for b in arts:
         if b.channel == TOOL:
-            tool_calls.extend(b.data if b.data else ([{"artifact_id": b.artifact_id, "text": b.text}] if b.text else []))
+            tool_calls.extend(
+                b.data if b.data else ([{"artifact_id": b.artifact_id, "text": b.text}] if b.text else [])
+            )
     return ChannelView(
         task_id=task_id,
         state=state,
@@ -234,7 +236,10 @@ def best_view(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step]
     for a in getattr(view, "artifacts", ()) or ():
         arts.append(
             ArtifactBuffer(
-                artifact_id=a.artifact_id, channel=a.channel, text=a.text or "", closed=bool(getattr(a, "closed", False))
+                artifact_id=a.artifact_id,
+                channel=a.channel,
+                text=a.text or "",
+                closed=bool(getattr(a, "closed", False)),
             )
         )
     calls = [msgspec.to_builtins(c) for c in (getattr(view, "tool_calls", ()) or ())]
@@ -263,9 +268,7 @@ def summary(item: Item) -> str:
         mode = "append" if b.append else "replace"
         if art.meta.source == "final_snapshot":
             mode += " (final snapshot)"
-        data = " ".join(
-            _short_json(p.data) for p in art.parts if p.kind == "data"
-        )
+        data = " ".join(_short_json(p.data) for p in art.parts if p.kind == "data")
         text = " ".join(x for x in (art.text, data) if x)
         return f"{art.artifact_id} [{channel_of(art)}] {mode}{' last' if b.last_chunk else ''}: {text}"
     if isinstance(b, (StatusUpdate, TaskSnapshot)):

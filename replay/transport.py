@@ -25,9 +25,9 @@ import anyio
 import httpx
 
 from .engine import ReplayEngine
-from .reply import Reply
 from .faults import Faults
 from .library import Library
+from .reply import Reply
 
 
 def _read_timeout(request: httpx.Request) -> float | None:
@@ -56,7 +56,9 @@ class _AsyncStream(httpx.AsyncByteStream):
             try:
                 chunk = await _next_chunk(self._agen, timeout)
             except TimeoutError:
-                raise httpx.ReadTimeout("a2a-tape replay: no data within the read timeout", request=self._request) from None
+                raise httpx.ReadTimeout(
+                    "a2a-tape replay: no data within the read timeout", request=self._request
+                ) from None
             if chunk is None:
                 return
             yield chunk
@@ -97,7 +99,9 @@ class _SyncStream(httpx.SyncByteStream):
             try:
                 chunk = self._portal.call(_next_chunk, self._agen, timeout)
             except TimeoutError:
-                raise httpx.ReadTimeout("a2a-tape replay: no data within the read timeout", request=self._request) from None
+                raise httpx.ReadTimeout(
+                    "a2a-tape replay: no data within the read timeout", request=self._request
+                ) from None
             if chunk is None:
                 return
             yield chunk
@@ -133,16 +137,23 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 raise ValueError("ReplayTransport needs a recording (a database or a JSONL tape) or an engine")
             lib = Library.open(recording, create=record_mode in ("once", "all"))
             self._owns_library = lib
-            engine = ReplayEngine(lib, timing=timing, faults=faults, match=match, record_mode=record_mode,
-                                  upstream=upstream)
+            engine = ReplayEngine(
+                lib, timing=timing, faults=faults, match=match, record_mode=record_mode, upstream=upstream
+            )
         self.engine = engine
         self._portal: _LoopThread | None = None
         self._lock = threading.Lock()
 
     async def _handle(self, request: httpx.Request, body: bytes) -> Reply:
         base = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
-        return await self.engine.handle(request.method, request.url.path, request.url.query.decode("ascii"),
-                                        {k.lower(): v for k, v in request.headers.items()}, body, base)
+        return await self.engine.handle(
+            request.method,
+            request.url.path,
+            request.url.query.decode("ascii"),
+            {k.lower(): v for k, v in request.headers.items()},
+            body,
+            base,
+        )
 
     @staticmethod
     def _headers(reply: Reply) -> list[tuple[str, str]]:
@@ -153,8 +164,9 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         reply = await self._handle(request, body)
         if reply.stream is None:
             return httpx.Response(reply.status, headers=self._headers(reply), content=reply.body, request=request)
-        return httpx.Response(reply.status, headers=self._headers(reply), stream=_AsyncStream(reply.stream, request),
-                              request=request)
+        return httpx.Response(
+            reply.status, headers=self._headers(reply), stream=_AsyncStream(reply.stream, request), request=request
+        )
 
     def _get_portal(self) -> _LoopThread:
         with self._lock:
@@ -168,8 +180,12 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         reply = portal.call(self._handle, request, body)
         if reply.stream is None:
             return httpx.Response(reply.status, headers=self._headers(reply), content=reply.body, request=request)
-        return httpx.Response(reply.status, headers=self._headers(reply),
-                              stream=_SyncStream(reply.stream, request, portal), request=request)
+        return httpx.Response(
+            reply.status,
+            headers=self._headers(reply),
+            stream=_SyncStream(reply.stream, request, portal),
+            request=request,
+        )
 
     def close(self) -> None:
         with self._lock:

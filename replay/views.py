@@ -11,7 +11,6 @@ import msgspec
 
 from .profiles import GENERIC
 
-
 # -- the views (what the CLI prints) -------------------------------------------------------
 
 

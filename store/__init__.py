@@ -48,10 +48,10 @@ from .events import (
     TaskSnapshot,
     Undecodable,
 )
+from .locations import DEFAULT_DB, default_db, open_store, safe_location
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .sqlite import Durability, SqliteStore
 from .writer import GroupCommitWriter
-from .locations import DEFAULT_DB, default_db, open_store, safe_location
 
 __all__ = [
     "A2ATapeError",

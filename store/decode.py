@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
@@ -55,7 +55,17 @@ _V1_STATES = {
     "TASK_STATE_UNSPECIFIED": "unknown",
 }
 _V03_STATES = frozenset(
-    {"submitted", "working", "input-required", "auth-required", "completed", "failed", "canceled", "rejected", "unknown"}
+    {
+        "submitted",
+        "working",
+        "input-required",
+        "auth-required",
+        "completed",
+        "failed",
+        "canceled",
+        "rejected",
+        "unknown",
+    }
 )
 
 
@@ -186,9 +196,7 @@ def _task(t: WireTask) -> TaskSnapshot:
 
 def _status_update(u: WireStatusUpdate) -> StatusUpdate:
     state, msg, ts = _status(u.status)
-    return StatusUpdate(
-        task_id=u.taskId, context_id=u.contextId, state=state, message=msg, final=u.final, timestamp=ts
-    )
+    return StatusUpdate(task_id=u.taskId, context_id=u.contextId, state=state, message=msg, final=u.final, timestamp=ts)
 
 
 def _artifact_update(u: WireArtifactUpdate) -> ArtifactUpdate:
@@ -229,14 +237,16 @@ def _v03_result(r: WireResult):
             )
         )
     if kind == "status-update":
-        return _status_update(
-            WireStatusUpdate(taskId=r.taskId, contextId=r.contextId, status=r.status, final=r.final)
-        )
+        return _status_update(WireStatusUpdate(taskId=r.taskId, contextId=r.contextId, status=r.status, final=r.final))
     if kind == "task":
-        return _task(WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history))
+        return _task(
+            WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history)
+        )
     if kind == "message":
         return MessageItem(
-            _message(WireMessage(messageId=r.messageId, role=r.role, parts=r.parts, contextId=r.contextId, taskId=r.taskId))  # type: ignore[arg-type]
+            _message(
+                WireMessage(messageId=r.messageId, role=r.role, parts=r.parts, contextId=r.contextId, taskId=r.taskId)
+            )  # type: ignore[arg-type]
         )
     return None
 
@@ -286,20 +296,29 @@ def decode_item(payload: bytes | str) -> Item:
             return Item(body, "0.3", rpc_id)
         if r.id is not None and r.status is not None:
             # a bare Task without kind: v1.0 GetTask / CancelTask
-            t = _task(WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history))
+            t = _task(
+                WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history)
+            )
             return Item(t, "1.0" if (r.status.state or "").startswith("TASK_STATE") else "0.3", rpc_id)
         return Item(Other("result of another shape"), "unknown", rpc_id)
     body = _v1_wrapped(frame.task, frame.message, frame.statusUpdate, frame.artifactUpdate)
     if body is not None:
         return Item(body, "rest", rpc_id)
     if frame.jsonrpc is None and isinstance(frame.id, str) and frame.status is not None:
-        t = _task(WireTask(id=frame.id, contextId=frame.contextId, status=frame.status, artifacts=frame.artifacts,
-                           history=frame.history))
+        t = _task(
+            WireTask(
+                id=frame.id,
+                contextId=frame.contextId,
+                status=frame.status,
+                artifacts=frame.artifacts,
+                history=frame.history,
+            )
+        )
         return Item(t, "rest", None)
     return Item(Other("no result, error or item"), "unknown", rpc_id)
 
 
-TextChunk = Union[PeekArtifactUpdate, PeekResult]
+TextChunk = PeekArtifactUpdate | PeekResult
 """A plain text artifact chunk: ``taskId``, ``contextId``, ``artifact`` (``artifactId`` and
 ``parts``, each part's ``text``), ``append``, ``lastChunk`` (the v1.0 ``artifactUpdate`` and a
 v0.3 ``artifact-update`` result spell them alike)."""

@@ -6,7 +6,7 @@ v0.3 spellings (``working``, ``input-required``, ...), roles are ``user`` / ``ag
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 
@@ -130,7 +130,7 @@ class Undecodable(msgspec.Struct, frozen=True, tag="undecodable"):
     reason: str
 
 
-Body = Union[TaskSnapshot, StatusUpdate, ArtifactUpdate, MessageItem, ErrorItem, Note, Other, Undecodable]
+Body = TaskSnapshot | StatusUpdate | ArtifactUpdate | MessageItem | ErrorItem | Note | Other | Undecodable
 
 
 class Item(msgspec.Struct, frozen=True):

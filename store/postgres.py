@@ -187,7 +187,9 @@ class PostgresStore:
                 "COPY a2a_stage (ord, task_id, exchange_id, sse_event, payload, received_at, mono, origin) FROM STDIN"
             ) as copy:
                 for k, ev in enumerate(events, 1):
-                    copy.write_row((k, ev.task_id, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin))
+                    copy.write_row(
+                        (k, ev.task_id, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
+                    )
             cur.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # commit order == position order, no gaps
             cur.execute(
                 "WITH base AS MATERIALIZED (SELECT t.task_id, COALESCE((SELECT MAX(e.seq) FROM events e "
@@ -204,8 +206,17 @@ class PostgresStore:
             # an outer transaction may stage another batch; followers learn the last position at commit
             cur.execute(f"DELETE FROM a2a_stage; NOTIFY {CHANNEL}, '{start + len(events)}'")
         return [
-            StoredEvent(start + k, ev.task_id, seqs[start + k], ev.exchange_id, ev.sse_event, ev.payload,
-                        ev.received_at, ev.mono, ev.origin)
+            StoredEvent(
+                start + k,
+                ev.task_id,
+                seqs[start + k],
+                ev.exchange_id,
+                ev.sse_event,
+                ev.payload,
+                ev.received_at,
+                ev.mono,
+                ev.origin,
+            )
             for k, ev in enumerate(events, 1)
         ]
 
@@ -333,7 +344,8 @@ class PostgresStore:
     def idem_get(self, key: str, *, now: float | None = None) -> IdempotencyRecord | None:
         now = time.time() if now is None else now
         rows = self._read(
-            f"SELECT {self._IDEM} FROM idempotency WHERE key = %s AND (expires_at IS NULL OR expires_at > %s)", (key, now)
+            f"SELECT {self._IDEM} FROM idempotency WHERE key = %s AND (expires_at IS NULL OR expires_at > %s)",
+            (key, now),
         )
         return IdempotencyRecord(*rows[0]) if rows else None
 
@@ -352,11 +364,21 @@ class PostgresStore:
                 "ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, exchange_id = EXCLUDED.exchange_id, "
                 "task_id = EXCLUDED.task_id, state = EXCLUDED.state, created_at = EXCLUDED.created_at, "
                 "expires_at = EXCLUDED.expires_at",
-                (record.key, record.request_hash, record.exchange_id, record.task_id, record.state, now, record.expires_at),
+                (
+                    record.key,
+                    record.request_hash,
+                    record.exchange_id,
+                    record.task_id,
+                    record.state,
+                    now,
+                    record.expires_at,
+                ),
             )
         return record, True
 
-    def idem_update(self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None) -> None:
+    def idem_update(
+        self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None
+    ) -> None:
         sets, args = [], []
         for col, val in (("task_id", task_id), ("state", state), ("exchange_id", exchange_id)):
             if val is not None:
@@ -390,7 +412,9 @@ class PostgresStore:
         keys = list(keys)
         if not keys:
             return {}
-        rows = self._read("SELECT key, value FROM projection_rows WHERE projection = %s AND key = ANY(%s)", (name, keys))
+        rows = self._read(
+            "SELECT key, value FROM projection_rows WHERE projection = %s AND key = ANY(%s)", (name, keys)
+        )
         return {k: bytes(v) for k, v in rows}
 
     def projection_rows(self, name: str, *, batch: int = 500) -> Iterator[tuple[str, bytes]]:
@@ -409,7 +433,9 @@ class PostgresStore:
                 (name, rows[-1][0], batch),
             )
 
-    def projection_commit(self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None) -> bool:
+    def projection_commit(
+        self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None
+    ) -> bool:
         with self._txn() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("proj:" + name,))
             if expect is not None:
@@ -486,11 +512,14 @@ def _max_seqs(cur, keys: list[tuple[str | None, int | None]]) -> dict:
     if tasks:
         # one index probe per task (a GROUP BY would read every row of those tasks)
         cur.execute(
-            "SELECT k, (SELECT MAX(seq) FROM events WHERE task_id = k AND task_id IS NOT NULL) FROM unnest(%s::text[]) AS k", (tasks,)
+            "SELECT k, (SELECT MAX(seq) FROM events WHERE task_id = k AND task_id IS NOT NULL) FROM unnest(%s::text[]) AS k",
+            (tasks,),
         )
         out.update(((t, None), m) for t, m in cur.fetchall() if m is not None)
     for _, exchange_id in (k for k in keys if k[0] is None):
-        cur.execute("SELECT MAX(seq) FROM events WHERE task_id IS NULL AND exchange_id IS NOT DISTINCT FROM %s", (exchange_id,))
+        cur.execute(
+            "SELECT MAX(seq) FROM events WHERE task_id IS NULL AND exchange_id IS NOT DISTINCT FROM %s", (exchange_id,)
+        )
         m = cur.fetchone()[0]
         if m is not None:
             out[(None, exchange_id)] = m

@@ -50,9 +50,7 @@ class Redactor:
 
     def __init__(self, headers: Iterable[str] = (), json_paths: Iterable[str] = ()) -> None:
         self.headers = DEFAULT_HEADERS | {h.strip().lower() for h in headers if h.strip()}
-        self.json_paths: tuple[tuple[str, ...], ...] = tuple(
-            _parse_path(p) for p in json_paths if p.strip()
-        )
+        self.json_paths: tuple[tuple[str, ...], ...] = tuple(_parse_path(p) for p in json_paths if p.strip())
 
     def is_secret_header(self, name: str) -> bool:
         low = name.lower()
@@ -178,7 +176,11 @@ def load_config(directory: str | os.PathLike[str] | None = None) -> tuple[list[s
     if not isinstance(table, dict):
         return [], []
     # accept both redact_headers and redact-headers spellings
-    norm = {k.replace("_", "-"): v for k, v in table.items() if k.replace("_", "-") in ("redact-headers", "redact-json-paths")}
+    norm = {
+        k.replace("_", "-"): v
+        for k, v in table.items()
+        if k.replace("_", "-") in ("redact-headers", "redact-json-paths")
+    }
     try:
         cfg = msgspec.convert(norm, _Config)
     except msgspec.ValidationError as exc:

@@ -77,7 +77,9 @@ class BatchPlan:
             for key, ev in zip(keys, events):
                 seq = nxt.get(key, 1)
                 nxt[key] = seq + 1
-                rows.append((ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin))
+                rows.append(
+                    (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
+                )
             self._row_index = range(len(events))  # type: ignore[assignment]
             return
         in_batch: dict[tuple[Key, int], int] = {}
@@ -92,7 +94,9 @@ class BatchPlan:
                 k = in_batch.get((key, seq))
                 if k is not None:  # the same key earlier in this very batch
                     if bytes(self.rows[k][4]) != bytes(ev.payload):
-                        raise AppendConflict(f"event {key_text(key)} seq {seq} appears twice in one batch with other bytes")
+                        raise AppendConflict(
+                            f"event {key_text(key)} seq {seq} appears twice in one batch with other bytes"
+                        )
                     self._repeats.append((i, k))
                     continue
                 existing = find(key, seq)
@@ -104,7 +108,9 @@ class BatchPlan:
                 nxt[key] = max(nxt.get(key, 1), seq + 1)
             in_batch[(key, seq)] = len(self.rows)
             self._row_index.append(i)
-            self.rows.append((ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin))
+            self.rows.append(
+                (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
+            )
 
     def stored(self, start: int) -> list[StoredEvent]:
         """The batch as stored, its new rows numbered from ``start + 1``."""
@@ -145,7 +151,9 @@ def pages(fetch: Callable[[int, int], list], after: int, batch: int, limit: int 
             left -= len(rows)
 
 
-def fold_rows_filter(upto: int | None, tasks: TaskRange | None, mark: str, collate: str = "") -> tuple[str, list[object]]:
+def fold_rows_filter(
+    upto: int | None, tasks: TaskRange | None, mark: str, collate: str = ""
+) -> tuple[str, list[object]]:
     """The conditions a narrow reader adds after ``position > {mark}``, and their parameters:
     ``upto``, and a task range (rows with no task id in every range). Plain comparisons: a
     function of ``task_id`` per row would cost a parallel rebuild a third of its reading.

@@ -105,7 +105,9 @@ def _v3(db: sqlite_utils.Database) -> None:
         )
         """
     )
-    db.execute("INSERT INTO projection_rows_v3 (projection, key, value) SELECT projection, key, value FROM projection_rows")
+    db.execute(
+        "INSERT INTO projection_rows_v3 (projection, key, value) SELECT projection, key, value FROM projection_rows"
+    )
     db.execute("DROP TABLE projection_rows")
     db.execute("ALTER TABLE projection_rows_v3 RENAME TO projection_rows")
 

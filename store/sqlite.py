@@ -76,9 +76,7 @@ class SqliteStore:
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database file")
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
-            )
+            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.OperationalError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
         self._lock = threading.RLock()
@@ -163,7 +161,9 @@ class SqliteStore:
     def _find(cur: sqlite3.Cursor, key: tuple[str | None, int | None], seq: int) -> StoredEvent | None:
         task_id, exchange_id = key
         if task_id is not None:
-            row = cur.execute(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = ? AND seq = ?", (task_id, seq)).fetchone()
+            row = cur.execute(
+                f"SELECT {_EVENT_COLS} FROM events WHERE task_id = ? AND seq = ?", (task_id, seq)
+            ).fetchone()
         else:
             row = cur.execute(
                 f"SELECT {_EVENT_COLS} FROM events WHERE task_id IS NULL AND exchange_id IS ? AND seq = ?",
@@ -214,10 +214,13 @@ class SqliteStore:
             sample: list[str] = []
             for i in range(0, len(positions), 500):
                 chunk = positions[i : i + 500]
-                sample += [r[0] for r in self._conn.execute(
-                    f"SELECT task_id FROM events WHERE task_id IS NOT NULL AND position IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                )]
+                sample += [
+                    r[0]
+                    for r in self._conn.execute(
+                        f"SELECT task_id FROM events WHERE task_id IS NOT NULL AND position IN ({', '.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                ]
         return split_ranges(sample, parts, lead)
 
     def read_task(self, task_id: str) -> list[StoredEvent]:
@@ -251,7 +254,9 @@ class SqliteStore:
 
     def has_task(self, task_id: str) -> bool:
         with self._lock:
-            return self._conn.execute("SELECT 1 FROM events WHERE task_id = ? LIMIT 1", (task_id,)).fetchone() is not None
+            return (
+                self._conn.execute("SELECT 1 FROM events WHERE task_id = ? LIMIT 1", (task_id,)).fetchone() is not None
+            )
 
     def task_events(self) -> list[TaskEvents]:
         """Per task: event count, first / last arrival and positions (log order of first event)."""
@@ -339,11 +344,21 @@ class SqliteStore:
             cur.execute(
                 "INSERT OR REPLACE INTO idempotency (key, request_hash, exchange_id, task_id, state, created_at, expires_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (record.key, record.request_hash, record.exchange_id, record.task_id, record.state, now, record.expires_at),
+                (
+                    record.key,
+                    record.request_hash,
+                    record.exchange_id,
+                    record.task_id,
+                    record.state,
+                    now,
+                    record.expires_at,
+                ),
             )
         return record, True
 
-    def idem_update(self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None) -> None:
+    def idem_update(
+        self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None
+    ) -> None:
         sets, args = [], []
         for col, val in (("task_id", task_id), ("state", state), ("exchange_id", exchange_id)):
             if val is not None:
@@ -369,7 +384,9 @@ class SqliteStore:
     def idem_expire(self, now: float | None = None) -> int:
         now = time.time() if now is None else now
         with self._write() as cur:
-            return cur.execute("DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)).rowcount
+            return cur.execute(
+                "DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+            ).rowcount
 
     # -- projections -------------------------------------------------------------------------
 
@@ -412,7 +429,9 @@ class SqliteStore:
                 return
             after = rows[-1][0]
 
-    def projection_commit(self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None) -> bool:
+    def projection_commit(
+        self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None
+    ) -> bool:
         """Write a projection's rows and its cursor in one transaction (exactly once).
 
         With ``expect``, commit only if the cursor is still there (another process did not
@@ -452,14 +471,18 @@ class SqliteStore:
             row = cur.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
             if row is not None and row[0] not in (owner, take_over) and row[1] > now:
                 return False
-            cur.execute("INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)", (name, owner, now + ttl))
+            cur.execute(
+                "INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)", (name, owner, now + ttl)
+            )
         return True
 
     def lease_holder(self, name: str, *, now: float | None = None) -> str | None:
         """Who holds ``name`` now (None when free or expired)."""
         now = time.time() if now is None else now
         with self._lock:
-            row = self._conn.execute("SELECT owner FROM leases WHERE name = ? AND expires_at > ?", (name, now)).fetchone()
+            row = self._conn.execute(
+                "SELECT owner FROM leases WHERE name = ? AND expires_at > ?", (name, now)
+            ).fetchone()
         return row[0] if row else None
 
     def lease_release(self, name: str, owner: str) -> None:

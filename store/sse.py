@@ -13,9 +13,9 @@ in order. Line endings may be ``\\n``, ``\\r\\n`` or ``\\r``, split anywhere acr
 
 from __future__ import annotations
 
-from .errors import A2ATapeError
-
 from dataclasses import dataclass
+
+from .errors import A2ATapeError
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024
 

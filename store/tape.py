@@ -159,7 +159,9 @@ def export_lines(store, *, task_ids: Iterable[str] | None = None, source: str | 
         evs.sort(key=lambda e: e.position)
         exchanges = sorted(ex_by_id.values(), key=lambda e: e.id or 0)
         events, n_events = evs, len(evs)
-    header = TapeHeader(a2a_tape=TAPE_VERSION, exported_at=time.time(), exchanges=len(exchanges), events=n_events, source=source)
+    header = TapeHeader(
+        a2a_tape=TAPE_VERSION, exported_at=time.time(), exchanges=len(exchanges), events=n_events, source=source
+    )
     yield _encoder.encode(header) + b"\n"
     for ex in exchanges:
         yield _encoder.encode(exchange_line(ex)) + b"\n"

@@ -52,22 +52,59 @@ def v1(result: dict) -> bytes:
 PAYLOADS = [
     v1({"task": {"id": TASK, "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}}}),
     v1({"statusUpdate": {"taskId": TASK, "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}}),
-    v1({"artifactUpdate": {"taskId": TASK, "contextId": "c1", "artifact": {"artifactId": "art-1", "parts": [{"text": "chunk-0 "}]}}}),
+    v1(
+        {
+            "artifactUpdate": {
+                "taskId": TASK,
+                "contextId": "c1",
+                "artifact": {"artifactId": "art-1", "parts": [{"text": "chunk-0 "}]},
+            }
+        }
+    ),
     b"\xff\xfe not json \x00\r\n",
-    v1({"artifactUpdate": {"taskId": TASK, "contextId": "c1", "artifact": {"artifactId": "art-1", "parts": [{"text": "chunk-1"}]}, "append": True}}) + b"\r\n",
+    v1(
+        {
+            "artifactUpdate": {
+                "taskId": TASK,
+                "contextId": "c1",
+                "artifact": {"artifactId": "art-1", "parts": [{"text": "chunk-1"}]},
+                "append": True,
+            }
+        }
+    )
+    + b"\r\n",
     v1({"statusUpdate": {"taskId": TASK, "contextId": "c1", "status": {"state": "TASK_STATE_COMPLETED"}}}),
 ]
 
 
 def make_log(path: Path) -> None:
     with store.open_store(path) as st:
-        ex = st.begin_exchange(Exchange(started_at=100.0, url="http://agent/", rpc_method="SendStreamingMessage", task_id=TASK))
+        ex = st.begin_exchange(
+            Exchange(started_at=100.0, url="http://agent/", rpc_method="SendStreamingMessage", task_id=TASK)
+        )
         other = st.begin_exchange(Exchange(started_at=101.0, url="http://agent/", task_id="other-task"))
         st.append_batch(
-            [NewEvent(payload=p, task_id=TASK, exchange_id=ex, received_at=100.0 + i / 10) for i, p in enumerate(PAYLOADS)]
-            + [NewEvent(payload=PAYLOADS[1].replace(TASK.encode(), b"other-task"), task_id="other-task", exchange_id=other, received_at=101.5)]
+            [
+                NewEvent(payload=p, task_id=TASK, exchange_id=ex, received_at=100.0 + i / 10)
+                for i, p in enumerate(PAYLOADS)
+            ]
+            + [
+                NewEvent(
+                    payload=PAYLOADS[1].replace(TASK.encode(), b"other-task"),
+                    task_id="other-task",
+                    exchange_id=other,
+                    received_at=101.5,
+                )
+            ]
         )
-        st.append(NewEvent(payload=store.local_note("stalled", "no progress", TASK), task_id=TASK, origin="local", received_at=102.0))
+        st.append(
+            NewEvent(
+                payload=store.local_note("stalled", "no progress", TASK),
+                task_id=TASK,
+                origin="local",
+                received_at=102.0,
+            )
+        )
 
 
 def count_events(path: Path) -> int:

@@ -73,7 +73,9 @@ def test_a_file_that_is_not_a_database(tmp_path, log_db, argv):
     assert db.read_bytes() == junk  # left exactly as it was
 
 
-@pytest.mark.parametrize("argv", [["show", "no-such-task"], ["show", "no-such-task", "--json"], ["export", "no-such-task"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv", [["show", "no-such-task"], ["show", "no-such-task", "--json"], ["export", "no-such-task"]], ids=" ".join
+)
 def test_unknown_task(log_db, argv):
     assert_bad_input(run_cli(*argv, "--db", log_db), "unknown task: no-such-task")
     assert count_events(log_db) == 8
@@ -95,7 +97,9 @@ def test_import_with_a_broken_line_in_the_middle_imports_nothing(tmp_path, log_d
     make_log(target)  # already holds a log: it must come out unchanged
     with_other = tmp_path / "other.jsonl"
     # a tape of new tasks (so a successful import WOULD add events), broken in the middle
-    with_other.write_bytes(bad.read_bytes().replace(TASK.encode(), b"fresh-task").replace(b"other-task", b"fresh-other"))
+    with_other.write_bytes(
+        bad.read_bytes().replace(TASK.encode(), b"fresh-task").replace(b"other-task", b"fresh-other")
+    )
     for path, db in ((bad, tmp_path / "empty.db"), (with_other, target)):
         before = count_events(db) if db.exists() else 0
         line = assert_bad_input(run_cli("import", path, "--db", db), "line 7")
@@ -106,7 +110,9 @@ def test_import_with_a_broken_line_in_the_middle_imports_nothing(tmp_path, log_d
 def test_import_with_non_utf8_bytes(tmp_path, log_db):
     lines = _tape(tmp_path, log_db)
     bad = tmp_path / "latin1.jsonl"
-    bad.write_bytes(b"".join(lines[:4] + [b'{"type": "event", "position": 9, "seq": 9, "payload": "caf\xe9"}\n'] + lines[4:]))
+    bad.write_bytes(
+        b"".join(lines[:4] + [b'{"type": "event", "position": 9, "seq": 9, "payload": "caf\xe9"}\n'] + lines[4:])
+    )
     db = tmp_path / "new.db"
     assert_bad_input(run_cli("import", bad, "--db", db), "line 5", "not UTF-8")
     assert count_events(db) == 0
@@ -156,7 +162,10 @@ def test_no_traceback_reaches_a_user_of_the_installed_script(tmp_path):
         proc = subprocess.run([str(script), *argv], capture_output=True, timeout=60, env=env)
         err = proc.stderr.decode()
         assert proc.returncode == 2, (argv, proc.returncode, err)
-        assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("a2a-tape: error: "), (argv, err)
+        assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("a2a-tape: error: "), (
+            argv,
+            err,
+        )
         assert proc.stdout == b""
 
 

@@ -7,30 +7,56 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from a2a_tape import store
 from a2a_tape.store import NewEvent
 
 
 def _status(task: str, state: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {
-        "statusUpdate": {"taskId": task, "contextId": "c", "status": {"state": state}}}}).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"statusUpdate": {"taskId": task, "contextId": "c", "status": {"state": state}}},
+        }
+    ).encode()
 
 
 def _chunk(task: str, text: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"artifactUpdate": {
-        "taskId": task, "contextId": "c", "artifact": {"artifactId": "a", "parts": [{"text": text}]},
-        "append": True}}}).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {
+                "artifactUpdate": {
+                    "taskId": task,
+                    "contextId": "c",
+                    "artifact": {"artifactId": "a", "parts": [{"text": text}]},
+                    "append": True,
+                }
+            },
+        }
+    ).encode()
 
 
 def _follow_while_writing(location: str) -> list[dict]:
     st = store.open_store(location)
     st.append(NewEvent(payload=_status("t1", "TASK_STATE_WORKING"), task_id="t1"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "a2a_tape.recorder.cli", "show", "t1", "--follow", "--json", "--idle-timeout", "60",
-         "--db", location],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "a2a_tape.recorder.cli",
+            "show",
+            "t1",
+            "--follow",
+            "--json",
+            "--idle-timeout",
+            "60",
+            "--db",
+            location,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None
     first = json.loads(proc.stdout.readline())  # the event already there: the follower is running

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from a2a_tape import store
+
 from .conftest import PAYLOADS, TASK, run_cli
 
 

@@ -26,18 +26,26 @@ def build_opencode(tape: Tape, dialect: str = "1.0", task_id: str = "task-openco
     text_id, reasoning_id, tool_id = f"{task_id}:stream", f"{task_id}:stream:reasoning", f"{task_id}:stream:tool_call"
     call = {"call_id": "call-1", "tool": "calculator", "input": {"expr": "6*7"}}
     half = len(ANSWER) // 2
-    tape.stream(it, [
-        it.task("submitted", user_text=USER_TEXT),
-        it.status("working"),
-        it.artifact(reasoning_id, REASONING[:20], metadata=_hint("reasoning", 1)),
-        it.artifact(reasoning_id, REASONING[20:], append=True, last=True, metadata=_hint("reasoning", 2)),
-        it.artifact(tool_id, data={**call, "status": "running"}, metadata=_hint("tool_call", 3)),
-        it.artifact(tool_id, data={**call, "status": "completed", "output": "42"}, append=True, last=True,
-                    metadata=_hint("tool_call", 4)),
-        it.artifact(text_id, ANSWER[:half], metadata=_hint("text", 5)),
-        it.artifact(text_id, ANSWER[half:], append=True, metadata=_hint("text", 6)),
-        # the trap: the final snapshot arrives with append=true and the FULL text
-        it.artifact(text_id, ANSWER, append=True, last=True, metadata=_hint("text", 7, source="final_snapshot")),
-        it.status("completed"),
-    ])
+    tape.stream(
+        it,
+        [
+            it.task("submitted", user_text=USER_TEXT),
+            it.status("working"),
+            it.artifact(reasoning_id, REASONING[:20], metadata=_hint("reasoning", 1)),
+            it.artifact(reasoning_id, REASONING[20:], append=True, last=True, metadata=_hint("reasoning", 2)),
+            it.artifact(tool_id, data={**call, "status": "running"}, metadata=_hint("tool_call", 3)),
+            it.artifact(
+                tool_id,
+                data={**call, "status": "completed", "output": "42"},
+                append=True,
+                last=True,
+                metadata=_hint("tool_call", 4),
+            ),
+            it.artifact(text_id, ANSWER[:half], metadata=_hint("text", 5)),
+            it.artifact(text_id, ANSWER[half:], append=True, metadata=_hint("text", 6)),
+            # the trap: the final snapshot arrives with append=true and the FULL text
+            it.artifact(text_id, ANSWER, append=True, last=True, metadata=_hint("text", 7, source="final_snapshot")),
+            it.status("completed"),
+        ],
+    )
     return task_id

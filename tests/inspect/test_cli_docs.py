@@ -35,6 +35,12 @@ def test_every_command_has_a_section_with_its_usage():
 
 
 def test_check_mode_of_the_generator_runs_as_a_script():
-    r = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_cli.py"), "--check"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "gen_cli.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr

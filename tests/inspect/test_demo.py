@@ -18,8 +18,9 @@ SCRIPT = Path(sys.executable).with_name("a2a-tape")
 
 def _demo(db: Path) -> None:
     env = {**os.environ, "A2A_TAPE_DB": str(db)}
-    proc = subprocess.run([str(SCRIPT), "demo", "--db", str(db)], capture_output=True, text=True, timeout=120,
-                          env=env, check=False)
+    proc = subprocess.run(
+        [str(SCRIPT), "demo", "--db", str(db)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-1000:]
 
 

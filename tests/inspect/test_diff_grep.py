@@ -47,8 +47,16 @@ def test_two_tasks_in_one_database(live):
 def _chunks(tmp_path, name, second_chunk, *, dialect="1.0", task_id=None):
     tape = Tape(tmp_path / name)
     it = items(dialect, task_id)
-    tape.stream(it, [it.task(user_text="count"), it.status("working"), it.artifact(f"{it.task_id}:stream", "one "),
-                     it.artifact(f"{it.task_id}:stream", second_chunk, append=True, last=True), it.status("completed")])
+    tape.stream(
+        it,
+        [
+            it.task(user_text="count"),
+            it.status("working"),
+            it.artifact(f"{it.task_id}:stream", "one "),
+            it.artifact(f"{it.task_id}:stream", second_chunk, append=True, last=True),
+            it.status("completed"),
+        ],
+    )
     tape.close()
     return tmp_path / name
 
@@ -132,8 +140,15 @@ def test_jsonrpc_ids_timestamps_and_message_ids_are_normalised(tmp_path):
         it = items("0.3")
         it.rpc_id, it.context_id = rpc_id, context
         status = it.status("completed").replace(b"2026-11-30T02:08:56.971579Z", stamp.encode())
-        tape.stream(it, [it.task(user_text="hi"), it.status("working", "on it, see " + it.task_id),
-                         it.artifact(f"{it.task_id}:stream", "done", last=True), status])
+        tape.stream(
+            it,
+            [
+                it.task(user_text="hi"),
+                it.status("working", "on it, see " + it.task_id),
+                it.artifact(f"{it.task_id}:stream", "done", last=True),
+                status,
+            ],
+        )
         tape.close()
         return tmp_path / name
 

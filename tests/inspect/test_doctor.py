@@ -75,8 +75,10 @@ def one_task(tmp_path, dialect, build):
 
 def clean_stream(it):
     return [
-        it.task("submitted"), it.status("working"),
-        it.artifact("art-1", "Hello "), it.artifact("art-1", "world", append=True, last=True),
+        it.task("submitted"),
+        it.status("working"),
+        it.artifact("art-1", "Hello "),
+        it.artifact("art-1", "world", append=True, last=True),
         it.status("completed"),
     ]
 
@@ -105,7 +107,9 @@ def test_terminal_state_that_goes_back_to_working_is_an_error(tmp_path, dialect)
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_events_after_terminal(tmp_path, dialect):
-    r, found = one_task(tmp_path, dialect, lambda t, it: t.stream(it, [*clean_stream(it), it.artifact("art-2", "late")]))
+    r, found = one_task(
+        tmp_path, dialect, lambda t, it: t.stream(it, [*clean_stream(it), it.artifact("art-2", "late")])
+    )
     assert r.code == 1 and found == {"events-after-terminal": "error", "artifact-not-closed": "warning"}
 
 
@@ -134,8 +138,15 @@ def test_stream_closed_while_working_then_recovered_is_a_warning(tmp_path, diale
         t.stream(it, clean_stream(it)[:3])
         ex = t.exchange(task_id=it.task_id, rpc_method="SubscribeToTask")
         art = it.artifact_obj("art-1", "Hello ")
-        t.add(it.task_id, [it.task("working", artifacts=[art]), it.artifact("art-1", "world", append=True, last=True),
-                           it.status("completed")], exchange_id=ex)
+        t.add(
+            it.task_id,
+            [
+                it.task("working", artifacts=[art]),
+                it.artifact("art-1", "world", append=True, last=True),
+                it.status("completed"),
+            ],
+            exchange_id=ex,
+        )
 
     r, found = one_task(tmp_path, dialect, build)
     assert r.code == 0 and found == {"closed-while-working": "warning"}
@@ -177,8 +188,16 @@ def test_contract_without_last_chunk_is_not_flagged_once_completed(tmp_path, dia
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_two_equal_chunks_are_not_a_doubled_answer(tmp_path, dialect):
     def build(t, it):
-        t.stream(it, [it.task(), it.status("working"), it.artifact("art-1", "ha"),
-                      it.artifact("art-1", "ha", append=True, last=True), it.status("completed")])
+        t.stream(
+            it,
+            [
+                it.task(),
+                it.status("working"),
+                it.artifact("art-1", "ha"),
+                it.artifact("art-1", "ha", append=True, last=True),
+                it.status("completed"),
+            ],
+        )
 
     r, found = one_task(tmp_path, dialect, build)
     assert (r.code, found) == (0, {})
@@ -206,14 +225,23 @@ def oc(it, channel, *, source=None, message_id="msg-1"):
 def test_final_snapshot_would_show_the_answer_twice_to_a_naive_client(tmp_path, dialect):
     def build(t, it):
         sid = f"{it.task_id}:stream"
-        t.stream(it, [
-            it.task(), it.status("working"),
-            it.artifact(sid, "The answer ", metadata=oc(it, "final_answer")),
-            it.artifact(sid, "is 42.", append=True, metadata=oc(it, "final_answer")),
-            it.artifact(sid, "The answer is 42.", append=True, last=True,
-                        metadata=oc(it, "final_answer", source="final_snapshot")),
-            it.status("completed"),
-        ])
+        t.stream(
+            it,
+            [
+                it.task(),
+                it.status("working"),
+                it.artifact(sid, "The answer ", metadata=oc(it, "final_answer")),
+                it.artifact(sid, "is 42.", append=True, metadata=oc(it, "final_answer")),
+                it.artifact(
+                    sid,
+                    "The answer is 42.",
+                    append=True,
+                    last=True,
+                    metadata=oc(it, "final_answer", source="final_snapshot"),
+                ),
+                it.status("completed"),
+            ],
+        )
 
     r, found = one_task(tmp_path, dialect, build)
     assert r.code == 0 and found == {"answer-shown-twice": "warning"}
@@ -225,11 +253,17 @@ def test_answer_doubled_by_the_agent_is_an_error(tmp_path, dialect):
     """No snapshot marker: an append of the whole text doubles the answer for every client."""
 
     def build(t, it):
-        t.stream(it, [
-            it.task(), it.status("working"),
-            it.artifact("art-1", "The answer "), it.artifact("art-1", "is 42.", append=True),
-            it.artifact("art-1", "The answer is 42.", append=True, last=True), it.status("completed"),
-        ])
+        t.stream(
+            it,
+            [
+                it.task(),
+                it.status("working"),
+                it.artifact("art-1", "The answer "),
+                it.artifact("art-1", "is 42.", append=True),
+                it.artifact("art-1", "The answer is 42.", append=True, last=True),
+                it.status("completed"),
+            ],
+        )
 
     r, found = one_task(tmp_path, dialect, build)
     assert r.code == 1 and found == {"answer-shown-twice": "error"}
@@ -239,12 +273,18 @@ def test_answer_doubled_by_the_agent_is_an_error(tmp_path, dialect):
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_text_crossing_channels(tmp_path, dialect):
     def build(t, it):
-        t.stream(it, [
-            it.task(), it.status("working"),
-            it.artifact(f"{it.task_id}:stream:reasoning", "thinking", metadata=oc(it, "reasoning")),
-            it.artifact(f"{it.task_id}:stream:reasoning", "Answer", append=True, last=True, metadata=oc(it, "final_answer")),
-            it.status("completed"),
-        ])
+        t.stream(
+            it,
+            [
+                it.task(),
+                it.status("working"),
+                it.artifact(f"{it.task_id}:stream:reasoning", "thinking", metadata=oc(it, "reasoning")),
+                it.artifact(
+                    f"{it.task_id}:stream:reasoning", "Answer", append=True, last=True, metadata=oc(it, "final_answer")
+                ),
+                it.status("completed"),
+            ],
+        )
 
     r, found = one_task(tmp_path, dialect, build)
     assert r.code == 1 and found == {"text-crosses-channels": "error"}
@@ -253,21 +293,29 @@ def test_text_crossing_channels(tmp_path, dialect):
 
 
 def blocks(seq, event_id, block_type="text"):
-    return {"shared": {"stream": {"block_type": block_type, "sequence": seq, "event_id": event_id, "message_id": "msg-1"}}}
+    return {
+        "shared": {"stream": {"block_type": block_type, "sequence": seq, "event_id": event_id, "message_id": "msg-1"}}
+    }
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_sequence_gap_and_repeat(tmp_path, dialect):
     def build(t, it):
         aid = f"{it.task_id}:stream"
-        t.stream(it, [
-            it.task(), it.status("working"),
-            it.artifact(aid, "a", metadata=blocks(1, "e1")),
-            it.artifact(aid, "b", append=True, metadata=blocks(2, "e2")),
-            it.artifact(aid, "b", append=True, metadata=blocks(2, "e2")),  # repeat
-            it.artifact(aid, "d", append=True, last=True, metadata=blocks(4.0, "e4")),  # gap: 3 missing (float on the wire)
-            it.status("completed"),
-        ])
+        t.stream(
+            it,
+            [
+                it.task(),
+                it.status("working"),
+                it.artifact(aid, "a", metadata=blocks(1, "e1")),
+                it.artifact(aid, "b", append=True, metadata=blocks(2, "e2")),
+                it.artifact(aid, "b", append=True, metadata=blocks(2, "e2")),  # repeat
+                it.artifact(
+                    aid, "d", append=True, last=True, metadata=blocks(4.0, "e4")
+                ),  # gap: 3 missing (float on the wire)
+                it.status("completed"),
+            ],
+        )
 
     r, found = one_task(tmp_path, dialect, build)
     assert r.code == 1
@@ -282,8 +330,14 @@ def test_local_synthetic_failed_is_not_a_fault_of_the_agent(tmp_path, dialect):
 
     def build(t, it):
         t.stream(it, clean_stream(it)[:3])
-        t.add(it.task_id, [local_note("gave-up", "stream lost", it.task_id), local_failed(it.task_id, it.context_id, "upstream lost the task")],
-              origin="local")
+        t.add(
+            it.task_id,
+            [
+                local_note("gave-up", "stream lost", it.task_id),
+                local_failed(it.task_id, it.context_id, "upstream lost the task"),
+            ],
+            origin="local",
+        )
 
     r, found = one_task(tmp_path, dialect, build)
     # the agent's stream did close while working (a warning: our FAILED settled the task); no lifecycle error
@@ -311,8 +365,16 @@ def test_text_after_last_chunk_is_reported_from_the_fold(tmp_path, dialect):
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_message_that_is_not_alone_is_a_first_item_fault(tmp_path, dialect):
     def build(t, it):
-        msg = it._wrap("message", {"messageId": "m-1", "role": "ROLE_AGENT" if dialect == "1.0" else "agent",
-                                   "taskId": it.task_id, "parts": [it.part("hi")]}, "message")
+        msg = it._wrap(
+            "message",
+            {
+                "messageId": "m-1",
+                "role": "ROLE_AGENT" if dialect == "1.0" else "agent",
+                "taskId": it.task_id,
+                "parts": [it.part("hi")],
+            },
+            "message",
+        )
         t.stream(it, [msg, it.status("working"), it.status("completed")])
 
     r, found = one_task(tmp_path, dialect, build)

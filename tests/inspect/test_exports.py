@@ -17,7 +17,6 @@ from tests.inspect.builders import Tape, items
 from tests.inspect.conftest import cli
 from tests.inspect.recordings import ANSWER, REASONING, build_opencode
 
-
 # -- HAR ------------------------------------------------------------------------------------------
 
 
@@ -40,12 +39,28 @@ def _check_har_shape(doc: dict) -> None:
         dt.datetime.fromisoformat(e["startedDateTime"].replace("Z", "+00:00"))
         assert isinstance(e["time"], (int, float)) and e["time"] >= 0
         req, resp = e["request"], e["response"]
-        for key, typ in (("method", str), ("url", str), ("httpVersion", str), ("cookies", list), ("headers", list),
-                         ("queryString", list), ("headersSize", int), ("bodySize", int)):
+        for key, typ in (
+            ("method", str),
+            ("url", str),
+            ("httpVersion", str),
+            ("cookies", list),
+            ("headers", list),
+            ("queryString", list),
+            ("headersSize", int),
+            ("bodySize", int),
+        ):
             assert isinstance(req[key], typ), key
-        for key, typ in (("status", int), ("statusText", str), ("httpVersion", str), ("cookies", list),
-                         ("headers", list), ("content", dict), ("redirectURL", str), ("headersSize", int),
-                         ("bodySize", int)):
+        for key, typ in (
+            ("status", int),
+            ("statusText", str),
+            ("httpVersion", str),
+            ("cookies", list),
+            ("headers", list),
+            ("content", dict),
+            ("redirectURL", str),
+            ("headersSize", int),
+            ("bodySize", int),
+        ):
             assert isinstance(resp[key], typ), key
         assert all(set(h) == {"name", "value"} for h in req["headers"] + resp["headers"])
         assert isinstance(resp["content"]["size"], int) and isinstance(resp["content"]["mimeType"], str)
@@ -81,8 +96,11 @@ def test_har_export_all_has_one_entry_per_exchange_and_leaves_local_events_out(t
     a, b = items("1.0"), items("0.3")
     tape.stream(a, [a.task(), a.status("working"), a.artifact("art-1", "x", last=True), a.status("completed")])
     tape.stream(b, [b.task(), b.status("working")])
-    tape.add(b.task_id, [local_note("gave-up", "stream lost", b.task_id), local_failed(b.task_id, b.context_id, "lost")],
-             origin="local")
+    tape.add(
+        b.task_id,
+        [local_note("gave-up", "stream lost", b.task_id), local_failed(b.task_id, b.context_id, "lost")],
+        origin="local",
+    )
     tape.close()
     doc = json.loads(cli("export", "--all", "--format", "har", "--db", tmp_path / "t.db").stdout)
     _check_har_shape(doc)
@@ -107,7 +125,9 @@ def _check_mermaid(text: str) -> list[str]:
         m = _ARROW.match(line)
         assert m, f"not a sequence-diagram statement: {line!r}"
         label = m.group(4)
-        assert ";" not in label.replace("#59;", "").replace("#35;", "").replace("#58;", "").replace("#lt;", "").replace("#gt;", "").replace("#37;", "")
+        assert ";" not in label.replace("#59;", "").replace("#35;", "").replace("#58;", "").replace("#lt;", "").replace(
+            "#gt;", ""
+        ).replace("#37;", "")
         if label.startswith("["):
             events.append(line)
     return events
@@ -177,12 +197,21 @@ def render(tmp_path: Path, html: str) -> dict:
     (work / "report.html").write_text(html, encoding="utf-8")
     (work / "probe.html").write_text(_PROBE, encoding="utf-8")
     cmd = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={work / 'profile'}",
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={work / 'profile'}",
         "--allow-file-access-from-files",
         # the network is off: no proxy answers and no name resolves
-        "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
-        "--dump-dom", (work / "probe.html").as_uri(),
+        "--proxy-server=http://127.0.0.1:9",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--dump-dom",
+        (work / "probe.html").as_uri(),
     ]
     proc = subprocess.run(cmd, capture_output=True, timeout=90, check=False)
     dom = proc.stdout.decode("utf-8", "replace")
@@ -249,8 +278,16 @@ def test_export_bad_input_is_one_line_and_exit_2(live, tmp_path):
     r = cli("export", live.tasks[("1.0", "hello")], "--format", "pdf", "--db", live.db)
     assert r.code == 2 and r.stdout == ""
     assert r.stderr.strip() == "a2a-tape: error: unknown export format 'pdf' (known: jsonl, har, mermaid, html)"
-    r = cli("export", live.tasks[("1.0", "hello")], "--format", "html", "-o", tmp_path / "no" / "such" / "dir.html",
-            "--db", live.db)
+    r = cli(
+        "export",
+        live.tasks[("1.0", "hello")],
+        "--format",
+        "html",
+        "-o",
+        tmp_path / "no" / "such" / "dir.html",
+        "--db",
+        live.db,
+    )
     assert r.code == 2 and len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr
     r = cli("export", "no-such-task", "--format", "mermaid", "--db", live.db)
     assert r.code == 2 and r.stderr.startswith("a2a-tape: error: unknown task")

@@ -19,8 +19,12 @@ TAPES = sorted(p.stem for p in RECORDINGS.glob("*.jsonl"))
 # what doctor must say about each golden recording: {(code, level)}
 DOCTOR = {
     "opencode-append-reset": set(),
-    "opencode-blocks": {("answer-shown-twice", "warning"), ("artifact-not-closed", "warning"),
-                        ("closed-while-working", "warning"), ("sequence-repeat", "warning")},
+    "opencode-blocks": {
+        ("answer-shown-twice", "warning"),
+        ("artifact-not-closed", "warning"),
+        ("closed-while-working", "warning"),
+        ("sequence-repeat", "warning"),
+    },
     "opencode-channels-order": {("artifact-not-closed", "warning")},
     "opencode-final-snapshot": {("answer-shown-twice", "warning")},
     "opencode-interleaved": {("artifact-not-closed", "warning")},

@@ -30,7 +30,9 @@ def test_doctor_on_recorded_sessions(recorded, proto):
     assert boom.code == 1
     found = {f["code"]: f["level"] for f in boom.json()["findings"]}
     assert found["rpc-error"] == "error"
-    state = next(t["state"] for t in cli("tasks", "--db", db, "--json").json() if t["task_id"] == tasks[(proto, "boom")])
+    state = next(
+        t["state"] for t in cli("tasks", "--db", db, "--json").json() if t["task_id"] == tasks[(proto, "boom")]
+    )
     # the recorder settles a crashed task (a synthetic FAILED): then the early close is a warning
     assert found["closed-while-working"] == ("error" if state in ("submitted", "working") else "warning")
 

@@ -44,8 +44,14 @@ def test_show_marks_local_events_errors_and_undecodable_bytes(tmp_path):
     it = items("1.0")
     ex = tape.stream(it, [it.task(), it.status("working"), it.artifact("art-1", "partial")])
     tape.add(it.task_id, [b"\xff\xfe garbage \x00"], exchange_id=ex)
-    tape.add(it.task_id, [local_note("gave-up", "no progress for 30 s", it.task_id),
-                          local_failed(it.task_id, it.context_id, "upstream lost the task")], origin="local")
+    tape.add(
+        it.task_id,
+        [
+            local_note("gave-up", "no progress for 30 s", it.task_id),
+            local_failed(it.task_id, it.context_id, "upstream lost the task"),
+        ],
+        origin="local",
+    )
     tape.close()
     r = _wide("show", it.task_id, "--db", tmp_path / "t.db")
     assert r.code == 0

@@ -61,8 +61,9 @@ def _headers(dialect: str) -> dict[str, str]:
     return {"content-type": "application/json", **dialect_headers(dialect)}  # type: ignore[arg-type]
 
 
-def send_body(text: str, *, dialect: str = "0.3", stream: bool = True, message_id: str | None = None,
-              rpc_id: int | None = None) -> tuple[bytes, dict[str, str]]:
+def send_body(
+    text: str, *, dialect: str = "0.3", stream: bool = True, message_id: str | None = None, rpc_id: int | None = None
+) -> tuple[bytes, dict[str, str]]:
     """A send request of either dialect (built by the recorder's own client) and its headers."""
     req = send_request(dialect, text, stream=stream, message_id=message_id, rpc_id=rpc_id or next(_ids))  # type: ignore[arg-type]
     return req.body, _headers(dialect)

@@ -152,15 +152,23 @@ def test_proxy_token_never_reaches_the_upstream_but_other_credentials_do(db_path
 
     async def rpc(request):
         seen.append(dict(request.headers))
-        return Response(b'{"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"r","role":"agent","parts":[]}}',
-                        media_type="application/json")
+        return Response(
+            b'{"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"r","role":"agent","parts":[]}}',
+            media_type="application/json",
+        )
 
     fake = Starlette(routes=[Route("/.well-known/agent-card.json", card), Route("/", rpc, methods=["POST"])])
     with serve_app(fake) as url, running_proxy(url, db_path, token="tok-9") as proxy:
-        assert httpx.get(proxy.url + "/.well-known/agent-card.json", headers={"Authorization": "Bearer tok-9"}).status_code == 200
+        assert (
+            httpx.get(proxy.url + "/.well-known/agent-card.json", headers={"Authorization": "Bearer tok-9"}).status_code
+            == 200
+        )
         body, headers = send_body("hello", stream=False)
-        r = httpx.post(proxy.url + "/", content=body, headers={**headers, "Proxy-Authorization": "Bearer tok-9",
-                                                               "Authorization": "Bearer upstream-cred"})
+        r = httpx.post(
+            proxy.url + "/",
+            content=body,
+            headers={**headers, "Proxy-Authorization": "Bearer tok-9", "Authorization": "Bearer upstream-cred"},
+        )
         assert r.status_code == 200
     assert "authorization" not in seen[0]
     assert seen[1]["authorization"] == "Bearer upstream-cred" and "proxy-authorization" not in seen[1]

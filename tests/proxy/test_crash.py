@@ -42,9 +42,21 @@ class ProxyProcess:
 
     def __init__(self, upstream: str, db: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from recorder.cli import main; main()", "proxy", upstream,
-             "--listen", "127.0.0.1:0", "--db", str(db), "--no-recover"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-c",
+                "from recorder.cli import main; main()",
+                "proxy",
+                upstream,
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+                str(db),
+                "--no-recover",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         lines: queue.Queue[str] = queue.Queue()
 
@@ -151,7 +163,9 @@ def test_recovery_killed_midway_converges_on_the_next_run(tmp_path):
             st.close()
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from recorder.cli import main; main()", "recover", "--db", str(db)],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             try:
                 proc.wait(timeout=rng.uniform(0.3, 1.2))  # a random point of its run (or its end)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 import threading
 
 import httpx
@@ -147,14 +146,24 @@ def test_repeat_after_a_crash_mid_stream_is_served_from_log_and_recovery(sdk_age
     with httpx.stream("POST", sdk_agent.url + "/", content=body, headers=headers) as r:
         prefix = read_sse(r, limit=2)  # what the dead proxy had recorded
     st = store.open_store(db_path)
-    ex = st.begin_exchange(store.Exchange(url=sdk_agent.url + "/", rpc_method="message/stream", role="proxy",
-                                          idempotency_key="msg:m-crash", streaming=True))
+    ex = st.begin_exchange(
+        store.Exchange(
+            url=sdk_agent.url + "/",
+            rpc_method="message/stream",
+            role="proxy",
+            idempotency_key="msg:m-crash",
+            streaming=True,
+        )
+    )
     task_id = store.decode_item(prefix[0]).task_id
     st.append_batch([store.NewEvent(payload=p, task_id=task_id, exchange_id=ex) for p in prefix])
     rpc = parse_request(body)
     past = _time.time() - 5
-    st.idem_claim(store.IdempotencyRecord("msg:m-crash", request_hash(rpc.method, rpc.params), ex,
-                                          created_at=past, expires_at=past + 3600))
+    st.idem_claim(
+        store.IdempotencyRecord(
+            "msg:m-crash", request_hash(rpc.method, rpc.params), ex, created_at=past, expires_at=past + 3600
+        )
+    )
     report = anyio.run(recover, st)
     assert report.replayed == ["msg:m-crash"] and report.resumed == [task_id]
     st.close()

@@ -50,7 +50,9 @@ def test_probe_of_nothing_is_bad_input_with_a_readable_detail(tmp_path):
     assert doc["probes"][0]["name"] == "agent-card" and "cannot connect" in doc["probes"][0]["detail"]
     r = CliRunner().invoke(app, ["probe", f"http://127.0.0.1:{closed_port()}", "--db", str(tmp_path / "q.db")])
     assert r.exit_code == 2
-    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith("a2a-tape: error: not an A2A agent")
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith(
+        "a2a-tape: error: not an A2A agent"
+    )
 
 
 def test_probe_human_output(sdk_agent, tmp_path):

@@ -111,8 +111,9 @@ def test_credentials_forwarded_but_never_stored(proxied, db_path):
     watch = SettleWatch(proxy.proxy)
     body, headers = send_body("hello", stream=False)
     secret = "s3cr3t-upstream-credential"
-    r = httpx.post(proxy.url + "/", content=body, headers={**headers, "Authorization": f"Bearer {secret}",
-                                                           "X-API-Key": secret})
+    r = httpx.post(
+        proxy.url + "/", content=body, headers={**headers, "Authorization": f"Bearer {secret}", "X-API-Key": secret}
+    )
     assert r.status_code == 200
     watch.wait(1)
     ex = [e for e in proxy.store.exchanges() if e.rpc_method][0]
@@ -145,7 +146,7 @@ def test_resubscribe_through_the_proxy_is_recorded_to_the_end_after_the_client_l
         body, headers = send_body("slow many 6")
         with httpx.stream("POST", agent.url + "/", content=body, headers=headers) as r:  # directly, not proxied
             task_id = store.decode_item(read_sse(r, limit=1)[0]).task_id
-        resub = (b'{"jsonrpc":"2.0","id":9,"method":"tasks/resubscribe","params":{"id":"%s"}}' % task_id.encode())
+        resub = b'{"jsonrpc":"2.0","id":9,"method":"tasks/resubscribe","params":{"id":"%s"}}' % task_id.encode()
         with httpx.stream("POST", proxy.url + "/", content=resub, headers=headers) as r:
             first = read_sse(r, limit=1)  # the snapshot; then the client goes away
         watch.wait(1)

@@ -19,11 +19,20 @@ from tests.support.servers import closed_port
 
 def seed(st: store.SqliteStore, url: str, payloads: list[bytes]) -> str:
     """A log that stops mid-task (as after a crash): these payloads, recorded from ``url``."""
-    ex_id = st.begin_exchange(store.Exchange(started_at=time.time(), url=url + "/", rpc_method="message/stream",
-                                             dialect="0.3", streaming=True, role="proxy"))
+    ex_id = st.begin_exchange(
+        store.Exchange(
+            started_at=time.time(),
+            url=url + "/",
+            rpc_method="message/stream",
+            dialect="0.3",
+            streaming=True,
+            role="proxy",
+        )
+    )
     task_id = store.decode_item(payloads[0]).task_id
-    st.append_batch([store.NewEvent(payload=p, task_id=task_id, exchange_id=ex_id, received_at=time.time())
-                     for p in payloads])
+    st.append_batch(
+        [store.NewEvent(payload=p, task_id=task_id, exchange_id=ex_id, received_at=time.time()) for p in payloads]
+    )
     return task_id
 
 
@@ -39,8 +48,10 @@ def snapshot(st: store.SqliteStore) -> list[tuple]:
 
 
 def fake_task(task_id: str, state: str = "working") -> bytes:
-    return (b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"%s","contextId":"c1","status":{"state":"%s"}}}'
-            % (task_id.encode(), state.encode()))
+    return b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"%s","contextId":"c1","status":{"state":"%s"}}}' % (
+        task_id.encode(),
+        state.encode(),
+    )
 
 
 def test_task_the_upstream_finished_is_resumed_and_a_second_run_changes_nothing(sdk_agent, db_path):

@@ -17,8 +17,12 @@ def test_two_recover_processes_on_one_postgres_log_fail_each_orphan_once(pg_url)
         for tid in ids:
             st.append(store.NewEvent(payload=fake_task(tid), task_id=tid, received_at=time.time()))
     procs = [
-        subprocess.Popen([sys.executable, "-m", "a2a_tape.recorder.cli", "recover", "--json", "--db", pg_url],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "a2a_tape.recorder.cli", "recover", "--json", "--db", pg_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     reports = []
@@ -34,6 +38,10 @@ def test_two_recover_processes_on_one_postgres_log_fail_each_orphan_once(pg_url)
             assert len(local) == 1, tid
             assert store.decode_item(local[0].payload).body.state == "failed"
     # and a third run changes nothing
-    again = subprocess.run([sys.executable, "-m", "a2a_tape.recorder.cli", "recover", "--json", "--db", pg_url],
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "a2a_tape.recorder.cli", "recover", "--json", "--db", pg_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(again.stdout) == {"resumed": [], "failed": [], "replayed": []}

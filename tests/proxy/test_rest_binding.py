@@ -25,8 +25,12 @@ def rest_agent():
     url = f"http://127.0.0.1:{port}"
     executor = ChunkAgent()
     card = AgentCard(
-        name="rest-agent", description="HTTP+JSON", version="1.0.0", capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text"], default_output_modes=["text"],
+        name="rest-agent",
+        description="HTTP+JSON",
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text"],
+        default_output_modes=["text"],
         supported_interfaces=[AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=url)],
     )
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)

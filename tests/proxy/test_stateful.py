@@ -24,17 +24,24 @@ TASKS = [f"t{i}" for i in range(4)]
 
 
 def _task(tid: str) -> bytes:
-    return b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"%s","contextId":"c","status":{"state":"submitted"}}}' % tid.encode()
+    return (
+        b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"%s","contextId":"c","status":{"state":"submitted"}}}'
+        % tid.encode()
+    )
 
 
 def _status(tid: str, state: str) -> bytes:
-    return (b'{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"%s","contextId":"c",'
-            b'"status":{"state":"%s"},"final":false}}' % (tid.encode(), state.encode()))
+    return (
+        b'{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"%s","contextId":"c",'
+        b'"status":{"state":"%s"},"final":false}}' % (tid.encode(), state.encode())
+    )
 
 
 def _chunk(tid: str, n: int) -> bytes:
-    return (b'{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"c",'
-            b'"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"c%d"}]},"append":true}}' % (tid.encode(), n))
+    return (
+        b'{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"c",'
+        b'"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"c%d"}]},"append":true}}' % (tid.encode(), n)
+    )
 
 
 class Crash(Exception):
@@ -161,6 +168,8 @@ class StoreRecovery(RuleBasedStateMachine):
 
 TestStoreRecovery = StoreRecovery.TestCase
 TestStoreRecovery.settings = settings(
-    max_examples=40, stateful_step_count=25, deadline=None,
+    max_examples=40,
+    stateful_step_count=25,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

@@ -77,8 +77,11 @@ def test_bytes_that_do_not_decode_raise_a_decoding_error():
 def test_transport_records_a_gzip_stream_decoded(fault_agent: FaultAgent, db_path):
     async def go() -> bytes:
         async with httpx.AsyncClient(transport=RecordingTransport(db_path)) as http:
-            r = await http.post(fault_agent.url("gzip") + "/", content=request_body("stream", "1.0", text="go"),
-                                headers=headers_for("1.0"))
+            r = await http.post(
+                fault_agent.url("gzip") + "/",
+                content=request_body("stream", "1.0", text="go"),
+                headers=headers_for("1.0"),
+            )
             return r.content
 
     content = anyio.run(go)
@@ -95,6 +98,7 @@ def _odd_upstream():
     async def weird(request):
         async def body():
             yield b"\x00\x01 whatever this coding makes of it"
+
         return StreamingResponse(body(), media_type="text/event-stream", headers={"content-encoding": "x-weird"})
 
     async def broken(request):
@@ -103,6 +107,7 @@ def _odd_upstream():
         async def body():
             yield good[: len(good) // 2]
             yield b"garbage in the middle of the gzip stream" * 8
+
         return StreamingResponse(body(), media_type="text/event-stream", headers={"content-encoding": "gzip"})
 
     return Starlette(routes=[Route("/weird", weird, methods=["POST"]), Route("/broken", broken, methods=["POST"])])

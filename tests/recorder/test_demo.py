@@ -19,8 +19,9 @@ SCRIPT = Path(sys.executable).parent / "a2a-tape"
 def test_demo_subprocess_records_one_session_and_says_what_next(tmp_path):
     db = tmp_path / "demo.db"
     env = {k: v for k, v in os.environ.items() if k != "A2A_TAPE_DB"}
-    proc = subprocess.run([str(SCRIPT), "demo", "--db", str(db)], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path, env=env)
+    proc = subprocess.run(
+        [str(SCRIPT), "demo", "--db", str(db)], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     flat = " ".join(proc.stdout.split())
@@ -71,7 +72,9 @@ def test_the_a2a_sdk_client_understands_the_demo_agent():
     async def main(url: str) -> list:
         async with httpx.AsyncClient() as http:
             client = await create_client(url, ClientConfig(httpx_client=http))
-            req = SendMessageRequest(message=Message(message_id="m-demo-1", role=Role.ROLE_USER, parts=[Part(text="hi")]))
+            req = SendMessageRequest(
+                message=Message(message_id="m-demo-1", role=Role.ROLE_USER, parts=[Part(text="hi")])
+            )
             return [ev async for ev in client.send_message(req)]
 
     with serve_app(make_demo_app(delay=0)) as url:

@@ -68,7 +68,9 @@ def test_recordings_recorded_both_ways_agree(tmp_path):
     rng = random.Random(5)
     for n, payloads in enumerate(GROUPS):
         cuts = rng.sample(range(len(payloads) + 1), k=min(3, len(payloads) + 1))
-        assert _record(tmp_path, f"f{n}", payloads, cuts, fast=True) == _record(tmp_path, f"s{n}", payloads, cuts, fast=False)
+        assert _record(tmp_path, f"f{n}", payloads, cuts, fast=True) == _record(
+            tmp_path, f"s{n}", payloads, cuts, fast=False
+        )
 
 
 @settings(max_examples=60, deadline=None)
@@ -84,6 +86,7 @@ def test_any_mix_of_chunks_and_other_items_agrees(payloads, cuts):
 def test_a_stream_of_plain_chunks_takes_the_fast_path(tmp_path, monkeypatch):
     """A broken fast path (one that decodes everything anyway) fails here."""
     from a2a_tape import store
+
     calls = []
     real = store.decode_item
     monkeypatch.setattr(store, "decode_item", lambda p: calls.append(p) or real(p))

@@ -20,8 +20,11 @@ WHOLE = "chunk-0 chunk-1 chunk-2 chunk-3 "
 
 
 def _local_actions(st: store.SqliteStore, task_id: str) -> list[str]:
-    return [store.decode_item(e.payload).body.action for e in st.read_task(task_id)
-            if e.origin == "local" and store.decode_item(e.payload).kind == "note"]
+    return [
+        store.decode_item(e.payload).body.action
+        for e in st.read_task(task_id)
+        if e.origin == "local" and store.decode_item(e.payload).kind == "note"
+    ]
 
 
 def test_stream_cut_midway_ends_with_the_whole_answer_exactly_once(fault_agent, record, db_path):
@@ -37,8 +40,11 @@ def test_stream_cut_midway_ends_with_the_whole_answer_exactly_once(fault_agent, 
         first = [x for x in st.exchanges() if x.rpc_method == "SendStreamingMessage"][0]
         assert first.outcome == "dropped"
         # both chunks seen before the cut are in the log, as received
-        texts = [store.decode_item(e.payload).body.artifact.text for e in st.read_exchange(first.id)
-                 if store.decode_item(e.payload).kind == "artifact"]
+        texts = [
+            store.decode_item(e.payload).body.artifact.text
+            for e in st.read_exchange(first.id)
+            if store.decode_item(e.payload).kind == "artifact"
+        ]
         assert texts == ["chunk-0 ", "chunk-1 "]
 
 
@@ -193,7 +199,9 @@ def test_line_over_the_size_limit(fault_agent, record, db_path):
     line = _one_line_error(record(fault_agent.url("longline"), "go", "--max-line-bytes", str(LONG_LINE // 4)))
     assert "limit" in line
     with store.open_store(db_path) as st:
-        ex = [x for x in st.exchanges() if x.rpc_method == "message/stream" or x.rpc_method == "SendStreamingMessage"][0]
+        ex = [x for x in st.exchanges() if x.rpc_method == "message/stream" or x.rpc_method == "SendStreamingMessage"][
+            0
+        ]
         assert ex.outcome == "error"
         kinds = [store.decode_item(e.payload).kind for e in st.read_exchange(ex.id)]
         assert kinds[0] == "task" and "artifact" in kinds  # recorded before the long line: not lost
@@ -246,8 +254,20 @@ def test_ctrl_c_keeps_what_was_recorded_and_closes_the_exchange(fault_agent, db_
     host.stream_started.clear()
     script = Path(sys.executable).parent / "a2a-tape"
     proc = subprocess.Popen(
-        [str(script), "record", fault_agent.url("stall"), "go", "--db", str(db_path), "--json", "--stall-timeout", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            str(script),
+            "record",
+            fault_agent.url("stall"),
+            "go",
+            "--db",
+            str(db_path),
+            "--json",
+            "--stall-timeout",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert host.stream_started.wait(30)

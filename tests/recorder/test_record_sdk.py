@@ -139,8 +139,11 @@ def test_resubscribe_after_the_client_drops(db_path, protocol):
         assert result.final_answer == ANSWER  # whole, exactly once: the snapshot replaced, never appended
         assert "dropped" in result.recovered and "resubscribed" in result.recovered
         methods = [x.rpc_method for x in st.exchanges()]
-        send, sub, get = (("SendStreamingMessage", "SubscribeToTask", "GetTask") if protocol == "1.0"
-                          else ("message/stream", "tasks/resubscribe", "tasks/get"))
+        send, sub, get = (
+            ("SendStreamingMessage", "SubscribeToTask", "GetTask")
+            if protocol == "1.0"
+            else ("message/stream", "tasks/resubscribe", "tasks/get")
+        )
         assert methods.count(send) == 1 and sub in methods and get in methods
         notes = [store.decode_item(e.payload).body.action for e in st.read_task(result.task_id) if e.origin == "local"]
         assert notes[:2] == ["stream dropped", "resubscribed"]

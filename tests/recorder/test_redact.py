@@ -11,19 +11,39 @@ from a2a_tape.store.redact import REDACTED, Redactor, build_redactor, load_confi
 
 def test_default_headers_and_secret_looking_names():
     r = Redactor()
-    got = r.headers_dict([("Authorization", "Bearer a"), ("Cookie", "c=1"), ("Set-Cookie", "s=2"),
-                          ("X-API-Key", "k"), ("X-Goog-Api-Key", "g"), ("X-Session-Token", "t"),
-                          ("Content-Type", "application/json"), ("A2A-Version", "1.0")])
-    assert got == {"authorization": REDACTED, "cookie": REDACTED, "set-cookie": REDACTED, "x-api-key": REDACTED,
-                   "x-goog-api-key": REDACTED, "x-session-token": REDACTED,
-                   "content-type": "application/json", "a2a-version": "1.0"}
+    got = r.headers_dict(
+        [
+            ("Authorization", "Bearer a"),
+            ("Cookie", "c=1"),
+            ("Set-Cookie", "s=2"),
+            ("X-API-Key", "k"),
+            ("X-Goog-Api-Key", "g"),
+            ("X-Session-Token", "t"),
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+        ]
+    )
+    assert got == {
+        "authorization": REDACTED,
+        "cookie": REDACTED,
+        "set-cookie": REDACTED,
+        "x-api-key": REDACTED,
+        "x-goog-api-key": REDACTED,
+        "x-session-token": REDACTED,
+        "content-type": "application/json",
+        "a2a-version": "1.0",
+    }
 
 
 def test_json_paths_with_wildcards_and_indexes():
     r = Redactor(json_paths=["params.message.metadata.token", "$.result.history[*].metadata.token", "a.0"])
-    body = msgspec.json.encode({"params": {"message": {"metadata": {"token": "s1", "other": "keep"}}},
-                                "result": {"history": [{"metadata": {"token": "s2"}}, {"metadata": {}}]},
-                                "a": ["s3", "keep2"]})
+    body = msgspec.json.encode(
+        {
+            "params": {"message": {"metadata": {"token": "s1", "other": "keep"}}},
+            "result": {"history": [{"metadata": {"token": "s2"}}, {"metadata": {}}]},
+            "a": ["s3", "keep2"],
+        }
+    )
     out = msgspec.json.decode(r.json_bytes(body))
     assert out["params"]["message"]["metadata"] == {"token": REDACTED, "other": "keep"}
     assert out["result"]["history"][0]["metadata"]["token"] == REDACTED

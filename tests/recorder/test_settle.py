@@ -65,16 +65,33 @@ def test_resubscribes_while_the_budget_lasts_then_polls():
     s = Script(["working"] * 4 + ["completed"])
     done = run(s, streaming=True, max_resubscribes=2)
     assert done.how == "settled" and done.resubscribes == 2 and done.polled
-    assert s.log == ["get", "note:resubscribed", "resubscribe", "get", "note:resubscribed", "resubscribe",
-                     "get", "note:polling", "get", "get"]
+    assert s.log == [
+        "get",
+        "note:resubscribed",
+        "resubscribe",
+        "get",
+        "note:resubscribed",
+        "resubscribe",
+        "get",
+        "note:polling",
+        "get",
+        "get",
+    ]
 
 
 def test_a_refused_resubscribe_turns_to_polling():
     s = Script(["working", "working", "completed"], refusals=["-32004: not supported"])
     done = run(s, streaming=True)
     assert done.how == "settled" and done.resubscribes == 1
-    assert s.log == ["get", "note:resubscribed", "resubscribe", "note:resubscribe refused",
-                     "get", "note:polling", "get"]
+    assert s.log == [
+        "get",
+        "note:resubscribed",
+        "resubscribe",
+        "note:resubscribe refused",
+        "get",
+        "note:polling",
+        "get",
+    ]
 
 
 def test_an_agent_without_streaming_is_polled():

@@ -38,8 +38,9 @@ def test_a2a_sdk_client_through_recording_transport(db_path):
             transport = RecordingTransport(st)
             async with httpx.AsyncClient(transport=transport, headers={"Authorization": "Bearer sdk-secret-1"}) as http:
                 client = await create_client(agent.url, ClientConfig(httpx_client=http))
-                req = SendMessageRequest(message=Message(message_id="m-sdk-1", role=Role.ROLE_USER,
-                                                         parts=[Part(text="slow")]))
+                req = SendMessageRequest(
+                    message=Message(message_id="m-sdk-1", role=Role.ROLE_USER, parts=[Part(text="slow")])
+                )
                 got = []
                 async for ev in client.send_message(req):
                     if not got:
@@ -69,9 +70,20 @@ def test_a2a_sdk_client_through_recording_transport(db_path):
 
 def _v03_body(method: str, message_id: str, **message) -> dict:
     """A v0.3 JSON-RPC request saying "hello" (``message``: more fields of the message)."""
-    return {"jsonrpc": "2.0", "id": "r1", "method": method,
-            "params": {"message": {"messageId": message_id, "role": "user", "kind": "message",
-                                   "parts": [{"kind": "text", "text": "hello"}], **message}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": "r1",
+        "method": method,
+        "params": {
+            "message": {
+                "messageId": message_id,
+                "role": "user",
+                "kind": "message",
+                "parts": [{"kind": "text", "text": "hello"}],
+                **message,
+            }
+        },
+    }
 
 
 def test_plain_httpx_sync_client_v03_stream_and_get(db_path):
@@ -83,8 +95,9 @@ def test_plain_httpx_sync_client_v03_stream_and_get(db_path):
                 lines = [ln for ln in resp.iter_lines() if ln.startswith("data:")]
             assert len(lines) == 6
             task_id = msgspec.json.decode(lines[0][5:])["result"]["id"]
-            got = http.post(agent.url + "/", json={"jsonrpc": "2.0", "id": "r2", "method": "tasks/get",
-                                                    "params": {"id": task_id}})
+            got = http.post(
+                agent.url + "/", json={"jsonrpc": "2.0", "id": "r2", "method": "tasks/get", "params": {"id": task_id}}
+            )
             assert got.json()["result"]["status"]["state"] == "completed"
             # not A2A: passes through, not recorded
             http.get(agent.url + "/nothing-here")
@@ -121,12 +134,24 @@ def test_cli_redaction_defaults_config_and_option(sdk_agent, db_path, tmp_path, 
     monkeypatch.chdir(project)
     secrets = ["Bearer auth-s3cret", "apikey-s3cret", "tenant-s3cret", "option-s3cret", "sess=cookie-s3cret"]
     run = run_cli(
-        "record", sdk_agent.url, "hello", "--db", str(db_path), "--json",
-        "--header", f"Authorization: {secrets[0]}",
-        "--header", f"X-API-Key: {secrets[1]}",
-        "--header", f"X-Tenant-Pass: {secrets[2]}",
-        "--header", f"My-Odd-Header: {secrets[3]}", "--redact", "my-odd-header",
-        "--header", f"Cookie: {secrets[4]}",
+        "record",
+        sdk_agent.url,
+        "hello",
+        "--db",
+        str(db_path),
+        "--json",
+        "--header",
+        f"Authorization: {secrets[0]}",
+        "--header",
+        f"X-API-Key: {secrets[1]}",
+        "--header",
+        f"X-Tenant-Pass: {secrets[2]}",
+        "--header",
+        f"My-Odd-Header: {secrets[3]}",
+        "--redact",
+        "my-odd-header",
+        "--header",
+        f"Cookie: {secrets[4]}",
     )
     assert run.code == 0, run.stderr
     raw = _db_bytes(db_path)
@@ -150,11 +175,22 @@ def test_bad_redaction_config_is_one_line(sdk_agent, db_path, tmp_path, monkeypa
 def test_client_closing_early_keeps_what_arrived(db_path):
     """A client that stops after the first event: the exchange is 'incomplete', the event is kept."""
     with running_sdk_agent(slow_delay=0.2) as agent:
+
         async def main() -> None:
             transport = RecordingTransport(db_path)
-            body = {"jsonrpc": "2.0", "id": "r1", "method": "message/stream",
-                    "params": {"message": {"messageId": "m-early-1", "role": "user", "kind": "message",
-                                           "parts": [{"kind": "text", "text": "slow"}]}}}
+            body = {
+                "jsonrpc": "2.0",
+                "id": "r1",
+                "method": "message/stream",
+                "params": {
+                    "message": {
+                        "messageId": "m-early-1",
+                        "role": "user",
+                        "kind": "message",
+                        "parts": [{"kind": "text", "text": "slow"}],
+                    }
+                },
+            }
             async with httpx.AsyncClient(transport=transport) as http:
                 async with http.stream("POST", agent.url + "/", json=body) as resp:
                     async for line in resp.aiter_lines():
@@ -204,9 +240,12 @@ def test_redactor_url_rules():
 
     r = Redactor(headers=["X-Tenant"])
     assert r.url("http://h/p?x=1&page=2") == "http://h/p?x=1&page=2"  # nothing secret: the same string
-    assert r.url("http://h/p?token=abc&monkey=banana&keyword=k") == f"http://h/p?token={REDACTED}&monkey=banana&keyword=k"
+    assert (
+        r.url("http://h/p?token=abc&monkey=banana&keyword=k") == f"http://h/p?token={REDACTED}&monkey=banana&keyword=k"
+    )
     assert r.url("http://h/?client_secret=a&sig=b&X-Tenant=c&flag") == (
-        f"http://h/?client_secret={REDACTED}&sig={REDACTED}&X-Tenant={REDACTED}&flag")
+        f"http://h/?client_secret={REDACTED}&sig={REDACTED}&X-Tenant={REDACTED}&flag"
+    )
     assert r.url("https://me:pw@h:8443/x") == "https://me:%5Bredacted%5D@h:8443/x"
     assert urlsplit(r.url("https://me:pw@h:8443/x")).port == 8443  # still a URL that parses
     assert r.url("https://me@h/x") == "https://me@h/x"

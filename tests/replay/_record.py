@@ -14,10 +14,13 @@ from httpx_sse import connect_sse
 
 from a2a_tape import store
 from a2a_tape.recorder.client import send_request, task_request
-from a2a_tape.store.methods import OPERATIONS
 from a2a_tape.store import Exchange, NewEvent, decode_item
+from a2a_tape.store.methods import OPERATIONS
 
-def request_body(op: str, dialect: str, *, text: str | None = None, task_id: str | None = None, rpc_id: int | str = 1) -> bytes:
+
+def request_body(
+    op: str, dialect: str, *, text: str | None = None, task_id: str | None = None, rpc_id: int | str = 1
+) -> bytes:
     """A request of either dialect, built by the recorder's own client: a send (``stream`` /
     ``send``) when ``text`` is given, else ``get`` / ``cancel`` / ``subscribe`` of ``task_id``."""
     if text is not None:
@@ -35,31 +38,66 @@ def headers_for(dialect: str) -> dict[str, str]:
 def record_card(st: store.SqliteStore, url: str) -> None:
     card_url = url.rstrip("/") + "/.well-known/agent-card.json"
     r = httpx.get(card_url)
-    st.begin_exchange(Exchange(started_at=time.time(), ended_at=time.time(), url=card_url, http_method="GET",
-                               status=r.status_code, content_type=r.headers.get("content-type"),
-                               response_body=r.content, outcome="ok"))
+    st.begin_exchange(
+        Exchange(
+            started_at=time.time(),
+            ended_at=time.time(),
+            url=card_url,
+            http_method="GET",
+            status=r.status_code,
+            content_type=r.headers.get("content-type"),
+            response_body=r.content,
+            outcome="ok",
+        )
+    )
 
 
-def record(st: store.SqliteStore, url: str, text: str | None = None, *, op: str = "stream", dialect: str = "1.0",
-           task_id: str | None = None, rpc_id: int | str = 1, client: httpx.Client | None = None,
-           max_items: int | None = None) -> tuple[str | None, list[bytes]]:
+def record(
+    st: store.SqliteStore,
+    url: str,
+    text: str | None = None,
+    *,
+    op: str = "stream",
+    dialect: str = "1.0",
+    task_id: str | None = None,
+    rpc_id: int | str = 1,
+    client: httpx.Client | None = None,
+    max_items: int | None = None,
+) -> tuple[str | None, list[bytes]]:
     """Send one request to ``url`` and record it; return (task id, the data payloads in order)."""
     body = request_body(op, dialect, text=text, task_id=task_id, rpc_id=rpc_id)
     method = OPERATIONS[{"subscribe": "resubscribe"}.get(op, op)][dialect]
     own = client is None
     client = client or httpx.Client(timeout=10)
     started, t0 = time.time(), time.monotonic()
-    ex_id = st.begin_exchange(Exchange(started_at=started, url=url, rpc_method=method, dialect=dialect,
-                                       streaming=op in ("stream", "subscribe"), request_headers=headers_for(dialect),
-                                       request_body=body, task_id=task_id))
+    ex_id = st.begin_exchange(
+        Exchange(
+            started_at=started,
+            url=url,
+            rpc_method=method,
+            dialect=dialect,
+            streaming=op in ("stream", "subscribe"),
+            request_headers=headers_for(dialect),
+            request_body=body,
+            task_id=task_id,
+        )
+    )
     payloads: list[bytes] = []
     tid = task_id
 
     def keep(payload: bytes, event: str | None) -> None:
         nonlocal tid
         tid = decode_item(payload).task_id or tid
-        st.append(NewEvent(payload=payload, task_id=tid, exchange_id=ex_id, sse_event=event,
-                           received_at=time.time(), mono=time.monotonic() - t0))
+        st.append(
+            NewEvent(
+                payload=payload,
+                task_id=tid,
+                exchange_id=ex_id,
+                sse_event=event,
+                received_at=time.time(),
+                mono=time.monotonic() - t0,
+            )
+        )
         payloads.append(payload)
 
     try:

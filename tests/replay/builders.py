@@ -19,10 +19,14 @@ def v10(kind: str, body: dict) -> bytes:
     return _enc.encode({"jsonrpc": "2.0", "id": 1, "result": {kind: body}})
 
 
-def task03(task: str, state: str = "submitted", *, user: str | None = None, artifacts: list[dict] | None = None) -> bytes:
+def task03(
+    task: str, state: str = "submitted", *, user: str | None = None, artifacts: list[dict] | None = None
+) -> bytes:
     body: dict[str, Any] = {"kind": "task", "id": task, "contextId": "ctx", "status": {"state": state}}
     if user is not None:
-        body["history"] = [{"kind": "message", "role": "user", "messageId": "u1", "parts": [{"kind": "text", "text": user}]}]
+        body["history"] = [
+            {"kind": "message", "role": "user", "messageId": "u1", "parts": [{"kind": "text", "text": user}]}
+        ]
     if artifacts is not None:
         body["artifacts"] = artifacts
     return v03(body)
@@ -31,7 +35,12 @@ def task03(task: str, state: str = "submitted", *, user: str | None = None, arti
 def status03(task: str, state: str, message: str | None = None) -> bytes:
     status: dict[str, Any] = {"state": state}
     if message is not None:
-        status["message"] = {"kind": "message", "role": "agent", "messageId": "s1", "parts": [{"kind": "text", "text": message}]}
+        status["message"] = {
+            "kind": "message",
+            "role": "agent",
+            "messageId": "s1",
+            "parts": [{"kind": "text", "text": message}],
+        }
     return v03({"kind": "status-update", "taskId": task, "contextId": "ctx", "status": status, "final": False})
 
 
@@ -39,8 +48,16 @@ def status10(task: str, state: str) -> bytes:
     return v10("statusUpdate", {"taskId": task, "contextId": "ctx", "status": {"state": state}})
 
 
-def art03(task: str, aid: str, text: str | None = None, *, append: bool | None = None, last: bool = False,
-          meta: dict | None = None, data: Any = None) -> bytes:
+def art03(
+    task: str,
+    aid: str,
+    text: str | None = None,
+    *,
+    append: bool | None = None,
+    last: bool = False,
+    meta: dict | None = None,
+    data: Any = None,
+) -> bytes:
     parts = []
     if text is not None:
         parts.append({"kind": "text", "text": text})
@@ -69,8 +86,14 @@ def oc(channel: str, *, message_id: str | None = "m1", source: str | None = None
     return {"opencode": m}
 
 
-def blocks(block_type: str, *, event_id: str | None = None, sequence: Any = None, source: str | None = None,
-           message_id: str | None = "m1") -> dict:
+def blocks(
+    block_type: str,
+    *,
+    event_id: str | None = None,
+    sequence: Any = None,
+    source: str | None = None,
+    message_id: str | None = "m1",
+) -> dict:
     """``metadata`` of an opencode-blocks artifact (``shared.stream``)."""
     s: dict[str, Any] = {"block_type": block_type}
     if message_id is not None:
@@ -84,11 +107,16 @@ def blocks(block_type: str, *, event_id: str | None = None, sequence: Any = None
     return {"shared": {"stream": s}}
 
 
-def stored(payloads: list[bytes], task: str | None = "t1", *, exchange: int | None = 1, start: int = 1,
-           origin: str = "upstream") -> list[StoredEvent]:
+def stored(
+    payloads: list[bytes],
+    task: str | None = "t1",
+    *,
+    exchange: int | None = 1,
+    start: int = 1,
+    origin: str = "upstream",
+) -> list[StoredEvent]:
     """Payloads as stored events of one task, in log order (positions from ``start``)."""
     return [
         StoredEvent(start + i, task, start + i, exchange, None, p, 1000.0 + start + i, None, origin)  # type: ignore[arg-type]
         for i, p in enumerate(payloads)
     ]
-

@@ -36,17 +36,47 @@ def db(tmp_path):
     """Three tasks: t-old (completed, ctx-a), t-mid (working, ctx-b), t-new (failed, ctx-a)."""
     path = tmp_path / "tape.db"
     with open_store(path) as st:
-        st.append_batch([
-            NewEvent(payload=task03("t-old", "submitted", user="hi"), task_id="t-old", received_at=1000.0),
-            NewEvent(payload=art03("t-old", "t-old:stream:reasoning", "because " * 20, meta=oc("reasoning")), task_id="t-old", received_at=1001.0),
-            NewEvent(payload=art03("t-old", "t-old:stream:tool:c1", data={"call_id": "c1", "tool": "grep_files", "status": "completed", "input": {"q": "x"}, "output": "3 hits"}), task_id="t-old", received_at=1001.5),
-            NewEvent(payload=art03("t-old", "t-old:stream", "The answer.", meta=oc("final_answer")), task_id="t-old", received_at=1002.0),
-            NewEvent(payload=art03("t-old", "t-old:stream", "junk", append=True, meta=oc("final_answer", message_id=None)), task_id="t-old", received_at=1002.5),
-            NewEvent(payload=status03("t-old", "completed"), task_id="t-old", received_at=1003.0),
-            NewEvent(payload=status03("t-mid", "working"), task_id="t-mid", received_at=2000.0),
-            NewEvent(payload=status03("t-new", "working"), task_id="t-new", received_at=3000.0),
-            NewEvent(payload=status03("t-new", "failed", "out of tokens"), task_id="t-new", received_at=3001.0),
-        ])
+        st.append_batch(
+            [
+                NewEvent(payload=task03("t-old", "submitted", user="hi"), task_id="t-old", received_at=1000.0),
+                NewEvent(
+                    payload=art03("t-old", "t-old:stream:reasoning", "because " * 20, meta=oc("reasoning")),
+                    task_id="t-old",
+                    received_at=1001.0,
+                ),
+                NewEvent(
+                    payload=art03(
+                        "t-old",
+                        "t-old:stream:tool:c1",
+                        data={
+                            "call_id": "c1",
+                            "tool": "grep_files",
+                            "status": "completed",
+                            "input": {"q": "x"},
+                            "output": "3 hits",
+                        },
+                    ),
+                    task_id="t-old",
+                    received_at=1001.5,
+                ),
+                NewEvent(
+                    payload=art03("t-old", "t-old:stream", "The answer.", meta=oc("final_answer")),
+                    task_id="t-old",
+                    received_at=1002.0,
+                ),
+                NewEvent(
+                    payload=art03(
+                        "t-old", "t-old:stream", "junk", append=True, meta=oc("final_answer", message_id=None)
+                    ),
+                    task_id="t-old",
+                    received_at=1002.5,
+                ),
+                NewEvent(payload=status03("t-old", "completed"), task_id="t-old", received_at=1003.0),
+                NewEvent(payload=status03("t-mid", "working"), task_id="t-mid", received_at=2000.0),
+                NewEvent(payload=status03("t-new", "working"), task_id="t-new", received_at=3000.0),
+                NewEvent(payload=status03("t-new", "failed", "out of tokens"), task_id="t-new", received_at=3001.0),
+            ]
+        )
     # t-mid and t-new have context "ctx"; give t-old its own by a snapshot context id
     return path
 
@@ -68,8 +98,14 @@ def test_tasks_json_newest_first_with_the_documented_keys(db):
 
 def test_tasks_filters(db):
     assert [r["task_id"] for r in tasks_json("--db", db, "--state", "failed")] == ["t-new"]
-    assert [r["task_id"] for r in tasks_json("--db", db, "--state", "TASK_STATE_COMPLETED,working")] == ["t-mid", "t-old"]
-    assert [r["task_id"] for r in tasks_json("--db", db, "--state", "completed", "--state", "failed")] == ["t-new", "t-old"]
+    assert [r["task_id"] for r in tasks_json("--db", db, "--state", "TASK_STATE_COMPLETED,working")] == [
+        "t-mid",
+        "t-old",
+    ]
+    assert [r["task_id"] for r in tasks_json("--db", db, "--state", "completed", "--state", "failed")] == [
+        "t-new",
+        "t-old",
+    ]
     assert [r["task_id"] for r in tasks_json("--db", db, "--context", "ctx", "--state", "working")] == ["t-mid"]
     assert tasks_json("--db", db, "--context", "nope") == []
     assert [r["task_id"] for r in tasks_json("--db", db, "--since", "1500")] == ["t-new", "t-mid"]
@@ -142,7 +178,9 @@ def test_channels_unknown_task_and_missing_db_exit_2(db, tmp_path):
 def test_commands_catch_up_with_new_events(db):
     assert json.loads(run("channels", "t-mid", "--db", db, "--json").stdout)["state"] == "working"
     with open_store(db) as st:
-        st.append(NewEvent(payload=art03("t-mid", "t-mid:stream", "ha", meta=blocks("text", event_id="e1")), task_id="t-mid"))
+        st.append(
+            NewEvent(payload=art03("t-mid", "t-mid:stream", "ha", meta=blocks("text", event_id="e1")), task_id="t-mid")
+        )
         st.append(NewEvent(payload=status03("t-mid", "completed"), task_id="t-mid", received_at=2001.0))
     v = json.loads(run("channels", "t-mid", "--db", db, "--json").stdout)
     assert (v["state"], v["final_answer"], v["profile"]) == ("completed", "ha", "opencode-blocks")
@@ -152,7 +190,9 @@ def test_commands_catch_up_with_new_events(db):
 def test_installed_script_prints_only_json_on_stdout(tmp_path):
     db = tmp_path / "g.db"
     exe = Path(sys.executable).parent / "a2a-tape"
-    subprocess.run([exe, "import", RECORDINGS / "opencode-final-snapshot.jsonl", "--db", db], check=True, capture_output=True)
+    subprocess.run(
+        [exe, "import", RECORDINGS / "opencode-final-snapshot.jsonl", "--db", db], check=True, capture_output=True
+    )
     proc = subprocess.run([exe, "tasks", "--json", "--db", db], capture_output=True, check=True)
     rows = json.loads(proc.stdout)
     assert sorted(r["task_id"] for r in rows) == ["oc-snap-1", "oc-snap-2"]

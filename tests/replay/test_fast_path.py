@@ -65,8 +65,17 @@ NOT_PLAIN = [
     _v1(_upd(), error={"code": 1, "message": "m"}),
     _v1(_upd(), **{"a2a-tape": {"action": "resubscribed"}}),
     _enc.encode({"result": {"artifactUpdate": _upd(), "task": {"id": "t1"}}, "id": 1, "jsonrpc": "2.0"}),
-    _enc.encode({"result": {"kind": "artifact-update", "taskId": "t1", "artifact": {"parts": [{"text": "x"}]},
-                            "statusUpdate": {"taskId": "t1"}}, "jsonrpc": "2.0"}),
+    _enc.encode(
+        {
+            "result": {
+                "kind": "artifact-update",
+                "taskId": "t1",
+                "artifact": {"parts": [{"text": "x"}]},
+                "statusUpdate": {"taskId": "t1"},
+            },
+            "jsonrpc": "2.0",
+        }
+    ),
     _enc.encode({"result": {"kind": "artifact-update", "taskId": "t1"}, "jsonrpc": "2.0"}),
     _enc.encode({"result": {"artifactUpdate": {"taskId": "t1"}}, "jsonrpc": "2.0"}),
     _v1(_upd(append="yes")),  # a wrong type: undecodable for both

@@ -22,16 +22,26 @@ def _payload(task: str, kind: str, n: int, append: bool = True) -> bytes:
     elif kind == "done":
         body = {"statusUpdate": {"taskId": task, "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}}
     else:
-        body = {"artifactUpdate": {"taskId": task, "contextId": "c", "append": append,
-                                   "artifact": {"artifactId": f"a{n % 2}", "parts": [{"text": f"{task}-{n} "}]}}}
+        body = {
+            "artifactUpdate": {
+                "taskId": task,
+                "contextId": "c",
+                "append": append,
+                "artifact": {"artifactId": f"a{n % 2}", "parts": [{"text": f"{task}-{n} "}]},
+            }
+        }
     return json.dumps({"jsonrpc": "2.0", "id": 1, "result": body}).encode()
 
 
 def _log(path, tasks: int = 40, chunks: int = 12, seed: int = 3):
     rng = random.Random(seed)
     ids = [f"task-{i:03d}{'abcdefgh'[i % 8]}" for i in range(tasks)]
-    streams = {t: [_payload(t, "task", 0)] + [_payload(t, "chunk", n, append=n > 1) for n in range(chunks)]
-               + [_payload(t, "done", 0)] for t in ids}
+    streams = {
+        t: [_payload(t, "task", 0)]
+        + [_payload(t, "chunk", n, append=n > 1) for n in range(chunks)]
+        + [_payload(t, "done", 0)]
+        for t in ids
+    }
     events = []
     while streams:  # interleave the tasks, each in its own order
         t = rng.choice(sorted(streams))
@@ -97,8 +107,12 @@ _IDS = hs.text(alphabet=hs.sampled_from("aAzZ09-_é中😀"), min_size=0, max_si
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ids=hs.lists(_IDS, min_size=1, max_size=8, unique=True), parts=hs.integers(2, 4),
-       lead=hs.sampled_from([0.0, 0.03, 0.3]), seed=hs.integers(0, 1000))
+@given(
+    ids=hs.lists(_IDS, min_size=1, max_size=8, unique=True),
+    parts=hs.integers(2, 4),
+    lead=hs.sampled_from([0.0, 0.03, 0.3]),
+    seed=hs.integers(0, 1000),
+)
 def test_the_parts_of_any_split_fold_to_the_one_process_views(tmp_path_factory, ids, parts, lead, seed):
     """Whatever the task ids (empty, non-ASCII, ids that are prefixes of others) and wherever the
     sample cuts them, the parts of a parallel rebuild (folded here one after the other, each a

@@ -18,7 +18,7 @@ pytest_plugins = ["pytester"]
 
 TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
 
-USER_MODULE = '''
+USER_MODULE = """
 import anyio
 import httpx
 import pytest
@@ -59,7 +59,7 @@ def test_faults_from_the_marker(a2a_tape):
             return r.content.count(b"data: ")
 
     assert anyio.run(main) == 2
-'''
+"""
 
 
 @pytest.fixture
@@ -79,7 +79,8 @@ def test_never_recorded_request_and_bad_markers_fail_clearly(project):
     """Under none, a request nobody recorded fails its test with the line naming the closest
     recording (even though this client ignores the JSON-RPC error); a missing marker or recording
     is an error with one readable line."""
-    project.makepyfile(test_user='''
+    project.makepyfile(
+        test_user="""
 import httpx
 import pytest
 
@@ -100,14 +101,17 @@ def test_no_marker(a2a_tape):
 @pytest.mark.a2a_tape("recordings/nope.jsonl")
 def test_missing(a2a_tape):
     pass
-''')
+"""
+    )
     result = project.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1, errors=2)
-    result.stdout.fnmatch_lines_random([
-        "*a2a-tape: no recording matches SendMessage with text 'something new'*closest recording: exchange #*",
-        "*needs @pytest.mark.a2a_tape*",
-        "*cannot open recording*nope.jsonl*",
-    ])
+    result.stdout.fnmatch_lines_random(
+        [
+            "*a2a-tape: no recording matches SendMessage with text 'something new'*closest recording: exchange #*",
+            "*needs @pytest.mark.a2a_tape*",
+            "*cannot open recording*nope.jsonl*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
 
 

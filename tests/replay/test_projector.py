@@ -19,7 +19,11 @@ def _log(n_tasks: int, chunks: int = 3) -> list[NewEvent]:
             events.append(NewEvent(payload=task03(t, user="q"), task_id=t))
         for k in range(chunks):
             for t in group:
-                events.append(NewEvent(payload=art03(t, f"{t}:stream", f"{t}/{k} ", append=k > 0, meta=oc("final_answer")), task_id=t))
+                events.append(
+                    NewEvent(
+                        payload=art03(t, f"{t}:stream", f"{t}/{k} ", append=k > 0, meta=oc("final_answer")), task_id=t
+                    )
+                )
         for t in group:
             events.append(NewEvent(payload=status03(t, "completed"), task_id=t))
     return events
@@ -83,10 +87,24 @@ def test_two_processes_folding_the_same_file_never_double_apply(db_path):
         pa, pb = Projector(a), Projector(b)
         pa.catch_up()
         assert pb.catch_up() == 0  # b sees a's cursor
-        b.append_batch([NewEvent(payload=art03("task-001", "task-001:stream", "+more", append=True, meta=oc("final_answer")), task_id="task-001")])
+        b.append_batch(
+            [
+                NewEvent(
+                    payload=art03("task-001", "task-001:stream", "+more", append=True, meta=oc("final_answer")),
+                    task_id="task-001",
+                )
+            ]
+        )
         pb.catch_up()
         # a's live folds are stale now; it must notice the moved cursor, not apply on top of old state
-        a.append_batch([NewEvent(payload=art03("task-001", "task-001:stream", "+again", append=True, meta=oc("final_answer")), task_id="task-001")])
+        a.append_batch(
+            [
+                NewEvent(
+                    payload=art03("task-001", "task-001:stream", "+again", append=True, meta=oc("final_answer")),
+                    task_id="task-001",
+                )
+            ]
+        )
         pa.catch_up()
         view = pa.view("task-001")
         assert view is not None and view.final_answer.endswith("+more+again")

@@ -37,8 +37,16 @@ def _artifact_events(i: int, stream, profile: str):
         elif profile == "channels":
             out.append(art03("t1", f"t1:stream:{i}", t, append=append, last=last, meta=oc(channel)))
         elif profile == "blocks":
-            out.append(art03("t1", f"t1:stream:{i}", t, append=append, last=last,
-                             meta=blocks("text" if channel == "final_answer" else channel, event_id=f"{i}-{k}", sequence=k)))
+            out.append(
+                art03(
+                    "t1",
+                    f"t1:stream:{i}",
+                    t,
+                    append=append,
+                    last=last,
+                    meta=blocks("text" if channel == "final_answer" else channel, event_id=f"{i}-{k}", sequence=k),
+                )
+            )
         else:
             lane = ["text", "reasoning", "tool:p1", "tool:p2"][i % 4]
             out.append(art03("t1", f"t1:stream:{lane}", t, append=append, last=last))
@@ -85,7 +93,11 @@ def test_duplicated_events_with_an_event_id_change_nothing(streams, data):
     once = fold_events(stored(events))["t1"]
     twice = fold_events(stored(with_dups))["t1"]
     assert [msgspec.to_builtins(a) for a in twice.artifacts] == [msgspec.to_builtins(a) for a in once.artifacts]
-    assert (twice.final_answer, twice.reasoning, twice.tool_calls) == (once.final_answer, once.reasoning, once.tool_calls)
+    assert (twice.final_answer, twice.reasoning, twice.tool_calls) == (
+        once.final_answer,
+        once.reasoning,
+        once.tool_calls,
+    )
     assert twice.ignored_events == len(with_dups) - len(events)
 
 
@@ -108,14 +120,20 @@ def _payload(task: str, kind: int, t: str, flag: bool) -> bytes:
 
 log_events = st.lists(
     st.tuples(st.sampled_from(["t1", "t2", "t3", "t4"]), st.integers(0, 10), text, st.booleans(), st.integers(1, 3)),
-    min_size=1, max_size=40,
+    min_size=1,
+    max_size=40,
 )
 
 
 def _new(ev) -> NewEvent:
     task, kind, t, flag, exchange = ev
-    return NewEvent(payload=_payload(task, kind, t, flag), task_id=task, received_at=float(len(t)), exchange_id=None,
-                    mono=float(exchange))
+    return NewEvent(
+        payload=_payload(task, kind, t, flag),
+        task_id=task,
+        received_at=float(len(t)),
+        exchange_id=None,
+        mono=float(exchange),
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -123,7 +141,10 @@ def _new(ev) -> NewEvent:
 def test_incremental_at_any_cut_equals_a_full_rebuild_byte_for_byte(events, cut, cache, every):
     cut = min(cut, len(events))
     with _tmpdir() as tmp:
-        with open_store(Path(tmp) / "inc.db", durability="normal") as a, open_store(Path(tmp) / "full.db", durability="normal") as b:
+        with (
+            open_store(Path(tmp) / "inc.db", durability="normal") as a,
+            open_store(Path(tmp) / "full.db", durability="normal") as b,
+        ):
             a.append_batch([_new(e) for e in events[:cut]])
             inc = Projector(a, cache_size=cache, commit_every=every)
             inc.catch_up()
@@ -144,11 +165,42 @@ def test_incremental_at_any_cut_equals_a_full_rebuild_byte_for_byte(events, cut,
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["result", "error", "kind", "artifact", "artifactUpdate", "statusUpdate", "task", "parts",
-                         "text", "data", "metadata", "opencode", "shared", "stream", "append", "status", "state",
-                         "artifacts", "history", "message", "taskId", "id", "artifactId", "sequence", "event_id"]),
-        inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "result",
+                    "error",
+                    "kind",
+                    "artifact",
+                    "artifactUpdate",
+                    "statusUpdate",
+                    "task",
+                    "parts",
+                    "text",
+                    "data",
+                    "metadata",
+                    "opencode",
+                    "shared",
+                    "stream",
+                    "append",
+                    "status",
+                    "state",
+                    "artifacts",
+                    "history",
+                    "message",
+                    "taskId",
+                    "id",
+                    "artifactId",
+                    "sequence",
+                    "event_id",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
     max_leaves=12,
 )
 

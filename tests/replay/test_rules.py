@@ -21,8 +21,9 @@ def texts(v):
 
 
 def test_generic_append_true_appends_and_absent_replaces():
-    v = view([art03("t1", "a", "one "), art03("t1", "a", "two", append=True), art03("t1", "b", "x"),
-              art03("t1", "b", "y")])
+    v = view(
+        [art03("t1", "a", "one "), art03("t1", "a", "two", append=True), art03("t1", "b", "x"), art03("t1", "b", "y")]
+    )
     assert texts(v) == {"a": "one two", "b": "y"}
     assert {a.channel for a in v.artifacts} == {"artifact"}
     assert v.profile == GENERIC
@@ -54,8 +55,15 @@ def test_text_after_last_chunk_is_a_fault():
 
 def test_task_snapshot_replaces_artifacts_instead_of_appending():
     snap = task03("t1", "working", artifacts=[{"artifactId": "a", "parts": [{"kind": "text", "text": "chunk-0 "}]}])
-    v = view([task03("t1"), art03("t1", "a", "chunk-0 "), art03("t1", "gone", "z"), snap,
-              art03("t1", "a", "chunk-1", append=True)])
+    v = view(
+        [
+            task03("t1"),
+            art03("t1", "a", "chunk-0 "),
+            art03("t1", "gone", "z"),
+            snap,
+            art03("t1", "a", "chunk-1", append=True),
+        ]
+    )
     assert texts(v) == {"a": "chunk-0 chunk-1"}  # not "chunk-0 chunk-0 ...", and "gone" is gone
 
 
@@ -68,55 +76,75 @@ def test_snapshot_sets_state_and_context():
 
 
 def test_channels_are_independent_buffers():
-    v = view([
-        art03("t1", "t1:stream:reasoning", "think", meta=oc("reasoning")),
-        art03("t1", "t1:stream:tool_call", "ls", meta=oc("tool_call")),
-        art03("t1", "t1:stream", "answer", meta=oc("final_answer")),
-        art03("t1", "t1:stream:reasoning", "ing", append=True, meta=oc("reasoning")),
-    ])
+    v = view(
+        [
+            art03("t1", "t1:stream:reasoning", "think", meta=oc("reasoning")),
+            art03("t1", "t1:stream:tool_call", "ls", meta=oc("tool_call")),
+            art03("t1", "t1:stream", "answer", meta=oc("final_answer")),
+            art03("t1", "t1:stream:reasoning", "ing", append=True, meta=oc("reasoning")),
+        ]
+    )
     assert (v.final_answer, v.reasoning) == ("answer", "thinking")
     assert [t.text for t in v.tool_calls] == ["ls"]
     assert v.profile == CHANNELS
 
 
 def test_final_snapshot_overwrites_even_with_append_true():
-    v = view([
-        art03("t1", "t1:stream", "Hel", meta=oc("final_answer")),
-        art03("t1", "t1:stream", "lo", append=True, meta=oc("final_answer")),
-        art03("t1", "t1:stream", "Hello!", append=True, last=True, meta=oc("final_answer", source="final_snapshot")),
-    ])
+    v = view(
+        [
+            art03("t1", "t1:stream", "Hel", meta=oc("final_answer")),
+            art03("t1", "t1:stream", "lo", append=True, meta=oc("final_answer")),
+            art03(
+                "t1", "t1:stream", "Hello!", append=True, last=True, meta=oc("final_answer", source="final_snapshot")
+            ),
+        ]
+    )
     assert v.final_answer == "Hello!"
     assert len([a for a in v.artifacts if a.channel == "final_answer"]) == 1
 
 
 def test_event_without_message_id_is_ignored_and_counted():
-    v = view([
-        art03("t1", "t1:stream", "a", meta=oc("final_answer")),
-        art03("t1", "t1:stream", "XX", append=True, meta=oc("final_answer", message_id=None)),
-        art03("t1", "t1:stream", "b", append=True, meta=oc("final_answer")),
-    ])
+    v = view(
+        [
+            art03("t1", "t1:stream", "a", meta=oc("final_answer")),
+            art03("t1", "t1:stream", "XX", append=True, meta=oc("final_answer", message_id=None)),
+            art03("t1", "t1:stream", "b", append=True, meta=oc("final_answer")),
+        ]
+    )
     assert v.final_answer == "ab"
     assert v.ignored_events == 1
     assert [(i.position, i.reason) for i in v.ignored] == [(2, "no message_id")]
 
 
 def test_user_echo_by_role_is_not_an_answer():
-    v = view([art03("t1", "t1:stream", "hi there", meta=oc("final_answer", role="user")),
-              art03("t1", "t1:stream", "Hello.", meta=oc("final_answer"))])
+    v = view(
+        [
+            art03("t1", "t1:stream", "hi there", meta=oc("final_answer", role="user")),
+            art03("t1", "t1:stream", "Hello.", meta=oc("final_answer")),
+        ]
+    )
     assert v.final_answer == "Hello." and v.ignored_events == 1
 
 
 def test_user_echo_first_chunk_equal_to_user_text_without_role():
-    v = view([task03("t1", user="what is 2+2?"),
-              art03("t1", "t1:stream", "what is 2+2?", meta=oc("final_answer")),
-              art03("t1", "t1:stream", "4", meta=oc("final_answer"))])
+    v = view(
+        [
+            task03("t1", user="what is 2+2?"),
+            art03("t1", "t1:stream", "what is 2+2?", meta=oc("final_answer")),
+            art03("t1", "t1:stream", "4", meta=oc("final_answer")),
+        ]
+    )
     assert v.final_answer == "4" and v.ignored_events == 1
 
 
 def test_equal_text_later_in_a_stream_is_not_an_echo():
-    v = view([task03("t1", user="ha"),
-              art03("t1", "t1:stream", "Ok: ", meta=oc("final_answer")),
-              art03("t1", "t1:stream", "ha", append=True, meta=oc("final_answer"))])
+    v = view(
+        [
+            task03("t1", user="ha"),
+            art03("t1", "t1:stream", "Ok: ", meta=oc("final_answer")),
+            art03("t1", "t1:stream", "ha", append=True, meta=oc("final_answer")),
+        ]
+    )
     assert v.final_answer == "Ok: ha" and v.ignored_events == 0
 
 
@@ -124,16 +152,22 @@ def test_several_final_answer_artifacts_last_by_log_position_wins():
     late_wallclock = stored([art03("t1", "t1:stream:b", "B", meta=oc("final_answer"))], start=1)
     early = stored([art03("t1", "t1:stream:a", "A", meta=oc("final_answer"))], start=2)
     # wall clock says b came later (it did not): position decides
-    late_wallclock = [e.__class__(**{**{f: getattr(e, f) for f in e.__struct_fields__}, "received_at": 9e9}) for e in late_wallclock]
+    late_wallclock = [
+        e.__class__(**{**{f: getattr(e, f) for f in e.__struct_fields__}, "received_at": 9e9}) for e in late_wallclock
+    ]
     v = fold_events(late_wallclock + early)["t1"]
     assert v.final_answer == "A"
 
 
 def test_append_false_resets_then_append_true_appends():
-    v = view([art03("t1", "t1:stream", "draft", meta=oc("final_answer")),
-              art03("t1", "t1:stream", " more", append=True, meta=oc("final_answer")),
-              art03("t1", "t1:stream", "Final: ", append=False, meta=oc("final_answer")),
-              art03("t1", "t1:stream", "42", append=True, meta=oc("final_answer"))])
+    v = view(
+        [
+            art03("t1", "t1:stream", "draft", meta=oc("final_answer")),
+            art03("t1", "t1:stream", " more", append=True, meta=oc("final_answer")),
+            art03("t1", "t1:stream", "Final: ", append=False, meta=oc("final_answer")),
+            art03("t1", "t1:stream", "42", append=True, meta=oc("final_answer")),
+        ]
+    )
     assert v.final_answer == "Final: 42"
 
 
@@ -141,32 +175,71 @@ def test_append_false_resets_then_append_true_appends():
 
 
 def test_blocks_dedup_by_event_id_never_by_text():
-    v = view([art03("t1", "t1:stream", "ha", meta=blocks("text", event_id="e1", sequence=1)),
-              art03("t1", "t1:stream", "ha", append=True, meta=blocks("text", event_id="e2", sequence=2)),
-              art03("t1", "t1:stream", "ha", append=True, meta=blocks("text", event_id="e1", sequence=1))])
+    v = view(
+        [
+            art03("t1", "t1:stream", "ha", meta=blocks("text", event_id="e1", sequence=1)),
+            art03("t1", "t1:stream", "ha", append=True, meta=blocks("text", event_id="e2", sequence=2)),
+            art03("t1", "t1:stream", "ha", append=True, meta=blocks("text", event_id="e1", sequence=1)),
+        ]
+    )
     assert v.final_answer == "haha"
     assert v.ignored_events == 1 and v.profile == BLOCKS
 
 
 def test_blocks_dedup_by_sequence_when_no_event_id_float_sequence_too():
-    v = view([art03("t1", "t1:stream", "a", meta=blocks("text", sequence=1)),
-              art03("t1", "t1:stream", "b", append=True, meta=blocks("text", sequence=2.0)),
-              art03("t1", "t1:stream", "b", append=True, meta=blocks("text", sequence=2))])
+    v = view(
+        [
+            art03("t1", "t1:stream", "a", meta=blocks("text", sequence=1)),
+            art03("t1", "t1:stream", "b", append=True, meta=blocks("text", sequence=2.0)),
+            art03("t1", "t1:stream", "b", append=True, meta=blocks("text", sequence=2)),
+        ]
+    )
     assert v.final_answer == "ab"
 
 
 def test_blocks_final_snapshot_with_append_true_and_full_text_replaces():
-    v = view([art03("t1", "t1:stream", "Hello ", meta=blocks("text", event_id="e1")),
-              art03("t1", "t1:stream", "world", append=True, meta=blocks("text", event_id="e2")),
-              art03("t1", "t1:stream", "Hello world", append=True, meta=blocks("text", event_id="e3", source="final_snapshot"))])
+    v = view(
+        [
+            art03("t1", "t1:stream", "Hello ", meta=blocks("text", event_id="e1")),
+            art03("t1", "t1:stream", "world", append=True, meta=blocks("text", event_id="e2")),
+            art03(
+                "t1",
+                "t1:stream",
+                "Hello world",
+                append=True,
+                meta=blocks("text", event_id="e3", source="final_snapshot"),
+            ),
+        ]
+    )
     assert v.final_answer == "Hello world"
 
 
 def test_blocks_tool_call_data_parts_last_state_wins():
     meta = blocks("tool_call")
-    v = view([art03("t1", "t1:stream:tool_call", data={"call_id": "c1", "tool": "bash", "status": "running", "input": {"cmd": "ls"}}, meta=meta),
-              art03("t1", "t1:stream:tool_call", data={"call_id": "c2", "tool": "read", "status": "running"}, append=True, meta=meta),
-              art03("t1", "t1:stream:tool_call", data={"call_id": "c1", "tool": "bash", "status": "completed", "input": {"cmd": "ls"}, "output": "a\nb"}, append=True, meta=meta)])
+    v = view(
+        [
+            art03(
+                "t1",
+                "t1:stream:tool_call",
+                data={"call_id": "c1", "tool": "bash", "status": "running", "input": {"cmd": "ls"}},
+                meta=meta,
+            ),
+            art03(
+                "t1",
+                "t1:stream:tool_call",
+                data={"call_id": "c2", "tool": "read", "status": "running"},
+                append=True,
+                meta=meta,
+            ),
+            art03(
+                "t1",
+                "t1:stream:tool_call",
+                data={"call_id": "c1", "tool": "bash", "status": "completed", "input": {"cmd": "ls"}, "output": "a\nb"},
+                append=True,
+                meta=meta,
+            ),
+        ]
+    )
     calls = {t.call_id: t for t in v.tool_calls}
     assert calls["c1"].status == "completed" and calls["c1"].output == "a\nb" and calls["c1"].input == {"cmd": "ls"}
     assert calls["c2"].status == "running" and calls["c2"].tool == "read"
@@ -176,11 +249,20 @@ def test_blocks_tool_call_data_parts_last_state_wins():
 
 
 def test_lanes_from_artifact_ids_alone():
-    v = view([art03("t1", "t1:stream:reasoning", "hmm"),
-              art03("t1", "t1:stream:text", "It "),
-              art03("t1", "t1:stream:text", "works", append=True),
-              art03("t1", "t1:stream:tool:prt_1", data={"call_id": "prt_1", "tool": "read", "status": "pending"}),
-              art03("t1", "t1:stream:tool:prt_1", data={"call_id": "prt_1", "tool": "read", "status": "completed", "output": "x"}, append=True)])
+    v = view(
+        [
+            art03("t1", "t1:stream:reasoning", "hmm"),
+            art03("t1", "t1:stream:text", "It "),
+            art03("t1", "t1:stream:text", "works", append=True),
+            art03("t1", "t1:stream:tool:prt_1", data={"call_id": "prt_1", "tool": "read", "status": "pending"}),
+            art03(
+                "t1",
+                "t1:stream:tool:prt_1",
+                data={"call_id": "prt_1", "tool": "read", "status": "completed", "output": "x"},
+                append=True,
+            ),
+        ]
+    )
     assert (v.final_answer, v.reasoning, v.profile) == ("It works", "hmm", LANES)
     assert [(t.call_id, t.status, t.output) for t in v.tool_calls] == [("prt_1", "completed", "x")]
 
@@ -236,14 +318,16 @@ def test_log_ending_while_working_is_a_fault_but_input_required_is_not():
 
 def test_stream_closed_while_working_then_another_exchange():
     evs = stored([status03("t1", "working"), art03("t1", "a", "x")], exchange=1) + stored(
-        [task03("t1", "completed")], exchange=2, start=3)
+        [task03("t1", "completed")], exchange=2, start=3
+    )
     v = fold_events(evs)["t1"]
     assert codes(v) == ["stream-closed-active"] and v.faults[0].positions == [2]
 
 
 def test_local_failed_folds_like_a_status_update():
-    evs = stored([status03("t1", "working")]) + stored([local_failed("t1", "ctx", "recorder restarted")], exchange=None,
-                                                       start=2, origin="local")
+    evs = stored([status03("t1", "working")]) + stored(
+        [local_failed("t1", "ctx", "recorder restarted")], exchange=None, start=2, origin="local"
+    )
     v = fold_events(evs)["t1"]
     assert v.state == "failed" and v.status_message == "recorder restarted"
     assert "ended-active" not in codes(v)

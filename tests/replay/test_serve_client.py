@@ -45,8 +45,12 @@ async def make_client(url: str, dialect: str, hc: httpx.AsyncClient, *, streamin
     if dialect == "1.0":
         return await factory.create_from_url(url)  # reads our agent card, picks 1.0
     card = AgentCard(
-        name="replay", description="", version="1", capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text"], default_output_modes=["text"],
+        name="replay",
+        description="",
+        version="1",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text"],
+        default_output_modes=["text"],
         supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=url + "/")],
     )
     return factory.create(card)
@@ -114,8 +118,12 @@ def test_sdk_client_input_required_and_lone_message(library, dialect):
             async with httpx.AsyncClient(timeout=10) as hc:
                 client = await make_client(url, dialect, hc)
                 asked = await collect(client, "please ask me")
-                replies = [ev async for ev in (await make_client(url, dialect, hc, streaming=False)).send_message(
-                    user_message("reply please"))]
+                replies = [
+                    ev
+                    async for ev in (await make_client(url, dialect, hc, streaming=False)).send_message(
+                        user_message("reply please")
+                    )
+                ]
                 return asked, replies
 
     asked, replies = anyio.run(main)

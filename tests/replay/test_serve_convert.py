@@ -35,19 +35,43 @@ def as_dialect(body: bytes, dialect: str) -> bytes:
     """The recorded request re-aimed at ``dialect`` (same params: the server reads both spellings)."""
     req = msgspec.json.decode(body, type=_Req)
     stream = req.method in ("message/stream", "SendStreamingMessage")
-    method = {("1.0", True): "SendStreamingMessage", ("1.0", False): "SendMessage",
-              ("0.3", True): "message/stream", ("0.3", False): "message/send"}[(dialect, stream)]
+    method = {
+        ("1.0", True): "SendStreamingMessage",
+        ("1.0", False): "SendMessage",
+        ("0.3", True): "message/stream",
+        ("0.3", False): "message/send",
+    }[(dialect, stream)]
     return msgspec.json.encode(_Req("2.0", 5, method, req.params))
 
 
 def channels(views) -> dict:
-    return {t: (v.state, v.final_answer, v.reasoning, [(c.call_id, c.status) for c in v.tool_calls],
-                [(a.artifact_id, a.channel, a.text) for a in v.artifacts]) for t, v in views.items()}
+    return {
+        t: (
+            v.state,
+            v.final_answer,
+            v.reasoning,
+            [(c.call_id, c.status) for c in v.tool_calls],
+            [(a.artifact_id, a.channel, a.text) for a in v.artifacts],
+        )
+        for t, v in views.items()
+    }
 
 
 def as_events(payloads: list[bytes]) -> list[StoredEvent]:
-    return [StoredEvent(position=i + 1, task_id=decode_item(p).task_id, seq=i + 1, exchange_id=1, sse_event=None,
-                        payload=p, received_at=0.0, mono=None, origin="upstream") for i, p in enumerate(payloads)]
+    return [
+        StoredEvent(
+            position=i + 1,
+            task_id=decode_item(p).task_id,
+            seq=i + 1,
+            exchange_id=1,
+            sse_event=None,
+            payload=p,
+            received_at=0.0,
+            mono=None,
+            origin="upstream",
+        )
+        for i, p in enumerate(payloads)
+    ]
 
 
 @pytest.mark.parametrize("tape", RECORDINGS, ids=[p.stem for p in RECORDINGS])
@@ -62,8 +86,13 @@ def test_golden_recordings_replay_to_the_same_channels_in_both_dialects(tape, di
         got: list[bytes] = []
         with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(lib, match="order"))) as c:
             for ep in episodes:
-                with connect_sse(c, "POST", "http://agent.test/", content=as_dialect(ep.exchange.request_body, dialect),
-                                 headers=headers_for(dialect)) as es:
+                with connect_sse(
+                    c,
+                    "POST",
+                    "http://agent.test/",
+                    content=as_dialect(ep.exchange.request_body, dialect),
+                    headers=headers_for(dialect),
+                ) as es:
                     got += [s.data.encode() for s in es.iter_sse()]
     finally:
         lib.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -36,15 +35,18 @@ def client():
         yield c
 
 
-@pytest.mark.parametrize("body, code", [
-    (b"this is not json", -32700),
-    (b'{"jsonrpc": "2.0", "id": 3', -32700),
-    (b"[1, 2]", -32600),
-    (b'{"jsonrpc": "2.0", "id": 3}', -32600),
-    (b'{"jsonrpc": "1.0", "id": 3, "method": "GetTask"}', -32600),
-    (b'{"jsonrpc": "2.0", "id": 3, "method": "tasks/list"}', -32601),
-    (b'{"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {}}', -32602),
-])
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        (b"this is not json", -32700),
+        (b'{"jsonrpc": "2.0", "id": 3', -32700),
+        (b"[1, 2]", -32600),
+        (b'{"jsonrpc": "2.0", "id": 3}', -32600),
+        (b'{"jsonrpc": "1.0", "id": 3, "method": "GetTask"}', -32600),
+        (b'{"jsonrpc": "2.0", "id": 3, "method": "tasks/list"}', -32601),
+        (b'{"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {}}', -32602),
+    ],
+)
 def test_malformed_requests_get_json_rpc_errors(client, body, code):
     r = post(client, body)
     item = decode_item(r.content)
@@ -78,13 +80,18 @@ def test_a_v1_method_without_the_version_header_is_refused_as_the_agent_does(cli
     item = decode_item(r.content)
     assert r.status_code == 200 and item.kind == "error" and item.body.code == -32009 and item.rpc_id == 4
     assert "Expected version '1.0'" in item.body.message
-    ok = client.post("http://agent.test/", content=body, headers={"content-type": "application/json", "a2a-version": "1.0"})
+    ok = client.post(
+        "http://agent.test/", content=body, headers={"content-type": "application/json", "a2a-version": "1.0"}
+    )
     assert ok.headers["content-type"].startswith("text/event-stream")
 
 
 def test_bad_fault_on_a_request_is_invalid_params(client):
-    r = client.post("http://agent.test/?fault=drop-after=lots", content=request_body("stream", "1.0", text="hello"),
-                    headers=headers_for("1.0"))
+    r = client.post(
+        "http://agent.test/?fault=drop-after=lots",
+        content=request_body("stream", "1.0", text="hello"),
+        headers=headers_for("1.0"),
+    )
     item = decode_item(r.content)
     assert item.body.code == -32602 and "not a whole number" in item.body.message
 
@@ -99,9 +106,10 @@ def test_terminal_task_cannot_be_cancelled_or_resubscribed(client):
 
 def test_cancel_an_interrupted_task(client):
     """input-required is not terminal: cancel works, and GetTask says canceled from then on."""
-    r = client.post("http://agent.test/", content=request_body("stream", "1.0", text="please ask me"),
-                    headers=headers_for("1.0"))
-    task_id = decode_item(r.content.split(b"\r\n\r\n")[0][len(b"data: "):]).task_id
+    r = client.post(
+        "http://agent.test/", content=request_body("stream", "1.0", text="please ask me"), headers=headers_for("1.0")
+    )
+    task_id = decode_item(r.content.split(b"\r\n\r\n")[0][len(b"data: ") :]).task_id
     cancelled = decode_item(post(client, request_body("cancel", "0.3", task_id=task_id), "0.3").content)
     got = decode_item(post(client, request_body("get", "1.0", task_id=task_id)).content)
     assert cancelled.dialect == "0.3" and cancelled.body.state == "canceled"
@@ -126,8 +134,9 @@ def test_undecodable_recorded_payload_is_served_as_recorded(db_path):
     """A payload that is not JSON stays in the stream, byte for byte, between the others."""
     st = store.open_store(db_path)
     body = request_body("stream", "1.0", text="garbled")
-    ex = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True,
-                                    request_body=body, url="http://x/"))
+    ex = st.begin_exchange(
+        Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True, request_body=body, url="http://x/")
+    )
     good = b'{"result": {"task": {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}}, "id": 1, "jsonrpc": "2.0"}'
     bad = b'\xff\xfe{not json "id": 1'
     done = b'{"result": {"statusUpdate": {"taskId": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}}, "id": 1, "jsonrpc": "2.0"}'
@@ -136,10 +145,15 @@ def test_undecodable_recorded_payload_is_served_as_recorded(db_path):
     lib = Library.open(db_path)
     try:
         with serve_app(create_app(ReplayEngine(lib))) as url:
-            r = httpx.post(url + "/", content=request_body("stream", "1.0", text="garbled", rpc_id="z"),
-                           headers=headers_for("1.0"), timeout=10)
-            got = httpx.post(url + "/", content=request_body("get", "1.0", task_id="t-1"),
-                             headers=headers_for("1.0"), timeout=10)
+            r = httpx.post(
+                url + "/",
+                content=request_body("stream", "1.0", text="garbled", rpc_id="z"),
+                headers=headers_for("1.0"),
+                timeout=10,
+            )
+            got = httpx.post(
+                url + "/", content=request_body("get", "1.0", task_id="t-1"), headers=headers_for("1.0"), timeout=10
+            )
     finally:
         lib.close()
     frames = r.content.split(b"\r\n\r\n")
@@ -148,16 +162,19 @@ def test_undecodable_recorded_payload_is_served_as_recorded(db_path):
     assert decode_item(got.content).body.state == "completed"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--listen", "0.0.0.0:0"], "refusing to listen on 0.0.0.0"),
-    (["--listen", "nonsense"], "--listen must be HOST:PORT"),
-    (["--timing", "sometimes"], "--timing"),
-    (["--timing", "-2"], "positive"),
-    (["--fault", "explode"], "unknown fault 'explode'"),
-    (["--record-mode", "sometimes"], "--record-mode must be one of"),
-    (["--record-mode", "new_episodes"], "needs --upstream"),
-    (["--match", "fuzzy"], "--match must be one of"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--listen", "0.0.0.0:0"], "refusing to listen on 0.0.0.0"),
+        (["--listen", "nonsense"], "--listen must be HOST:PORT"),
+        (["--timing", "sometimes"], "--timing"),
+        (["--timing", "-2"], "positive"),
+        (["--fault", "explode"], "unknown fault 'explode'"),
+        (["--record-mode", "sometimes"], "--record-mode must be one of"),
+        (["--record-mode", "new_episodes"], "needs --upstream"),
+        (["--match", "fuzzy"], "--match must be one of"),
+    ],
+)
 def test_serve_bad_usage_exits_2_with_one_line(args, message):
     res = runner.invoke(app, ["serve", "--db", str(TAPE), *args])
     assert res.exit_code == 2, res.output
@@ -173,15 +190,23 @@ def test_serve_missing_database_exits_2(tmp_path):
 def test_serve_subprocess_answers_and_refuses_nothing_it_should_not(tmp_path):
     """The installed script, for real: it says where it listens, then answers as the agent."""
     exe = Path(sys.executable).parent / "a2a-tape"
-    proc = subprocess.Popen([str(exe), "serve", "--db", str(TAPE), "--listen", "127.0.0.1:0", "--timing", "50"],
-                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--db", str(TAPE), "--listen", "127.0.0.1:0", "--timing", "50"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     try:
         line = proc.stderr.readline().decode()  # printed once the socket is bound
         assert line.startswith("a2a-tape serve: http://127.0.0.1:"), line
         url = line.split()[2]
         card = httpx.get(url + "/.well-known/agent-card.json", timeout=10).json()
-        r = httpx.post(url + "/", content=request_body("send", "0.3", text="hello again", rpc_id=1),
-                       headers=headers_for("0.3"), timeout=10)
+        r = httpx.post(
+            url + "/",
+            content=request_body("send", "0.3", text="hello again", rpc_id=1),
+            headers=headers_for("0.3"),
+            timeout=10,
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -213,10 +238,22 @@ def test_a_stream_answered_with_a_json_error_is_replayed_as_json(db_path):
     """The agent refused a stream with a plain JSON error (as a2a-sdk does before any event)."""
     st = store.open_store(db_path)
     body = request_body("stream", "1.0", text="refused")
-    ex = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True, request_body=body,
-                                    content_type="application/json", status=200))
-    st.append(NewEvent(payload=b'{"error":{"code":-32009,"message":"A2A version not supported"},"id":1,"jsonrpc":"2.0"}',
-                       exchange_id=ex))
+    ex = st.begin_exchange(
+        Exchange(
+            rpc_method="SendStreamingMessage",
+            dialect="1.0",
+            streaming=True,
+            request_body=body,
+            content_type="application/json",
+            status=200,
+        )
+    )
+    st.append(
+        NewEvent(
+            payload=b'{"error":{"code":-32009,"message":"A2A version not supported"},"id":1,"jsonrpc":"2.0"}',
+            exchange_id=ex,
+        )
+    )
     st.close()
     lib = Library.open(db_path)
     try:

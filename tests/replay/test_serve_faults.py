@@ -7,7 +7,6 @@ from pathlib import Path
 
 import anyio
 import httpx
-import msgspec
 import pytest
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
 from httpx_sse import connect_sse
@@ -15,7 +14,7 @@ from httpx_sse import connect_sse
 from a2a_tape.replay.engine import ReplayEngine
 from a2a_tape.replay.library import Library
 from a2a_tape.replay.server import create_app
-from a2a_tape.store import ArtifactUpdate, StatusUpdate, TaskSnapshot, decode_item
+from a2a_tape.store import TaskSnapshot, decode_item
 from tests.replay._record import headers_for, request_body
 from tests.replay.test_serve_client import make_client, user_message
 from tests.support.servers import serve_app
@@ -30,14 +29,25 @@ def library():
     lib.close()
 
 
-def stream(url: str, text: str, *, dialect: str = "1.0", headers: dict | None = None, path: str = "/",
-           op: str = "stream", task_id: str | None = None, read_timeout: float = 10.0):
+def stream(
+    url: str,
+    text: str,
+    *,
+    dialect: str = "1.0",
+    headers: dict | None = None,
+    path: str = "/",
+    op: str = "stream",
+    task_id: str | None = None,
+    read_timeout: float = 10.0,
+):
     """(events as (sse event, data bytes), how the stream ended: 'closed' or 'timeout')."""
     body = request_body(op, dialect, text=text if op == "stream" else None, task_id=task_id, rpc_id="c-1")
     got = []
     how = "closed"
     with httpx.Client(timeout=httpx.Timeout(10.0, read=read_timeout)) as c:
-        with connect_sse(c, "POST", url + path, content=body, headers={**headers_for(dialect), **(headers or {})}) as es:
+        with connect_sse(
+            c, "POST", url + path, content=body, headers={**headers_for(dialect), **(headers or {})}
+        ) as es:
             try:
                 for sse in es.iter_sse():
                     got.append((sse.event, sse.data.encode()))
@@ -112,8 +122,13 @@ def test_drop_after_sdk_client_resubscribes_for_the_rest(library, dialect):
 
     first, rest, final = anyio.run(main)
     assert [e.WhichOneof("payload") for e in first] == ["task", "status_update"]
-    assert [e.WhichOneof("payload") for e in rest] == ["task", "artifact_update", "artifact_update",
-                                                       "artifact_update", "status_update"]
+    assert [e.WhichOneof("payload") for e in rest] == [
+        "task",
+        "artifact_update",
+        "artifact_update",
+        "artifact_update",
+        "status_update",
+    ]
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     assert final.status.state == TaskState.TASK_STATE_COMPLETED
 
@@ -130,7 +145,12 @@ def test_duplicate_sends_one_item_twice(library):
         events, _ = stream(url, "hello", path="/?fault=duplicate=3")
     assert kinds(events) == ["task", "status", "artifact", "artifact", "artifact", "artifact", "status"]
     assert events[2] == events[3]
-    assert [decode_item(d).body.artifact.parts[0].text for _, d in events[2:6]] == ["chunk-0 ", "chunk-0 ", "chunk-1 ", "chunk-2 "]
+    assert [decode_item(d).body.artifact.parts[0].text for _, d in events[2:6]] == [
+        "chunk-0 ",
+        "chunk-0 ",
+        "chunk-1 ",
+        "chunk-2 ",
+    ]
 
 
 @pytest.mark.parametrize("dialect", ["1.0", "0.3"])
@@ -228,10 +248,14 @@ def test_faults_on_a_whole_body_answer_in_process(library):
     from a2a_tape.replay.transport import ReplayTransport
 
     body = request_body("send", "1.0", text="hello", rpc_id="s-2")
-    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library)), timeout=httpx.Timeout(10.0, read=0.3)) as c:
+    with httpx.Client(
+        transport=ReplayTransport(engine=ReplayEngine(library)), timeout=httpx.Timeout(10.0, read=0.3)
+    ) as c:
         ok = c.post("http://r.test/", content=body, headers=headers_for("1.0"))
         assert decode_item(ok.content).kind == "task"
-        err = c.post("http://r.test/", content=body, headers={**headers_for("1.0"), "X-A2A-Tape-Fault": "error-after=0"})
+        err = c.post(
+            "http://r.test/", content=body, headers={**headers_for("1.0"), "X-A2A-Tape-Fault": "error-after=0"}
+        )
         assert decode_item(err.content).body.code == -32603
         with pytest.raises(httpx.ReadTimeout):
             c.post("http://r.test/", content=body, headers={**headers_for("1.0"), "X-A2A-Tape-Fault": "stall-after=0"})

@@ -10,13 +10,21 @@ from a2a_tape.store import Exchange, NewEvent
 
 def test_batched_exchange_read_and_served_items_match_the_log(db_path):
     st = store.open_store(db_path)
-    ex = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True,
-                                    request_body=b'{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{}}'))
+    ex = st.begin_exchange(
+        Exchange(
+            rpc_method="SendStreamingMessage",
+            dialect="1.0",
+            streaming=True,
+            request_body=b'{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{}}',
+        )
+    )
     other = st.begin_exchange(Exchange(rpc_method="SendStreamingMessage", dialect="1.0", streaming=True))
-    payloads = [b'{"result": {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}, "id": 1, "jsonrpc": "2.0"}',
-                b'{"id":1,"jsonrpc":"2.0","result":{"kind":"task","id":"t"}}',
-                b'not json at all',
-                b'{"result": {"task": {"id": 1}}, "id": 1, "jsonrpc": "2.0"}']
+    payloads = [
+        b'{"result": {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}, "id": 1, "jsonrpc": "2.0"}',
+        b'{"id":1,"jsonrpc":"2.0","result":{"kind":"task","id":"t"}}',
+        b"not json at all",
+        b'{"result": {"task": {"id": 1}}, "id": 1, "jsonrpc": "2.0"}',
+    ]
     for i in range(11):  # interleaved with another exchange, one local note among them
         st.append(NewEvent(payload=payloads[i % 4], task_id="t", exchange_id=ex, mono=i * 0.1))
         st.append(NewEvent(payload=b"{}", task_id="u", exchange_id=other))
@@ -48,8 +56,13 @@ def test_agent_card_is_the_recorded_one_or_made_up(db_path):
     from a2a_tape.replay.transport import ReplayTransport
 
     st = store.open_store(db_path)
-    st.begin_exchange(Exchange(rpc_method="SendMessage", dialect="1.0",
-                               request_body=b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}'))
+    st.begin_exchange(
+        Exchange(
+            rpc_method="SendMessage",
+            dialect="1.0",
+            request_body=b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}',
+        )
+    )
     st.close()
     lib = Library.open(db_path)
     try:
@@ -59,4 +72,6 @@ def test_agent_card_is_the_recorded_one_or_made_up(db_path):
         lib.close()
     assert card["name"] == "a2a-tape replay" and card["capabilities"]["streaming"] is True
     assert [(i["protocolVersion"], i["url"]) for i in card["supportedInterfaces"]] == [
-        ("1.0", "http://replay.test:9/"), ("0.3", "http://replay.test:9/")]
+        ("1.0", "http://replay.test:9/"),
+        ("0.3", "http://replay.test:9/"),
+    ]

@@ -44,13 +44,23 @@ def test_strict_ignores_ids_and_dialect_spelling_but_not_the_rest(library):
         # other messageId, other JSON-RPC id, v0.3 spelling (role 'user', parts with kind): still the same request
         same = send(c, request_body("stream", "0.3", text="please ask me", rpc_id="other"), "0.3")
         # an extra configuration: not the recorded request any more
-        other = send(c, with_metadata(request_body("stream", "1.0", text="please ask me"),
-                                      configuration={"acceptedOutputModes": ["text/html"]}))
+        other = send(
+            c,
+            with_metadata(
+                request_body("stream", "1.0", text="please ask me"),
+                configuration={"acceptedOutputModes": ["text/html"]},
+            ),
+        )
     assert same.task_id == hello_v1.task_id and same.rpc_id == "other"
     assert other.kind == "error" and other.body.code == -32099 and "match strict" in other.body.message
     with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library))) as c:  # method-text: matches
-        loose = send(c, with_metadata(request_body("stream", "1.0", text="please ask me"),
-                                      configuration={"acceptedOutputModes": ["text/html"]}))
+        loose = send(
+            c,
+            with_metadata(
+                request_body("stream", "1.0", text="please ask me"),
+                configuration={"acceptedOutputModes": ["text/html"]},
+            ),
+        )
     assert loose.task_id == hello_v1.task_id
 
 
@@ -72,8 +82,9 @@ def test_a_repeated_request_replays_the_last_match_again(library):
 def test_a_send_is_answered_from_a_streamed_recording(library):
     """Only a stream of 'please ask me' was recorded: message/send gets the task as it ended."""
     with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library))) as c:
-        r = c.post("http://agent.test/", content=request_body("send", "0.3", text="please ask me"),
-                   headers=headers_for("0.3"))
+        r = c.post(
+            "http://agent.test/", content=request_body("send", "0.3", text="please ask me"), headers=headers_for("0.3")
+        )
     assert r.headers["content-type"].startswith("application/json")
     item = decode_item(r.content)
     assert item.dialect == "0.3" and item.kind == "task" and item.body.state == "input-required"
@@ -85,10 +96,16 @@ def test_a_recorded_resubscribe_is_replayed_as_recorded(dialect):
     the replay does the same, snapshot (WORKING, chunk-0) then the rest, in either dialect."""
     tape = Path(__file__).resolve().parents[2] / "recordings" / "sdk-resubscribe.jsonl"
     with httpx.Client(transport=ReplayTransport(tape)) as c:
-        r = c.post("http://agent.test/", content=request_body("stream", dialect, text="hello"), headers=headers_for(dialect))
+        r = c.post(
+            "http://agent.test/", content=request_body("stream", dialect, text="hello"), headers=headers_for(dialect)
+        )
         first = [decode_item(f[6:]) for f in r.content.split(b"\r\n\r\n") if f]
         task_id = first[0].task_id
-        r = c.post("http://agent.test/", content=request_body("subscribe", dialect, task_id=task_id), headers=headers_for(dialect))
+        r = c.post(
+            "http://agent.test/",
+            content=request_body("subscribe", dialect, task_id=task_id),
+            headers=headers_for(dialect),
+        )
         rest = [decode_item(f[6:]) for f in r.content.split(b"\r\n\r\n") if f]
         again = send(c, request_body("subscribe", dialect, task_id=task_id), dialect)  # v0.3: an SSE error item
     assert [i.kind for i in first] == ["task"]

@@ -18,18 +18,34 @@ TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("fault, exit_code, state, recovered, events", [
-    ("drop-after=2", 0, "completed", ["closed"], None),  # stream closed while WORKING: resubscribe/poll
-    ("stall-after=3", 1, "canceled", ["stalled"], 4),    # no progress: cancel the task, say why
-    ("duplicate=3", 0, "completed", [], 7),              # the duplicate is recorded as received
-    ("error-after=3", 1, "failed", [], 4),               # event: error: the task failed
-])
+@pytest.mark.parametrize(
+    "fault, exit_code, state, recovered, events",
+    [
+        ("drop-after=2", 0, "completed", ["closed"], None),  # stream closed while WORKING: resubscribe/poll
+        ("stall-after=3", 1, "canceled", ["stalled"], 4),  # no progress: cancel the task, say why
+        ("duplicate=3", 0, "completed", [], 7),  # the duplicate is recorded as received
+        ("error-after=3", 1, "failed", [], 4),  # event: error: the task failed
+    ],
+)
 def test_record_recovers_from_each_fault(tmp_path, fault, exit_code, state, recovered, events):
     lib = Library.open(TAPE)
     try:
         with serve_app(create_app(ReplayEngine(lib))) as url:
-            res = runner.invoke(app, ["record", url, "hello", "--db", str(tmp_path / "r.db"), "--json",
-                                      "--stall-timeout", "0.5", "-H", f"X-A2A-Tape-Fault: {fault}"])
+            res = runner.invoke(
+                app,
+                [
+                    "record",
+                    url,
+                    "hello",
+                    "--db",
+                    str(tmp_path / "r.db"),
+                    "--json",
+                    "--stall-timeout",
+                    "0.5",
+                    "-H",
+                    f"X-A2A-Tape-Fault: {fault}",
+                ],
+            )
     finally:
         lib.close()
     assert res.exit_code == exit_code, res.output

@@ -44,8 +44,10 @@ def upstream_payloads(db: Path) -> list[bytes]:
 def views(db: Path) -> dict[str, bytes]:
     """The projection of every task, arrival wall-clock times aside (they are when we recorded)."""
     with store.open_store(db) as st:
-        return {t: encode_view(msgspec.structs.replace(v, first_at=0.0, last_at=0.0))
-                for t, v in fold_events(st.read_from(0)).items()}
+        return {
+            t: encode_view(msgspec.structs.replace(v, first_at=0.0, last_at=0.0))
+            for t, v in fold_events(st.read_from(0)).items()
+        }
 
 
 def test_round_trip_record_serve_record(tmp_path):
@@ -71,9 +73,17 @@ def test_new_episodes_records_unmatched_requests_and_replays_them_after(tmp_path
     before = tape.read_bytes().count(b"\n")
     with running_sdk_agent() as agent:
         with httpx.Client(transport=ReplayTransport(tape, record_mode="new_episodes", upstream=agent.url)) as c:
-            first = c.post("http://replay.test/", content=request_body("stream", "1.0", text="many 2"), headers=headers_for("1.0"))
-            second = c.post("http://replay.test/", content=request_body("stream", "1.0", text="many 2", rpc_id=2), headers=headers_for("1.0"))
-            old = c.post("http://replay.test/", content=request_body("stream", "1.0", text="hello"), headers=headers_for("1.0"))
+            first = c.post(
+                "http://replay.test/", content=request_body("stream", "1.0", text="many 2"), headers=headers_for("1.0")
+            )
+            second = c.post(
+                "http://replay.test/",
+                content=request_body("stream", "1.0", text="many 2", rpc_id=2),
+                headers=headers_for("1.0"),
+            )
+            old = c.post(
+                "http://replay.test/", content=request_body("stream", "1.0", text="hello"), headers=headers_for("1.0")
+            )
         assert agent.executor.executions == 1  # the second one and 'hello' came from the recording
     for r in (first, second, old):
         assert r.headers["content-type"].startswith("text/event-stream")
@@ -82,7 +92,9 @@ def test_new_episodes_records_unmatched_requests_and_replays_them_after(tmp_path
     # written back to the tape: replayable offline now
     assert tape.read_bytes().count(b"\n") > before
     with httpx.Client(transport=ReplayTransport(tape)) as c:
-        again = c.post("http://replay.test/", content=request_body("stream", "1.0", text="many 2"), headers=headers_for("1.0"))
+        again = c.post(
+            "http://replay.test/", content=request_body("stream", "1.0", text="many 2"), headers=headers_for("1.0")
+        )
     assert again.content == first.content
 
 
@@ -94,8 +106,16 @@ def test_record_modes_on_an_empty_database(db_path, mode, executions):
         try:
             engine = ReplayEngine(lib, record_mode=mode, upstream=agent.url)
             with httpx.Client(transport=ReplayTransport(engine=engine)) as c:
-                replies = [decode_item(c.post("http://r.test/", content=request_body("send", "1.0", text="hello"),
-                                              headers=headers_for("1.0")).content) for _ in range(2)]
+                replies = [
+                    decode_item(
+                        c.post(
+                            "http://r.test/",
+                            content=request_body("send", "1.0", text="hello"),
+                            headers=headers_for("1.0"),
+                        ).content
+                    )
+                    for _ in range(2)
+                ]
         finally:
             lib.close()
         assert agent.executor.executions == executions
@@ -111,7 +131,9 @@ def test_record_modes_on_an_empty_database(db_path, mode, executions):
 # send bytes that are not UTF-8 on demand): a stream, only with the right bearer token.
 UP_TOKEN = "Bearer up-s3cret-991"
 ODD = b'{"jsonrpc": "2.0", "id": 1, "result": {"statusUpdate": {"taskId": "t-odd", "status": {"state": "TASK_STATE_WORKING"}}}} \xff\xfe'
-DONE = b'{"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-odd","status":{"state":"TASK_STATE_COMPLETED"}}}}'
+DONE = (
+    b'{"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-odd","status":{"state":"TASK_STATE_COMPLETED"}}}}'
+)
 
 
 def _strict_upstream():
@@ -149,8 +171,11 @@ def test_recording_mode_forwards_credentials_and_keeps_exact_bytes(db_path):
         try:
             engine = ReplayEngine(lib, record_mode="all", upstream=up_url)
             with httpx.Client(transport=ReplayTransport(engine=engine)) as c:
-                r = c.post("http://r.test/", content=request_body("stream", "1.0", text="odd"),
-                           headers={**headers_for("1.0"), "Authorization": UP_TOKEN, FAULT_HEADER: "delay=0"})
+                r = c.post(
+                    "http://r.test/",
+                    content=request_body("stream", "1.0", text="odd"),
+                    headers={**headers_for("1.0"), "Authorization": UP_TOKEN, FAULT_HEADER: "delay=0"},
+                )
                 body = r.read()
         finally:
             lib.close()

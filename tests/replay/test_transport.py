@@ -45,8 +45,9 @@ def no_sockets(monkeypatch):
 def test_sync_client_streams_the_recording(transport, no_sockets):
     with httpx.Client(transport=transport, base_url="http://agent.test") as c:
         card = c.get("/.well-known/agent-card.json").json()
-        with connect_sse(c, "POST", "/", content=request_body("stream", "1.0", text="hello", rpc_id=5),
-                         headers=headers_for("1.0")) as es:
+        with connect_sse(
+            c, "POST", "/", content=request_body("stream", "1.0", text="hello", rpc_id=5), headers=headers_for("1.0")
+        ) as es:
             assert es.response.headers["content-type"].startswith("text/event-stream")
             items = [decode_item(s.data) for s in es.iter_sse()]
     assert card["supportedInterfaces"][0]["url"] == "http://agent.test/"
@@ -57,8 +58,9 @@ def test_sync_client_streams_the_recording(transport, no_sockets):
 def test_async_client_and_v03_conversion(transport, no_sockets):
     async def main():
         async with httpx.AsyncClient(transport=transport, base_url="http://agent.test") as c:
-            async with aconnect_sse(c, "POST", "/", content=request_body("stream", "0.3", text="please ask me"),
-                                    headers=headers_for("0.3")) as es:
+            async with aconnect_sse(
+                c, "POST", "/", content=request_body("stream", "0.3", text="please ask me"), headers=headers_for("0.3")
+            ) as es:
                 return [s.data async for s in es.aiter_sse()]
 
     datas = anyio.run(main)
@@ -108,11 +110,18 @@ def test_stall_ends_in_a_read_timeout_sync_and_async(transport):
 
 def test_transport_drop_then_get_task(transport):
     with httpx.Client(transport=transport, base_url="http://agent.test") as c:
-        with connect_sse(c, "POST", "/?fault=drop-after=1", content=request_body("stream", "1.0", text="hello"),
-                         headers=headers_for("1.0")) as es:
+        with connect_sse(
+            c,
+            "POST",
+            "/?fault=drop-after=1",
+            content=request_body("stream", "1.0", text="hello"),
+            headers=headers_for("1.0"),
+        ) as es:
             items = [decode_item(s.data) for s in es.iter_sse()]
         task_id = items[0].task_id
-        got = decode_item(c.post("/", content=request_body("get", "1.0", task_id=task_id), headers=headers_for("1.0")).content)
+        got = decode_item(
+            c.post("/", content=request_body("get", "1.0", task_id=task_id), headers=headers_for("1.0")).content
+        )
     assert [i.kind for i in items] == ["task"]
     assert got.body.state == "completed" and len(got.body.artifacts) == 1
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from a2a_tape import store
+
+
 @dataclass
 class Backend:
     """Opens stores of one backend at locations of a test's own (closed at teardown)."""

@@ -12,7 +12,9 @@ from .payloads import v1_artifact, v1_status
 def test_positions_are_gap_free_and_increasing_across_batches(st):
     stored = []
     for b in range(3):
-        stored += st.append_batch([NewEvent(payload=v1_artifact(f"t{i % 2}", b * 10 + i), task_id=f"t{i % 2}") for i in range(5)])
+        stored += st.append_batch(
+            [NewEvent(payload=v1_artifact(f"t{i % 2}", b * 10 + i), task_id=f"t{i % 2}") for i in range(5)]
+        )
     stored.append(st.append(NewEvent(payload=v1_status("t0"), task_id="t0")))
     positions = [e.position for e in stored]
     assert positions == list(range(1, 17))
@@ -131,12 +133,24 @@ def test_payload_bytes_are_kept_exactly(st, payload):
 def test_event_fields_round_trip(st):
     ex = st.begin_exchange(Exchange(url="http://x/"))
     ev = NewEvent(
-        payload=b"p", task_id="t", exchange_id=ex, sse_event="error", received_at=1796000000.123456, mono=0.25, origin="local"
+        payload=b"p",
+        task_id="t",
+        exchange_id=ex,
+        sse_event="error",
+        received_at=1796000000.123456,
+        mono=0.25,
+        origin="local",
     )
     stored = st.append(ev)
     got = st.read_task("t")[0]
     assert got == stored
-    assert (got.exchange_id, got.sse_event, got.received_at, got.mono, got.origin) == (ex, "error", 1796000000.123456, 0.25, "local")
+    assert (got.exchange_id, got.sse_event, got.received_at, got.mono, got.origin) == (
+        ex,
+        "error",
+        1796000000.123456,
+        0.25,
+        "local",
+    )
 
 
 def test_explicit_seq_matching_an_auto_seq_of_the_same_batch(st):
@@ -161,9 +175,17 @@ def test_batches_of_any_size_keep_order_positions_and_bytes(st, size):
     """SQLite writes a batch many rows per statement (blocks of 64, the rest in powers of two):
     whatever the size, every row is there once, in order, with its own bytes and seq."""
     st.append(NewEvent(payload=b"before", task_id="t0"))
-    evs = [NewEvent(payload=f"p{i}".encode() + bytes([i % 256]), task_id=f"t{i % 3}", sse_event=None if i % 5 else "message",
-                    received_at=float(i), mono=i / 10 if i % 2 else None, origin="local" if i % 7 == 0 else "upstream")
-           for i in range(size)]
+    evs = [
+        NewEvent(
+            payload=f"p{i}".encode() + bytes([i % 256]),
+            task_id=f"t{i % 3}",
+            sse_event=None if i % 5 else "message",
+            received_at=float(i),
+            mono=i / 10 if i % 2 else None,
+            origin="local" if i % 7 == 0 else "upstream",
+        )
+        for i in range(size)
+    ]
     stored = st.append_batch(evs)
     assert [e.position for e in stored] == list(range(2, size + 2))
     back = list(st.read_from(1))

@@ -4,23 +4,44 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_tape.store import ArtifactUpdate, ErrorItem, MessageItem, Other, StatusUpdate, TaskSnapshot, Undecodable, decode_item
+from a2a_tape.store import (
+    ArtifactUpdate,
+    ErrorItem,
+    MessageItem,
+    Other,
+    StatusUpdate,
+    TaskSnapshot,
+    Undecodable,
+    decode_item,
+)
 
-V10_TASK = (b'{"result": {"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}, '
-            b'"history": [{"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}]}}, "id": 1, "jsonrpc": "2.0"}')
-V03_STATUS = (b'{"id":1,"jsonrpc":"2.0","result":{"contextId":"c1","final":false,"kind":"status-update",'
-              b'"status":{"state":"input-required","message":{"kind":"message","messageId":"m2","parts":[{"kind":"text",'
-              b'"text":"need more input"}],"role":"agent"}},"taskId":"t1"}}')
-V10_CHUNK = (b'{"result": {"artifactUpdate": {"taskId": "t1", "contextId": "c1", "artifact": {"artifactId": "art-1", '
-             b'"parts": [{"text": "chunk-1 "}]}, "append": true, "lastChunk": true}}, "id": "req-7", "jsonrpc": "2.0"}')
-V10_GET = (b'{"result":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"},"artifacts":[{"artifactId":'
-           b'"art-1","parts":[{"text":"a"},{"text":"b"}]}]},"id":99,"jsonrpc":"2.0"}')
-REST_BARE_TASK = (b'{"id":"t9","contextId":"c9","status":{"state":"TASK_STATE_WORKING"},"artifacts":[{"artifactId":"art-1",'
-                  b'"parts":[{"text":"chunk-0 "}]}]}')
+V10_TASK = (
+    b'{"result": {"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}, '
+    b'"history": [{"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}]}}, "id": 1, "jsonrpc": "2.0"}'
+)
+V03_STATUS = (
+    b'{"id":1,"jsonrpc":"2.0","result":{"contextId":"c1","final":false,"kind":"status-update",'
+    b'"status":{"state":"input-required","message":{"kind":"message","messageId":"m2","parts":[{"kind":"text",'
+    b'"text":"need more input"}],"role":"agent"}},"taskId":"t1"}}'
+)
+V10_CHUNK = (
+    b'{"result": {"artifactUpdate": {"taskId": "t1", "contextId": "c1", "artifact": {"artifactId": "art-1", '
+    b'"parts": [{"text": "chunk-1 "}]}, "append": true, "lastChunk": true}}, "id": "req-7", "jsonrpc": "2.0"}'
+)
+V10_GET = (
+    b'{"result":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"},"artifacts":[{"artifactId":'
+    b'"art-1","parts":[{"text":"a"},{"text":"b"}]}]},"id":99,"jsonrpc":"2.0"}'
+)
+REST_BARE_TASK = (
+    b'{"id":"t9","contextId":"c9","status":{"state":"TASK_STATE_WORKING"},"artifacts":[{"artifactId":"art-1",'
+    b'"parts":[{"text":"chunk-0 "}]}]}'
+)
 REST_ERROR = b'{"error":{"code":404,"status":"NOT_FOUND","message":"Task not found","details":[]}}'
 V03_ERROR = b'{"error":{"code":-32603,"message":"agent exploded mid-stream"},"id":"BOOM03","jsonrpc":"2.0"}'
-V03_MESSAGE = (b'{"id":1,"jsonrpc":"2.0","result":{"contextId":"c3","kind":"message","messageId":"m3","parts":'
-               b'[{"kind":"text","text":"direct reply"}],"role":"agent","taskId":"t3"}}')
+V03_MESSAGE = (
+    b'{"id":1,"jsonrpc":"2.0","result":{"contextId":"c3","kind":"message","messageId":"m3","parts":'
+    b'[{"kind":"text","text":"direct reply"}],"role":"agent","taskId":"t3"}}'
+)
 
 
 def test_v10_task_snapshot():
@@ -39,7 +60,12 @@ def test_v03_status_with_message():
 def test_v10_chunk_defaults_and_flags():
     body = decode_item(V10_CHUNK).body
     assert isinstance(body, ArtifactUpdate)
-    assert (body.artifact.artifact_id, body.artifact.text, body.append, body.last_chunk) == ("art-1", "chunk-1 ", True, True)
+    assert (body.artifact.artifact_id, body.artifact.text, body.append, body.last_chunk) == (
+        "art-1",
+        "chunk-1 ",
+        True,
+        True,
+    )
 
 
 def test_v10_get_task_is_a_bare_task_in_the_result():

@@ -14,8 +14,12 @@ def log(st):
     other = st.begin_exchange(Exchange(url="http://b/"))
     st.append_batch(
         [
-            NewEvent(payload=b"p%d" % i, task_id=("task-a%d" % (i % 3)) if i != 4 else None,
-                     exchange_id=ex if i % 2 == 0 else other, received_at=100.0 + i)
+            NewEvent(
+                payload=b"p%d" % i,
+                task_id=("task-a%d" % (i % 3)) if i != 4 else None,
+                exchange_id=ex if i % 2 == 0 else other,
+                received_at=100.0 + i,
+            )
             for i in range(11)
         ]
     )

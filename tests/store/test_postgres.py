@@ -132,15 +132,34 @@ def test_lease_race_between_threads_has_one_winner(pg_url):
 def test_copy_round_trips_losslessly(pg_url, tmp_path, direction):
     src = tmp_path / "src.db"
     with store.open_store(src) as st:
-        ex = st.begin_exchange(store.Exchange(url="http://a/", rpc_method="message/stream", dialect="0.3",
-                                              request_body=b'{"x":1}', task_id="t1", request_headers={"a": "b"}))
-        st.append_batch([
-            NewEvent(payload=b'{"jsonrpc":"2.0","result":{"kind":"task","id":"t1","status":{"state":"submitted"}}}',
-                     task_id="t1", exchange_id=ex, received_at=1.25, mono=0.01),
-            NewEvent(payload=b"\xff\xfe not utf-8", task_id="t1", exchange_id=ex, received_at=1.5, sse_event="error"),
-            NewEvent(payload=b'{"error":{"code":-1}}', exchange_id=ex, received_at=1.75),
-            NewEvent(payload=store.local_note("gave_up", "test", "t1"), task_id="t1", origin="local", received_at=2.0),
-        ])
+        ex = st.begin_exchange(
+            store.Exchange(
+                url="http://a/",
+                rpc_method="message/stream",
+                dialect="0.3",
+                request_body=b'{"x":1}',
+                task_id="t1",
+                request_headers={"a": "b"},
+            )
+        )
+        st.append_batch(
+            [
+                NewEvent(
+                    payload=b'{"jsonrpc":"2.0","result":{"kind":"task","id":"t1","status":{"state":"submitted"}}}',
+                    task_id="t1",
+                    exchange_id=ex,
+                    received_at=1.25,
+                    mono=0.01,
+                ),
+                NewEvent(
+                    payload=b"\xff\xfe not utf-8", task_id="t1", exchange_id=ex, received_at=1.5, sse_event="error"
+                ),
+                NewEvent(payload=b'{"error":{"code":-1}}', exchange_id=ex, received_at=1.75),
+                NewEvent(
+                    payload=store.local_note("gave_up", "test", "t1"), task_id="t1", origin="local", received_at=2.0
+                ),
+            ]
+        )
     runner = CliRunner()
     first = runner.invoke(app, ["copy", str(src), pg_url])
     assert first.exit_code == 0, first.output
@@ -173,21 +192,33 @@ def test_projection_follower_keeps_up_through_notify(pg_url):
     applied: list[int] = []
 
     def run() -> None:
-        applied.append(proj.follow(lambda: done.is_set() or
-                                   (proj.view("f3") is not None and proj.view("f3").state == "completed")))
+        applied.append(
+            proj.follow(lambda: done.is_set() or (proj.view("f3") is not None and proj.view("f3").state == "completed"))
+        )
 
     t = threading.Thread(target=run)
     t.start()
     for n in range(4):
         tid = f"f{n}"
-        writer.append_batch([
-            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"%s","contextId":"c",'
-                             b'"status":{"state":"working"}}}' % tid.encode(), task_id=tid),
-            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"c",'
-                             b'"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"hi"}]}}}' % tid.encode(), task_id=tid),
-            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"%s","contextId":"c",'
-                             b'"status":{"state":"completed"},"final":true}}' % tid.encode(), task_id=tid),
-        ])
+        writer.append_batch(
+            [
+                NewEvent(
+                    payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"%s","contextId":"c",'
+                    b'"status":{"state":"working"}}}' % tid.encode(),
+                    task_id=tid,
+                ),
+                NewEvent(
+                    payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"c",'
+                    b'"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"hi"}]}}}' % tid.encode(),
+                    task_id=tid,
+                ),
+                NewEvent(
+                    payload=b'{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"%s","contextId":"c",'
+                    b'"status":{"state":"completed"},"final":true}}' % tid.encode(),
+                    task_id=tid,
+                ),
+            ]
+        )
     t.join(60)
     done.set()
     assert not t.is_alive()

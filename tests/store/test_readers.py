@@ -6,7 +6,7 @@ import pytest
 
 from a2a_tape.store import Exchange, NewEvent
 
-from .payloads import v1_artifact, v1_status
+from .payloads import v1_artifact
 
 
 @pytest.fixture
@@ -91,14 +91,28 @@ def test_task_events_summary(filled):
 
 def test_exchanges_round_trip(st):
     ex = Exchange(
-        started_at=1.5, url="http://x/", rpc_method="SendStreamingMessage", dialect="1.0", streaming=True,
-        request_headers={"A2A-Version": "1.0"}, request_body=b"\xff{}", status=200,
-        content_type="text/event-stream", task_id="t", role="proxy",
+        started_at=1.5,
+        url="http://x/",
+        rpc_method="SendStreamingMessage",
+        dialect="1.0",
+        streaming=True,
+        request_headers={"A2A-Version": "1.0"},
+        request_body=b"\xff{}",
+        status=200,
+        content_type="text/event-stream",
+        task_id="t",
+        role="proxy",
     )
     ex_id = st.begin_exchange(ex)
     st.update_exchange(ex_id, outcome="dropped", ended_at=2.5, response_headers={"x": "y"})
     got = st.get_exchange(ex_id)
     assert got.id == ex_id and got.request_body == b"\xff{}" and got.request_headers == {"A2A-Version": "1.0"}
-    assert (got.outcome, got.ended_at, got.response_headers, got.streaming, got.role) == ("dropped", 2.5, {"x": "y"}, True, "proxy")
+    assert (got.outcome, got.ended_at, got.response_headers, got.streaming, got.role) == (
+        "dropped",
+        2.5,
+        {"x": "y"},
+        True,
+        "proxy",
+    )
     assert st.get_exchange(ex_id + 1) is None
     assert [e.id for e in st.exchanges("t")] == [ex_id]

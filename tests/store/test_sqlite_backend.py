@@ -60,8 +60,12 @@ def test_a_version_2_database_keeps_its_projection_through_the_migration(tmp_pat
         migration(db)
     conn.execute("PRAGMA user_version = 2")
     assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'projection_rows'").fetchone()[0]
-    conn.execute("INSERT INTO events (task_id, seq, payload, received_at, origin) VALUES ('t', 1, x'00ff', 1.0, 'upstream')")
-    conn.executemany("INSERT INTO projection_rows VALUES (?, ?, ?)", [("tasks", "t", b"\x01" * 5000), ("other", "k", b"v")])
+    conn.execute(
+        "INSERT INTO events (task_id, seq, payload, received_at, origin) VALUES ('t', 1, x'00ff', 1.0, 'upstream')"
+    )
+    conn.executemany(
+        "INSERT INTO projection_rows VALUES (?, ?, ?)", [("tasks", "t", b"\x01" * 5000), ("other", "k", b"v")]
+    )
     conn.execute("INSERT INTO projection_cursors VALUES ('tasks', 1)")
     conn.close()
     with SqliteStore(path) as st:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from a2a_tape import store
+
 CHILD = r"""
 import sys, anyio, store
 from a2a_tape.store import GroupCommitWriter, NewEvent
@@ -39,7 +40,10 @@ anyio.run(main)
 def test_every_acked_event_is_in_the_log_after_sigkill(tmp_path: Path):
     db = tmp_path / "crash.db"
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).parents[2]
+        [sys.executable, "-c", CHILD, str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
     )
     watchdog = threading.Timer(60, proc.kill)  # never hang the suite
     watchdog.start()

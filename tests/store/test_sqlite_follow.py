@@ -12,8 +12,8 @@ import time as real_time
 
 import pytest
 
-from a2a_tape import store
 import a2a_tape.store.sqlite as sqlite_mod
+from a2a_tape import store
 from a2a_tape.store import NewEvent
 
 

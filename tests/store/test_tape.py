@@ -16,23 +16,52 @@ from .payloads import v1_artifact, v1_status
 def fill(st) -> None:
     """A small log with the awkward cases: a task-less error, non-UTF-8 bytes, a local note."""
     ex1 = st.begin_exchange(
-        Exchange(started_at=10.0, url="http://agent/", rpc_method="SendStreamingMessage", dialect="1.0",
-                 streaming=True, request_headers={"A2A-Version": "1.0"}, request_body=b'{"m": 1}',
-                 status=200, content_type="text/event-stream", task_id="t1")
+        Exchange(
+            started_at=10.0,
+            url="http://agent/",
+            rpc_method="SendStreamingMessage",
+            dialect="1.0",
+            streaming=True,
+            request_headers={"A2A-Version": "1.0"},
+            request_body=b'{"m": 1}',
+            status=200,
+            content_type="text/event-stream",
+            task_id="t1",
+        )
     )
     ex2 = st.begin_exchange(  # failed before any task id was known
-        Exchange(started_at=11.0, url="http://agent/", rpc_method="message/stream", dialect="0.3",
-                 request_body=b"\xff\xfebinary", status=500, response_body=b"<html>oops</html>", outcome="error")
+        Exchange(
+            started_at=11.0,
+            url="http://agent/",
+            rpc_method="message/stream",
+            dialect="0.3",
+            request_body=b"\xff\xfebinary",
+            status=500,
+            response_body=b"<html>oops</html>",
+            outcome="error",
+        )
     )
     ex3 = st.begin_exchange(Exchange(started_at=12.0, url="http://agent/", rpc_method="message/stream", task_id="t2"))
     st.append_batch(
         [
             NewEvent(payload=v1_status("t1"), task_id="t1", exchange_id=ex1, received_at=10.1, mono=0.1),
-            NewEvent(payload=b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603}}', exchange_id=ex2, sse_event="error", received_at=11.1),
-            NewEvent(payload=v1_artifact("t1", 0, append=False), task_id="t1", exchange_id=ex1, received_at=10.2, mono=0.2),
+            NewEvent(
+                payload=b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603}}',
+                exchange_id=ex2,
+                sse_event="error",
+                received_at=11.1,
+            ),
+            NewEvent(
+                payload=v1_artifact("t1", 0, append=False), task_id="t1", exchange_id=ex1, received_at=10.2, mono=0.2
+            ),
             NewEvent(payload=b"\x80\x81 not utf-8 \x00", task_id="t2", exchange_id=ex3, received_at=12.1),
             NewEvent(payload=v1_artifact("t1", 1) + b"\r\n", task_id="t1", exchange_id=ex1, received_at=10.3, mono=0.3),
-            NewEvent(payload=local_note("stalled", "no progress for 30 s", "t2"), task_id="t2", origin="local", received_at=13.0),
+            NewEvent(
+                payload=local_note("stalled", "no progress for 30 s", "t2"),
+                task_id="t2",
+                origin="local",
+                received_at=13.0,
+            ),
         ]
     )
 
@@ -102,7 +131,10 @@ def test_a_broken_line_in_the_middle_imports_nothing_and_names_the_line(backend)
 
 def test_bad_base64_names_the_line(backend):
     dst = backend.open()
-    lines = [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t","payload_b64":"!!"}\n']
+    lines = [
+        b'{"type":"header","a2a_tape":1}\n',
+        b'{"type":"event","position":1,"seq":1,"task_id":"t","payload_b64":"!!"}\n',
+    ]
     with pytest.raises(TapeError, match="^line 2"):
         import_tape(dst, lines)
     assert dst.count_events() == 0
@@ -154,7 +186,12 @@ def test_the_header_always_carries_the_version_and_an_old_header_without_it_read
     header = msgspec.json.decode(export(st)[0])
     assert header["a2a_tape"] == TAPE_VERSION
     dst = backend.open("dst")
-    assert import_tape(dst, [b'{"type":"header"}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n']).events == 1
+    assert (
+        import_tape(
+            dst, [b'{"type":"header"}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n']
+        ).events
+        == 1
+    )
 
 
 def test_an_event_of_an_exchange_missing_from_the_tape_names_the_line(backend):
@@ -172,5 +209,7 @@ def test_an_event_of_an_exchange_missing_from_the_tape_names_the_line(backend):
 def test_an_event_without_payload_names_the_line(backend):
     dst = backend.open()
     with pytest.raises(TapeError, match="^line 2: event without payload"):
-        import_tape(dst, [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t"}\n'])
+        import_tape(
+            dst, [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t"}\n']
+        )
     assert dst.count_events() == 0

@@ -31,8 +31,22 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 
 from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status, encode_event, encode_task, sse_frame
 
-MODES = ("cut", "stall", "stallonce", "ping", "nostream", "pollstall", "html", "http500", "json404", "nonsse",
-         "badjson", "nonutf8", "longline", "gzip")
+MODES = (
+    "cut",
+    "stall",
+    "stallonce",
+    "ping",
+    "nostream",
+    "pollstall",
+    "html",
+    "http500",
+    "json404",
+    "nonsse",
+    "badjson",
+    "nonutf8",
+    "longline",
+    "gzip",
+)
 LONG_LINE = 4096
 
 
@@ -95,7 +109,7 @@ class FaultHost(AgentHost):
                 if self.mode in ("stall", "stallonce", "ping"):
                     try:
                         ev = await asyncio.wait_for(q.get(), timeout=self.step / 3)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         yield b": ping - keep-alive\r\n\r\n"
                         continue
                 else:

@@ -44,14 +44,38 @@ def postgres_server() -> Iterator[str]:
         as_user = ["runuser", "-u", "postgres", "--"]
     port = closed_port()
     env = {**os.environ, "LC_ALL": "C.UTF-8"}
-    subprocess.run([*as_user, initdb, "-D", data, "-U", "a2a", "-A", "trust", "-E", "UTF8", "--no-sync"],
-                   check=True, capture_output=True, env=env)
+    subprocess.run(
+        [*as_user, initdb, "-D", data, "-U", "a2a", "-A", "trust", "-E", "UTF8", "--no-sync"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=100"
-    subprocess.run([*as_user, pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-o", opts, "-w", "-t", "60", "start"],
-                   check=True, capture_output=True, env=env)
+    subprocess.run(
+        [*as_user, pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-o", opts, "-w", "-t", "60", "start"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     try:
-        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "a2a", "-d", "postgres", "-qc",
-                        "CREATE DATABASE a2a_tape"], check=True, capture_output=True, env=env)
+        subprocess.run(
+            [
+                "psql",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "a2a",
+                "-d",
+                "postgres",
+                "-qc",
+                "CREATE DATABASE a2a_tape",
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         yield f"postgresql://a2a@127.0.0.1:{port}/a2a_tape"
     finally:
         subprocess.run([*as_user, pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], capture_output=True, env=env)

@@ -34,12 +34,23 @@ class ChunkAgent(AgentExecutor):
         text = ctx.get_user_input()
         if "reply" in text:
             await q.enqueue_event(
-                Message(message_id=f"m-{ctx.task_id}", context_id=ctx.context_id, task_id=ctx.task_id,
-                        role=Role.ROLE_AGENT, parts=[Part(text="direct reply")])
+                Message(
+                    message_id=f"m-{ctx.task_id}",
+                    context_id=ctx.context_id,
+                    task_id=ctx.task_id,
+                    role=Role.ROLE_AGENT,
+                    parts=[Part(text="direct reply")],
+                )
             )
             return
-        await q.enqueue_event(Task(id=ctx.task_id, context_id=ctx.context_id,
-                                   status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED), history=[ctx.message]))
+        await q.enqueue_event(
+            Task(
+                id=ctx.task_id,
+                context_id=ctx.context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                history=[ctx.message],
+            )
+        )
         up = TaskUpdater(q, ctx.task_id, ctx.context_id)
         await up.start_work()
         if "ask" in text:
@@ -55,8 +66,9 @@ class ChunkAgent(AgentExecutor):
                 await asyncio.sleep(delay)
             if "boom" in text and i == 1:
                 raise RuntimeError("agent exploded mid-stream")
-            await up.add_artifact([Part(text=f"chunk-{i} ")], artifact_id="art-1", name="out",
-                                  append=i > 0, last_chunk=i == n - 1)
+            await up.add_artifact(
+                [Part(text=f"chunk-{i} ")], artifact_id="art-1", name="out", append=i > 0, last_chunk=i == n - 1
+            )
         await up.complete()
 
     async def cancel(self, ctx: RequestContext, q: EventQueue) -> None:
@@ -67,13 +79,18 @@ def make_agent_app(base_url: str, *, streaming: bool = True, delay: float = 0.0,
     """An a2a-sdk agent app answering both dialects at ``/``; returns (app, executor)."""
     executor = ChunkAgent(delay=delay, slow_delay=slow_delay)
     card = AgentCard(
-        name="chunk-agent", description="streams chunks", version="1.0.0",
+        name="chunk-agent",
+        description="streams chunks",
+        version="1.0.0",
         capabilities=AgentCapabilities(streaming=streaming),
-        default_input_modes=["text"], default_output_modes=["text"],
-        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version=v, url=base_url + "/")
-                              for v in ("1.0", "0.3")],
+        default_input_modes=["text"],
+        default_output_modes=["text"],
+        supported_interfaces=[
+            AgentInterface(protocol_binding="JSONRPC", protocol_version=v, url=base_url + "/") for v in ("1.0", "0.3")
+        ],
     )
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
-    app = Starlette(routes=create_agent_card_routes(card)
-                    + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True))
+    app = Starlette(
+        routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)
+    )
     return app, executor
