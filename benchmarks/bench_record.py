@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import store  # noqa: E402
 from a2a_tape.recorder.client import send_request  # noqa: E402
 from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status  # noqa: E402
+from a2a_tape.recorder.record import RecordOptions, record  # noqa: E402
 from a2a_tape.recorder.recording import Session  # noqa: E402
-from a2a_tape.recorder.recovery_tree import RecordOptions, record  # noqa: E402
 from a2a_tape.recorder.transport import RecordingTransport  # noqa: E402
 
 batches: list[int] = []

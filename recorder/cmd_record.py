@@ -17,8 +17,8 @@ from a2a_tape.store.sse import DEFAULT_MAX_LINE
 from .app import DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
 from .client import NotAnAgent
 from .live import render
+from .record import RecordOptions, RecordResult, record
 from .recording import Session
-from .recovery_tree import RecordOptions, RecordResult, record
 
 
 def parse_header(value: str) -> tuple[str, str]:

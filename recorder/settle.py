@@ -1,7 +1,7 @@
 """Resubscribe, else poll with backoff, until a task settles or stalls (DESIGN section 5).
 
 One rule for both followers of a task still SUBMITTED/WORKING once its stream is gone: the
-client (``a2a-tape record``, :mod:`recorder.recovery_tree`) and the startup recovery
+client (``a2a-tape record``, :mod:`recorder.record`) and the startup recovery
 (:mod:`recorder.recovery`). Each says how it talks to the agent and records what it hears (a
 :class:`Follower`); this module decides what to ask next:
 

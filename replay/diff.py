@@ -21,7 +21,7 @@ import msgspec
 
 from a2a_tape.store import ArtifactUpdate, Message, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
 
-from .trace import Step, best_view, decode_events
+from .inspection import Step, best_view, decode_events
 
 
 class Normaliser:

@@ -19,7 +19,7 @@ import msgspec
 
 from a2a_tape.store import ArtifactUpdate, ErrorItem, Exchange, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
 
-from .trace import (
+from .inspection import (
     FINAL,
     ChannelView,
     Step,

@@ -20,7 +20,7 @@ import msgspec
 from a2a_tape.store import StoredEvent
 
 from .doctor import Finding, diagnose_task
-from .trace import ChannelView, Step, best_view, decode_events, summary
+from .inspection import ChannelView, Step, best_view, decode_events, summary
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;

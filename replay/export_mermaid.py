@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from a2a_tape.store import StoredEvent, decode_item
 
-from .trace import summary
+from .inspection import summary
 
 PARTICIPANTS = ("Client", "Recorder", "Agent")
 

@@ -17,7 +17,7 @@ import msgspec
 from a2a_tape.store import StoreError, decode_item
 from a2a_tape.store.decode import peek_text_chunk
 from a2a_tape.store.errors import A2ATapeError
-from a2a_tape.store.rows import TaskRange, in_range
+from a2a_tape.store.paging import TaskRange, in_range
 
 from .fold import STATE_DECODER, STATE_VERSION, TaskFold, TaskState, event_task_id, fold_events
 from .views import ArtifactView, Fault, IgnoredEvent, TaskView, ToolCall, encode_view, views_digest

@@ -23,20 +23,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
+from .append_plan import EXCHANGE_FIELDS, BatchPlan, exchange_from_row, exchange_values
 from .errors import SchemaTooNew, StoreError
 from .locations import safe_location
+from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from .rows import (
-    EXCHANGE_FIELDS,
-    BatchPlan,
-    TaskRange,
-    exchange_from_row,
-    exchange_values,
-    fold_rows_filter,
-    pages,
-    sample_positions,
-    split_ranges,
-)
 
 try:  # optional dependency
     import psycopg

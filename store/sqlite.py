@@ -19,12 +19,13 @@ from typing import Literal
 
 import msgspec
 
+from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
+from .append_plan import BatchPlan
+from .append_plan import exchange_from_row as _row_exchange
+from .append_plan import to_column as _to_column
 from .errors import NotADatabase, StoreError, StoreNotFound
+from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from .rows import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
-from .rows import BatchPlan, TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
-from .rows import exchange_from_row as _row_exchange
-from .rows import to_column as _to_column
 from .schema import migrate
 
 Durability = Literal["full", "normal"]
@@ -191,7 +192,7 @@ class SqliteStore:
         The narrow reader of a projection rebuild: six columns and plain tuples (building a
         nine-field :class:`StoredEvent` per row costs more than reading it). ``upto``: stop at
         that position. ``tasks=(low, high)``: only the rows of tasks in that range
-        (:func:`store.rows.in_range`), plus the rows with no task id (every range gets those;
+        (:func:`store.paging.in_range`), plus the rows with no task id (every range gets those;
         the caller knows which task, if any, their payload names).
         """
         cond, extra = fold_rows_filter(upto, tasks, "?")
@@ -201,7 +202,7 @@ class SqliteStore:
 
     def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]:
         """The tasks of the log (up to ``upto``) in at most ``parts`` ranges of about as many
-        events each (the first one ``lead`` more: :func:`store.rows.split_ranges`), from the
+        events each (the first one ``lead`` more: :func:`store.paging.split_ranges`), from the
         task ids of a few thousand events spread over the log."""
         with self._lock:
             # two subqueries: MIN and MAX in one SELECT would scan the whole table

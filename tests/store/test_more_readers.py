@@ -70,12 +70,12 @@ def test_projection_rows_paged_by_key(st, batch):
 
 @pytest.mark.parametrize("parts", [2, 3, 5])
 def test_read_fold_rows_task_ranges_cover_the_log_once(backend, parts):
-    """The store cuts the tasks into ranges (store.rows.split_ranges over a sample of the log);
+    """The store cuts the tasks into ranges (store.paging.split_ranges over a sample of the log);
     every row with a task lands in exactly one range, compared in Python's order (non-ASCII ids
     too: PostgreSQL must not sort by locale), rows without a task in all of them, and ``upto``
     stops the read."""
     from a2a_tape.store import NewEvent
-    from a2a_tape.store.rows import in_range
+    from a2a_tape.store.paging import in_range
 
     st = backend.open()
     tasks = ["a", "b", "c", "task-é", "t\u4e2d", "", "x9", "Z", "ß", "B", "_", "\U0001f600"]
@@ -114,7 +114,7 @@ def test_task_ranges_balance_events_not_tasks(backend):
 @pytest.mark.parametrize("parts,lead", [(2, 0.0), (2, 0.2), (3, 0.1), (4, 0.0)])
 def test_split_ranges_shares(parts, lead):
     """Equal shares of the sample, the first one ``lead`` larger; ranges are contiguous."""
-    from a2a_tape.store.rows import in_range, split_ranges
+    from a2a_tape.store.paging import in_range, split_ranges
 
     sample = [f"t{i:04d}" for i in range(1000)]
     ranges = split_ranges(sample, parts, lead)
