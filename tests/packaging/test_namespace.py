@@ -39,8 +39,16 @@ def _all_modules() -> list[str]:
 @pytest.mark.slow
 def test_the_wheel_holds_only_the_a2a_tape_namespace(tmp_path):
     """``pip wheel`` of the repository: every file is under ``a2a_tape/`` or the dist-info."""
+    src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info next to the sources
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "build", "*.egg-info", "*.db*", ".hypothesis", "bench-*", "node_modules"
+        ),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(src)],
         check=True,
         capture_output=True,
         env=_clean_env(),
