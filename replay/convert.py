@@ -1,17 +1,17 @@
-"""Convert stored items between the v0.3 and v1.0 wire shapes, and fold a task's snapshot.
+"""Replay answers in either dialect: a task folded from its recording, and stream items converted.
 
 A recording is served byte for byte when the request speaks its dialect. When it speaks the
-other one, the item is decoded into the typed model (:mod:`store.events`), rebuilt in the wire
-Structs of :mod:`store.wire` for the requested dialect and encoded with msgspec. What the typed
-model does not keep (free-form metadata beyond the stream hints, file bytes) is not carried over.
+other one, the recorded JSON is converted by :mod:`replay.dialects` (every field both dialects
+can carry is kept; ``docs/replay.md`` lists what cannot be). Items given already decoded
+(:class:`store.Item`) go through the typed model instead, which keeps less.
 
-:func:`fold_task` builds a Task snapshot from a task's items (GetTask, resubscribe, ListTasks):
-a Task replaces the artifacts, ``append`` extends an artifact's parts, a status update moves
-the state.
+:func:`fold_task` builds the Task a GetTask, resubscribe or ListTasks answers with: the one fold,
+:class:`replay.fold.TaskFold`, made with ``document=True`` (lossless, from the recorded JSON).
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,7 +29,9 @@ from a2a_tape.store import (
     StatusUpdate,
     StreamMeta,
     TaskSnapshot,
+    decode_item,
 )
+from a2a_tape.store.decode import state_in
 from a2a_tape.store.wire import (
     Metadata,
     OpencodeMeta,
@@ -47,23 +49,15 @@ from a2a_tape.store.wire import (
     WireTask,
 )
 
-_encoder = msgspec.json.Encoder()
+from .dialects import recorded_object, result_in, task_in
+from .fold import TaskFold
+from .views import RecordedTask
 
-_V1_STATE = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "failed": "TASK_STATE_FAILED",
-    "canceled": "TASK_STATE_CANCELED",
-    "rejected": "TASK_STATE_REJECTED",
-    "unknown": "TASK_STATE_UNSPECIFIED",
-}
+_encoder = msgspec.json.Encoder()
 
 
 def _state(state: str, dialect: str) -> str:
-    return _V1_STATE.get(state, "TASK_STATE_UNSPECIFIED") if dialect == "1.0" else state
+    return state_in(state, dialect)
 
 
 def _role(role: str | None, dialect: str) -> str | None:
@@ -130,7 +124,7 @@ def _status(state: str, message: Message | None, timestamp: str | None, dialect:
     return WireStatus(state=_state(state, dialect), message=_message(message, dialect), timestamp=timestamp)
 
 
-def wire_task(t: TaskSnapshot, dialect: str, *, timestamp: str | None = None) -> WireTask:
+def _wire_snapshot(t: TaskSnapshot, dialect: str, *, timestamp: str | None = None) -> WireTask:
     return WireTask(
         id=t.task_id,
         contextId=t.context_id,
@@ -144,7 +138,7 @@ def wire_task(t: TaskSnapshot, dialect: str, *, timestamp: str | None = None) ->
 def _result(body: Any, dialect: str) -> WireResult | None:
     v1 = dialect == "1.0"
     if isinstance(body, TaskSnapshot):
-        t = wire_task(body, dialect)
+        t = _wire_snapshot(body, dialect)
         if v1:
             return WireResult(task=t)
         return WireResult(
@@ -195,9 +189,28 @@ def _result(body: Any, dialect: str) -> WireResult | None:
     return None
 
 
-def encode_item(item: Item, dialect: str, rpc_id: Any) -> bytes | None:
-    """The item as a JSON-RPC response in ``dialect``; None when it cannot be converted."""
+def encode_item(item: Item | bytes, dialect: str, rpc_id: Any) -> bytes | None:
+    """One item as a JSON-RPC response in ``dialect``; None when it cannot be converted.
+
+    ``item`` is the recorded payload (converted from its JSON, losslessly), a decoded item (the
+    typed model), or ``Item(task)`` of a :class:`RecordedTask` (a stream's Task item)."""
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        payload = bytes(item)
+        decoded = decode_item(payload)
+        if decoded.kind in ("task", "status", "artifact", "message"):
+            try:
+                found = recorded_object(msgspec.json.decode(payload), decoded.kind)
+            except msgspec.DecodeError:  # pragma: no cover - decode_item read it
+                found = None
+            if found is not None:
+                return _encoder.encode(
+                    {"jsonrpc": "2.0", "id": rpc_id, "result": result_in(decoded.kind, found[1], dialect)}
+                )
+        item = decoded
     body = item.body
+    if isinstance(body, RecordedTask):
+        t = task_json(body, dialect)
+        return _encoder.encode({"jsonrpc": "2.0", "id": rpc_id, "result": {"task": t} if dialect == "1.0" else t})
     if isinstance(body, ErrorItem):
         return _encoder.encode(
             WireFrame(jsonrpc="2.0", id=rpc_id, error=WireError(code=body.code, message=body.message, data=body.data))
@@ -208,81 +221,94 @@ def encode_item(item: Item, dialect: str, rpc_id: Any) -> bytes | None:
     return _encoder.encode(WireFrame(jsonrpc="2.0", id=rpc_id, result=result))
 
 
-def encode_task(task: TaskSnapshot, dialect: str, rpc_id: Any) -> bytes:
+def task_json(task: RecordedTask, dialect: str) -> dict[str, Any]:
+    """The Task object (not wrapped) in ``dialect``: every recorded field, converted when the
+    recording spoke the other dialect."""
+    out: dict[str, Any] = {"id": task.task_id}
+    if task.context_id is not None:
+        out["contextId"] = task.context_id
+    out["status"] = task.status if task.status else {"state": state_in(task.state, task.dialect)}
+    if task.artifacts:
+        out["artifacts"] = list(task.artifacts)
+    if task.history:
+        out["history"] = list(task.history)
+    if task.metadata:
+        out["metadata"] = task.metadata
+    for k, v in (task.extra or {}).items():
+        out.setdefault(k, v)
+    if dialect != task.dialect and dialect in ("0.3", "1.0"):
+        return task_in(out, dialect)
+    if dialect != "1.0":
+        out["kind"] = "task"
+    return out
+
+
+def wire_task(task: RecordedTask, dialect: str) -> Any:
+    """The Task object in ``dialect`` as a value to encode (a ListTasks entry)."""
+    return task_json(task, dialect)
+
+
+def encode_task(task: RecordedTask, dialect: str, rpc_id: Any) -> bytes:
     """A bare Task as the result of GetTask / CancelTask (no v1.0 wrapper, as agents answer)."""
-    t = wire_task(task, dialect)
-    return _encoder.encode(
-        WireFrame(
-            jsonrpc="2.0",
-            id=rpc_id,
-            result=WireResult(
-                kind=t.kind, id=t.id, contextId=t.contextId, status=t.status, artifacts=t.artifacts, history=t.history
-            ),
-        )
-    )
+    return _encoder.encode({"jsonrpc": "2.0", "id": rpc_id, "result": task_json(task, dialect)})
 
 
-def encode_snapshot_item(task: TaskSnapshot, dialect: str, rpc_id: Any) -> bytes:
+def encode_snapshot_item(task: RecordedTask, dialect: str, rpc_id: Any) -> bytes:
     """A Task as a stream item (the first item of a resubscribe)."""
-    return encode_item(Item(task), dialect, rpc_id) or b""
+    return encode_item(Item(task), dialect, rpc_id) or b""  # type: ignore[arg-type]
 
 
-# ---------------------------------------------------------------- folding a task
+def fold_task(task_id: str, items: Iterable[Any]) -> RecordedTask | None:
+    """The task as its recorded items leave it (the one fold, lossless); None when none of them
+    is about the task.
 
-
-class _Fold:
-    __slots__ = ("task_id", "context_id", "state", "status_message", "artifacts", "history")
-
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-        self.context_id: str | None = None
-        self.state = "submitted"
-        self.status_message: Message | None = None
-        self.artifacts: dict[str, Artifact] = {}
-        self.history: list[Message] = []
-
-    def apply(self, body: Any) -> None:
-        if isinstance(body, TaskSnapshot):
-            self.context_id = body.context_id or self.context_id
-            self.state = body.state
-            self.status_message = body.status_message
-            self.artifacts = {a.artifact_id: a for a in body.artifacts}
-            if body.history:
-                self.history = list(body.history)
-        elif isinstance(body, StatusUpdate):
-            self.context_id = body.context_id or self.context_id
-            self.state = body.state
-            self.status_message = body.message
-        elif isinstance(body, ArtifactUpdate):
-            self.context_id = body.context_id or self.context_id
-            art = body.artifact
-            old = self.artifacts.get(art.artifact_id)
-            if body.append and old is not None:
-                art = msgspec.structs.replace(old, parts=old.parts + art.parts)
-            self.artifacts[art.artifact_id] = art
-
-    def snapshot(self) -> TaskSnapshot:
-        return TaskSnapshot(
-            task_id=self.task_id,
-            context_id=self.context_id,
-            state=self.state,
-            status_message=self.status_message,
-            artifacts=tuple(self.artifacts.values()),
-            history=tuple(self.history),
-        )
-
-
-def fold_task(task_id: str, items: Iterable[Item]) -> TaskSnapshot | None:
-    """The task as its items leave it; None when none of them is about the task."""
-    fold = _Fold(task_id)
+    ``items``: stored events (:class:`store.StoredEvent`), served items (anything with the
+    recorded payload as ``recorded``) or payload bytes, in log order. Items that name another
+    task are skipped.
+    """
+    fold = TaskFold(task_id, document=True)
     seen = False
-    for item in items:
-        if item.task_id != task_id:
+    for n, it in enumerate(items):
+        payload = getattr(it, "recorded", None)  # a served item (its ``payload`` is a method)
+        if payload is None:
+            payload = getattr(it, "payload", it)
+        if not isinstance(payload, (bytes, bytearray)):
+            raise TypeError(f"fold_task needs recorded payloads, not {type(it).__name__}")
+        payload = bytes(payload)
+        item = decode_item(payload)
+        named = item.task_id
+        if named is not None and named != task_id:
             continue
-        seen = True
-        fold.apply(item.body)
-    return fold.snapshot() if seen else None
+        pos = getattr(it, "position", n)
+        seen = seen or named == task_id
+        fold.fold(
+            pos,
+            getattr(it, "seq", 0),
+            getattr(it, "exchange_id", None),
+            getattr(it, "received_at", 0.0),
+            payload,
+            None,
+            item,
+        )
+    task = fold.task()
+    if task is None and seen:  # only items that name the task (a Message): no status recorded yet
+        st = fold.s
+        state = st.state if st.state != "unknown" else "submitted"
+        dialect = st.dialect or "0.3"
+        return RecordedTask(task_id, st.context_id, state, dialect, {"state": state_in(state, dialect)})
+    return task
 
 
-def with_state(task: TaskSnapshot, state: str) -> TaskSnapshot:
-    return msgspec.structs.replace(task, state=state, status_message=None)
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def with_state(task: RecordedTask, state: str, *, timestamp: str | None = None) -> RecordedTask:
+    """The task after a status change with no message (a replayed cancel): as a task store
+    does it, the current status message moves to the history first."""
+    history = task.history
+    status = task.status or {}
+    if status.get("message") is not None:
+        history = (*history, status["message"])
+    new_status = {"state": state_in(state, task.dialect), "timestamp": timestamp or _now()}
+    return msgspec.structs.replace(task, state=state, status=new_status, history=history)

@@ -291,21 +291,20 @@ class ReplayEngine:
     def _payload(self, s: Served, recorded: str, dialect: str, rpc_id: Any) -> bytes:
         if recorded == dialect or recorded not in ("0.3", "1.0"):
             return s.payload(rpc.encode_id(rpc_id))
-        converted = encode_item(s.item, dialect, rpc_id)
+        converted = encode_item(s.recorded, dialect, rpc_id)
         return converted if converted is not None else s.payload(rpc.encode_id(rpc_id))
 
     def _send_reply(self, req: rpc.RpcRequest, ep: Episode, items: list[Served], dialect: str) -> Reply:
         """A non-streaming send: the recorded body, or the result folded from a recorded stream."""
         if not ep.exchange.streaming and items:
             return json_reply(self._payload(items[-1], ep.dialect, dialect, req.id))
-        decoded = [s.item for s in items]
-        messages = [it for it in decoded if isinstance(it.body, MessageItem)]
+        messages = [s for s in items if isinstance(s.item.body, MessageItem)]
         task_id = ep.task_id
-        snap = fold_task(task_id, decoded) if task_id else None
+        snap = fold_task(task_id, items) if task_id else None
         if snap is not None:
             return json_reply(encode_item(Item(snap), dialect, req.id) or b"")
         if messages:
-            return json_reply(encode_item(messages[-1], dialect, req.id) or b"")
+            return json_reply(encode_item(messages[-1].recorded, dialect, req.id) or b"")
         errors = [s for s in items if s.item.kind == "error"]
         if errors:
             return json_reply(errors[-1].payload(rpc.encode_id(req.id)))
@@ -428,7 +427,7 @@ class ReplayEngine:
     # ------------------------------------------------------------------ tasks
 
     def _fold(self, task_id: str) -> TaskSnapshot | None:
-        items = self.library.task_items(task_id)
+        items = [(ev.position, ev) for ev in self.library.store.read_task(task_id) if ev.origin != "local"]
         if not items:
             return None
         pb = self.playbacks.get(task_id)

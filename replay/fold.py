@@ -40,7 +40,7 @@ Synthetic FAILED events (origin ``local``) fold like any status update.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -57,9 +57,10 @@ from a2a_tape.store import (
     Undecodable,
     decode_item,
 )
-from a2a_tape.store.decode import TextChunk, peek_text_chunk
-from a2a_tape.store.events import Artifact
+from a2a_tape.store.decode import TextChunk, normalise_state, peek_text_chunk
+from a2a_tape.store.events import ACTIVE_STATES, Artifact, is_active
 
+from .dialects import Json, item_in, recorded_object
 from .profiles import (
     _GENERIC_APPEND,
     _GENERIC_REPLACE,
@@ -74,9 +75,9 @@ from .profiles import (
     classify_artifact,
     tool_state,
 )
-from .views import ArtifactView, Fault, IgnoredEvent, TaskView, ToolCall
+from .views import ArtifactView, Fault, IgnoredEvent, RecordedTask, TaskView, ToolCall
 
-_ACTIVE = frozenset({"submitted", "working"})
+_ACTIVE = ACTIVE_STATES
 _MAX_POSITIONS = 50  # positions kept per fault (the count stays exact)
 
 
@@ -111,6 +112,20 @@ class _Fault(msgspec.Struct, array_like=True):
     count: int
 
 
+class _Stream(msgspec.Struct, array_like=True):
+    last: int  # position of the exchange's last event
+    at: float  # when it arrived
+    state: str  # the task's state once that event was folded
+
+
+class _Change(msgspec.Struct, array_like=True):
+    at: float
+    state: str
+
+
+_MAX_CHANGES = 256  # state changes remembered per task (a flapping agent must not grow a row forever)
+
+
 class TaskState(msgspec.Struct, array_like=True):
     """Everything a fold needs to go on; what a projection row holds (msgpack)."""
 
@@ -133,13 +148,13 @@ class TaskState(msgspec.Struct, array_like=True):
     error: str | None = None
     faults: dict[str, _Fault] = {}
     terminal: str | None = None
-    exchange_id: int | None = None
-    exchange_streamed: bool = False
-    exchange_last: int = 0
     undecodable: int = 0
+    dialect: str | None = None  # the wire dialect of the first upstream item ("0.3" / "1.0")
+    streams: dict[int, _Stream] = {}  # exchanges that delivered stream updates (key 0: unknown exchange)
+    changes: list[_Change] = []  # when the state changed (wall clock), to know it when a stream closed
 
 
-STATE_VERSION = "1"
+STATE_VERSION = "2"
 """Bump when the fold's rules or :class:`TaskState` change: stored rows are then rebuilt."""
 
 _state_encoder = msgspec.msgpack.Encoder()
@@ -160,13 +175,165 @@ def _json_value(raw: bytes | None) -> Any:
     return None if raw is None else msgspec.json.decode(raw)
 
 
+class _Document:
+    """The task as the agent's own task manager keeps it, folded from the recorded JSON.
+
+    Kept in the dialect of the first item that shaped it (items of the other dialect are
+    converted on arrival, :mod:`replay.dialects`), as JSON values so that fields we do not model
+    survive. The rules are those of an A2A task store:
+
+    - a Task replaces everything (status, artifacts, history, metadata, the fields we do not know);
+    - a status update first moves the current status message, if any, to the end of the history,
+      then merges the event's metadata into the task's (top-level keys, the event's win) and
+      takes the event's status whole (a status without a message or timestamp has none);
+    - an artifact update with ``append`` false/absent replaces the artifact of that id in place,
+      or adds it at the end; with ``append`` true it extends the parts of the artifact of that id
+      and merges its metadata (top-level keys); an append for an id never seen adds the artifact
+      (a task store would refuse it; the recording holds it, so it is shown);
+    - ``lastChunk`` changes nothing of the task; Messages are not part of it.
+    """
+
+    __slots__ = ("dialect", "context_id", "status", "artifacts", "history", "metadata", "extra", "seen")
+
+    def __init__(self) -> None:
+        self.dialect: str | None = None
+        self.context_id: str | None = None
+        self.status: Json | None = None
+        self.artifacts: list[Json] = []
+        self.history: list[Any] = []
+        self.metadata: Json | None = None
+        self.extra: Json = {}
+        self.seen = False
+
+    def fold(self, payload: bytes, item: Item) -> None:
+        kind = item.kind
+        if kind not in ("task", "status", "artifact"):
+            return
+        try:
+            frame = msgspec.json.decode(payload)
+        except msgspec.DecodeError:  # pragma: no cover - decode_item made an item of it
+            return
+        found = recorded_object(frame, kind)
+        if found is None:
+            return
+        dialect, obj = found
+        if self.dialect is None:
+            self.dialect = dialect
+        elif dialect != self.dialect:
+            obj = item_in(kind, obj, self.dialect)
+        self.seen = True
+        ctx = obj.get("contextId")
+        if kind == "task":
+            self.context_id = ctx if isinstance(ctx, str) else self.context_id
+            status = obj.get("status")
+            self.status = status if isinstance(status, dict) else None
+            arts = obj.get("artifacts")
+            self.artifacts = [a for a in arts if isinstance(a, dict)] if isinstance(arts, list) else []
+            hist = obj.get("history")
+            self.history = list(hist) if isinstance(hist, list) else []
+            md = obj.get("metadata")
+            self.metadata = md if isinstance(md, dict) else None
+            self.extra = {k: v for k, v in obj.items() if k not in _TASK_FIELDS}
+            return
+        if self.context_id is None and isinstance(ctx, str):
+            self.context_id = ctx
+        if kind == "status":
+            prev = self.status
+            if prev is not None and prev.get("message") is not None:
+                self.history.append(prev["message"])
+            md = obj.get("metadata")
+            if isinstance(md, dict) and md:
+                self.metadata = {**(self.metadata or {}), **md}
+            status = obj.get("status")
+            self.status = status if isinstance(status, dict) else None
+            return
+        art = obj.get("artifact")
+        if not isinstance(art, dict):
+            return
+        aid = art.get("artifactId")
+        index = next((i for i, a in enumerate(self.artifacts) if a.get("artifactId") == aid), None)
+        if obj.get("append") is not True or index is None:
+            if index is None:
+                self.artifacts.append(art)
+            else:
+                self.artifacts[index] = art
+            return
+        old = self.artifacts[index]
+        merged = dict(old)
+        new_parts = art.get("parts")
+        merged["parts"] = list(old.get("parts") or []) + (list(new_parts) if isinstance(new_parts, list) else [])
+        md = art.get("metadata")
+        if isinstance(md, dict) and md:
+            merged["metadata"] = {**(old.get("metadata") or {}), **md}
+        self.artifacts[index] = merged
+
+    def task(self, task_id: str) -> RecordedTask | None:
+        if not self.seen:
+            return None
+        status = self.status or {}
+        return RecordedTask(
+            task_id=task_id,
+            context_id=self.context_id,
+            state=normalise_state(status.get("state") if isinstance(status.get("state"), str) else None),
+            dialect=self.dialect or "0.3",
+            status=dict(status),
+            artifacts=tuple(self.artifacts),
+            history=tuple(self.history),
+            metadata=self.metadata,
+            extra=dict(self.extra),
+        )
+
+
+_TASK_FIELDS = frozenset({"id", "contextId", "status", "artifacts", "history", "metadata", "kind"})
+
+
+def route(row_task: str | None, payload: bytes) -> tuple[str | None, TextChunk | None, Item | None]:
+    """Which task an event folds into, and how: ``(task id, plain text chunk, None)`` for the hot
+    case (:func:`store.decode.peek_text_chunk`, no full decode), else ``(task id, None, item)``.
+    The stored task id wins; else the id the payload names (None: no task yet)."""
+    chunk = peek_text_chunk(payload)
+    if chunk is not None:
+        return (row_task if row_task is not None else chunk.taskId), chunk, None
+    item = decode_item(payload)
+    return (row_task if row_task is not None else item.task_id), None, item
+
+
 class TaskFold:
-    """The mutable projection of one task: ``apply`` stored events in log order, then ``view``."""
+    """The one fold of task state: ``fold``/``apply`` stored events in log order, then ``view``
+    (channels, faults) or, when made with ``document=True``, ``task()`` (the Task as the agent
+    holds it, for replay answers)."""
 
-    __slots__ = ("s",)
+    __slots__ = ("s", "doc")
 
-    def __init__(self, task_id: str | TaskState) -> None:
+    def __init__(self, task_id: str | TaskState, *, document: bool = False) -> None:
         self.s = task_id if isinstance(task_id, TaskState) else TaskState(task_id=task_id)
+        self.doc = _Document() if document else None
+
+    def fold(
+        self,
+        pos: int,
+        seq: int,
+        exchange_id: int | None,
+        at: float,
+        payload: bytes,
+        chunk: TextChunk | None = None,
+        item: Item | None = None,
+        *,
+        local: bool = False,
+    ) -> None:
+        """Fold one event (as :func:`route` found it): a plain text chunk without the full decode
+        when it can, else the decoded item. The only way events enter a fold."""
+        if chunk is not None and self.doc is None and self.apply_text(pos, exchange_id, at, chunk):
+            return
+        if item is None:
+            item = decode_item(payload)
+        self._apply(pos, seq, exchange_id, at, item, local=local)
+        if self.doc is not None and not local:
+            self.doc.fold(payload, item)
+
+    def task(self) -> RecordedTask | None:
+        """The Task folded from the recorded JSON (a fold made with ``document=True``), else None."""
+        return None if self.doc is None else self.doc.task(self.s.task_id)
 
     # -- persistence --
 
@@ -182,11 +349,14 @@ class TaskFold:
 
     # -- folding --
 
-    def apply(self, ev: StoredEvent, item: Item) -> None:
-        self._apply(ev.position, ev.seq, ev.exchange_id, ev.received_at, item)
+    def apply(self, ev: StoredEvent, item: Item | None = None) -> None:
+        """Fold one stored event (``item``: its payload decoded already, if the caller has it)."""
+        self.fold(
+            ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, None, item, local=ev.origin == "local"
+        )
 
-    def _arrived(self, pos: int, exchange_id: int | None, at: float) -> None:
-        """Counters and the exchange bookkeeping every event goes through."""
+    def _arrived(self, pos: int, at: float) -> None:
+        """The counters every event goes through."""
         s = self.s
         if s.events == 0:
             s.first_position = pos
@@ -194,17 +364,18 @@ class TaskFold:
         s.events += 1
         s.last_position = pos
         s.last_at = at
-        if exchange_id != s.exchange_id:
-            if s.exchange_streamed and s.state in _ACTIVE:
-                self._fault(
-                    "stream-closed-active",
-                    "warning",
-                    s.exchange_last,
-                    f"a stream ended while the task was {s.state}",
-                )
-            s.exchange_id = exchange_id
-            s.exchange_streamed = False
-        s.exchange_last = pos
+
+    def _on_stream(self, pos: int, exchange_id: int | None, at: float, streamed: bool) -> None:
+        """After an event is folded: the exchange's stream bookkeeping (see :meth:`view`)."""
+        key = exchange_id or 0
+        streams = self.s.streams
+        st = streams.get(key)
+        if st is not None:
+            st.last = pos
+            st.at = at
+            st.state = self.s.state
+        elif streamed:
+            streams[key] = _Stream(pos, at, self.s.state)
 
     def apply_text(self, pos: int, exchange_id: int | None, at: float, chunk: TextChunk) -> bool:
         """Fold a plain text chunk (:func:`store.decode.peek_text_chunk`) without a full decode.
@@ -219,7 +390,7 @@ class TaskFold:
         aid = art.artifactId or ""
         if aid.startswith(s.task_id):
             return False
-        # _arrived, inlined
+        # _arrived and _on_stream, inlined
         n = s.events
         if n == 0:
             s.first_position = pos
@@ -227,17 +398,12 @@ class TaskFold:
         s.events = n + 1
         s.last_position = pos
         s.last_at = at
-        if exchange_id != s.exchange_id:
-            if s.exchange_streamed and s.state in _ACTIVE:
-                self._fault(
-                    "stream-closed-active",
-                    "warning",
-                    s.exchange_last,
-                    f"a stream ended while the task was {s.state}",
-                )
-            s.exchange_id = exchange_id
-        s.exchange_last = pos
-        s.exchange_streamed = True
+        st = s.streams.get(exchange_id or 0)
+        if st is None:
+            s.streams[exchange_id or 0] = _Stream(pos, at, s.state)
+        else:
+            st.last = pos
+            st.at = at
         if s.context_id is None:
             s.context_id = chunk.contextId
         replace = chunk.append is not True
@@ -264,24 +430,28 @@ class TaskFold:
                 buf.closed = True
         return True
 
-    def _apply(self, pos: int, seq: int, exchange_id: int | None, at: float, item: Item) -> None:
+    def _apply(
+        self, pos: int, seq: int, exchange_id: int | None, at: float, item: Item, *, local: bool = False
+    ) -> None:
         s = self.s
-        self._arrived(pos, exchange_id, at)
+        self._arrived(pos, at)
+        if s.dialect is None and not local and item.dialect in ("0.3", "1.0"):
+            s.dialect = item.dialect
 
         body = item.body
         kind = type(body)
+        streamed = False
         if kind is ArtifactUpdate:
-            s.exchange_streamed = True
+            streamed = True
             if s.context_id is None:
                 s.context_id = body.context_id
             self._artifact(pos, seq, body)
         elif kind is StatusUpdate:
-            s.exchange_streamed = True
+            streamed = True
             if s.context_id is None:
                 s.context_id = body.context_id
-            if body.message is not None:
-                text = body.message.text
-                s.status_message = text or s.status_message
+            # the status message follows the last status: one without a message clears it
+            s.status_message = (body.message.text or None) if body.message is not None else None
             self._state(pos, body.state)
         elif kind is TaskSnapshot:
             if s.context_id is None:
@@ -306,6 +476,7 @@ class TaskFold:
             s.undecodable += 1
             self._fault("undecodable", "warning", pos, f"payload is not an A2A item ({body.reason[:80]})")
         # Note / Other: counted as events, nothing to fold
+        self._on_stream(pos, exchange_id, at, streamed)
 
     def _fault(self, code: str, level: str, pos: int, message: str) -> None:
         faults = self.s.faults
@@ -334,6 +505,11 @@ class TaskFold:
                 self._fault("terminal-reopened", "error", pos, f"a finished task went back: {s.state} -> {new}")
         elif term is None and new in TERMINAL_STATES:
             s.terminal = new
+        if new != s.state:
+            changes = s.changes
+            if len(changes) >= _MAX_CHANGES:
+                del changes[0]
+            changes.append(_Change(s.last_at, new))
         s.state = new
 
     def _snapshot(self, body: TaskSnapshot) -> None:
@@ -343,8 +519,7 @@ class TaskFold:
                 text = msg.text
                 if text and text not in s.user_texts:
                     s.user_texts.append(text)
-        if body.status_message is not None and body.status_message.text:
-            s.status_message = body.status_message.text
+        s.status_message = (body.status_message.text or None) if body.status_message is not None else None
         self._state(s.last_position, body.state)
         closed = s.state in TERMINAL_STATES
         buffers: dict[str, _Buf] = {}
@@ -439,7 +614,48 @@ class TaskFold:
 
     # -- the view --
 
-    def view(self) -> TaskView:
+    def _state_at(self, at: float, fallback: str) -> str:
+        state = None
+        for c in self.s.changes:
+            if c.at > at:
+                break
+            state = c.state
+        return fallback if state is None else state
+
+    def _closed_streams(self, closed: Mapping[int, float] | None) -> list[Fault]:
+        """``stream-closed-active``: a stream ended while the task was submitted/working.
+
+        A stream ends when its exchange ends: ``closed`` maps the exchanges that ended (their
+        ended row) to when. Without it (a log alone), a stream counts as ended once a later event
+        of the task came on another exchange; the state that matters is the task's at the end of
+        that stream, never when another exchange's item arrives (a resubscribe opened beside a
+        still open stream is not the first stream ending).
+        """
+        s = self.s
+        out: list[Fault] = []
+        last = s.last_position
+        for key, st in s.streams.items():
+            if closed is None:
+                if st.last == last:
+                    continue  # the log ends on this stream: ``ended-active`` says it
+                state = st.state
+            else:
+                ended = closed.get(key)
+                if ended is None:
+                    continue  # still open (or never recorded as ended)
+                state = self._state_at(max(ended, st.at), st.state)
+            if is_active(state):
+                out.append(
+                    Fault("stream-closed-active", "warning", f"a stream ended while the task was {state}", [st.last], 1)
+                )
+        if len(out) > 1:
+            positions = sorted(p for f in out for p in f.positions)
+            return [Fault("stream-closed-active", "warning", out[-1].message, positions[:_MAX_POSITIONS], len(out))]
+        return out
+
+    def view(self, closed: Mapping[int, float] | None = None) -> TaskView:
+        """The task's channels and faults; ``closed``: exchange id -> when it ended (see
+        :meth:`_closed_streams`)."""
         s = self.s
         bufs = list(s.buffers.values())
         final = _last_text(bufs, FINAL_ANSWER)
@@ -472,6 +688,7 @@ class TaskFold:
                     )
                 )
         faults = [Fault(f.code, f.level, f.message, list(f.positions), f.count) for f in s.faults.values()]
+        faults.extend(self._closed_streams(closed))
         if s.state in _ACTIVE and s.events:
             faults.append(
                 Fault("ended-active", "warning", f"the log ends with the task {s.state}", [s.last_position], 1)
@@ -512,32 +729,38 @@ def event_task_id(ev: StoredEvent, item: Item) -> str | None:
     return ev.task_id if ev.task_id is not None else item.task_id
 
 
-def fold_events(events: Iterable[StoredEvent]) -> dict[str, TaskView]:
+def fold_events(events: Iterable[StoredEvent], closed: Mapping[int, float] | None = None) -> dict[str, TaskView]:
     """Fold events (in log order) in memory; one view per task, in order of first appearance."""
+    folds = fold_stored(events)
+    return {tid: f.view(closed) for tid, f in folds.items()}
+
+
+def fold_stored(events: Iterable[StoredEvent], *, document: bool = False) -> dict[str, TaskFold]:
+    """Fold stored events (in log order) in memory: one fold per task, in order of first appearance."""
     folds: dict[str, TaskFold] = {}
     gc_was_on = gc.isenabled()
     gc.disable()  # no cycles are made here; see Projector._catch_up
     try:
         for ev in events:
             payload = ev.payload
-            chunk = peek_text_chunk(payload)  # the hot case without the full decode
-            if chunk is not None:
-                item = None
-                tid = ev.task_id if ev.task_id is not None else chunk.taskId
-            else:
-                item = decode_item(payload)
-                tid = ev.task_id if ev.task_id is not None else item.task_id
+            tid, chunk, item = route(ev.task_id, payload)
             if tid is None:
                 continue  # an item before any task id was known (kept in the log, shown by `show`)
             fold = folds.get(tid)
             if fold is None:
-                fold = folds[tid] = TaskFold(tid)
-            if item is None:
-                if fold.apply_text(ev.position, ev.exchange_id, ev.received_at, chunk):
-                    continue
-                item = decode_item(payload)  # maybe an opencode lane: the general path classifies
-            fold._apply(ev.position, ev.seq, ev.exchange_id, ev.received_at, item)
-        return {tid: f.view() for tid, f in folds.items()}
+                fold = folds[tid] = TaskFold(tid, document=document)
+            fold.fold(
+                ev.position, ev.seq, ev.exchange_id, ev.received_at, payload, chunk, item, local=ev.origin == "local"
+            )
+        return folds
     finally:
         if gc_was_on:
             gc.enable()
+
+
+def fold_task_events(task_id: str, events: Iterable[StoredEvent], *, document: bool = False) -> TaskFold:
+    """One task's fold from its stored events (every event is taken as the task's)."""
+    fold = TaskFold(task_id, document=document)
+    for ev in events:
+        fold.apply(ev)
+    return fold

@@ -14,13 +14,22 @@ from collections.abc import Callable, Iterator
 
 import msgspec
 
-from a2a_tape.store import StoreError, decode_item
-from a2a_tape.store.decode import peek_text_chunk
+from a2a_tape.store import StoreError
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.paging import TaskRange, in_range
 
-from .fold import STATE_DECODER, STATE_VERSION, TaskFold, TaskState, event_task_id, fold_events
-from .views import ArtifactView, Fault, IgnoredEvent, TaskView, ToolCall, encode_view, views_digest
+from .fold import (
+    STATE_DECODER,
+    STATE_VERSION,
+    TaskFold,
+    TaskState,
+    event_task_id,
+    fold_events,
+    fold_stored,
+    fold_task_events,
+    route,
+)
+from .views import ArtifactView, Fault, IgnoredEvent, RecordedTask, TaskView, ToolCall, encode_view, views_digest
 
 _FRESH_MAX_TASKS = 100_000  # task ids a rebuild remembers to skip row lookups (~8 MB at most)
 PARALLEL_MIN_EVENTS = 200_000
@@ -36,6 +45,7 @@ __all__ = [
     "ProjectionBusy",
     "ProjectionMoved",
     "Projector",
+    "RecordedTask",
     "TaskFold",
     "TaskState",
     "TaskView",
@@ -43,6 +53,9 @@ __all__ = [
     "encode_view",
     "event_task_id",
     "fold_events",
+    "fold_stored",
+    "fold_task_events",
+    "route",
     "views_digest",
 ]
 
@@ -203,7 +216,6 @@ class Projector:
         position = start
         read = 0
         since_commit = 0
-        peek = peek_text_chunk
         load_state = STATE_DECODER.decode
         # From cursor 0 with no rows stored (a rebuild), only tasks this run folded and committed
         # can have rows: skip the lookups of the others. (Another process committing meanwhile
@@ -233,13 +245,7 @@ class Projector:
                 queried &= folded
             loaded = store.projection_load(name, queried) if queried else {}
             for pos, row_task, seq, exchange_id, at, payload in rows:
-                chunk = peek(payload)  # the hot case (a plain text chunk) without the full decode
-                if chunk is not None:
-                    item = None
-                    tid = row_task if row_task is not None else chunk.taskId
-                else:
-                    item = decode_item(payload)  # once per event, dropped right after the fold
-                    tid = row_task if row_task is not None else item.task_id
+                tid, chunk, item = route(row_task, payload)  # the hot case without the full decode
                 if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
                     continue
                 fold = cache.get(tid)
@@ -264,11 +270,7 @@ class Projector:
                             pending[old_id] = old.dump()
                 else:
                     cache.move_to_end(tid)
-                if item is None:
-                    if fold.apply_text(pos, exchange_id, at, chunk):
-                        continue
-                    item = decode_item(payload)
-                fold._apply(pos, seq, exchange_id, at, item)
+                fold.fold(pos, seq, exchange_id, at, payload, chunk, item)
             read += len(rows)
             position = rows[-1][0]
             since_commit += len(rows)

@@ -72,6 +72,26 @@ class TaskView(msgspec.Struct):
     ignored: list[IgnoredEvent] = []
 
 
+class RecordedTask(msgspec.Struct, frozen=True):
+    """A task as the recorded agent held it (what a replayed GetTask answers), lossless.
+
+    ``status``, ``artifacts``, ``history``, ``metadata`` and ``extra`` (every other top-level
+    field the agent sent) are the recorded JSON, spelled in ``dialect``; ``state`` is the
+    internal (lowercase v0.3) spelling of ``status.state``. :func:`replay.convert.task_json`
+    renders it in either dialect.
+    """
+
+    task_id: str
+    context_id: str | None
+    state: str
+    dialect: str  # "0.3" or "1.0": how the JSON below is spelled
+    status: Any = None
+    artifacts: tuple[Any, ...] = ()
+    history: tuple[Any, ...] = ()
+    metadata: Any = None
+    extra: Any = None
+
+
 _view_encoder = msgspec.json.Encoder()
 
 

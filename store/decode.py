@@ -54,6 +54,25 @@ _V1_STATES = {
     "TASK_STATE_REJECTED": "rejected",
     "TASK_STATE_UNSPECIFIED": "unknown",
 }
+V1_STATE_NAMES = {
+    "submitted": "TASK_STATE_SUBMITTED",
+    "working": "TASK_STATE_WORKING",
+    "input-required": "TASK_STATE_INPUT_REQUIRED",
+    "auth-required": "TASK_STATE_AUTH_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED",
+    "failed": "TASK_STATE_FAILED",
+    "canceled": "TASK_STATE_CANCELED",
+    "rejected": "TASK_STATE_REJECTED",
+    "unknown": "TASK_STATE_UNSPECIFIED",
+}
+"""The v1.0 spelling of each state of the internal model (the inverse of :func:`normalise_state`)."""
+
+
+def state_in(state: str, dialect: str) -> str:
+    """A state of the internal model as ``dialect`` spells it (v1.0 enums, else the v0.3 words)."""
+    return V1_STATE_NAMES.get(state, "TASK_STATE_UNSPECIFIED") if dialect == "1.0" else state
+
+
 _V03_STATES = frozenset(
     {
         "submitted",

@@ -29,6 +29,21 @@ ALL_STATES = (
 )
 
 
+def is_terminal(state: str | None) -> bool:
+    """Finished for good: completed, failed, canceled, rejected."""
+    return state in TERMINAL_STATES
+
+
+def is_interrupted(state: str | None) -> bool:
+    """Waiting for the user (input-required, auth-required): the stream closes, the task waits."""
+    return state in INTERRUPTED_STATES
+
+
+def is_active(state: str | None) -> bool:
+    """Submitted or working: an agent is on it."""
+    return state in ACTIVE_STATES
+
+
 class StreamMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     """The contract hints an artifact carries (opencode channels, blocks or lanes)."""
 

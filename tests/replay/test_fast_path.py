@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import a2a_tape.replay.fold as fold
 import a2a_tape.replay.projection as projection
 from a2a_tape.replay import Projector, encode_view, fold_events
 from a2a_tape.store import ArtifactUpdate, StreamMeta, open_store
@@ -154,7 +155,7 @@ def test_every_recorded_payload_agrees():
 
 def _fold_all(payload_sets, monkeypatch, fast: bool) -> list[bytes]:
     if not fast:
-        monkeypatch.setattr(projection, "peek_text_chunk", lambda payload: None)
+        monkeypatch.setattr(fold, "peek_text_chunk", lambda payload: None)
     out = []
     for evs in payload_sets:
         views = fold_events(evs)
@@ -195,7 +196,7 @@ def test_fold_with_and_without_the_fast_path_is_identical(monkeypatch):
 def test_projector_rows_with_and_without_the_fast_path_are_identical(tmp_path, monkeypatch):
     def rows(fast: bool, name: str) -> list[tuple[str, bytes]]:
         if not fast:
-            monkeypatch.setattr(projection, "peek_text_chunk", lambda payload: None)
+            monkeypatch.setattr(fold, "peek_text_chunk", lambda payload: None)
         with open_store(tmp_path / f"{name}.db") as st:
             for tape in TAPES:
                 with tape.open("rb") as fh:
