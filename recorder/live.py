@@ -1,4 +1,4 @@
-"""What the recorder shows while a task runs: the projection fold of :mod:`replay.projection`,
+"""What the recorder shows while a task runs: the one fold (:class:`replay.fold.TaskFold`),
 applied event by event as they are recorded, and its rich rendering.
 
 Using the same ``TaskFold`` as ``a2a-tape channels`` means the live view and the post-mortem
@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from a2a_tape.replay.projection import TaskFold, TaskView
-from a2a_tape.store import Item, MessageItem, StoredEvent, decode_item
+from a2a_tape.store import Item, MessageItem, StoredEvent
 from a2a_tape.store.decode import TextChunk
 
 
@@ -49,8 +49,7 @@ class LiveFold:
             return  # an artifact update naming no task folds into nothing (as ``apply`` does)
         if self.task is None or self.task.s.task_id != tid:
             self.task = TaskFold(tid)
-        if not self.task.apply_text(ev.position, ev.exchange_id, ev.received_at, chunk):
-            self.task.apply(ev, decode_item(ev.payload))  # a lane of the opencode profile: classify it
+        self.task.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
         self._view = None
 
     @property

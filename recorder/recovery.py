@@ -33,7 +33,9 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.replay.fold import TaskState, fold_task_events
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.events import is_interrupted, is_terminal
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.sse import SseParser
 
@@ -69,41 +71,23 @@ class Unreachable(A2ATapeError):
 # -- reading the log ---------------------------------------------------------------------------
 
 
-class TaskView(msgspec.Struct):
-    task_id: str
-    state: str | None = None  # None: no status seen yet
-    context_id: str | None = None
-    dialect: str | None = None
-    last_position: int = 0
-
-
-def fold_task(task_id: str, events: list[store.StoredEvent]) -> TaskView:
-    """The task's last state, context id and wire dialect (a tiny fold; the log is the truth)."""
-    view = TaskView(task_id=task_id)
-    for e in events:
-        view.last_position = e.position
-        item = store.decode_item(e.payload)
-        body = item.body
-        if isinstance(body, (store.TaskSnapshot, store.StatusUpdate)):
-            view.state = body.state
-        if view.context_id is None and item.context_id:
-            view.context_id = item.context_id
-        if view.dialect is None and e.origin == "upstream" and item.dialect in ("0.3", "1.0"):
-            view.dialect = item.dialect
-    return view
+def task_state(task_id: str, events: list[store.StoredEvent]) -> TaskState:
+    """The task as the one fold (:class:`replay.fold.TaskFold`) leaves it: last state, context id,
+    wire dialect (of its first upstream item) and last position; the log is the truth."""
+    return fold_task_events(task_id, events).s
 
 
 def is_open(state: str | None) -> bool:
     """Still in flight: not terminal and not waiting for the user."""
-    return state not in store.TERMINAL_STATES and state not in store.INTERRUPTED_STATES
+    return not is_terminal(state) and not is_interrupted(state)
 
 
-def open_tasks(st: store.SqliteStore, *, up_to: int | None = None) -> list[TaskView]:
+def open_tasks(st: store.SqliteStore, *, up_to: int | None = None) -> list[TaskState]:
     out = []
     for te in st.task_events():
         if up_to is not None and te.first_position > up_to:
             continue
-        view = fold_task(te.task_id, st.read_task(te.task_id))
+        view = task_state(te.task_id, st.read_task(te.task_id))
         if is_open(view.state):
             out.append(view)
     return out
@@ -112,7 +96,7 @@ def open_tasks(st: store.SqliteStore, *, up_to: int | None = None) -> list[TaskV
 def fail_if_open(st: store.SqliteStore, task_id: str, context_id: str | None, reason: str) -> bool:
     """Append a local FAILED unless the task already ended: checked in the same write transaction."""
     with st.transaction():
-        view = fold_task(task_id, st.read_task(task_id))
+        view = task_state(task_id, st.read_task(task_id))
         if not is_open(view.state):
             return False
         st.append(
@@ -416,7 +400,7 @@ class _Resume:
     """One orphaned task followed upstream, as a :class:`recorder.settle.Follower`: its calls
     are recorded exchanges, its decisions local notes in the task's log."""
 
-    def __init__(self, up: Upstream, view: TaskView, stall_timeout: float) -> None:
+    def __init__(self, up: Upstream, view: TaskState, stall_timeout: float) -> None:
         self.up = up
         self.task_id = view.task_id
         self.dialect, self.url = up.endpoint(view.dialect)
@@ -473,7 +457,7 @@ class _Resume:
 _UNSEEN = object()
 
 
-async def _resume(up: Upstream, view: TaskView, stall_timeout: float) -> str | None:
+async def _resume(up: Upstream, view: TaskState, stall_timeout: float) -> str | None:
     """Follow one task upstream to its end; None when resumed, else the reason it failed."""
     assert up.card is not None
     follow = _Resume(up, view, stall_timeout)

@@ -21,7 +21,7 @@ import msgspec
 
 from a2a_tape.store import ArtifactUpdate, Message, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
 
-from .inspection import Step, best_view, decode_events
+from .inspection import Step, decode_events, task_view
 
 
 class Normaliser:
@@ -97,7 +97,7 @@ def normalised(task_id: str, events: Sequence[StoredEvent]) -> TaskSide:
     norm = Normaliser()
     norm.add("task", task_id)
     norm.learn(steps)
-    view = best_view(task_id, events, steps)
+    view = task_view(task_id, events)
     channels: dict[str, str] = {
         "state": view.state,
         "final_answer": view.final_answer or "",

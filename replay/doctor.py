@@ -19,19 +19,19 @@ import msgspec
 
 from a2a_tape.store import ArtifactUpdate, ErrorItem, Exchange, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
 
+from .fold import TaskFold
 from .inspection import (
     FINAL,
-    ChannelView,
     Step,
-    best_view,
     channel_of,
+    closed_exchanges,
     decode_events,
     id_channel,
     is_interrupted,
     is_terminal,
-    projected,
     state_of,
 )
+from .views import TaskView
 
 Level = Literal["error", "warning"]
 
@@ -80,8 +80,11 @@ def _streams(steps: Sequence[Step]) -> list[list[Step]]:
     return sorted(groups.values(), key=lambda g: g[0].position)
 
 
-def diagnose_task(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()) -> list[Finding]:
-    """Every fault of one task, in the order of the first position involved."""
+def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()) -> list[Finding]:
+    """Every fault of one task, in the order of the first position involved.
+
+    Pure: the task's stored events (and its exchanges, when known) in, the findings out."""
+    exchanges = list(exchanges)
     steps = decode_events(events)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
     found: list[Finding] = []
@@ -90,12 +93,15 @@ def diagnose_task(task_id: str, events: Sequence[StoredEvent], exchanges: Iterab
         found.append(Finding(code, level, task_id, message, sorted(set(positions))))
 
     upstream = [s for s in steps if not s.local]
-    view = projected(task_id, events)  # folded once, shared by the checks that need it
+    fold = TaskFold(task_id)  # the one fold, over the steps decoded above
+    for step in steps:
+        fold.apply(step.event, step.item)
+    view = fold.view(closed_exchanges(exchanges) if exchanges else None)
     _check_lifecycle(upstream, steps, add)
     _check_streams(_streams(upstream), steps, ex_by_id, add)
     _check_artifacts(upstream, steps, add)
     _check_sequences(upstream, add)
-    _check_answer(best_view(task_id, events, steps, view), steps, add)
+    _check_answer(view, _streams(upstream), ex_by_id, add)
     _fold_faults(view, add)
     for s in upstream:
         if s.item.kind == "undecodable":
@@ -288,17 +294,18 @@ _FOLD_ONLY = {
 }
 
 
-def _fold_faults(view, add) -> None:
-    for f in getattr(view, "faults", ()) or ():
+def _fold_faults(view: TaskView, add) -> None:
+    for f in view.faults:
         if f.code in _FOLD_ONLY:
             add(f.code, "error" if f.level == "error" else "warning", f.message, f.positions)
 
 
-def naive_answer(steps: Sequence[Step]) -> tuple[str, list[int]]:
-    """What a naive client shows: every answer chunk's text concatenated, snapshots included."""
+def naive_client_view(stream: Sequence[Step]) -> tuple[str, list[int]]:
+    """What a naive client shows of one stream: every answer chunk's text concatenated, the
+    stream's Task snapshots included. (The careful view is the fold's, :class:`TaskView`.)"""
     text: list[str] = []
     positions: list[int] = []
-    for s in steps:
+    for s in stream:
         body = s.item.body
         arts = []
         if isinstance(body, ArtifactUpdate):
@@ -345,10 +352,19 @@ def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
     return found
 
 
-def _check_answer(view: ChannelView, steps: Sequence[Step], add) -> None:
+def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add) -> None:
+    """The answer shown twice: by the agent (a resent whole answer), or for a naive client.
+
+    A naive client reads one stream and concatenates what it carries: only streams count, one at a
+    time. A resubscribe's snapshot opens its own stream (the text so far, not a second answer);
+    a cancel reply and GetTask polls are single answers, not stream items."""
     answer = view.final_answer
-    upstream = [s for s in steps if not s.local]
-    resent = [s for s in _resent_appends(upstream) if answer and answer.count(s.item.body.artifact.text) >= 2]  # type: ignore[union-attr]
+    resent = [
+        s
+        for stream in streams
+        for s in _resent_appends(stream)
+        if answer and answer.count(s.item.body.artifact.text) >= 2  # type: ignore[union-attr]
+    ]
     if resent:
         add(
             "answer-shown-twice",
@@ -357,46 +373,56 @@ def _check_answer(view: ChannelView, steps: Sequence[Step], add) -> None:
             [s.position for s in resent],
         )
         return
-    # the trap: a final snapshot marked append=true after streamed chunks; a client that
-    # appends it (or concatenates every chunk and snapshot) shows the streamed text twice
-    streamed: set[str] = set()
     traps: list[int] = []
-    for s in upstream:
-        body = s.item.body
-        if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
-            continue
-        art = body.artifact
-        if art.meta.source == "final_snapshot":
-            if body.append and art.artifact_id in streamed and art.text:
-                traps.append(s.position)
-        elif art.text:
-            streamed.add(art.artifact_id)
-    naive, positions = naive_answer(upstream)
-    if answer and naive != answer and naive.count(answer) >= 2:
-        traps += [
-            p
-            for s in upstream
-            if (p := s.position) in positions
-            and (
-                isinstance(s.item.body, TaskSnapshot)
-                or (isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot")
-            )
-        ] or positions[-1:]
+    for stream in streams:
+        first = stream[0].event.exchange_id
+        ex = ex_by_id.get(first) if first is not None else None
+        if ex is not None and not ex.streaming:
+            continue  # a JSON answer (GetTask, CancelTask, message/send): no chunks to concatenate
+        # the trap: a final snapshot marked append=true after streamed chunks; a client that
+        # appends it (or concatenates every chunk and snapshot) shows the streamed text twice
+        streamed: set[str] = set()
+        for s in stream:
+            body = s.item.body
+            if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
+                continue
+            art = body.artifact
+            if art.meta.source == "final_snapshot":
+                if body.append and art.artifact_id in streamed and art.text:
+                    traps.append(s.position)
+            elif art.text:
+                streamed.add(art.artifact_id)
+        naive, positions = naive_client_view(stream)
+        if answer and naive != answer and naive.count(answer) >= 2:
+            traps += [
+                p
+                for s in stream
+                if (p := s.position) in positions
+                and (
+                    isinstance(s.item.body, TaskSnapshot)
+                    or (
+                        isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot"
+                    )
+                )
+            ] or positions[-1:]
     if traps:
         add(
             "answer-shown-twice",
             "warning",
             "a client that concatenates every answer chunk and snapshot would show the answer twice "
             "(a snapshot repeats text already streamed)",
-            traps,
+            sorted(set(traps)),
         )
 
 
 def diagnose(store, task_id: str | None = None) -> Report:
     """Doctor one task, or every task of the log."""
     ids = [task_id] if task_id is not None else [t.task_id for t in store.task_events()]
-    findings: list[Finding] = []
+    found: list[Finding] = []
     for tid in ids:
-        findings.extend(diagnose_task(tid, store.read_task(tid), store.exchanges(tid)))
-    errors = sum(1 for f in findings if f.level == "error")
-    return Report(tasks=len(ids), errors=errors, warnings=len(findings) - errors, findings=findings)
+        found.extend(findings(tid, store.read_task(tid), store.exchanges(tid)))
+    errors = sum(1 for f in found if f.level == "error")
+    return Report(tasks=len(ids), errors=errors, warnings=len(found) - errors, findings=found)
+
+
+diagnose_task = findings  # the former name

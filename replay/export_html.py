@@ -19,8 +19,9 @@ import msgspec
 
 from a2a_tape.store import StoredEvent
 
-from .doctor import Finding, diagnose_task
-from .inspection import ChannelView, Step, best_view, decode_events, summary
+from .doctor import Finding, findings
+from .inspection import Step, decode_events, summary, task_view
+from .views import TaskView
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;
@@ -121,7 +122,7 @@ def _timeline(steps: Sequence[Step]) -> str:
     )
 
 
-def _artifacts(view: ChannelView) -> str:
+def _artifacts(view: TaskView) -> str:
     if not view.artifacts:
         return '<p class="none">No artifacts.</p>'
     rows = "".join(
@@ -137,15 +138,16 @@ def _artifacts(view: ChannelView) -> str:
 
 def task_section(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Any] = ()) -> str:
     steps = decode_events(events)
-    view = best_view(task_id, events, steps)
-    findings = diagnose_task(task_id, events, exchanges)
-    errors = sum(1 for f in findings if f.level == "error")
+    exchanges = list(exchanges)
+    view = task_view(task_id, events, exchanges)
+    found = findings(task_id, events, exchanges)
+    errors = sum(1 for f in found if f.level == "error")
     first = events[0].received_at if events else 0.0
     last = events[-1].received_at if events else 0.0
     verdict = (
         f'<span class="error">{errors} error(s)</span>'
         if errors
-        else ('<span class="warning">warnings only</span>' if findings else '<span class="ok">no faults</span>')
+        else ('<span class="warning">warnings only</span>' if found else '<span class="ok">no faults</span>')
     )
     answer = (
         f'<pre class="final-answer">{_e(view.final_answer)}</pre>'
@@ -173,11 +175,11 @@ from {_e(_when(first))} to {_e(_when(last))} ({last - first:.3f} s). Doctor: {ve
 <div class="answer"><h3>Final answer</h3>
 {answer}</div>
 <h3>Doctor's findings</h3>
-{_findings(findings)}
+{_findings(found)}
 <h3>Reasoning</h3>
 {reasoning}
 <h3>Tool calls</h3>
-{_tool_rows(view.tool_calls)}
+{_tool_rows([msgspec.to_builtins(c) for c in view.tool_calls])}
 <h3>Artifacts</h3>
 {_artifacts(view)}
 <h3>Timeline of raw events</h3>

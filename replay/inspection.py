@@ -2,13 +2,12 @@
 
 Doctor, diff, grep and the exports all walk the same thing: the stored events of a task in log
 order, each decoded with :func:`store.decode_item`, and the channel an artifact belongs to. This
-module holds that walk so the views agree on it. The channel rules follow DESIGN section 4
+module holds that walk so the views agree on it. The channel rules follow docs/design.md
 (opencode channels, blocks and lanes, else a generic artifact).
 
-:func:`channel_views` is a deliberately small fold (per-artifact buffers, append/replace,
-``final_snapshot`` replaces). When ``replay.projection`` is installed the views prefer its
-``fold_events`` (the one that knows every contract rule); this fold is the fallback and the
-"what a careful client would show" baseline that doctor compares a naive client against.
+What a task *shows* (final answer, reasoning, tool calls, artifacts, state, the last status
+message) is never folded here: :func:`task_view` is the view of the one fold,
+:class:`replay.fold.TaskFold`, the same one ``channels``, the projection and the live view read.
 """
 
 from __future__ import annotations
@@ -19,11 +18,9 @@ from typing import Any
 import msgspec
 
 from a2a_tape.store import (
-    INTERRUPTED_STATES,
-    TERMINAL_STATES,
     Artifact,
     ArtifactUpdate,
-    ErrorItem,
+    Exchange,
     Item,
     MessageItem,
     StatusUpdate,
@@ -31,6 +28,24 @@ from a2a_tape.store import (
     TaskSnapshot,
     decode_item,
 )
+from a2a_tape.store.events import is_interrupted, is_terminal
+
+from .fold import fold_task_events
+from .views import TaskView
+
+__all__ = [
+    "Step",
+    "channel_of",
+    "closed_exchanges",
+    "decode_events",
+    "id_channel",
+    "is_answer_channel",
+    "is_interrupted",
+    "is_terminal",
+    "state_of",
+    "summary",
+    "task_view",
+]
 
 FINAL = "final_answer"
 REASONING = "reasoning"
@@ -100,159 +115,18 @@ def state_of(step: Step) -> str | None:
     return None
 
 
-def is_terminal(state: str | None) -> bool:
-    return state in TERMINAL_STATES
+def closed_exchanges(exchanges: Iterable[Exchange]) -> dict[int, float]:
+    """The exchanges that ended (their ended row), by id: when each ended."""
+    return {ex.id: ex.ended_at for ex in exchanges if ex.id is not None and ex.ended_at is not None}
 
 
-def is_interrupted(state: str | None) -> bool:
-    return state in INTERRUPTED_STATES
+def task_view(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] | None = None) -> TaskView:
+    """The task as ``channels`` shows it: the view of :class:`replay.fold.TaskFold` over its events.
 
-
-class ArtifactBuffer(msgspec.Struct):
-    artifact_id: str
-    channel: str
-    text: str = ""
-    closed: bool = False
-    last_position: int = 0
-    data: list[Any] = []  # tool-call data parts, last state per call wins
-
-
-class ChannelView(msgspec.Struct):
-    """The rebuilt channels of one task (the fallback fold; see the module docstring)."""
-
-    task_id: str
-    state: str = "unknown"
-    final_answer: str | None = None
-    reasoning: str = ""
-    tool_calls: list[Any] = []
-    artifacts: list[ArtifactBuffer] = []
-    status_message: str | None = None  # the last status message's text (a question, a failure reason)
-    error: str | None = None  # the last JSON-RPC error on the task's streams
-
-
-def _data_key(value: Any, fallback: int) -> Any:
-    if isinstance(value, dict):
-        return value.get("call_id") or value.get("id") or fallback
-    return fallback
-
-
-def channel_views(task_id: str, steps: Sequence[Step]) -> ChannelView:
-    """Per-artifact buffers: append appends, otherwise replace; ``final_snapshot`` replaces.
-
-    A Task snapshot replaces every artifact it carries (a resubscribe snapshot is the state so
-    far, not new chunks). Events without ``message_id`` under the opencode channels contract are
-    skipped, as DESIGN section 4 asks.
-    """
-    buffers: dict[str, ArtifactBuffer] = {}
-    state = "unknown"
-    status_message: str | None = None
-    error: str | None = None
-    agent_message: str | None = None
-
-    def apply(art: Artifact, replace: bool, last: bool, pos: int) -> None:
-        buf = buffers.get(art.artifact_id)
-        if buf is None:
-            buf = buffers[art.artifact_id] = ArtifactBuffer(art.artifact_id, channel_of(art))
-        text = art.text
-        if replace or art.meta.source == "final_snapshot":
-            buf.text = text
-        else:
-            buf.text += text
-        datas = [p.data for p in art.parts if p.kind == "data"]
-        if datas:
-            calls = {_data_key(d, i): d for i, d in enumerate(buf.data)}
-            for i, d in enumerate(datas):
-                calls[_data_key(d, len(calls) + i)] = d
-            buf.data = list(calls.values())
-        buf.closed = buf.closed or last
-        buf.last_position = pos
-
-    for step in steps:
-        body = step.item.body
-        if isinstance(body, ArtifactUpdate):
-            meta = body.artifact.meta
-            if meta.has_opencode and not meta.has_blocks and meta.message_id is None:
-                continue  # ignored under the channels contract
-            if meta.role == "user":
-                continue
-            apply(body.artifact, not body.append, body.last_chunk, step.position)
-        elif isinstance(body, TaskSnapshot):
-            state = body.state
-            if body.status_message is not None and body.status_message.text:
-                status_message = body.status_message.text
-            for art in body.artifacts:
-                apply(art, True, False, step.position)
-        elif isinstance(body, StatusUpdate):
-            state = body.state
-            if body.message is not None and body.message.text:
-                status_message = body.message.text
-        elif isinstance(body, MessageItem) and body.message.role != "user":
-            agent_message = body.message.text
-        elif isinstance(body, ErrorItem):
-            error = f"{'' if body.code is None else body.code} {body.message}".strip()
-    arts = sorted(buffers.values(), key=lambda b: b.last_position)
-    finals = [b for b in arts if b.channel == FINAL] or [b for b in arts if b.channel == GENERIC]
-    tool_calls: list[Any] = []
-    for b in arts:
-        if b.channel == TOOL:
-            tool_calls.extend(
-                b.data if b.data else ([{"artifact_id": b.artifact_id, "text": b.text}] if b.text else [])
-            )
-    return ChannelView(
-        task_id=task_id,
-        state=state,
-        final_answer=finals[-1].text if finals else agent_message,
-        reasoning="".join(b.text for b in arts if b.channel == REASONING),
-        tool_calls=tool_calls,
-        artifacts=arts,
-        status_message=status_message,
-        error=error,
-    )
-
-
-def projected(task_id: str, events: Sequence[StoredEvent]):
-    """The projection's view of one task (``replay.projection.fold_events``), or None."""
-    try:
-        from a2a_tape.replay.projection import fold_events
-    except ImportError:  # pragma: no cover - the projection ships with replay
-        return None
-    try:
-        return fold_events(events).get(task_id)
-    except Exception:  # noqa: BLE001 - another module's bug must not break a post-mortem
-        return None
-
-
-_UNSET: Any = object()
-
-
-def best_view(task_id: str, events: Sequence[StoredEvent], steps: Sequence[Step], view: Any = _UNSET) -> ChannelView:
-    """The projection's view (folded here unless given), else :func:`channel_views`."""
-    if view is _UNSET:
-        view = projected(task_id, events)
-    if view is None:
-        return channel_views(task_id, steps)
-    fallback = channel_views(task_id, steps)
-    arts = []
-    for a in getattr(view, "artifacts", ()) or ():
-        arts.append(
-            ArtifactBuffer(
-                artifact_id=a.artifact_id,
-                channel=a.channel,
-                text=a.text or "",
-                closed=bool(getattr(a, "closed", False)),
-            )
-        )
-    calls = [msgspec.to_builtins(c) for c in (getattr(view, "tool_calls", ()) or ())]
-    return ChannelView(
-        task_id=task_id,
-        state=getattr(view, "state", fallback.state) or fallback.state,
-        final_answer=getattr(view, "final_answer", fallback.final_answer),
-        reasoning=getattr(view, "reasoning", fallback.reasoning) or "",
-        tool_calls=calls,
-        artifacts=arts or fallback.artifacts,
-        status_message=getattr(view, "status_message", fallback.status_message),
-        error=getattr(view, "error", fallback.error),
-    )
+    ``exchanges``: the task's exchanges, when known, so that a stream ends when its exchange
+    ended (not when another exchange's item arrives)."""
+    closed = closed_exchanges(exchanges) if exchanges is not None else None
+    return fold_task_events(task_id, events).view(closed)
 
 
 def _short_json(value: Any, limit: int = 120) -> str:

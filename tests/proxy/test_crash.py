@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from a2a_tape import store
 from a2a_tape.recorder.cli import app
-from a2a_tape.recorder.recovery import fold_task
+from a2a_tape.recorder.recovery import task_state
 from a2a_tape.store.sse import SseParser
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import send_body
@@ -129,7 +129,7 @@ def test_sigkill_at_random_points_never_loses_what_the_client_saw(tmp_path):
             st = store.open_store(db)
             try:
                 for te in st.task_events():
-                    view = fold_task(te.task_id, st.read_task(te.task_id))
+                    view = task_state(te.task_id, st.read_task(te.task_id))
                     assert view.state in ("completed", "failed"), f"task {te.task_id} left {view.state} {where}"
                     if view.state == "failed":
                         last = store.decode_item(st.read_task(te.task_id)[-1].payload).body
@@ -182,7 +182,7 @@ def test_recovery_killed_midway_converges_on_the_next_run(tmp_path):
             try:
                 for te in st.task_events():
                     events = st.read_task(te.task_id)
-                    view = fold_task(te.task_id, events)
+                    view = task_state(te.task_id, events)
                     assert view.state in ("completed", "failed"), f"task {te.task_id} left {view.state} {where}"
                     assert sum(e.origin == "local" for e in events) <= 1, where
                 before = [(e.position, bytes(e.payload)) for e in st.read_from(0)]

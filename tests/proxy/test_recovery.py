@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from a2a_tape import store
 from a2a_tape.recorder.cli import app
-from a2a_tape.recorder.recovery import fold_task, recover
+from a2a_tape.recorder.recovery import recover, task_state
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import read_sse, running_proxy, send_body
 from tests.support.servers import closed_port
@@ -59,7 +59,7 @@ def test_task_the_upstream_finished_is_resumed_and_a_second_run_changes_nothing(
     task_id = seed(st, sdk_agent.url, stream_prefix(sdk_agent.url, "hello", 2))
     report = anyio.run(recover, st)
     assert report.resumed == [task_id] and report.failed == []
-    assert fold_task(task_id, st.read_task(task_id)).state == "completed"
+    assert task_state(task_id, st.read_task(task_id)).state == "completed"
     before = snapshot(st)
     again = anyio.run(recover, st)
     assert again == type(again)()  # nothing to do
@@ -73,7 +73,7 @@ def test_running_task_is_followed_by_resubscribe_to_its_end(db_path):
         report = anyio.run(recover, st)
     assert report.resumed == [task_id]
     events = st.read_task(task_id)
-    assert fold_task(task_id, events).state == "completed"
+    assert task_state(task_id, events).state == "completed"
     methods = {e.rpc_method for e in st.exchanges() if e.role == "recovery"}
     assert {"tasks/get", "tasks/resubscribe"} <= methods
     texts = [store.decode_item(e.payload).body for e in events]
@@ -122,7 +122,7 @@ def test_stalled_task_is_cancelled_and_failed(db_path):
     assert [f.task_id for f in report.failed] == [task_id]
     assert "made no progress" in report.failed[0].reason
     assert "tasks/cancel" in {e.rpc_method for e in st.exchanges()}
-    assert fold_task(task_id, st.read_task(task_id)).state in ("failed", "canceled")
+    assert task_state(task_id, st.read_task(task_id)).state in ("failed", "canceled")
 
 
 def test_two_recoveries_at_once_do_not_double_anything(db_path):
@@ -192,7 +192,7 @@ def test_proxy_recovers_at_startup(sdk_agent, db_path):
     with running_proxy(sdk_agent.url, db_path, recover_on_start=True) as proxy:
         assert proxy.proxy.recovered.wait(15)
         assert proxy.proxy.recovery_report.resumed == [task_id]
-        assert fold_task(task_id, proxy.store.read_task(task_id)).state == "completed"
+        assert task_state(task_id, proxy.store.read_task(task_id)).state == "completed"
 
 
 def test_lease_of_a_dead_recovery_is_taken_over_a_live_one_is_respected(db_path, tmp_path):
@@ -230,7 +230,7 @@ def test_proxy_startup_recovery_leaves_tasks_it_did_not_record_alone(sdk_agent, 
     with running_proxy(sdk_agent.url, db_path, recover_on_start=True) as proxy:
         assert proxy.proxy.recovered.wait(15)
         assert [f.task_id for f in proxy.proxy.recovery_report.failed] == ["t-proxied"]
-        assert fold_task("t-fixture", proxy.store.read_task("t-fixture")).state == "working"
+        assert task_state("t-fixture", proxy.store.read_task("t-fixture")).state == "working"
 
 
 def test_recover_cli_refuses_while_a_proxy_records_into_the_database(sdk_agent, db_path):

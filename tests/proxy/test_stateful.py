@@ -18,7 +18,7 @@ from hypothesis import strategies as st_
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from a2a_tape import store
-from a2a_tape.recorder.recovery import fold_task, is_open, recover
+from a2a_tape.recorder.recovery import is_open, recover, task_state
 
 TASKS = [f"t{i}" for i in range(4)]
 
@@ -162,7 +162,7 @@ class StoreRecovery(RuleBasedStateMachine):
     @invariant()
     def log_agrees_with_model(self) -> None:
         for tid, expected in self.model.items():
-            view = fold_task(tid, self.st.read_task(tid))
+            view = task_state(tid, self.st.read_task(tid))
             assert is_open(view.state) == (expected == "open"), (tid, view.state, expected)
 
 
