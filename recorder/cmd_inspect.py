@@ -257,15 +257,16 @@ class _InMemory:
     """The projection folded in memory, for a database we may not write to (read-only file)."""
 
     def __init__(self, st) -> None:
-        from a2a_tape.replay.projection import fold_events
+        from a2a_tape.replay.projection import fold_stored
 
-        self._views = fold_events(st.read_from(0))
+        self._folds = fold_stored(st.read_from(0))
 
-    def view(self, task_id: str):
-        return self._views.get(task_id)
+    def view(self, task_id: str, closed=None):
+        fold = self._folds.get(task_id)
+        return None if fold is None else fold.view(closed)
 
-    def views(self):
-        return iter(sorted(self._views.values(), key=lambda v: v.task_id))
+    def views(self, closed=None):
+        return iter(sorted((f.view(closed) for f in self._folds.values()), key=lambda v: v.task_id))
 
 
 def _projector(st):
@@ -282,6 +283,13 @@ def _projector(st):
             raise
         return _InMemory(st)
     return proj
+
+
+def _closed(st, task_id: str | None = None) -> dict[int, float]:
+    """The exchanges that ended (by id, when): a stream ends when its exchange does."""
+    from a2a_tape.replay.inspection import closed_exchanges
+
+    return closed_exchanges(st.exchanges(task_id))
 
 
 @app.command("tasks")
@@ -319,7 +327,7 @@ def tasks_cmd(
     cutoff = _parse_since(since)
     st = open_db(db)
     with st:
-        views = list(_projector(st).views())
+        views = list(_projector(st).views(_closed(st)))
     views.sort(key=lambda v: (v.first_at, v.first_position), reverse=True)
     rows = []
     for v in views:
@@ -411,7 +419,7 @@ def channels_cmd(
     st = open_db(db)
     with st:
         task_id = find_task(st, task)
-        view = _projector(st).view(task_id)
+        view = _projector(st).view(task_id, _closed(st, task_id))
     if view is None:  # pragma: no cover - find_task saw the task, catch_up folded it
         raise UsageError(f"unknown task: {task}")
     if json:

@@ -635,9 +635,11 @@ class TaskFold:
         out: list[Fault] = []
         last = s.last_position
         for key, st in s.streams.items():
+            if st.last == last and is_active(s.state):
+                continue  # the log ends on this stream with the task active: ``ended-active`` says it
             if closed is None:
                 if st.last == last:
-                    continue  # the log ends on this stream: ``ended-active`` says it
+                    continue  # the log ends on this stream (it may still be open)
                 state = st.state
             else:
                 ended = closed.get(key)

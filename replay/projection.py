@@ -10,7 +10,7 @@ import gc
 import os
 import socket
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import msgspec
 
@@ -360,17 +360,18 @@ class Projector:
             raw = self.store.projection_load(self.name, [task_id]).get(task_id)
             return None if raw is None else TaskFold.load(raw)
 
-    def view(self, task_id: str) -> TaskView | None:
+    def view(self, task_id: str, closed: Mapping[int, float] | None = None) -> TaskView | None:
+        """The task's view; ``closed``: the exchanges that ended, by id (see :meth:`TaskFold.view`)."""
         fold = self.fold(task_id)
-        return None if fold is None else fold.view()
+        return None if fold is None else fold.view(closed)
 
-    def views(self) -> Iterator[TaskView]:
+    def views(self, closed: Mapping[int, float] | None = None) -> Iterator[TaskView]:
         """Every task's view (as committed), in task id order."""
         try:
-            views = [TaskFold.load(raw).view() for _, raw in self.store.projection_rows(self.name)]
+            views = [TaskFold.load(raw).view(closed) for _, raw in self.store.projection_rows(self.name)]
         except (msgspec.DecodeError, msgspec.ValidationError):
             self.rebuild()  # an unreadable row: the log is the truth
-            views = [TaskFold.load(raw).view() for _, raw in self.store.projection_rows(self.name)]
+            views = [TaskFold.load(raw).view(closed) for _, raw in self.store.projection_rows(self.name)]
         return iter(views)
 
 
