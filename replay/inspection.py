@@ -116,8 +116,13 @@ def state_of(step: Step) -> str | None:
 
 
 def closed_exchanges(exchanges: Iterable[Exchange]) -> dict[int, float]:
-    """The exchanges that ended (their ended row), by id: when each ended."""
-    return {ex.id: ex.ended_at for ex in exchanges if ex.id is not None and ex.ended_at is not None}
+    """The exchanges that ended, by id: when each ended (its ended row; an exchange with an
+    outcome but no end time counts as ended with its last event, 0.0)."""
+    return {
+        ex.id: ex.ended_at if ex.ended_at is not None else 0.0
+        for ex in exchanges
+        if ex.id is not None and (ex.ended_at is not None or ex.outcome is not None)
+    }
 
 
 def task_view(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] | None = None) -> TaskView:
