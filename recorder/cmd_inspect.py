@@ -54,8 +54,13 @@ def show_cmd(
     """The timeline of raw events of one task."""
     st = open_db(db)
     with st:
-        task_id = find_task(st, task)
-        events = st.read_task(task_id)
+        lone = None if st.has_task(task) else _find_message(st, task)
+        if lone is not None:  # a lone Message reply: no task, its exchange's events
+            task_id, events = lone.key, lone.events
+            follow = False
+        else:
+            task_id = find_task(st, task)
+            events = st.read_task(task_id)
         if follow:
             _follow(st, task_id, events, raw=raw, json=json, idle=idle)
             return
@@ -218,17 +223,68 @@ def _summary(item, payload: bytes = b"") -> str:
 
 
 class TaskRow(msgspec.Struct):
-    """One line of ``tasks --json``."""
+    """One line of ``tasks --json``: a task, or a lone Message reply (``kind`` ``message``: no
+    task, so ``task_id`` and ``state`` are null; ``message_id`` / ``context_id`` name it)."""
 
-    task_id: str
+    task_id: str | None
     context_id: str | None
-    state: str
+    state: str | None
     events: int
     first_at: float
     last_at: float
     profile: str
     faults: int
     final_answer: str | None
+    kind: str = "task"
+    message_id: str | None = None
+
+
+_SENDS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
+
+
+class LoneMessage(msgspec.Struct):
+    """A send answered by a Message that names no task."""
+
+    key: str  # the reply's message id, else its context id, else ``exchange-N``
+    message_id: str | None
+    context_id: str | None
+    text: str
+    events: list[Any]
+
+
+def _lone_messages(st, exchanges=None) -> list[LoneMessage]:
+    """Every send whose answer was a lone Message (no task id anywhere), in exchange order."""
+    from a2a_tape.store import MessageItem
+
+    out = []
+    for ex in exchanges if exchanges is not None else st.exchanges():
+        if ex.task_id is not None or ex.id is None or ex.rpc_method not in _SENDS:
+            continue
+        events = list(st.iter_exchange(ex.id))
+        if not events or any(e.task_id is not None for e in events):
+            continue
+        reply = None
+        for e in events:
+            item = decode_item(e.payload)
+            body = item.body
+            if isinstance(body, MessageItem) and body.message.task_id is None and body.message.role != "user":
+                reply = body.message
+        if reply is None:
+            continue
+        ctx = reply.context_id or ex.context_id
+        key = reply.message_id or ctx or f"exchange-{ex.id}"
+        out.append(LoneMessage(key, reply.message_id, ctx, reply.text, events))
+    return out
+
+
+def _find_message(st, key: str) -> LoneMessage | None:
+    """The lone Message reply named by its message id or context id (or a unique prefix)."""
+    if not key:
+        return None
+    found = [m for m in _lone_messages(st) if key in (m.message_id, m.context_id, m.key)]
+    if not found:
+        found = [m for m in _lone_messages(st) if m.key.startswith(key)]
+    return found[-1] if len(found) >= 1 and len({m.key for m in found}) == 1 else None
 
 
 def _parse_since(value: str | None) -> float | None:
@@ -287,9 +343,13 @@ def _projector(st):
 
 def _closed(st, task_id: str | None = None) -> dict[int, float]:
     """The exchanges that ended (by id, when): a stream ends when its exchange does."""
+    return _closed_of(st.exchanges(task_id))
+
+
+def _closed_of(exchanges) -> dict[int, float]:
     from a2a_tape.replay.inspection import closed_exchanges
 
-    return closed_exchanges(st.exchanges(task_id))
+    return closed_exchanges(exchanges)
 
 
 @app.command("tasks")
@@ -327,10 +387,34 @@ def tasks_cmd(
     cutoff = _parse_since(since)
     st = open_db(db)
     with st:
-        views = list(_projector(st).views(_closed(st)))
-    views.sort(key=lambda v: (v.first_at, v.first_position), reverse=True)
+        exchanges = st.exchanges()
+        views = list(_projector(st).views(_closed_of(exchanges)))
+        lone = _lone_messages(st, exchanges)
+    entries: list[Any] = [*views, *lone]
+    entries.sort(
+        key=lambda v: (
+            (v.events[0].received_at, v.events[0].position)
+            if isinstance(v, LoneMessage)
+            else (v.first_at, v.first_position)
+        ),
+        reverse=True,
+    )
     rows = []
-    for v in views:
+    for v in entries:
+        if isinstance(v, LoneMessage):
+            first, last = v.events[0].received_at, v.events[-1].received_at
+            if wanted is not None or (context is not None and v.context_id != context):
+                continue
+            if cutoff is not None and last < cutoff:
+                continue
+            rows.append(
+                TaskRow(
+                    None, v.context_id, None, len(v.events), first, last, "generic", 0, v.text, "message", v.message_id
+                )
+            )
+            if limit is not None and len(rows) >= limit:
+                break
+            continue
         if wanted is not None and v.state not in wanted:
             continue
         if context is not None and v.context_id != context:
@@ -383,7 +467,12 @@ def tasks_cmd(
         started = _dt.datetime.fromtimestamp(r.first_at, _dt.UTC).strftime(
             "%Y-%m-%d %H:%M:%S" if wide else "%m-%d %H:%M"
         )
-        cells: list[Any] = [r.task_id, _state_text(r.state), str(r.events), started, str(r.faults) if r.faults else ""]
+        if r.kind == "message":
+            name: Any = Text(f"message {r.message_id or r.context_id or ''}".strip())
+            state_cell: Any = Text("message", style="dim")  # a lone Message: no task state
+        else:
+            name, state_cell = r.task_id, _state_text(r.state or "unknown")
+        cells: list[Any] = [name, state_cell, str(r.events), started, str(r.faults) if r.faults else ""]
         if wide:
             cells.append(r.profile)
         if widest:

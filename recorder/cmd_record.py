@@ -96,12 +96,15 @@ def run_record(
 
 
 def report(result: RecordResult, session: Session, db: str | None, *, json: bool, title: str = "") -> None:
+    lone = result.task_id is None and session.fold.lone_message
     if json:
         emit_json(
             {
+                "kind": "message" if lone else "task",
                 "task_id": result.task_id,
-                "context_id": result.context_id,
-                "state": result.state,
+                "message_id": session.fold.reply_id if lone else None,
+                "context_id": result.context_id or (session.fold.reply_context if lone else None),
+                "state": None if lone else result.state,
                 "final_answer": result.final_answer,
                 "events": result.events,
                 "recovered": result.recovered,
@@ -114,8 +117,9 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
     else:
         out.print(render(session.fold, title=title, done=True))
         where = f"task {result.task_id}" if result.task_id else "the exchange"
+        what = "a lone message, no task" if lone else result.state
         err.print(
-            f"recorded {result.events} events of {where} ({result.state}) into {db_location(db)}"
+            f"recorded {result.events} events of {where} ({what}) into {db_location(db)}"
             + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else ""),
             markup=False,
         )

@@ -25,6 +25,8 @@ class LiveFold:
     def __init__(self) -> None:
         self.task: TaskFold | None = None
         self.reply: str | None = None
+        self.reply_id: str | None = None  # the message id of a task-less reply
+        self.reply_context: str | None = None
         self._state: str | None = None  # set by the recorder for a task-less answer
         self._view: TaskView | None = None
 
@@ -34,6 +36,8 @@ class LiveFold:
             body = item.body
             if isinstance(body, MessageItem) and body.message.role != "user":
                 self.reply = body.message.text
+                self.reply_id = body.message.message_id
+                self.reply_context = body.message.context_id
             return
         if self.task is None or self.task.s.task_id != tid:
             self.task = TaskFold(tid)
@@ -51,6 +55,11 @@ class LiveFold:
             self.task = TaskFold(tid)
         self.task.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
         self._view = None
+
+    @property
+    def lone_message(self) -> bool:
+        """The request was answered by a Message that names no task (there is no task state)."""
+        return self.task is None and self.reply is not None
 
     @property
     def state(self) -> str:

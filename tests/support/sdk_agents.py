@@ -4,7 +4,7 @@ produced ``recordings/`` (three chunks on artifact ``art-1``).
 What the user's text asks for decides the behaviour:
 - ``ask``: the task goes to input-required after WORKING;
 - ``boom``: the executor raises after the first chunk (``event: error`` / a plain error item);
-- ``reply``: a lone Message, no task;
+- ``reply``: a lone Message, no task (``reply alone``: the Message names no task id either);
 - ``slow``: chunks ``SLOW_DELAY`` apart (for drop / resubscribe tests);
 - ``many N``: N chunks instead of 3;
 - anything else: three chunks, then completed.
@@ -37,7 +37,7 @@ class ChunkAgent(AgentExecutor):
                 Message(
                     message_id=f"m-{ctx.task_id}",
                     context_id=ctx.context_id,
-                    task_id=ctx.task_id,
+                    task_id=None if "alone" in text else ctx.task_id,
                     role=Role.ROLE_AGENT,
                     parts=[Part(text="direct reply")],
                 )
