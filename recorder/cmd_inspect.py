@@ -124,17 +124,15 @@ def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: floa
     """
     import time
 
-    from a2a_tape.store import TERMINAL_STATES
+    from a2a_tape.replay.fold import TaskFold
+    from a2a_tape.store.events import is_terminal
 
     t0 = events[0].received_at if events else time.time()
-    state = "unknown"
+    fold = TaskFold(task_id)  # the task's state, as the one fold has it
 
     def emit(ev) -> None:
-        nonlocal state
         item = decode_item(ev.payload)
-        new_state = getattr(item.body, "state", None)
-        if isinstance(new_state, str) and new_state != "unknown":
-            state = new_state
+        fold.apply(ev, item)
         if raw:
             sys.stdout.buffer.write(bytes(ev.payload) + b"\n")
         elif json:
@@ -155,7 +153,7 @@ def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: floa
     cursor = st.last_position()
     quiet_since = time.monotonic()
     try:
-        while state not in TERMINAL_STATES:
+        while not is_terminal(fold.s.state):
             wait = 1.0 if idle is None else max(0.0, min(1.0, idle - (time.monotonic() - quiet_since)))
             if st.wait_for_events(cursor, timeout=wait):
                 for ev in st.read_from(cursor):

@@ -24,6 +24,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from a2a_tape.store.decode import state_in
+from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_tape.store.methods import METHODS
 from a2a_tape.store.wire import (
     Metadata,
@@ -39,8 +41,8 @@ from a2a_tape.store.wire import (
     WireTask,
 )
 
-TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
-SETTLED = TERMINAL | {"input-required", "auth-required"}
+TERMINAL = TERMINAL_STATES
+SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 
 
 # -- requests we read ----------------------------------------------------------------------
@@ -85,7 +87,7 @@ _encoder = msgspec.json.Encoder()
 
 
 def _state_on_wire(state: str, dialect: str) -> str:
-    return "TASK_STATE_" + state.upper().replace("-", "_") if dialect == "1.0" else state
+    return state_in(state, dialect)
 
 
 def _part(text: str, dialect: str) -> WirePart:

@@ -25,6 +25,7 @@ import anyio
 import httpx
 
 from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem
+from a2a_tape.store.events import is_interrupted
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
 
 from .client import (
@@ -94,7 +95,7 @@ class RecordResult:
     def exit_code(self) -> int:
         if self.stalled:
             return 1
-        return 0 if self.state in ("completed", "input-required", "auth-required") else 1
+        return 0 if self.state == "completed" or is_interrupted(self.state) else 1
 
 
 class Recorder:
