@@ -24,6 +24,15 @@ Every command takes `--db PATH` (default: `$A2A_TAPE_DB`, else `./a2a-tape.db`).
 commands take `--json`: one JSON document on stdout, nothing else there. Exit codes: 0 done as
 asked; 1 the task or check failed (a FAILED task, a diff found, a doctor error, no grep match);
 2 bad usage or bad input, with one line on stderr.
+
+## JSON output
+
+A task's `state` is one of `submitted`, `working`, `input-required`, `auth-required`, `completed`,
+`failed`, `canceled`, `rejected` or `unknown` (nothing said it yet), whichever dialect the agent
+spoke. A send answered by a lone Message that names no task is not a task: `record --json` and
+each row of `tasks --json` say `"kind": "message"` with `task_id` and `state` null, and name it by
+`message_id` (and `context_id`); `a2a-tape show MESSAGE_ID` (or the context id) prints its events.
+Every other row says `"kind": "task"`.
 """
 
 
