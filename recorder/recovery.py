@@ -1,4 +1,4 @@
-"""Startup recovery (DESIGN section 5): no task stays WORKING waiting for an executor that
+"""Startup recovery (docs/design.md section 5): no task stays WORKING waiting for an executor that
 will not come.
 
 Run when the proxy starts and by ``a2a-tape recover``:

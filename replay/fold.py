@@ -1,12 +1,17 @@
-"""The fold: one task's state and channel buffers, rebuilt from its events.
+"""The fold: one task's state and channel buffers, rebuilt from its events. The only one.
 
-A :class:`TaskFold` is the mutable state of one task; ``apply`` takes one stored event and its
-decoded item (decoded once, by the caller) and ``view`` renders a :class:`TaskView`, the
-shape ``a2a-tape channels --json`` prints. :func:`fold_events` folds a list in memory;
-:class:`Projector` keeps the states in the store (``projection_*``), with the cursor committed
-in the same transaction as the rows, and an LRU of live folds so memory does not grow with the log.
+A :class:`TaskFold` is the mutable state of one task. Events enter it one way: :func:`route`
+says which task an event is for and whether it is the hot case (a plain text chunk, folded by
+``apply_text`` without the full decode), then ``TaskFold.fold`` folds it (``apply`` for a stored
+event). ``view`` renders a :class:`TaskView`, the shape ``a2a-tape channels --json`` prints; a
+fold made with ``document=True`` also keeps the Task as the agent's task store holds it, from the
+recorded JSON (``task()``, what replay answers a GetTask with; rules in :class:`_Document`).
+:func:`fold_events` folds a list in memory; :class:`Projector` keeps the states in the store
+(``projection_*``), with the cursor committed in the same transaction as the rows, and an LRU of
+live folds so memory does not grow with the log. Channels, replayed answers, recovery, doctor,
+diff, the exports and the live view all read this fold.
 
-Rules (DESIGN section 4; profiles in :mod:`replay.profiles`):
+Rules (docs/design.md section 4; profiles in :mod:`replay.profiles`):
 
 - one buffer per ``(task_id, artifact_id)``; ``append`` true appends, false/absent replaces;
   ``lastChunk`` closes; a final snapshot replaces whatever ``append`` says;
@@ -25,9 +30,11 @@ Task state follows the log (the latest state reported wins) and lifecycle faults
 - ``after-terminal``: an artifact update or message after the task reached a terminal state;
 - ``terminal-changed``: a terminal state replaced by another terminal state (completed -> failed);
 - ``terminal-reopened``: a finished task that goes back to an active or interrupted state;
-- ``stream-closed-active``: an exchange that delivered stream updates ended (the task's next
-  event came on another exchange, e.g. a resubscribe, a poll or a local FAILED) while the task
-  was still submitted/working;
+- ``stream-closed-active``: an exchange that delivered stream updates ended while the task was
+  still submitted/working. A stream ends when its exchange ends (the exchange's ended row, passed
+  to ``view``); with the log alone, when the task's later events all came on other exchanges.
+  Either way the state that counts is the task's when that stream ended, so a resubscribe opened
+  beside a stream that is still open is not the first stream ending;
 - ``ended-active``: the log ends with the task submitted/working (the stream closed while
   working, or the recording is still going on);
 - ``rpc-error``: a JSON-RPC error on the task's stream (``event: error`` in v1.0, a plain

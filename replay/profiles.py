@@ -1,4 +1,4 @@
-"""Contract profiles: how one artifact update becomes a channel chunk (DESIGN section 4).
+"""Contract profiles: how one artifact update becomes a channel chunk (docs/design.md section 4).
 
 The log is contract-agnostic; a profile is chosen per event from what the event carries:
 
