@@ -2,8 +2,7 @@
 
 A recording is served byte for byte when the request speaks its dialect. When it speaks the
 other one, the recorded JSON is converted by :mod:`replay.dialects` (every field both dialects
-can carry is kept; ``docs/replay.md`` lists what cannot be). Items given already decoded
-(:class:`store.Item`) go through the typed model instead, which keeps less.
+can carry is kept; ``docs/replay.md`` lists what cannot be).
 
 :func:`fold_task` builds the Task a GetTask, resubscribe or ListTasks answers with: the one fold,
 :class:`replay.fold.TaskFold`, made with ``document=True`` (lossless, from the recorded JSON).
@@ -17,37 +16,9 @@ from typing import Any
 
 import msgspec
 
-from a2a_tape.store import (
-    TERMINAL_STATES,
-    Artifact,
-    ArtifactUpdate,
-    ErrorItem,
-    Item,
-    Message,
-    MessageItem,
-    Part,
-    StatusUpdate,
-    StreamMeta,
-    TaskSnapshot,
-    decode_item,
-)
+from a2a_tape.store import ErrorItem, Item, decode_item
 from a2a_tape.store.decode import state_in
-from a2a_tape.store.wire import (
-    Metadata,
-    OpencodeMeta,
-    SharedMeta,
-    StreamHints,
-    WireArtifact,
-    WireArtifactUpdate,
-    WireError,
-    WireFrame,
-    WireMessage,
-    WirePart,
-    WireResult,
-    WireStatus,
-    WireStatusUpdate,
-    WireTask,
-)
+from a2a_tape.store.wire import WireError, WireFrame
 
 from .dialects import recorded_object, result_in, task_in
 from .fold import TaskFold
@@ -56,144 +27,11 @@ from .views import RecordedTask
 _encoder = msgspec.json.Encoder()
 
 
-def _state(state: str, dialect: str) -> str:
-    return state_in(state, dialect)
-
-
-def _role(role: str | None, dialect: str) -> str | None:
-    if role is None:
-        return None
-    return f"ROLE_{role.upper()}" if dialect == "1.0" else role
-
-
-def _part(p: Part, dialect: str) -> WirePart:
-    v03 = dialect != "1.0"
-    if p.kind == "text":
-        return WirePart(kind="text" if v03 else None, text=p.text or "")
-    if p.kind == "data":
-        return WirePart(kind="data" if v03 else None, data=p.data)
-    if p.kind == "file":
-        return WirePart(
-            kind="file" if v03 else None, filename=None if v03 else p.file_name, mediaType=None if v03 else p.media_type
-        )
-    return WirePart(kind="text" if v03 else None, text="")
-
-
-def _message(m: Message | None, dialect: str) -> WireMessage | None:
-    if m is None:
-        return None
-    return WireMessage(
-        messageId=m.message_id or "",
-        role=_role(m.role, dialect),
-        parts=[_part(p, dialect) for p in m.parts],
-        contextId=m.context_id,
-        taskId=m.task_id,
-        kind="message" if dialect != "1.0" else None,
-    )
-
-
-def _metadata(meta: StreamMeta) -> Metadata | None:
-    """The stream hints the typed model kept (opencode channels / blocks), as artifact metadata."""
-    if not (meta.has_opencode or meta.has_blocks):
-        return None
-    opencode = None
-    if meta.has_opencode:
-        opencode = OpencodeMeta(channel=meta.channel, source=meta.source, message_id=meta.message_id, role=meta.role)
-    shared = None
-    if meta.has_blocks:
-        shared = SharedMeta(
-            stream=StreamHints(
-                block_type=meta.block_type,
-                source=meta.source,
-                message_id=meta.message_id,
-                event_id=meta.event_id,
-                sequence=meta.sequence,
-                role=meta.role,
-            )
-        )
-    return Metadata(opencode=opencode, shared=shared)
-
-
-def _artifact(a: Artifact, dialect: str) -> WireArtifact:
-    return WireArtifact(
-        artifactId=a.artifact_id, name=a.name, parts=[_part(p, dialect) for p in a.parts], metadata=_metadata(a.meta)
-    )
-
-
-def _status(state: str, message: Message | None, timestamp: str | None, dialect: str) -> WireStatus:
-    return WireStatus(state=_state(state, dialect), message=_message(message, dialect), timestamp=timestamp)
-
-
-def _wire_snapshot(t: TaskSnapshot, dialect: str, *, timestamp: str | None = None) -> WireTask:
-    return WireTask(
-        id=t.task_id,
-        contextId=t.context_id,
-        status=_status(t.state, t.status_message, timestamp, dialect),
-        artifacts=[_artifact(a, dialect) for a in t.artifacts],
-        history=[m for m in (_message(h, dialect) for h in t.history) if m is not None],
-        kind="task" if dialect != "1.0" else None,
-    )
-
-
-def _result(body: Any, dialect: str) -> WireResult | None:
-    v1 = dialect == "1.0"
-    if isinstance(body, TaskSnapshot):
-        t = _wire_snapshot(body, dialect)
-        if v1:
-            return WireResult(task=t)
-        return WireResult(
-            kind="task", id=t.id, contextId=t.contextId, status=t.status, artifacts=t.artifacts, history=t.history
-        )
-    if isinstance(body, StatusUpdate):
-        status = _status(body.state, body.message, body.timestamp, dialect)
-        if v1:
-            return WireResult(
-                statusUpdate=WireStatusUpdate(taskId=body.task_id, contextId=body.context_id, status=status)
-            )
-        return WireResult(
-            kind="status-update",
-            taskId=body.task_id,
-            contextId=body.context_id,
-            status=status,
-            final=body.state in TERMINAL_STATES,
-        )
-    if isinstance(body, ArtifactUpdate):
-        art = _artifact(body.artifact, dialect)
-        if v1:
-            return WireResult(
-                artifactUpdate=WireArtifactUpdate(
-                    taskId=body.task_id,
-                    contextId=body.context_id,
-                    artifact=art,
-                    append=True if body.append else None,
-                    lastChunk=True if body.last_chunk else None,
-                )
-            )
-        return WireResult(
-            kind="artifact-update",
-            taskId=body.task_id,
-            contextId=body.context_id,
-            artifact=art,
-            append=body.append,
-            lastChunk=body.last_chunk,
-        )
-    if isinstance(body, MessageItem):
-        m = _message(body.message, dialect)
-        if m is None:
-            return None
-        if v1:
-            return WireResult(message=m)
-        return WireResult(
-            kind="message", messageId=m.messageId, role=m.role, parts=m.parts, contextId=m.contextId, taskId=m.taskId
-        )
-    return None
-
-
 def encode_item(item: Item | bytes, dialect: str, rpc_id: Any) -> bytes | None:
     """One item as a JSON-RPC response in ``dialect``; None when it cannot be converted.
 
-    ``item`` is the recorded payload (converted from its JSON, losslessly), a decoded item (the
-    typed model), or ``Item(task)`` of a :class:`RecordedTask` (a stream's Task item)."""
+    ``item`` is the recorded payload (converted from its JSON, losslessly: :mod:`replay.dialects`)
+    or ``Item(task)`` of a :class:`RecordedTask` (a stream's Task item)."""
     if isinstance(item, (bytes, bytearray, memoryview)):
         payload = bytes(item)
         decoded = decode_item(payload)
@@ -215,10 +53,7 @@ def encode_item(item: Item | bytes, dialect: str, rpc_id: Any) -> bytes | None:
         return _encoder.encode(
             WireFrame(jsonrpc="2.0", id=rpc_id, error=WireError(code=body.code, message=body.message, data=body.data))
         )
-    result = _result(body, dialect)
-    if result is None:
-        return None
-    return _encoder.encode(WireFrame(jsonrpc="2.0", id=rpc_id, result=result))
+    return None  # a decoded item of another kind: nothing to convert (the caller serves it as recorded)
 
 
 def task_json(task: RecordedTask, dialect: str) -> dict[str, Any]:
