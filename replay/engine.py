@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 import anyio
 import msgspec
 
-from a2a_tape.store import TERMINAL_STATES, Item, MessageItem, TaskSnapshot
+from a2a_tape.store import TERMINAL_STATES, Item, MessageItem
 from a2a_tape.store.wire import WireTask
 
 from . import rpc
@@ -34,6 +34,7 @@ from .library import Episode, Library, Served, message_text
 from .matching import Matcher
 from .reply import SSE_HEADERS, Reply, error_reply, json_reply
 from .sse import comment, frame
+from .views import RecordedTask
 
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
 _BATCH = 256  # frames joined into one body chunk when nothing waits between them
@@ -426,7 +427,7 @@ class ReplayEngine:
 
     # ------------------------------------------------------------------ tasks
 
-    def _fold(self, task_id: str) -> TaskSnapshot | None:
+    def _fold(self, task_id: str) -> RecordedTask | None:
         items = [(ev.position, ev) for ev in self.library.store.read_task(task_id) if ev.origin != "local"]
         if not items:
             return None
