@@ -1,13 +1,18 @@
 """store: the event log of a2a-tape.
 
-The narrow API every backend offers (SQLite here; a second backend is a second module):
+The narrow API every backend offers (SQLite, PostgreSQL), typed as Protocols by capability in
+:mod:`a2a_tape.store.interface` (``Store`` is all of them; ``open_store`` returns one):
 
 - events: ``append_batch``/``append`` (idempotent by ``(task_id, seq)``), ``read_from(position)``,
   ``read_task``, ``read_exchange`` (``iter_exchange``: the same in batches), ``last_position``, ``task_events``;
 - exchanges: ``begin_exchange``, ``update_exchange``, ``get_exchange``, ``exchanges``;
 - idempotency: ``idem_get``, ``idem_claim``, ``idem_update``, ``idem_all``, ``idem_expire``;
 - projections: ``projection_cursor``, ``projection_load``, ``projection_rows``,
-  ``projection_commit`` (rows and cursor in one transaction), ``projection_reset``.
+  ``projection_commit`` (rows and cursor in one transaction), ``projection_reset``;
+- leases and meta, following (``wait_for_events``).
+
+Driver errors never leave a backend: the machine's faults arrive as :class:`StoreUnavailable`
+subclasses (:mod:`a2a_tape.store.faults`).
 
 Payloads are kept as the exact bytes received; :func:`decode_item` turns them into the typed
 model of :mod:`store.events`, the only shape the layers above read.
@@ -48,9 +53,21 @@ from .events import (
     TaskSnapshot,
     Undecodable,
 )
+from .interface import (
+    Durability,
+    EventLog,
+    ExchangeLog,
+    Following,
+    IdempotencyStore,
+    LeasesAndMeta,
+    Projections,
+    ProjectionStore,
+    Store,
+    StoreHandle,
+)
 from .locations import DEFAULT_DB, default_db, open_store, safe_location
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from .sqlite import Durability, SqliteStore
+from .sqlite import SqliteStore
 from .writer import GroupCommitWriter
 
 __all__ = [
@@ -65,6 +82,15 @@ __all__ = [
     "Artifact",
     "ArtifactUpdate",
     "DEFAULT_DB",
+    "EventLog",
+    "ExchangeLog",
+    "Following",
+    "IdempotencyStore",
+    "LeasesAndMeta",
+    "Projections",
+    "ProjectionStore",
+    "Store",
+    "StoreHandle",
     "Durability",
     "ErrorItem",
     "Exchange",

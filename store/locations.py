@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from .errors import StoreError
-from .sqlite import Durability, SqliteStore
+from .interface import Durability, Store
+from .sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
 
 DEFAULT_DB = "a2a-tape.db"
 
@@ -15,19 +16,38 @@ def default_db() -> str:
     return os.environ.get("A2A_TAPE_DB") or DEFAULT_DB
 
 
-def open_store(location: str | os.PathLike[str], *, create: bool = True, durability: Durability = "full"):
-    """Open the event log at ``location``: a file path (SQLite) or a ``postgresql://`` URL."""
+def open_store(
+    location: str | os.PathLike[str],
+    *,
+    create: bool = True,
+    durability: Durability = "full",
+    busy_timeout: float | None = None,
+    readonly: bool = False,
+) -> Store:
+    """Open the event log at ``location``: a file path (SQLite) or a ``postgresql://`` URL.
+
+    ``busy_timeout``: seconds a write waits for another writer's lock before :class:`DatabaseLocked`
+    (SQLite: 30 by default; PostgreSQL: its ``lock_timeout``, unbounded by default). ``readonly``:
+    nothing is created, migrated or written (a write raises :class:`ReadOnlyStore`); SQLite opens
+    ``mode=ro``, or ``immutable=1`` on read-only media.
+    """
     loc = os.fspath(location)
     if loc.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStore
 
-        return PostgresStore(loc, durability=durability)
+        return PostgresStore(loc, durability=durability, busy_timeout=busy_timeout, readonly=readonly)
     if "://" in loc and not loc.startswith("file:"):
         scheme = loc.split("://", 1)[0]
         raise StoreError(f"no store backend for '{scheme}://' (use a file path or postgresql://...)")
     if loc.startswith("file:"):
         loc = loc[7:] if loc.startswith("file://") else loc[5:]
-    return SqliteStore(loc, create=create, durability=durability)
+    return SqliteStore(
+        loc,
+        create=create and not readonly,
+        durability=durability,
+        busy_timeout=DEFAULT_BUSY_TIMEOUT if busy_timeout is None else busy_timeout,
+        readonly=readonly,
+    )
 
 
 def safe_location(location: str) -> str:

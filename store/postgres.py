@@ -21,10 +21,12 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any
 
 from .append_plan import EXCHANGE_FIELDS, BatchPlan, exchange_from_row, exchange_values
-from .errors import SchemaTooNew, StoreError
+from .errors import ConnectionLost, SchemaTooNew, StoreError
+from .faults import guard_public
+from .interface import Durability, FoldRow
 from .locations import safe_location
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
@@ -64,21 +66,42 @@ _SCHEMA = [
 ]
 
 
+@guard_public
 class PostgresStore:
-    """The event log in a PostgreSQL database. See :mod:`store` for the API contract."""
+    """The event log in a PostgreSQL database. See :mod:`a2a_tape.store.interface` for the API contract.
+
+    ``busy_timeout``: when given, a statement waits that many seconds for a lock another session
+    holds (``lock_timeout``), then :class:`DatabaseLocked`; by default it waits as PostgreSQL does.
+    ``readonly``: every transaction is read-only (a write raises :class:`ReadOnlyStore`) and the
+    schema is neither created nor migrated.
+    """
 
     backend = "postgres"
 
-    def __init__(self, url: str, *, durability: Literal["full", "normal"] = "full", max_size: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        durability: Durability = "full",
+        max_size: int = 8,
+        busy_timeout: float | None = None,
+        readonly: bool = False,
+    ) -> None:
         if psycopg is None:
             raise StoreError("PostgreSQL needs the postgres extra: pip install 'a2a-tape[postgres]'")
         self.url = url
         self.path = url
-        self.durability = durability
+        self.durability: Durability = durability
+        self.busy_timeout = busy_timeout
+        self.readonly = readonly
         sync = "on" if durability == "full" else "off"
 
-        def configure(conn) -> None:
+        def configure(conn: psycopg.Connection[Any]) -> None:
             conn.execute(f"SET synchronous_commit = {sync}")
+            if busy_timeout is not None:
+                conn.execute(f"SET lock_timeout = {max(1, int(busy_timeout * 1000))}")
+            if readonly:
+                conn.execute("SET default_transaction_read_only = on")
             # where append batches are staged before the table lock (no WAL, emptied at commit)
             conn.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS a2a_stage (ord INTEGER, task_id TEXT, exchange_id BIGINT, "
@@ -92,9 +115,16 @@ class PostgresStore:
             self._pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=configure, open=False)
             self._pool.open(wait=True, timeout=10)
         except Exception as exc:  # noqa: BLE001 - one readable line for the CLI
-            raise StoreError(f"cannot connect to {safe_location(url)}: {_first_line(exc)}") from None
+            raise ConnectionLost(f"cannot connect to {safe_location(url)}: {_first_line(exc)}") from None
         self._local = threading.local()
-        self._migrate()
+        if readonly:
+            self._check_schema()
+        else:
+            self._migrate()
+
+    @property
+    def location(self) -> str:
+        return safe_location(self.url)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -129,6 +159,17 @@ class PostgresStore:
         with self._txn() as cur:
             cur.execute(sql, args)
             return cur.fetchall()
+
+    def _check_schema(self) -> None:
+        """A read-only open: the schema must be there already, at a version we read."""
+        rows = self._read("SELECT to_regclass('a2a_tape_schema') IS NOT NULL")
+        found = self._read("SELECT version FROM a2a_tape_schema")[0][0] if rows[0][0] else 0
+        if found != SCHEMA_VERSION:
+            self._pool.close()
+            raise StoreError(
+                f"{self.location} has schema version {found}, this a2a-tape reads {SCHEMA_VERSION}"
+                + (": open it once with a writing command" if found < SCHEMA_VERSION else ": upgrade a2a-tape")
+            )
 
     def _migrate(self) -> None:
         with self._txn() as cur:
@@ -222,7 +263,7 @@ class PostgresStore:
 
     def read_fold_rows(
         self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
-    ) -> Iterator[list[tuple]]:
+    ) -> Iterator[list[FoldRow]]:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
         received_at, payload)`` tuples, in log order (the narrow reader of a rebuild); ``upto``
         and ``tasks`` as in :meth:`store.sqlite.SqliteStore.read_fold_rows`."""

@@ -12,10 +12,11 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from pathlib import Path
-from typing import Literal
+from types import TracebackType
 
 import msgspec
 
@@ -23,12 +24,15 @@ from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
 from .append_plan import BatchPlan
 from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
-from .errors import NotADatabase, StoreError, StoreNotFound
+from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound
+from .faults import guard_public, on_readonly_media, translate
+from .interface import Durability, FoldRow
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from .schema import migrate
+from .schema import SCHEMA_VERSION, migrate
 
-Durability = Literal["full", "normal"]
+DEFAULT_BUSY_TIMEOUT = 30.0
+"""Seconds a write waits for another process's write transaction before :class:`DatabaseLocked`."""
 
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
 _INSERT_BLOCK = 64
@@ -55,8 +59,15 @@ def _row_event(row: tuple) -> StoredEvent:
     return StoredEvent(*row)
 
 
+@guard_public
 class SqliteStore:
-    """The event log in one SQLite file. See :mod:`store` for the API contract."""
+    """The event log in one SQLite file. See :mod:`a2a_tape.store.interface` for the API contract.
+
+    ``busy_timeout``: seconds a write waits for another process's write transaction, then
+    :class:`DatabaseLocked`. ``readonly``: open with ``mode=ro`` (nothing is created or migrated,
+    every write raises :class:`ReadOnlyStore`); on read-only media, where SQLite cannot create the
+    ``-shm`` file a WAL reader needs, the file is opened ``immutable=1`` instead.
+    """
 
     backend = "sqlite"
 
@@ -66,36 +77,83 @@ class SqliteStore:
         *,
         create: bool = True,
         durability: Durability = "full",
-        timeout: float = 30.0,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        readonly: bool = False,
     ) -> None:
         self.path = Path(path)
-        self.durability = durability
-        if not create and not self.path.exists():
+        self.durability: Durability = durability
+        self.busy_timeout: float | None = busy_timeout
+        self.readonly = readonly
+        self.immutable = False
+        if (readonly or not create) and not self.path.exists():
             raise StoreNotFound(f"no database at {self.path}")
-        if create and not self.path.parent.exists():
+        if create and not readonly and not self.path.parent.exists():
             raise StoreError(f"cannot create {self.path}: directory {self.path.parent} does not exist")
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database file")
-        try:
-            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from None
         self._lock = threading.RLock()
         self._depth = 0
         self._commits = 0  # our own commits: PRAGMA data_version only counts other connections'
+        if readonly:
+            self._conn = self._open_readonly()
+            return
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._fault(exc, "open") from None
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
             self._conn.execute("PRAGMA foreign_keys=OFF")
             migrate(self._conn)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             self._conn.close()
-            msg = str(exc)
-            if "not a database" in msg or "malformed" in msg or "file is encrypted" in msg:
-                raise NotADatabase(f"{self.path} is not an a2a-tape database ({msg})") from None
-            if "readonly" in msg or "unable to open" in msg or "read-only" in msg:
-                raise StoreError(f"cannot write to {self.path}: {msg}") from None
-            raise StoreError(f"cannot use {self.path}: {msg}") from None
+            raise self._fault(exc, "use") from None
+
+    def _fault(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        return translate(exc, self.location, self.busy_timeout) or StoreError(f"cannot {doing} {self.path}: {exc}")
+
+    def _connect_uri(self, query: str) -> sqlite3.Connection:
+        uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?{query}"
+        return sqlite3.connect(
+            uri, uri=True, timeout=self.busy_timeout or 0, isolation_level=None, check_same_thread=False
+        )
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """``mode=ro``; ``immutable=1`` when the file or its directory is on read-only media (no
+        ``-shm`` can be made there) or a ``mode=ro`` reader cannot start."""
+        attempts = ["mode=ro&immutable=1"] if on_readonly_media(self.path) else ["mode=ro", "mode=ro&immutable=1"]
+        last: sqlite3.Error | None = None
+        for query in attempts:
+            conn: sqlite3.Connection | None = None
+            try:
+                conn = self._connect_uri(query)
+                found = conn.execute("PRAGMA user_version").fetchone()[0]
+            except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
+                last = exc
+                if isinstance(self._fault(exc, "read"), NotADatabase):
+                    break
+                continue
+            self.immutable = "immutable" in query
+            if found > SCHEMA_VERSION:
+                conn.close()
+                migrate_error = f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}"
+                raise StoreError(f"{self.location}: {migrate_error}: upgrade a2a-tape")
+            if found < SCHEMA_VERSION:
+                conn.close()
+                raise ReadOnlyStore(
+                    f"{self.location} has schema version {found} and needs an upgrade to {SCHEMA_VERSION}, "
+                    "which a read-only open cannot do: open it once with a writing command"
+                )
+            return conn
+        assert last is not None
+        raise self._fault(last, "read") from None
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -109,10 +167,10 @@ class SqliteStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self):
+    def _write(self) -> _WriteTxn:
         return _WriteTxn(self)
 
-    def transaction(self):
+    def transaction(self) -> _WriteTxn:
         """One write transaction around several calls (an atomic import): all or nothing."""
         return _WriteTxn(self)
 
@@ -185,7 +243,7 @@ class SqliteStore:
 
     def read_fold_rows(
         self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
-    ) -> Iterator[list[tuple]]:
+    ) -> Iterator[list[FoldRow]]:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
         received_at, payload)`` tuples, in log order.
 
@@ -532,7 +590,9 @@ class SqliteStore:
 class _WriteTxn:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` under the store's lock; rollback on error.
 
-    Nested uses join the outer transaction; only the outermost one commits or rolls back.
+    Nested uses join the outer transaction; only the outermost one commits or rolls back. A
+    COMMIT that fails (the disk filled up) is rolled back, so the connection is usable again and
+    nothing half-written stays. A read-only store refuses at BEGIN.
     """
 
     def __init__(self, store: SqliteStore) -> None:
@@ -540,6 +600,8 @@ class _WriteTxn:
 
     def __enter__(self) -> sqlite3.Cursor:
         st = self.store
+        if st.readonly:
+            raise ReadOnlyStore(f"{st.location} was opened read-only: cannot write")
         st._lock.acquire()
         if st._depth == 0:
             try:
@@ -550,15 +612,30 @@ class _WriteTxn:
         st._depth += 1
         return st._conn.cursor()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         st = self.store
         st._depth -= 1
         try:
             if st._depth == 0:
                 if exc_type is None:
-                    st._conn.execute("COMMIT")
+                    try:
+                        st._conn.execute("COMMIT")
+                    except BaseException:
+                        _rollback(st._conn)
+                        raise
                     st._commits += 1
                 else:
-                    st._conn.execute("ROLLBACK")
+                    _rollback(st._conn)
         finally:
             st._lock.release()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open (SQLite may have rolled back already: disk full)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:  # the error that brought us here is the one to report
+            pass

@@ -1,0 +1,176 @@
+"""What a store offers, as typing Protocols split by capability; :class:`Store` is all of them.
+
+Both backends (:class:`a2a_tape.store.sqlite.SqliteStore`, :class:`a2a_tape.store.postgres.PostgresStore`)
+satisfy every protocol here; ``store/_conformance.py`` makes mypy prove it. A consumer names the
+narrowest capability it uses (a reader of tasks takes an :class:`EventLog`, the idempotency table a
+:class:`IdempotencyStore`), so any backend, or a test's own small store, can be passed.
+
+Every method may raise a :class:`a2a_tape.store.errors.StoreError`; the machine's faults arrive as
+its :class:`~a2a_tape.store.errors.StoreUnavailable` subclasses (locked, disk full, read-only,
+connection lost), never as a driver's own exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Literal, Protocol
+
+from .paging import TaskRange
+from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+
+Durability = Literal["full", "normal"]
+"""``full``: every commit is on disk before it returns; ``normal``: it may be lost on power loss."""
+
+FoldRow = tuple[int, str | None, int, int | None, float, bytes]
+"""``(position, task_id, seq, exchange_id, received_at, payload)``: what a fold reads of an event."""
+
+
+class StoreHandle(Protocol):
+    """Where the log is and how it was opened; closing it; one transaction around several writes."""
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgres``."""
+        ...
+
+    @property
+    def location(self) -> str:
+        """Where the log lives, fit for messages: never a password."""
+        ...
+
+    @property
+    def durability(self) -> Durability: ...
+
+    @property
+    def readonly(self) -> bool:
+        """Opened read-only (or on read-only media): every write raises ``ReadOnlyStore``."""
+        ...
+
+    def close(self) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[object]:
+        """One write transaction around several calls: all of them or nothing."""
+        ...
+
+    def integrity_check(self) -> str:
+        """``ok``, or what the backend found wrong with its storage."""
+        ...
+
+
+class EventLog(Protocol):
+    """The append-only log of events, idempotent by ``(task_id, seq)``."""
+
+    def append_batch(self, events: Sequence[NewEvent]) -> list[StoredEvent]: ...
+
+    def append(self, event: NewEvent) -> StoredEvent: ...
+
+    def read_from(self, position: int = 0, *, limit: int | None = None, batch: int = 5000) -> Iterator[StoredEvent]:
+        """Events after ``position``, in log order."""
+        ...
+
+    def read_task(self, task_id: str) -> list[StoredEvent]: ...
+
+    def read_exchange(self, exchange_id: int) -> list[StoredEvent]: ...
+
+    def iter_exchange(self, exchange_id: int, *, batch: int = 5000) -> Iterator[StoredEvent]: ...
+
+    def last_position(self) -> int: ...
+
+    def count_events(self) -> int: ...
+
+    def has_task(self, task_id: str) -> bool: ...
+
+    def task_events(self) -> list[TaskEvents]: ...
+
+    def task_ids_with_prefix(self, prefix: str) -> list[str]: ...
+
+
+class ExchangeLog(Protocol):
+    """The HTTP exchanges the events arrived in (request, response head, outcome)."""
+
+    def begin_exchange(self, exchange: Exchange) -> int: ...
+
+    def update_exchange(self, exchange_id: int, **fields: object) -> None: ...
+
+    def get_exchange(self, exchange_id: int) -> Exchange | None: ...
+
+    def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]: ...
+
+
+class IdempotencyStore(Protocol):
+    """Idempotency keys with their request hash and expiry (the proxy's replay-safe retries)."""
+
+    def idem_get(self, key: str, *, now: float | None = None) -> IdempotencyRecord | None: ...
+
+    def idem_claim(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]: ...
+
+    def idem_update(
+        self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None
+    ) -> None: ...
+
+    def idem_release(self, key: str) -> None: ...
+
+    def idem_all(self) -> list[IdempotencyRecord]: ...
+
+    def idem_expire(self, now: float | None = None) -> int: ...
+
+
+class ProjectionStore(Protocol):
+    """Projection rows and their cursor, committed together; the narrow readers a rebuild uses."""
+
+    def projection_cursor(self, name: str) -> int: ...
+
+    def projection_load(self, name: str, keys: Iterable[str]) -> dict[str, bytes]: ...
+
+    def projection_rows(self, name: str, *, batch: int = 500) -> Iterator[tuple[str, bytes]]: ...
+
+    def projection_commit(
+        self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None
+    ) -> bool: ...
+
+    def projection_reset(self, name: str) -> None: ...
+
+    def read_fold_rows(
+        self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
+    ) -> Iterator[list[FoldRow]]: ...
+
+    def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]: ...
+
+
+class LeasesAndMeta(Protocol):
+    """Named leases with expiry (one recoverer per task) and a small key-value table."""
+
+    def lease_acquire(
+        self, name: str, owner: str, ttl: float, *, now: float | None = None, take_over: str | None = None
+    ) -> bool: ...
+
+    def lease_holder(self, name: str, *, now: float | None = None) -> str | None: ...
+
+    def lease_release(self, name: str, owner: str) -> None: ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+
+class Following(Protocol):
+    """Waiting for events other writers commit (LISTEN/NOTIFY on PostgreSQL, the data version on SQLite)."""
+
+    def last_position(self) -> int: ...
+
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        """True once an event past ``after`` is committed; False after ``timeout`` seconds."""
+        ...
+
+
+class Projections(ProjectionStore, LeasesAndMeta, Following, Protocol):
+    """What a :class:`a2a_tape.replay.projection.Projector` needs: rows, cursor, version marker, following."""
+
+
+class Store(StoreHandle, EventLog, ExchangeLog, IdempotencyStore, ProjectionStore, LeasesAndMeta, Following, Protocol):
+    """Every capability: what :func:`a2a_tape.store.open_store` returns."""
+
+    def __enter__(self) -> Store: ...
+
+    def __exit__(self, *exc: object) -> None: ...
