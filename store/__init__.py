@@ -54,6 +54,7 @@ from .events import (
     Undecodable,
 )
 from .interface import (
+    AppendLog,
     Durability,
     EventLog,
     ExchangeLog,
@@ -82,6 +83,7 @@ __all__ = [
     "Artifact",
     "ArtifactUpdate",
     "DEFAULT_DB",
+    "AppendLog",
     "EventLog",
     "ExchangeLog",
     "Following",

@@ -43,6 +43,11 @@ class StoreHandle(Protocol):
     def durability(self) -> Durability: ...
 
     @property
+    def busy_timeout(self) -> float | None:
+        """Seconds a write waits for another writer's lock before ``DatabaseLocked`` (None: the backend's own)."""
+        ...
+
+    @property
     def readonly(self) -> bool:
         """Opened read-only (or on read-only media): every write raises ``ReadOnlyStore``."""
         ...
@@ -162,6 +167,10 @@ class Following(Protocol):
     def wait_for_events(self, after: int, timeout: float) -> bool:
         """True once an event past ``after`` is committed; False after ``timeout`` seconds."""
         ...
+
+
+class AppendLog(EventLog, StoreHandle, Protocol):
+    """An event log that names itself in its errors: what the group-commit writer appends to."""
 
 
 class Projections(ProjectionStore, LeasesAndMeta, Following, Protocol):

@@ -19,6 +19,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .errors import AppendConflict, StoreError
+from .faults import translate
+from .interface import AppendLog
 from .records import NewEvent, StoredEvent
 
 
@@ -33,7 +35,7 @@ class _Slot:
 
 
 class GroupCommitWriter:
-    def __init__(self, store, *, max_batch: int = 2048) -> None:
+    def __init__(self, store: AppendLog, *, max_batch: int = 2048) -> None:
         self.store = store
         self.max_batch = max_batch
         self._send: MemoryObjectSendStream[_Slot] | None = None
@@ -63,7 +65,8 @@ class GroupCommitWriter:
         await slot.done.wait()
         if slot.error is not None:
             raise slot.error
-        return slot.result  # type: ignore[return-value]
+        assert slot.result is not None  # set with done, unless error is
+        return slot.result
 
     async def append_many(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         """Queue several events of one producer; they are stored in this order."""
@@ -72,34 +75,56 @@ class GroupCommitWriter:
         slots = [_Slot(e) for e in events]
         for s in slots:
             self._send.send_nowait(s)
-        out = []
+        out: list[StoredEvent] = []
         for s in slots:
             if not s.done.is_set():  # set already: no checkpoint per event of a batch
                 await s.done.wait()
             if s.error is not None:
                 raise s.error
+            assert s.result is not None
             out.append(s.result)
-        return out  # type: ignore[return-value]
+        return out
 
     async def _run(self) -> None:
         assert self._recv is not None
-        async with self._recv:
+        batch: list[_Slot] = []
+        try:
+            async with self._recv:
+                while True:
+                    try:
+                        first = await self._recv.receive()
+                    except anyio.EndOfStream:
+                        return
+                    batch = [first]
+                    while len(batch) < self.max_batch:
+                        try:
+                            batch.append(self._recv.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    await anyio.to_thread.run_sync(self._commit, batch)
+                    self.batches += 1
+                    self.events += len(batch)
+                    for s in batch:
+                        s.done.set()
+                    batch = []
+        except BaseException as exc:
+            # the writer itself ends (cancelled, or a bug): no producer may wait for it forever
+            self._fail_waiting(batch, exc)
+            raise
+
+    def _fail_waiting(self, batch: list[_Slot], exc: BaseException) -> None:
+        error = StoreError(f"the group-commit writer stopped ({type(exc).__name__}): the event was not stored")
+        pending = list(batch)
+        if self._recv is not None:
             while True:
                 try:
-                    first = await self._recv.receive()
-                except anyio.EndOfStream:
-                    return
-                batch = [first]
-                while len(batch) < self.max_batch:
-                    try:
-                        batch.append(self._recv.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                await anyio.to_thread.run_sync(self._commit, batch)
-                self.batches += 1
-                self.events += len(batch)
-                for s in batch:
-                    s.done.set()
+                    pending.append(self._recv.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+        for s in pending:
+            if not s.done.is_set():
+                s.error = s.error or error
+                s.done.set()
 
     def _commit(self, batch: list[_Slot]) -> None:
         try:
@@ -114,5 +139,7 @@ class GroupCommitWriter:
                 except BaseException as exc:  # noqa: BLE001 - handed to that producer
                     s.error = exc
         except BaseException as exc:  # noqa: BLE001 - every producer of the batch learns it
+            # the store maps its driver's errors already; a store that does not is mapped here
+            mapped = translate(exc, self.store.location, self.store.busy_timeout)
             for s in batch:
-                s.error = exc
+                s.error = mapped or exc
