@@ -6,6 +6,7 @@ bad input, with one readable line on stderr and no traceback.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -46,6 +47,15 @@ DbOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+BusyTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--busy-timeout",
+        metavar="SECONDS",
+        help="How long a write waits for another process's write lock on the log before it fails (default: 30).",
+        show_default=False,
+    ),
+]
 
 
 class UsageError(A2ATapeError):
@@ -66,12 +76,27 @@ def db_location(db: str | None) -> str:
     return db or store.default_db()
 
 
-def open_db(db: str | None, *, create: bool = False, durability: store.Durability = "full") -> store.SqliteStore:
-    """Open the log; for read-only commands the file must exist already."""
+def open_db(
+    db: str | None,
+    *,
+    create: bool = False,
+    durability: store.Durability = "full",
+    readonly: bool = False,
+    busy_timeout: float | None = None,
+) -> store.SqliteStore:
+    """Open the log; for read-only commands the file must exist already.
+
+    ``readonly``: the command only reads (nothing is created, migrated or written; works on
+    read-only media). ``busy_timeout``: ``--busy-timeout``, checked here before anything is opened.
+    """
+    if busy_timeout is not None and not (math.isfinite(busy_timeout) and busy_timeout > 0):
+        fail(f"--busy-timeout must be a number of seconds above 0, got {busy_timeout:g}")
     loc = db_location(db)
     if not create and "://" not in loc and not Path(loc).exists():
         fail(f"no database at {loc} (record something first, or pass --db)")
-    return store.open_store(loc, create=create, durability=durability)
+    return store.open_store(  # type: ignore[return-value]  # re-annotated to store.Store with the consumers
+        loc, create=create and not readonly, durability=durability, readonly=readonly, busy_timeout=busy_timeout
+    )
 
 
 def find_task(st: store.SqliteStore, task_id: str) -> str:

@@ -37,7 +37,7 @@ def doctor_cmd(
     json: JsonOption = False,
 ) -> None:
     """List lifecycle and contract faults (the help text is built from replay.doctor.CHECKS)."""
-    st = open_db(db)
+    st = open_db(db, readonly=True)
     with st:
         task_id = find_task(st, task) if task is not None else None
         report = diagnose(st, task_id)
@@ -90,12 +90,12 @@ def diff_cmd(
     Exit 0 when they show the same behaviour, 1 when they differ.
     """
     if _is_db_file(a) and _is_db_file(b):
-        with open_db(a) as sa, open_db(b) as sb:
+        with open_db(a, readonly=True) as sa, open_db(b, readonly=True) as sb:
             result = diff_mod.diff_stores(sa, sb)
     elif _is_db_file(a) != _is_db_file(b) and not (db and Path(db_location(db)).exists()):
         fail("give two task ids (with --db) or two database files")
     else:
-        with open_db(db) as st:
+        with open_db(db, readonly=True) as st:
             ta, tb = find_task(st, a), find_task(st, b)
             result = diff_mod.diff_tasks(st, ta, st, tb)
     if json:
@@ -129,7 +129,7 @@ def grep_cmd(
 
     Exit 1 when nothing matches, as grep does.
     """
-    st = open_db(db)
+    st = open_db(db, readonly=True)
     with st:
         task_id = find_task(st, task) if task is not None else None
         try:

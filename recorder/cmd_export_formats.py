@@ -31,7 +31,7 @@ def _version() -> str:
 def export(*, task: str | None, all_: bool, format: str, output: Path | None, db: str | None) -> None:
     if format not in FORMATS:
         fail(f"unknown export format '{format}' (known: {', '.join(FORMATS)})")
-    st = open_db(db)
+    st = open_db(db, readonly=True)
     with st:
         if all_:
             task_ids = [t.task_id for t in st.task_events()]

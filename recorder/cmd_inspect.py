@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from a2a_tape.store import decode_item
+from a2a_tape.store import ReadOnlyStore, decode_item
 
 from .app import DbOption, JsonOption, UsageError, app, emit_json, err, find_task, open_db, out
 
@@ -52,7 +52,7 @@ def show_cmd(
     json: JsonOption = False,
 ) -> None:
     """The timeline of raw events of one task."""
-    st = open_db(db)
+    st = open_db(db, readonly=True)
     with st:
         lone = None if st.has_task(task) else _find_message(st, task)
         if lone is not None:  # a lone Message reply: no task, its exchange's events
@@ -324,17 +324,14 @@ class _InMemory:
 
 
 def _projector(st):
-    """The persisted projection, brought up to date; folded in memory when the file is read-only."""
-    import sqlite3
-
+    """The persisted projection, brought up to date; folded in memory when the log is read-only
+    (opened so, or on read-only media) and the stored projection is behind."""
     from a2a_tape.replay.projection import Projector
 
     proj = Projector(st)
     try:
         proj.catch_up()
-    except sqlite3.OperationalError as exc:
-        if "readonly" not in str(exc) and "read-only" not in str(exc):
-            raise
+    except ReadOnlyStore:
         return _InMemory(st)
     return proj
 
@@ -383,7 +380,7 @@ def tasks_cmd(
                         raise UsageError(f"--state: unknown task state '{one.strip()}'")
                     wanted.add(norm)
     cutoff = _parse_since(since)
-    st = open_db(db)
+    st = open_db(db, readonly=True)
     with st:
         exchanges = st.exchanges()
         views = list(_projector(st).views(_closed_of(exchanges)))
@@ -503,7 +500,7 @@ def channels_cmd(
 
     Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task.
     """
-    st = open_db(db)
+    st = open_db(db, readonly=True)
     with st:
         task_id = find_task(st, task)
         view = _projector(st).view(task_id, _closed(st, task_id))

@@ -84,7 +84,7 @@ def serve_cmd(
         if u.scheme not in ("http", "https") or not u.netloc:
             fail(f"--upstream must be an http(s) URL, got '{upstream}'")
     location = db_location(db)
-    library = Library.open(location, create=record_mode != "none")
+    library = Library.open(location, create=record_mode != "none", readonly=record_mode == "none")
     try:
         if not library.episodes and not (upstream and record_mode != "none"):
             fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")

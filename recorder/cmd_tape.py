@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from a2a_tape.store import safe_location
 from a2a_tape.store.tape import export_lines, import_tape, write_tape
 
-from .app import DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
+from .app import BusyTimeoutOption, DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
 
 
 @app.command("import")
@@ -20,11 +20,12 @@ def import_cmd(
     file: Annotated[Path, typer.Argument(help="A JSONL tape (docs/tape-format.md); '-' reads stdin.")],
     db: DbOption = None,
     json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Import a JSONL tape into the database, atomically (a bad line imports nothing)."""
     if str(file) != "-" and not file.is_file():
         fail(f"no such file: {file}")
-    st = open_db(db, create=True)
+    st = open_db(db, create=True, busy_timeout=busy_timeout)
     with st:
         src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
         with (
@@ -71,7 +72,7 @@ def export_cmd(
 
         cmd_export_formats.export(task=task, all_=all_, format=format, output=output, db=db)
         return
-    st = open_db(db)
+    st = open_db(db, readonly=True)
     with st:
         task_ids = None if all_ else [find_task(st, task)]  # type: ignore[arg-type]
         if output is None:
@@ -88,16 +89,17 @@ def copy_cmd(
     src: Annotated[str, typer.Argument(help="Source log: a SQLite file or a postgresql:// URL.")],
     dst: Annotated[str, typer.Argument(help="Destination log: a SQLite file or a postgresql:// URL.")],
     json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically.
 
     Into an empty DST the copy keeps positions, sequence numbers, exchanges and payload bytes;
     copying again changes nothing.
     """
-    source = open_db(src)
+    source = open_db(src, readonly=True, busy_timeout=busy_timeout)
     with source:
         total = source.count_events()
-        target = open_db(dst, create=True)
+        target = open_db(dst, create=True, busy_timeout=busy_timeout)
         with (
             target,
             Progress(

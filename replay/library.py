@@ -160,8 +160,10 @@ class Library:
         self.refresh()
 
     @classmethod
-    def open(cls, location: str | os.PathLike[str], *, create: bool = False) -> Library:
-        """A database file, or a JSONL tape (imported into a private temporary database)."""
+    def open(cls, location: str | os.PathLike[str], *, create: bool = False, readonly: bool = False) -> Library:
+        """A database file, or a JSONL tape (imported into a private temporary database).
+
+        ``readonly``: nothing will be recorded; a database file is opened read-only (read-only media too)."""
         path = Path(location)
         if path.suffix in (".jsonl", ".tape") or _looks_like_tape(path):
             tmp = tempfile.mkdtemp(prefix="a2a-tape-")
@@ -181,7 +183,7 @@ class Library:
             return cls(st, source=str(path), tempdir=tmp)
         if not create and not path.exists():
             raise StoreError(f"no recording at {path}")
-        return cls(open_store(path, create=create), source=str(path))
+        return cls(open_store(path, create=create and not readonly, readonly=readonly), source=str(path))
 
     def close(self) -> None:
         self.store.close()
