@@ -73,7 +73,8 @@ class PostgresStore:
     ``busy_timeout``: when given, a statement waits that many seconds for a lock another session
     holds (``lock_timeout``), then :class:`DatabaseLocked`; by default it waits as PostgreSQL does.
     ``readonly``: every transaction is read-only (a write raises :class:`ReadOnlyStore`) and the
-    schema is neither created nor migrated.
+    schema is neither created nor migrated. ``pool_timeout``: how long a call waits for a connection
+    (all in use, or the server gone) before :class:`ConnectionLost`.
     """
 
     backend = "postgres"
@@ -86,6 +87,7 @@ class PostgresStore:
         max_size: int = 8,
         busy_timeout: float | None = None,
         readonly: bool = False,
+        pool_timeout: float = 10.0,
     ) -> None:
         if psycopg is None:
             raise StoreError("PostgreSQL needs the postgres extra: pip install 'a2a-tape[postgres]'")
@@ -112,7 +114,9 @@ class PostgresStore:
 
         try:
             psycopg.connect(url, connect_timeout=10).close()  # fail fast, with the server's reason
-            self._pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=configure, open=False)
+            self._pool = ConnectionPool(
+                url, min_size=1, max_size=max_size, configure=configure, open=False, timeout=pool_timeout
+            )
             self._pool.open(wait=True, timeout=10)
         except Exception as exc:  # noqa: BLE001 - one readable line for the CLI
             raise ConnectionLost(f"cannot connect to {safe_location(url)}: {_first_line(exc)}") from None

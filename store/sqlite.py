@@ -122,7 +122,11 @@ class SqliteStore:
     def _open_readonly(self) -> sqlite3.Connection:
         """``mode=ro``; ``immutable=1`` when the file or its directory is on read-only media (no
         ``-shm`` can be made there) or a ``mode=ro`` reader cannot start."""
-        attempts = ["mode=ro&immutable=1"] if on_readonly_media(self.path) else ["mode=ro", "mode=ro&immutable=1"]
+        attempts = ["mode=ro"]
+        wal = self.path.with_name(self.path.name + "-wal")
+        if on_readonly_media(self.path) and not (wal.exists() and wal.stat().st_size > 0):
+            # no -shm can be made here, and no commit waits in a -wal file: the file alone is the log
+            attempts.append("mode=ro&immutable=1")
         last: sqlite3.Error | None = None
         for query in attempts:
             conn: sqlite3.Connection | None = None

@@ -1,4 +1,6 @@
-"""The store behaviour suite runs against every backend listed in ``BACKENDS``.
+"""The store behaviour suite runs against every backend listed in ``BACKENDS``, through the
+:class:`a2a_tape.store.Store` protocol (the fixtures are typed so; the tests use no attribute outside it), so what passes
+here holds for any backend that satisfies it (mypy checks both do: ``store/_conformance.py``).
 
 Each backend provides a factory ``open(location, durability)`` and a way to make a fresh,
 empty location per test. SQLite is the embedded default; PostgreSQL runs the same suite, each location a
@@ -23,13 +25,13 @@ class Backend:
 
     name: str
     root: Path
-    opened: list = field(default_factory=list)
+    opened: list[store.Store] = field(default_factory=list)
 
     def location(self, label: str = "log") -> str:
         return str(self.root / f"{label}.db")
 
-    def open(self, label: str = "log", *, durability: store.Durability = "full"):
-        st = store.open_store(self.location(label), durability=durability)
+    def open(self, label: str = "log", *, durability: store.Durability = "full") -> store.Store:
+        st: store.Store = store.open_store(self.location(label), durability=durability)
         self.opened.append(st)
         return st
 
@@ -76,6 +78,6 @@ def backend(request, tmp_path) -> Iterator[Backend]:
 
 
 @pytest.fixture
-def st(backend):
+def st(backend: Backend) -> store.Store:
     """A fresh, empty store of the backend under test."""
     return backend.open()

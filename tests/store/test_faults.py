@@ -1,0 +1,383 @@
+"""The machine's faults become readable StoreErrors: a full disk, a lock held past the busy timeout,
+read-only media, a PostgreSQL server that goes away.
+
+Everything here is real: a 2 MB tmpfs mounted by the test (root only; skipped with the reason
+otherwise), a second process holding ``BEGIN IMMEDIATE`` with the real sqlite3 module, a private
+PostgreSQL server stopped mid-use, and the installed ``a2a-tape`` console script in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from a2a_tape import store
+from a2a_tape.store import (
+    ConnectionLost,
+    DatabaseLocked,
+    DiskFull,
+    Exchange,
+    GroupCommitWriter,
+    NewEvent,
+    ReadOnlyStore,
+    SqliteStore,
+    StoreError,
+)
+from a2a_tape.store.tape import write_tape
+from tests.cli.conftest import TASK, make_log
+
+CLI = str(Path(sys.executable).with_name("a2a-tape"))
+CHUNK = 5000  # bytes of one event payload in the filling loops
+
+
+def cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a user runs it."""
+    env = {k: v for k, v in os.environ.items() if k != "A2A_TAPE_DB"}
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_one_line(r: subprocess.CompletedProcess[str], *needles: str) -> str:
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("a2a-tape: error: "), lines[0]
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def payload(n: int) -> bytes:
+    """Incompressible enough: SQLite stores it as is; tmpfs fills at a known pace."""
+    return b'{"n": %d, "pad": "%s"}' % (n, os.urandom(CHUNK // 2).hex().encode())
+
+
+# -- a small file system of our own (root) ----------------------------------------------------
+
+
+@contextmanager
+def _mounted(where: Path, size: str = "2m") -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test mounts its own small tmpfs (disk full, read-only media)")
+    where.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): needs CAP_SYS_ADMIN")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.fixture
+def small_fs(tmp_path) -> Iterator[Path]:
+    """A 2 MB tmpfs, unmounted at teardown."""
+    with _mounted(tmp_path / "small") as d:
+        yield d
+
+
+def fill_until_full(st: SqliteStore, limit: int = 2000) -> list[bytes]:
+    """Append batches of 10 events until the disk is full; return the payloads that were stored."""
+    stored: list[bytes] = []
+    for b in range(limit):
+        batch = [payload(b * 10 + i) for i in range(10)]
+        try:
+            st.append_batch([NewEvent(payload=p, task_id=f"t{b % 7}") for p in batch])
+        except DiskFull:
+            return stored
+        stored += batch
+    raise AssertionError(f"{limit} batches fitted on a 2 MB file system")
+
+
+def test_append_on_a_full_disk_raises_disk_full_and_keeps_the_log(small_fs):
+    path = small_fs / "log.db"
+    st = SqliteStore(path)
+    stored = fill_until_full(st)
+    assert stored, "nothing fitted before the disk was full"
+    with pytest.raises(DiskFull) as info:  # the connection is usable: the same refusal, not a stuck transaction
+        st.append_batch([NewEvent(payload=payload(-i), task_id="late") for i in range(1, 21)])
+    message = str(info.value)
+    assert str(path) in message and "disk is full" in message and "\n" not in message
+    assert isinstance(info.value, store.StoreUnavailable)
+    # the log stays readable and whole: every acknowledged event, byte for byte, nothing of the refused
+    assert [e.payload for e in st.read_from(0)] == stored
+    assert not st.has_task("late")
+    st.close()
+    with SqliteStore(path) as again:
+        assert again.integrity_check() == "ok"
+        assert again.count_events() == len(stored)
+
+
+def test_group_commit_producers_receive_disk_full(small_fs):
+    st = SqliteStore(small_fs / "log.db")
+    fill_until_full(st)
+
+    async def main() -> BaseException:
+        with anyio.fail_after(30):  # a producer that hangs fails here instead
+            async with GroupCommitWriter(st) as w:
+                try:
+                    await w.append_many([NewEvent(payload=payload(-i), task_id="t") for i in range(1, 21)])
+                except StoreError as exc:
+                    return exc
+                raise AssertionError("the append was acknowledged on a full disk")
+
+    assert isinstance(anyio.run(main), DiskFull)
+    st.close()
+
+
+def _tape(tmp_path: Path, events: int) -> Path:
+    """A JSONL tape of ``events`` events of one task (written from a db on the ordinary disk)."""
+    src = tmp_path / "src.db"
+    with SqliteStore(src) as st:
+        ex = st.begin_exchange(Exchange(started_at=1.0, url="http://agent/", task_id="imported"))
+        st.append_batch([NewEvent(payload=payload(i), task_id="imported", exchange_id=ex) for i in range(events)])
+        tape = tmp_path / "tape.jsonl"
+        with tape.open("wb") as fh:
+            write_tape(st, fh)
+    return tape
+
+
+def test_import_on_a_full_disk_exits_2_with_one_line_and_the_log_unchanged(tmp_path, small_fs):
+    tape = _tape(tmp_path, 600)  # ~3 MB of payloads: more than the file system holds
+    db = small_fs / "log.db"
+    make_log(db)
+    before = _dump(db)
+    r = cli("import", tape, "--db", db)
+    assert_one_line(r, "disk is full", str(db))
+    assert _dump(db) == before
+
+
+def _dump(path: Path) -> list[tuple[int, str | None, bytes]]:
+    with store.open_store(path, readonly=True) as st:
+        return [(e.position, e.task_id, e.payload) for e in st.read_from(0)]
+
+
+# -- another process holds the write lock ------------------------------------------------------
+
+_HOLDER = r"""
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO meta (key, value) VALUES ('held', 'by another process')")
+print("locked", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+conn.execute("ROLLBACK")
+"""
+
+
+@contextmanager
+def write_lock(path: Path) -> Iterator[None]:
+    """A second process holding a write transaction on ``path`` (real sqlite3) until the block ends."""
+    p = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline() == "locked\n"
+        yield
+    finally:
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait(timeout=30)
+
+
+def test_append_while_another_process_writes_raises_database_locked(tmp_path):
+    path = tmp_path / "log.db"
+    st = SqliteStore(path, busy_timeout=0.2)
+    st.append(NewEvent(payload=payload(0), task_id="t"))
+    with write_lock(path):
+        with pytest.raises(DatabaseLocked) as info:
+            st.append(NewEvent(payload=payload(1), task_id="t"))
+        message = str(info.value)
+        assert str(path) in message and "locked by another process" in message and "0.2 s" in message
+        assert "\n" not in message
+        assert [e.seq for e in st.read_task("t")] == [1]  # reads go on while the lock is held
+    st.append(NewEvent(payload=payload(1), task_id="t"))  # the store is usable again once it is free
+    assert st.count_events() == 2
+    st.close()
+
+
+def test_busy_timeout_defaults_to_thirty_seconds_and_is_configurable(tmp_path):
+    with store.open_store(tmp_path / "a.db") as st:
+        assert st.busy_timeout == 30.0
+    with store.open_store(tmp_path / "a.db", busy_timeout=1.5) as st:
+        assert st.busy_timeout == 1.5
+
+
+def test_group_commit_producers_receive_database_locked(tmp_path):
+    path = tmp_path / "log.db"
+    st = SqliteStore(path, busy_timeout=0.2)
+
+    async def main() -> list[BaseException]:
+        errors: list[BaseException] = []
+
+        async def producer(w: GroupCommitWriter, n: int) -> None:
+            try:
+                await w.append(NewEvent(payload=payload(n), task_id=f"t{n}"))
+            except StoreError as exc:
+                errors.append(exc)
+
+        with anyio.fail_after(30):
+            async with GroupCommitWriter(st) as w, anyio.create_task_group() as tg:
+                for n in range(4):
+                    tg.start_soon(producer, w, n)
+        return errors
+
+    with write_lock(path):
+        errors = anyio.run(main)
+    assert len(errors) == 4 and all(isinstance(e, DatabaseLocked) for e in errors)
+    assert st.count_events() == 0
+    st.close()
+
+
+def test_import_and_copy_while_locked_exit_2_after_the_busy_timeout(tmp_path):
+    tape = _tape(tmp_path, 20)
+    db = tmp_path / "log.db"
+    make_log(db)
+    before = _dump(db)
+    with write_lock(db):
+        r = cli("import", tape, "--db", db, "--busy-timeout", "0.3")
+        assert_one_line(r, "locked by another process", str(db), "--busy-timeout")
+        r = cli("copy", tmp_path / "src.db", db, "--busy-timeout", "0.3")
+        assert_one_line(r, "locked by another process", str(db))
+    assert _dump(db) == before
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_a_busy_timeout_that_is_not_a_duration_is_refused_before_anything_is_written(tmp_path, value):
+    tape = _tape(tmp_path, 1)
+    db = tmp_path / "new.db"
+    r = cli("import", tape, "--db", db, "--busy-timeout", value)
+    assert_one_line(r, "--busy-timeout")
+    assert not db.exists()
+
+
+# -- read-only ---------------------------------------------------------------------------------
+
+
+def test_a_store_opened_read_only_refuses_every_write(tmp_path):
+    path = tmp_path / "log.db"
+    make_log(path)
+    with store.open_store(path, readonly=True) as st:
+        assert st.readonly and st.count_events() == 8
+        writes = [
+            lambda: st.append(NewEvent(payload=b"{}", task_id="x")),
+            lambda: st.begin_exchange(Exchange(started_at=1.0)),
+            lambda: st.set_meta("k", "v"),
+            lambda: st.projection_commit("p", 1, {}),
+            lambda: st.idem_expire(),
+            lambda: st.lease_acquire("l", "me", 1.0),
+        ]
+        for write in writes:
+            with pytest.raises(ReadOnlyStore, match="read-only"):
+                write()
+    assert not store.open_store(path).get_meta("k")
+
+
+def test_read_only_open_does_not_create_a_missing_database(tmp_path):
+    with pytest.raises(store.StoreNotFound):
+        store.open_store(tmp_path / "nope.db", readonly=True)
+    assert not (tmp_path / "nope.db").exists()
+
+
+@pytest.fixture(params=["projection behind", "projection current"])
+def readonly_copy(request, tmp_path) -> Iterator[Path]:
+    """A log copied onto a tmpfs remounted read-only (no -wal or -shm can be made there)."""
+    src = tmp_path / "src.db"
+    make_log(src)
+    if request.param == "projection current":
+        assert cli("tasks", "--db", src).returncode == 0  # folds and commits the projection
+    with _mounted(tmp_path / "media", size="4m") as media:
+        shutil.copy(src, media / "log.db")
+        r = subprocess.run(["mount", "-o", "remount,ro", str(media)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only: {r.stderr.strip()}")
+        yield media / "log.db"
+
+
+def test_read_only_commands_work_on_read_only_media(readonly_copy):
+    db = readonly_copy
+    r = cli("tasks", "--json", "--db", db)
+    assert r.returncode == 0, r.stderr
+    assert TASK in r.stdout and "other-task" in r.stdout
+    r = cli("show", TASK[:8], "--db", db)
+    assert r.returncode == 0, r.stderr
+    r = cli("channels", TASK, "--db", db)
+    assert r.returncode == 0, r.stderr
+    assert "chunk-0 chunk-1" in r.stdout
+    for args in (("doctor",), ("export", "--all"), ("grep", "chunk")):
+        r = cli(*args, "--db", db)
+        assert r.returncode in (0, 1), (args, r.stderr)
+        assert "error" not in r.stderr, (args, r.stderr)
+    assert sorted(os.listdir(db.parent)) == ["log.db"]
+
+
+def test_serve_starts_on_read_only_media(readonly_copy):
+    p = subprocess.Popen(
+        [CLI, "serve", "--listen", "127.0.0.1:0", "--db", str(readonly_copy)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert p.stderr is not None
+        first = p.stderr.readline()
+        assert "replaying" in first, first + p.stderr.read() if p.poll() is not None else first
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def test_a_write_on_read_only_media_raises_read_only_store(readonly_copy):
+    with store.open_store(readonly_copy, readonly=True) as st:
+        assert st.count_events() == 8
+        with pytest.raises(ReadOnlyStore):
+            st.append(NewEvent(payload=b"{}", task_id="x"))
+    r = cli("import", "-", "--db", readonly_copy)
+    assert_one_line(r, "read-only", str(readonly_copy))
+
+
+# -- PostgreSQL: the server goes away ----------------------------------------------------------
+
+
+def test_postgres_server_stopped_mid_use_gives_connection_lost(pg_server):
+    """A private server (the session's ``pg_server`` only says PostgreSQL is there), stopped mid-use."""
+    from tests.support import postgres
+
+    with postgres.postgres_server() as url:
+        secret_url = url.replace("postgresql://a2a@", "postgresql://a2a:s3cret-pw@")  # trust auth: any password
+        from a2a_tape.store.postgres import PostgresStore
+
+        st = PostgresStore(secret_url, pool_timeout=2.0)  # a call waits at most that long for a connection
+        st.append(NewEvent(payload=payload(0), task_id="t"))
+        _stop(url)
+        with pytest.raises(ConnectionLost) as info:
+            st.append(NewEvent(payload=payload(1), task_id="t"))
+        message = str(info.value)
+        assert "lost the connection to" in message and "127.0.0.1" in message
+        assert "s3cret-pw" not in message and "\n" not in message
+        with pytest.raises(ConnectionLost, match="lost the connection to"):  # the pool has none left to give
+            list(st.read_from(0))
+
+
+def _stop(url: str) -> None:
+    """Stop the server behind ``url`` at once (as its owner when we are root)."""
+    import psycopg
+
+    from tests.support.postgres import _bin
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        data = conn.execute("SHOW data_directory").fetchone()[0]  # type: ignore[index]
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run(
+        [*as_user, _bin("pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"], check=True, capture_output=True
+    )
