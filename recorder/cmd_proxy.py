@@ -12,7 +12,19 @@ import typer
 from a2a_tape.store.redact import build_redactor
 
 from . import listen as listening
-from .app import EXIT_FAILED, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
+from .app import (
+    EXIT_FAILED,
+    BusyTimeoutOption,
+    DbOption,
+    JsonOption,
+    app,
+    db_location,
+    emit_json,
+    err,
+    fail,
+    open_db,
+    out,
+)
 from .idempotency import DEFAULT_TTL
 from .proxy import DEFAULT_MAX_BODY, ProxyConfig, build_app, check_listen
 from .recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
@@ -58,6 +70,7 @@ def proxy_cmd(
     no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
     redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
     db: DbOption = None,
+    busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
     upstream = _check_url(upstream, "UPSTREAM")
@@ -71,7 +84,7 @@ def proxy_cmd(
         host, port = check_listen(listen, allow_remote)
     except ValueError as exc:
         fail(str(exc))
-    st = open_db(db, create=True, durability=durability)  # type: ignore[arg-type]
+    st = open_db(db, create=True, durability=durability, busy_timeout=busy_timeout)  # type: ignore[arg-type]
     config = ProxyConfig(
         upstream=upstream,
         durability=durability,

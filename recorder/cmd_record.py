@@ -14,7 +14,7 @@ from rich.table import Table
 from a2a_tape.store.redact import build_redactor
 from a2a_tape.store.sse import DEFAULT_MAX_LINE
 
-from .app import DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
+from .app import BusyTimeoutOption, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
 from .client import NotAnAgent
 from .live import render
 from .record import RecordOptions, RecordResult, record
@@ -76,11 +76,12 @@ def run_record(
     json: bool,
     title: str = "",
     durability: str = "normal",
+    busy_timeout: float | None = None,
 ) -> tuple[RecordResult, Session]:
     if durability not in ("normal", "full"):
         fail(f"bad --durability {durability!r}: expected normal or full")
     redactor = build_redactor(redact)
-    st = open_db(db, create=True, durability=durability)  # type: ignore[arg-type]
+    st = open_db(db, create=True, durability=durability, busy_timeout=busy_timeout)  # type: ignore[arg-type]
     with st:
         view = _LiveView(out, title or opts.url)
         session = Session(st, redactor, on_change=None if json else view.changed)
@@ -168,6 +169,7 @@ def record_cmd(
     durability: DurabilityOption = "normal",
     db: DbOption = None,
     json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."""
     if protocol not in ("auto", "1.0", "0.3"):
@@ -192,7 +194,7 @@ def record_cmd(
         on_stall=on_stall,  # type: ignore[arg-type]
         max_line=max_line_bytes,
     )
-    result, session = run_record(opts, db, redact or [], json=json, durability=durability)
+    result, session = run_record(opts, db, redact or [], json=json, durability=durability, busy_timeout=busy_timeout)
     report(result, session, db, json=json)
     raise typer.Exit(result.exit_code)
 
