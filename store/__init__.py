@@ -63,6 +63,8 @@ from .interface import (
     LeasesAndMeta,
     Projections,
     ProjectionStore,
+    Recordings,
+    RecordingStore,
     Store,
     StoreHandle,
 )
@@ -91,6 +93,8 @@ __all__ = [
     "LeasesAndMeta",
     "Projections",
     "ProjectionStore",
+    "RecordingStore",
+    "Recordings",
     "Store",
     "StoreHandle",
     "Durability",

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
         LeasesAndMeta,
         Projections,
         ProjectionStore,
+        Recordings,
+        RecordingStore,
         Store,
         StoreHandle,
     )
@@ -34,8 +36,11 @@ if TYPE_CHECKING:
         leases: LeasesAndMeta = st
         following: Following = st
         projections: Projections = st
+        recordings: Recordings = st
+        recording_store: RecordingStore = st
         whole: Store = st
         del handle, events, appends, exchanges, idempotency, projection_store, leases, following, projections
+        del recordings, recording_store
         entered: Store = whole.__enter__()
         del entered
 

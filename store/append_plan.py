@@ -5,11 +5,16 @@ no-ops and conflicts."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import msgspec
 
 from .errors import AppendConflict
+from .events import Origin
 from .records import Exchange, NewEvent, StoredEvent
+
+EventRow = tuple[str | None, int, int | None, str | None, bytes, float, float | None, Origin]
+"""(task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin): a new row of ``events``."""
 
 EXCHANGE_FIELDS = [f for f in Exchange.__struct_fields__ if f != "id"]
 _JSON_FIELDS = {"request_headers", "response_headers"}
@@ -29,7 +34,7 @@ def exchange_values(exchange: Exchange) -> list[object]:
     return [to_column(f, getattr(exchange, f)) for f in EXCHANGE_FIELDS]
 
 
-def exchange_from_row(row: tuple) -> Exchange:
+def exchange_from_row(row: Sequence[Any]) -> Exchange:
     values = dict(zip(["id", *EXCHANGE_FIELDS], row))
     for f in _JSON_FIELDS:
         values[f] = _headers_decoder.decode(values[f]) if values[f] else {}
@@ -41,7 +46,8 @@ def exchange_from_row(row: tuple) -> Exchange:
     return Exchange(**values)
 
 
-Key = tuple  # (task_id, None) or (None, exchange_id): what seq counts within
+Key = tuple[str | None, int | None]
+"""(task_id, None) or (None, exchange_id): what seq counts within."""
 
 
 def event_key(ev: NewEvent) -> Key:
@@ -68,8 +74,8 @@ class BatchPlan:
         find: Callable[[Key, int], StoredEvent | None],
     ) -> None:
         self.out: list[StoredEvent | None] = [None] * len(events)
-        self.rows: list[tuple] = []  # (task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin)
-        self._row_index: list[int] = []
+        self.rows: list[EventRow] = []
+        self._row_index: list[int] | range = []
         self._repeats: list[tuple[int, int]] = []
         keys = [event_key(ev) for ev in events]
         # one query for the highest seq of every key in the batch (not one per key)
@@ -82,17 +88,18 @@ class BatchPlan:
                 rows.append(
                     (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
                 )
-            self._row_index = range(len(events))  # type: ignore[assignment]
+            self._row_index = range(len(events))
             return
+        row_index: list[int] = []
+        self._row_index = row_index
         in_batch: dict[tuple[Key, int], int] = {}
         for i, ev in enumerate(events):
             key = keys[i]
-            seq = ev.seq
-            if seq is None:
-                n = nxt.get(key, 1)
-                seq = n
-                nxt[key] = n + 1
+            if ev.seq is None:
+                seq = nxt.get(key, 1)
+                nxt[key] = seq + 1
             else:
+                seq = ev.seq
                 k = in_batch.get((key, seq))
                 if k is not None:  # the same key earlier in this very batch
                     if bytes(self.rows[k][4]) != bytes(ev.payload):
@@ -109,7 +116,7 @@ class BatchPlan:
                     continue
                 nxt[key] = max(nxt.get(key, 1), seq + 1)
             in_batch[(key, seq)] = len(self.rows)
-            self._row_index.append(i)
+            row_index.append(i)
             self.rows.append(
                 (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
             )
@@ -123,4 +130,4 @@ class BatchPlan:
             out[i] = StoredEvent(start + 1 + k, *row)
         for i, k in self._repeats:
             out[i] = out[self._row_index[k]]
-        return out  # type: ignore[return-value]
+        return cast("list[StoredEvent]", out)  # every event is a new row, a no-op or a repeat: none left None

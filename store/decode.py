@@ -13,6 +13,7 @@ import msgspec
 from .events import (
     Artifact,
     ArtifactUpdate,
+    Body,
     Dialect,
     ErrorItem,
     Item,
@@ -230,7 +231,7 @@ def _v1_wrapped(
     message: WireMessage | None,
     status_update: WireStatusUpdate | None,
     artifact_update: WireArtifactUpdate | None,
-):
+) -> Body | None:
     if artifact_update is not None:
         return _artifact_update(artifact_update)
     if status_update is not None:
@@ -238,11 +239,11 @@ def _v1_wrapped(
     if task is not None:
         return _task(task)
     if message is not None:
-        return MessageItem(_message(message))  # type: ignore[arg-type]
+        return MessageItem(_message(message))  # type: ignore[arg-type]  # not None: message is not None
     return None
 
 
-def _v03_result(r: WireResult):
+def _v03_result(r: WireResult) -> Body | None:
     kind = r.kind
     if kind == "artifact-update":
         return _artifact_update(
@@ -265,7 +266,7 @@ def _v03_result(r: WireResult):
         return MessageItem(
             _message(
                 WireMessage(messageId=r.messageId, role=r.role, parts=r.parts, contextId=r.contextId, taskId=r.taskId)
-            )  # type: ignore[arg-type]
+            )  # type: ignore[arg-type]  # not None: a WireMessage was given
         )
     return None
 
@@ -358,9 +359,11 @@ def peek_text_chunk(payload: bytes | str) -> TextChunk | None:
     """
     try:
         r = _peek(payload).result
-        u = r.artifactUpdate  # AttributeError when there is no result: the general way too
     except Exception:  # noqa: BLE001 - anything unusual goes the general way
         return None
+    if r is None:  # no result: the general way too
+        return None
+    u = r.artifactUpdate
     if u is not None:
         return u
     if r.kind == "artifact-update" and r.artifact is not None:

@@ -157,7 +157,7 @@ class Item(msgspec.Struct, frozen=True):
 
     @property
     def kind(self) -> str:
-        return type(self.body).__struct_config__.tag  # type: ignore[return-value]
+        return type(self.body).__struct_config__.tag  # type: ignore[return-value]  # every Body class sets a str tag
 
     @property
     def task_id(self) -> str | None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .errors import (
     ConnectionLost,
@@ -208,7 +208,7 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        store: Guarded = args[0]  # type: ignore[assignment]  # a method: args[0] is the store
+        store = cast(Guarded, args[0])  # a method: args[0] is the store
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
@@ -218,7 +218,7 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
             raise mapped from exc
         if isinstance(result, Iterator) and not isinstance(result, AbstractContextManager):
             return _guarded_iter(store, result)  # type: ignore[return-value]  # the same iterator type
-        if isinstance(result, AbstractContextManager) and result is not store:
+        if isinstance(result, AbstractContextManager) and result is not args[0]:
             return _GuardedContext(store, result)  # type: ignore[return-value]  # the same protocol
         return result
 

@@ -173,6 +173,14 @@ class AppendLog(EventLog, StoreHandle, Protocol):
     """An event log that names itself in its errors: what the group-commit writer appends to."""
 
 
+class Recordings(EventLog, ExchangeLog, Protocol):
+    """Events and the exchanges they arrived in: what a tape is written from, what replay serves."""
+
+
+class RecordingStore(Recordings, StoreHandle, Protocol):
+    """Recordings written in one transaction: what a tape is imported into."""
+
+
 class Projections(ProjectionStore, LeasesAndMeta, Following, Protocol):
     """What a :class:`a2a_tape.replay.projection.Projector` needs: rows, cursor, version marker, following."""
 

@@ -3,7 +3,10 @@ by log position, and the narrow fold reader's filter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+Row = TypeVar("Row", bound=Sequence[Any])
 
 TaskRange = tuple["str | None", "str | None"]
 """A range of task ids ``[low, high)`` (``None``: unbounded on that side), compared as Python
@@ -15,7 +18,9 @@ def in_range(task_id: str, tasks: TaskRange) -> bool:
     return (low is None or task_id >= low) and (high is None or task_id < high)
 
 
-def pages(fetch: Callable[[int, int], list], after: int, batch: int, limit: int | None = None) -> Iterator[list]:
+def pages(
+    fetch: Callable[[int, int], list[Row]], after: int, batch: int, limit: int | None = None
+) -> Iterator[list[Row]]:
     """Keyset paging by log position: ``fetch(after, n)`` returns up to ``n`` rows after
     position ``after`` in log order, each row's first column its position. Yields the
     non-empty pages, ``limit`` rows at most in all."""
@@ -40,7 +45,7 @@ def fold_rows_filter(
     function of ``task_id`` per row would cost a parallel rebuild a third of its reading.
     ``collate``: what makes the backend compare as Python does (code points: SQLite's BINARY
     order of UTF-8 already does; PostgreSQL needs ``COLLATE "C"``, its own may sort by locale)."""
-    sql, params = "", []
+    sql, params = "", list[object]()
     if upto is not None:
         sql += f" AND position <= {mark}"
         params.append(upto)

@@ -20,10 +20,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from .append_plan import EXCHANGE_FIELDS, BatchPlan, exchange_from_row, exchange_values
+from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, exchange_from_row, exchange_values
 from .errors import ConnectionLost, SchemaTooNew, StoreError
 from .faults import guard_public
 from .interface import Durability, FoldRow
@@ -35,8 +35,8 @@ try:  # optional dependency
     import psycopg
     from psycopg_pool import ConnectionPool
 except ImportError:  # pragma: no cover - reported when a postgresql:// URL is used
-    psycopg = None  # type: ignore[assignment]
-    ConnectionPool = None  # type: ignore[assignment,misc]
+    psycopg = None  # type: ignore[assignment]  # the names stay bound: None says the extra is missing
+    ConnectionPool = None  # type: ignore[assignment,misc]  # (checked in PostgresStore.__init__)
 
 SCHEMA_VERSION = 1
 CHANNEL = "a2a_tape_events"
@@ -142,7 +142,7 @@ class PostgresStore:
         self.close()
 
     @contextmanager
-    def _txn(self):
+    def _txn(self) -> Iterator[psycopg.Cursor[Any]]:
         """A cursor in a transaction; nested uses on one thread join the outer transaction."""
         cur = getattr(self._local, "cur", None)
         if cur is not None:
@@ -156,10 +156,10 @@ class PostgresStore:
                 finally:
                     self._local.cur = None
 
-    def transaction(self):
+    def transaction(self) -> AbstractContextManager[psycopg.Cursor[Any]]:
         return self._txn()
 
-    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
         with self._txn() as cur:
             cur.execute(sql, args)
             return cur.fetchall()
@@ -203,8 +203,7 @@ class PostgresStore:
             plan = BatchPlan(events, lambda keys: _max_seqs(cur, keys), lambda key, seq: _find(cur, key, seq))
             if not plan.rows:
                 return plan.stored(0)
-            cur.execute("SELECT COALESCE(MAX(position), 0) FROM events")
-            start = cur.fetchone()[0]
+            start: int = cur.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchall()[0][0]
             with cur.copy(
                 "COPY events (position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) FROM STDIN"
             ) as copy:
@@ -301,10 +300,10 @@ class PostgresStore:
                 yield StoredEvent(*row)
 
     def last_position(self) -> int:
-        return self._read("SELECT COALESCE(MAX(position), 0) FROM events")[0][0]
+        return int(self._read("SELECT COALESCE(MAX(position), 0) FROM events")[0][0])
 
     def count_events(self) -> int:
-        return self._read("SELECT COUNT(*) FROM events")[0][0]
+        return int(self._read("SELECT COUNT(*) FROM events")[0][0])
 
     def has_task(self, task_id: str) -> bool:
         return bool(self._read("SELECT 1 FROM events WHERE task_id = %s LIMIT 1", (task_id,)))
@@ -344,8 +343,9 @@ class PostgresStore:
                 f"INSERT INTO exchanges ({', '.join(EXCHANGE_FIELDS)}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",
                 values,
             )
-            exchange.id = cur.fetchone()[0]
-        return exchange.id  # type: ignore[return-value]
+            new_id: int = cur.fetchall()[0][0]
+        exchange.id = new_id
+        return new_id
 
     def update_exchange(self, exchange_id: int, **fields: object) -> None:
         unknown = set(fields) - set(EXCHANGE_FIELDS)
@@ -353,6 +353,7 @@ class PostgresStore:
             raise StoreError(f"unknown exchange fields: {sorted(unknown)}")
         if not fields:
             return
+        # the keys are checked against EXCHANGE_FIELDS above; msgspec does not check values at init
         ex = Exchange(**{k: v for k, v in fields.items()})  # type: ignore[arg-type]
         values = dict(zip(EXCHANGE_FIELDS, exchange_values(ex)))
         with self._txn() as cur:
@@ -436,7 +437,7 @@ class PostgresStore:
         now = time.time() if now is None else now
         with self._txn() as cur:
             cur.execute("DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= %s", (now,))
-            return cur.rowcount
+            return int(cur.rowcount)
 
     # -- projections -------------------------------------------------------------------------
 
@@ -542,7 +543,7 @@ class PostgresStore:
         return "ok"
 
 
-def _max_seqs(cur, keys: list[tuple[str | None, int | None]]) -> dict:
+def _max_seqs(cur: psycopg.Cursor[Any], keys: list[Key]) -> dict[Key, int]:
     out: dict[tuple[str | None, int | None], int] = {}
     tasks = [k[0] for k in keys if k[0] is not None]
     if tasks:
@@ -556,13 +557,13 @@ def _max_seqs(cur, keys: list[tuple[str | None, int | None]]) -> dict:
         cur.execute(
             "SELECT MAX(seq) FROM events WHERE task_id IS NULL AND exchange_id IS NOT DISTINCT FROM %s", (exchange_id,)
         )
-        m = cur.fetchone()[0]
+        m = cur.fetchall()[0][0]
         if m is not None:
             out[(None, exchange_id)] = m
     return out
 
 
-def _find(cur, key: tuple[str | None, int | None], seq: int) -> StoredEvent | None:
+def _find(cur: psycopg.Cursor[Any], key: Key, seq: int) -> StoredEvent | None:
     task_id, exchange_id = key
     if task_id is not None:
         cur.execute(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s AND seq = %s", (task_id, seq))
@@ -572,7 +573,10 @@ def _find(cur, key: tuple[str | None, int | None], seq: int) -> StoredEvent | No
             (exchange_id, seq),
         )
     row = cur.fetchone()
-    return StoredEvent(*row[:5], bytes(row[5]), *row[6:]) if row else None
+    if row is None:
+        return None
+    position, task_id, seq_, exchange_id, sse_event, payload, received_at, mono, origin = row
+    return StoredEvent(position, task_id, seq_, exchange_id, sse_event, bytes(payload), received_at, mono, origin)
 
 
 def _first_line(exc: BaseException) -> str:

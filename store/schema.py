@@ -118,7 +118,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring the schema to :data:`SCHEMA_VERSION`; returns the version found before."""
-    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    found: int = conn.execute("PRAGMA user_version").fetchone()[0]
     if found > SCHEMA_VERSION:
         raise SchemaTooNew(
             f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}: upgrade a2a-tape"

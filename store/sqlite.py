@@ -17,11 +17,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import msgspec
 
 from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
-from .append_plan import BatchPlan
+from .append_plan import BatchPlan, EventRow, Key
 from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
 from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound
@@ -45,7 +46,7 @@ _INSERT_SQL = {
 }
 
 
-def _insert_events(cur: sqlite3.Cursor, rows: list[tuple]) -> None:
+def _insert_events(cur: sqlite3.Cursor, rows: list[EventRow]) -> None:
     """Insert ``rows`` in order (their positions follow one another), many per statement: blocks
     of :data:`_INSERT_BLOCK`, the rest in powers of two (a handful of statements, all cached)."""
     i, n = 0, len(rows)
@@ -55,7 +56,7 @@ def _insert_events(cur: sqlite3.Cursor, rows: list[tuple]) -> None:
         i += size
 
 
-def _row_event(row: tuple) -> StoredEvent:
+def _row_event(row: tuple[Any, ...]) -> StoredEvent:
     return StoredEvent(*row)
 
 
@@ -201,7 +202,7 @@ class SqliteStore:
         return self.append_batch([event])[0]
 
     @staticmethod
-    def _max_seqs(cur: sqlite3.Cursor, keys: list[tuple[str | None, int | None]]) -> dict:
+    def _max_seqs(cur: sqlite3.Cursor, keys: list[Key]) -> dict[Key, int]:
         out: dict[tuple[str | None, int | None], int] = {}
         tasks = [k[0] for k in keys if k[0] is not None]
         for i in range(0, len(tasks), 500):
@@ -241,7 +242,7 @@ class SqliteStore:
             for row in rows:
                 yield StoredEvent(*row)
 
-    def _fetch(self, sql: str, params: tuple) -> list[tuple]:
+    def _fetch(self, sql: str, params: tuple[object, ...]) -> list[Any]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
@@ -309,11 +310,11 @@ class SqliteStore:
 
     def last_position(self) -> int:
         with self._lock:
-            return self._conn.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]
+            return int(self._conn.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0])
 
     def count_events(self) -> int:
         with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+            return int(self._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
 
     def has_task(self, task_id: str) -> bool:
         with self._lock:
@@ -347,8 +348,10 @@ class SqliteStore:
                 f"INSERT INTO exchanges ({', '.join(_EXCHANGE_FIELDS)}) VALUES ({', '.join('?' * len(values))})",
                 values,
             )
-            exchange.id = cur.lastrowid
-        return exchange.id  # type: ignore[return-value]
+            new_id = cur.lastrowid
+        assert new_id is not None  # an INSERT sets it
+        exchange.id = new_id
+        return new_id
 
     def update_exchange(self, exchange_id: int, **fields: object) -> None:
         unknown = set(fields) - set(_EXCHANGE_FIELDS)
@@ -588,7 +591,7 @@ class SqliteStore:
 
     def integrity_check(self) -> str:
         with self._lock:
-            return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
+            return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
 
 
 class _WriteTxn:

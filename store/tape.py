@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import msgspec
 
 from .errors import StoreError
+from .interface import Recordings, RecordingStore
 from .records import Exchange, NewEvent, StoredEvent
 
 TAPE_VERSION = 1
@@ -140,7 +141,9 @@ def event_line(ev: StoredEvent) -> TapeEvent:
     )
 
 
-def export_lines(store, *, task_ids: Iterable[str] | None = None, source: str | None = None) -> Iterator[bytes]:
+def export_lines(
+    store: Recordings, *, task_ids: Iterable[str] | None = None, source: str | None = None
+) -> Iterator[bytes]:
     """Yield the tape's lines (each ending in a newline): the whole log, or some tasks."""
     if task_ids is None:
         exchanges = store.exchanges()
@@ -152,7 +155,7 @@ def export_lines(store, *, task_ids: Iterable[str] | None = None, source: str | 
         evs: list[StoredEvent] = []
         for t in wanted:
             for ex in store.exchanges(t):
-                ex_by_id[ex.id] = ex  # type: ignore[index]
+                ex_by_id[ex.id or 0] = ex  # read from the store: every exchange has its id
             evs.extend(store.read_task(t))
         for ex_id in list(ex_by_id):  # events of those exchanges before the task was known
             evs.extend(e for e in store.read_exchange(ex_id) if e.task_id is None)
@@ -208,14 +211,14 @@ class ImportResult(msgspec.Struct):
 
 
 def import_tape(
-    store, lines: Iterable[bytes], *, progress: Callable[[int], None] | None = None, batch: int = 2000
+    store: RecordingStore, lines: Iterable[bytes], *, progress: Callable[[int], None] | None = None, batch: int = 2000
 ) -> ImportResult:
     """Import a tape atomically: on any bad line nothing of the file is in the log."""
     result = ImportResult()
     ex_map: dict[int, int] = {}
     pending: list[NewEvent] = []
     tasks: dict[str, None] = {}
-    taskless: dict[tuple, int] | None = None  # exchanges without a task id already in the log
+    taskless: dict[_ExchangeKey, int] | None = None  # exchanges without a task id already in the log
 
     def flush() -> None:
         store.append_batch(pending)
@@ -230,7 +233,11 @@ def import_tape(
             try:
                 if isinstance(item, TapeExchange):
                     if item.task_id is None and taskless is None:
-                        taskless = {_exchange_key(ex): ex.id for ex in store.exchanges() if ex.task_id is None}
+                        taskless = {
+                            _exchange_key(ex): ex.id
+                            for ex in store.exchanges()
+                            if ex.task_id is None and ex.id is not None
+                        }
                     ex_map[item.id] = _import_exchange(store, item, taskless)
                     result.exchanges += 1
                 else:
@@ -271,11 +278,14 @@ def import_tape(
     return result
 
 
-def _exchange_key(ex: Exchange) -> tuple:
+_ExchangeKey = tuple[float, str, bytes]
+
+
+def _exchange_key(ex: Exchange) -> _ExchangeKey:
     return (ex.started_at, ex.url, ex.request_body)
 
 
-def _import_exchange(store, item: TapeExchange, taskless: dict[tuple, int] | None) -> int:
+def _import_exchange(store: Recordings, item: TapeExchange, taskless: dict[_ExchangeKey, int] | None) -> int:
     body = _bytes(item.request_body, item.request_body_b64) or b""
     if item.task_id is None and taskless is not None:  # e.g. an error before any task id was known
         known = taskless.get((item.started_at, item.url, body))
@@ -283,6 +293,7 @@ def _import_exchange(store, item: TapeExchange, taskless: dict[tuple, int] | Non
             return known
     for ex in store.exchanges(item.task_id) if item.task_id else ():
         if ex.started_at == item.started_at and ex.url == item.url and ex.request_body == body:
+            assert ex.id is not None  # read from the store: it has its id
             return ex.id  # imported before: reuse, so a second import changes nothing
     new_id = store.begin_exchange(
         Exchange(
@@ -313,7 +324,7 @@ def _import_exchange(store, item: TapeExchange, taskless: dict[tuple, int] | Non
     return new_id
 
 
-def write_tape(store, out: IO[bytes], **kw) -> int:
+def write_tape(store: Recordings, out: IO[bytes], **kw: Any) -> int:
     n = 0
     for line in export_lines(store, **kw):
         out.write(line)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
@@ -51,10 +52,12 @@ class GroupCommitWriter:
         self._tg.start_soon(self._run)
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         assert self._send is not None and self._tg is not None
         await self._send.aclose()  # the writer drains what is queued, then ends
-        await self._tg.__aexit__(*exc)  # type: ignore[arg-type]
+        await self._tg.__aexit__(exc_type, exc, tb)
 
     async def append(self, event: NewEvent) -> StoredEvent:
         """Queue one event; return it as stored once it is durable."""
