@@ -147,7 +147,7 @@ def _tape(tmp_path: Path, events: int) -> Path:
     return tape
 
 
-def test_import_on_a_full_disk_exits_2_with_one_line_and_the_log_unchanged(tmp_path, small_fs):
+def test_import_and_copy_on_a_full_disk_exit_2_with_one_line_and_the_log_unchanged(tmp_path, small_fs):
     tape = _tape(tmp_path, 600)  # ~3 MB of payloads: more than the file system holds
     db = small_fs / "log.db"
     make_log(db)
@@ -155,6 +155,12 @@ def test_import_on_a_full_disk_exits_2_with_one_line_and_the_log_unchanged(tmp_p
     r = cli("import", tape, "--db", db)
     assert_one_line(r, "disk is full", str(db))
     assert _dump(db) == before
+    r = cli("copy", tmp_path / "src.db", db)
+    assert_one_line(r, "disk is full", str(db))
+    assert _dump(db) == before
+    with store.open_store(db) as st:  # and it still takes what fits
+        st.append(NewEvent(payload=b'{"after": "the refusal"}', task_id="small"))
+        assert st.integrity_check() == "ok"
 
 
 def _dump(path: Path) -> list[tuple[int, str | None, bytes]]:
