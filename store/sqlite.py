@@ -25,7 +25,7 @@ from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
 from .append_plan import BatchPlan, EventRow, Key
 from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
-from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound
+from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable
 from .faults import guard_public, on_readonly_media, translate
 from .interface import Durability, FoldRow
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
@@ -121,11 +121,14 @@ class SqliteStore:
         )
 
     def _open_readonly(self) -> sqlite3.Connection:
-        """``mode=ro``; ``immutable=1`` when the file or its directory is on read-only media (no
-        ``-shm`` can be made there) or a ``mode=ro`` reader cannot start."""
+        """``mode=ro`` (it reads a ``-wal`` through an existing ``-shm``, even on read-only media);
+        when that cannot start on read-only media (no ``-shm`` can be made there), ``immutable=1``,
+        but only if no commit waits in a ``-wal`` file (immutable reads the main file alone)."""
         attempts = ["mode=ro"]
         wal = self.path.with_name(self.path.name + "-wal")
-        if on_readonly_media(self.path) and not (wal.exists() and wal.stat().st_size > 0):
+        pending_wal = wal.exists() and wal.stat().st_size > 0
+        read_only_media = on_readonly_media(self.path)
+        if read_only_media and not pending_wal:
             # no -shm can be made here, and no commit waits in a -wal file: the file alone is the log
             attempts.append("mode=ro&immutable=1")
         last: sqlite3.Error | None = None
@@ -154,7 +157,13 @@ class SqliteStore:
                 )
             return conn
         assert last is not None
-        raise self._fault(last, "read") from None
+        fault = self._fault(last, "read")
+        if read_only_media and pending_wal and not isinstance(fault, NotADatabase):
+            raise StoreUnavailable(
+                f"cannot read {self.location} here: commits wait in its -wal file, and reading them needs a -shm "
+                "file this read-only place cannot hold (copy the log to writable storage)"
+            ) from None
+        raise fault from None
 
     @property
     def location(self) -> str:

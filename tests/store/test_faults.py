@@ -352,6 +352,55 @@ def test_a_write_on_read_only_media_raises_read_only_store(readonly_copy):
     assert_one_line(r, "read-only", str(readonly_copy))
 
 
+@pytest.mark.parametrize("copied", [("-wal", "-shm"), ("-wal",)], ids=["wal and shm", "wal without shm"])
+def test_commits_waiting_in_a_wal_on_read_only_media(tmp_path, copied):
+    """A copy taken while a writer was open: its last commits are only in the -wal file. With the
+    -shm beside it, SQLite reads them read-only; without, no -shm can be made on read-only media
+    and the main file alone would miss them: a readable refusal, never a silently shorter log."""
+    src = tmp_path / "src.db"
+    make_log(src)
+    writer = SqliteStore(src)
+    writer._conn.execute("PRAGMA wal_autocheckpoint=0")  # keep the next commit in the -wal file
+    writer.append(NewEvent(payload=b'{"only": "in the wal"}', task_id="wal-task"))
+    with _mounted(tmp_path / "media", size="4m") as media:
+        for suffix in ("", *copied):
+            shutil.copy(f"{src}{suffix}", media / f"log.db{suffix}")
+        writer.close()
+        r = subprocess.run(["mount", "-o", "remount,ro", str(media)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only: {r.stderr.strip()}")
+        db = media / "log.db"
+        if "-shm" in copied:
+            with store.open_store(db, readonly=True) as st:
+                assert st.count_events() == 9 and st.has_task("wal-task")
+            r = cli("tasks", "--json", "--db", db)
+            assert r.returncode == 0 and "wal-task" in r.stdout, r.stderr
+        else:
+            with pytest.raises(store.StoreUnavailable, match="commits wait in its -wal file"):
+                store.open_store(db, readonly=True)
+            assert_one_line(cli("tasks", "--db", db), "commits wait in its -wal file", str(db))
+
+
+def test_read_only_and_lock_timeout_on_every_backend(backend):
+    """The same faults through the protocol on both backends: a read-only store refuses writes with
+    ReadOnlyStore; a writer waiting past its busy timeout for another's lock gets DatabaseLocked."""
+    location = backend.location()
+    holder = store.open_store(location)
+    holder.append(NewEvent(payload=payload(0), task_id="t"))
+    reader = store.open_store(location, readonly=True)
+    backend.opened += [holder, reader]
+    assert reader.readonly and [e.seq for e in reader.read_task("t")] == [1]
+    with pytest.raises(ReadOnlyStore, match="read-only"):
+        reader.append(NewEvent(payload=payload(1), task_id="t"))
+    waiter = store.open_store(location, busy_timeout=0.2)
+    backend.opened.append(waiter)
+    with holder.transaction():
+        holder.append(NewEvent(payload=payload(2), task_id="t"))  # holds the write lock until the block ends
+        with pytest.raises(DatabaseLocked, match="locked by another"):
+            waiter.append(NewEvent(payload=payload(3), task_id="t"))
+    assert [e.seq for e in waiter.read_task("t")] == [1, 2]
+
+
 # -- PostgreSQL: the server goes away ----------------------------------------------------------
 
 
