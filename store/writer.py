@@ -64,7 +64,7 @@ class GroupCommitWriter:
         if self._send is None:
             raise StoreError("the writer is not running (use 'async with GroupCommitWriter(...)')")
         slot = _Slot(event)
-        self._send.send_nowait(slot)
+        self._queue(slot)
         await slot.done.wait()
         if slot.error is not None:
             raise slot.error
@@ -77,7 +77,7 @@ class GroupCommitWriter:
             raise StoreError("the writer is not running")
         slots = [_Slot(e) for e in events]
         for s in slots:
-            self._send.send_nowait(s)
+            self._queue(s)
         out: list[StoredEvent] = []
         for s in slots:
             if not s.done.is_set():  # set already: no checkpoint per event of a batch
@@ -88,11 +88,18 @@ class GroupCommitWriter:
             out.append(s.result)
         return out
 
+    def _queue(self, slot: _Slot) -> None:
+        assert self._send is not None
+        try:
+            self._send.send_nowait(slot)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise StoreError("the group-commit writer has stopped: the event was not stored") from None
+
     async def _run(self) -> None:
         assert self._recv is not None
         batch: list[_Slot] = []
-        try:
-            async with self._recv:
+        async with self._recv:
+            try:
                 while True:
                     try:
                         first = await self._recv.receive()
@@ -110,10 +117,10 @@ class GroupCommitWriter:
                     for s in batch:
                         s.done.set()
                     batch = []
-        except BaseException as exc:
-            # the writer itself ends (cancelled, or a bug): no producer may wait for it forever
-            self._fail_waiting(batch, exc)
-            raise
+            except BaseException as exc:
+                # the writer itself ends (cancelled, or a bug): no producer may wait for it forever
+                self._fail_waiting(batch, exc)
+                raise
 
     def _fail_waiting(self, batch: list[_Slot], exc: BaseException) -> None:
         error = StoreError(f"the group-commit writer stopped ({type(exc).__name__}): the event was not stored")
@@ -126,7 +133,8 @@ class GroupCommitWriter:
                     break
         for s in pending:
             if not s.done.is_set():
-                s.error = s.error or error
+                if s.result is None and s.error is None:  # a committed batch keeps its answers
+                    s.error = error
                 s.done.set()
 
     def _commit(self, batch: list[_Slot]) -> None:
