@@ -10,7 +10,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import click
 import msgspec
@@ -81,19 +81,28 @@ def open_db(
     *,
     create: bool = False,
     durability: store.Durability = "full",
-    readonly: bool = False,
+    readonly: bool | Literal["fallback"] = False,
     busy_timeout: float | None = None,
 ) -> store.SqliteStore:
     """Open the log; for read-only commands the file must exist already.
 
     ``readonly``: the command only reads (nothing is created, migrated or written; works on
-    read-only media). ``busy_timeout``: ``--busy-timeout``, checked here before anything is opened.
+    read-only media). ``"fallback"``: the command reads, but keeps a cache in the log when it can
+    (the persisted projection of ``tasks`` and ``channels``): opened for writing, read-only only
+    when the log cannot be written here. ``busy_timeout``: ``--busy-timeout``, checked here first.
     """
     if busy_timeout is not None and not (math.isfinite(busy_timeout) and busy_timeout > 0):
         fail(f"--busy-timeout must be a number of seconds above 0, got {busy_timeout:g}")
     loc = db_location(db)
     if not create and "://" not in loc and not Path(loc).exists():
         fail(f"no database at {loc} (record something first, or pass --db)")
+    if readonly == "fallback":
+        try:
+            return store.open_store(  # type: ignore[return-value]  # re-annotated to store.Store with the consumers
+                loc, create=False, durability=durability, busy_timeout=busy_timeout
+            )
+        except store.ReadOnlyStore:  # read-only media, or a read-only server: read it as it is
+            readonly = True
     return store.open_store(  # type: ignore[return-value]  # re-annotated to store.Store with the consumers
         loc, create=create and not readonly, durability=durability, readonly=readonly, busy_timeout=busy_timeout
     )

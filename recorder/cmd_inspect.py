@@ -324,8 +324,8 @@ class _InMemory:
 
 
 def _projector(st):
-    """The persisted projection, brought up to date; folded in memory when the log is read-only
-    (opened so, or on read-only media) and the stored projection is behind."""
+    """The persisted projection, brought up to date; folded in memory when the log cannot be
+    written (read-only media, a read-only server) and the stored projection is behind."""
     from a2a_tape.replay.projection import Projector
 
     proj = Projector(st)
@@ -380,7 +380,7 @@ def tasks_cmd(
                         raise UsageError(f"--state: unknown task state '{one.strip()}'")
                     wanted.add(norm)
     cutoff = _parse_since(since)
-    st = open_db(db, readonly=True)
+    st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
         exchanges = st.exchanges()
         views = list(_projector(st).views(_closed_of(exchanges)))
@@ -500,7 +500,7 @@ def channels_cmd(
 
     Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task.
     """
-    st = open_db(db, readonly=True)
+    st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
         task_id = find_task(st, task)
         view = _projector(st).view(task_id, _closed(st, task_id))

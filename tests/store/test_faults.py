@@ -353,6 +353,21 @@ def test_read_only_commands_work_on_read_only_media(readonly_copy):
     assert sorted(os.listdir(db.parent)) == ["log.db"]
 
 
+def test_tasks_and_channels_keep_the_projection_when_the_log_can_be_written(tmp_path):
+    """Read-only commands open the log read-only, except that tasks and channels still commit the
+    projection (a cache: a log of a million events folds in seconds, a current projection at once)."""
+    db = tmp_path / "log.db"
+    make_log(db)
+    assert cli("tasks", "--db", db).returncode == 0
+    with store.open_store(db, readonly=True) as st:
+        assert st.projection_cursor("tasks") == st.last_position() == 8
+    with store.open_store(db) as st:
+        st.append(NewEvent(payload=b'{"later": 1}', task_id="later"))
+    assert cli("channels", TASK, "--db", db).returncode == 0
+    with store.open_store(db, readonly=True) as st:
+        assert st.projection_cursor("tasks") == st.last_position() == 9
+
+
 def test_serve_starts_on_read_only_media(readonly_copy):
     p = subprocess.Popen(
         [CLI, "serve", "--listen", "127.0.0.1:0", "--db", str(readonly_copy)],
