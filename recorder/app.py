@@ -83,7 +83,7 @@ def open_db(
     durability: store.Durability = "full",
     readonly: bool | Literal["fallback"] = False,
     busy_timeout: float | None = None,
-) -> store.SqliteStore:
+) -> store.Store:
     """Open the log; for read-only commands the file must exist already.
 
     ``readonly``: the command only reads (nothing is created, migrated or written; works on
@@ -98,17 +98,15 @@ def open_db(
         fail(f"no database at {loc} (record something first, or pass --db)")
     if readonly == "fallback":
         try:
-            return store.open_store(  # type: ignore[return-value]  # re-annotated to store.Store with the consumers
-                loc, create=False, durability=durability, busy_timeout=busy_timeout
-            )
+            return store.open_store(loc, create=False, durability=durability, busy_timeout=busy_timeout)
         except store.ReadOnlyStore:  # read-only media, or a read-only server: read it as it is
             readonly = True
-    return store.open_store(  # type: ignore[return-value]  # re-annotated to store.Store with the consumers
+    return store.open_store(
         loc, create=create and not readonly, durability=durability, readonly=readonly, busy_timeout=busy_timeout
     )
 
 
-def find_task(st: store.SqliteStore, task_id: str) -> str:
+def find_task(st: store.EventLog, task_id: str) -> str:
     """Resolve a task id, accepting a unique prefix."""
     if st.has_task(task_id):
         return task_id

@@ -131,7 +131,7 @@ def rpc_error(rpc_id: bytes, code: int, message: str) -> bytes:
 class Gateway:
     """Claims keys in the store and tells the proxy what to do with a request."""
 
-    def __init__(self, st: store.SqliteStore, *, ttl: float = DEFAULT_TTL) -> None:
+    def __init__(self, st: store.IdempotencyStore, *, ttl: float = DEFAULT_TTL) -> None:
         self.store = st
         self.ttl = ttl
         self._last_expire = 0.0
@@ -163,7 +163,7 @@ def conflict_message(key: str) -> str:
     return f"{what} '{value}' was already used for a different request; send a new {what} for a new request"
 
 
-def recorded_items(st: store.SqliteStore, record: store.IdempotencyRecord) -> list[store.StoredEvent]:
+def recorded_items(st: store.EventLog, record: store.IdempotencyRecord) -> list[store.StoredEvent]:
     """What to re-serve for a repeated key: the first exchange's events, then (when the task is
     known) the task's later events up to its first terminal or interrupted state (a recovery
     may have finished it after the first stream dropped). Local notes are not wire items."""

@@ -143,7 +143,7 @@ async def probe_stall(up: Upstream, dialect: a2a.Dialect, url: str, timeout: flo
 
 
 async def run_probes(
-    st: store.SqliteStore, url: str, *, timeout: float = 20.0, token: str | None = None
+    st: store.RecordingStore, url: str, *, timeout: float = 20.0, token: str | None = None
 ) -> ProbeReport:
     """Run every probe against ``url``; each exchange is recorded in ``st`` (role ``probe``)."""
     headers = {"authorization": f"Bearer {token}"} if token else {}

@@ -101,7 +101,7 @@ def _media(content_type: str | None) -> str:
 class Proxy:
     """The proxy's state: store, writer, HTTP client, live responses, the idempotency gateway."""
 
-    def __init__(self, st: store.SqliteStore, config: ProxyConfig) -> None:
+    def __init__(self, st: store.Store, config: ProxyConfig) -> None:
         self.store = st
         self.config = config
         self.gateway = Gateway(st, ttl=config.idempotency_ttl)
@@ -664,7 +664,7 @@ def _is_rest(path: str) -> bool:
     return path.startswith(("/v1/", "/tasks")) or ":" in path.rsplit("/", 1)[-1]
 
 
-def build_app(st: store.SqliteStore, config: ProxyConfig) -> tuple[Starlette, Proxy]:
+def build_app(st: store.Store, config: ProxyConfig) -> tuple[Starlette, Proxy]:
     proxy = Proxy(st, config)
     return proxy.app(), proxy
 

@@ -28,7 +28,7 @@ def _no_chunk(payload: bytes) -> None:
 class Session:
     def __init__(
         self,
-        st: store.SqliteStore,
+        st: store.RecordingStore,
         redactor: Redactor | None = None,
         *,
         on_change: Callable[[Session], None] | None = None,

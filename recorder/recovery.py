@@ -82,7 +82,7 @@ def is_open(state: str | None) -> bool:
     return not is_terminal(state) and not is_interrupted(state)
 
 
-def open_tasks(st: store.SqliteStore, *, up_to: int | None = None) -> list[TaskState]:
+def open_tasks(st: store.EventLog, *, up_to: int | None = None) -> list[TaskState]:
     out = []
     for te in st.task_events():
         if up_to is not None and te.first_position > up_to:
@@ -93,7 +93,7 @@ def open_tasks(st: store.SqliteStore, *, up_to: int | None = None) -> list[TaskS
     return out
 
 
-def fail_if_open(st: store.SqliteStore, task_id: str, context_id: str | None, reason: str) -> bool:
+def fail_if_open(st: store.AppendLog, task_id: str, context_id: str | None, reason: str) -> bool:
     """Append a local FAILED unless the task already ended: checked in the same write transaction."""
     with st.transaction():
         view = task_state(task_id, st.read_task(task_id))
@@ -134,7 +134,7 @@ def _alive(owner: str) -> bool:
     return True
 
 
-def take_lease(st: store.SqliteStore, owner: str, ttl: float = LEASE_TTL) -> str | None:
+def take_lease(st: store.LeasesAndMeta, owner: str, ttl: float = LEASE_TTL) -> str | None:
     """Take (or renew) the recovery lease; return the other holder when it is busy.
 
     The store's row lease is atomic on every backend (several proxies on one PostgreSQL log
@@ -151,27 +151,27 @@ def take_lease(st: store.SqliteStore, owner: str, ttl: float = LEASE_TTL) -> str
     return holder or "an unknown holder"
 
 
-def drop_lease(st: store.SqliteStore, owner: str) -> None:
+def drop_lease(st: store.LeasesAndMeta, owner: str) -> None:
     st.lease_release(LEASE_KEY, owner)
 
 
 PROXY_KEY = "proxy.running"
 
 
-def mark_proxy(st: store.SqliteStore) -> str:
+def mark_proxy(st: store.LeasesAndMeta) -> str:
     """Say in the store that a proxy is relaying into it (so a manual recovery waits)."""
     owner = _owner()
     st.set_meta(PROXY_KEY, owner)
     return owner
 
 
-def unmark_proxy(st: store.SqliteStore, owner: str) -> None:
+def unmark_proxy(st: store.Store, owner: str) -> None:
     with st.transaction():
         if st.get_meta(PROXY_KEY) == owner:
             st.set_meta(PROXY_KEY, "")
 
 
-def running_proxy(st: store.SqliteStore) -> str | None:
+def running_proxy(st: store.LeasesAndMeta) -> str | None:
     """The live proxy relaying into this store, if any (a dead one's mark is ignored)."""
     owner = st.get_meta(PROXY_KEY) or ""
     return owner if owner and _alive(owner) else None
@@ -185,7 +185,7 @@ class Upstream:
 
     def __init__(
         self,
-        st: store.SqliteStore,
+        st: store.ExchangeLog,
         base_url: str,
         http: httpx.AsyncClient,
         writer: store.GroupCommitWriter,
@@ -373,7 +373,7 @@ def _progress_key(item: store.Item) -> object:
     return None
 
 
-def upstream_of(st: store.SqliteStore, task_id: str) -> str | None:
+def upstream_of(st: store.ExchangeLog, task_id: str) -> str | None:
     """The origin (scheme://host:port) this task was recorded from, by its exchanges."""
     for ex in reversed(st.exchanges(task_id)):
         p = urlsplit(ex.url or "")
@@ -479,7 +479,7 @@ async def _resume(up: Upstream, view: TaskState, stall_timeout: float) -> str | 
     )
 
 
-def settle_keys(st: store.SqliteStore, before: float) -> list[str]:
+def settle_keys(st: store.Store, before: float) -> list[str]:
     """In-flight idempotency keys of a process that died: ready to replay, or lost."""
     replayed = []
     for rec in st.idem_all():
@@ -496,7 +496,7 @@ def settle_keys(st: store.SqliteStore, before: float) -> list[str]:
 
 
 async def recover(
-    st: store.SqliteStore,
+    st: store.Store,
     upstream: str | None = None,
     *,
     http: httpx.AsyncClient | None = None,

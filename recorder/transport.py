@@ -237,17 +237,19 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
 
     def __init__(
         self,
-        db: str | os.PathLike[str] | store.SqliteStore,
+        db: str | os.PathLike[str] | store.Store,
         *,
         transport: httpx.AsyncBaseTransport | httpx.BaseTransport | None = None,
         redactor: Redactor | None = None,
         max_line: int = DEFAULT_MAX_LINE,
         durability: store.Durability = "normal",
     ) -> None:
-        self._owns_store = not isinstance(db, store.SqliteStore)
+        self._owns_store = isinstance(db, (str, os.PathLike))
         # a path: opened here, durability "normal" by default (WAL, no fsync per commit: every event
         # survives a crash of this process; "full" also survives a power loss, at an fsync per chunk)
-        self.store = store.open_store(db, durability=durability) if self._owns_store else db  # type: ignore[arg-type]
+        self.store: store.Store = (
+            db if not isinstance(db, (str, os.PathLike)) else store.open_store(db, durability=durability)
+        )
         self.redactor = redactor or build_redactor()
         self.max_line = max_line
         self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from a2a_tape.store import Exchange, Item, SqliteStore, StoreError, decode_item, open_store
+from a2a_tape.store import Exchange, Item, Store, StoreError, decode_item, open_store
 from a2a_tape.store.tape import import_tape
 
 from .rpc import METHODS, SEND_OPERATIONS, BadRequest, RpcRequest, parse_request
@@ -148,7 +148,7 @@ def message_text(req: RpcRequest | None) -> str:
 class Library:
     """The recordings behind one replay server or transport."""
 
-    def __init__(self, store: SqliteStore, *, source: str = "", tempdir: str | None = None) -> None:
+    def __init__(self, store: Store, *, source: str = "", tempdir: str | None = None) -> None:
         self.store = store
         self.source = source or str(store.path)
         self._tempdir = tempdir

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 
 import msgspec
 
-from a2a_tape.store import StoreError
+from a2a_tape.store import Projections, ProjectionStore, StoreError
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.interface import FoldRow
 from a2a_tape.store.paging import TaskRange, in_range
 
 from .fold import (
@@ -62,32 +63,14 @@ __all__ = [
 # -- the persisted, incremental projection ----------------------------------------------------
 
 
-FoldRow = tuple[int, "str | None", int, "int | None", float, bytes]
-"""(position, task_id, seq, exchange_id, received_at, payload): what a fold reads of an event."""
-
-
 def _fold_batches(
-    store, start: int, batch: int, upto: int | None = None, tasks: TaskRange | None = None
+    store: ProjectionStore, start: int, batch: int, upto: int | None = None, tasks: TaskRange | None = None
 ) -> Iterator[list[FoldRow]]:
-    """The log after ``start`` in batches of fold rows: the store's narrow reader when it has
-    one (SQLite: six columns, no :class:`StoredEvent` per row), else ``read_from``."""
-    narrow = getattr(store, "read_fold_rows", None)
-    if narrow is not None:
-        if upto is None and tasks is None:
-            yield from narrow(start, batch=batch)
-        else:
-            yield from narrow(start, batch=batch, upto=upto, tasks=tasks)
-        return
-    if upto is not None or tasks is not None:
-        raise StoreError("this store cannot read one range of tasks or stop at a position")
-    rows: list[FoldRow] = []
-    for ev in store.read_from(start):
-        rows.append((ev.position, ev.task_id, ev.seq, ev.exchange_id, ev.received_at, ev.payload))
-        if len(rows) >= batch:
-            yield rows
-            rows = []
-    if rows:
-        yield rows
+    """The log after ``start`` in batches of fold rows: the store's narrow reader (six columns,
+    no :class:`StoredEvent` per row; every backend has it, :class:`ProjectionStore`)."""
+    if upto is None and tasks is None:
+        return store.read_fold_rows(start, batch=batch)
+    return store.read_fold_rows(start, batch=batch, upto=upto, tasks=tasks)
 
 
 class ProjectionMoved(A2ATapeError):
@@ -110,7 +93,7 @@ class Projector:
 
     def __init__(
         self,
-        store,
+        store: Projections,
         name: str = "tasks",
         *,
         cache_size: int = 256,
@@ -165,9 +148,7 @@ class Projector:
 
     def _check_version(self) -> None:
         """Rows folded under other rules (an older a2a-tape) are dropped and rebuilt."""
-        get_meta = getattr(self.store, "get_meta", None)
-        if get_meta is None:
-            return
+        get_meta = self.store.get_meta
         marker = get_meta(self._rebuild_key)
         if marker:
             if _alive(marker):
@@ -298,7 +279,7 @@ class Projector:
         n = workers if workers is not None else min(os.cpu_count() or 1, 4)
         end = st.last_position()
         self.processes = 1
-        if n > 1 and end >= parallel_min and getattr(st, "backend", "") in ("sqlite", "postgres"):
+        if n > 1 and end >= parallel_min and st.backend in ("sqlite", "postgres"):
             self.processes = self._rebuild_parallel(n, end)
         else:
             self._reset()

@@ -12,6 +12,7 @@ connection lost), never as a driver's own exception.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Literal, Protocol
@@ -37,6 +38,11 @@ class StoreHandle(Protocol):
     @property
     def location(self) -> str:
         """Where the log lives, fit for messages: never a password."""
+        ...
+
+    @property
+    def path(self) -> str | os.PathLike[str]:
+        """What :func:`a2a_tape.store.open_store` opens again (a URL may hold a password: never print it)."""
         ...
 
     @property
@@ -181,8 +187,9 @@ class RecordingStore(Recordings, StoreHandle, Protocol):
     """Recordings written in one transaction: what a tape is imported into."""
 
 
-class Projections(ProjectionStore, LeasesAndMeta, Following, Protocol):
-    """What a :class:`a2a_tape.replay.projection.Projector` needs: rows, cursor, version marker, following."""
+class Projections(ProjectionStore, LeasesAndMeta, Following, StoreHandle, Protocol):
+    """What a :class:`a2a_tape.replay.projection.Projector` needs: rows and cursor, the version
+    marker, following, and where the log is (a parallel rebuild opens it again in each worker)."""
 
 
 class Store(StoreHandle, EventLog, ExchangeLog, IdempotencyStore, ProjectionStore, LeasesAndMeta, Following, Protocol):
