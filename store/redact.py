@@ -6,8 +6,16 @@ default, plus the names the user configures. URLs: the password of a ``user:pass
 (``%5Bredacted%5D``, the marker percent-encoded) and the value of a query parameter named like
 a secret (``api_key``, ``token``, ``access_token``, ``secret``, ``password``, ``signature``,
 ``sig``, ... or a configured header name). JSON paths (``params.message.metadata.token``, ``*``
-matching any key or list index) are replaced inside request bodies and event payloads; a payload
-that has none of the configured paths keeps its exact bytes.
+matching any key or list index) are replaced inside request bodies, event payloads and JSON
+answers (:meth:`Redactor.payload`); a payload that has none of the configured paths keeps its
+exact bytes. A payload that is not valid JSON (one invalid UTF-8 byte is enough) but holds a
+configured key is redacted at byte level (``"key": value`` -> ``"key": "[redacted]"``) or, when
+the value cannot be delimited that way, replaced whole by :data:`MARKER`, with a note saying so:
+never stored in clear.
+
+Printing: :func:`safe_text` is the same URL/header redaction for every line we print (errors,
+human lines, logs, JSON documents): ``user:password@``, secret-named query parameters and
+``Authorization: Bearer ...`` style values never reach stdout or stderr either.
 
 Configuration comes from a ``[tool.a2a-tape]`` table in ``pyproject.toml`` of the current
 directory (``redact_headers = [...]``, ``redact_json_paths = [...]``) and from ``--redact``
@@ -40,6 +48,13 @@ _SECRET_PARAM = re.compile(
 )
 
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+# "Authorization: Bearer T", "authorization=Basic T", "x-api-key: T" in a free text
+_HEADER_IN_TEXT = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key|api-key)(\s*[:=]\s*)"
+    r"((?:bearer|basic|token|digest)\s+)?([^\s,;'\"]+)"
+)
+_BEARER_IN_TEXT = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=-]{4,})")
+MARKER = b'{"a2a-tape":{"redacted":"the payload is not JSON and holds a configured secret key"}}'
 
 _any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
@@ -51,6 +66,7 @@ class Redactor:
     def __init__(self, headers: Iterable[str] = (), json_paths: Iterable[str] = ()) -> None:
         self.headers = DEFAULT_HEADERS | {h.strip().lower() for h in headers if h.strip()}
         self.json_paths: tuple[tuple[str, ...], ...] = tuple(_parse_path(p) for p in json_paths if p.strip())
+        self._keys = _key_names(self.json_paths)  # what a payload that is not JSON is searched for
 
     def is_secret_header(self, name: str) -> bool:
         low = name.lower()
@@ -102,17 +118,41 @@ class Redactor:
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)), found
 
     def json_bytes(self, payload: bytes) -> bytes:
-        """``payload`` with the configured JSON paths replaced; the same bytes when none matched."""
+        """``payload`` with the configured JSON paths replaced; the same bytes when none matched.
+        Not JSON: see :meth:`payload` (byte level, or the whole payload replaced)."""
+        return self.payload(payload)[0]
+
+    def payload(self, payload: bytes) -> tuple[bytes, str | None]:
+        """``(bytes to store, note)``: the configured JSON paths replaced in a JSON payload; in a
+        payload that is not JSON, each configured key's scalar value replaced at byte level, or
+        the whole payload replaced by :data:`MARKER` when a value cannot be delimited. ``note``
+        says what was done to a non-JSON payload (None: nothing, or a plain JSON redaction)."""
         if not self.json_paths or not payload:
-            return payload
+            return payload, None
         try:
             doc = _any_decoder.decode(payload)
         except (msgspec.DecodeError, UnicodeDecodeError):
-            return payload  # not JSON: nothing we can address by path
+            return self._bytes_level(payload)
         hit = False
         for path in self.json_paths:
             hit |= _replace(doc, path)
-        return _encoder.encode(doc) if hit else payload
+        return (_encoder.encode(doc) if hit else payload), None
+
+    def _bytes_level(self, payload: bytes) -> tuple[bytes, str | None]:
+        keys = self._keys
+        if keys is None:  # a path that ends in * or an index: any non-JSON payload may hold it
+            return MARKER, "a payload that is not JSON was replaced whole (a configured path has no key name)"
+        out = payload
+        for key in keys:
+            if key not in out:
+                continue
+            name = re.escape(key)
+            out = re.sub(rb'("' + name + rb'"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,{}\[\]"]+)', rb'\1"[redacted]"', out)
+            if re.search(rb'"' + name + rb'"\s*:\s*(?!"\[redacted\]")', out):
+                return MARKER, f"a payload that is not JSON held the configured key {key.decode()!r}: replaced whole"
+        if out is payload:
+            return payload, None
+        return out, "a payload that is not JSON had configured keys redacted at byte level"
 
     def text(self, value: str, secrets: Iterable[str] = ()) -> str:
         """A free text (an error message) with ``secrets`` and the secrets of any URL in it replaced."""
@@ -121,7 +161,31 @@ class Redactor:
                 value = value.replace(s, REDACTED)
         if "://" in value:
             value = _URL_IN_TEXT.sub(lambda m: self.url(m.group(0)), value)
+        if "uth" in value or "ookie" in value or "key" in value or "earer" in value:
+            value = _HEADER_IN_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{REDACTED}", value)
+            value = _BEARER_IN_TEXT.sub(lambda m: f"{m.group(1)}{REDACTED}", value)
         return value
+
+
+def safe_text(text: str, redactor: Redactor | None = None, secrets: Iterable[str] = ()) -> str:
+    """A line we print, with the same URL and header redaction as the disk: every error text,
+    human line, log line and JSON document goes through it before stdout or stderr."""
+    return (redactor or _DEFAULT).text(text, secrets)
+
+
+printable = safe_text
+_DEFAULT: Redactor
+
+
+def _key_names(paths: tuple[tuple[str, ...], ...]) -> tuple[bytes, ...] | None:
+    """The last key name of each path (None: a path has no name at all, ``*`` or ``0`` only)."""
+    keys = []
+    for path in paths:
+        name = next((p for p in reversed(path) if p != "*" and not p.isdigit()), None)
+        if name is None:
+            return None
+        keys.append(name.encode())
+    return tuple(keys)
 
 
 def _parse_path(path: str) -> tuple[str, ...]:
@@ -201,3 +265,6 @@ def build_redactor(options: Iterable[str] = (), directory: str | os.PathLike[str
             else:
                 headers.append(name)
     return Redactor(headers, paths)
+
+
+_DEFAULT = Redactor()  # the defaults: what every printed line is scrubbed of

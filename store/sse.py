@@ -1,23 +1,40 @@
-"""An incremental Server-Sent Events reader that works on bytes.
+"""An incremental Server-Sent Events reader that works on bytes, per the HTML standard.
 
-Every reader of a live stream uses it: the recorder, the proxy, startup recovery and the
-replay server's recording modes. Why our own and not httpx-sse: we must keep the exact bytes
-of each ``data:`` payload (invalid UTF-8 included), see keep-alive comments (they matter to
-stall detection but are not progress), hand over every item as soon as its blank line arrives
-(never hold the stream back), and refuse a line that grows past a limit instead of eating
-memory.
+Every reader of a live stream uses it (through the capture core, :mod:`store.capture`): the
+recorder, the proxy, startup recovery, probes, ``RecordingTransport`` and the replay server's
+recording modes. Why our own and not httpx-sse: we must keep the exact bytes of each ``data:``
+payload (invalid UTF-8 included), see keep-alive comments (they matter to stall detection but
+are not progress), hand over every item as soon as its blank line arrives (never hold the stream
+back), and refuse a line that grows past a limit instead of eating memory.
 
-Feed it chunks as they come off the socket; ``feed`` returns the items the chunk completed,
-in order. Line endings may be ``\\n``, ``\\r\\n`` or ``\\r``, split anywhere across chunks.
+Feed it chunks as they come off the socket; ``feed`` returns the items the chunk completed, in
+order. The parsing rules of the HTML standard (section "Server-sent events", "Interpreting an
+event stream"):
+
+- one leading UTF-8 BOM is skipped for parsing (the first item is not lost), and kept in that
+  item's :attr:`SseItem.raw`;
+- line endings ``\\r\\n``, ``\\n`` or ``\\r``, split anywhere across chunks;
+- several ``data:`` lines make one payload joined with ``\\n``;
+- ``event:``, ``id:`` and ``retry:`` are kept on the item (``id`` with a NUL is ignored, ``retry``
+  must be ASCII digits), unknown fields are ignored; a ``:`` line is a comment item;
+- an item cut by the close (data lines, no blank line) is returned by :meth:`close` with
+  ``incomplete=True``: never dropped.
+
+Exactness: ``data`` is the payload bytes as sent; ``raw`` is the slice of the stream since the
+previous item through this one's end, so the ``raw`` of every item (the close's included) joined
+is the stream byte for byte: a relay passes ``raw`` on and its client sees what the agent sent.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .errors import A2ATapeError
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024
+BOM = b"\xef\xbb\xbf"
+_EOL = re.compile(rb"\r\n|\r|\n")
 
 
 class SseLineTooLong(A2ATapeError):
@@ -35,18 +52,39 @@ class SseItem:
     data: bytes
     event: str | None = None  # the ``event:`` name, None when absent (i.e. "message")
     comment: bool = False  # a ``:`` line (keep-alive); ``data`` is its text
+    id: str | None = None  # the ``id:`` field of this item, when it had one
+    retry: int | None = None  # the ``retry:`` field of this item, when it had a valid one
+    incomplete: bool = False  # cut by the close: its blank line never came
+    raw: bytes = b""  # the exact stream bytes since the previous item, through this one's end
 
 
 class SseParser:
-    __slots__ = ("max_line", "_buf", "_data", "_event", "_cr_pending", "_has_data")
+    __slots__ = (
+        "max_line",
+        "_buf",
+        "_data",
+        "_event",
+        "_cr_pending",
+        "_has_data",
+        "_id",
+        "_retry",
+        "_raw",
+        "_started",
+        "tail",
+    )
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
         self.max_line = max_line
-        self._buf = b""
+        self._buf = b""  # the unfinished line (raw bytes)
         self._data: list[bytes] = []
         self._has_data = False
         self._event: str | None = None
+        self._id: str | None = None
+        self._retry: int | None = None
+        self._raw: list[bytes] = []  # raw bytes of the lines read since the last item
         self._cr_pending = False  # the last chunk ended in "\r": a "\n" may follow
+        self._started = False  # the BOM check is done
+        self.tail = b""  # set by close(): the stream's last bytes that made no item
 
     def _one_event(self, chunk: bytes) -> bytes | None:
         """The data of ``chunk`` when it is exactly one whole ``data: ...`` event and nothing is
@@ -55,7 +93,11 @@ class SseParser:
             not self._buf
             and not self._has_data
             and not self._cr_pending
+            and self._started
+            and not self._raw
             and self._event is None
+            and self._id is None
+            and self._retry is None
             and chunk.startswith(b"data: ")
             and len(chunk) <= self.max_line
         ):
@@ -69,28 +111,58 @@ class SseParser:
                 return body
         return None
 
+    def _start(self, chunk: bytes) -> bytes:
+        """The first bytes: a leading BOM is skipped for parsing, kept in the raw bytes."""
+        head = self._buf + chunk
+        if len(head) < 3 and BOM.startswith(head):
+            self._buf = head  # may still become a BOM
+            return b""
+        self._buf = b""
+        self._started = True
+        if head.startswith(BOM):
+            self._raw.append(BOM)
+            return head[3:]
+        return head
+
     def feed(self, chunk: bytes) -> list[SseItem]:
         if not chunk:
             return []
+        if not self._started:
+            chunk = self._start(chunk)
+            if not chunk:
+                return []
         body = self._one_event(chunk)
         if body is not None:
-            return [SseItem(body, None)]
+            return [SseItem(body, None, raw=chunk)]
+        out: list[SseItem] = []
+        raw = self._raw
         if self._cr_pending:
             self._cr_pending = False
-            if chunk[:1] == b"\n":
+            if chunk[:1] == b"\n":  # the "\n" of a "\r\n" split across chunks
+                raw.append(b"\n")
                 chunk = chunk[1:]
+                if not chunk:
+                    return out
         buf = self._buf + chunk if self._buf else chunk
-        out: list[SseItem] = []
-        if b"\r" in buf:
-            if buf.endswith(b"\r"):
+        pos = 0
+        line_fn = self._line
+        for m in _EOL.finditer(buf):
+            end = m.end()
+            line = buf[pos : m.start()]
+            if end == len(buf) and m.group() == b"\r":
                 self._cr_pending = True
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buf.split(b"\n")
-        self._buf = lines.pop()
+            item = line_fn(line)
+            if item is not None:
+                raw.append(buf[pos:end])
+                item.raw = raw[0] if len(raw) == 1 else b"".join(raw)
+                raw.clear()
+                out.append(item)
+            else:
+                raw.append(buf[pos:end])
+            pos = end
+        self._buf = buf[pos:] if pos else buf
         if len(self._buf) > self.max_line:
             raise SseLineTooLong(self.max_line)
-        for line in lines:
-            self._line(line, out)
         return out
 
     def feed_into(self, chunk: bytes, out: list[tuple[bytes, str | None]]) -> int:
@@ -110,11 +182,31 @@ class SseParser:
         return comments
 
     def close(self) -> list[SseItem]:
-        """End of stream: a last line without its newline still counts; an unfinished event does not."""
+        """End of stream. A last line without its line end still counts; an event whose blank
+        line never came is returned with ``incomplete=True`` (never dropped); bytes that made no
+        item (stray blank lines, a lone ``id:``) come back as an empty comment item, so the
+        ``raw`` bytes still add up to the stream."""
         out: list[SseItem] = []
-        if self._buf:
-            self._line(self._buf, out)
+        raw = self._raw
+        if not self._started and self._buf:  # one or two bytes, a BOM's beginning
+            raw.append(self._buf)
             self._buf = b""
+        if self._buf:
+            line = self._buf
+            self._buf = b""
+            raw.append(line)
+            item = self._line(line)
+            if item is not None:
+                item.raw = b"".join(raw)
+                raw.clear()
+                out.append(item)
+        if self._has_data:
+            data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+            out.append(SseItem(data, self._event, False, self._id, self._retry, True, b"".join(raw)))
+            raw.clear()
+            self._reset()
+        self.tail = b"".join(raw)
+        raw.clear()
         return out
 
     @property
@@ -122,20 +214,25 @@ class SseParser:
         """An event was started (data lines seen) but not dispatched: the stream was cut mid-event."""
         return self._has_data or bool(self._buf)
 
-    def _line(self, line: bytes, out: list[SseItem]) -> None:
+    def _reset(self) -> None:
+        self._data = []
+        self._has_data = False
+        self._event = None
+        self._id = None
+        self._retry = None
+
+    def _line(self, line: bytes) -> SseItem | None:
         if len(line) > self.max_line:
             raise SseLineTooLong(self.max_line)
         if not line:
+            item = None
             if self._has_data:
                 data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-                out.append(SseItem(data, self._event))
-            self._data = []
-            self._has_data = False
-            self._event = None
-            return
+                item = SseItem(data, self._event, False, self._id, self._retry)
+            self._reset()
+            return item
         if line[:1] == b":":
-            out.append(SseItem(line[1:].strip(), None, True))
-            return
+            return SseItem(line[1:].strip(), None, True)
         name, sep, value = line.partition(b":")
         if sep and value[:1] == b" ":
             value = value[1:]
@@ -146,4 +243,11 @@ class SseParser:
                 raise SseLineTooLong(self.max_line)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace") or None
-        # id:, retry: and unknown fields are ignored (A2A sends none of them)
+        elif name == b"id":
+            if b"\0" not in value:
+                self._id = value.decode("utf-8", "replace")
+        elif name == b"retry":
+            if value.isdigit():
+                self._retry = int(value)
+        # unknown fields are ignored, as the standard says
+        return None

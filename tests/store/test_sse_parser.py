@@ -60,11 +60,13 @@ def test_event_name_in_one_chunk_and_data_in_the_next():
     assert feed_all([b"event: error\r\n", b'data: {"x": 1}\r\n\r\n']) == [(b'{"x": 1}', "error", False)]
 
 
-def test_unfinished_event_at_close_is_not_dispatched():
+def test_unfinished_event_at_close_is_kept_and_marked_incomplete():
+    """An item cut by the close is never dropped (it was, before the capture core)."""
     p = SseParser()
     assert p.feed(b"data: half an ev") == []
     assert p.pending
-    assert p.close() == []
+    [item] = p.close()
+    assert (item.data, item.incomplete, item.raw) == (b"half an ev", True, b"data: half an ev")
 
 
 def test_line_over_the_limit_raises_even_without_a_newline():
@@ -100,3 +102,31 @@ def test_feed_into_gives_what_feed_gives(cuts, whole_events):
     expected = feed_all(chunks)
     assert got == [(d, e) for d, e, c in expected if not c]
     assert comments == sum(1 for *_, c in expected if c)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, len(STREAM)), max_size=12), st.booleans())
+def test_raw_bytes_add_up_to_the_stream(cuts, bom):
+    """Pass-through exactness: every item's ``raw`` and the close's ``tail`` are the stream, byte
+    for byte, whatever the chunking (a relay that forwards them changes nothing)."""
+    stream = (b"\xef\xbb\xbf" if bom else b"") + STREAM + b"data: cut by the close"
+    bounds = [0, *sorted(set(cuts)), len(stream)]
+    p = SseParser()
+    items = []
+    for a, b in zip(bounds, bounds[1:]):
+        items += p.feed(stream[a:b])
+    items += p.close()
+    assert b"".join(i.raw for i in items) + p.tail == stream
+    assert items[0].data == b'{"a": 1}'  # a leading BOM does not lose the first item
+    assert items[-1].incomplete and items[-1].data == b"cut by the close"
+    with_id = next(i for i in items if i.data == b"after id")
+    assert (with_id.id, with_id.retry) == ("7", 10)
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r", b"\r\n"])
+def test_line_ends_and_multiline_data(eol):
+    chunk = b"data: a" + eol + b"data: b" + eol + b": note" + eol + eol
+    p = SseParser()
+    items = p.feed(chunk) + p.close()
+    data = [(i.data, i.comment) for i in items]
+    assert data == [(b"note", True), (b"a\nb", False)]

@@ -1,0 +1,321 @@
+"""The capture core: one recorded exchange, written once for every path that writes the log.
+
+Every recording path goes through it: ``record`` and ``RecordingTransport`` (through
+:class:`recorder.recording.Session`), startup recovery, ``recover`` and ``probe``
+(:class:`recorder.recovery.Upstream`), the proxy, and serve's recording modes
+(:mod:`replay.forward`). The pipeline (DESIGN section 11)::
+
+    begin -> response head -> body bytes -> SSE items (exact bytes) -> redaction -> batched append -> outcome
+    request()   head()          feed()/close()                       events()/answer()   (caller)     end()
+
+:class:`Capture` holds one exchange and does no I/O: the caller moves the bytes (httpx, a
+Starlette response, a test) and writes the rows it hands back (a sync store, a
+:class:`store.GroupCommitWriter`, one transaction or many: the append is the caller's, the plan
+is the core's). What it promises, whoever calls it:
+
+- the request row is redacted: headers, URL (a userinfo password, secret-named query
+  parameters), configured JSON paths in the request body (:class:`store.redact.Redactor`);
+  the secrets found in the URL are remembered (:attr:`Capture.secrets`) and scrubbed from every
+  error text of the exchange;
+- the response head is redacted the same way;
+- SSE per the HTML standard (:class:`store.sse.SseParser`): a BOM does not lose the first item,
+  CR/LF/CRLF, multi-line data, ``id``/``retry``/comments kept on the items, an item cut by the
+  close kept and marked incomplete (the exchange then ends ``incomplete``, never ``ok``); each
+  item's ``raw`` is the exact stream bytes, so a relay passes on what the agent sent;
+- every payload stored (SSE items and JSON answers) goes through :meth:`Redactor.payload`
+  (configured JSON paths; byte level or a marker for a payload that is not JSON); a payload
+  changed that way gets a local note (:attr:`Capture.notes`);
+- task ids are learnt from the items (an item without one belongs to the task already known,
+  or to its exchange);
+- the outcome is one word of :data:`Outcome`, the closed vocabulary of docs/tape-format.md.
+
+Why in ``store/``: serve's recording modes live in ``replay/``, and the imports go store <-
+replay <- recorder; the core needs nothing above the store (no httpx, no event loop). The
+HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors;
+store faults as one-line errors) is :mod:`recorder.capture`, which re-exports this module.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Literal, Protocol, get_args
+
+from .decode import TextChunk, decode_item, peek_text_chunk
+from .events import Item, Undecodable
+from .records import Exchange, NewEvent
+from .redact import Redactor
+from .sse import DEFAULT_MAX_LINE, SseItem, SseParser
+
+Outcome = Literal[
+    "ok",  # answered whole: the JSON answer, or a stream that ended with the task settled
+    "closed",  # the agent closed the stream while the task was still active
+    "incomplete",  # cut short: an SSE item without its blank line, the client stopped reading, shutdown
+    "dropped",  # the connection broke mid-response (or a probe dropped it on purpose)
+    "timeout",  # no connection, no response head or no bytes within the timeout given
+    "stalled",  # the stream stayed open without progress past the stall timeout
+    "error",  # an error answer, a body that is not A2A, an unreachable agent, a redirect, a store fault
+    "refused",  # the proxy refused the request (an idempotency key reused for another request)
+    "replayed",  # answered from the log (a duplicate request)
+    "interrupted",  # the run was stopped (Ctrl-C) while the exchange was open
+]
+OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
+
+Headers = Mapping[str, str] | Sequence[tuple[str, str]]
+RawItem = tuple[bytes, "str | None"]
+CUT = "the last SSE item had no blank line before the close (kept, marked incomplete)"
+
+
+class TaskContext(Protocol):
+    """What the items of an exchange are filed under: a session's task, or the exchange's own."""
+
+    task_id: str | None
+    context_id: str | None
+
+
+def _no_chunk(payload: bytes) -> None:
+    return None
+
+
+def plan_events(
+    ctx: TaskContext,
+    raw: Sequence[RawItem],
+    exchange_id: int | None,
+    redactor: Redactor,
+    *,
+    start: float,
+    arrived: Sequence[float] | None = None,
+    peek: bool = True,
+    notes: list[str] | None = None,
+) -> tuple[list[NewEvent], list[Item | TextChunk]]:
+    """The append plan of ``(payload, sse event)`` items: each payload redacted, decoded (task id,
+    arrival time), as :class:`store.NewEvent` rows; nothing written, nothing shown yet.
+
+    ``start``: the monotonic clock at the exchange's start; ``arrived``: when each item came off
+    the socket (default: now). ``peek``: a plain text chunk (the bulk of a stream) is read with
+    the narrow decoder (:func:`store.decode.peek_text_chunk`) and returned as it is. ``ctx``
+    learns the task and context ids of the first item that names them. ``notes`` receives a line
+    for each payload that is not JSON and had to be redacted at byte level or replaced whole.
+    """
+    wall0 = time.time() - (time.monotonic() - start)  # the wall clock at the exchange's start
+    now = time.monotonic()
+    redact = redactor.payload if redactor.json_paths else None
+    items: list[Item | TextChunk] = []
+    new: list[NewEvent] = []
+    decode = decode_item
+    narrow = peek_text_chunk if peek else _no_chunk
+    for k, (payload, sse_event) in enumerate(raw):
+        if redact is not None:
+            payload, note = redact(payload)
+            if note is not None and notes is not None:
+                notes.append(note)
+        item: Item | TextChunk | None = narrow(payload)
+        if item is None:
+            item = decode(payload)
+            tid, ctx_id = item.task_id or None, item.context_id
+        else:
+            tid, ctx_id = item.taskId or None, item.contextId
+        if tid is None:
+            tid = ctx.task_id  # an error, a message or an undecodable line inside the task's stream
+        else:
+            if ctx.task_id is None:
+                ctx.task_id = tid
+            if ctx_id and ctx.context_id is None:
+                ctx.context_id = ctx_id
+        mono = (arrived[k] if arrived is not None else now) - start
+        items.append(item)
+        # positional (payload, task_id, exchange_id, seq, sse_event, received_at, mono): per event
+        new.append(NewEvent(payload, tid, exchange_id, None, sse_event, wall0 + mono, mono))
+    return new, items
+
+
+class Capture:
+    """One exchange on its way to the log (see the module docstring for the pipeline).
+
+    ``task_id``/``context_id``: what the exchange is about, when known before it starts (a
+    GetTask, a resubscribe); learnt from the items otherwise. ``secrets``: values the caller
+    knows must never appear in a stored or printed text (a header value the user gave).
+    """
+
+    __slots__ = (
+        "redactor",
+        "max_line",
+        "task_id",
+        "context_id",
+        "secrets",
+        "notes",
+        "exchange_id",
+        "start",
+        "sse",
+        "cut",
+        "parser",
+        "_head",
+    )
+
+    def __init__(
+        self,
+        redactor: Redactor,
+        *,
+        max_line: int = DEFAULT_MAX_LINE,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self.redactor = redactor
+        self.max_line = max_line
+        self.task_id = task_id
+        self.context_id = context_id
+        self.secrets: list[str] = [s for s in secrets if s]
+        self.notes: list[str] = []  # redaction notes, for the caller to append as local notes
+        self.exchange_id: int | None = None  # set by the caller once the row is begun
+        self.start = time.monotonic()
+        self.sse = False
+        self.cut = False  # the close cut an SSE item
+        self.parser: SseParser | None = None
+        self._head: dict[str, object] = {}
+
+    # -- begin -------------------------------------------------------------------------------
+
+    def request(
+        self,
+        *,
+        url: str,
+        rpc_method: str | None,
+        dialect: str | None,
+        streaming: bool,
+        headers: Headers,
+        body: bytes = b"",
+        http_method: str = "POST",
+        message_id: str | None = None,
+        role: str = "client",
+        idempotency_key: str | None = None,
+    ) -> Exchange:
+        """The exchange row to begin, redacted (URL, headers, JSON paths of the body)."""
+        url, found = self.redactor.url_secrets(url)
+        self.secrets += found  # a token in the URL must not come back in an error text either
+        self.start = time.monotonic()
+        return Exchange(
+            started_at=time.time(),
+            url=url,
+            http_method=http_method,
+            rpc_method=rpc_method,
+            dialect=dialect,
+            streaming=streaming,
+            request_headers=self.redactor.headers_dict(headers),
+            request_body=self._payload(body),
+            task_id=self.task_id,
+            context_id=self.context_id,
+            message_id=message_id,
+            idempotency_key=idempotency_key,
+            role=role,
+        )
+
+    # -- the response head -------------------------------------------------------------------
+
+    def head(self, status: int, content_type: str | None, headers: Headers) -> dict[str, object]:
+        """The response line's fields for the exchange row (redacted headers). An SSE content
+        type starts the SSE reader. Kept until :meth:`pending_head` hands them to a write."""
+        media = (content_type or "").split(";", 1)[0].strip().lower()
+        self.sse = media == "text/event-stream"
+        if self.sse and self.parser is None:
+            self.parser = SseParser(self.max_line)
+        self._head = {
+            "status": status,
+            "content_type": content_type,
+            "response_headers": self.redactor.headers_dict(headers),
+        }
+        return dict(self._head)
+
+    def pending_head(self) -> dict[str, object]:
+        """The head fields not written yet (written with the first events: one transaction)."""
+        head, self._head = self._head, {}
+        return head
+
+    # -- body bytes -> SSE items -------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> list[SseItem]:
+        """The SSE items a (decoded) chunk completes, exact bytes. Raises
+        :class:`store.sse.SseLineTooLong` past ``max_line``."""
+        if self.parser is None:
+            self.parser = SseParser(self.max_line)
+        return self.parser.feed(chunk)
+
+    def close(self) -> list[SseItem]:
+        """The end of the body: the last items, a cut one marked ``incomplete`` (never dropped)."""
+        if self.parser is None:
+            return []
+        items = self.parser.close()
+        if items and items[-1].incomplete:
+            self.cut = True
+        return items
+
+    # -- items -> redacted rows --------------------------------------------------------------
+
+    def events(
+        self,
+        items: Sequence[SseItem] | Sequence[RawItem],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: bool = False,
+    ) -> tuple[list[NewEvent], list[Item | TextChunk]]:
+        """The rows of these items (comments skipped), redacted, with their decoded items."""
+        raw: list[RawItem] = []
+        for it in items:
+            if isinstance(it, SseItem):
+                if not it.comment:
+                    raw.append((it.data, it.event))
+            else:
+                raw.append(it)
+        return plan_events(
+            self, raw, self.exchange_id, self.redactor, start=self.start, arrived=arrived, peek=peek, notes=self.notes
+        )
+
+    def answer(self, body: bytes) -> tuple[NewEvent | None, Item]:
+        """A JSON answer (not a stream): its row when it is an A2A item (None when the body is
+        not: keep it as the exchange's ``response_body``), and the decoded item."""
+        new, items = self.events([(body, None)])
+        item = items[0]
+        assert isinstance(item, Item)
+        if isinstance(item.body, Undecodable):
+            return None, item
+        return new[0], item
+
+    def response_body(self, body: bytes, limit: int = 1 << 20) -> bytes:
+        """A body kept on the exchange row (a card, an error page), capped and redacted."""
+        return self._payload(body[:limit])
+
+    # -- outcome -----------------------------------------------------------------------------
+
+    def end(self, outcome: Outcome, error: str | None = None, **fields: object) -> dict[str, object]:
+        """The exchange row's closing fields: ``ended_at``, ``outcome`` (an ``ok``/``closed``
+        stream whose last item was cut becomes ``incomplete``), the error text redacted, any head
+        not written yet, the task and context learnt, and ``fields`` (``response_body`` redacted)."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"not an outcome: {outcome!r}")
+        if self.cut and outcome in ("ok", "closed"):
+            outcome = "incomplete"
+            error = CUT if error is None else f"{error}; {CUT}"
+        out: dict[str, object] = self.pending_head()
+        out.update(fields)
+        out.update(ended_at=time.time(), outcome=outcome)
+        if error is not None:
+            out["error"] = self.text(error)
+        if isinstance(out.get("response_body"), bytes):
+            out["response_body"] = self._payload(out["response_body"])  # type: ignore[arg-type]
+        if self.task_id is not None:
+            out["task_id"] = self.task_id
+        if self.context_id is not None:
+            out["context_id"] = self.context_id
+        return out
+
+    def text(self, value: str) -> str:
+        """A text for the log or the screen, with every secret of this exchange replaced."""
+        return self.redactor.text(value, self.secrets)
+
+    def _payload(self, body: bytes) -> bytes:
+        if not body or not self.redactor.json_paths:
+            return body
+        out, note = self.redactor.payload(body)
+        if note is not None:
+            self.notes.append(note)
+        return out
