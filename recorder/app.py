@@ -20,6 +20,9 @@ from rich.console import Console
 
 from a2a_tape import store
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.redact import safe_text, safe_urls
+
+from .capture import store_fault
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -122,13 +125,25 @@ _json = msgspec.json.Encoder()
 
 
 def emit_json(value: Any) -> None:
-    """Print one JSON document on stdout (msgspec Structs, lists, dicts)."""
-    sys.stdout.buffer.write(_json.encode(value) + b"\n")
+    """Print one JSON document on stdout (msgspec Structs, lists, dicts); a URL in it with a
+    secret (a password, a token parameter) is redacted as on the disk."""
+    doc = _json.encode(value)
+    if b"://" in doc:
+        doc = safe_urls(doc.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    sys.stdout.buffer.write(doc + b"\n")
     sys.stdout.flush()
+
+
+def say(message: str) -> None:
+    """One human line on stderr, through the same redaction as the disk (no secret printed)."""
+    err.print(safe_text(message), markup=False, soft_wrap=True)
 
 
 def _one_line(exc: BaseException) -> tuple[str, int] | None:
     """The one line and exit code for an error we know, or None."""
+    fault = store_fault(exc)
+    if fault is not None:
+        exc = fault  # the log cannot be written (disk full, locked, read-only): exit 2, named
     if isinstance(exc, (UsageError, store.StoreError)):
         return f"a2a-tape: error: {exc}", EXIT_BAD_INPUT
     if isinstance(exc, CheckFailed):
@@ -156,7 +171,7 @@ class TapeGroup(typer.core.TyperGroup):
                 if os.environ.get("A2A_TAPE_DEBUG"):
                     raise
                 known = (f"a2a-tape: internal error: {type(exc).__name__}: {exc}", 70)
-            err.print(known[0], markup=False, soft_wrap=True)
+            err.print(safe_text(known[0]), markup=False, soft_wrap=True)
             raise typer.Exit(known[1]) from None
 
 

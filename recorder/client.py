@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -87,7 +88,15 @@ def choose_endpoint(card: AgentCard, base_url: str, protocol: Protocol) -> tuple
 
 
 def card_url(base_url: str) -> str:
-    return base_url.rstrip("/") + CARD_PATH
+    """The agent card's URL under ``base_url``; a query string of the base URL (an API key the
+    agent wants) stays the query, it is never part of the path."""
+    return join_path(base_url, CARD_PATH)
+
+
+def join_path(base_url: str, path: str) -> str:
+    """``path`` appended to the path of ``base_url``, its query and fragment kept where they are."""
+    parts = urlsplit(base_url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
 
 
 # -- requests ------------------------------------------------------------------------------

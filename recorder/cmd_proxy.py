@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import anyio
 import typer
 
-from a2a_tape.store.redact import build_redactor
+from a2a_tape.store.redact import build_redactor, safe_text
 
 from . import listen as listening
 from .app import (
@@ -20,10 +20,10 @@ from .app import (
     app,
     db_location,
     emit_json,
-    err,
     fail,
     open_db,
     out,
+    say,
 )
 from .idempotency import DEFAULT_TTL
 from .proxy import DEFAULT_MAX_BODY, ProxyConfig, build_app, check_listen
@@ -101,11 +101,7 @@ def proxy_cmd(
     except OSError as exc:
         st.close()
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    err.print(
-        f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {upstream} (recording to {db_location(db)})",
-        markup=False,
-        soft_wrap=True,
-    )
+    say(f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {upstream} (recording to {db_location(db)})")
     sys.stderr.flush()
     try:
         listening.run(asgi, sock, lifespan="on")
@@ -149,7 +145,7 @@ def recover_cmd(
     for t in report.resumed:
         out.print(f"resumed  {t}", markup=False)
     for f in report.failed:
-        out.print(f"failed   {f.task_id}: {f.reason}", markup=False, soft_wrap=True)
+        out.print(safe_text(f"failed   {f.task_id}: {f.reason}"), markup=False, soft_wrap=True)
     for k in report.replayed:
         out.print(f"ready to replay  {k}", markup=False)
 
@@ -178,7 +174,11 @@ def probe_cmd(
     else:
         for p in result.probes:
             mark = "ok  " if p.ok else "FAIL"
-            out.print(f"{mark} {p.name}: {p.detail}", markup=False, soft_wrap=True)
+            out.print(
+                safe_text(f"{mark} {p.name}: {p.detail}", secrets=[token] if token else []),
+                markup=False,
+                soft_wrap=True,
+            )
     if result.probes and result.probes[0].name == "agent-card" and not result.probes[0].ok:
         fail(f"not an A2A agent: {result.probes[0].detail}")  # nothing could be probed: bad input, exit 2
     if not result.ok:

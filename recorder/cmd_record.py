@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from a2a_tape.store.redact import build_redactor
+from a2a_tape.store.redact import build_redactor, safe_text
 from a2a_tape.store.sse import DEFAULT_MAX_LINE
 
-from .app import BusyTimeoutOption, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out
+from .app import BusyTimeoutOption, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out, say
 from .client import NotAnAgent
 from .live import render
 from .record import RecordOptions, RecordResult, record
@@ -83,7 +83,7 @@ def run_record(
     redactor = build_redactor(redact)
     st = open_db(db, create=True, durability=durability, busy_timeout=busy_timeout)  # type: ignore[arg-type]
     with st:
-        view = _LiveView(out, title or opts.url)
+        view = _LiveView(out, title or safe_text(opts.url, redactor))
         session = Session(st, redactor, on_change=None if json else view.changed)
         with view:
             try:
@@ -110,7 +110,7 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
                 "events": result.events,
                 "recovered": result.recovered,
                 "stalled": result.stalled,
-                "error": result.error,
+                "error": safe_text(result.error, session.redactor, session.secrets) if result.error else None,
                 "local_events": session.local_events,
                 "db": db_location(db),
             }
@@ -119,13 +119,12 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
         out.print(render(session.fold, title=title, done=True))
         where = f"task {result.task_id}" if result.task_id else "the exchange"
         what = "a lone message, no task" if lone else result.state
-        err.print(
+        say(
             f"recorded {result.events} events of {where} ({what}) into {db_location(db)}"
-            + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else ""),
-            markup=False,
+            + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else "")
         )
     if result.exit_code != 0:
-        err.print(f"a2a-tape: {result.error or 'the task ended ' + result.state}", markup=False)
+        say(f"a2a-tape: {result.error or 'the task ended ' + result.state}")
 
 
 @app.command("record")

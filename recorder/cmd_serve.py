@@ -13,9 +13,10 @@ from a2a_tape.replay.faults import FaultError, parse_faults
 from a2a_tape.replay.library import Library
 from a2a_tape.replay.matching import MATCH_MODES
 from a2a_tape.replay.server import create_app
+from a2a_tape.store.redact import build_redactor
 
 from . import listen as listening
-from .app import app, db_location, err, fail
+from .app import app, db_location, fail, say
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -56,6 +57,13 @@ def serve_cmd(
     match: Annotated[
         str, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
     ] = "method-text",
+    redact: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact",
+            help="Record modes: also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).",
+        ),
+    ] = None,
     db: Annotated[
         str | None,
         typer.Option(
@@ -89,17 +97,22 @@ def serve_cmd(
         if not library.episodes and not (upstream and record_mode != "none"):
             fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
         engine = ReplayEngine(
-            library, timing=timing, faults=faults, match=match, record_mode=record_mode, upstream=upstream
+            library,
+            timing=timing,
+            faults=faults,
+            match=match,
+            record_mode=record_mode,
+            upstream=upstream,
+            redactor=build_redactor(redact or []),
         )
         try:
             sock = listening.bind(host, port)
         except OSError as exc:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-        err.print(
+        say(
             f"a2a-tape serve: {listening.url_of(sock)} replaying {len(library.episodes)} recorded sends from "
-            f"{location} (timing {timing}, faults {faults.describe()}, match {match}, record mode {record_mode})",
-            markup=False,
-            soft_wrap=True,
+            f"{location} (timing {timing}, faults {faults.describe()}, match {match}, record mode {record_mode})"
+            + (f", upstream {upstream}" if upstream else "")
         )
         sys.stderr.flush()
         listening.run(create_app(engine), sock)

@@ -39,8 +39,10 @@ class LiveFold:
                 self.reply_id = body.message.message_id
                 self.reply_context = body.message.context_id
             return
-        if self.task is None or self.task.s.task_id != tid:
+        if self.task is None:
             self.task = TaskFold(tid)
+        elif self.task.s.task_id != tid:
+            return  # an item of another task: the log keeps it under that task; this view is of ours
         self.task.apply(ev, item)
         self._view = None
         if isinstance(item.body, MessageItem) and item.body.message.role != "user":
@@ -51,8 +53,10 @@ class LiveFold:
         tid = ev.task_id if ev.task_id is not None else chunk.taskId
         if tid is None:
             return  # an artifact update naming no task folds into nothing (as ``apply`` does)
-        if self.task is None or self.task.s.task_id != tid:
+        if self.task is None:
             self.task = TaskFold(tid)
+        elif self.task.s.task_id != tid:
+            return  # another task's chunk (see ``apply``)
         self.task.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
         self._view = None
 

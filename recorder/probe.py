@@ -20,6 +20,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.store.redact import Redactor, build_redactor
 
 from . import client as a2a
 from .http import LazyTlsTransport
@@ -143,19 +144,28 @@ async def probe_stall(up: Upstream, dialect: a2a.Dialect, url: str, timeout: flo
 
 
 async def run_probes(
-    st: store.RecordingStore, url: str, *, timeout: float = 20.0, token: str | None = None
+    st: store.RecordingStore,
+    url: str,
+    *,
+    timeout: float = 20.0,
+    token: str | None = None,
+    redactor: Redactor | None = None,
 ) -> ProbeReport:
-    """Run every probe against ``url``; each exchange is recorded in ``st`` (role ``probe``)."""
+    """Run every probe against ``url``; each exchange is recorded in ``st`` (role ``probe``),
+    through the capture core, redacted by ``redactor`` (default: ``[tool.a2a-tape]``). Every call
+    has connect, first-byte and read timeouts (:meth:`recorder.recovery.Upstream.timeouts`);
+    every detail text is redacted as the disk is (the token, a URL's password or key)."""
+    redactor = redactor or build_redactor()
     headers = {"authorization": f"Bearer {token}"} if token else {}
     limits = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
     async with httpx.AsyncClient(transport=LazyTlsTransport(), headers=headers, timeout=limits) as http:
         async with store.GroupCommitWriter(st) as writer:
-            up = Upstream(st, url, http, writer, role="probe")
+            up = Upstream(st, url, http, writer, role="probe", redactor=redactor)
             up.call_timeout = max(up.call_timeout, timeout)
             try:
                 await up.load_card()
             except Unreachable as exc:
-                return ProbeReport(False, [ProbeResult("agent-card", False, str(exc))])
+                return ProbeReport(False, [ProbeResult("agent-card", False, redactor.text(str(exc)))])
             dialect, endpoint = up.endpoint(None)
             results = []
             probes = [
@@ -168,4 +178,7 @@ async def run_probes(
                     results.append(await probe())
                 except Unreachable as exc:
                     results.append(ProbeResult(name, False, str(exc)))
+    secrets = [token] if token else []
+    for r in results:
+        r.detail = redactor.text(r.detail, secrets)
     return ProbeReport(all(r.ok for r in results), results)

@@ -38,9 +38,10 @@ from starlette.routing import Route
 from a2a_tape import store
 from a2a_tape.replay import sse
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.sse import SseParser
+from a2a_tape.store.sse import SseItem
 
 from . import client as a2a
+from .capture import CUT, Capture
 from .idempotency import (
     STREAM_METHODS,
     BadRequest,
@@ -153,6 +154,7 @@ class Proxy:
                 http=self.http,
                 stall_timeout=self.config.stall_timeout,
                 up_to=up_to,
+                redactor=self.config.redactor,
                 roles=frozenset({"proxy", "recovery"}),
             )
             self.recovery_report = report
@@ -462,7 +464,8 @@ class Proxy:
     ) -> None:
         """Relay one request upstream; runs in the proxy's task group (outlives the client)."""
         assert self.http is not None
-        t0 = time.monotonic()
+        cap = Capture(self.config.redactor)  # the capture core: SSE items, redaction, task ids
+        cap.exchange_id = ex_id
         row: dict[str, object] = {}
         release = False
         task_ids: list[str | None] = [None, None]
@@ -474,27 +477,21 @@ class Proxy:
                 row.update(status=resp.status_code, content_type=ct or None)
                 if _media(ct) == "text/event-stream":
                     live.start_sse(resp.status_code, ct)
-                    await self._tee(resp, live, ex_id, t0, task_ids)
+                    await self._tee(resp, live, cap, task_ids)
                     row["outcome"] = "closed"
+                    if cap.cut:
+                        row.update(outcome="incomplete", error=CUT)
                 else:
                     data = await resp.aread()
                     media = _media(ct)
                     if media == _JSON or media.endswith("+json"):
-                        item = store.decode_item(data)
-                        if isinstance(item.body, store.Undecodable):  # JSON, but not an A2A item: kept as is
-                            row["response_body"] = data
+                        new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
+                        if new is None:  # JSON, but not an A2A item: kept (redacted) on the row
+                            row["response_body"] = cap.response_body(data)
                         else:
                             assert self.writer is not None
-                            await self.writer.append(
-                                store.NewEvent(
-                                    payload=data,
-                                    task_id=item.task_id,
-                                    exchange_id=ex_id,
-                                    received_at=time.time(),
-                                    mono=time.monotonic() - t0,
-                                )
-                            )
-                            task_ids[:] = [item.task_id, item.context_id]
+                            await self.writer.append(new)
+                            task_ids[:] = [cap.task_id, cap.context_id]
                         failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
                         row["outcome"] = "error" if failed else "ok"
                         live.set_body(resp.status_code, ct, data)
@@ -560,30 +557,34 @@ class Proxy:
             else:
                 self.gateway.done(key, task_id)
 
-    async def _tee(self, resp: httpx.Response, live: Live, ex_id: int, t0: float, task_ids: list) -> None:
-        """Parse the upstream SSE, append each item, then publish it.
+    async def _tee(self, resp: httpx.Response, live: Live, cap: Capture, task_ids: list) -> None:
+        """Parse the upstream SSE with the capture core, append each item, then publish it.
 
         Reading the socket and committing are two tasks sharing a plain list: the reader never
         yields to the loop for an item it already has, so the items that arrive while a commit
         is on its way to disk form the next batch (one thread hop and one fsync per batch, not
-        per item). Nothing is published before its batch is durable."""
+        per item). Nothing is published before its batch is durable. Each item is published
+        with its exact bytes (``raw``: ``id``/``retry`` fields, comments, a BOM, the agent's line
+        ends), so the client reads what the agent sent; a last item cut by the close is kept."""
         writer = self.writer
         assert writer is not None
-        pending: list = []
+        pending: list[SseItem] = []
         state = {"wake": anyio.Event(), "drained": anyio.Event(), "eof": False}
 
         async def read() -> None:
-            parser = SseParser()
             try:
                 async for chunk in resp.aiter_bytes():
-                    items = parser.feed(chunk)
+                    items = cap.feed(chunk)
                     if items:
                         pending.extend(items)
                         state["wake"].set()
                         if len(pending) >= 4096:  # the disk is behind: stop reading a moment
                             state["drained"] = anyio.Event()
                             await state["drained"].wait()
-                pending.extend(parser.close())
+                pending.extend(cap.close())
+                tail = cap.parser.tail if cap.parser is not None else b""
+                if tail:
+                    pending.append(SseItem(b"", None, True, raw=tail))
             finally:
                 state["eof"] = True
                 state["wake"].set()
@@ -599,33 +600,12 @@ class Proxy:
                 batch = pending[:]
                 pending.clear()
                 state["drained"].set()
-                events = []
-                out = []
-                now = time.time()
-                mono = time.monotonic() - t0
-                for it in batch:
-                    out.append((it.event, it.data, it.comment))
-                    if it.comment:
-                        continue
-                    item = store.decode_item(it.data)
-                    tid = item.task_id
-                    if tid is None:
-                        tid = task_ids[0]
-                    elif task_ids[0] is None:
-                        task_ids[:] = [tid, item.context_id]
-                    events.append(
-                        store.NewEvent(
-                            payload=it.data,
-                            task_id=tid,
-                            exchange_id=ex_id,
-                            sse_event=it.event,
-                            received_at=now,
-                            mono=mono,
-                        )
-                    )
+                events, _ = cap.events(batch)  # redacted payloads, task ids learnt, comments skipped
                 if events:
                     await writer.append_many(events)
-                live.publish(out)
+                    if task_ids[0] is None and cap.task_id is not None:
+                        task_ids[:] = [cap.task_id, cap.context_id]
+                live.publish([(it.event, it.data, it.comment, it.raw) for it in batch])
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(commit)
@@ -650,7 +630,7 @@ class Proxy:
                 )
             elif streaming:
                 live.start_sse(200, "text/event-stream; charset=utf-8")
-                live.publish([(e.sse_event, bytes(e.payload), False) for e in events])
+                live.publish([(e.sse_event, bytes(e.payload), False, None) for e in events])
             else:
                 live.set_body(200, _JSON, bytes(events[0].payload))
         finally:

@@ -17,6 +17,7 @@ Every decision is appended as an ``origin="local"`` event before it is acted on,
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -26,8 +27,19 @@ import httpx
 
 from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem
 from a2a_tape.store.events import is_interrupted
-from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
+from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 
+from .capture import (
+    DecodingError,
+    Outcome,
+    Timeouts,
+    body_chunks,
+    describe,
+    is_redirect,
+    redirect_message,
+    send,
+    store_fault,
+)
 from .client import (
     AgentCard,
     NotAnAgent,
@@ -35,9 +47,9 @@ from .client import (
     Request,
     card_url,
     choose_endpoint,
-    describe_http_error,
     dialect_headers,
     explain_not_json,
+    join_path,
     media_type,
     parse_card,
     send_request,
@@ -47,7 +59,6 @@ from .http import LazyTlsTransport
 from .recording import Session
 from .settle import Backoff, settle
 
-Outcome = Literal["ok", "closed", "dropped", "timeout", "stalled", "error"]
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 MAX_BODY = 1024 * 1024
 FIRST_BATCH = 8  # what we keep of a non-A2A body (an HTML page, an error text)
@@ -66,7 +77,9 @@ class RecordOptions:
     on_stall: Literal["cancel", "resend"] = "cancel"
     max_line: int = DEFAULT_MAX_LINE
     connect_timeout: float = 10.0
-    call_timeout: float = 30.0  # a unary call (card, GetTask, CancelTask)
+    call_timeout: float = 30.0  # a unary call (card, GetTask, CancelTask): head and every read
+    first_byte_timeout: float | None = None  # the response head of any call (None: the smaller of
+    # call_timeout and stall_timeout: an agent that accepts and stays silent is stalled by then)
     poll_initial: float = 0.2
     poll_max: float = 5.0
     close_grace: float = 5.0  # how long a settled stream may stay open before we close it
@@ -105,10 +118,10 @@ class Recorder:
         self.http = http
         self.session = session
         self.opts = opts
-        self.base_url = opts.url.rstrip("/")
+        self.base_url = opts.url if "?" in opts.url else opts.url.rstrip("/")
         self.card = AgentCard()
         self.dialect = "0.3"
-        self.endpoint = self.base_url + "/"
+        self.endpoint = join_path(self.base_url, "/")
         self.recovered: list[str] = []
         self.stalled = False
         self.error: str | None = None
@@ -121,7 +134,7 @@ class Recorder:
 
     async def run(self) -> RecordResult:
         self.card = await self.fetch_card()
-        self.dialect, self.endpoint = choose_endpoint(self.card, self.base_url + "/", self.opts.protocol)
+        self.dialect, self.endpoint = choose_endpoint(self.card, join_path(self.base_url, "/"), self.opts.protocol)
         streaming = self.opts.stream and self.card.streaming
         if self.opts.stream and not self.card.streaming:
             self.session.note(
@@ -224,6 +237,17 @@ class Recorder:
 
     # -- HTTP --------------------------------------------------------------------------------
 
+    def timeouts(self, *, streaming: bool = False) -> Timeouts:
+        """Connect, first-byte and read timeouts of every call of this run."""
+        o = self.opts
+        first = o.first_byte_timeout if o.first_byte_timeout is not None else min(o.call_timeout, o.stall_timeout)
+        return Timeouts(
+            connect=o.connect_timeout,
+            first_byte=first,
+            read=None if streaming else o.call_timeout,
+            write=o.call_timeout,
+        )
+
     def headers(self, dialect: str | None = None) -> list[tuple[str, str]]:
         hs = list(self.opts.headers)
         if dialect == "1.0":
@@ -237,13 +261,21 @@ class Recorder:
             url=url, rpc_method="agent-card", dialect=None, streaming=False, headers=self.headers(), http_method="GET"
         )
         try:
-            resp = await self.http.get(url, headers=self.headers(), timeout=self.opts.call_timeout)
+            resp = await send(self.http, self.http.build_request("GET", url, headers=self.headers()), self.timeouts())
+            try:
+                await resp.aread()
+            finally:
+                await resp.aclose()
         except httpx.HTTPError as exc:
-            msg = describe_http_error(exc, url)
-            s.finish(ex, "error", error=msg)
+            msg = describe(exc, url, s.capture(ex))
+            s.finish(ex, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", error=msg)
             raise NotAnAgent(msg) from None
         s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
         body = resp.content[:MAX_BODY]
+        if is_redirect(resp):
+            msg = redirect_message(resp, f"the agent card URL {url}", self.session.redactor)
+            s.finish(ex, "error", error=msg)
+            raise NotAnAgent(s.capture(ex).text(msg))
         if resp.status_code == 404:
             msg = f"no agent card at {url} (HTTP 404): is this an A2A agent?"
             s.finish(ex, "error", error=msg, response_body=body)
@@ -281,16 +313,21 @@ class Recorder:
             body=req.body,
             message_id=req.message_id,
         )
-        timeout = httpx.Timeout(self.opts.call_timeout, connect=self.opts.connect_timeout)
-        if req.streaming:
-            timeout = httpx.Timeout(None, connect=self.opts.connect_timeout)  # the stall watchdog decides
+        # a stream is read without a read timeout: the stall watchdog decides
+        timeouts = self.timeouts(streaming=req.streaming)
         received = 0
         try:
-            async with self.http.stream(
-                "POST", self.endpoint, content=req.body, headers=headers, timeout=timeout
-            ) as resp:
+            request = self.http.build_request("POST", self.endpoint, content=req.body, headers=headers)
+            async with contextlib.aclosing(_Closing(await send(self.http, request, timeouts))) as held:
+                resp = held.resp
                 s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
                 ct = media_type(resp)
+                if is_redirect(resp):
+                    msg = redirect_message(resp, f"{req.method} at {self.endpoint}", s.redactor)
+                    s.finish(ex, "error", error=msg)
+                    if first:
+                        raise NotAnAgent(s.capture(ex).text(msg))
+                    return CallResult("error")
                 if (
                     resp.status_code >= 400
                     and ct != "application/json"
@@ -321,9 +358,13 @@ class Recorder:
         except SseLineTooLong as exc:
             msg = f"{req.method} at {self.endpoint}: {exc} (raise it with --max-line-bytes)"
             s.finish(ex, "error", error=msg)
-            raise NotAnAgent(msg) from None
+            raise NotAnAgent(s.capture(ex).text(msg)) from None
+        except DecodingError as exc:
+            msg = f"{req.method} at {self.endpoint}: the body does not decode ({exc})"
+            s.finish(ex, "error", error=msg)
+            raise NotAnAgent(s.capture(ex).text(msg)) from None
         except httpx.HTTPError as exc:
-            msg = describe_http_error(exc, self.endpoint)
+            msg = describe(exc, self.endpoint, s.capture(ex))
             if first and received == 0 and not s.store.read_exchange(ex):
                 s.finish(ex, "error", error=msg)
                 raise NotAnAgent(msg) from None
@@ -333,7 +374,8 @@ class Recorder:
 
     async def _consume(self, req: Request, ex: int, resp: httpx.Response) -> CallResult:
         s = self.session
-        parser = SseParser(self.opts.max_line)
+        cap = s.capture(ex)
+        cap.max_line = self.opts.max_line
         result = CallResult("ok")
         stopped: list[str] = []
         self._settled_at = None
@@ -413,11 +455,10 @@ class Recorder:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watchdog, tg.cancel_scope)
             tg.start_soon(committer, tg.cancel_scope)
-            # no content coding (the usual stream): the raw chunks, without httpx's decoder layers
-            identity = resp.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
             try:
-                feed = parser.feed_into
-                async for chunk in resp.aiter_raw() if identity else resp.aiter_bytes():
+                feed = cap.feed_into
+                # no content coding (the usual stream): the raw chunks, without decoder layers
+                async for chunk in body_chunks(resp):
                     before = len(pending)
                     keepalives = feed(chunk, pending)
                     if keepalives:
@@ -433,18 +474,18 @@ class Recorder:
                     if asleep[0]:
                         asleep[0] = False
                         wake[0].set()
-                for it in parser.close():
+                for it in cap.close():  # a last item cut by the close is kept (marked incomplete)
                     if not it.comment:
                         pending.append((it.data, it.event))
                         arrived.append(time.monotonic())
-            except (httpx.HTTPError, SseLineTooLong) as exc:
+            except (httpx.HTTPError, SseLineTooLong, DecodingError) as exc:
                 failure.append(exc)  # raised below, outside the task group (no exception group)
             finally:
                 reading[0] = False
                 wake[0].set()
             await committed.wait()
             tg.cancel_scope.cancel()
-        if pending:  # cancelled by the watchdog: what was read still goes to the log
+        if pending and not (failure and store_fault(failure[0])):  # the watchdog cancelled: it still goes to the log
             new, items = take()
             applied(s.commit(ex, new), items)
         if failure:
@@ -460,6 +501,16 @@ class Recorder:
             s.finish(ex, "closed", error=f"stream closed while the task was {s.state}")
             result.outcome = "closed"
         return result
+
+
+class _Closing:
+    """A streamed response closed by ``contextlib.aclosing``."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self.resp = resp
+
+    async def aclose(self) -> None:
+        await self.resp.aclose()
 
 
 class _Follow:
@@ -525,5 +576,5 @@ async def record(
     session: Session, opts: RecordOptions, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> RecordResult:
     """Run one recorded session against ``opts.url``. Raises :class:`NotAnAgent` for exit-2 cases."""
-    async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=True) as http:
+    async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=False) as http:
         return await Recorder(http, session, opts).run()

@@ -1,7 +1,9 @@
 """The write-ahead session: every raw item reaches the log before anyone looks at it.
 
 A :class:`Session` owns one store and records exchanges (requests, status, content type,
-outcome) and the items they carried. ``record_items`` appends a whole chunk's worth of items
+outcome) and the items they carried, each exchange a :class:`store.capture.Capture` (the capture
+core: redaction, SSE items, the append plan, the outcome); the session adds what a run shares:
+the task and context ids across exchanges, the fold, group commit. ``record_items`` appends a whole chunk's worth of items
 in one transaction, then folds them: the caller renders or decides only after that returns,
 so nothing the user saw is missing from the log. Task ids come from the decoded items; items
 that arrive before the task is known belong to their exchange. Decisions the recorder takes
@@ -15,14 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from a2a_tape import store
 from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
-from a2a_tape.store.decode import TextChunk, peek_text_chunk
+from a2a_tape.store.capture import Capture, Outcome, plan_events
+from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.redact import Redactor
 
+from .capture import store_fault
 from .live import LiveFold
-
-
-def _no_chunk(payload: bytes) -> None:
-    return None
 
 
 class Session:
@@ -47,8 +47,7 @@ class Session:
         self.errors: list[ErrorItem] = []
         self.last_progress = time.monotonic()
         self.exchange_ids: list[int] = []
-        self._t0: dict[int, float] = {}
-        self._pending: dict[int, dict[str, object]] = {}
+        self._caps: dict[int, Capture] = {}
         self._open: set[int] = set()  # exchanges begun and not finished
         self.secrets: list[str] = []  # header values the user gave that must not leak into error text
 
@@ -56,7 +55,7 @@ class Session:
     def state(self) -> str:
         return self.fold.state
 
-    # -- exchanges ---------------------------------------------------------------------------
+    # -- exchanges: each one a :class:`store.capture.Capture` ------------------------------
 
     def begin(
         self,
@@ -71,51 +70,52 @@ class Session:
         message_id: str | None = None,
         role: str = "client",
     ) -> int:
-        url, found = self.redactor.url_secrets(url)
-        self.secrets += found  # a token in the URL must not come back in an error text either
-        ex = store.Exchange(
-            started_at=time.time(),
+        cap = Capture(self.redactor, task_id=self.task_id, context_id=self.context_id, secrets=self.secrets)
+        ex = cap.request(
             url=url,
-            http_method=http_method,
             rpc_method=rpc_method,
             dialect=dialect,
             streaming=streaming,
-            request_headers=self.redactor.headers_dict(headers),
-            request_body=self.redactor.json_bytes(body),
-            task_id=self.task_id,
-            context_id=self.context_id,
+            headers=headers,
+            body=body,
+            http_method=http_method,
             message_id=message_id,
             role=role,
         )
+        self.secrets += [s for s in cap.secrets if s not in self.secrets]  # a URL token: never in a text either
         ex_id = self.store.begin_exchange(ex)
-        self._t0[ex_id] = time.monotonic()
+        cap.exchange_id = ex_id
+        self._caps[ex_id] = cap
         self._open.add(ex_id)
         self.exchange_ids.append(ex_id)
         return ex_id
+
+    def capture(self, ex_id: int) -> Capture:
+        """The capture core of an exchange of this session."""
+        cap = self._caps.get(ex_id)
+        if cap is None:
+            cap = self._caps[ex_id] = Capture(self.redactor, secrets=self.secrets)
+            cap.exchange_id = ex_id
+        return cap
 
     def response(
         self, ex_id: int, status: int, content_type: str | None, headers: Mapping[str, str] | Sequence[tuple[str, str]]
     ) -> None:
         """Remember the response line; written with the first events (one transaction, not two)."""
-        self._pending[ex_id] = {
-            "status": status,
-            "content_type": content_type,
-            "response_headers": self.redactor.headers_dict(headers),
-        }
+        self.capture(ex_id).head(status, content_type, headers)
 
-    def finish(self, ex_id: int, outcome: str, *, error: str | None = None, response_body: bytes | None = None) -> None:
+    def finish(
+        self, ex_id: int, outcome: Outcome, *, error: str | None = None, response_body: bytes | None = None
+    ) -> None:
         self._open.discard(ex_id)
-        fields: dict[str, object] = self._pending.pop(ex_id, None) or {}
-        fields.update(ended_at=time.time(), outcome=outcome)
-        if error is not None:
-            fields["error"] = self.redactor.text(error, self.secrets)
-        if response_body is not None:
-            fields["response_body"] = self.redactor.json_bytes(response_body)
-        if self.task_id is not None:
-            fields["task_id"] = self.task_id
-        if self.context_id is not None:
-            fields["context_id"] = self.context_id
-        self.store.update_exchange(ex_id, **fields)
+        cap = self.capture(ex_id)
+        cap.task_id, cap.context_id = self.task_id, self.context_id
+        cap.secrets = self.secrets
+        extra: dict[str, object] = {} if response_body is None else {"response_body": response_body}
+        self.store.update_exchange(ex_id, **cap.end(outcome, error, **extra))
+        notes, cap.notes = cap.notes, []
+        for note in dict.fromkeys(notes):  # a payload that was not JSON and had to be redacted
+            self.note("redacted", note, ex_id)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -144,50 +144,29 @@ class Session:
         *,
         peek: bool = True,
     ) -> tuple[list[NewEvent], list[Item | TextChunk]]:
-        """Decode items (task id, arrival time); nothing is shown or decided yet.
-
-        ``arrived``: the monotonic clock when each item came off the socket (default: now).
-        ``peek``: a plain text chunk (the bulk of a stream) is read with the narrow decoder
-        (:func:`store.decode.peek_text_chunk`) and handed to :meth:`apply` as it is, not as an
-        :class:`~store.Item`.
-        """
-        start = self._t0.get(ex_id)
-        if start is None:
-            start = self._t0[ex_id] = time.monotonic()
-        wall0 = time.time() - (time.monotonic() - start)  # the wall clock at the exchange's start
-        now = time.monotonic()
-        redact = self.redactor.json_bytes if self.redactor.json_paths else None
-        items: list[Item | TextChunk] = []
-        new: list[NewEvent] = []
-        decode = store.decode_item
-        narrow = peek_text_chunk if peek else _no_chunk
-        for k, (payload, sse_event) in enumerate(raw):
-            if redact is not None:
-                payload = redact(payload)
-            item: Item | TextChunk | None = narrow(payload)
-            if item is None:
-                item = decode(payload)
-                tid = item.task_id or None
-            else:
-                tid = item.taskId or None
-            if tid is None:
-                tid = self.task_id  # an error, a message or an undecodable line inside the task's stream
-            elif self.task_id is None or self.context_id is None:
-                self._learn(item)
-            mono = (arrived[k] if arrived is not None else now) - start
-            items.append(item)
-            # positional (payload, task_id, exchange_id, seq, sse_event, received_at, mono): per event
-            new.append(NewEvent(payload, tid, ex_id, None, sse_event, wall0 + mono, mono))
-        return new, items
+        """The append plan of the items (:func:`store.capture.plan_events`: redacted, task ids
+        learnt by the session, arrival times); nothing is shown or decided yet. ``peek``: a
+        plain text chunk is handed to :meth:`apply` as it is, not as an :class:`~store.Item`."""
+        cap = self.capture(ex_id)
+        return plan_events(
+            self, raw, ex_id, self.redactor, start=cap.start, arrived=arrived, peek=peek, notes=cap.notes
+        )
 
     def commit(self, ex_id: int, new: Sequence[NewEvent]) -> list[StoredEvent]:
-        """One transaction: the exchange's pending response fields and the events. Thread-safe."""
-        pending = self._pending.pop(ex_id, None)
+        """One transaction: the exchange's pending response fields and the events. Thread-safe.
+        A log that cannot be written raises the :class:`store.StoreError` naming why."""
+        pending = self.capture(ex_id).pending_head()
         self.commits += 1
-        with self.store.transaction():
-            if pending:
-                self.store.update_exchange(ex_id, **pending)
-            return self.store.append_batch(new)
+        try:
+            with self.store.transaction():
+                if pending:
+                    self.store.update_exchange(ex_id, **pending)
+                return self.store.append_batch(new)
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None or fault is exc:
+                raise
+            raise fault from None
 
     def apply(self, stored: Sequence[StoredEvent], items: Sequence[Item | TextChunk]) -> list[ErrorItem]:
         """The log has them: now (and only now) fold, decide and render. Returns the errors
@@ -228,13 +207,6 @@ class Session:
     def _signature(self) -> tuple:
         """What a poll must change to count as progress (a repeated snapshot is not)."""
         return self.fold.signature()
-
-    def _learn(self, item: Item | TextChunk) -> None:
-        tid, ctx = (item.task_id, item.context_id) if type(item) is Item else (item.taskId, item.contextId)
-        if tid and self.task_id is None:
-            self.task_id = tid
-        if ctx and self.context_id is None:
-            self.context_id = ctx
 
     def note(self, action: str, detail: str = "", ex_id: int | None = None) -> StoredEvent:
         """Record a decision of ours (origin ``local``) in the task's log."""

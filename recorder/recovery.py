@@ -36,10 +36,21 @@ from a2a_tape import store
 from a2a_tape.replay.fold import TaskState, fold_task_events
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import is_interrupted, is_terminal
-from a2a_tape.store.redact import Redactor
-from a2a_tape.store.sse import SseParser
+from a2a_tape.store.redact import Redactor, build_redactor
+from a2a_tape.store.sse import SseLineTooLong
 
 from . import client as a2a
+from .capture import (
+    Capture,
+    DecodingError,
+    Outcome,
+    Timeouts,
+    body_chunks,
+    describe,
+    is_redirect,
+    redirect_message,
+    send,
+)
 from .http import LazyTlsTransport
 from .settle import Backoff, settle
 
@@ -205,9 +216,15 @@ class Upstream:
     async def load_card(self) -> a2a.AgentCard:
         url = a2a.card_url(self.base_url)
         try:
-            resp = await self.http.get(url, timeout=self.call_timeout)
+            resp = await send(self.http, self.http.build_request("GET", url), self.timeouts())
+            try:
+                await resp.aread()
+            finally:
+                await resp.aclose()
         except httpx.HTTPError as exc:
-            raise Unreachable(a2a.describe_http_error(exc, url)) from None
+            raise Unreachable(describe(exc, url, Capture(self.redactor))) from None
+        if is_redirect(resp):
+            raise Unreachable(redirect_message(resp, url, self.redactor))
         if resp.status_code != 200 or a2a.media_type(resp) != "application/json":
             raise Unreachable(a2a.explain_not_json(resp, url))
         try:
@@ -224,27 +241,36 @@ class Upstream:
         p = urlsplit(url)
         return d, self.base_url + (p.path or "/")
 
-    async def _begin(self, req: a2a.Request, url: str, task_id: str | None) -> tuple[int, float]:
-        ex = store.Exchange(
-            started_at=time.time(),
-            url=self.redactor.url(url),
+    async def _begin(self, req: a2a.Request, url: str, task_id: str | None) -> Capture:
+        """The exchange row, begun through the capture core (URL, headers, body redacted)."""
+        cap = Capture(self.redactor, task_id=task_id)
+        ex = cap.request(
+            url=url,
             rpc_method=req.method,
             dialect=req.dialect,
             streaming=req.streaming,
-            request_headers={k.lower(): v for k, v in a2a.dialect_headers(req.dialect).items()},
-            request_body=req.body,
-            task_id=task_id,
+            headers=self._headers(req),
+            body=req.body,
             message_id=req.message_id,
-            idempotency_key=None,
             role=self.role,
         )
-        ex_id = await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
-        return ex_id, time.monotonic()
+        cap.exchange_id = await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
+        return cap
 
-    async def _end(self, ex_id: int, **fields: object) -> None:
-        if isinstance(fields.get("error"), str):
-            fields["error"] = self.redactor.text(fields["error"])  # type: ignore[arg-type]
-        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
+    async def _end(self, cap: Capture, outcome: Outcome, error: str | None = None, **fields: object) -> None:
+        done = cap.end(outcome, error, **fields)
+        assert cap.exchange_id is not None
+        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(cap.exchange_id, **done))
+        for note in dict.fromkeys(cap.notes):  # a payload that was not JSON and had to be redacted
+            await self.writer.append(
+                store.NewEvent(
+                    payload=store.local_note("redacted", note, cap.task_id),
+                    task_id=cap.task_id,
+                    exchange_id=cap.exchange_id,
+                    received_at=time.time(),
+                    origin="local",
+                )
+            )
 
     def _headers(self, req: a2a.Request) -> dict[str, str]:
         h = {"content-type": "application/json", **a2a.dialect_headers(req.dialect)}
@@ -252,107 +278,106 @@ class Upstream:
             h["accept"] = "text/event-stream"
         return h
 
+    def timeouts(self, *, stream_first_byte: float | None = None) -> Timeouts:
+        """Every call: connect 10 s, the head within ``call_timeout`` (a stream's: its stall
+        timeout when it has one), reads within ``call_timeout`` (a stream's: none, its stall
+        deadline decides)."""
+        if stream_first_byte is not None:
+            return Timeouts(connect=10.0, first_byte=stream_first_byte, read=None, write=self.call_timeout)
+        return Timeouts(connect=10.0, first_byte=self.call_timeout, read=self.call_timeout, write=self.call_timeout)
+
     async def call(self, req: a2a.Request, url: str, task_id: str | None = None) -> store.Item:
         """One request/response call; the answer is recorded and returned decoded."""
-        ex_id, t0 = await self._begin(req, url, task_id)
+        cap = await self._begin(req, url, task_id)
+        request = self.http.build_request("POST", url, content=req.body, headers=self._headers(req))
         try:
-            resp = await self.http.post(url, content=req.body, headers=self._headers(req), timeout=self.call_timeout)
+            resp = await send(self.http, request, self.timeouts())
+            try:
+                data = await resp.aread()
+            finally:
+                await resp.aclose()
         except httpx.HTTPError as exc:
-            why = a2a.describe_http_error(exc, url)
-            await self._end(ex_id, outcome="error", error=why)
+            why = describe(exc, url, cap)
+            await self._end(cap, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", why)
             raise Unreachable(why) from None
-        data = resp.content
-        item = store.decode_item(data)
-        ct = resp.headers.get("content-type")
-        if isinstance(item.body, store.Undecodable):
+        cap.head(resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
+        if is_redirect(resp):
+            why = redirect_message(resp, url, self.redactor)
+            await self._end(cap, "error", why)
+            raise Unreachable(cap.text(why))
+        new, item = cap.answer(data)
+        if new is None:
             why = a2a.explain_not_json(resp, url)
-            await self._end(
-                ex_id, status=resp.status_code, content_type=ct, outcome="error", error=why, response_body=data
-            )
-            raise Unreachable(why)
-        tid = item.task_id or task_id
-        await self.writer.append(
-            store.NewEvent(
-                payload=data, task_id=tid, exchange_id=ex_id, received_at=time.time(), mono=time.monotonic() - t0
-            )
-        )
-        await self._end(
-            ex_id,
-            status=resp.status_code,
-            content_type=ct,
-            task_id=tid,
-            outcome="error" if isinstance(item.body, store.ErrorItem) else "ok",
-        )
+            await self._end(cap, "error", why, response_body=cap.response_body(data))
+            raise Unreachable(cap.text(why))
+        await self.writer.append(new)
+        await self._end(cap, "error" if isinstance(item.body, store.ErrorItem) else "ok")
         return item
 
     async def stream(
         self, req: a2a.Request, url: str, task_id: str | None, *, stall: float | None, stop_after: int | None = None
-    ) -> tuple[list[store.Item], str]:
+    ) -> tuple[list[store.Item], Outcome]:
         """A streaming call, each item recorded as it arrives. Ends when the server closes, after
         ``stop_after`` items (a deliberate drop), or after ``stall`` seconds without an item.
-        Returns (items, outcome) with outcome closed / dropped / stalled / error."""
-        ex_id, t0 = await self._begin(req, url, task_id)
+        Returns (items, outcome) with outcome ok / closed / incomplete / dropped / stalled /
+        timeout / error."""
+        cap = await self._begin(req, url, task_id)
         items: list[store.Item] = []
-        outcome = "closed"
+        outcome: Outcome = "closed"
+        error: str | None = None
         fields: dict[str, object] = {}
-        tid = task_id
+        request = self.http.build_request("POST", url, content=req.body, headers=self._headers(req))
         try:
             with anyio.CancelScope() as scope:
-                if stall is not None:
-                    scope.deadline = anyio.current_time() + stall
-                async with self.http.stream("POST", url, content=req.body, headers=self._headers(req)) as resp:
-                    ct = resp.headers.get("content-type", "")
-                    fields.update(status=resp.status_code, content_type=ct or None)
-                    if "text/event-stream" not in ct:
+                resp = await send(self.http, request, self.timeouts(stream_first_byte=stall or self.call_timeout))
+                try:
+                    if stall is not None:
+                        scope.deadline = anyio.current_time() + stall
+                    cap.head(resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
+                    if is_redirect(resp):
+                        outcome, error = "error", redirect_message(resp, url, self.redactor)
+                        return items, outcome
+                    if not cap.sse:
                         data = await resp.aread()
-                        item = store.decode_item(data)
-                        if isinstance(item.body, store.Undecodable):
-                            fields.update(response_body=data)
+                        new, item = cap.answer(data)
+                        if new is None:
+                            fields.update(response_body=cap.response_body(data))
                             outcome = "error"
                         else:
-                            await self.writer.append(
-                                store.NewEvent(
-                                    payload=data,
-                                    task_id=item.task_id or tid,
-                                    exchange_id=ex_id,
-                                    received_at=time.time(),
-                                    mono=time.monotonic() - t0,
-                                )
-                            )
+                            await self.writer.append(new)
                             items.append(item)
                             outcome = "error" if isinstance(item.body, store.ErrorItem) else "ok"
                         return items, outcome
-                    parser = SseParser()
-                    async for chunk in resp.aiter_bytes():
-                        for it in parser.feed(chunk):
-                            if it.comment:
-                                continue  # a keep-alive is not progress
-                            item = store.decode_item(it.data)
-                            tid = item.task_id or tid
-                            await self.writer.append(
-                                store.NewEvent(
-                                    payload=it.data,
-                                    task_id=tid,
-                                    exchange_id=ex_id,
-                                    sse_event=it.event,
-                                    received_at=time.time(),
-                                    mono=time.monotonic() - t0,
-                                )
-                            )
-                            items.append(item)
-                            if stall is not None:
-                                scope.deadline = anyio.current_time() + stall
-                            if stop_after is not None and len(items) >= stop_after:
-                                outcome = "dropped"
-                                return items, outcome
+                    async for chunk in body_chunks(resp):
+                        got = [it for it in cap.feed(chunk) if not it.comment]  # a keep-alive is not progress
+                        if not got:
+                            continue
+                        if stop_after is not None:
+                            got = got[: stop_after - len(items)]
+                        new, decoded = cap.events(got)
+                        await self.writer.append_many(new)
+                        items += decoded  # type: ignore[arg-type] - no peeked chunks without peek
+                        if stall is not None:
+                            scope.deadline = anyio.current_time() + stall
+                        if stop_after is not None and len(items) >= stop_after:
+                            outcome = "dropped"
+                            return items, outcome
+                    rest = [it for it in cap.close() if not it.comment]  # a cut last item: kept, marked
+                    if rest:
+                        new, decoded = cap.events(rest)
+                        await self.writer.append_many(new)
+                        items += decoded  # type: ignore[arg-type]
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await resp.aclose()
             if scope.cancelled_caught:
                 outcome = "stalled"
-        except httpx.HTTPError as exc:
-            outcome = "error"
-            fields["error"] = a2a.describe_http_error(exc, url)
+        except (httpx.HTTPError, DecodingError, SseLineTooLong) as exc:
+            outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
+            error = describe(exc, url, cap)
         finally:
             with anyio.CancelScope(shield=True):
-                await self._end(ex_id, outcome=outcome, task_id=tid, **fields)
+                await self._end(cap, outcome, error, **fields)
         return items, outcome
 
 
@@ -504,13 +529,16 @@ async def recover(
     lease_wait: float = 60.0,
     up_to: int | None = None,
     roles: frozenset[str] | None = None,
+    redactor: Redactor | None = None,
 ) -> RecoveryReport:
     """Run the startup recovery once (see the module docstring).
 
     ``up_to``: only tasks first seen at or before this log position (the proxy passes the end of
     the log at its start, so tasks it is relaying live are not resumed a second time).
     ``roles``: only tasks recorded by exchanges of these roles (the proxy resumes what proxies
-    recorded, not fixtures imported into the same file)."""
+    recorded, not fixtures imported into the same file). ``redactor``: the run's (default:
+    ``[tool.a2a-tape]`` of the current directory), for every exchange and item recorded."""
+    redactor = redactor or build_redactor()
     owner = _owner()
     deadline = time.monotonic() + lease_wait
     while True:
@@ -544,7 +572,7 @@ async def recover(
                                 transport=LazyTlsTransport(),
                                 timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),
                             )
-                        candidate = Upstream(st, base, http, writer)
+                        candidate = Upstream(st, base, http, writer, redactor=redactor)
                         try:
                             await candidate.load_card()
                             up = candidate

@@ -1,5 +1,9 @@
 """A relayed response of the proxy, for every client reading it.
 
+The first client reads each item's exact bytes as the agent sent them (``raw`` from the capture
+core: ``id``/``retry`` fields, comments, line ends kept); a duplicate answered to another
+JSON-RPC id, or an answer from the log, gets the items re-framed.
+
 :class:`Live` holds what the upstream said so far (an SSE stream's items, or a JSON body) and
 wakes its readers when more comes. The first client and any duplicate attached to it (the same
 idempotency key) follow the same one, each answered with its own JSON-RPC id.
@@ -36,7 +40,8 @@ class Live:
         self.status = 200
         self.content_type = _JSON
         self.body = b""
-        self.items: list[tuple[str | None, bytes, bool]] = []  # (sse event name, data, is comment)
+        # (sse event name, data, is comment, the exact bytes received or None for an item from the log)
+        self.items: list[tuple[str | None, bytes, bool, bytes | None]] = []
         self.done = False
         self._changed = anyio.Event()
 
@@ -48,7 +53,7 @@ class Live:
         self.mode, self.status, self.content_type, self.body = "body", status, content_type, body
         self.ready.set()
 
-    def publish(self, items: list[tuple[str | None, bytes, bool]]) -> None:
+    def publish(self, items: list[tuple[str | None, bytes, bool, bytes | None]]) -> None:
         if not self._reader_gone:
             self.items.extend(items)
         changed, self._changed = self._changed, anyio.Event()
@@ -70,7 +75,8 @@ class Live:
                 items = self.items
                 if i < len(items):
                     chunk = b"".join(
-                        _render(ev, data, comment, rpc_id if rewrite else None) for ev, data, comment in items[i:]
+                        _render(ev, data, comment, raw, rpc_id if rewrite else None)
+                        for ev, data, comment, raw in items[i:]
                     )
                     if self.single_reader:
                         self.items, i = [], 0
@@ -86,8 +92,12 @@ class Live:
                 self._reader_gone, self.items = True, []
 
 
-def _render(event: str | None, data: bytes, is_comment: bool, rpc_id: bytes | None) -> bytes:
-    """One item as SSE bytes, answered to ``rpc_id`` (JSON bytes) when given."""
+def _render(event: str | None, data: bytes, is_comment: bool, raw: bytes | None, rpc_id: bytes | None) -> bytes:
+    """One item as SSE bytes: the exact bytes the agent sent (``raw``) when the client reads
+    them as they were; re-framed when answered to another ``rpc_id`` (JSON bytes) or when the
+    item comes from the log."""
+    if raw is not None and rpc_id is None:
+        return raw
     if is_comment:
-        return b": " + data + b"\r\n\r\n"
+        return b": " + data + b"\r\n\r\n" if data else b""
     return sse.frame(data if rpc_id is None else sse.split_id(data).with_id(rpc_id), event)

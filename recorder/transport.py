@@ -24,11 +24,13 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.store.capture import Outcome
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor, build_redactor
-from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong, SseParser
+from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 
+from .capture import describe
 from .client import CARD_PATH
 from .codings import Decoding, DecodingError
 from .http import LazyTlsTransport
@@ -55,14 +57,17 @@ _rpc_decoder = msgspec.json.Decoder(_Rpc)
 
 
 class _Exchange:
-    """One recorded request/response: its session, SSE parser and body decoder."""
+    """One recorded request/response: its session, capture core (SSE items, redaction, outcome)
+    and body decoder."""
 
     def __init__(self, session: Session, ex_id: int, sse: bool, max_line: int, encoding: str, as_event: bool) -> None:
         self.session = session
         self.as_event = as_event  # a JSON-RPC answer (an event) rather than a card or an error page
         self.ex_id = ex_id
         self.sse = sse
-        self.parser = SseParser(max_line) if sse else None
+        self.capture = session.capture(ex_id)
+        self.capture.max_line = max_line
+        self.parser = self.capture if sse else None
         self.body = bytearray()
         self.done = False
         self.decoding = Decoding(encoding)
@@ -98,7 +103,7 @@ class _Exchange:
         if raw:
             self.session.record_stream(self.ex_id, raw)
 
-    def finish(self, outcome: str, error: str | None = None) -> None:
+    def finish(self, outcome: Outcome, error: str | None = None) -> None:
         if self.done:
             return
         self.done = True
@@ -112,8 +117,9 @@ class _Exchange:
             s.finish(self.ex_id, "error", error=self.failed if error is None else f"{error}; {self.failed}")
             return
         if self.parser is not None:
-            raw = [(it.data, it.event) for it in self.parser.close() if not it.comment]
-            if raw and outcome == "ok":
+            # the close: a last item without its blank line is kept, and the exchange says so
+            raw = [(it.data, it.event) for it in self.capture.close() if not it.comment]
+            if raw:
                 s.record_stream(self.ex_id, raw)
             s.finish(self.ex_id, outcome, error=error)
             return
@@ -184,7 +190,7 @@ class _AsyncTee(httpx.AsyncByteStream):
             self.ex.finish("ok")
             return
         if isinstance(exc, httpx.HTTPError):
-            self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
+            self.ex.finish(*_broken(exc))
         raise exc
 
     async def _inline(self) -> AsyncIterator[bytes]:
@@ -193,7 +199,7 @@ class _AsyncTee(httpx.AsyncByteStream):
                 self.ex.chunks([chunk])  # appended to the log first, then handed up
                 yield chunk
         except httpx.HTTPError as exc:
-            self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
+            self.ex.finish(*_broken(exc))
             raise
         self.ex.finish("ok")
 
@@ -223,13 +229,23 @@ class _SyncTee(httpx.SyncByteStream):
                 self.ex.chunks([chunk])
                 yield chunk
         except httpx.HTTPError as exc:
-            self.ex.finish("dropped", f"{type(exc).__name__}: {exc}")
+            self.ex.finish(*_broken(exc))
             raise
         self.ex.finish("ok")
 
     def close(self) -> None:
         self.ex.finish("incomplete", "the client closed the response before its end")
         self.inner.close()
+
+
+def url_of(request: httpx.Request) -> str:
+    return str(request.url)
+
+
+def _broken(exc: httpx.HTTPError) -> tuple[Outcome, str]:
+    """How a response that broke mid-way ended, and why (one line)."""
+    outcome: Outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "dropped"
+    return outcome, f"{type(exc).__name__}: {exc}"
 
 
 class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
@@ -325,7 +341,11 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         try:
             resp = await self._async.handle_async_request(request)
         except httpx.HTTPError as exc:
-            session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
+            session.finish(
+                ex_id,
+                "timeout" if isinstance(exc, httpx.TimeoutException) else "error",
+                error=describe(exc, url_of(request), session.capture(ex_id)),
+            )
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(
@@ -357,7 +377,11 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         try:
             resp = self._sync.handle_request(request)
         except httpx.HTTPError as exc:
-            session.finish(ex_id, "error", error=f"{type(exc).__name__}: {exc}")
+            session.finish(
+                ex_id,
+                "timeout" if isinstance(exc, httpx.TimeoutException) else "error",
+                error=describe(exc, url_of(request), session.capture(ex_id)),
+            )
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(

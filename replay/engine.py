@@ -24,6 +24,7 @@ import anyio
 import msgspec
 
 from a2a_tape.store import TERMINAL_STATES, Item, MessageItem
+from a2a_tape.store.redact import Redactor
 from a2a_tape.store.wire import WireTask
 
 from . import rpc
@@ -130,6 +131,7 @@ class ReplayEngine:
         match: str = "method-text",
         record_mode: str = "none",
         upstream: str | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise ValueError(f"unknown record mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})")
@@ -149,7 +151,8 @@ class ReplayEngine:
         self.playbacks: dict[str, Playback] = {}
         self.cancelled: set[str] = set()
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
-        self.forwarder = Forwarder(library, upstream) if upstream else None
+        # what the recording modes store is redacted as every other path does (one Redactor)
+        self.forwarder = Forwarder(library, upstream, redactor) if upstream else None
 
     # ------------------------------------------------------------------ entry point
 

@@ -1,29 +1,39 @@
 """The recording modes' way upstream: a request the recordings do not answer goes to the live
 agent, and what comes back is recorded (write-ahead, exact bytes) as it is passed on.
 
-The client's end-to-end headers go upstream, its credentials included (the agent may want
-them); the log keeps them redacted, and secrets in the upstream URL too.
+Recorded through the capture core (:class:`store.capture.Capture`), as every other path: the
+request row redacted (headers, URL secrets, configured JSON paths), SSE items per the HTML
+standard (a BOM, CR line ends, ``id``/``retry``/comments, a cut last item kept and marked
+incomplete), every payload redacted as configured (``[tool.a2a-tape]`` and ``--redact``), one
+outcome word. The client gets the stream's exact bytes (each item's ``raw``), after the items
+are in the log. The client's end-to-end headers go upstream, its credentials included (the
+agent may want them); the log keeps them redacted.
+
+Timeouts: connect and write 30 s, the response head within 30 s of the request (an agent that
+accepts and says nothing does not hang the client), no read timeout on a stream (an agent may
+think for long; its keep-alives are passed on). The HTTP side of :mod:`recorder.capture` is not
+importable from here (store <- replay <- recorder), hence the few lines of :func:`_send`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Mapping
 
+import anyio
 import httpx
 
-from a2a_tape.store import Exchange, NewEvent, decode_item
+from a2a_tape.store.capture import Capture, Outcome
+from a2a_tape.store.events import ErrorItem
 from a2a_tape.store.methods import STREAMING_OPERATIONS
-from a2a_tape.store.redact import Redactor
-from a2a_tape.store.sse import SseLineTooLong, SseParser
+from a2a_tape.store.redact import Redactor, build_redactor
+from a2a_tape.store.sse import SseLineTooLong
 
 from . import rpc
 from .faults import FAULT_HEADER
 from .library import Library
 from .reply import SSE_HEADERS, Reply, error_reply
-from .sse import comment, frame
 
-_REDACT = Redactor()
+FIRST_BYTE = 30.0
 _NOT_FORWARDED = frozenset(
     {
         "host",
@@ -42,13 +52,22 @@ _NOT_FORWARDED = frozenset(
 )  # hop-by-hop headers, and our own fault header
 
 
-class Forwarder:
-    """Forwards to ``upstream`` and records into ``library``'s store; counts what it recorded."""
+async def _send(client: httpx.AsyncClient, request: httpx.Request, first_byte: float) -> httpx.Response:
+    with anyio.move_on_after(first_byte):
+        return await client.send(request, stream=True)
+    raise httpx.ReadTimeout(f"no response head within {first_byte:g} s", request=request)
 
-    def __init__(self, library: Library, upstream: str) -> None:
+
+class Forwarder:
+    """Forwards to ``upstream`` and records into ``library``'s store; counts what it recorded.
+    ``redactor``: the run's (default: ``[tool.a2a-tape]`` of the current directory)."""
+
+    def __init__(self, library: Library, upstream: str, redactor: Redactor | None = None) -> None:
         self.library = library
         self.upstream = upstream.rstrip("/")
+        self.redactor = redactor or build_redactor()
         self.recorded = 0  # exchanges recorded from upstream
+        self.first_byte = FIRST_BYTE
 
     async def forward(
         self, req: rpc.RpcRequest, operation: str, dialect: str, path: str, headers: Mapping[str, str], body: bytes
@@ -59,94 +78,84 @@ class Forwarder:
         # want them); the log keeps them redacted
         fwd = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
         st = self.library.store
-        started = time.time()
-        t0 = time.monotonic()
         msg = req.params.message if req.params else None
+        cap = Capture(self.redactor)
         ex_id = st.begin_exchange(
-            Exchange(
-                started_at=started,
-                url=_REDACT.url(url),
+            cap.request(
+                url=url,
                 rpc_method=req.method,
                 dialect=dialect,
                 streaming=operation in STREAMING_OPERATIONS,
-                request_headers=_REDACT.headers_dict(fwd),
-                request_body=body,
+                headers=fwd,
+                body=body,
                 message_id=msg.messageId if msg else None,
                 role="proxy",
             )
         )
+        cap.exchange_id = ex_id
         self.library.dirty = True
         client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
         try:
-            resp = await client.send(client.build_request("POST", url, content=body, headers=fwd), stream=True)
+            resp = await _send(client, client.build_request("POST", url, content=body, headers=fwd), self.first_byte)
         except httpx.HTTPError as exc:
             await client.aclose()
-            st.update_exchange(
-                ex_id, ended_at=time.time(), outcome="error", error=_REDACT.text(str(exc) or type(exc).__name__)
-            )
-            return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: upstream {self.upstream} unreachable: {exc}", req.id)
+            why = cap.text(f"upstream {url} unreachable: {exc or type(exc).__name__}")
+            outcome: Outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
+            st.update_exchange(ex_id, **cap.end(outcome, why))
+            return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {why}", req.id)
         ctype = resp.headers.get("content-type", "")
-        state = {"task": None}
+        cap.head(resp.status_code, ctype or None, resp.headers.multi_items())
 
-        def record(payload: bytes, event: str | None) -> None:
-            item = decode_item(payload)
-            tid = item.task_id or state["task"]
-            state["task"] = tid
-            st.append(
-                NewEvent(
-                    payload=payload,
-                    task_id=tid,
-                    exchange_id=ex_id,
-                    sse_event=event,
-                    received_at=time.time(),
-                    mono=time.monotonic() - t0,
-                )
-            )
-
-        def finish(outcome: str) -> None:
-            st.update_exchange(
-                ex_id,
-                ended_at=time.time(),
-                status=resp.status_code,
-                content_type=ctype,
-                outcome=outcome,
-                task_id=state["task"],
-            )
+        def finish(outcome: Outcome, error: str | None = None, **fields: object) -> None:
+            st.update_exchange(ex_id, **cap.end(outcome, error, **fields))
             self.recorded += 1
             for ep in self.library.refresh():
                 ep.used += 1
 
-        if not ctype.startswith("text/event-stream"):
-            data = await resp.aread()
-            await resp.aclose()
-            await client.aclose()
+        if not cap.sse:
+            try:
+                data = await resp.aread()
+            finally:
+                await resp.aclose()
+                await client.aclose()
+            fields: dict[str, object] = {}
+            failed = resp.status_code >= 400
             if data:
-                record(data, None)
-            finish("ok")
+                new, item = cap.answer(data)  # redacted as configured: a JSON answer is an event too
+                if new is not None:
+                    st.append(new)
+                    failed = failed or isinstance(item.body, ErrorItem)
+                else:
+                    fields["response_body"] = cap.response_body(data)
+            finish("error" if failed else "ok", **fields)
             return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
 
         async def gen() -> AsyncIterator[bytes]:
-            outcome = "closed"
-            parser = SseParser()  # the exact bytes of each item, keep-alive comments seen
+            outcome: Outcome = "ok"
+            error: str | None = None
             try:
                 async for chunk in resp.aiter_bytes():
-                    for it in parser.feed(chunk):
-                        if it.comment:
-                            yield comment(it.data.decode("utf-8", "replace"))
-                            continue
-                        record(it.data, it.event)  # write-ahead: in the log before the client sees it
-                        yield frame(it.data, it.event)
-                for it in parser.close():
-                    if not it.comment:
-                        record(it.data, it.event)
-                        yield frame(it.data, it.event)
-                outcome = "ok"
-            except (httpx.HTTPError, SseLineTooLong):
-                outcome = "dropped"
+                    items = cap.feed(chunk)
+                    if not items:
+                        continue
+                    new, _ = cap.events(items)
+                    if new:
+                        st.append_batch(new)  # write-ahead: in the log before the client sees it
+                    yield b"".join(it.raw for it in items)  # the exact bytes: id, retry, comments
+                items = cap.close()  # a last item cut by the close: kept, marked incomplete
+                new, _ = cap.events(items)
+                if new:
+                    st.append_batch(new)
+                rest = b"".join(it.raw for it in items) + (cap.parser.tail if cap.parser else b"")
+                if rest:
+                    yield rest
+            except (httpx.HTTPError, SseLineTooLong) as exc:
+                outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "dropped"
+                error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
                 await resp.aclose()
                 await client.aclose()
-                finish(outcome)
+                finish(outcome, error)
 
         return Reply(status=resp.status_code, content_type=ctype, stream=gen(), headers=dict(SSE_HEADERS))

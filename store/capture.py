@@ -214,11 +214,9 @@ class Capture:
 
     def head(self, status: int, content_type: str | None, headers: Headers) -> dict[str, object]:
         """The response line's fields for the exchange row (redacted headers). An SSE content
-        type starts the SSE reader. Kept until :meth:`pending_head` hands them to a write."""
+        type sets :attr:`sse`. Kept until :meth:`pending_head` hands them to a write."""
         media = (content_type or "").split(";", 1)[0].strip().lower()
         self.sse = media == "text/event-stream"
-        if self.sse and self.parser is None:
-            self.parser = SseParser(self.max_line)
         self._head = {
             "status": status,
             "content_type": content_type,
@@ -239,6 +237,13 @@ class Capture:
         if self.parser is None:
             self.parser = SseParser(self.max_line)
         return self.parser.feed(chunk)
+
+    def feed_into(self, chunk: bytes, out: list[RawItem]) -> int:
+        """:meth:`feed` for the hot path: completed events appended to ``out`` as ``(data,
+        event)``, the number of comments returned (:meth:`store.sse.SseParser.feed_into`)."""
+        if self.parser is None:
+            self.parser = SseParser(self.max_line)
+        return self.parser.feed_into(chunk, out)
 
     def close(self) -> list[SseItem]:
         """The end of the body: the last items, a cut one marked ``incomplete`` (never dropped)."""

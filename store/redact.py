@@ -169,8 +169,16 @@ class Redactor:
 
 def safe_text(text: str, redactor: Redactor | None = None, secrets: Iterable[str] = ()) -> str:
     """A line we print, with the same URL and header redaction as the disk: every error text,
-    human line, log line and JSON document goes through it before stdout or stderr."""
+    human line and log line goes through it before stdout or stderr."""
     return (redactor or _DEFAULT).text(text, secrets)
+
+
+def safe_urls(text: str, redactor: Redactor | None = None) -> str:
+    """Only the URLs of ``text`` redacted (a JSON document we print: its data stays as stored)."""
+    if "://" not in text:
+        return text
+    r = redactor or _DEFAULT
+    return _URL_IN_TEXT.sub(lambda m: r.url(m.group(0)), text)
 
 
 printable = safe_text
