@@ -88,11 +88,20 @@ class FirstByteTimeout(httpx.ReadTimeout):
 
 async def send(http: httpx.AsyncClient, request: httpx.Request, timeouts: Timeouts) -> httpx.Response:
     """Send ``request`` (streamed response, redirects not followed) within ``timeouts``: the
-    response head must come within ``connect + first_byte`` seconds. The caller closes it."""
+    response head must come within ``first_byte`` seconds of the request sent (the connection
+    within ``connect``). The caller closes the response."""
     request.extensions["timeout"] = timeouts.httpx().as_dict()
-    with anyio.move_on_after(timeouts.connect + timeouts.first_byte) as scope:
+    outer = request.extensions.get("trace")
+    with anyio.CancelScope(deadline=anyio.current_time() + timeouts.connect + timeouts.first_byte) as scope:
+
+        async def trace(name: str, info: dict) -> None:
+            if name.endswith("send_request_body.complete"):  # sent: the head is due within first_byte
+                scope.deadline = anyio.current_time() + timeouts.first_byte
+            if outer is not None:
+                await outer(name, info)
+
+        request.extensions["trace"] = trace
         return await http.send(request, stream=True, follow_redirects=False)
-    assert scope.cancelled_caught
     raise FirstByteTimeout(
         f"no response head within {timeouts.first_byte:g} s (the connection was accepted)", request=request
     )

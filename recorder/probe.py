@@ -161,7 +161,7 @@ async def run_probes(
     async with httpx.AsyncClient(transport=LazyTlsTransport(), headers=headers, timeout=limits) as http:
         async with store.GroupCommitWriter(st) as writer:
             up = Upstream(st, url, http, writer, role="probe", redactor=redactor)
-            up.call_timeout = max(up.call_timeout, timeout)
+            up.call_timeout = timeout  # every call's head and reads: no probe waits past what it was given
             try:
                 await up.load_card()
             except Unreachable as exc:

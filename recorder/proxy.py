@@ -571,6 +571,8 @@ class Proxy:
         pending: list[SseItem] = []
         state = {"wake": anyio.Event(), "drained": anyio.Event(), "eof": False}
 
+        failure: list[BaseException] = []
+
         async def read() -> None:
             try:
                 async for chunk in resp.aiter_bytes():
@@ -585,6 +587,8 @@ class Proxy:
                 tail = cap.parser.tail if cap.parser is not None else b""
                 if tail:
                     pending.append(SseItem(b"", None, True, raw=tail))
+            except Exception as exc:  # noqa: BLE001 - raised below, outside the task group (no exception group)
+                failure.append(exc)
             finally:
                 state["eof"] = True
                 state["wake"].set()
@@ -610,6 +614,8 @@ class Proxy:
         async with anyio.create_task_group() as tg:
             tg.start_soon(commit)
             await read()
+        if failure:
+            raise failure[0]
 
     async def _replay_from_log(self, live: Live, record: store.IdempotencyRecord, streaming: bool, key: str) -> None:
         """Serve a repeated request from the log (the first one ran in an earlier process)."""

@@ -147,3 +147,170 @@ def make_fault_app(step: float = 0.1) -> tuple[Starlette, dict[str, FaultHost]]:
     for mode, host in hosts.items():
         routes += host.routes(f"/{mode}")
     return Starlette(routes=routes), hosts
+
+
+# -- byte-level faults: a scripted agent ---------------------------------------------------------
+#
+# What no real agent can be made to send on demand, byte for byte: a UTF-8 BOM before the first
+# item, CR-only line ends, multi-line data, ``id:``/``retry:`` fields and comments, a last item
+# cut by the close, invalid UTF-8, one item of another task, secrets in payloads and headers,
+# silence after accepting the connection, 301 redirects, a corrupt gzip body. Every streaming
+# call of a mode answers the same script (a fixed JSON-RPC id, task ``t-1``); unary calls
+# (GetTask, message/send, CancelTask) answer the task COMPLETED. ``RawFaultAgent.sent(mode)``
+# is the exact stream bytes, ``items(mode)`` the payloads a faithful recorder keeps.
+
+RAW_ID = "f-1"
+SECRETS = ("SEKRET-EVENT", "SEKRET-BYTES", "SEKRET-ANSWER", "SEKRET-HEADER", "SEKRET-REQ", "SEKRET-PW", "SEKRET-QUERY")
+SECRET_CONFIG = """[tool.a2a-tape]
+redact_headers = ["x-agent-secret"]
+redact_json_paths = ["result.metadata.token", "params.message.metadata.token"]
+"""
+
+
+def _rpc(result: str) -> bytes:
+    return ('{"jsonrpc":"2.0","id":"' + RAW_ID + '","result":' + result + "}").encode()
+
+
+TASK = _rpc('{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"working"}}')
+ART = _rpc(
+    '{"kind":"artifact-update","taskId":"t-1","contextId":"c-1",'
+    '"artifact":{"artifactId":"a-1","parts":[{"kind":"text","text":"hello"}]}}'
+)
+DONE = _rpc('{"kind":"status-update","taskId":"t-1","contextId":"c-1","status":{"state":"completed"},"final":true}')
+FOREIGN = _rpc('{"kind":"status-update","taskId":"t-other","contextId":"c-9","status":{"state":"working"}}')
+NONUTF8 = _rpc(
+    '{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","artifact":{"artifactId":"a-2","parts":[{"kind":"text","text":"\xff\xfe"}]}}'.replace(
+        "\xff\xfe", "@@"
+    )
+).replace(b"@@", b"\xff\xfe")
+SECRET_EVENT = _rpc(
+    '{"kind":"status-update","taskId":"t-1","contextId":"c-1","status":{"state":"working"},'
+    '"metadata":{"token":"SEKRET-EVENT"}}'
+)
+SECRET_BYTES = b'{"jsonrpc":"2.0","id":"f-1","result":{"metadata":{"token":"SEKRET-BYTES"}},"junk":"\xff"}'
+ANSWER = _rpc(
+    '{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"completed"},'
+    '"artifacts":[{"artifactId":"a-1","parts":[{"kind":"text","text":"hello"}]}],'
+    '"metadata":{"token":"SEKRET-ANSWER"}}'
+)
+HUGE = _rpc('{"kind":"other","pad":"' + "x" * 200_000 + '"}')
+
+
+def _f(data: bytes, eol: bytes = b"\n") -> bytes:
+    return b"data: " + data + eol + eol
+
+
+RAW_STREAMS: dict[str, list[bytes]] = {
+    "plain": [_f(TASK), _f(ART), _f(DONE)],
+    "bom": [b"\xef\xbb\xbf" + _f(TASK), _f(ART), _f(DONE)],
+    "cr": [_f(TASK, b"\r"), _f(ART, b"\r"), _f(DONE, b"\r")],
+    "crlf": [_f(TASK, b"\r\n"), _f(ART, b"\r\n") + _f(DONE, b"\r\n")],
+    "multiline": [_f(TASK), b"data: " + ART[:20] + b"\ndata: " + ART[20:] + b"\n\n", _f(DONE)],
+    "fields": [
+        b"id: 1\nretry: 500\n" + _f(TASK),
+        b": a comment the client must see\n\n",
+        b"id: 2\nevent: message\n" + _f(ART),
+        _f(DONE),
+    ],
+    "nofinal": [_f(TASK), _f(ART), b"data: " + DONE],  # the close cuts the last item
+    "nonutf8": [_f(TASK), _f(NONUTF8), _f(DONE)],
+    "foreign": [_f(TASK), _f(FOREIGN), _f(ART), _f(DONE)],
+    "secret": [_f(TASK), _f(SECRET_EVENT), _f(SECRET_BYTES), _f(ART), _f(DONE)],
+    "huge": [_f(TASK), _f(HUGE), _f(DONE)],
+}
+RAW_EXTRA = ("silent", "silentcard", "redirect", "badgzip")
+
+
+def raw_items(mode: str) -> list[bytes]:
+    """The payloads of a mode's stream a faithful reader keeps (written out, not parsed)."""
+    special = {
+        "multiline": [TASK, ART[:20] + b"\n" + ART[20:], DONE],
+        "nonutf8": [TASK, NONUTF8, DONE],
+        "foreign": [TASK, FOREIGN, ART, DONE],
+        "secret": [TASK, SECRET_EVENT, SECRET_BYTES, ART, DONE],
+        "huge": [TASK, HUGE, DONE],
+    }
+    return special.get(mode, [TASK, ART, DONE])
+
+
+class RawFaultAgent:
+    """The scripted agent: ``/{mode}/`` for each mode of :data:`RAW_STREAMS` and :data:`RAW_EXTRA`."""
+
+    def __init__(self) -> None:
+        self.hold = asyncio.Event()  # never set: ``silent`` modes wait on it
+        self.requests: list[tuple[str, bytes]] = []  # (mode, request body) as received
+
+    def sent(self, mode: str) -> bytes:
+        return b"".join(RAW_STREAMS[mode])
+
+    def app(self) -> Starlette:
+        from starlette.routing import Route
+
+        routes = []
+        for mode in (*RAW_STREAMS, *RAW_EXTRA):
+            routes.append(Route(f"/{mode}/.well-known/agent-card.json", self._card(mode), methods=["GET"]))
+            routes.append(Route(f"/{mode}/", self._rpc(mode), methods=["POST"]))
+            routes.append(Route(f"/{mode}", self._rpc(mode), methods=["POST"]))
+        return Starlette(routes=routes)
+
+    def root_app(self, mode: str) -> Starlette:
+        """One mode served at the root (for a proxy, which forwards to its upstream's origin)."""
+        from starlette.routing import Route
+
+        return Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", self._card(mode), methods=["GET"]),
+                Route("/", self._rpc(mode), methods=["POST"]),
+            ]
+        )
+
+    def _card(self, mode: str):
+        async def card(request: Request) -> Response:
+            if mode == "silentcard":
+                await self.hold.wait()
+            if mode == "redirect":
+                return Response(status_code=301, headers={"location": "http://127.0.0.1:9/moved/"})
+            base = str(request.base_url).rstrip("/")
+            at_root = request.url.path == "/.well-known/agent-card.json"
+            return JSONResponse(
+                {
+                    "name": f"raw-{mode}",
+                    "url": f"{base}/" if at_root else f"{base}/{mode}/",
+                    "protocolVersion": "0.3.0",
+                    "capabilities": {"streaming": True},
+                }
+            )
+
+        return card
+
+    def _rpc(self, mode: str):
+        async def rpc(request: Request) -> Response:
+            body = await request.body()
+            self.requests.append((mode, body))
+            if mode == "silent":
+                await self.hold.wait()
+            if mode == "redirect":
+                return Response(status_code=301, headers={"location": "http://127.0.0.1:9/moved/"})
+            headers = {"x-agent-secret": "SEKRET-HEADER"} if mode == "secret" else {}
+            if b'"message/stream"' not in body and b'"tasks/resubscribe"' not in body:
+                return Response(
+                    ANSWER if mode == "secret" else ANSWER.replace(b"SEKRET-ANSWER", b"none"),
+                    media_type="application/json",
+                    headers=headers,
+                )
+            if mode == "badgzip":
+                return Response(
+                    b"\x1f\x8b\x08\x00garbage, not a gzip stream" * 4,
+                    media_type="text/event-stream",
+                    headers={"content-encoding": "gzip"},
+                )
+            chunks = RAW_STREAMS[mode]
+
+            async def script():
+                for c in chunks:
+                    yield c
+                    await asyncio.sleep(0)
+
+            return StreamingResponse(script(), media_type="text/event-stream", headers=headers)
+
+        return rpc

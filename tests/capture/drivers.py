@@ -1,0 +1,245 @@
+"""One driver per capture path: run it against the scripted fault agent, say what came out.
+
+Each driver records one streaming call of ``mode`` into ``db`` (a real SQLite file) the way its
+path does in real use, and returns a :class:`Outcome`: what it printed (the installed console
+script in a subprocess, for the command-line paths), what its client received (the paths that
+pass a stream on), and the exit code. The URLs carry secrets (``user:password@`` and a secret
+query parameter), the request body a secret at a configured JSON path, and the working
+directory a ``[tool.a2a-tape]`` table naming what must be redacted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+import uvicorn
+
+from a2a_tape import store
+from a2a_tape.store.redact import build_redactor
+from tests.support.servers import bind_loopback, serve_app
+
+CLI = str(Path(sys.executable).with_name("a2a-tape"))
+TIMEOUT = 60  # no run of a path may take longer (a hang is a failure, not a stuck suite)
+
+REQUEST = (
+    b'{"jsonrpc":"2.0","id":"c-1","method":"message/stream","params":{"message":{"kind":"message",'
+    b'"messageId":"m-1","role":"user","parts":[{"kind":"text","text":"hi"}],"metadata":{"token":"SEKRET-REQ"}}}}'
+)
+HEADERS = {"content-type": "application/json", "accept": "text/event-stream", "x-agent-secret": "SEKRET-HEADER"}
+
+
+@dataclass
+class Outcome:
+    db: Path
+    printed: bytes = b""  # stdout + stderr of the command, when the path is a command
+    client: bytes | None = None  # the stream bytes the path's client received, when it has one
+    code: int | None = None  # the exit code of the command
+    error: str | None = None  # an exception the client got, as text
+    seconds: float = 0.0
+
+
+def secret_url(base: str, mode: str) -> str:
+    host = base.split("://", 1)[1]
+    return f"http://alice:SEKRET-PW@{host}/{mode}/?api_key=SEKRET-QUERY"
+
+
+def cli(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_TAPE")}
+    return subprocess.run([CLI, *args], cwd=cwd, capture_output=True, timeout=timeout, env=env)
+
+
+def _client_read(client_call) -> tuple[bytes | None, str | None]:
+    try:
+        return client_call(), None
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+# -- the paths -------------------------------------------------------------------------------
+
+
+def run_record(base: str, mode: str, cwd: Path, *extra: str) -> Outcome:
+    db = cwd / "tape.db"
+    t0 = time.monotonic()
+    r = cli(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", "3", *extra], cwd)
+    return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
+
+
+def run_probe(base: str, mode: str, cwd: Path) -> Outcome:
+    db = cwd / "tape.db"
+    t0 = time.monotonic()
+    r = cli(["probe", secret_url(base, mode), "--db", str(db), "--timeout", "3", "--token", "SEKRET-TOKEN"], cwd)
+    return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
+
+
+def _transport_sync(base: str, mode: str, cwd: Path) -> Outcome:
+    from a2a_tape.recorder.transport import RecordingTransport
+
+    db = cwd / "tape.db"
+    t0 = time.monotonic()
+    transport = RecordingTransport(db, redactor=build_redactor(directory=cwd))
+
+    def call() -> bytes:
+        with httpx.Client(transport=transport, timeout=httpx.Timeout(5.0)) as http:
+            with http.stream("POST", secret_url(base, mode), content=REQUEST, headers=HEADERS) as resp:
+                return resp.read()
+
+    got, error = _client_read(call)
+    return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
+
+
+def _transport_async(base: str, mode: str, cwd: Path) -> Outcome:
+    from a2a_tape.recorder.transport import RecordingTransport
+
+    db = cwd / "tape.db"
+    t0 = time.monotonic()
+
+    async def call() -> bytes:
+        transport = RecordingTransport(db, redactor=build_redactor(directory=cwd))
+        async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5.0)) as http:
+            async with http.stream("POST", secret_url(base, mode), content=REQUEST, headers=HEADERS) as resp:
+                return await resp.aread()
+
+    got, error = _client_read(lambda: anyio.run(call))
+    return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
+
+
+def _post_stream(url: str) -> bytes:
+    with httpx.Client(timeout=httpx.Timeout(15.0)) as http:
+        with http.stream("POST", url, content=REQUEST, headers=HEADERS) as resp:
+            return resp.read()
+
+
+def _serve(base: str, mode: str, cwd: Path) -> Outcome:
+    from a2a_tape.replay.engine import ReplayEngine
+    from a2a_tape.replay.library import Library
+    from a2a_tape.replay.server import create_app
+
+    db = cwd / "tape.db"
+    t0 = time.monotonic()
+    library = Library.open(str(db), create=True)
+    try:
+        engine = ReplayEngine(
+            library,
+            record_mode="all",
+            upstream=f"http://alice:SEKRET-PW@{base.split('://', 1)[1]}/{mode}",
+            redactor=build_redactor(directory=cwd),
+        )
+        assert engine.forwarder is not None
+        engine.forwarder.first_byte = 3.0
+        with serve_app(create_app(engine)) as url:
+            got, error = _client_read(lambda: _post_stream(url + "/?api_key=SEKRET-QUERY"))
+    finally:
+        library.save()
+        library.close()
+    return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
+
+
+@contextlib.contextmanager
+def _proxy(upstream: str, db: Path, cwd: Path) -> Iterator[str]:
+    from a2a_tape.recorder.proxy import ProxyConfig, build_app
+
+    st = store.open_store(db, durability="normal")
+    asgi, _ = build_app(
+        st,
+        ProxyConfig(
+            upstream=upstream, recover_on_start=False, durability="normal", redactor=build_redactor(directory=cwd)
+        ),
+    )
+    sock = bind_loopback()
+    host, port = sock.getsockname()[:2]
+    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        st.close()
+
+
+def run_proxy(base: str, mode: str, cwd: Path, agent=None) -> Outcome:
+    """The proxy forwards to its upstream's origin: the mode is served at the root of its own port."""
+    from tests.support.fault_agent import RawFaultAgent
+
+    db = cwd / "tape.db"
+    t0 = time.monotonic()
+    with serve_app((agent or RawFaultAgent()).root_app(mode)) as root:
+        host = root.split("://", 1)[1]
+        with _proxy(f"http://alice:SEKRET-PW@{host}", db, cwd) as url:
+            got, error = _client_read(lambda: _post_stream(url + "/?api_key=SEKRET-QUERY"))
+    return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
+
+
+def run_recover(base: str, mode: str, cwd: Path) -> Outcome:
+    """``a2a-tape recover`` on a task left WORKING by a proxy (its GetTask answer recorded), then
+    the recovery's stream reader (``Upstream.stream``, what a resubscribe uses) on the mode."""
+    from a2a_tape.recorder.client import send_request
+    from a2a_tape.recorder.recovery import Upstream
+
+    db = cwd / "tape.db"
+    t0 = time.monotonic()
+    host = base.split("://", 1)[1]
+    st = store.open_store(db, create=True)
+    try:
+        ex = st.begin_exchange(
+            store.Exchange(
+                started_at=time.time(),
+                url=f"http://{host}/{mode}/",
+                rpc_method="message/stream",
+                outcome="ok",
+                streaming=True,
+                role="proxy",
+                task_id="t-1",
+            )
+        )
+        st.append(
+            store.NewEvent(
+                payload=b'{"jsonrpc":"2.0","id":"x","result":{"kind":"task","id":"t-1",'
+                b'"contextId":"c-1","status":{"state":"working"}}}',
+                task_id="t-1",
+                exchange_id=ex,
+                received_at=time.time(),
+            )
+        )
+    finally:
+        st.close()
+    r = cli(["recover", "--db", str(db), "--stall-timeout", "3"], cwd)
+
+    async def stream() -> None:
+        st2 = store.open_store(db)
+        try:
+            async with httpx.AsyncClient() as http, store.GroupCommitWriter(st2) as writer:
+                up = Upstream(st2, secret_url(base, mode), http, writer, redactor=build_redactor(directory=cwd))
+                up.call_timeout = 3.0
+                req = send_request("0.3", "hi", stream=True)
+                await up.stream(req, secret_url(base, mode), None, stall=3.0)
+        finally:
+            st2.close()
+
+    anyio.run(stream)
+    return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
+
+
+PATHS = {
+    "record": run_record,
+    "transport-sync": _transport_sync,
+    "transport-async": _transport_async,
+    "serve": _serve,
+    "recover": run_recover,
+    "probe": run_probe,
+    "proxy": run_proxy,
+}
+CLIENT_PATHS = ("transport-sync", "transport-async", "serve", "proxy")
