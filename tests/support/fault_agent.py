@@ -214,7 +214,7 @@ RAW_STREAMS: dict[str, list[bytes]] = {
     ],
     "nofinal": [_f(TASK), _f(ART), b"data: " + DONE],  # the close cuts the last item
     "nonutf8": [_f(TASK), _f(NONUTF8), _f(DONE)],
-    "foreign": [_f(TASK), _f(FOREIGN), _f(ART), _f(DONE)],
+    "foreign": [_f(TASK), _f(ART), _f(FOREIGN), _f(DONE)],
     "secret": [_f(TASK), _f(SECRET_EVENT), _f(SECRET_BYTES), _f(ART), _f(DONE)],
     "huge": [_f(TASK), _f(HUGE), _f(DONE)],
 }
@@ -226,7 +226,7 @@ def raw_items(mode: str) -> list[bytes]:
     special = {
         "multiline": [TASK, ART[:20] + b"\n" + ART[20:], DONE],
         "nonutf8": [TASK, NONUTF8, DONE],
-        "foreign": [TASK, FOREIGN, ART, DONE],
+        "foreign": [TASK, ART, FOREIGN, DONE],
         "secret": [TASK, SECRET_EVENT, SECRET_BYTES, ART, DONE],
         "huge": [TASK, HUGE, DONE],
     }
