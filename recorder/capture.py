@@ -43,7 +43,7 @@ import anyio
 import httpx
 
 from a2a_tape.store.capture import CUT, OUTCOMES, Capture, Outcome, TaskContext, plan_events
-from a2a_tape.store.errors import DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
+from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
 from a2a_tape.store.redact import Redactor, safe_text
 
 from .codings import Decoding, DecodingError
@@ -82,8 +82,9 @@ class Timeouts:
         return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.connect)
 
 
-class FirstByteTimeout(httpx.ReadTimeout):
-    """The agent accepted the request and sent no response head within the timeout."""
+class FirstByteTimeout(httpx.ReadTimeout, A2ATapeError):
+    """The agent accepted the request and sent no response head within the timeout (an httpx
+    timeout, so callers that handle those handle it)."""
 
 
 async def send(http: httpx.AsyncClient, request: httpx.Request, timeouts: Timeouts) -> httpx.Response:
