@@ -148,7 +148,7 @@ class Redactor:
                 continue
             name = re.escape(key)
             out = re.sub(rb'("' + name + rb'"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,{}\[\]"]+)', rb'\1"[redacted]"', out)
-            if re.search(rb'"' + name + rb'"\s*:\s*(?!"\[redacted\]")', out):
+            if re.search(rb'"' + name + rb'"\s*+:\s*+(?!"\[redacted\]")', out):
                 return MARKER, f"a payload that is not JSON held the configured key {key.decode()!r}: replaced whole"
         if out is payload:
             return payload, None
