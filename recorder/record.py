@@ -128,7 +128,8 @@ class Recorder:
         self._resent = False
         self._settled_at: float | None = None
         self._last_streaming = False
-        session.secrets = [v for _, v in opts.headers]
+        # the values of the secret headers the user gave (an API key) never come back in a text
+        session.secrets = [v for k, v in opts.headers if session.redactor.is_secret_header(k)]
 
     # -- the tree ----------------------------------------------------------------------------
 
