@@ -144,22 +144,64 @@ class SseParser:
                 if not chunk:
                     return out
         buf = self._buf + chunk if self._buf else chunk
-        pos = 0
+        # the line ends: one kind in the whole buffer (the usual case) splits in C; a mix goes
+        # through the regex. Either way each item's raw bytes are one slice of ``buf``.
+        if b"\r" not in buf:
+            lines = buf.split(b"\n")
+            eol = 1
+        elif buf.count(b"\r\n") == buf.count(b"\r") == buf.count(b"\n") and not buf.endswith(b"\r"):
+            lines = buf.split(b"\r\n")
+            eol = 2
+        else:
+            return self._feed_mixed(buf, out)
+        rest = lines.pop()
+        pos = start = 0
+        line_fn = self._line
+        data = self._data
+        max_line = self.max_line
+        for line in lines:
+            pos += len(line) + eol
+            if line[:6] == b"data: " and len(line) <= max_line:  # the usual line, inline
+                data.append(line[6:])
+                self._has_data = True
+                continue
+            item = line_fn(line)
+            data = self._data  # a blank line starts a new list
+            if item is not None:
+                if raw:
+                    raw.append(buf[start:pos])
+                    item.raw = b"".join(raw)
+                    raw.clear()
+                else:
+                    item.raw = buf[start:pos]
+                start = pos
+                out.append(item)
+        if start < pos:
+            raw.append(buf[start:pos])
+        self._buf = rest
+        if len(rest) > self.max_line:
+            raise SseLineTooLong(self.max_line)
+        return out
+
+    def _feed_mixed(self, buf: bytes, out: list[SseItem]) -> list[SseItem]:
+        """:meth:`feed` for a buffer with mixed line ends (or a ``\r`` at its end)."""
+        raw = self._raw
+        pos = start = 0
         line_fn = self._line
         for m in _EOL.finditer(buf):
             end = m.end()
-            line = buf[pos : m.start()]
             if end == len(buf) and m.group() == b"\r":
                 self._cr_pending = True
-            item = line_fn(line)
+            item = line_fn(buf[pos : m.start()])
+            pos = end
             if item is not None:
-                raw.append(buf[pos:end])
+                raw.append(buf[start:pos])
                 item.raw = raw[0] if len(raw) == 1 else b"".join(raw)
                 raw.clear()
+                start = pos
                 out.append(item)
-            else:
-                raw.append(buf[pos:end])
-            pos = end
+        if start < pos:
+            raw.append(buf[start:pos])
         self._buf = buf[pos:] if pos else buf
         if len(self._buf) > self.max_line:
             raise SseLineTooLong(self.max_line)
