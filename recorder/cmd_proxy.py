@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Annotated
 from urllib.parse import urlsplit
@@ -25,8 +26,16 @@ from .app import (
     out,
     say,
 )
-from .idempotency import DEFAULT_TTL
-from .proxy import DEFAULT_MAX_BODY, ProxyConfig, build_app, check_listen
+from .idempotency import DEFAULT_TTL, OnKeyConflict
+from .proxy import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
+    DEFAULT_MAX_BODY,
+    DEFAULT_READ_TIMEOUT,
+    ProxyConfig,
+    build_app,
+    check_listen,
+)
 from .recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
 
 
@@ -69,6 +78,22 @@ def proxy_cmd(
     ] = DEFAULT_STALL,
     no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
     redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
+    on_key_conflict: Annotated[
+        OnKeyConflict,
+        typer.Option(
+            help="A reused messageId / Idempotency-Key with another request: forward it as a new request "
+            "(a local note in the log) or reject it with a JSON-RPC error."
+        ),
+    ] = OnKeyConflict.forward,
+    connect_timeout: Annotated[
+        float, typer.Option(help="Seconds to open a connection to the upstream agent.")
+    ] = DEFAULT_CONNECT_TIMEOUT,
+    first_byte_timeout: Annotated[
+        float, typer.Option(help="Seconds the upstream may take to start its answer (a whole message/send).")
+    ] = DEFAULT_FIRST_BYTE_TIMEOUT,
+    read_timeout: Annotated[
+        float, typer.Option(help="Longest silence, in seconds, inside an upstream answer (keep-alives count).")
+    ] = DEFAULT_READ_TIMEOUT,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
@@ -78,12 +103,19 @@ def proxy_cmd(
         fail(f"--durability must be 'full' or 'normal', got '{durability}'")
     if max_body <= 0:
         fail("--max-body must be a positive number of bytes")
-    if idempotency_ttl <= 0:
-        fail("--idempotency-ttl must be positive")
+    for name, value in (
+        ("--idempotency-ttl", idempotency_ttl),
+        ("--connect-timeout", connect_timeout),
+        ("--first-byte-timeout", first_byte_timeout),
+        ("--read-timeout", read_timeout),
+    ):
+        if not math.isfinite(value) or value <= 0:
+            fail(f"{name} must be a positive number of seconds, got {value}")
     try:
         host, port = check_listen(listen, allow_remote)
     except ValueError as exc:
         fail(str(exc))
+    redactor = build_redactor(redact)
     st = open_db(db, create=True, durability=durability, busy_timeout=busy_timeout)  # type: ignore[arg-type]
     config = ProxyConfig(
         upstream=upstream,
@@ -93,7 +125,11 @@ def proxy_cmd(
         idempotency_ttl=idempotency_ttl,
         recover_on_start=not no_recover,
         stall_timeout=stall_timeout,
-        redactor=build_redactor(redact),
+        redactor=redactor,
+        on_key_conflict=on_key_conflict,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
     )
     asgi, _proxy = build_app(st, config)
     try:
@@ -101,7 +137,10 @@ def proxy_cmd(
     except OSError as exc:
         st.close()
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    say(f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {upstream} (recording to {db_location(db)})")
+    say(
+        f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {config.shown_upstream} "
+        f"(recording to {db_location(db)})"
+    )
     sys.stderr.flush()
     try:
         listening.run(asgi, sock, lifespan="on")

@@ -4,8 +4,10 @@ Why: a2a-sdk 1.3.0 agents create a second task when a client retries the same me
 (same ``messageId``). Behind the proxy, the first request with a key claims it in the store
 (``idem_claim``, one write transaction, so two processes cannot both win); a repeat with the
 same request is served what the first one got (or attached to it while it is still running)
-and the upstream is not called again. A repeat with the same key but a different request is
-refused with a clear JSON-RPC error. Keys expire after a configurable time.
+and the upstream is not called again. A repeat with the same key but a *different* request is,
+by default, forwarded as the new request it is (an agent is not made stricter than it is) and the
+conflict is written to the log as a local note; ``--on-key-conflict reject`` refuses it with a
+JSON-RPC error instead. Keys expire after a configurable time.
 
 The key is the ``Idempotency-Key`` header when present, else the message's ``messageId``.
 The request hash covers the method and the params (canonical JSON) but not the JSON-RPC id:
@@ -14,6 +16,7 @@ a client retrying with a new id is still the same request.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import time
 from collections.abc import Mapping
@@ -60,6 +63,29 @@ _request_decoder = msgspec.json.Decoder(RpcRequest)
 _params_decoder = msgspec.json.Decoder(RpcParams)
 _any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder(order="sorted")
+
+
+class OnKeyConflict(enum.StrEnum):
+    """What the proxy does with a reused key whose request differs from the first one's."""
+
+    forward = "forward"  # run it as the new request it is; a local note records the reuse
+    reject = "reject"  # refuse it (-32600), as a strict gateway would
+
+
+class _IdOnly(msgspec.Struct):
+    id: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_id_decoder = msgspec.json.Decoder(_IdOnly)
+
+
+def request_id(body: bytes) -> bytes:
+    """The JSON-RPC id of a request body as raw JSON, ``null`` when it has none we can read."""
+    try:
+        raw = bytes(_id_decoder.decode(body).id)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return b"null"
+    return raw if raw[:1] in (b'"', b"n") or raw[:1].isdigit() or raw[:1] == b"-" else b"null"
 
 
 class BadRequest(A2ATapeError):
@@ -157,10 +183,24 @@ class Gateway:
         self.store.idem_update(key, task_id=task_id, state="done")
 
 
-def conflict_message(key: str) -> str:
+def _key_words(key: str) -> tuple[str, str]:
     kind, _, value = key.partition(":")
-    what = "Idempotency-Key" if kind == "hdr" else "messageId"
+    return ("Idempotency-Key" if kind == "hdr" else "messageId"), value
+
+
+def conflict_message(key: str) -> str:
+    what, value = _key_words(key)
     return f"{what} '{value}' was already used for a different request; send a new {what} for a new request"
+
+
+def conflict_note(key: str, first_exchange: int | None) -> str:
+    """The local note's text for a reused key forwarded as a new request."""
+    what, value = _key_words(key)
+    first = f"exchange {first_exchange}" if first_exchange is not None else "an earlier request"
+    return (
+        f"{what} '{value}' was first used by {first} for a different request; "
+        "forwarded as a new request (--on-key-conflict forward)"
+    )
 
 
 def recorded_items(st: store.EventLog, record: store.IdempotencyRecord) -> list[store.StoredEvent]:

@@ -1,30 +1,41 @@
 """The recording reverse proxy: clients talk to it as to the agent; it records everything.
 
-Why a proxy: an existing client and agent can be recorded without changing either. The rules
-it keeps (DESIGN sections 2, 3, 5):
+Why a proxy: an existing client and agent can be recorded without changing either. It is
+transparent (docs/design.md, "The proxy is transparent"): it answers only for its own concerns
+(its token, its body limit, its own errors when the upstream cannot be reached or its log
+cannot be written); everything else goes to the agent and back as the agent answered it, and
+is recorded: malformed JSON-RPC, non-JSON answers, redirects, response headers (hop-by-hop
+aside, :mod:`recorder.proxy_http`), SSE fields and comments.
 
 - write-ahead: each SSE item is appended to the log (group commit, so ``--durability full``
   stays fast with many streams) and only then forwarded; nothing is held back beyond that;
 - the upstream is read by a task of the proxy, not of the client's request: when the client
   disconnects, the proxy keeps reading to the end so the recording is complete;
-- one exchange row per request, with status, content type and outcome;
-- duplicate messages are answered from the log (:mod:`recorder.idempotency`);
-- security: bearer ``--token`` compared in constant time, ``--max-body`` refusal, client
-  credentials forwarded upstream but redacted before the disk (:mod:`store.redact`).
+- one exchange row per request, with status, headers, content type and outcome;
+- an exact duplicate (same key, same request less its JSON-RPC id) is answered from the log; a
+  reused key with another request is forwarded with a local note, or refused under
+  ``--on-key-conflict reject`` (:mod:`recorder.idempotency`);
+- faults are answers: a log that cannot be written, an upstream that cannot be reached, that
+  goes silent past a timeout or sends an undecodable body, gets the client a JSON-RPC error (the
+  whole answer, or the last item of a stream under way), never a clean end that looks like
+  success; a stream the upstream cuts is cut for the client too;
+- secrets: the token never crosses; URLs, headers and configured JSON paths are redacted
+  before the disk (:mod:`store.redact`), and in every line printed.
 
-A relayed response is a :class:`recorder.relay.Live`: the items published so far plus a
-wake-up event. The first client and any duplicate attached to it read the same one.
+A relayed response is a :class:`recorder.relay.Live`: the head and items published so far plus
+a wake-up event. The first client and any duplicate attached to it read the same one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
+import logging
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from urllib.parse import urlsplit
 
 import anyio
@@ -34,48 +45,43 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Send
 
 from a2a_tape import store
 from a2a_tape.replay import sse
+from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.sse import SseItem
 
 from . import client as a2a
-from .capture import CUT, Capture
+from .capture import CUT, Capture, DecodingError, FirstByteTimeout, Timeouts, body_chunks, send
+from .capture import store_fault as as_store_fault
 from .idempotency import (
     STREAM_METHODS,
     BadRequest,
     Gateway,
+    OnKeyConflict,
     conflict_message,
+    conflict_note,
     idempotency_key,
     parse_params,
     parse_request,
     recorded_items,
     request_hash,
+    request_id,
     rpc_error,
 )
-from .recovery import mark_proxy, recover, unmark_proxy
-from .relay import Live
+from .proxy_http import Upstream, is_public, request_headers, response_headers, token_presented, without_userinfo
+from .recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
+from .relay import Cut as _Cut
+from .relay import Headers, Live
 
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
-CARD_SUFFIXES = ("/.well-known/agent-card.json", "/.well-known/agent.json")
-_HOP_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-authorization",
-        "proxy-connection",
-        "accept-encoding",
-    }
-)
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
+DEFAULT_READ_TIMEOUT = 300.0
 _JSON = "application/json"
-_SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
+_JSON_HEADERS: Headers = [("content-type", _JSON)]
 
 
 @dataclass
@@ -88,15 +94,96 @@ class ProxyConfig:
     recover_on_start: bool = True
     stall_timeout: float = 30.0
     redactor: Redactor = field(default_factory=Redactor)
+    on_key_conflict: OnKeyConflict = OnKeyConflict.forward
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT  # to open the connection to the upstream
+    first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
+    read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
+
+    @cached_property
+    def target(self) -> Upstream:
+        return Upstream.parse(self.upstream)
 
     @property
     def origin(self) -> str:
-        parts = urlsplit(self.upstream)
-        return f"{parts.scheme}://{parts.netloc}"
+        """The upstream's ``scheme://host:port``, without credentials."""
+        return self.target.origin
+
+    @property
+    def shown_upstream(self) -> str:
+        """The upstream URL fit for a log line: its password and secret query values redacted."""
+        return self.redactor.url(self.upstream)
+
+
+@dataclass
+class Outgoing:
+    """One request as it goes upstream (the client's, less hop-by-hop headers and our token)."""
+
+    method: str
+    url: str
+    headers: Headers
+    body: bytes
+    rpc_id: bytes | None  # the JSON-RPC id to answer our own errors to (None: not JSON-RPC)
+    dialect: str | None
+
+
+class _RelayFault(A2ATapeError):
+    """A relay that could not complete; ``outcome`` and the one-line reason for the row."""
+
+    def __init__(self, outcome: str, why: str, status: int, *, release: bool = False) -> None:
+        super().__init__(why)
+        self.outcome, self.why, self.status, self.release = outcome, why, status, release
+
+
+class _QuietCut(logging.Filter):
+    """uvicorn logs a response that ends without its last chunk as an error; the proxy's only
+    such responses are the streams it cuts on purpose (the upstream cut them), recorded as
+    ``dropped`` on their exchange: not an error of the proxy."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "returned without completing response" not in record.getMessage()
+
+
+_QUIET_CUT = _QuietCut()
+
+
+class _RelayedStream(StreamingResponse):
+    """A streaming answer that can end without its last chunk: when the upstream cut its stream,
+    the client's connection is closed the same way instead of ending as if the agent finished."""
+
+    async def stream_response(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        try:
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})  # type: ignore[typeddict-item]
+        except _Cut:
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _media(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = _media(content_type)
+    return media == _JSON or media.endswith("+json")
+
+
+def _encoded(headers: Headers) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+
+
+def store_fault(exc: StoreError) -> str:
+    """One line naming why the log could not be written."""
+    if isinstance(exc, DiskFull):
+        cause = "the disk holding it is full"
+    elif isinstance(exc, DatabaseLocked):
+        cause = "another process holds its write lock"
+    elif isinstance(exc, ReadOnlyStore):
+        cause = "it is read-only"
+    else:
+        cause = "the store failed"
+    return f"the recording proxy cannot write its log ({cause}): {exc}"
 
 
 class Proxy:
@@ -109,11 +196,11 @@ class Proxy:
         self.writer: store.GroupCommitWriter | None = None
         self.http: httpx.AsyncClient | None = None
         self._tg: TaskGroup | None = None
-        self.by_key: dict[str, Live] = {}
+        self.by_key: dict[tuple[str, str], Live] = {}  # (key, request hash) -> the relay in flight
         self.by_exchange: dict[int, Live] = {}
         self.recovery_done = anyio.Event()
         self.recovered = threading.Event()  # the same, for callers on other threads
-        self.recovery_report = None
+        self.recovery_report: RecoveryReport | None = None
         # called (on the proxy's event loop) with each exchange id once its row is final: lets a
         # caller wait for "the recording of this exchange is complete" without polling
         self.on_settled: Callable[[int], None] | None = None
@@ -121,20 +208,23 @@ class Proxy:
     # -- the ASGI app -------------------------------------------------------------------------
 
     def app(self) -> Starlette:
-        methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+        methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
         return Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)], lifespan=self._lifespan)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app) -> AsyncIterator[None]:
-        timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
+        cfg = self.config
+        # the first-byte and read limits are ours (anyio deadlines), so httpx waits as long as we say
+        timeout = httpx.Timeout(connect=cfg.connect_timeout, read=None, write=30.0, pool=None)
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
         mark = mark_proxy(self.store)
+        logging.getLogger("uvicorn.error").addFilter(_QUIET_CUT)
         try:
-            async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+            async with httpx.AsyncClient(timeout=timeout, limits=limits, auth=cfg.target.auth) as http:
                 async with store.GroupCommitWriter(self.store) as writer:
                     async with anyio.create_task_group() as tg:
                         self.http, self.writer, self._tg = http, writer, tg
-                        if self.config.recover_on_start:
+                        if cfg.recover_on_start:
                             tg.start_soon(self._recover, self.store.last_position())
                         else:
                             self.recovery_done.set()
@@ -144,13 +234,14 @@ class Proxy:
                         finally:
                             tg.cancel_scope.cancel()
         finally:
+            logging.getLogger("uvicorn.error").removeFilter(_QUIET_CUT)
             unmark_proxy(self.store, mark)
 
     async def _recover(self, up_to: int) -> None:
         try:
             report = await recover(
                 self.store,
-                self.config.upstream,
+                without_userinfo(self.config.upstream),  # no credentials in what recovery records: on the client
                 http=self.http,
                 stall_timeout=self.config.stall_timeout,
                 up_to=up_to,
@@ -165,17 +256,18 @@ class Proxy:
                     file=sys.stderr,
                 )
         except Exception as exc:  # noqa: BLE001 - the proxy keeps serving; say why recovery did not run
-            print(f"a2a-tape proxy: startup recovery did not complete: {type(exc).__name__}: {exc}", file=sys.stderr)
+            why = self.config.redactor.text(f"{type(exc).__name__}: {exc}")
+            print(f"a2a-tape proxy: startup recovery did not complete: {why}", file=sys.stderr)
         finally:
             self.recovery_done.set()
             self.recovered.set()
 
     async def handle(self, request: Request) -> Response:
-        path = request.url.path
-        if request.method == "GET" and path.endswith(CARD_SUFFIXES):
+        raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
+        if is_public(request.method, raw_path.split(b"?", 1)[0]):
             return await self._card(request)
-        auth_header = self._authorized(request)
-        if auth_header is False:
+        token = self.config.token
+        if token and not token_presented(request.headers.items(), token):
             return Response(
                 rpc_error(b"null", -32600, "missing or wrong proxy token (send 'Authorization: Bearer <token>')"),
                 401,
@@ -191,24 +283,32 @@ class Proxy:
                 413,
                 media_type=_JSON,
             )
-        headers = self._forward_headers(request, drop_authorization=auth_header == "authorization")
-        if request.method == "POST" and not _is_rest(path):
-            return await self._jsonrpc(request, body, headers)
-        return await self._rest(request, body, headers)
+        path = request.url.path
+        jsonrpc = request.method == "POST" and not _is_rest(path)
+        out = Outgoing(
+            method=request.method,
+            url=self._target(request),
+            headers=request_headers(request.headers.items(), token),
+            body=body,
+            rpc_id=request_id(body) if jsonrpc else None,
+            dialect=None,
+        )
+        try:
+            if jsonrpc:
+                return await self._jsonrpc(request, out)
+            return await self._rest(request, out)
+        except Exception as exc:
+            fault = as_store_fault(exc)
+            if fault is None:
+                raise
+            # the log cannot take the exchange: nothing was forwarded
+            return self._fault_answer(out.rpc_id, 503, store_fault(fault))
 
     # -- pieces of handle -----------------------------------------------------------------------
 
-    def _authorized(self, request: Request) -> str | bool | None:
-        """False when a token is required and missing/wrong; else the header that carried it."""
-        token = self.config.token
-        if not token:
-            return None
-        expected = token.encode()
-        for name in ("proxy-authorization", "authorization"):
-            value = request.headers.get(name, "")
-            if value[:7].lower() == "bearer " and hmac.compare_digest(value[7:].strip().encode(), expected):
-                return name
-        return False
+    def _fault_answer(self, rpc_id: bytes | None, status: int, why: str) -> Response:
+        why = self.config.redactor.text(why)
+        return Response(rpc_error(rpc_id or b"null", -32603, why), status, media_type=_JSON)
 
     async def _read_body(self, request: Request) -> bytes | None:
         limit = self.config.max_body
@@ -223,61 +323,89 @@ class Proxy:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _forward_headers(self, request: Request, *, drop_authorization: bool) -> dict[str, str]:
-        out = {}
-        for k, v in request.headers.items():
-            low = k.lower()
-            if low in _HOP_HEADERS or (drop_authorization and low == "authorization"):
-                continue
-            out[k] = v
-        return out
-
     def _target(self, request: Request) -> str:
-        url = self.config.origin + request.url.path
-        if request.url.query:
-            url += "?" + request.url.query
+        """The upstream URL of a request: the raw path and query as the client sent them."""
+        raw_path = request.scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else request.url.path
+        url = self.config.origin + path
+        query = request.scope.get("query_string", b"")
+        if query:
+            url += "?" + query.decode("latin-1")
         return url
 
+    @cached_property
+    def _timeouts(self) -> Timeouts:
+        cfg = self.config
+        return Timeouts(connect=cfg.connect_timeout, first_byte=cfg.first_byte_timeout, read=cfg.read_timeout)
+
+    def _proxy_origin(self, request: Request) -> str:
+        return f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
+
+    def _stored_url(self, url: str) -> str:
+        return self.config.redactor.url(url)
+
     async def _card(self, request: Request) -> Response:
+        """The agent card (public): the upstream's answer with its URLs pointing at the proxy."""
         assert self.http is not None
         url = self._target(request)
         started = time.time()
+        redactor = self.config.redactor
         try:
-            carried = self._authorized(request)  # the card is public, but never forward our own token
-            resp = await self.http.get(
-                url, headers=self._forward_headers(request, drop_authorization=carried == "authorization")
+            req = self.http.build_request(
+                request.method, url, headers=request_headers(request.headers.items(), self.config.token)
             )
-        except httpx.HTTPError as exc:
-            msg = a2a.describe_http_error(exc, url)
+            resp = await send(self.http, req, self._timeouts)
+            try:
+                content = b"".join([chunk async for chunk in body_chunks(resp)])
+            finally:
+                await resp.aclose()
+        except (httpx.HTTPError, DecodingError) as exc:
+            fault = self._classify(exc, url)
+            with contextlib.suppress(StoreError):
+                await self._exchange_row(
+                    store.Exchange(
+                        started_at=started,
+                        ended_at=time.time(),
+                        url=self._stored_url(url),
+                        http_method=request.method,
+                        outcome=fault.outcome,
+                        error=fault.why,
+                        role="proxy",
+                    )
+                )
+            return self._fault_answer(None, fault.status, fault.why)
+        body = content
+        if resp.status_code == 200 and _is_json(resp.headers.get("content-type")):
+            body = self._rewrite_card(body, self._proxy_origin(request))
+        with contextlib.suppress(StoreError):  # the card is read-only: a full disk does not hide it
             await self._exchange_row(
                 store.Exchange(
                     started_at=started,
                     ended_at=time.time(),
-                    url=url,
-                    http_method="GET",
-                    outcome="error",
-                    error=msg,
+                    url=self._stored_url(url),
+                    http_method=request.method,
+                    status=resp.status_code,
+                    content_type=resp.headers.get("content-type"),
+                    response_headers=self._stored_headers(resp.headers),
+                    response_body=redactor.json_bytes(content),
+                    outcome="ok" if resp.status_code < 400 else "error",
                     role="proxy",
                 )
             )
-            return Response(rpc_error(b"null", -32603, f"upstream agent unreachable: {msg}"), 502, media_type=_JSON)
-        body = resp.content
-        if resp.status_code == 200 and _media(resp.headers.get("content-type")) == _JSON:
-            body = self._rewrite_card(body, f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}")
-        await self._exchange_row(
-            store.Exchange(
-                started_at=started,
-                ended_at=time.time(),
-                url=url,
-                http_method="GET",
-                status=resp.status_code,
-                content_type=resp.headers.get("content-type"),
-                response_body=resp.content,
-                outcome="ok" if resp.status_code == 200 else "error",
-                role="proxy",
-            )
+        answer = Response(body, resp.status_code)
+        answer.raw_headers.extend(
+            _encoded(response_headers(resp.headers, self.config.origin, self._proxy_origin(request)))
         )
-        return Response(body, resp.status_code, media_type=resp.headers.get("content-type"))
+        return answer
+
+    def _stored_headers(self, headers: httpx.Headers) -> dict[str, str]:
+        """An answer's headers for the exchange row: secrets redacted, URLs in them too."""
+        redactor = self.config.redactor
+        pairs = [
+            (k, redactor.url(v) if k.lower() in ("location", "content-location") else v)
+            for k, v in headers.multi_items()
+        ]
+        return redactor.headers_dict(pairs)
 
     def _rewrite_card(self, body: bytes, proxy_origin: str) -> bytes:
         """The card with every upstream URL pointing at the proxy (a byte replacement of origins)."""
@@ -296,115 +424,116 @@ class Proxy:
         return body
 
     async def _exchange_row(self, ex: store.Exchange) -> int:
-        redactor = self.config.redactor
-        ex.url = redactor.url(ex.url)  # a token in the query string stays off the disk
+        ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
         if ex.error:
-            ex.error = redactor.text(ex.error)
+            ex.error = self.config.redactor.text(ex.error)
         return await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
 
-    async def _jsonrpc(self, request: Request, body: bytes, headers: dict[str, str]) -> Response:
+    async def _jsonrpc(self, request: Request, out: Outgoing) -> Response:
+        v1 = request.headers.get("a2a-version", "").startswith("1")
         try:
-            rpc = parse_request(body)
-        except BadRequest as exc:
-            return Response(rpc_error(b"null", exc.code, str(exc)), 400, media_type=_JSON)
+            rpc = parse_request(out.body)
+        except BadRequest:  # not ours to judge: the agent answers it, and it is recorded
+            out.dialect = "1.0" if v1 else "0.3"
+            return await self._relay(request, out, name=None, key_name=None, params_raw=b"null", streaming=False)
         method = rpc.method
-        v1 = request.headers.get("a2a-version", "").startswith("1") or method[:1].isupper()
+        out.dialect = "1.0" if v1 or method[:1].isupper() else "0.3"
         return await self._relay(
-            request,
-            body,
-            headers,
-            name=method,
-            key_name=method,
-            params_raw=rpc.params,
-            rpc_id=bytes(rpc.id),
-            dialect="1.0" if v1 else "0.3",
-            streaming=method in STREAM_METHODS,
+            request, out, name=method, key_name=method, params_raw=rpc.params, streaming=method in STREAM_METHODS
         )
 
-    async def _rest(self, request: Request, body: bytes, headers: dict[str, str]) -> Response:
-        """The HTTP+JSON binding: same recording and idempotency; the body is the params."""
+    async def _rest(self, request: Request, out: Outgoing) -> Response:
+        """The HTTP+JSON binding (and anything else that is not a JSON-RPC POST): the body is the params."""
         path = request.url.path
+        rest = _is_rest(path)
+        out.dialect = "rest" if rest else None
         return await self._relay(
             request,
-            body,
-            headers,
-            name=path.rsplit("/", 1)[-1],
-            key_name=path,
-            params_raw=body if request.method == "POST" and body else b"null",
-            rpc_id=None,
-            dialect="rest",
+            out,
+            name=path.rsplit("/", 1)[-1] if rest else None,
+            key_name=path if rest else None,
+            params_raw=out.body if request.method == "POST" and out.body else b"null",
             streaming=path.endswith((":stream", ":subscribe")),
-            http_method=request.method,
         )
 
     async def _relay(
         self,
         request: Request,
-        body: bytes,
-        headers: dict[str, str],
+        out: Outgoing,
         *,
-        name: str,
-        key_name: str,
+        name: str | None,
+        key_name: str | None,
         params_raw: bytes,
-        rpc_id: bytes | None,
-        dialect: str,
         streaming: bool,
-        http_method: str = "POST",
     ) -> Response:
-        """One request: an exchange row, then relay it (or answer a repeated key from the log)."""
+        """One request: an exchange row, then relay it (or answer an exact repeat from the log)."""
         params = parse_params(params_raw)
         low_headers = {k.lower(): v for k, v in request.headers.items()}
-        key = idempotency_key(low_headers, key_name, params)
-        req_hash = request_hash(key_name, params_raw) if key else None
+        key = idempotency_key(low_headers, key_name, params) if key_name else None
+        req_hash = request_hash(key_name, params_raw) if key and key_name else None
         msg = params.message
-        url = self._target(request)
+        redactor = self.config.redactor
         ex = store.Exchange(
             started_at=time.time(),
-            url=url,
-            http_method=http_method,
+            url=self._stored_url(out.url),
+            http_method=out.method,
             rpc_method=name,
-            dialect=dialect,
+            dialect=out.dialect,
             streaming=streaming,
-            request_headers=self.config.redactor.headers_dict(request.headers.items()),
-            request_body=self.config.redactor.json_bytes(body),
+            request_headers=redactor.headers_dict(request.headers.items()),
+            request_body=redactor.json_bytes(out.body),
             task_id=params.id or (msg.taskId if msg else None),
             context_id=msg.contextId if msg else None,
             message_id=msg.messageId if msg else None,
             idempotency_key=key,
             role="proxy",
         )
-        if key is None:
+        proxy_origin = self._proxy_origin(request)
+        rpc_id = out.rpc_id
+        if key is None or req_hash is None:
             ex_id = await self._exchange_row(ex)
-            live = self._start(ex_id, None, rpc_id, url, headers, body, None, method=http_method)
+            live = Live(ex_id, None, rpc_id, single_reader=True)
+            self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=None)
             return await self._respond(live, rpc_id)
 
-        live = self.by_key.get(key)
-        if live is not None:  # a duplicate of a request this proxy is relaying (or has relayed)
+        slot = (key, req_hash)
+        attached = self.by_key.get(slot)
+        if attached is not None:  # an exact duplicate of a request this proxy is relaying
             ex_id = await self._exchange_row(ex)
-            return await self._duplicate(live, req_hash, key, ex_id, rpc_id)
+            await self._finish_row(ex_id, outcome="replayed")
+            return await self._respond(attached, rpc_id)
         live = Live(None, req_hash, rpc_id)
-        self.by_key[key] = live  # before any await: a concurrent duplicate attaches to this one
-        ex_id, record, claimed = await anyio.to_thread.run_sync(self._begin_and_claim, ex, key, req_hash)
+        self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
+        try:
+            ex_id, record, claimed = await anyio.to_thread.run_sync(self._begin_and_claim, ex, key, req_hash)
+        except BaseException as exc:
+            self.by_key.pop(slot, None)
+            fault = as_store_fault(exc) if isinstance(exc, Exception) else None
+            why = store_fault(fault) if fault is not None else "the proxy could not take the request"
+            live.fail(503, rpc_error(b"null", -32603, why))
+            live.finish()  # duplicates attached meanwhile get the same answer
+            raise
         live.exchange_id = ex_id
         if claimed:
-            self.by_exchange[ex_id] = live
-            assert self._tg is not None
-            self._tg.start_soon(self._pump, live, ex_id, url, headers, body, key, http_method)
+            self._start(live, ex_id, out, proxy_origin, settle_key=key, slot=slot)
             return await self._respond(live, rpc_id)
-        # held by an earlier request (in the log, or by another process): answer from the log
-        if record.request_hash != req_hash:
-            self.by_key.pop(key, None)
-            live.set_body(200, _JSON, b"")
+        if record.request_hash == req_hash:  # held by an earlier request (in the log, or another process)
+            live.req_hash = record.request_hash
+            live.rpc_id = None
+            assert self._tg is not None
+            self._tg.start_soon(self._replay_from_log, live, record, streaming, slot)
+            await self._finish_row(ex_id, outcome="replayed")
+            return await self._respond(live, rpc_id)
+        # the same key, another request
+        if self.config.on_key_conflict is OnKeyConflict.reject:
+            self.by_key.pop(slot, None)
+            refusal = rpc_error(rpc_id or b"null", -32600, conflict_message(key))
+            live.set_body(200 if rpc_id else 409, list(_JSON_HEADERS), refusal)
             live.finish()
             await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-            return Response(
-                rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409, media_type=_JSON
-            )
-        live.req_hash = record.request_hash
-        live.rpc_id = None
-        assert self._tg is not None
-        self._tg.start_soon(self._replay_from_log, live, record, streaming, key)
-        await self._finish_row(ex_id, outcome="replayed")
+            return Response(refusal, 200 if rpc_id else 409, media_type=_JSON)
+        await self._note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id))
+        self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
         return await self._respond(live, rpc_id)
 
     def _begin_and_claim(
@@ -416,134 +545,198 @@ class Proxy:
             record, claimed = self.gateway.claim(key, req_hash, ex_id)
         return ex_id, record, claimed
 
-    async def _duplicate(
-        self, live: Live, req_hash: str | None, key: str, ex_id: int, rpc_id: bytes | None
-    ) -> Response:
-        if live.req_hash != req_hash:
-            await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-            return Response(
-                rpc_error(rpc_id or b"null", -32600, conflict_message(key)), 200 if rpc_id else 409, media_type=_JSON
+    async def _note(self, ex_id: int, action: str, detail: str, task_id: str | None = None) -> None:
+        """A decision of ours, in the exchange's log (origin ``local``)."""
+        assert self.writer is not None
+        await self.writer.append(
+            store.NewEvent(
+                payload=store.local_note(action, self.config.redactor.text(detail), task_id),
+                task_id=task_id,
+                exchange_id=ex_id,
+                received_at=time.time(),
+                origin="local",
             )
-        await self._finish_row(ex_id, outcome="replayed")
-        return await self._respond(live, rpc_id)
+        )
 
     async def _finish_row(self, ex_id: int, **fields: object) -> None:
         if isinstance(fields.get("error"), str):
             fields["error"] = self.config.redactor.text(fields["error"])  # type: ignore[arg-type]
         await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
 
-    def _start(self, ex_id, req_hash, rpc_id, url, headers, body, key, method: str = "POST") -> Live:
-        live = Live(ex_id, req_hash, rpc_id, single_reader=key is None)
+    def _start(
+        self,
+        live: Live,
+        ex_id: int,
+        out: Outgoing,
+        proxy_origin: str,
+        *,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+    ) -> None:
         self.by_exchange[ex_id] = live
         assert self._tg is not None
-        self._tg.start_soon(self._pump, live, ex_id, url, headers, body, key, method)
-        return live
+        self._tg.start_soon(self._pump, live, ex_id, out, proxy_origin, settle_key, slot)
 
     async def _respond(self, live: Live, rpc_id: bytes | None) -> Response:
         await live.ready.wait()
         if live.mode == "sse":
-            headers = dict(_SSE_HEADERS)
-            return StreamingResponse(live.follow(rpc_id), live.status, headers=headers, media_type=live.content_type)
+            stream = _RelayedStream(live.follow(rpc_id), live.status)
+            stream.raw_headers.extend(_encoded(live.headers))
+            return stream
         await live.finished.wait()
-        body = live.body
-        if rpc_id is not None and (live.rpc_id is None or live.rpc_id != rpc_id):
-            body = sse.split_id(body).with_id(rpc_id)
-        return Response(body, live.status, media_type=live.content_type)
+        answer = Response(live.body_for(rpc_id), live.status)
+        answer.raw_headers.extend(_encoded(live.headers))
+        return answer
 
     # -- the upstream side ----------------------------------------------------------------------
+
+    def _classify(self, exc: BaseException, url: str, *, sent: bool = False) -> _RelayFault:
+        """What a failed upstream call means, as one line (``sent``: the head was already relayed)."""
+        cfg = self.config
+        if isinstance(exc, _RelayFault):
+            return exc
+        if isinstance(exc, FirstByteTimeout):
+            return _RelayFault(
+                "timeout",
+                f"the upstream agent accepted the request but sent no answer within {cfg.first_byte_timeout:g} s "
+                "(--first-byte-timeout)",
+                504,
+            )
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol)):
+            # the request never reached the agent: its key is released, a retry may run
+            return _RelayFault(
+                "error", f"upstream agent unreachable: {a2a.describe_http_error(exc, url)}", 502, release=True
+            )
+        if isinstance(exc, httpx.ReadTimeout):
+            return _RelayFault(
+                "timeout", f"the upstream agent went silent for {cfg.read_timeout:g} s mid-answer (--read-timeout)", 504
+            )
+        if isinstance(exc, (DecodingError, httpx.DecodingError)):
+            return _RelayFault("error", f"the upstream agent's answer does not decode: {_short(exc)}", 502)
+        if isinstance(exc, httpx.HTTPError):
+            why = a2a.describe_http_error(exc, url)
+            return _RelayFault("dropped" if sent else "error", f"the upstream agent's answer broke off: {why}", 502)
+        return _RelayFault("error", f"proxy error: {type(exc).__name__}: {_short(exc)}", 502)
 
     async def _pump(
         self,
         live: Live,
         ex_id: int,
-        url: str,
-        headers: dict[str, str],
-        body: bytes,
-        key: str | None,
-        method: str = "POST",
+        out: Outgoing,
+        proxy_origin: str,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
     ) -> None:
         """Relay one request upstream; runs in the proxy's task group (outlives the client)."""
         assert self.http is not None
-        cap = Capture(self.config.redactor)  # the capture core: SSE items, redaction, task ids
+        cfg = self.config
+        cap = Capture(cfg.redactor)  # the capture core: SSE items, redaction, task ids
         cap.exchange_id = ex_id
         row: dict[str, object] = {}
         release = False
-        task_ids: list[str | None] = [None, None]
         try:
-            req = self.http.build_request(method, url, headers=headers, content=body)
-            resp = await self.http.send(req, stream=True)
+            req = self.http.build_request(out.method, out.url, headers=out.headers, content=out.body)
+            resp = await send(self.http, req, self._timeouts)
             try:
-                ct = resp.headers.get("content-type", "")
-                row.update(status=resp.status_code, content_type=ct or None)
-                if _media(ct) == "text/event-stream":
-                    live.start_sse(resp.status_code, ct)
-                    await self._tee(resp, live, cap, task_ids)
-                    row["outcome"] = "closed"
-                    if cap.cut:
-                        row.update(outcome="incomplete", error=CUT)
-                else:
-                    data = await resp.aread()
-                    media = _media(ct)
-                    if media == _JSON or media.endswith("+json"):
-                        new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
-                        if new is None:  # JSON, but not an A2A item: kept (redacted) on the row
-                            row["response_body"] = cap.response_body(data)
-                        else:
-                            assert self.writer is not None
-                            await self.writer.append(new)
-                            task_ids[:] = [cap.task_id, cap.context_id]
-                        failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
-                        row["outcome"] = "error" if failed else "ok"
-                        live.set_body(resp.status_code, ct, data)
-                    elif not data and resp.status_code < 400:  # an empty answer (HTTP+JSON DELETE, 204)
-                        row["outcome"] = "ok"
-                        live.set_body(resp.status_code, ct or _JSON, data)
-                    else:
-                        why = a2a.explain_not_json(resp, "the upstream agent")
-                        row.update(outcome="error", error=why, response_body=data)
-                        release = True
-                        live.set_body(502, _JSON, rpc_error(live.rpc_id or b"null", -32603, why))
+                # an answer with no A2A reply in it (a redirect, a 405, an HTML page) leaves nothing
+                # to replay: the key is released, so a retry goes upstream again
+                release = not await self._answer(resp, live, cap, row, proxy_origin)
             finally:
                 await resp.aclose()
-        except httpx.HTTPError as exc:
-            why = a2a.describe_http_error(exc, url)
-            if live.mode == "sse" and live.ready.is_set():
-                row.update(outcome="dropped", error=why)
-            else:
-                row.update(outcome="error", error=f"upstream agent unreachable: {why}")
-                release = True
-                live.set_body(
-                    502, _JSON, rpc_error(live.rpc_id or b"null", -32603, f"upstream agent unreachable: {why}")
-                )
         except anyio.get_cancelled_exc_class():
             row.setdefault("outcome", "incomplete")  # the proxy is shutting down: recovery resumes the task
+            row.setdefault("error", "the proxy stopped before the upstream's answer ended")
             raise
+        except _Cut as exc:  # the upstream cut its stream: cut for the client too
+            row.update(outcome="dropped", error=str(exc))
+            live.cut()
         except Exception as exc:  # noqa: BLE001 - one bad relay must not take the proxy down
-            row.update(outcome="error", error=f"proxy error: {type(exc).__name__}: {exc}")
-            if not live.ready.is_set():
-                release = True
-                live.set_body(
-                    502, _JSON, rpc_error(live.rpc_id or b"null", -32603, f"proxy error: {type(exc).__name__}")
-                )
+            fault = as_store_fault(exc)
+            if fault is not None:  # the log cannot take what the agent sent: the client is told
+                why = store_fault(fault)
+                row.update(outcome="error", error=why)
+                status = 503
+            else:
+                relay_fault = self._classify(exc, out.url, sent=live.ready.is_set())
+                why, status = relay_fault.why, relay_fault.status
+                row.update(outcome=relay_fault.outcome, error=why)
+                release = relay_fault.release and not live.ready.is_set()
+            live.fail(status, rpc_error(out.rpc_id or b"null", -32603, cap.text(why)), _error_event(out))
         finally:
             live.finish()
             with anyio.CancelScope(shield=True):
-                await self._settle(ex_id, row, task_ids, key, live, release)
+                await self._settle(ex_id, row, cap, settle_key, slot, live, release)
 
-    async def _settle(self, ex_id, row, task_ids, key, live, release) -> None:
+    async def _answer(
+        self, resp: httpx.Response, live: Live, cap: Capture, row: dict[str, object], proxy_origin: str
+    ) -> bool:
+        """The upstream's answer, recorded then relayed: an SSE stream item by item, else the body.
+        True when an A2A reply (a stream, or a JSON-RPC answer) is in the log."""
+        cfg = self.config
+        ct = resp.headers.get("content-type", "")
+        headers = response_headers(resp.headers, cfg.origin, proxy_origin)
+        row.update(
+            status=resp.status_code, content_type=ct or None, response_headers=self._stored_headers(resp.headers)
+        )
+        if _media(ct) == "text/event-stream":
+            live.start_sse(resp.status_code, headers)
+            await self._tee(resp, live, cap)
+            row["outcome"] = "closed"
+            if cap.cut:  # the last item came without its blank line: kept, and relayed as it came
+                row.update(outcome="incomplete", error=CUT)
+            return True
+        data = b"".join([chunk async for chunk in body_chunks(resp)])
+        recorded = False
+        if _is_json(ct):
+            new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
+            if new is None:  # JSON, but not an A2A item: kept (redacted) on the row
+                row["response_body"] = cap.response_body(data)
+            else:
+                assert self.writer is not None
+                await self.writer.append(new)
+                recorded = True
+            failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
+            row["outcome"] = "error" if failed else "ok"
+        elif resp.status_code < 400 and (not data or 300 <= resp.status_code < 400):
+            row["outcome"] = "ok"  # an empty answer (HTTP+JSON DELETE, 204) or a redirect
+            if data:
+                row["response_body"] = cap.response_body(data)
+        else:
+            row.update(
+                outcome="error",
+                error=a2a.explain_not_json(resp, "the upstream agent"),
+                response_body=cap.response_body(data),
+            )
+        await self._notes(cap)
+        live.set_body(resp.status_code, headers, data)
+        return recorded
+
+    async def _notes(self, cap: Capture) -> None:
+        """The capture core's redaction notes (a payload that was not JSON), as local notes."""
+        while cap.notes:
+            assert cap.exchange_id is not None
+            await self._note(cap.exchange_id, "redacted", cap.notes.pop(0), cap.task_id)
+
+    async def _settle(self, ex_id, row, cap: Capture, settle_key, slot, live, release) -> None:
         def work() -> None:
             fields = dict(row, ended_at=time.time())
-            if task_ids[0]:
-                fields.update(task_id=task_ids[0], context_id=task_ids[1])
+            if cap.task_id:
+                fields.update(task_id=cap.task_id, context_id=cap.context_id)
             with self.store.transaction():
-                self._settle_rows(ex_id, fields, key, release, task_ids[0])
+                self._settle_rows(ex_id, fields, settle_key, release, cap.task_id)
 
         try:
             await anyio.to_thread.run_sync(work)
+        except Exception as exc:
+            fault = as_store_fault(exc)
+            if fault is None:
+                raise
+            # the client has its answer; the row stays as it was, said once
+            print(f"a2a-tape proxy: exchange {ex_id} not finalised: {cap.text(store_fault(fault))}", file=sys.stderr)
         finally:
             self.by_exchange.pop(ex_id, None)
-            if key is not None and self.by_key.get(key) is live:
-                self.by_key.pop(key, None)
+            if slot is not None and self.by_key.get(slot) is live:
+                self.by_key.pop(slot, None)
             if self.on_settled is not None:
                 self.on_settled(ex_id)
 
@@ -557,25 +750,25 @@ class Proxy:
             else:
                 self.gateway.done(key, task_id)
 
-    async def _tee(self, resp: httpx.Response, live: Live, cap: Capture, task_ids: list) -> None:
-        """Parse the upstream SSE with the capture core, append each item, then publish it.
+    async def _tee(self, resp: httpx.Response, live: Live, cap: Capture) -> None:
+        """Parse the upstream SSE with the capture core, append each item, then publish its exact bytes.
 
         Reading the socket and committing are two tasks sharing a plain list: the reader never
         yields to the loop for an item it already has, so the items that arrive while a commit
         is on its way to disk form the next batch (one thread hop and one fsync per batch, not
         per item). Nothing is published before its batch is durable. Each item is published
         with its exact bytes (``raw``: ``id``/``retry`` fields, comments, a BOM, the agent's line
-        ends), so the client reads what the agent sent; a last item cut by the close is kept."""
+        ends), so the client reads what the agent sent; a last item cut by the close is kept.
+        Either side's failure stops both and is raised here as it is (the reader's once the
+        items it had read are in)."""
         writer = self.writer
         assert writer is not None
         pending: list[SseItem] = []
-        state = {"wake": anyio.Event(), "drained": anyio.Event(), "eof": False}
-
-        failure: list[BaseException] = []
+        state: dict = {"wake": anyio.Event(), "drained": anyio.Event(), "eof": False, "error": None}
 
         async def read() -> None:
             try:
-                async for chunk in resp.aiter_bytes():
+                async for chunk in body_chunks(resp):
                     items = cap.feed(chunk)
                     if items:
                         pending.extend(items)
@@ -585,10 +778,14 @@ class Proxy:
                             await state["drained"].wait()
                 pending.extend(cap.close())
                 tail = cap.parser.tail if cap.parser is not None else b""
-                if tail:
+                if tail:  # bytes after the last item that make none (stray blank lines): passed on
                     pending.append(SseItem(b"", None, True, raw=tail))
-            except Exception as exc:  # noqa: BLE001 - raised below, outside the task group (no exception group)
-                failure.append(exc)
+            except (httpx.ReadTimeout, DecodingError, httpx.DecodingError) as exc:
+                state["error"] = exc
+            except httpx.HTTPError as exc:
+                state["error"] = _Cut(f"the upstream agent cut its stream: {a2a.describe_http_error(exc, '')}")
+            except Exception as exc:  # noqa: BLE001 - raised by _tee once the items read are in
+                state["error"] = exc
             finally:
                 state["eof"] = True
                 state["wake"].set()
@@ -605,26 +802,33 @@ class Proxy:
                 pending.clear()
                 state["drained"].set()
                 events, _ = cap.events(batch)  # redacted payloads, task ids learnt, comments skipped
-                if events:
-                    await writer.append_many(events)
-                    if task_ids[0] is None and cap.task_id is not None:
-                        task_ids[:] = [cap.task_id, cap.context_id]
-                live.publish([(it.event, it.data, it.comment, it.raw) for it in batch])
+                try:
+                    if events:
+                        await writer.append_many(events)
+                    await self._notes(cap)
+                except Exception as exc:  # noqa: BLE001 - nothing of this batch is published
+                    state["error"] = exc
+                    tg.cancel_scope.cancel()
+                    return
+                live.publish([(it.raw, None if it.comment else it.data, it.event) for it in batch])
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(commit)
-            await read()
-        if failure:
-            raise failure[0]
+            tg.start_soon(read)
+            await commit()
+        if state["error"] is not None:
+            raise state["error"]
 
-    async def _replay_from_log(self, live: Live, record: store.IdempotencyRecord, streaming: bool, key: str) -> None:
+    async def _replay_from_log(
+        self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str]
+    ) -> None:
         """Serve a repeated request from the log (the first one ran in an earlier process)."""
+        key = slot[0]
         try:
             events = await anyio.to_thread.run_sync(recorded_items, self.store, record)
             if not events:
                 live.set_body(
                     200,
-                    _JSON,
+                    list(_JSON_HEADERS),
                     rpc_error(
                         b"null",
                         -32603,
@@ -635,14 +839,32 @@ class Proxy:
                     ),
                 )
             elif streaming:
-                live.start_sse(200, "text/event-stream; charset=utf-8")
-                live.publish([(e.sse_event, bytes(e.payload), False, None) for e in events])
+                live.start_sse(200, [("content-type", "text/event-stream; charset=utf-8")])
+                live.publish(
+                    [(sse.frame(bytes(e.payload), e.sse_event), bytes(e.payload), e.sse_event) for e in events]
+                )
             else:
-                live.set_body(200, _JSON, bytes(events[0].payload))
+                live.set_body(200, list(_JSON_HEADERS), bytes(events[0].payload))
+        except Exception as exc:
+            fault = as_store_fault(exc)
+            if fault is None:
+                raise
+            live.fail(503, rpc_error(b"null", -32603, self.config.redactor.text(store_fault(fault))))
         finally:
             live.finish()
-            if self.by_key.get(key) is live:
-                self.by_key.pop(key, None)
+            if self.by_key.get(slot) is live:
+                self.by_key.pop(slot, None)
+
+
+def _error_event(out: Outgoing) -> str | None:
+    """The SSE event name an error item carries in the request's dialect (a2a-sdk 1.3.0 names it
+    ``error`` in v1.0 streams, sends it unnamed in v0.3 ones)."""
+    return "error" if out.dialect == "1.0" else None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:160] if text else type(exc).__name__
 
 
 def _is_rest(path: str) -> bool:

@@ -1,12 +1,14 @@
 """A relayed response of the proxy, for every client reading it.
 
-The first client reads each item's exact bytes as the agent sent them (``raw`` from the capture
-core: ``id``/``retry`` fields, comments, line ends kept); a duplicate answered to another
-JSON-RPC id, or an answer from the log, gets the items re-framed.
+:class:`Live` holds what the upstream said so far (the answer's status and headers, then an SSE
+stream's items or a whole body) and wakes its readers when more comes. The first client and
+any duplicate attached to it (the same idempotency key and request) follow the same one.
 
-:class:`Live` holds what the upstream said so far (an SSE stream's items, or a JSON body) and
-wakes its readers when more comes. The first client and any duplicate attached to it (the same
-idempotency key) follow the same one, each answered with its own JSON-RPC id.
+Each SSE item is kept as the exact bytes the upstream sent for it (fields, comments, line
+endings): the client whose request went upstream gets those bytes unchanged; a duplicate gets
+them with the top-level JSON-RPC id set to its own. A relay that fails after the head was sent
+ends every reader's stream with one JSON-RPC error item (:meth:`Live.fail`), never with a
+clean end that would look like the agent finished.
 """
 
 from __future__ import annotations
@@ -16,8 +18,17 @@ from collections.abc import AsyncIterator
 import anyio
 
 from a2a_tape.replay import sse
+from a2a_tape.store.errors import A2ATapeError
 
 _JSON = "application/json"
+
+Headers = list[tuple[str, str]]
+RelayItem = tuple[bytes, bytes | None, str | None]
+"""(the item's exact stream bytes, its ``data`` payload or None for a comment, its event name)"""
+
+
+class Cut(A2ATapeError):
+    """Raised to a reader when the upstream cut the stream: its client's stream is cut too."""
 
 
 class Live:
@@ -38,26 +49,43 @@ class Live:
         self.finished = anyio.Event()
         self.mode = "body"  # "sse" or "body"
         self.status = 200
-        self.content_type = _JSON
+        self.headers: Headers = [("content-type", _JSON)]
         self.body = b""
-        # (sse event name, data, is comment, the exact bytes received or None for an item from the log)
-        self.items: list[tuple[str | None, bytes, bool, bytes | None]] = []
+        self.items: list[RelayItem] = []
         self.done = False
+        self.cut_off = False
         self._changed = anyio.Event()
 
-    def start_sse(self, status: int, content_type: str) -> None:
-        self.mode, self.status, self.content_type = "sse", status, content_type
+    @property
+    def content_type(self) -> str:
+        return next((v for k, v in self.headers if k.lower() == "content-type"), "")
+
+    def start_sse(self, status: int, headers: Headers) -> None:
+        self.mode, self.status, self.headers = "sse", status, headers
         self.ready.set()
 
-    def set_body(self, status: int, content_type: str, body: bytes) -> None:
-        self.mode, self.status, self.content_type, self.body = "body", status, content_type, body
+    def set_body(self, status: int, headers: Headers, body: bytes) -> None:
+        self.mode, self.status, self.headers, self.body = "body", status, headers, body
         self.ready.set()
 
-    def publish(self, items: list[tuple[str | None, bytes, bool, bytes | None]]) -> None:
+    def publish(self, items: list[RelayItem]) -> None:
         if not self._reader_gone:
             self.items.extend(items)
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
+
+    def fail(self, status: int, error: bytes, event: str | None = None) -> None:
+        """End with ``error`` (a JSON-RPC error payload): the last item of a stream already under
+        way, or the whole answer (``status``) when nothing was sent yet."""
+        if self.mode == "sse" and self.ready.is_set():
+            self.publish([(sse.frame(error, event), error, event)])
+        elif not self.ready.is_set():
+            self.set_body(status, [("content-type", _JSON)], error)
+
+    def cut(self) -> None:
+        """The upstream cut the stream: each reader's stream ends cut (no clean end) after the
+        items published so far."""
+        self.cut_off = True
 
     def finish(self) -> None:
         self.done = True
@@ -74,16 +102,18 @@ class Live:
             while True:
                 items = self.items
                 if i < len(items):
-                    chunk = b"".join(
-                        _render(ev, data, comment, raw, rpc_id if rewrite else None)
-                        for ev, data, comment, raw in items[i:]
-                    )
+                    if rewrite:
+                        chunk = b"".join(_with_id(it, rpc_id) for it in items[i:])  # type: ignore[arg-type]
+                    else:
+                        chunk = b"".join(it[0] for it in items[i:])
                     if self.single_reader:
                         self.items, i = [], 0
                     else:
                         i = len(items)
                     yield chunk
                 elif self.done:
+                    if self.cut_off:
+                        raise Cut("the upstream agent cut its stream")
                     return
                 else:
                     await self._changed.wait()
@@ -91,13 +121,25 @@ class Live:
             if self.single_reader:
                 self._reader_gone, self.items = True, []
 
+    def body_for(self, rpc_id: bytes | None) -> bytes:
+        """The whole answer for one client: a JSON-RPC body answered to its own id."""
+        if rpc_id is None or (self.rpc_id is not None and self.rpc_id == rpc_id):
+            return self.body
+        media = self.content_type.split(";", 1)[0].strip().lower()
+        if media != _JSON and not media.endswith("+json"):
+            return self.body
+        return sse.split_id(self.body).with_id(rpc_id)
 
-def _render(event: str | None, data: bytes, is_comment: bool, raw: bytes | None, rpc_id: bytes | None) -> bytes:
-    """One item as SSE bytes: the exact bytes the agent sent (``raw``) when the client reads
-    them as they were; re-framed when answered to another ``rpc_id`` (JSON bytes) or when the
-    item comes from the log."""
-    if raw is not None and rpc_id is None:
+
+def _with_id(item: RelayItem, rpc_id: bytes) -> bytes:
+    """One item's bytes answered to ``rpc_id``: the id spliced into the exact bytes when the
+    payload sits in them as one piece, else the item framed anew."""
+    raw, data, event = item
+    if data is None:
         return raw
-    if is_comment:
-        return b": " + data + b"\r\n\r\n" if data else b""
-    return sse.frame(data if rpc_id is None else sse.split_id(data).with_id(rpc_id), event)
+    new = sse.split_id(data).with_id(rpc_id)
+    if new == data:
+        return raw
+    if raw.count(data) == 1:
+        return raw.replace(data, new, 1)
+    return sse.frame(new, event)
