@@ -153,7 +153,11 @@ def _proxy(upstream: str, db: Path, cwd: Path) -> Iterator[str]:
     asgi, _ = build_app(
         st,
         ProxyConfig(
-            upstream=upstream, recover_on_start=False, durability="normal", redactor=build_redactor(directory=cwd)
+            upstream=upstream,
+            recover_on_start=False,
+            durability="normal",
+            redactor=build_redactor(directory=cwd),
+            first_byte_timeout=5.0,  # as record gets --stall-timeout 3: the silent upstream is named in time
         ),
     )
     sock = bind_loopback()

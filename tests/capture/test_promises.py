@@ -24,14 +24,7 @@ FAULT_MODES = ("silent", "redirect", "badgzip")
 
 # the proxy's request side (its URL and upstream credentials on disk, its timeouts) is the
 # proxy helper's work in progress (issue 12 item 3): those cells fail today, strictly
-PENDING: dict[tuple[str, str, str], str] = {
-    ("secret", "proxy", "*"): (
-        "proxy helper (issue 12 item 3): the relay path stores the upstream's user:password@ and the "
-        "client's ?api_key= in exchanges.url"
-    ),
-    ("fault", "proxy", "redirect"): "proxy helper (issue 12 item 3): an upstream 301 is answered without Location",
-    ("fault", "proxy", "silent"): "proxy helper (issue 12 item 4): no first-byte timeout on the proxy's upstream call",
-}
+PENDING: dict[tuple[str, str, str], str] = {}  # (promise, path, mode) -> why it does not hold yet
 
 
 def _pending(promise: str, path: str, mode: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import threading
 from collections.abc import Iterator
@@ -25,11 +26,23 @@ class RunningProxy:
         self.store = st
 
 
+def open_with_busy_timeout(db_path, seconds: float, durability: str = "full"):
+    """A SQLite store whose writes wait ``seconds`` for another writer's lock (the argument's
+    name differs before and after the store's busy-timeout option)."""
+    params = inspect.signature(store.SqliteStore).parameters
+    name = "busy_timeout" if "busy_timeout" in params else "timeout"
+    return store.SqliteStore(db_path, durability=durability, **{name: seconds})
+
+
 @contextlib.contextmanager
-def running_proxy(upstream: str, db_path, **config) -> Iterator[RunningProxy]:
+def running_proxy(upstream: str, db_path, *, busy_timeout: float | None = None, **config) -> Iterator[RunningProxy]:
     """The proxy in front of ``upstream``, recording to ``db_path``; startup recovery off unless asked."""
     config.setdefault("recover_on_start", False)
-    st = store.open_store(db_path, durability=config.get("durability", "full"))
+    durability = config.get("durability", "full")
+    if busy_timeout is None:
+        st = store.open_store(db_path, durability=durability)
+    else:
+        st = open_with_busy_timeout(db_path, busy_timeout, durability)
     asgi, proxy = build_app(st, ProxyConfig(upstream=upstream, **config))
     sock = bind_loopback()
     host, port = sock.getsockname()[:2]

@@ -51,17 +51,22 @@ def test_upstream_down_is_a_json_rpc_error_and_the_key_is_released(db_path):
 
 
 @pytest.mark.parametrize("status", [200, 500])
-def test_upstream_html_page_becomes_a_clear_error_and_is_kept(db_path, status):
+def test_upstream_html_page_passes_through_and_the_row_says_why(db_path, status):
+    """Not ours to replace: the client gets the page as the upstream sent it; the row explains it."""
     with serve_app(broken_upstream(status)) as url, running_proxy(url, db_path) as proxy:
         watch = SettleWatch(proxy.proxy)
         body, headers = send_body("hello", stream=False)
+        direct = httpx.post(url + "/", content=body, headers=headers)
         r = httpx.post(proxy.url + "/", content=body, headers=headers)
-        assert r.status_code == 502
-        msg = _error(r).message
-        assert ("HTML" in msg) or ("HTTP 500" in msg)
+        assert (r.status_code, r.headers["content-type"], r.content) == (
+            direct.status_code,
+            direct.headers["content-type"],
+            direct.content,
+        )
         watch.wait(1)
         ex = [e for e in proxy.store.exchanges() if e.rpc_method][0]
         assert ex.status == status and ex.outcome == "error"
+        assert ("HTML" in ex.error) or ("HTTP 500" in ex.error)
         assert b"Bad Gateway" in ex.response_body  # what the upstream said is kept for inspection
 
 
@@ -76,12 +81,18 @@ def test_upstream_json_rpc_error_passes_through(proxied):
     "body, code",
     [(b"{not json", -32700), (b'{"jsonrpc": "2.0", "id": 1}', -32600), (b"[1, 2]", -32600)],
 )
-def test_malformed_client_request(proxied, body, code):
+def test_malformed_client_request_is_the_agents_to_answer_and_is_recorded(proxied, body, code):
     agent, proxy = proxied
+    watch = SettleWatch(proxy.proxy)
+    direct = httpx.post(agent.url + "/", content=body, headers={"content-type": "application/json"})
     r = httpx.post(proxy.url + "/", content=body, headers={"content-type": "application/json"})
-    assert r.status_code == 400
-    assert _error(r).code == code
+    assert r.status_code == direct.status_code == 200  # a2a-sdk answers JSON-RPC errors with HTTP 200
+    assert r.content == direct.content and _error(r).code == code
     assert agent.executor.executions == 0
+    watch.wait(1)
+    (ex,) = proxy.store.exchanges()
+    assert ex.status == 200 and ex.outcome == "error" and ex.request_body == body
+    assert [bytes(e.payload) for e in proxy.store.read_exchange(ex.id)] == [r.content]
 
 
 def test_oversized_body_is_refused(sdk_agent, db_path):

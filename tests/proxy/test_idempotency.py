@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from a2a_tape import store
-from a2a_tape.recorder.idempotency import request_hash
+from a2a_tape.recorder.idempotency import OnKeyConflict, request_hash
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 
@@ -76,30 +76,62 @@ def test_duplicate_while_in_flight_attaches_to_the_live_stream(db_path):
         assert rest  # the first client got its stream too
 
 
-def test_same_key_different_request_is_a_clear_error(proxied):
-    agent, proxy = proxied
-    body, headers = send_body("hello", stream=False, message_id="m-x")
-    httpx.post(proxy.url + "/", content=body, headers=headers)
-    other, _ = send_body("something else", stream=False, message_id="m-x")
-    r = httpx.post(proxy.url + "/", content=other, headers=headers)
+def test_same_key_different_request_is_refused_under_reject(sdk_agent, db_path):
+    with running_proxy(sdk_agent.url, db_path, on_key_conflict=OnKeyConflict.reject) as proxy:
+        body, headers = send_body("hello", stream=False, message_id="m-x")
+        httpx.post(proxy.url + "/", content=body, headers=headers)
+        other, _ = send_body("something else", stream=False, message_id="m-x")
+        r = httpx.post(proxy.url + "/", content=other, headers=headers)
     item = store.decode_item(r.content)
     assert isinstance(item.body, store.ErrorItem) and item.body.code == -32600
     assert "messageId 'm-x' was already used for a different request" in item.body.message
-    assert agent.executor.executions == 1
+    assert sdk_agent.executor.executions == 1
 
 
-def test_idempotency_key_header_wins_over_message_id(proxied):
+def test_same_key_different_request_is_forwarded_with_a_local_note(proxied):
+    """By default the agent is not made stricter than it is: a2a-sdk runs a reused messageId."""
     agent, proxy = proxied
-    a, headers = send_body("hello", stream=False)  # two different messageIds ...
-    b, _ = send_body("hello", stream=False)
-    h = {**headers, "Idempotency-Key": "order-42"}
-    ra = httpx.post(proxy.url + "/", content=a, headers=h)
-    rb = httpx.post(proxy.url + "/", content=b, headers=h)
-    # ... but one key: the bodies differ (messageId is part of the request), so the repeat is refused
-    assert agent.executor.executions == 1
+    watch = SettleWatch(proxy.proxy)
+    body, headers = send_body("hello", stream=False, message_id="m-x")
+    a = httpx.post(proxy.url + "/", content=body, headers=headers)
+    other, _ = send_body("something else", stream=False, message_id="m-x")
+    b = httpx.post(proxy.url + "/", content=other, headers=headers)
+    watch.wait(2)
+    assert agent.executor.executions == 2
+    assert isinstance(store.decode_item(b.content).body, store.TaskSnapshot)
+    assert store.decode_item(a.content).task_id != store.decode_item(b.content).task_id
+    first, second = [e for e in proxy.store.exchanges() if e.rpc_method]
+    assert second.outcome == "ok" and second.idempotency_key == "msg:m-x"
+    events = proxy.store.read_exchange(second.id)
+    note = store.decode_item(events[0].payload).body
+    assert events[0].origin == "local" and isinstance(note, store.Note)
+    assert f"first used by exchange {first.id}" in note.detail
+    assert bytes(events[-1].payload) == b.content
+    # the key still belongs to the first request: an exact repeat of it is answered from the log
+    c = httpx.post(proxy.url + "/", content=body, headers=headers)
+    assert agent.executor.executions == 2
+    assert c.content == a.content
+
+
+@pytest.mark.parametrize("policy", [OnKeyConflict.forward, OnKeyConflict.reject])
+def test_idempotency_key_header_wins_over_message_id(sdk_agent, db_path, policy):
+    with running_proxy(sdk_agent.url, db_path, on_key_conflict=policy) as proxy:
+        a, headers = send_body("hello", stream=False)  # two different messageIds ...
+        b, _ = send_body("hello", stream=False)
+        h = {**headers, "Idempotency-Key": "order-42"}
+        ra = httpx.post(proxy.url + "/", content=a, headers=h)
+        rb = httpx.post(proxy.url + "/", content=b, headers=h)
+        ra2 = httpx.post(proxy.url + "/", content=a, headers=h)
+    # ... but one key: the bodies differ (messageId is part of the request): a conflict
     assert isinstance(store.decode_item(ra.content).body, store.TaskSnapshot)
-    assert isinstance(store.decode_item(rb.content).body, store.ErrorItem)
-    assert "Idempotency-Key 'order-42'" in store.decode_item(rb.content).body.message
+    assert ra2.content == ra.content  # the exact repeat of the first is answered from the log
+    if policy is OnKeyConflict.reject:
+        assert sdk_agent.executor.executions == 1
+        assert isinstance(store.decode_item(rb.content).body, store.ErrorItem)
+        assert "Idempotency-Key 'order-42'" in store.decode_item(rb.content).body.message
+    else:
+        assert sdk_agent.executor.executions == 2
+        assert isinstance(store.decode_item(rb.content).body, store.TaskSnapshot)
 
 
 def test_repeat_after_a_proxy_restart_is_answered_from_the_log(sdk_agent, db_path):

@@ -149,6 +149,113 @@ def make_fault_app(step: float = 0.1) -> tuple[Starlette, dict[str, FaultHost]]:
     return Starlette(routes=routes), hosts
 
 
+# -- proxy faults (tests/proxy): one route per fault ------------------------------------------
+# A real a2a-sdk agent cannot be made to answer a redirect, a non-JSON 405 on demand, a body
+# whose gzip is corrupt, an SSE stream with ``id:``/``retry:`` fields and bare LF line endings,
+# to go silent before or inside its answer, nor to tell which headers and URL reached it: these
+# routes do, and only that. ``make_proxy_fault_app()`` serves them (no task, no card logic).
+
+PROXY_SSE_BYTES = (
+    b": hello from the fault agent\n"
+    b"id: 7\nretry: 1500\n"
+    b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"t-sse","contextId":"c",'
+    b'"status":{"state":"working"},"final":false}}\n\n'
+    b"event: message\r\n"
+    b'data: {"jsonrpc":"2.0","id":1,\r\ndata: "result":{"kind":"status-update","taskId":"t-sse","contextId":"c",'
+    b'"status":{"state":"completed"},"final":true}}\r\n\r\n'
+)
+
+
+def make_proxy_fault_app() -> Starlette:
+    from starlette.routing import Route
+
+    seen: list[dict] = []
+
+    async def echo(request: Request) -> Response:
+        """What reached the upstream: every header pair (repeats kept) and the raw path and query."""
+        seen.append(
+            {
+                "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in request.scope["headers"]],
+                "raw_path": request.scope.get("raw_path", b"").decode("latin-1"),
+                "query": request.scope.get("query_string", b"").decode("latin-1"),
+            }
+        )
+        return JSONResponse(seen[-1])
+
+    async def redirect(request: Request) -> Response:
+        base = f"{request.url.scheme}://{request.url.netloc}"
+        return Response(status_code=301, headers={"location": base + "/moved/here?x=1", "x-fault": "redirect"})
+
+    async def redirect_relative(request: Request) -> Response:
+        return Response(status_code=302, headers={"location": "/moved/relative"})
+
+    async def plain405(request: Request) -> Response:
+        return PlainTextResponse("Method Not Allowed", status_code=405, headers={"allow": "POST"})
+
+    async def card_headers(request: Request) -> Response:
+        return JSONResponse(
+            {"name": "fault-card", "capabilities": {}},
+            headers={"etag": 'W/"card-1"', "vary": "A2A-Version", "cache-control": "public, max-age=60"},
+        )
+
+    async def gzip_json(request: Request) -> Response:
+        return Response(
+            b"\x1f\x8b\x08\x00garbage, not deflate", media_type="application/json", headers={"content-encoding": "gzip"}
+        )
+
+    async def gzip_sse(request: Request) -> Response:
+        async def frames():
+            z = zlib.compressobj(wbits=31)
+            yield z.compress(PROXY_SSE_BYTES[:60]) + z.flush(zlib.Z_SYNC_FLUSH)
+            yield b"\x00\xffcorrupt deflate data here\x00\x00\xff" * 4
+
+        return StreamingResponse(frames(), media_type="text/event-stream", headers={"content-encoding": "gzip"})
+
+    async def sse_fields(request: Request) -> Response:
+        async def frames():
+            yield PROXY_SSE_BYTES[:40]  # split mid-line: the relay must not reframe
+            yield PROXY_SSE_BYTES[40:]
+
+        return StreamingResponse(frames(), media_type="text/event-stream", headers={"x-fault": "sse-fields"})
+
+    async def silent(request: Request) -> Response:
+        await asyncio.Event().wait()  # accepts the request, never answers
+        raise AssertionError("unreachable")
+
+    async def stall_body(request: Request) -> Response:
+        async def frames():
+            yield PROXY_SSE_BYTES[: PROXY_SSE_BYTES.index(b"\n\n") + 2]
+            await asyncio.Event().wait()  # then silence, not even a keep-alive
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    async def cut_sse(request: Request) -> Response:
+        async def frames():
+            yield PROXY_SSE_BYTES[: PROXY_SSE_BYTES.index(b"\n\n") + 2]
+            raise ConnectionAbortedError("fault agent: cutting the stream")
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    any_method = ["GET", "POST", "PUT", "DELETE"]
+    app = Starlette(
+        routes=[
+            Route("/echo/{rest:path}", echo, methods=any_method),
+            Route("/redirect/", redirect, methods=any_method),
+            Route("/redirect-rel/", redirect_relative, methods=any_method),
+            Route("/plain405/", plain405, methods=any_method),
+            Route("/cardheaders/.well-known/agent-card.json", card_headers),
+            Route("/gzipjson/", gzip_json, methods=["POST"]),
+            Route("/gzipsse/", gzip_sse, methods=["POST"]),
+            Route("/ssefields/", sse_fields, methods=["POST"]),
+            Route("/silent/", silent, methods=["POST"]),
+            Route("/stallbody/", stall_body, methods=["POST"]),
+            Route("/cutsse/", cut_sse, methods=["POST"]),
+        ]
+    )
+    app.state.seen = seen
+    return app
+
+
 # -- byte-level faults: a scripted agent ---------------------------------------------------------
 #
 # What no real agent can be made to send on demand, byte for byte: a UTF-8 BOM before the first
