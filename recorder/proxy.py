@@ -36,6 +36,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -50,6 +51,7 @@ from starlette.types import Send
 from a2a_tape import store
 from a2a_tape.replay import sse
 from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
+from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.sse import SseItem
 
@@ -57,7 +59,6 @@ from . import client as a2a
 from .capture import CUT, Capture, DecodingError, FirstByteTimeout, Timeouts, body_chunks, send
 from .capture import store_fault as as_store_fault
 from .idempotency import (
-    STREAM_METHODS,
     BadRequest,
     Gateway,
     OnKeyConflict,
@@ -154,7 +155,7 @@ class _RelayedStream(StreamingResponse):
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         try:
             async for chunk in self.body_iterator:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})  # type: ignore[typeddict-item]
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except _Cut:
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -212,7 +213,7 @@ class Proxy:
         return Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)], lifespan=self._lifespan)
 
     @contextlib.asynccontextmanager
-    async def _lifespan(self, _app) -> AsyncIterator[None]:
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         cfg = self.config
         # the first-byte and read limits are ours (anyio deadlines), so httpx waits as long as we say
         timeout = httpx.Timeout(connect=cfg.connect_timeout, read=None, write=30.0, pool=None)
@@ -717,7 +718,16 @@ class Proxy:
             assert cap.exchange_id is not None
             await self._note(cap.exchange_id, "redacted", cap.notes.pop(0), cap.task_id)
 
-    async def _settle(self, ex_id, row, cap: Capture, settle_key, slot, live, release) -> None:
+    async def _settle(
+        self,
+        ex_id: int,
+        row: dict[str, object],
+        cap: Capture,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+        live: Live,
+        release: bool,
+    ) -> None:
         def work() -> None:
             fields = dict(row, ended_at=time.time())
             if cap.task_id:
@@ -740,9 +750,12 @@ class Proxy:
             if self.on_settled is not None:
                 self.on_settled(ex_id)
 
-    def _settle_rows(self, ex_id: int, fields: dict, key: str | None, release: bool, task_id: str | None) -> None:
-        if isinstance(fields.get("error"), str):
-            fields["error"] = self.config.redactor.text(fields["error"])
+    def _settle_rows(
+        self, ex_id: int, fields: dict[str, object], key: str | None, release: bool, task_id: str | None
+    ) -> None:
+        error = fields.get("error")
+        if isinstance(error, str):
+            fields["error"] = self.config.redactor.text(error)
         self.store.update_exchange(ex_id, **fields)
         if key is not None:
             if release:
@@ -764,7 +777,7 @@ class Proxy:
         writer = self.writer
         assert writer is not None
         pending: list[SseItem] = []
-        state: dict = {"wake": anyio.Event(), "drained": anyio.Event(), "eof": False, "error": None}
+        state: dict[str, Any] = {"wake": anyio.Event(), "drained": anyio.Event(), "eof": False, "error": None}
 
         async def read() -> None:
             try:
