@@ -363,10 +363,17 @@ def tasks_cmd(
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="At most this many tasks.")] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help=f"Every task (people see the newest {DEFAULT_TASKS} unless asked).")
+    ] = False,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
-    """List recorded tasks, newest first."""
+    """List recorded tasks, newest (by last event) first.
+
+    People see the newest 50 (--limit N, --all for more; how many more is said on stderr);
+    --json prints every task unless --limit is given. Rows are streamed.
+    """
     from a2a_tape.store import normalise_state
 
     wanted = None
@@ -379,86 +386,132 @@ def tasks_cmd(
                     if norm == "unknown" and one.strip().lower() != "unknown":
                         raise UsageError(f"--state: unknown task state '{one.strip()}'")
                     wanted.add(norm)
+    if all_ and limit is not None:
+        raise UsageError("--limit and --all do not go together")
     cutoff = _parse_since(since)
+    shown = limit if limit is not None else (None if all_ or json else DEFAULT_TASKS)
+    filtered = bool(wanted or context is not None or cutoff is not None)
     st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
-        exchanges = st.exchanges()
-        views = list(_projector(st).views(_closed_of(exchanges)))
-        lone = _lone_messages(st, exchanges)
-    entries: list[Any] = [*views, *lone]
-    entries.sort(
-        key=lambda v: (
-            (v.events[0].received_at, v.events[0].position)
-            if isinstance(v, LoneMessage)
-            else (v.first_at, v.first_position)
-        ),
-        reverse=True,
-    )
-    rows = []
-    for v in entries:
-        if isinstance(v, LoneMessage):
-            first, last = v.events[0].received_at, v.events[-1].received_at
-            if wanted is not None or (context is not None and v.context_id != context):
-                continue
-            if cutoff is not None and last < cutoff:
-                continue
-            rows.append(
-                TaskRow(
-                    None, v.context_id, None, len(v.events), first, last, "generic", 0, v.text, "message", v.message_id
-                )
+        proj = _projector(st)
+        from a2a_tape.replay import listing
+
+        # lone Message replies (a send answered without a task) are listed with the tasks
+        lone = [
+            m
+            for m in _lone_messages(st, _taskless_exchanges(st))
+            if wanted is None
+            and (context is None or m.context_id == context)
+            and (cutoff is None or m.events[-1].received_at >= cutoff)
+        ]
+        if isinstance(proj, _InMemory) or not listing.has_index(st):
+            views = sorted(proj.views(_closed(st)), key=lambda v: v.last_position, reverse=True)
+            views = [
+                v
+                for v in views
+                if (wanted is None or v.state in wanted)
+                and (context is None or v.context_id == context)
+                and (cutoff is None or v.last_at >= cutoff)
+            ]
+            total = len(views) + len(lone)
+            found = iter(views)
+        else:
+            total = listing.count(st, states=wanted, context=context, since=cutoff) + len(lone)
+            found = listing.newest(
+                st, limit=shown, states=wanted, context=context, since=cutoff, closed=lambda ids: _closed_for(st, ids)
             )
-            if limit is not None and len(rows) >= limit:
-                break
-            continue
-        if wanted is not None and v.state not in wanted:
-            continue
-        if context is not None and v.context_id != context:
-            continue
-        if cutoff is not None and v.last_at < cutoff:
-            continue
-        rows.append(
-            TaskRow(
-                v.task_id,
-                v.context_id,
-                v.state,
-                v.events,
-                v.first_at,
-                v.last_at,
-                v.profile,
-                len(v.faults),
-                v.final_answer,
-            )
+        rows_iter = _newest_rows(found, lone, shown)
+        if json:
+            _stream_json(rows_iter)
+            return
+        printed = _print_tasks(rows_iter)
+    if not printed:
+        err.print("no tasks" + (" match" if filtered else " recorded yet"))
+        return
+    if total > printed:
+        more = total - printed
+        err.print(
+            f"{more} more task(s) not shown (newest {printed} of {total}): --limit N to see more, --all for every one",
+            markup=False,
+            soft_wrap=True,
         )
-        if limit is not None and len(rows) >= limit:
-            break
-    if json:
-        emit_json(rows)
-        return
-    if not rows:
-        err.print("no tasks" + (" match" if (wanted or context or cutoff) else " recorded yet"))
-        return
+
+
+DEFAULT_TASKS = 50
+"""How many tasks ``tasks`` shows people unless --limit or --all says otherwise."""
+_TABLE_ROWS = 500
+"""Up to this many rows are one rich table; longer listings stream as aligned lines."""
+
+
+def _task_row(v) -> TaskRow:
+    return TaskRow(
+        v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, len(v.faults), v.final_answer
+    )
+
+
+def _message_row(m: LoneMessage) -> TaskRow:
+    first, last = m.events[0].received_at, m.events[-1].received_at
+    return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
+
+
+def _newest_rows(views, lone: list[LoneMessage], limit: int | None):
+    """Task rows (``views``: newest last event first) and lone Message rows, merged newest first."""
+    import heapq
+    from itertools import islice
+
+    tasks = ((v.last_position, _task_row(v)) for v in views)
+    messages = sorted(((m.events[-1].position, _message_row(m)) for m in lone), key=lambda p: p[0], reverse=True)
+    merged = heapq.merge(tasks, messages, key=lambda p: p[0], reverse=True)
+    return (row for _, row in islice(merged, limit))
+
+
+def _taskless_exchanges(st) -> list:
+    """The exchanges that name no task (where lone Message replies are), without reading the others."""
+    taskless = getattr(st, "exchanges_without_task", None)
+    if taskless is not None:
+        return taskless()
+    return [ex for ex in st.exchanges() if ex.task_id is None]
+
+
+def _closed_for(st, task_ids) -> dict[int, float]:
+    """The ended exchanges of some tasks (a page of the listing)."""
+    closed: dict[int, float] = {}
+    for t in task_ids:
+        closed.update(_closed(st, t))
+    return closed
+
+
+def _stream_json(rows) -> None:
+    """One JSON list on stdout, written a row at a time (the same bytes as ``emit_json``)."""
+    import msgspec as _msgspec
+
+    enc = _msgspec.json.Encoder()
+    write = sys.stdout.buffer.write
+    write(b"[")
+    first = True
+    for row in rows:
+        write(enc.encode(row) if first else b"," + enc.encode(row))
+        first = False
+    write(b"]\n")
+    sys.stdout.flush()
+
+
+def _print_tasks(rows) -> int:
+    """Print task rows for people: a table for a page, aligned lines streamed beyond it."""
     import datetime as _dt
+    from itertools import islice
+
+    from rich import box
 
     # narrow terminals drop the optional columns rather than squeezing the id and the state
     wide = out.width >= 110
     widest = out.width >= 140
-    from rich import box
+    it = iter(rows)
+    head = list(islice(it, _TABLE_ROWS + 1))
+    if not head:
+        return 0
 
-    table = (
-        Table(show_lines=False)
-        if wide
-        else Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    )
-    table.add_column("task", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("events", justify="right", no_wrap=True, min_width=6)
-    table.add_column("started (UTC)", no_wrap=True)
-    table.add_column("faults", justify="right", no_wrap=True, min_width=6)
-    if wide:
-        table.add_column("profile", no_wrap=True)
-    if widest:
-        table.add_column("answer", overflow="ellipsis", no_wrap=True, max_width=40)
-    for r in rows:
+    def cells(r: TaskRow) -> list[Any]:
         started = _dt.datetime.fromtimestamp(r.first_at, _dt.UTC).strftime(
             "%Y-%m-%d %H:%M:%S" if wide else "%m-%d %H:%M"
         )
@@ -467,13 +520,57 @@ def tasks_cmd(
             state_cell: Any = Text("message", style="dim")  # a lone Message: no task state
         else:
             name, state_cell = r.task_id, _state_text(r.state or "unknown")
-        cells: list[Any] = [name, state_cell, str(r.events), started, str(r.faults) if r.faults else ""]
+        c: list[Any] = [name, state_cell, str(r.events), started, str(r.faults) if r.faults else ""]
         if wide:
-            cells.append(r.profile)
+            c.append(r.profile)
         if widest:
-            cells.append((r.final_answer or "").replace("\n", " "))
-        table.add_row(*cells)
-    out.print(table)
+            c.append((r.final_answer or "").replace("\n", " "))
+        return c
+
+    def table(title_row: bool, id_width: int | None = None) -> Table:
+        t = (
+            Table(show_lines=False, show_header=title_row)
+            if wide and id_width is None
+            else Table(
+                box=box.SIMPLE_HEAD if title_row else None,
+                pad_edge=False,
+                show_edge=False,
+                collapse_padding=True,
+                show_header=title_row,
+            )
+        )
+        fixed = {"no_wrap": True}
+        t.add_column("task", min_width=id_width, max_width=id_width, **fixed)
+        t.add_column("state", min_width=14 if id_width else None, **fixed)
+        t.add_column("events", justify="right", min_width=6, **fixed)
+        t.add_column("started (UTC)", min_width=19 if id_width and wide else None, **fixed)
+        t.add_column("faults", justify="right", min_width=6, **fixed)
+        if wide:
+            t.add_column("profile", min_width=16 if id_width else None, **fixed)
+        if widest:
+            t.add_column("answer", overflow="ellipsis", max_width=40, **fixed)
+        return t
+
+    if len(head) <= _TABLE_ROWS:
+        t = table(True)
+        for r in head:
+            t.add_row(*cells(r))
+        out.print(t)
+        return len(head)
+    # a long listing: the same columns at fixed widths, a page at a time
+    width = max(len(r.task_id) for r in head)
+    printed = 0
+    page: list[TaskRow] = head
+    first = True
+    while page:
+        t = table(first, width)
+        for r in page:
+            t.add_row(*cells(r))
+        out.print(t)
+        printed += len(page)
+        first = False
+        page = list(islice(it, _TABLE_ROWS))
+    return printed
 
 
 def _state_text(state: str) -> Text:

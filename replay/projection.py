@@ -6,6 +6,7 @@ re-exported here, the module callers import from.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import socket
@@ -16,6 +17,7 @@ import msgspec
 
 from a2a_tape.store import Projections, ProjectionStore, StoreError
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.indexes import TaskIndexRow
 from a2a_tape.store.interface import FoldRow
 from a2a_tape.store.paging import TaskRange, in_range
 
@@ -127,7 +129,7 @@ class Projector:
                 self._cursor = None
             except (msgspec.DecodeError, msgspec.ValidationError):
                 # a row this version cannot read: the log is the truth, fold it again
-                self.store.projection_reset(self.name)
+                _reset_rows(self.store, self.name)
                 self._cache.clear()
                 self._cursor = None
         raise ProjectionMoved(f"projection '{self.name}' keeps moving (another process is folding it)")
@@ -154,14 +156,14 @@ class Projector:
             if _alive(marker):
                 raise ProjectionBusy(f"projection '{self.name}' is being rebuilt by another process ({marker})")
             # a parallel rebuild died half way: its rows are not a consistent state
-            self.store.projection_reset(self.name)
+            _reset_rows(self.store, self.name)
             self.store.set_meta(self._rebuild_key, "")
             self._cache.clear()
             self._cursor = None
         key = f"projection:{self.name}:version"
-        if get_meta(key) != STATE_VERSION:
-            self.store.projection_reset(self.name)
-            self.store.set_meta(key, STATE_VERSION)
+        if get_meta(key) != STATE_VERSION + INDEX_VERSION:
+            _reset_rows(self.store, self.name)
+            self.store.set_meta(key, STATE_VERSION + INDEX_VERSION)
             self._cache.clear()
             self._cursor = None
 
@@ -205,19 +207,28 @@ class Projector:
         fresh = part is not None or (start == 0 and next(iter(store.projection_rows(name)), None) is None)
         folded: set[str] = set()  # tasks this run has held (only kept while fresh)
 
+        index: dict[str, TaskIndexRow] = {}  # the task index rows of the evicted dirty states
+
         def commit() -> None:
             nonlocal committed, since_commit
             upserts = pending
             for tid, fold in cache.items():
                 if fold.s.last_position > committed:
                     upserts[tid] = fold.dump()
-            if not store.projection_commit(name, position, upserts, expect=None if part is not None else committed):
-                raise ProjectionMoved(name)
+                    index[tid] = _index_row(fold.s)
+            with txn():  # rows, index rows and cursor: one transaction
+                if not store.projection_commit(name, position, upserts, expect=None if part is not None else committed):
+                    raise ProjectionMoved(name)
+                if has_index:
+                    store.task_index_upsert(name, list(index.values()))
+            index.clear()
             committed = position
             self._cursor = position
             pending.clear()
             since_commit = 0
 
+        has_index = hasattr(store, "task_index_upsert")
+        txn = getattr(store, "transaction", contextlib.nullcontext)
         batch_size = min(2000, commit_every)
         for rows in _fold_batches(store, start, batch_size, self.upto, part):
             # one query for the tasks of this batch that are neither live nor waiting to commit
@@ -249,6 +260,7 @@ class Projector:
                         old_id, old = cache.popitem(last=False)
                         if old.s.last_position > committed:
                             pending[old_id] = old.dump()
+                            index[old_id] = _index_row(old.s)
                 else:
                     cache.move_to_end(tid)
                 fold.fold(pos, seq, exchange_id, at, payload, chunk, item)
@@ -286,7 +298,7 @@ class Projector:
         self.catch_up()
 
     def _reset(self) -> None:
-        self.store.projection_reset(self.name)
+        _reset_rows(self.store, self.name)
         self._cache.clear()
         self._cursor = None
 
@@ -354,6 +366,26 @@ class Projector:
             self.rebuild()  # an unreadable row: the log is the truth
             views = [TaskFold.load(raw).view(closed) for _, raw in self.store.projection_rows(self.name)]
         return iter(views)
+
+
+INDEX_VERSION = "+index1"
+"""Part of the projection's version marker: rows folded before the task index existed (schema
+v3) have no index rows, so they are folded again."""
+
+
+def _index_row(s: TaskState) -> TaskIndexRow:
+    return (s.task_id, s.last_position, s.last_at, s.state, s.context_id)
+
+
+def _reset_rows(store, name: str) -> None:
+    """Drop a projection's rows, its task index rows and its cursor, in one transaction."""
+    reset_index = getattr(store, "task_index_reset", None)
+    if reset_index is None:
+        store.projection_reset(name)
+        return
+    with store.transaction():
+        store.projection_reset(name)
+        reset_index(name)
 
 
 def _warm_up() -> None:

@@ -112,7 +112,48 @@ def _v3(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE projection_rows_v3 RENAME TO projection_rows")
 
 
-MIGRATIONS = [_v1, _v2, _v3]
+def _v4(db: sqlite_utils.Database) -> None:
+    # projections that answer with an index instead of a fold of the log (issue 14): the task
+    # list by last event, a full-text index of the searchable fields, doctor's findings per task.
+    # (Task rows folded before have no index rows: the projector folds them again, see
+    # replay.projection, so this migration keeps every row as it is.)
+    db.execute(
+        """
+        CREATE TABLE task_index (
+            projection TEXT NOT NULL,
+            key TEXT NOT NULL,
+            last_position INTEGER NOT NULL,
+            last_at REAL NOT NULL,
+            state TEXT NOT NULL,
+            context_id TEXT,
+            UNIQUE (projection, key)
+        )
+        """
+    )
+    db.execute("CREATE INDEX task_index_newest ON task_index(projection, last_position)")
+    # one row per searchable field of an event; trigram tokens answer substrings (3+ characters)
+    db.execute(
+        "CREATE VIRTUAL TABLE search_index USING fts5("
+        "body, position UNINDEXED, field UNINDEXED, task_id UNINDEXED, seq UNINDEXED, kind UNINDEXED, "
+        "place UNINDEXED, tokenize = 'trigram')"
+    )
+    db.execute(
+        """
+        CREATE TABLE doctor_findings (
+            task_id TEXT PRIMARY KEY,
+            first_position INTEGER NOT NULL,
+            settled INTEGER NOT NULL,
+            errors INTEGER NOT NULL,
+            warnings INTEGER NOT NULL,
+            findings BLOB NOT NULL
+        )
+        """
+    )
+    db.execute("CREATE INDEX doctor_findings_order ON doctor_findings(first_position)")
+    db.execute("CREATE INDEX doctor_findings_unsettled ON doctor_findings(settled) WHERE settled = 0")
+
+
+MIGRATIONS = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

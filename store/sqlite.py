@@ -27,6 +27,16 @@ from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
 from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable
 from .faults import guard_public, on_readonly_media, translate
+from .indexes import (
+    DOCTOR_CURSOR,
+    FIELDS_PER_EVENT,
+    SEARCH_CURSOR,
+    FindingsRow,
+    SearchRow,
+    TaskIndexRow,
+    fts_phrase,
+    task_filter,
+)
 from .interface import Durability, FoldRow
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
@@ -601,6 +611,178 @@ class SqliteStore:
     def integrity_check(self) -> str:
         with self._lock:
             return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    # -- index projections (issue 14): task list, search, doctor's findings ----------------------
+    # Kept apart from the methods above on purpose (see store/indexes.py for the row shapes).
+
+    def task_index_upsert(self, name: str, rows: Sequence[TaskIndexRow]) -> None:
+        """Write task index rows (join the caller's transaction: the projection's commit)."""
+        if not rows:
+            return
+        with self._write() as cur:
+            cur.executemany(
+                "INSERT INTO task_index (projection, key, last_position, last_at, state, context_id) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (projection, key) DO UPDATE SET "
+                "last_position = excluded.last_position, last_at = excluded.last_at, state = excluded.state, "
+                "context_id = excluded.context_id",
+                [(name, *r) for r in rows],
+            )
+
+    def exchanges_without_task(self) -> list[Exchange]:
+        """The exchanges that name no task (an index probe: not a read of every exchange)."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT id, {', '.join(_EXCHANGE_FIELDS)} FROM exchanges WHERE task_id IS NULL ORDER BY id"
+            ).fetchall()
+        return [_row_exchange(r) for r in rows]
+
+    def task_index_reset(self, name: str) -> None:
+        with self._write() as cur:
+            cur.execute("DELETE FROM task_index WHERE projection = ?", (name,))
+
+    def task_index_page(
+        self,
+        name: str,
+        *,
+        limit: int,
+        before: int | None = None,
+        states: Iterable[str] | None = None,
+        context: str | None = None,
+        since: float | None = None,
+    ) -> list[tuple[str, int]]:
+        """Up to ``limit`` ``(key, last_position)``, newest last event first, older than ``before``."""
+        cond, params = task_filter("?", states, context, since)
+        if before is not None:
+            cond += " AND last_position < ?"
+            params.append(before)
+        with self._lock:
+            return self._conn.execute(
+                f"SELECT key, last_position FROM task_index WHERE projection = ?{cond} "
+                "ORDER BY last_position DESC LIMIT ?",
+                [name, *params, limit],
+            ).fetchall()
+
+    def task_index_count(
+        self,
+        name: str,
+        *,
+        states: Iterable[str] | None = None,
+        context: str | None = None,
+        since: float | None = None,
+    ) -> int:
+        cond, params = task_filter("?", states, context, since)
+        with self._lock:
+            return self._conn.execute(
+                f"SELECT COUNT(*) FROM task_index WHERE projection = ?{cond}", [name, *params]
+            ).fetchone()[0]
+
+    def search_commit(self, position: int, rows: Sequence[SearchRow], *, expect: int | None = None) -> bool:
+        """Add search rows and move the search cursor, in one transaction (``expect``: as in
+        :meth:`projection_commit`)."""
+        with self._write() as cur:
+            if expect is not None:
+                row = cur.execute("SELECT position FROM projection_cursors WHERE name = ?", (SEARCH_CURSOR,)).fetchone()
+                if (row[0] if row else 0) != expect:
+                    return False
+            cur.executemany(
+                "INSERT OR REPLACE INTO search_index (rowid, body, position, field, task_id, seq, kind, place) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(p * FIELDS_PER_EVENT + f, body, p, f, t, seq, k, w) for p, f, t, seq, k, w, body in rows],
+            )
+            cur.execute(
+                "INSERT OR REPLACE INTO projection_cursors (name, position) VALUES (?, ?)", (SEARCH_CURSOR, position)
+            )
+        return True
+
+    def search_reset(self) -> None:
+        with self._write() as cur:
+            cur.execute("DELETE FROM search_index")
+            cur.execute("DELETE FROM projection_cursors WHERE name = ?", (SEARCH_CURSOR,))
+
+    def search_match(self, text: str | None, *, task_id: str | None = None, batch: int = 1000) -> Iterator[SearchRow]:
+        """The search rows whose body contains ``text`` (case-insensitively, 3+ characters: a
+        superset the caller narrows), in log order; ``text=None``: every row (a dump)."""
+        cond, params = "", []
+        if text is not None:
+            cond += " AND search_index MATCH ?"
+            params.append(fts_phrase(text))
+        if task_id is not None:
+            cond += " AND task_id = ?"
+            params.append(task_id)
+        sql = (
+            "SELECT rowid, position, field, task_id, seq, kind, place, body FROM search_index "
+            f"WHERE rowid > ?{cond} ORDER BY rowid LIMIT ?"
+        )
+        after = 0
+        while True:
+            with self._lock:
+                rows = self._conn.execute(sql, [after, *params, batch]).fetchall()
+            for r in rows:
+                yield r[1:]
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def tasks_touched(self, after: int, upto: int) -> list[str]:
+        """The task ids of the events in ``(after, upto]``."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT DISTINCT task_id FROM events WHERE position > ? AND position <= ? AND task_id IS NOT NULL",
+                (after, upto),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def findings_commit(self, position: int | None, rows: Sequence[FindingsRow], *, expect: int | None = None) -> bool:
+        """Upsert findings rows; with ``position``, move doctor's cursor in the same transaction."""
+        with self._write() as cur:
+            if expect is not None:
+                row = cur.execute("SELECT position FROM projection_cursors WHERE name = ?", (DOCTOR_CURSOR,)).fetchone()
+                if (row[0] if row else 0) != expect:
+                    return False
+            cur.executemany(
+                "INSERT OR REPLACE INTO doctor_findings (task_id, first_position, settled, errors, warnings, findings) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            if position is not None:
+                cur.execute(
+                    "INSERT OR REPLACE INTO projection_cursors (name, position) VALUES (?, ?)",
+                    (DOCTOR_CURSOR, position),
+                )
+        return True
+
+    def findings_reset(self) -> None:
+        with self._write() as cur:
+            cur.execute("DELETE FROM doctor_findings")
+            cur.execute("DELETE FROM projection_cursors WHERE name = ?", (DOCTOR_CURSOR,))
+
+    def findings_unsettled(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT task_id FROM doctor_findings WHERE settled = 0")]
+
+    def findings_totals(self) -> tuple[int, int, int]:
+        """(tasks, errors, warnings) over every findings row."""
+        with self._lock:
+            n, e, w = self._conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(errors), 0), COALESCE(SUM(warnings), 0) FROM doctor_findings"
+            ).fetchone()
+        return n, e, w
+
+    def findings_rows(self, *, faulty_only: bool = True, batch: int = 500) -> Iterator[FindingsRow]:
+        """Findings rows in the order of the tasks' first events (keyset paging)."""
+        cond = " AND errors + warnings > 0" if faulty_only else ""
+        sql = (
+            "SELECT task_id, first_position, settled, errors, warnings, findings FROM doctor_findings "
+            f"WHERE (first_position, task_id) > (?, ?){cond} ORDER BY first_position, task_id LIMIT ?"
+        )
+        after: tuple[int, str] = (-1, "")
+        while True:
+            with self._lock:
+                rows = self._conn.execute(sql, (*after, batch)).fetchall()
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = (rows[-1][1], rows[-1][0])
 
 
 class _WriteTxn:
