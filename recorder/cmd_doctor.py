@@ -16,9 +16,10 @@ from rich.text import Text
 
 from a2a_tape.replay import diff as diff_mod
 from a2a_tape.replay.doctor import CHECKS, diagnose
-from a2a_tape.replay.grep import grep
+from a2a_tape.replay.grep import iter_grep
 
 from .app import DbOption, JsonOption, app, db_location, emit_json, fail, find_task, open_db, out
+from .progress import ProgressOption, bar
 
 EXIT_FAILED = 1
 
@@ -35,12 +36,25 @@ def doctor_cmd(
     task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix); without it, every task.")] = None,
     db: DbOption = None,
     json: JsonOption = False,
+    progress: ProgressOption = False,
 ) -> None:
     """List lifecycle and contract faults (the help text is built from replay.doctor.CHECKS)."""
     st = open_db(db, readonly=True)
     with st:
         task_id = find_task(st, task) if task is not None else None
-        report = diagnose(st, task_id)
+        report = None
+        if task_id is None:
+            # every task: from the findings projection, re-examining only what changed
+            from a2a_tape.replay.doctor_index import DoctorIndex
+
+            index = DoctorIndex(st)
+            if index.usable():
+                with bar("doctor: examining tasks", asked=progress) as report_progress:
+                    ready = index.catch_up(progress=report_progress)
+                if ready is not None:
+                    report = index.report()
+        if report is None:
+            report = diagnose(st, task_id)
     if json:
         emit_json(
             {
@@ -122,21 +136,38 @@ def grep_cmd(
     pattern: Annotated[str, typer.Argument(help="A regular expression (Python syntax).")],
     task: Annotated[str | None, typer.Option("--task", help="Search one task only.")] = None,
     ignore_case: Annotated[bool, typer.Option("-i", "--ignore-case", help="Match case-insensitively.")] = False,
+    regex: Annotated[
+        bool,
+        typer.Option("--regex", help="Always scan the log with the regular expression (never the search index)."),
+    ] = False,
     db: DbOption = None,
     json: JsonOption = False,
+    progress: ProgressOption = False,
 ) -> None:
     """Search payloads (text parts, data parts, metadata, errors, notes) across tasks.
 
+    Plain text (3+ characters, no regular-expression syntax) is looked up in the search index,
+    kept up to date like the other projections; a regular expression, or --regex, scans the log.
     Exit 1 when nothing matches, as grep does.
     """
     st = open_db(db, readonly=True)
     with st:
         task_id = find_task(st, task) if task is not None else None
         try:
-            matches = grep(st, pattern, ignore_case=ignore_case, task_id=task_id)
+            with bar("grep: indexing events", asked=progress, unit="events") as report_progress:
+                found = iter_grep(
+                    st, pattern, ignore_case=ignore_case, task_id=task_id, regex=regex, progress=report_progress
+                )
+                first = next(found, None)  # the index is brought up to date before the first match
+            if json:
+                n = _stream_json(first, found)
+                if not n:
+                    raise typer.Exit(EXIT_FAILED)
+                return
+            matches = ([] if first is None else [first]) + list(found)
         except re.error as exc:
             fail(f"bad pattern {pattern!r}: {exc}")
-    if json:
+    if json:  # pragma: no cover - streamed above
         emit_json(matches)
     else:
         if matches:
@@ -150,3 +181,24 @@ def grep_cmd(
             out.print(f"no match for {pattern!r}", markup=False, soft_wrap=True)
     if not matches:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _stream_json(first, rest) -> int:
+    """One JSON list on stdout, a match at a time (the same bytes as ``emit_json``); returns how many."""
+    import sys
+
+    import msgspec
+
+    enc = msgspec.json.Encoder()
+    write = sys.stdout.buffer.write
+    write(b"[")
+    n = 0
+    if first is not None:
+        write(enc.encode(first))
+        n = 1
+        for m in rest:
+            write(b"," + enc.encode(m))
+            n += 1
+    write(b"]\n")
+    sys.stdout.flush()
+    return n

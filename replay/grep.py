@@ -53,7 +53,12 @@ def _message(where: str, m: Message | None) -> Iterator[tuple[str, str]]:
 
 def fields(ev: StoredEvent) -> Iterator[tuple[str, str]]:
     """(where, text) for every searchable field of one event."""
-    item = decode_item(bytes(ev.payload))
+    payload = bytes(ev.payload)
+    return item_fields(decode_item(payload), payload)
+
+
+def item_fields(item, payload: bytes) -> Iterator[tuple[str, str]]:
+    """(where, text) for every searchable field of a decoded item (``payload``: its raw bytes)."""
     b = item.body
     if isinstance(b, ArtifactUpdate):
         art = b.artifact
@@ -81,7 +86,7 @@ def fields(ev: StoredEvent) -> Iterator[tuple[str, str]]:
     elif isinstance(b, Note):
         yield f"note {b.action}", b.detail
     elif isinstance(b, Undecodable):
-        yield "raw payload", bytes(ev.payload).decode("utf-8", "replace")
+        yield "raw payload", payload.decode("utf-8", "replace")
 
 
 def _snippet(text: str, m: re.Match[str], width: int = 40) -> str:
@@ -90,21 +95,48 @@ def _snippet(text: str, m: re.Match[str], width: int = 40) -> str:
     return ("…" if start else "") + text[start:end].replace("\n", " ") + ("…" if end < len(text) else "")
 
 
-def grep(store, pattern: str, *, ignore_case: bool = False, task_id: str | None = None) -> list[Match]:
+_REGEX_CHARS = frozenset(".^$*+?{}[]\\|()")
+
+
+def is_literal(pattern: str) -> bool:
+    """Whether ``pattern`` means the same as a regular expression and as plain text."""
+    return not (_REGEX_CHARS & set(pattern))
+
+
+def grep(
+    store, pattern: str, *, ignore_case: bool = False, task_id: str | None = None, regex: bool = False, progress=None
+) -> list[Match]:
+    """Every field matching ``pattern``, in log order (see :func:`iter_grep`)."""
+    return list(iter_grep(store, pattern, ignore_case=ignore_case, task_id=task_id, regex=regex, progress=progress))
+
+
+def iter_grep(
+    store, pattern: str, *, ignore_case: bool = False, task_id: str | None = None, regex: bool = False, progress=None
+) -> Iterator[Match]:
     """Every field matching the regular expression ``pattern``, in log order.
 
-    Raises ``re.error`` for a bad pattern (the CLI turns it into one line, exit 2).
+    Plain text of 3 characters or more (no regular-expression syntax, and not ``regex``) is
+    looked up in the search index (:mod:`replay.search_index`, brought up to date first; its
+    rows are narrowed with the same expression, so the matches are the scan's); anything else,
+    or a store without the index, is a scan of the log. Raises ``re.error`` for a bad pattern
+    (the CLI turns it into one line, exit 2). ``progress(done, total)``: events indexed so far.
     """
     rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    if not regex and is_literal(pattern):
+        from .search_index import SearchIndex
+
+        index = SearchIndex(store)
+        if index.usable() and index.can_answer(pattern) and index.catch_up(progress=progress) is not None:
+            for position, _field, tid, seq, kind, where, body in index.candidates(pattern, task_id=task_id):
+                m = rx.search(body)
+                if m is not None:
+                    yield Match(tid, position, seq, kind, where, _snippet(body, m))
+            return
     events = store.read_task(task_id) if task_id is not None else store.read_from(0)
-    found: list[Match] = []
     for ev in events:
-        kind = None
-        for where, text in fields(ev):
+        payload = bytes(ev.payload)
+        item = decode_item(payload)
+        for where, text in item_fields(item, payload):
             m = rx.search(text)
-            if m is None:
-                continue
-            if kind is None:
-                kind = decode_item(bytes(ev.payload)).kind
-            found.append(Match(ev.task_id, ev.position, ev.seq, kind, where, _snippet(text, m)))
-    return found
+            if m is not None:
+                yield Match(ev.task_id, ev.position, ev.seq, item.kind, where, _snippet(text, m))

@@ -723,6 +723,11 @@ class SqliteStore:
                 return
             after = rows[-1][0]
 
+    @staticmethod
+    def search_can_answer(text: str) -> bool:
+        """Whether :meth:`search_match` finds every row containing ``text`` (trigrams: 3+ characters)."""
+        return len(text) >= 3
+
     def tasks_touched(self, after: int, upto: int) -> list[str]:
         """The task ids of the events in ``(after, upto]``."""
         with self._lock:

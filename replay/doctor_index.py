@@ -1,0 +1,127 @@
+"""Doctor's findings kept per task, as a projection: ``a2a-tape doctor`` (every task) reads
+them instead of examining the whole log again.
+
+One row per task: its findings (what :func:`replay.doctor.diagnose_task` says, called as it is:
+the rules stay in :mod:`replay.doctor`), their counts, the task's first position (the report's
+order) and whether the task is *settled* (every exchange of it has ended). Bringing it up to
+date re-examines only the tasks with events after the cursor (``projection_cursors``, name
+``doctor``) and the tasks not settled yet (an exchange still open when they were examined may
+end later, which changes what doctor says without a new event). The cursor moves with the last
+rows of a catch-up, in one transaction; rows written before it are re-examined after a crash
+(the same rows again: a task's findings are a function of its events and exchanges), so an
+index kept incrementally and one rebuilt from nothing hold the same rows. When the rules change
+(a new a2a-tape) the rows are dropped and made again: their version is a digest of that code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import msgspec
+
+from a2a_tape.store.indexes import DOCTOR_CURSOR, FindingsRow
+
+from . import doctor as _doctor
+
+Progress = Callable[[int, int], None]
+_VERSION_KEY = "projection:doctor:version"
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(list[_doctor.Finding]).decode
+
+
+def _code_digest() -> str:
+    """A digest of the modules whose rules decide the findings."""
+    from . import fold, inspection, profiles, projection, views
+
+    h = hashlib.sha256(b"doctor-1")
+    for mod in (_doctor, inspection, fold, projection, profiles, views):
+        h.update(Path(mod.__file__).read_bytes())  # type: ignore[arg-type]
+    return h.hexdigest()[:16]
+
+
+def task_row(store, task_id: str) -> FindingsRow | None:
+    """Examine one task as doctor does; None when it has no events (any more)."""
+    events = store.read_task(task_id)
+    if not events:
+        return None
+    exchanges = store.exchanges(task_id)
+    findings = _doctor.diagnose_task(task_id, events, exchanges)
+    errors = sum(1 for f in findings if f.level == "error")
+    settled = all(ex.ended_at is not None for ex in exchanges)
+    first = min(ev.position for ev in events)
+    return (task_id, first, int(settled), errors, len(findings) - errors, _encode(findings))
+
+
+class DoctorIndex:
+    """The findings projection of one store."""
+
+    def __init__(self, store, *, chunk: int = 500) -> None:
+        self.store = store
+        self.chunk = max(1, chunk)
+
+    def usable(self) -> bool:
+        return hasattr(self.store, "findings_commit")
+
+    def cursor(self) -> int:
+        return self.store.projection_cursor(DOCTOR_CURSOR)
+
+    def catch_up(self, *, progress: Progress | None = None) -> int | None:
+        """Re-examine the tasks touched since the cursor (and the unsettled ones); return how
+        many (None: the store cannot be written, e.g. a read-only file)."""
+        try:
+            return self._catch_up(progress)
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc):
+                return None
+            raise
+
+    def _catch_up(self, progress: Progress | None) -> int:
+        from .projection import ProjectionMoved
+
+        st = self.store
+        digest = _code_digest()
+        if st.get_meta(_VERSION_KEY) != digest:
+            st.findings_reset()
+            st.set_meta(_VERSION_KEY, digest)
+        start = st.projection_cursor(DOCTOR_CURSOR)
+        end = st.last_position()
+        touched = st.tasks_touched(start, end) if end > start else []
+        todo = list(dict.fromkeys([*st.findings_unsettled(), *touched]))
+        if not todo:
+            if end > start and not st.findings_commit(end, [], expect=start):
+                raise ProjectionMoved("doctor")
+            return 0
+        done = 0
+        for i in range(0, len(todo), self.chunk):
+            part = todo[i : i + self.chunk]
+            rows = [r for r in (task_row(st, t) for t in part) if r is not None]
+            last = i + self.chunk >= len(todo)
+            # the cursor moves with the last part only: a crash before it redoes them all
+            if not st.findings_commit(end if last else None, rows, expect=start):
+                raise ProjectionMoved("doctor")
+            done += len(part)
+            if progress is not None:
+                progress(done, len(todo))
+        return len(todo)
+
+    def rebuild(self, *, progress: Progress | None = None) -> int | None:
+        self.store.findings_reset()
+        return self.catch_up(progress=progress)
+
+    def report(self) -> _doctor.Report:
+        """The report of every task, as :func:`replay.doctor.diagnose` gives it."""
+        tasks, errors, warnings = self.store.findings_totals()
+        findings = [f for row in self.store.findings_rows() for f in _decode(row[5])]
+        return _doctor.Report(tasks=tasks, errors=errors, warnings=warnings, findings=findings)
+
+    def rows(self) -> list[FindingsRow]:
+        """Every row, in report order (what incremental == rebuild compares)."""
+        return list(self.store.findings_rows(faulty_only=False))
+
+
+def iter_findings(rows: Sequence[FindingsRow]) -> Iterator[_doctor.Finding]:
+    for row in rows:
+        yield from _decode(row[5])
