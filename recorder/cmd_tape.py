@@ -13,6 +13,7 @@ from a2a_tape.store import safe_location
 from a2a_tape.store.tape import export_lines, import_tape, write_tape
 
 from .app import BusyTimeoutOption, DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
+from .progress import ProgressOption
 
 
 @app.command("import")
@@ -61,16 +62,38 @@ def export_cmd(
             help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).",
         ),
     ] = "jsonl",
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o", "--output", help="Write to FILE instead of stdout; html: DIR/ writes index.html and a page per task."
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            metavar="N",
+            help="With --all: the newest N tasks (html: 200 unless told; one page stops before 20 MB).",
+        ),
+    ] = None,
+    no_limit: Annotated[
+        bool, typer.Option("--no-limit", help="html with --all: every task, in one page however large.")
+    ] = False,
+    progress: ProgressOption = False,
     db: DbOption = None,
 ) -> None:
     """Export one task, or the whole log with --all."""
     if (task is None) == (not all_):
         fail("name a TASK or pass --all (not both)")
+    if limit is not None and no_limit:
+        fail("--limit and --no-limit do not go together")
     if format != "jsonl":
         from . import cmd_export_formats  # other formats live with the inspection views
 
-        cmd_export_formats.export(task=task, all_=all_, format=format, output=output, db=db)
+        cmd_export_formats.export(
+            task=task, all_=all_, format=format, output=output, db=db, limit=limit, no_limit=no_limit, progress=progress
+        )
         return
     st = open_db(db, readonly=True)
     with st:

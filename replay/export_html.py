@@ -188,17 +188,13 @@ from {_e(_when(first))} to {_e(_when(last))} ({last - first:.3f} s). Doctor: {ve
 </section>"""
 
 
-def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report", progress=None) -> str:
-    """The whole page; ``progress(n)`` is called after each task (for a progress bar)."""
-    sections = []
-    for n, t in enumerate(task_ids, 1):
-        sections.append(task_section(t, store.read_task(t), store.exchanges(t)))
-        if progress is not None:
-            progress(n)
-    index = ""
-    if len(task_ids) > 1:
-        items = "".join(f'<li><a href="#task-{_e(t)}">{_e(t)}</a></li>' for t in task_ids)
-        index = f"<nav><h2>Tasks</h2><ul>{items}</ul></nav>"
+PAGE_LIMIT = 20_000_000
+"""A one-page report stops before it grows past this many bytes (unless asked for everything)."""
+DEFAULT_TASKS = 200
+"""How many tasks (the newest) ``export --all --format html`` puts in a report unless told."""
+
+
+def _head(title: str, tasks: int) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -207,9 +203,109 @@ def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report"
 <style>{_CSS}</style></head>
 <body>
 <h1>{_e(title)}</h1>
-<p class="meta">What an A2A agent sent, as recorded by a2a-tape, for {len(task_ids)} task(s). The final answer is
+<p class="meta">What an A2A agent sent, as recorded by a2a-tape, for {tasks} task(s). The final answer is
 what a user should have seen; the doctor lists what went wrong on the wire; the timeline lists every raw event.</p>
-{index}
-{"".join(sections)}
-</body></html>
 """
+
+
+_TAIL = "\n</body></html>\n"
+
+
+def _nav(task_ids: Sequence[str], href=lambda t: f"#task-{_e(t)}") -> str:
+    if len(task_ids) <= 1:
+        return ""
+    items = "".join(f'<li><a href="{href(t)}">{_e(t)}</a></li>' for t in task_ids)
+    return f"<nav><h2>Tasks</h2><ul>{items}</ul></nav>"
+
+
+def _section(store, task_id: str) -> str:
+    return task_section(task_id, store.read_task(task_id), store.exchanges(task_id))
+
+
+def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report", progress=None) -> str:
+    """The whole page; ``progress(n)`` is called after each task (for a progress bar)."""
+    sections = []
+    for n, t in enumerate(task_ids, 1):
+        sections.append(_section(store, t))
+        if progress is not None:
+            progress(n)
+    return _head(title, len(task_ids)) + _nav(task_ids) + "\n" + "".join(sections) + _TAIL
+
+
+class Written(msgspec.Struct):
+    tasks: int  # tasks in the report
+    pages: int  # files written
+    bytes: int  # of the largest page
+    cut: bool = False  # the page stopped at PAGE_LIMIT before every task was in
+
+
+def write_page(
+    store, task_ids: Sequence[str], out, *, title: str, progress=None, max_bytes: int | None = PAGE_LIMIT
+) -> Written:
+    """One page on ``out`` (a binary file), a task at a time. With ``max_bytes``, the page ends
+    before the section that would take it past that size (the sections wait in memory, at most
+    that much, so the index lists only what is in the page); without, sections stream as made."""
+    if max_bytes is None:
+        head = (_head(title, len(task_ids)) + _nav(task_ids) + "\n").encode()
+        out.write(head)
+        size = len(head)
+        for n, t in enumerate(task_ids, 1):
+            data = _section(store, t).encode()
+            out.write(data)
+            size += len(data)
+            if progress is not None:
+                progress(n)
+        out.write(_TAIL.encode())
+        return Written(len(task_ids), 1, size + len(_TAIL))
+    kept: list[bytes] = []
+    size = 0
+    budget = max_bytes - 4096 - 64 * len(task_ids)  # head, tail, the index's links
+    cut = False
+    for n, t in enumerate(task_ids, 1):
+        data = _section(store, t).encode()
+        if kept and size + len(data) > budget:
+            cut = True
+            break
+        kept.append(data)
+        size += len(data)
+        if progress is not None:
+            progress(n)
+    shown = task_ids[: len(kept)]
+    note = ""
+    if cut:
+        note = (
+            f'<p class="warning">This page stops at {len(kept)} of {len(task_ids)} tasks to stay under '
+            f"{max_bytes // 1_000_000} MB: export to a directory (-o DIR/) for a page per task.</p>\n"
+        )
+    head = (_head(title, len(shown)) + note + _nav(shown) + "\n").encode()
+    out.write(head)
+    for data in kept:
+        out.write(data)
+    out.write(_TAIL.encode())
+    return Written(len(shown), 1, len(head) + size + len(_TAIL), cut)
+
+
+def page_name(n: int, task_id: str) -> str:
+    """The file name of task number ``n``'s page in a directory export (safe on any file system)."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in task_id)[:80]
+    return f"task-{n:05d}-{safe}.html"
+
+
+def write_dir(store, task_ids: Sequence[str], directory, *, title: str, progress=None) -> Written:
+    """``index.html`` (a link per task) and one page per task in ``directory`` (a Path)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    names = {t: page_name(n, t) for n, t in enumerate(task_ids, 1)}
+    largest = 0
+    for n, t in enumerate(task_ids, 1):
+        data = _head(f"{title}: task {t}", 1) + '<p><a href="index.html">all tasks</a></p>\n' + _section(store, t)
+        data += _TAIL
+        raw = data.encode()
+        (directory / names[t]).write_bytes(raw)
+        largest = max(largest, len(raw))
+        if progress is not None:
+            progress(n)
+    index = (_head(title, len(task_ids)) + _nav(task_ids, href=lambda t: _e(names[t])) + _TAIL).encode()
+    if len(task_ids) == 1:
+        index = (_head(title, 1) + f'<p><a href="{_e(names[task_ids[0]])}">{_e(task_ids[0])}</a></p>' + _TAIL).encode()
+    (directory / "index.html").write_bytes(index)
+    return Written(len(task_ids), len(task_ids) + 1, max(largest, len(index)))
