@@ -39,7 +39,8 @@ def doctor_cmd(
     progress: ProgressOption = False,
 ) -> None:
     """List lifecycle and contract faults (the help text is built from replay.doctor.CHECKS)."""
-    st = open_db(db, readonly=True)
+    # every task: doctor's findings are kept in the log when it can be written (a cache)
+    st = open_db(db, readonly="fallback" if task is None else True)
     with st:
         task_id = find_task(st, task) if task is not None else None
         report = None
@@ -104,31 +105,51 @@ def diff_cmd(
     Exit 0 when they show the same behaviour, 1 when they differ.
     """
     if _is_db_file(a) and _is_db_file(b):
+        # two logs: pairs are diffed and printed one at a time (memory stays flat)
         with open_db(a, readonly=True) as sa, open_db(b, readonly=True) as sb:
-            result = diff_mod.diff_stores(sa, sb)
+            equal = _print_pairs(diff_mod.iter_store_pairs(sa, sb), json=json)
     elif _is_db_file(a) != _is_db_file(b) and not (db and Path(db_location(db)).exists()):
         fail("give two task ids (with --db) or two database files")
     else:
         with open_db(db, readonly=True) as st:
             ta, tb = find_task(st, a), find_task(st, b)
-            result = diff_mod.diff_tasks(st, ta, st, tb)
-    if json:
-        emit_json(result)
-    else:
-        for pair in result.pairs:
-            head = f"A {pair.a or '-'}  B {pair.b or '-'}: " + ("same" if pair.equal else "DIFFERENT")
-            out.print(head, markup=False, soft_wrap=True)
-            for name, lines in pair.channels.items():
-                out.print(f"  channel {name}:", markup=False, soft_wrap=True)
-                for line in lines:
-                    out.print("    " + line, markup=False, soft_wrap=True)
-            if pair.events:
-                out.print("  events:", markup=False, soft_wrap=True)
-                for line in pair.events:
-                    out.print("    " + line, markup=False, soft_wrap=True)
-        out.print("recordings are equal" if result.equal else "recordings differ", markup=False, soft_wrap=True)
-    if not result.equal:
+            equal = _print_pairs(iter(diff_mod.diff_tasks(st, ta, st, tb).pairs), json=json)
+    if not equal:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _print_pairs(pairs, *, json: bool) -> bool:
+    """Print diff pairs as they come; returns whether every pair was equal. ``--json``: one
+    document, ``{"pairs": [...], "equal": ...}``, written a pair at a time."""
+    import sys
+
+    import msgspec
+
+    equal = True
+    if json:
+        enc = msgspec.json.Encoder()
+        write = sys.stdout.buffer.write
+        write(b'{"pairs":[')
+        for n, pair in enumerate(pairs):
+            write(enc.encode(pair) if n == 0 else b"," + enc.encode(pair))
+            equal = equal and pair.equal
+        write(b'],"equal":' + (b"true" if equal else b"false") + b"}\n")
+        sys.stdout.flush()
+        return equal
+    for pair in pairs:
+        equal = equal and pair.equal
+        head = f"A {pair.a or '-'}  B {pair.b or '-'}: " + ("same" if pair.equal else "DIFFERENT")
+        out.print(head, markup=False, soft_wrap=True)
+        for name, lines in pair.channels.items():
+            out.print(f"  channel {name}:", markup=False, soft_wrap=True)
+            for line in lines:
+                out.print("    " + line, markup=False, soft_wrap=True)
+        if pair.events:
+            out.print("  events:", markup=False, soft_wrap=True)
+            for line in pair.events:
+                out.print("    " + line, markup=False, soft_wrap=True)
+    out.print("recordings are equal" if equal else "recordings differ", markup=False, soft_wrap=True)
+    return equal
 
 
 @app.command("grep")
@@ -150,7 +171,8 @@ def grep_cmd(
     kept up to date like the other projections; a regular expression, or --regex, scans the log.
     Exit 1 when nothing matches, as grep does.
     """
-    st = open_db(db, readonly=True)
+    # the search index is kept in the log when it can be written (a cache); --regex only reads
+    st = open_db(db, readonly=True if regex else "fallback")
     with st:
         task_id = find_task(st, task) if task is not None else None
         try:

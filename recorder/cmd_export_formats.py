@@ -44,7 +44,10 @@ def export(
 ) -> None:
     if format not in FORMATS:
         fail(f"unknown export format '{format}' (known: {', '.join(FORMATS)})")
-    to_dir = output is not None and (str(output).endswith(("/", os.sep)) or output.is_dir())
+    # a directory: one that exists, or a path typed with a trailing slash (the parsed Path drops it)
+    to_dir = output is not None and (
+        output.is_dir() or any(a.endswith(("/", os.sep)) and Path(a) == output for a in sys.argv[1:])
+    )
     if to_dir and format != "html":
         fail(f"-o {output}: a directory is only for --format html (a page per task)")
     # html of --all reads the task index (kept when the log can be written), the rest only reads

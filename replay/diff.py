@@ -15,11 +15,19 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
-from a2a_tape.store import ArtifactUpdate, Message, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
+from a2a_tape.store import (
+    ArtifactUpdate,
+    Message,
+    MessageItem,
+    StatusUpdate,
+    StoredEvent,
+    TaskSnapshot,
+    decode_item,
+)
 
 from .inspection import Step, decode_events, task_view
 
@@ -158,8 +166,8 @@ def diff_tasks(store_a, task_a: str, store_b, task_b: str) -> DiffResult:
 
 def request_key(events: Sequence[StoredEvent]) -> str:
     """What the task was asked: the user's text of its first Task snapshot or message."""
-    for s in decode_events(events):
-        b = s.item.body
+    for ev in events:  # decoded one at a time: the key is near the start
+        b = decode_item(bytes(ev.payload)).body
         if isinstance(b, TaskSnapshot):
             for h in b.history:
                 if h.role == "user":
@@ -171,6 +179,13 @@ def request_key(events: Sequence[StoredEvent]) -> str:
 
 def diff_stores(store_a, store_b) -> DiffResult:
     """Pair the tasks of two databases by request (in log order) and diff each pair."""
+    pairs = list(iter_store_pairs(store_a, store_b))
+    return DiffResult(equal=all(p.equal for p in pairs), pairs=pairs)
+
+
+def iter_store_pairs(store_a, store_b) -> Iterator[PairDiff]:
+    """:func:`diff_stores` a pair at a time: memory holds the two request maps (a key and a
+    task id per task) and one pair, however long the logs are."""
 
     def keyed(st) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -179,11 +194,9 @@ def diff_stores(store_a, store_b) -> DiffResult:
         return out
 
     ka, kb = keyed(store_a), keyed(store_b)
-    pairs: list[PairDiff] = []
     for key in dict.fromkeys([*ka, *kb]):
         la, lb = ka.get(key, []), kb.get(key, [])
         for i in range(max(len(la), len(lb))):
             side_a = normalised(la[i], store_a.read_task(la[i])) if i < len(la) else None
             side_b = normalised(lb[i], store_b.read_task(lb[i])) if i < len(lb) else None
-            pairs.append(diff_sides(side_a, side_b))
-    return DiffResult(equal=all(p.equal for p in pairs), pairs=pairs)
+            yield diff_sides(side_a, side_b)
