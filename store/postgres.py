@@ -17,6 +17,7 @@ Needs the ``postgres`` extra (psycopg 3 with its pool).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,6 +27,15 @@ from typing import Any
 from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, exchange_from_row, exchange_values
 from .errors import ConnectionLost, SchemaTooNew, StoreError
 from .faults import guard_public
+from .indexes import (
+    DOCTOR_CURSOR,
+    SEARCH_CURSOR,
+    FindingsRow,
+    SearchRow,
+    TaskIndexRow,
+    task_filter,
+    ts_prefix_query,
+)
 from .interface import Durability, FoldRow
 from .locations import safe_location
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
@@ -38,7 +48,7 @@ except ImportError:  # pragma: no cover - reported when a postgresql:// URL is u
     psycopg = None  # type: ignore[assignment]  # the names stay bound: None says the extra is missing
     ConnectionPool = None  # type: ignore[assignment,misc]  # (checked in PostgresStore.__init__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHANNEL = "a2a_tape_events"
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
 
@@ -63,6 +73,24 @@ _SCHEMA = [
         PRIMARY KEY (projection, key))""",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
     "CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
+]
+
+_TSV = "to_tsvector('simple', left(body, 100000))"
+"""The search index's tsvector (the same expression in the GIN index and in every query; a
+tsvector holds at most 1 MB, so very long fields are indexed by their first 100,000 characters)."""
+
+_SCHEMA_V2 = [
+    # index projections (issue 14): the task list, the search index, doctor's findings
+    """CREATE TABLE task_index (projection TEXT NOT NULL, key TEXT NOT NULL, last_position BIGINT NOT NULL,
+        last_at DOUBLE PRECISION NOT NULL, state TEXT NOT NULL, context_id TEXT, PRIMARY KEY (projection, key))""",
+    "CREATE INDEX task_index_newest ON task_index(projection, last_position)",
+    """CREATE TABLE search_index (position BIGINT NOT NULL, field INTEGER NOT NULL, task_id TEXT, seq BIGINT NOT NULL,
+        kind TEXT NOT NULL, place TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (position, field))""",
+    f"CREATE INDEX search_index_body ON search_index USING GIN ({_TSV})",
+    """CREATE TABLE doctor_findings (task_id TEXT PRIMARY KEY, first_position BIGINT NOT NULL, settled INTEGER NOT NULL,
+        errors INTEGER NOT NULL, warnings INTEGER NOT NULL, findings BYTEA NOT NULL)""",
+    "CREATE INDEX doctor_findings_order ON doctor_findings(first_position, task_id)",
+    "CREATE INDEX doctor_findings_unsettled ON doctor_findings(settled) WHERE settled = 0",
 ]
 
 
@@ -187,9 +215,15 @@ class PostgresStore:
                     f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}: upgrade a2a-tape"
                 )
             if found == 0:
-                for stmt in _SCHEMA:
+                for stmt in _SCHEMA + _SCHEMA_V2:
                     cur.execute(stmt)
                 cur.execute("INSERT INTO a2a_tape_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+            elif found < SCHEMA_VERSION:
+                # version 1 -> 2: the index projections (task rows folded before are folded again
+                # by the projector, which sees they have no index rows)
+                for stmt in _SCHEMA_V2:
+                    cur.execute(stmt)
+                cur.execute("UPDATE a2a_tape_schema SET version = %s", (SCHEMA_VERSION,))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -541,6 +575,172 @@ class PostgresStore:
 
     def integrity_check(self) -> str:
         return "ok"
+
+    # -- index projections (issue 14): task list, search, doctor's findings ----------------------
+    # Kept apart from the methods above on purpose (see store/indexes.py for the row shapes).
+
+    def task_index_upsert(self, name: str, rows: Sequence[TaskIndexRow]) -> None:
+        if not rows:
+            return
+        with self._txn() as cur:
+            cur.executemany(
+                "INSERT INTO task_index (projection, key, last_position, last_at, state, context_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (projection, key) DO UPDATE SET "
+                "last_position = EXCLUDED.last_position, last_at = EXCLUDED.last_at, state = EXCLUDED.state, "
+                "context_id = EXCLUDED.context_id",
+                [(name, *r) for r in rows],
+            )
+
+    def task_index_reset(self, name: str) -> None:
+        with self._txn() as cur:
+            cur.execute("DELETE FROM task_index WHERE projection = %s", (name,))
+
+    def task_index_page(
+        self,
+        name: str,
+        *,
+        limit: int,
+        before: int | None = None,
+        states: Iterable[str] | None = None,
+        context: str | None = None,
+        since: float | None = None,
+    ) -> list[tuple[str, int]]:
+        cond, params = task_filter("%s", states, context, since)
+        if before is not None:
+            cond += " AND last_position < %s"
+            params.append(before)
+        return self._read(
+            f"SELECT key, last_position FROM task_index WHERE projection = %s{cond} ORDER BY last_position DESC LIMIT %s",
+            [name, *params, limit],
+        )
+
+    def task_index_count(
+        self,
+        name: str,
+        *,
+        states: Iterable[str] | None = None,
+        context: str | None = None,
+        since: float | None = None,
+    ) -> int:
+        cond, params = task_filter("%s", states, context, since)
+        return self._read(f"SELECT COUNT(*) FROM task_index WHERE projection = %s{cond}", [name, *params])[0][0]
+
+    def _guarded(self, cur, name: str, expect: int | None) -> bool:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("proj:" + name,))
+        if expect is None:
+            return True
+        cur.execute("SELECT position FROM projection_cursors WHERE name = %s", (name,))
+        row = cur.fetchone()
+        return (row[0] if row else 0) == expect
+
+    def _move_cursor(self, cur, name: str, position: int) -> None:
+        cur.execute(
+            "INSERT INTO projection_cursors (name, position) VALUES (%s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position",
+            (name, position),
+        )
+
+    def search_commit(self, position: int, rows: Sequence[SearchRow], *, expect: int | None = None) -> bool:
+        with self._txn() as cur:
+            if not self._guarded(cur, SEARCH_CURSOR, expect):
+                return False
+            if rows:
+                cur.executemany(
+                    "INSERT INTO search_index (position, field, task_id, seq, kind, place, body) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (position, field) DO UPDATE SET "
+                    "task_id = EXCLUDED.task_id, seq = EXCLUDED.seq, kind = EXCLUDED.kind, place = EXCLUDED.place, "
+                    "body = EXCLUDED.body",
+                    [(p, f, t, seq, k, w, body.replace("\x00", "\ufffd")) for p, f, t, seq, k, w, body in rows],
+                )
+            self._move_cursor(cur, SEARCH_CURSOR, position)
+        return True
+
+    def search_reset(self) -> None:
+        with self._txn() as cur:
+            cur.execute("DELETE FROM search_index")
+            cur.execute("DELETE FROM projection_cursors WHERE name = %s", (SEARCH_CURSOR,))
+
+    def search_can_answer(self, text: str) -> bool:
+        """Full-text search finds words and word prefixes: ``text`` needs a word in it."""
+        return bool(re.search(r"\w", text))
+
+    def search_match(self, text: str | None, *, task_id: str | None = None, batch: int = 1000) -> Iterator[SearchRow]:
+        """The search rows that may contain ``text``, in log order (``None``: every row). PostgreSQL's
+        full-text search answers by words: the rows holding every word of ``text`` as a word or a
+        word prefix, or the words of ``text`` as PostgreSQL's parser splits them (a superset the
+        caller narrows; a text inside a longer word is not found, unlike SQLite's trigrams)."""
+        cond, params = "", []
+        if text is not None:
+            words = re.findall(r"\w+", text)
+            cond += f" AND ({_TSV} @@ (plainto_tsquery('simple', %s) || to_tsquery('simple', %s)))"
+            params += [text, ts_prefix_query(words) if words else "''"]
+        if task_id is not None:
+            cond += " AND task_id = %s"
+            params.append(task_id)
+        sql = (
+            "SELECT position, field, task_id, seq, kind, place, body FROM search_index "
+            f"WHERE (position, field) > (%s, %s){cond} ORDER BY position, field LIMIT %s"
+        )
+        after: tuple[int, int] = (0, -1)
+        while True:
+            rows = self._read(sql, [*after, *params, batch])
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = (rows[-1][0], rows[-1][1])
+
+    def tasks_touched(self, after: int, upto: int) -> list[str]:
+        rows = self._read(
+            "SELECT DISTINCT task_id FROM events WHERE position > %s AND position <= %s AND task_id IS NOT NULL",
+            (after, upto),
+        )
+        return [r[0] for r in rows]
+
+    def findings_commit(self, position: int | None, rows: Sequence[FindingsRow], *, expect: int | None = None) -> bool:
+        with self._txn() as cur:
+            if not self._guarded(cur, DOCTOR_CURSOR, expect):
+                return False
+            if rows:
+                cur.executemany(
+                    "INSERT INTO doctor_findings (task_id, first_position, settled, errors, warnings, findings) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (task_id) DO UPDATE SET "
+                    "first_position = EXCLUDED.first_position, settled = EXCLUDED.settled, errors = EXCLUDED.errors, "
+                    "warnings = EXCLUDED.warnings, findings = EXCLUDED.findings",
+                    rows,
+                )
+            if position is not None:
+                self._move_cursor(cur, DOCTOR_CURSOR, position)
+        return True
+
+    def findings_reset(self) -> None:
+        with self._txn() as cur:
+            cur.execute("DELETE FROM doctor_findings")
+            cur.execute("DELETE FROM projection_cursors WHERE name = %s", (DOCTOR_CURSOR,))
+
+    def findings_unsettled(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT task_id FROM doctor_findings WHERE settled = 0")]
+
+    def findings_totals(self) -> tuple[int, int, int]:
+        n, e, w = self._read(
+            "SELECT COUNT(*), COALESCE(SUM(errors), 0), COALESCE(SUM(warnings), 0) FROM doctor_findings"
+        )[0]
+        return int(n), int(e), int(w)
+
+    def findings_rows(self, *, faulty_only: bool = True, batch: int = 500) -> Iterator[FindingsRow]:
+        cond = " AND errors + warnings > 0" if faulty_only else ""
+        sql = (
+            "SELECT task_id, first_position, settled, errors, warnings, findings FROM doctor_findings "
+            f'WHERE (first_position, task_id COLLATE "C") > (%s, %s){cond} '
+            'ORDER BY first_position, task_id COLLATE "C" LIMIT %s'
+        )
+        after: tuple[int, str] = (-1, "")
+        while True:
+            rows = self._read(sql, (*after, batch))
+            for r in rows:
+                yield (r[0], r[1], r[2], r[3], r[4], bytes(r[5]))
+            if len(rows) < batch:
+                return
+            after = (rows[-1][1], rows[-1][0])
 
 
 def _max_seqs(cur: psycopg.Cursor[Any], keys: list[Key]) -> dict[Key, int]:
