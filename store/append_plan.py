@@ -79,7 +79,8 @@ class BatchPlan:
         self._repeats: list[tuple[int, int]] = []
         keys = [event_key(ev) for ev in events]
         # one query for the highest seq of every key in the batch (not one per key)
-        nxt: dict[Key, int] = {k: v + 1 for k, v in max_seqs(list(dict.fromkeys(keys))).items()}
+        highest = max_seqs(list(dict.fromkeys(keys)))
+        nxt: dict[Key, int] = {k: v + 1 for k, v in highest.items()}
         if all(ev.seq is None for ev in events):  # the live case: every seq is ours to assign
             rows = self.rows
             for key, ev in zip(keys, events):
@@ -108,7 +109,10 @@ class BatchPlan:
                         )
                     self._repeats.append((i, k))
                     continue
-                existing = find(key, seq)
+                # a seq above the highest stored one cannot be stored yet: no lookup (an import
+                # of a fresh tape gives every seq, and would probe the index once per event)
+                top = highest.get(key)
+                existing = find(key, seq) if top is not None and seq <= top else None
                 if existing is not None:
                     if bytes(existing.payload) != bytes(ev.payload):
                         raise AppendConflict(f"event {key_text(key)} seq {seq} is already stored with other bytes")
