@@ -140,7 +140,7 @@ def tape_lines(tasks: int, per_task: int, *, seed: int = 14) -> Iterator[bytes]:
         ]
         for c in range(chunks):
             text = " ".join(rng.choice(WORDS) for _ in range(3)) + " "
-            if k % every == 0 and c == 10 % chunks:
+            if k % every == 0 and k // every < NEEDLE_TASKS and c == 10 % chunks:
                 text = f"a {NEEDLE} swims by "
             update: dict = {
                 "taskId": tid,

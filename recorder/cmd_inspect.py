@@ -532,7 +532,7 @@ def _print_tasks(rows) -> int:
             Table(show_lines=False, show_header=title_row)
             if wide and id_width is None
             else Table(
-                box=box.SIMPLE_HEAD if title_row else None,
+                box=box.SIMPLE_HEAD if id_width is None else None,
                 pad_edge=False,
                 show_edge=False,
                 collapse_padding=True,
