@@ -227,44 +227,56 @@ def import_tape(
 
     with store.transaction():
         last_pos = store.last_position()
+        append = pending.append
         for number, item in read_tape(lines):
+            # the hot case first, attributes read once: an event of an exchange already seen
+            if type(item) is TapeEvent:
+                text = item.payload
+                payload: bytes | None
+                if text is not None and item.payload_b64 is None:
+                    payload = text.encode("utf-8")
+                else:
+                    try:
+                        payload = _bytes(text, item.payload_b64)
+                    except (ValueError, TypeError) as exc:  # bad base64 and the like
+                        raise TapeError(f"line {number}: {exc}") from None
+                    if payload is None:
+                        raise TapeError(f"line {number}: event without payload")
+                ref = item.exchange_id
+                ex_id = None
+                if ref is not None:
+                    ex_id = ex_map.get(ref)
+                    if ex_id is None:
+                        raise TapeError(f"line {number}: event refers to exchange {ref}, not in the tape")
+                task_id = item.task_id
+                append(
+                    NewEvent(
+                        payload,
+                        task_id,
+                        ex_id,
+                        item.seq,
+                        item.sse_event,
+                        item.received_at,
+                        item.mono,
+                        item.origin,
+                    )
+                )
+                if task_id is not None:
+                    tasks[task_id] = None
+                if len(pending) >= batch:
+                    flush()
+                    if progress:
+                        progress(result.events)
+                continue
             if isinstance(item, TapeHeader):
                 continue
             try:
-                if isinstance(item, TapeExchange):
-                    if item.task_id is None and taskless is None:
-                        taskless = {
-                            _exchange_key(ex): ex.id
-                            for ex in store.exchanges()
-                            if ex.task_id is None and ex.id is not None
-                        }
-                    ex_map[item.id] = _import_exchange(store, item, taskless)
-                    result.exchanges += 1
-                else:
-                    payload = _bytes(item.payload, item.payload_b64)
-                    if payload is None:
-                        raise TapeError(f"line {number}: event without payload")
-                    ex_id = ex_map.get(item.exchange_id) if item.exchange_id is not None else None
-                    if item.exchange_id is not None and ex_id is None:
-                        raise TapeError(f"line {number}: event refers to exchange {item.exchange_id}, not in the tape")
-                    pending.append(
-                        NewEvent(
-                            payload=payload,
-                            task_id=item.task_id,
-                            exchange_id=ex_id,
-                            seq=item.seq,
-                            sse_event=item.sse_event,
-                            received_at=item.received_at,
-                            mono=item.mono,
-                            origin=item.origin,
-                        )
-                    )
-                    if item.task_id is not None:
-                        tasks[item.task_id] = None
-                    if len(pending) >= batch:
-                        flush()
-                        if progress:
-                            progress(result.events)
+                if item.task_id is None and taskless is None:
+                    taskless = {
+                        _exchange_key(ex): ex.id for ex in store.exchanges() if ex.task_id is None and ex.id is not None
+                    }
+                ex_map[item.id] = _import_exchange(store, item, taskless)
+                result.exchanges += 1
             except (ValueError, TypeError) as exc:  # bad base64 and the like
                 raise TapeError(f"line {number}: {exc}") from None
         if pending:
