@@ -99,6 +99,7 @@ def diff_cmd(
     b: Annotated[str, typer.Argument(help="A task id (in --db), or a database file.")],
     db: DbOption = None,
     json: JsonOption = False,
+    progress: ProgressOption = False,
 ) -> None:
     """Compare two tasks, or two databases (tasks paired by request), ids and timestamps normalised.
 
@@ -106,8 +107,12 @@ def diff_cmd(
     """
     if _is_db_file(a) and _is_db_file(b):
         # two logs: pairs are diffed and printed one at a time (memory stays flat)
-        with open_db(a, readonly=True) as sa, open_db(b, readonly=True) as sb:
-            equal = _print_pairs(diff_mod.iter_store_pairs(sa, sb), json=json)
+        with (
+            open_db(a, readonly=True) as sa,
+            open_db(b, readonly=True) as sb,
+            bar("diff: pairing tasks", asked=progress) as report,
+        ):
+            equal = _print_pairs(diff_mod.iter_store_pairs(sa, sb, progress=report), json=json)
     elif _is_db_file(a) != _is_db_file(b) and not (db and Path(db_location(db)).exists()):
         fail("give two task ids (with --db) or two database files")
     else:

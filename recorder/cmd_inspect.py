@@ -328,9 +328,13 @@ def _projector(st):
     written (read-only media, a read-only server) and the stored projection is behind."""
     from a2a_tape.replay.projection import Projector
 
+    from .progress import spinner
+
     proj = Projector(st)
     try:
-        proj.catch_up()
+        behind = st.last_position() - proj.cursor()
+        with spinner(f"folding {behind:,} new events into the task projection", show=behind > 50_000):
+            proj.catch_up()
     except ReadOnlyStore:
         return _InMemory(st)
     return proj

@@ -13,7 +13,7 @@ from a2a_tape.store import safe_location
 from a2a_tape.store.tape import export_lines, import_tape, write_tape
 
 from .app import BusyTimeoutOption, DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
-from .progress import ProgressOption
+from .progress import ProgressOption, wanted
 
 
 @app.command("import")
@@ -22,6 +22,7 @@ def import_cmd(
     db: DbOption = None,
     json: JsonOption = False,
     busy_timeout: BusyTimeoutOption = None,
+    progress: ProgressOption = False,
 ) -> None:
     """Import a JSONL tape into the database, atomically (a bad line imports nothing)."""
     if str(file) != "-" and not file.is_file():
@@ -37,7 +38,7 @@ def import_cmd(
                 TextColumn("{task.completed} events"),
                 console=err,
                 transient=True,
-                disable=not err.is_terminal,
+                disable=not wanted(progress),
             ) as bar,
         ):
             job = bar.add_task("import", total=None)
@@ -113,6 +114,7 @@ def copy_cmd(
     dst: Annotated[str, typer.Argument(help="Destination log: a SQLite file or a postgresql:// URL.")],
     json: JsonOption = False,
     busy_timeout: BusyTimeoutOption = None,
+    progress: ProgressOption = False,
 ) -> None:
     """Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically.
 
@@ -131,7 +133,7 @@ def copy_cmd(
                 TextColumn("{task.completed}/{task.total} events"),
                 console=err,
                 transient=True,
-                disable=not err.is_terminal,
+                disable=not wanted(progress),
             ) as bar,
         ):
             job = bar.add_task("copy", total=total)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
@@ -183,9 +183,10 @@ def diff_stores(store_a, store_b) -> DiffResult:
     return DiffResult(equal=all(p.equal for p in pairs), pairs=pairs)
 
 
-def iter_store_pairs(store_a, store_b) -> Iterator[PairDiff]:
+def iter_store_pairs(store_a, store_b, *, progress: Callable[[int, int], None] | None = None) -> Iterator[PairDiff]:
     """:func:`diff_stores` a pair at a time: memory holds the two request maps (a key and a
-    task id per task) and one pair, however long the logs are."""
+    task id per task) and one pair, however long the logs are. ``progress(done, total)``:
+    pairs so far, of at most ``total``."""
 
     def keyed(st) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -194,9 +195,14 @@ def iter_store_pairs(store_a, store_b) -> Iterator[PairDiff]:
         return out
 
     ka, kb = keyed(store_a), keyed(store_b)
+    total = sum(max(len(ka.get(k, ())), len(kb.get(k, ()))) for k in dict.fromkeys([*ka, *kb]))
+    done = 0
     for key in dict.fromkeys([*ka, *kb]):
         la, lb = ka.get(key, []), kb.get(key, [])
         for i in range(max(len(la), len(lb))):
             side_a = normalised(la[i], store_a.read_task(la[i])) if i < len(la) else None
             side_b = normalised(lb[i], store_b.read_task(lb[i])) if i < len(lb) else None
             yield diff_sides(side_a, side_b)
+            done += 1
+            if progress is not None and (done % 100 == 0 or done == total):
+                progress(done, total)
