@@ -22,6 +22,7 @@ from pathlib import Path
 
 import msgspec
 
+from a2a_tape.store.errors import ReadOnlyStore
 from a2a_tape.store.indexes import DOCTOR_CURSOR, FindingsRow
 
 from . import doctor as _doctor
@@ -71,12 +72,18 @@ class DoctorIndex:
     def catch_up(self, *, progress: Progress | None = None) -> int | None:
         """Re-examine the tasks touched since the cursor (and the unsettled ones); return how
         many (None: the store cannot be written, e.g. a read-only file)."""
-        try:
-            return self._catch_up(progress)
-        except sqlite3.OperationalError as exc:
-            if "readonly" in str(exc) or "read-only" in str(exc):
-                return None
-            raise
+        from .projection import ProjectionMoved
+
+        for _ in range(5):
+            try:
+                return self._catch_up(progress)
+            except ProjectionMoved:
+                continue  # another process indexed meanwhile: go on from its cursor
+            except (sqlite3.OperationalError, ReadOnlyStore) as exc:
+                if isinstance(exc, ReadOnlyStore) or "readonly" in str(exc) or "read-only" in str(exc):
+                    return None
+                raise
+        raise ProjectionMoved("projection 'doctor' keeps moving (another process is writing it)")
 
     def _catch_up(self, progress: Progress | None) -> int:
         from .projection import ProjectionMoved

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from a2a_tape.store import decode_item
+from a2a_tape.store.errors import ReadOnlyStore
 from a2a_tape.store.indexes import FIELDS_PER_EVENT, SEARCH_CURSOR, SearchRow
 
 from . import grep as _grep
@@ -64,12 +65,18 @@ class SearchIndex:
     def catch_up(self, *, progress: Progress | None = None) -> int | None:
         """Index the events after the cursor; return how many were read (None: the store cannot
         be written, e.g. a read-only file: search by a scan instead)."""
-        try:
-            return self._catch_up(progress)
-        except sqlite3.OperationalError as exc:
-            if "readonly" in str(exc) or "read-only" in str(exc):
-                return None
-            raise
+        from .projection import ProjectionMoved
+
+        for _ in range(5):
+            try:
+                return self._catch_up(progress)
+            except ProjectionMoved:
+                continue  # another process indexed meanwhile: go on from its cursor
+            except (sqlite3.OperationalError, ReadOnlyStore) as exc:
+                if isinstance(exc, ReadOnlyStore) or "readonly" in str(exc) or "read-only" in str(exc):
+                    return None
+                raise
+        raise ProjectionMoved("projection 'search' keeps moving (another process is writing it)")
 
     def _catch_up(self, progress: Progress | None) -> int:
         st = self.store

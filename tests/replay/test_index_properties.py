@@ -70,3 +70,27 @@ def test_grep_through_the_index_finds_what_the_scan_finds(events, word, ignore_c
         pattern = re.escape(word) if not word.isalnum() else word
         literal = word  # no regular-expression syntax in the alphabet
         assert grep(s, literal, ignore_case=ignore_case) == grep(s, pattern, ignore_case=ignore_case, regex=True)
+
+
+def test_another_process_indexing_meanwhile_is_not_an_error_and_changes_no_row(tmp_path):
+    events = [("t1", 1, "ab", True, 1), ("t2", 5, "zz", False, 1), ("t1", 2, "b", True, 2), ("t3", 0, "a", True, 1)]
+    with open_store(tmp_path / "a.db") as a, open_store(tmp_path / "b.db") as b:
+        for s in (a, b):
+            s.append_batch([_new(e) for e in events])
+        for index, other in (
+            (SearchIndex(a, commit_every=1), SearchIndex(a)),
+            (DoctorIndex(a, chunk=1), DoctorIndex(a)),
+        ):
+            interrupted: list[int] = []
+
+            def other_process_runs(done: int, total: int, other=other, interrupted=interrupted) -> None:
+                if not interrupted:  # after the first commit: another process catches up to the end
+                    interrupted.append(done)
+                    other.catch_up()
+
+            index.catch_up(progress=other_process_runs)  # its next commit finds the cursor moved
+            assert interrupted == [1]
+        full_search, full_doctor = SearchIndex(b), DoctorIndex(b)
+        full_search.rebuild(), full_doctor.rebuild()
+        assert SearchIndex(a).rows() == full_search.rows() != []
+        assert DoctorIndex(a).rows() == full_doctor.rows() != []
