@@ -188,3 +188,31 @@ def test_diff_of_two_logs_streams_json_pairs(many, tmp_path):
     r = cli("diff", many, many, "--json")
     doc = r.json()
     assert r.code == 0 and doc["equal"] and len(doc["pairs"]) == 260
+
+
+def test_a_store_that_cannot_be_written_lists_searches_and_doctors_without_indexes(many, monkeypatch):
+    """A read-only file (a copy on a read-only mount, say): every index catch-up fails to write;
+    the commands fold in memory, scan, and examine every task instead, with the same answers."""
+    import sqlite3
+
+    from a2a_tape.replay import projection
+    from a2a_tape.replay.doctor_index import DoctorIndex
+    from a2a_tape.replay.search_index import SearchIndex
+
+    want = {
+        "tasks": cli("tasks", "--json", "--limit", "7", "--db", many).json(),
+        "human": cli("tasks", "--db", many).stdout,
+        "grep": cli("grep", "zebrafish", "--json", "--db", many).json(),
+        "doctor": cli("doctor", "--json", "--db", many).json(),
+    }
+
+    def read_only(*args, **kwargs):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    for cls, name in ((projection.Projector, "catch_up"), (SearchIndex, "_catch_up"), (DoctorIndex, "_catch_up")):
+        monkeypatch.setattr(cls, name, read_only)
+    assert cli("tasks", "--json", "--limit", "7", "--db", many).json() == want["tasks"]
+    human = cli("tasks", "--db", many)
+    assert human.stdout == want["human"] and "210 more" in human.stderr
+    assert cli("grep", "zebrafish", "--json", "--db", many).json() == want["grep"]
+    assert cli("doctor", "--json", "--db", many).json() == want["doctor"]
