@@ -16,6 +16,7 @@ index kept incrementally and one rebuilt from nothing hold the same rows. When t
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -31,6 +32,9 @@ Progress = Callable[[int, int], None]
 _VERSION_KEY = "projection:doctor:version"
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(list[_doctor.Finding]).decode
+PARALLEL_MIN_TASKS = 1000
+"""A catch-up with at least this many tasks to examine shares them with worker processes (one
+per core, at most 4): tasks are independent, and doctor's rules are Python, one core each."""
 
 
 def _code_digest() -> str:
@@ -59,9 +63,13 @@ def task_row(store, task_id: str) -> FindingsRow | None:
 class DoctorIndex:
     """The findings projection of one store."""
 
-    def __init__(self, store, *, chunk: int = 500) -> None:
+    def __init__(
+        self, store, *, chunk: int = 250, workers: int | None = None, parallel_min: int = PARALLEL_MIN_TASKS
+    ) -> None:
         self.store = store
         self.chunk = max(1, chunk)
+        self.workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
+        self.parallel_min = parallel_min
 
     def usable(self) -> bool:
         return hasattr(self.store, "findings_commit")
@@ -101,17 +109,16 @@ class DoctorIndex:
             if end > start and not st.findings_commit(end, [], expect=start):
                 raise ProjectionMoved("doctor")
             return 0
+        parts = [todo[i : i + self.chunk] for i in range(0, len(todo), self.chunk)]
         done = 0
-        for i in range(0, len(todo), self.chunk):
-            part = todo[i : i + self.chunk]
-            rows = [r for r in (task_row(st, t) for t in part) if r is not None]
-            last = i + self.chunk >= len(todo)
-            # the cursor moves with the last part only: a crash before it redoes them all
-            if not st.findings_commit(end if last else None, rows, expect=start):
-                raise ProjectionMoved("doctor")
-            done += len(part)
-            if progress is not None:
-                progress(done, len(todo))
+        with _Examiners(st, len(todo), self.workers, self.parallel_min) as examine:
+            for n, rows in enumerate(examine(parts)):
+                # the cursor moves with the last part only: a crash before it redoes them all
+                if not st.findings_commit(end if n == len(parts) - 1 else None, rows, expect=start):
+                    raise ProjectionMoved("doctor")
+                done += len(parts[n])
+                if progress is not None:
+                    progress(done, len(todo))
         return len(todo)
 
     def rebuild(self, *, progress: Progress | None = None) -> int | None:
@@ -127,6 +134,71 @@ class DoctorIndex:
     def rows(self) -> list[FindingsRow]:
         """Every row, in report order (what incremental == rebuild compares)."""
         return list(self.store.findings_rows(faulty_only=False))
+
+
+class _Examiners:
+    """Examines parts of the tasks in order: this process takes every n-th part, worker processes
+    (``spawn``, each with its own connection to the store) the others; the parts come back in order,
+    so the parent commits them in order. Without worker processes (or for a short list), this one."""
+
+    def __init__(self, store, tasks: int, workers: int, parallel_min: int) -> None:
+        self.store = store
+        self.n = workers if tasks >= parallel_min and getattr(store, "backend", "") in ("sqlite", "postgres") else 1
+        self.pool = None
+
+    def __enter__(self):
+        if self.n > 1:
+            import concurrent.futures
+            import multiprocessing
+
+            try:
+                ctx = multiprocessing.get_context("spawn")  # never fork a process holding connections
+                self.pool = concurrent.futures.ProcessPoolExecutor(self.n - 1, mp_context=ctx)
+            except Exception:  # noqa: BLE001 - no worker processes here: examine in this one
+                self.n, self.pool = 1, None
+        return self.examine
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def examine(self, parts: list[list[str]]) -> Iterator[list[FindingsRow]]:
+        st = self.store
+        futures: dict[int, object] = {}
+        if self.pool is not None:
+            loc = str(st.path)
+            try:
+                futures = {
+                    i: self.pool.submit(_examine, loc, st.durability, part)
+                    for i, part in enumerate(parts)
+                    if i % self.n
+                }
+            except Exception:  # noqa: BLE001 - the pool could not start: examine in this one
+                futures = {}
+        for i, part in enumerate(parts):
+            future = futures.get(i)
+            rows = None
+            if future is not None:
+                try:
+                    rows = future.result()  # type: ignore[attr-defined]
+                except Exception:  # noqa: BLE001 - a worker died: examine that part here
+                    rows = None
+            if rows is None:
+                rows = [r for r in (task_row(st, t) for t in part) if r is not None]
+            yield rows
+
+
+_worker_stores: dict[str, object] = {}
+
+
+def _examine(location: str, durability: str, task_ids: list[str]) -> list[FindingsRow]:
+    """One part of the tasks, examined in a worker process (its store opened once, then kept)."""
+    st = _worker_stores.get(location)
+    if st is None:
+        from a2a_tape.store import open_store
+
+        st = _worker_stores[location] = open_store(location, create=False, durability=durability)  # type: ignore[arg-type]
+    return [r for r in (task_row(st, t) for t in task_ids) if r is not None]
 
 
 def iter_findings(rows: Sequence[FindingsRow]) -> Iterator[_doctor.Finding]:

@@ -94,3 +94,27 @@ def test_another_process_indexing_meanwhile_is_not_an_error_and_changes_no_row(t
         full_search.rebuild(), full_doctor.rebuild()
         assert SearchIndex(a).rows() == full_search.rows() != []
         assert DoctorIndex(a).rows() == full_doctor.rows() != []
+
+
+def test_doctor_shared_with_worker_processes_gives_the_rows_of_one_process(tmp_path, monkeypatch):
+    from a2a_tape.replay import doctor_index
+
+    here: list[str] = []
+    examine = doctor_index.task_row
+
+    def counted(st, task_id):
+        here.append(task_id)
+        return examine(st, task_id)
+
+    monkeypatch.setattr(doctor_index, "task_row", counted)  # this process only (workers are spawned)
+    events = [(t, k, "ab", k % 2 == 0, 1) for k in range(11) for t in ("t1", "t2", "t3", "t4")]
+    with open_store(tmp_path / "a.db") as a, open_store(tmp_path / "b.db") as b:
+        for s in (a, b):
+            s.append_batch([_new(e) for e in events])
+        shared = DoctorIndex(a, chunk=1, workers=2, parallel_min=1)
+        assert shared.catch_up() == 4
+        assert len(here) == 2  # parts 0 and 2 here, 1 and 3 in the worker
+        alone = DoctorIndex(b, chunk=1, workers=1)
+        alone.catch_up()
+        assert shared.rows() == alone.rows() and len(shared.rows()) == 4
+        assert a.projection_cursor("doctor") == a.last_position()
