@@ -118,3 +118,20 @@ def test_doctor_shared_with_worker_processes_gives_the_rows_of_one_process(tmp_p
         alone.catch_up()
         assert shared.rows() == alone.rows() and len(shared.rows()) == 4
         assert a.projection_cursor("doctor") == a.last_position()
+
+
+def test_rebuild_all_drops_and_makes_every_projection_again(tmp_path):
+    from a2a_tape.replay.rebuild import rebuild_all
+
+    events = [(t, k, "ab", True, 1) for k in (0, 1, 3, 5, 2) for t in ("t1", "t2")]
+    with open_store(tmp_path / "a.db") as a:
+        a.append_batch([_new(e) for e in events])
+        search, doctor, proj = SearchIndex(a), DoctorIndex(a), Projector(a)
+        search.catch_up(), doctor.catch_up(), proj.catch_up()
+        before = (search.rows(), doctor.rows(), _task_index(a), list(a.projection_rows("tasks")))
+        a.search_commit(a.last_position(), [(1, 0, "t1", 1, "artifact", "x", "stale")])
+        a.findings_commit(None, [("t1", 1, 1, 9, 9, b"\x90")])
+        seen: list[str] = []
+        rebuild_all(a, progress=lambda what, done, total: seen.append(what))
+        after = (search.rows(), doctor.rows(), _task_index(a), list(a.projection_rows("tasks")))
+        assert after == before and {"search", "doctor"} <= set(seen)
