@@ -591,6 +591,11 @@ class PostgresStore:
                 [(name, *r) for r in rows],
             )
 
+    def exchanges_without_task(self) -> list[Exchange]:
+        """The exchanges that name no task (an index probe: not a read of every exchange)."""
+        sql = f"SELECT id, {', '.join(EXCHANGE_FIELDS)} FROM exchanges WHERE task_id IS NULL ORDER BY id"
+        return [exchange_from_row(r) for r in self._read(sql)]
+
     def task_index_reset(self, name: str) -> None:
         with self._txn() as cur:
             cur.execute("DELETE FROM task_index WHERE projection = %s", (name,))

@@ -216,3 +216,29 @@ def test_a_store_that_cannot_be_written_lists_searches_and_doctors_without_index
     assert human.stdout == want["human"] and "210 more" in human.stderr
     assert cli("grep", "zebrafish", "--json", "--db", many).json() == want["grep"]
     assert cli("doctor", "--json", "--db", many).json() == want["doctor"]
+
+
+def test_lone_message_replies_are_paged_with_the_tasks_by_last_event(tmp_path, many):
+    import shutil
+
+    db = tmp_path / "m.db"
+    shutil.copy(many, db)
+    reply = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"message": {"messageId": "m-lone", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}},
+    }
+    with open_store(db) as st:
+        ex = st.begin_exchange(
+            Exchange(started_at=3e9, url="http://127.0.0.1:1/", rpc_method="SendMessage", ended_at=3e9 + 1)
+        )
+        st.append(NewEvent(payload=json.dumps(reply).encode(), exchange_id=ex, received_at=3e9))
+    rows = cli("tasks", "--json", "--limit", "2", "--db", db).json()
+    assert [(r["kind"], r["message_id"] or r["task_id"][:11]) for r in rows] == [
+        ("message", "m-lone"),
+        ("task", "task-000259"),
+    ]
+    r = cli("tasks", "--db", db)
+    assert "message m-lone" in r.stdout and "211 more" in r.stderr
+    assert len(cli("tasks", "--json", "--db", db).json()) == 261
+    assert cli("tasks", "--json", "--state", "completed", "--db", db).json()[0]["kind"] == "task"

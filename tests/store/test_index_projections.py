@@ -68,3 +68,11 @@ def test_findings_rows_cursor_totals_and_unsettled(st):
 def test_search_finds_words_and_prefixes_on_both_backends(st, text):
     st.search_commit(1, [(1, 0, None, 1, "artifact", "artifact a", "Hello Zebrafish world")])
     assert [r[0] for r in st.search_match(text)] == [1]
+
+
+def test_exchanges_without_task(st):
+    from a2a_tape.store import Exchange
+
+    named = st.begin_exchange(Exchange(started_at=1.0, url="http://127.0.0.1:1/", task_id="t1"))
+    lone = st.begin_exchange(Exchange(started_at=2.0, url="http://127.0.0.1:1/"))
+    assert [ex.id for ex in st.exchanges_without_task()] == [lone] and named != lone
