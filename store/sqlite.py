@@ -723,8 +723,7 @@ class SqliteStore:
                 return
             after = rows[-1][0]
 
-    @staticmethod
-    def search_can_answer(text: str) -> bool:
+    def search_can_answer(self, text: str) -> bool:
         """Whether :meth:`search_match` finds every row containing ``text`` (trigrams: 3+ characters)."""
         return len(text) >= 3
 

@@ -193,11 +193,10 @@ def test_diff_of_two_logs_streams_json_pairs(many, tmp_path):
 def test_a_store_that_cannot_be_written_lists_searches_and_doctors_without_indexes(many, monkeypatch):
     """A read-only file (a copy on a read-only mount, say): every index catch-up fails to write;
     the commands fold in memory, scan, and examine every task instead, with the same answers."""
-    import sqlite3
-
     from a2a_tape.replay import projection
     from a2a_tape.replay.doctor_index import DoctorIndex
     from a2a_tape.replay.search_index import SearchIndex
+    from a2a_tape.store import ReadOnlyStore
 
     want = {
         "tasks": cli("tasks", "--json", "--limit", "7", "--db", many).json(),
@@ -207,7 +206,7 @@ def test_a_store_that_cannot_be_written_lists_searches_and_doctors_without_index
     }
 
     def read_only(*args, **kwargs):
-        raise sqlite3.OperationalError("attempt to write a readonly database")
+        raise ReadOnlyStore("cannot write to the log: it is read-only")
 
     for cls, name in ((projection.Projector, "catch_up"), (SearchIndex, "_catch_up"), (DoctorIndex, "_catch_up")):
         monkeypatch.setattr(cls, name, read_only)
