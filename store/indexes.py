@@ -28,7 +28,8 @@ def task_filter(
     mark: str, states: Iterable[str] | None = None, context: str | None = None, since: float | None = None
 ) -> tuple[str, list[object]]:
     """The ``AND ...`` conditions of a task index query and their parameters."""
-    sql, params = "", []
+    sql = ""
+    params: list[object] = []
     if states is not None:
         wanted = sorted(set(states))
         sql += f" AND state IN ({', '.join([mark] * len(wanted))})" if wanted else " AND 0 = 1"

@@ -628,9 +628,9 @@ class PostgresStore:
         since: float | None = None,
     ) -> int:
         cond, params = task_filter("%s", states, context, since)
-        return self._read(f"SELECT COUNT(*) FROM task_index WHERE projection = %s{cond}", [name, *params])[0][0]
+        return int(self._read(f"SELECT COUNT(*) FROM task_index WHERE projection = %s{cond}", [name, *params])[0][0])
 
-    def _guarded(self, cur, name: str, expect: int | None) -> bool:
+    def _guarded(self, cur: Any, name: str, expect: int | None) -> bool:
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("proj:" + name,))
         if expect is None:
             return True
@@ -638,7 +638,7 @@ class PostgresStore:
         row = cur.fetchone()
         return (row[0] if row else 0) == expect
 
-    def _move_cursor(self, cur, name: str, position: int) -> None:
+    def _move_cursor(self, cur: Any, name: str, position: int) -> None:
         cur.execute(
             "INSERT INTO projection_cursors (name, position) VALUES (%s, %s) "
             "ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position",

@@ -672,9 +672,8 @@ class SqliteStore:
     ) -> int:
         cond, params = task_filter("?", states, context, since)
         with self._lock:
-            return self._conn.execute(
-                f"SELECT COUNT(*) FROM task_index WHERE projection = ?{cond}", [name, *params]
-            ).fetchone()[0]
+            row = self._conn.execute(f"SELECT COUNT(*) FROM task_index WHERE projection = ?{cond}", [name, *params])
+            return int(row.fetchone()[0])
 
     def search_commit(self, position: int, rows: Sequence[SearchRow], *, expect: int | None = None) -> bool:
         """Add search rows and move the search cursor, in one transaction (``expect``: as in

@@ -268,7 +268,7 @@ def import_tape(
                     if progress:
                         progress(result.events)
                 continue
-            if isinstance(item, TapeHeader):
+            if not isinstance(item, TapeExchange):  # the header
                 continue
             try:
                 if item.task_id is None and taskless is None:
