@@ -109,12 +109,13 @@ def plan_events(
             payload, note = redact(payload)
             if note is not None and notes is not None:
                 notes.append(note)
-        item: Item | TextChunk | None = narrow(payload)
-        if item is None:
-            item = decode(payload)
-            tid, ctx_id = item.task_id or None, item.context_id
+        item: Item | TextChunk
+        chunk = narrow(payload)
+        if chunk is None:
+            decoded = decode(payload)
+            item, tid, ctx_id = decoded, decoded.task_id or None, decoded.context_id
         else:
-            tid, ctx_id = item.taskId or None, item.contextId
+            item, tid, ctx_id = chunk, chunk.taskId or None, chunk.contextId
         if tid is None:
             tid = ctx.task_id  # an error, a message or an undecodable line inside the task's stream
         else:
