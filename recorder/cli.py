@@ -1,11 +1,55 @@
-"""The ``a2a-tape`` command line: the composition root. Each command lives in a module of its own."""
+"""The ``a2a-tape`` command line: the composition root, and the one place that names the commands.
+
+Each command lives in a module of its own (``recorder/cmd_*.py``), declared there with typer's
+decorators on that module's ``app``. :data:`COMMANDS` says which module holds which command and
+gives its line in ``a2a-tape --help``; the module is imported only when the command runs or its
+own help is shown, so a read-only command costs what it reads and nothing more.
+"""
 
 from __future__ import annotations
 
-from . import cmd_doctor, cmd_inspect, cmd_proxy, cmd_record, cmd_serve, cmd_tape  # noqa: F401 - each module registers its commands on ``app``
-from .app import app
+from .app import Command, TapeGroup, app
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]
+
+COMMANDS: dict[str, Command] = {
+    "doctor": Command("cmd_doctor", "List lifecycle and contract faults, with the event positions involved."),
+    "diff": Command(
+        "cmd_doctor",
+        "Compare two tasks, or two databases (tasks paired by request), ids and timestamps normalised.",
+    ),
+    "grep": Command("cmd_doctor", "Search payloads (text parts, data parts, metadata, errors, notes) across tasks."),
+    "show": Command("cmd_inspect", "The timeline of raw events of one task."),
+    "tasks": Command("cmd_inspect", "List recorded tasks, newest first."),
+    "channels": Command(
+        "cmd_inspect", "The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."
+    ),
+    "proxy": Command(
+        "cmd_proxy",
+        "Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded.",
+    ),
+    "recover": Command(
+        "cmd_proxy", "Run the startup recovery once: resume or FAIL every task left in flight; say what was done."
+    ),
+    "probe": Command(
+        "cmd_proxy",
+        "Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall.",
+    ),
+    "record": Command(
+        "cmd_record", "Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."
+    ),
+    "demo": Command(
+        "cmd_record", "Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."
+    ),
+    "serve": Command("cmd_serve", "Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."),
+    "import": Command("cmd_tape", "Import a JSONL tape into the database, atomically (a bad line imports nothing)."),
+    "export": Command("cmd_tape", "Export one task, or the whole log with --all."),
+    "copy": Command(
+        "cmd_tape", "Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically."
+    ),
+}
+
+TapeGroup.table = COMMANDS
 
 
 def main() -> None:

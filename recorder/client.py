@@ -19,7 +19,7 @@ from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import OPERATIONS, STREAMING_OPERATIONS
 
 Dialect = Literal["1.0", "0.3"]
-Protocol = Literal["auto", "1.0", "0.3"]
+ProtocolChoice = Literal["auto", "1.0", "0.3"]  # what --protocol asks for
 CARD_PATH = "/.well-known/agent-card.json"
 
 
@@ -68,7 +68,7 @@ def parse_card(body: bytes, where: str) -> AgentCard:
     return card
 
 
-def choose_endpoint(card: AgentCard, base_url: str, protocol: Protocol) -> tuple[Dialect, str]:
+def choose_endpoint(card: AgentCard, base_url: str, protocol: ProtocolChoice) -> tuple[Dialect, str]:
     """The dialect and JSON-RPC URL to use: ``auto`` prefers 1.0 when the card offers it."""
     offered: dict[Dialect, str] = {}
     for itf in card.supportedInterfaces + card.additionalInterfaces:

@@ -18,8 +18,10 @@ from a2a_tape.replay import diff as diff_mod
 from a2a_tape.replay.doctor import CHECKS, diagnose
 from a2a_tape.replay.grep import iter_grep
 
-from .app import DbOption, JsonOption, app, db_location, emit_json, fail, find_task, open_db, out
+from .app import DbOption, JsonOption, commands, db_location, emit_json, fail, find_task, open_db, out
 from .progress import ProgressOption, bar
+
+app = commands()
 
 EXIT_FAILED = 1
 

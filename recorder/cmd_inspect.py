@@ -12,7 +12,10 @@ from rich.text import Text
 
 from a2a_tape.store import ReadOnlyStore, decode_item
 
-from .app import DbOption, JsonOption, UsageError, app, emit_json, err, find_task, open_db, out
+from . import options
+from .app import DbOption, JsonOption, UsageError, commands, emit_json, err, find_task, open_db, out
+
+app = commands()
 
 
 class ShowRow(msgspec.Struct):
@@ -46,6 +49,7 @@ def show_cmd(
             "--idle-timeout",
             help="With --follow: stop after this many seconds without a new event.",
             show_default=False,
+            callback=options.seconds,
         ),
     ] = None,
     db: DbOption = None,
@@ -285,28 +289,6 @@ def _find_message(st, key: str) -> LoneMessage | None:
     return found[-1] if len(found) >= 1 and len({m.key for m in found}) == 1 else None
 
 
-def _parse_since(value: str | None) -> float | None:
-    """Unix seconds (``1796004536.5``) or an ISO time (``2026-11-30T02:08``, ``...Z``)."""
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    import datetime as _dt
-
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = _dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"--since: '{value}' is neither unix seconds nor an ISO time (2026-11-30T02:08:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.UTC)
-    return moment.timestamp()
-
-
 class _InMemory:
     """The projection folded in memory, for a database we may not write to (read-only file)."""
 
@@ -363,10 +345,15 @@ def tasks_cmd(
     since: Annotated[
         str | None,
         typer.Option(
-            "--since", metavar="TIME", help="Only tasks active since: unix seconds or an ISO time (UTC if no zone)."
+            "--since",
+            metavar="TIME",
+            help="Only tasks active since: unix seconds or an ISO time (UTC if no zone).",
+            callback=options.since,
         ),
     ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="At most this many tasks.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", metavar="N", help="At most this many tasks.", callback=options.count)
+    ] = None,
     all_: Annotated[
         bool, typer.Option("--all", help=f"Every task (people see the newest {DEFAULT_TASKS} unless asked).")
     ] = False,
@@ -392,7 +379,7 @@ def tasks_cmd(
                     wanted.add(norm)
     if all_ and limit is not None:
         raise UsageError("--limit and --all do not go together")
-    cutoff = _parse_since(since)
+    cutoff = options.parse_since(since)  # checked by the option already
     shown = limit if limit is not None else (None if all_ or json else DEFAULT_TASKS)
     filtered = bool(wanted or context is not None or cutoff is not None)
     st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Annotated
-from urllib.parse import urlsplit
 
 import anyio
 import typer
@@ -13,12 +11,13 @@ import typer
 from a2a_tape.store.redact import build_redactor, safe_text
 
 from . import listen as listening
+from . import options
 from .app import (
     EXIT_FAILED,
     BusyTimeoutOption,
     DbOption,
     JsonOption,
-    app,
+    commands,
     db_location,
     emit_json,
     fail,
@@ -27,6 +26,7 @@ from .app import (
     say,
 )
 from .idempotency import DEFAULT_TTL, OnKeyConflict
+from .options import Durability
 from .proxy import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -38,18 +38,22 @@ from .proxy import (
 )
 from .recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
 
+app = commands()
+
 
 def _check_url(url: str, what: str) -> str:
-    p = urlsplit(url)
-    if p.scheme not in ("http", "https") or not p.netloc:
-        fail(f"{what} must be an http(s) URL, got '{url}'")
+    """The URL without its trailing slash (options.url checked it already)."""
     return url.rstrip("/")
 
 
 @app.command("proxy")
 def proxy_cmd(
-    upstream: Annotated[str, typer.Argument(help="Base URL of the agent to put the proxy in front of.")],
-    listen: Annotated[str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).")] = "127.0.0.1:8080",
+    upstream: Annotated[
+        str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
+    ],
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
+    ] = "127.0.0.1:8080",
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
     ] = False,
@@ -59,22 +63,27 @@ def proxy_cmd(
             envvar="A2A_TAPE_PROXY_TOKEN",
             help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
             show_default=False,
+            callback=options.header_value,
         ),
     ] = None,
     durability: Annotated[
-        str,
+        Durability,
         typer.Option(
             help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
         ),
-    ] = "full",
+    ] = Durability.full,
     max_body: Annotated[
-        int, typer.Option(help="Refuse request bodies larger than this many bytes.")
+        int, typer.Option(help="Refuse request bodies larger than this many bytes.", callback=options.count)
     ] = DEFAULT_MAX_BODY,
     idempotency_ttl: Annotated[
-        float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.")
+        float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.", callback=options.seconds)
     ] = DEFAULT_TTL,
     stall_timeout: Annotated[
-        float, typer.Option(help="Startup recovery: seconds without progress before a task is cancelled and FAILED.")
+        float,
+        typer.Option(
+            help="Startup recovery: seconds without progress before a task is cancelled and FAILED.",
+            callback=options.seconds,
+        ),
     ] = DEFAULT_STALL,
     no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
     redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
@@ -86,40 +95,34 @@ def proxy_cmd(
         ),
     ] = OnKeyConflict.forward,
     connect_timeout: Annotated[
-        float, typer.Option(help="Seconds to open a connection to the upstream agent.")
+        float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
     ] = DEFAULT_CONNECT_TIMEOUT,
     first_byte_timeout: Annotated[
-        float, typer.Option(help="Seconds the upstream may take to start its answer (a whole message/send).")
+        float,
+        typer.Option(
+            help="Seconds the upstream may take to start its answer (a whole message/send).", callback=options.seconds
+        ),
     ] = DEFAULT_FIRST_BYTE_TIMEOUT,
     read_timeout: Annotated[
-        float, typer.Option(help="Longest silence, in seconds, inside an upstream answer (keep-alives count).")
+        float,
+        typer.Option(
+            help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
+        ),
     ] = DEFAULT_READ_TIMEOUT,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
     upstream = _check_url(upstream, "UPSTREAM")
-    if durability not in ("full", "normal"):
-        fail(f"--durability must be 'full' or 'normal', got '{durability}'")
-    if max_body <= 0:
-        fail("--max-body must be a positive number of bytes")
-    for name, value in (
-        ("--idempotency-ttl", idempotency_ttl),
-        ("--connect-timeout", connect_timeout),
-        ("--first-byte-timeout", first_byte_timeout),
-        ("--read-timeout", read_timeout),
-    ):
-        if not math.isfinite(value) or value <= 0:
-            fail(f"{name} must be a positive number of seconds, got {value}")
     try:
         host, port = check_listen(listen, allow_remote)
     except ValueError as exc:
         fail(str(exc))
     redactor = build_redactor(redact)
-    st = open_db(db, create=True, durability=durability, busy_timeout=busy_timeout)  # type: ignore[arg-type]
+    st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     config = ProxyConfig(
         upstream=upstream,
-        durability=durability,
+        durability=durability.mode,
         token=token,
         max_body=max_body,  # type: ignore[arg-type]
         idempotency_ttl=idempotency_ttl,
@@ -153,11 +156,14 @@ def recover_cmd(
     upstream: Annotated[
         str | None,
         typer.Option(
-            help="Agent to resume tasks from (default: where each task was recorded from).", show_default=False
+            help="Agent to resume tasks from (default: where each task was recorded from).",
+            show_default=False,
+            callback=options.url,
         ),
     ] = None,
     stall_timeout: Annotated[
-        float, typer.Option(help="Seconds without progress before a task is cancelled and FAILED.")
+        float,
+        typer.Option(help="Seconds without progress before a task is cancelled and FAILED.", callback=options.seconds),
     ] = DEFAULT_STALL,
     db: DbOption = None,
     json: JsonOption = False,
@@ -191,10 +197,18 @@ def recover_cmd(
 
 @app.command("probe")
 def probe_cmd(
-    url: Annotated[str, typer.Argument(help="Base URL of an agent (or of an a2a-tape proxy).")],
-    timeout: Annotated[float, typer.Option(help="Seconds each probe waits for a task to end.")] = 20.0,
+    url: Annotated[str, typer.Argument(help="Base URL of an agent (or of an a2a-tape proxy).", callback=options.url)],
+    timeout: Annotated[
+        float, typer.Option(help="Seconds each probe waits for a task to end.", callback=options.seconds)
+    ] = 20.0,
     token: Annotated[
-        str | None, typer.Option(envvar="A2A_TAPE_PROXY_TOKEN", help="Bearer token to send.", show_default=False)
+        str | None,
+        typer.Option(
+            envvar="A2A_TAPE_PROXY_TOKEN",
+            help="Bearer token to send.",
+            show_default=False,
+            callback=options.header_value,
+        ),
     ] = None,
     db: DbOption = None,
     json: JsonOption = False,

@@ -14,11 +14,15 @@ from rich.table import Table
 from a2a_tape.store.redact import build_redactor, safe_text
 from a2a_tape.store.sse import DEFAULT_MAX_LINE
 
-from .app import BusyTimeoutOption, DbOption, JsonOption, app, db_location, emit_json, err, fail, open_db, out, say
+from . import options
+from .app import BusyTimeoutOption, DbOption, JsonOption, commands, db_location, emit_json, err, fail, open_db, out, say
 from .client import NotAnAgent
 from .live import render
+from .options import Dialect, Durability, OnStall
 from .record import RecordOptions, RecordResult, record
 from .recording import Session
+
+app = commands()
 
 
 def parse_header(value: str) -> tuple[str, str]:
@@ -59,7 +63,7 @@ class _LiveView:
 
 
 DurabilityOption = Annotated[
-    str,
+    Durability,
     typer.Option(
         "--durability",
         help="normal: each commit survives a crash of a2a-tape (WAL, no fsync); "
@@ -75,13 +79,11 @@ def run_record(
     *,
     json: bool,
     title: str = "",
-    durability: str = "normal",
+    durability: Durability = Durability.normal,
     busy_timeout: float | None = None,
 ) -> tuple[RecordResult, Session]:
-    if durability not in ("normal", "full"):
-        fail(f"bad --durability {durability!r}: expected normal or full")
     redactor = build_redactor(redact)
-    st = open_db(db, create=True, durability=durability, busy_timeout=busy_timeout)  # type: ignore[arg-type]
+    st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     with st:
         view = _LiveView(out, title or safe_text(opts.url, redactor))
         session = Session(st, redactor, on_change=None if json else view.changed)
@@ -130,12 +132,15 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
 @app.command("record")
 def record_cmd(
     url: Annotated[
-        str, typer.Argument(help="Base URL of the A2A agent (its card is at URL/.well-known/agent-card.json).")
+        str,
+        typer.Argument(
+            help="Base URL of the A2A agent (its card is at URL/.well-known/agent-card.json).", callback=options.url
+        ),
     ],
     text: Annotated[str, typer.Argument(help="The message to send.")],
     protocol: Annotated[
-        str, typer.Option("--protocol", help="auto (prefer 1.0 when the card offers it), 1.0 or 0.3.")
-    ] = "auto",
+        Dialect, typer.Option("--protocol", help="auto (prefer 1.0 when the card offers it), 1.0 or 0.3.")
+    ] = Dialect.auto,
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")
     ] = False,
@@ -144,18 +149,25 @@ def record_cmd(
         str | None, typer.Option("--message-id", help="Use this messageId (default: a new UUID).")
     ] = None,
     header: Annotated[
-        list[str] | None, typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--header",
+            "-H",
+            help="Extra request header 'Name: value', printable ASCII (repeatable).",
+            callback=options.headers,
+        ),
     ] = None,
     stall_timeout: Annotated[
         float,
         typer.Option(
             "--stall-timeout",
             help="Seconds without progress while SUBMITTED/WORKING before the task counts as stalled.",
+            callback=options.seconds,
         ),
     ] = 120.0,
     on_stall: Annotated[
-        str, typer.Option("--on-stall", help="cancel (default) or resend (a new task, same contextId).")
-    ] = "cancel",
+        OnStall, typer.Option("--on-stall", help="cancel (default) or resend (a new task, same contextId).")
+    ] = OnStall.cancel,
     redact: Annotated[
         list[str] | None,
         typer.Option(
@@ -163,34 +175,24 @@ def record_cmd(
         ),
     ] = None,
     max_line_bytes: Annotated[
-        int, typer.Option("--max-line-bytes", help="Longest SSE line accepted.")
+        int, typer.Option("--max-line-bytes", help="Longest SSE line accepted.", callback=options.line_bytes)
     ] = DEFAULT_MAX_LINE,
-    durability: DurabilityOption = "normal",
+    durability: DurabilityOption = Durability.normal,
     db: DbOption = None,
     json: JsonOption = False,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."""
-    if protocol not in ("auto", "1.0", "0.3"):
-        fail(f"bad --protocol {protocol!r}: expected auto, 1.0 or 0.3")
-    if on_stall not in ("cancel", "resend"):
-        fail(f"bad --on-stall {on_stall!r}: expected cancel or resend")
-    if stall_timeout <= 0:
-        fail("--stall-timeout must be positive")
-    if max_line_bytes < 64:
-        fail("--max-line-bytes must be at least 64")
-    if not url.startswith(("http://", "https://")):
-        fail(f"not an http(s) URL: {url}")
     opts = RecordOptions(
         url=url,
         text=text,
-        protocol=protocol,  # type: ignore[arg-type]
+        protocol=protocol.choice,
         stream=not no_stream,
         context_id=context_id,
         message_id=message_id,
         headers=[parse_header(h) for h in header or []],
         stall_timeout=stall_timeout,
-        on_stall=on_stall,  # type: ignore[arg-type]
+        on_stall=on_stall.choice,
         max_line=max_line_bytes,
     )
     result, session = run_record(opts, db, redact or [], json=json, durability=durability, busy_timeout=busy_timeout)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import sys
 from typing import Annotated
-from urllib.parse import urlsplit
 
 import typer
 
-from a2a_tape.replay.engine import RECORD_MODES, ReplayEngine, parse_timing
-from a2a_tape.replay.faults import FaultError, parse_faults
+from a2a_tape.replay.engine import ReplayEngine
+from a2a_tape.replay.faults import parse_faults
 from a2a_tape.replay.library import Library
-from a2a_tape.replay.matching import MATCH_MODES
 from a2a_tape.replay.server import create_app
 from a2a_tape.store.redact import build_redactor
 
 from . import listen as listening
-from .app import app, db_location, fail, say
+from . import options
+from .app import commands, db_location, fail, say
+from .options import MatchMode, RecordMode
+
+app = commands()
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -24,7 +26,7 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     """``HOST:PORT`` -> (host, port); a non-loopback host needs ``--allow-remote``."""
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not port.isdigit() or int(port) > 65535:  # pragma: no cover - options.listen checked it
         fail(f"--listen must be HOST:PORT, got '{listen}'")
     host = host.strip("[]") or "127.0.0.1"
     if host not in _LOOPBACK and not host.startswith("127.") and not allow_remote:
@@ -34,29 +36,39 @@ def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
 
 @app.command("serve")
 def serve_cmd(
-    listen: Annotated[str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).")] = "127.0.0.1:8765",
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
+    ] = "127.0.0.1:8765",
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
     ] = False,
     timing: Annotated[
-        str, typer.Option(help="instant, real (the recorded gaps) or a factor (10: ten times faster).")
+        str,
+        typer.Option(
+            help="instant, real (the recorded gaps) or a factor (10: ten times faster).", callback=options.timing
+        ),
     ] = "instant",
     fault: Annotated[
         list[str],
         typer.Option(
-            help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=)."
+            help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).",
+            callback=options.faults,
         ),
     ] = [],
     record_mode: Annotated[
-        str, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")
-    ] = "none",
+        RecordMode, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")
+    ] = RecordMode.none,
     upstream: Annotated[
         str | None,
-        typer.Option(help="The live agent that unmatched requests go to (record modes).", show_default=False),
+        typer.Option(
+            help="The live agent that unmatched requests go to (record modes).",
+            show_default=False,
+            callback=options.url,
+        ),
     ] = None,
     match: Annotated[
-        str, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
-    ] = "method-text",
+        MatchMode, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
+    ] = MatchMode.method_text,
     redact: Annotated[
         list[str] | None,
         typer.Option(
@@ -73,24 +85,9 @@ def serve_cmd(
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
     host, port = parse_listen(listen, allow_remote)
-    if record_mode not in RECORD_MODES:
-        fail(f"--record-mode must be one of {', '.join(RECORD_MODES)}, got '{record_mode}'")
-    if match not in MATCH_MODES:
-        fail(f"--match must be one of {', '.join(MATCH_MODES)}, got '{match}'")
-    try:
-        parse_timing(timing)
-    except ValueError as exc:
-        fail(f"--timing: {exc}")
-    try:
-        faults = parse_faults(*fault)
-    except FaultError as exc:
-        fail(f"--fault: {exc}")
+    faults = parse_faults(*fault)  # options.faults checked the specs
     if record_mode in ("new_episodes", "all") and not upstream:
         fail(f"--record-mode {record_mode} needs --upstream URL (the live agent to record)")
-    if upstream is not None:
-        u = urlsplit(upstream)
-        if u.scheme not in ("http", "https") or not u.netloc:
-            fail(f"--upstream must be an http(s) URL, got '{upstream}'")
     location = db_location(db)
     library = Library.open(location, create=record_mode != "none", readonly=record_mode == "none")
     try:
@@ -100,8 +97,8 @@ def serve_cmd(
             library,
             timing=timing,
             faults=faults,
-            match=match,
-            record_mode=record_mode,
+            match=match.value,
+            record_mode=record_mode.value,
             upstream=upstream,
             redactor=build_redactor(redact or []),
         )

@@ -12,8 +12,12 @@ from rich.progress import BarColumn, Progress, TextColumn
 from a2a_tape.store import safe_location
 from a2a_tape.store.tape import export_lines, import_tape, write_tape
 
-from .app import BusyTimeoutOption, DbOption, JsonOption, app, emit_json, err, fail, find_task, open_db
+from . import options
+from .app import BusyTimeoutOption, DbOption, JsonOption, commands, emit_json, err, fail, find_task, open_db
+from .options import ExportFormat
 from .progress import ProgressOption, wanted
+
+app = commands()
 
 
 @app.command("import")
@@ -57,12 +61,12 @@ def export_cmd(
     task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Export every task.")] = False,
     format: Annotated[
-        str,
+        ExportFormat,
         typer.Option(
             "--format",
             help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).",
         ),
-    ] = "jsonl",
+    ] = ExportFormat.jsonl,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -73,9 +77,9 @@ def export_cmd(
         int | None,
         typer.Option(
             "--limit",
-            min=1,
             metavar="N",
             help="With --all: the newest N tasks (html: 200 unless told; one page stops before 20 MB).",
+            callback=options.count,
         ),
     ] = None,
     no_limit: Annotated[
@@ -93,7 +97,14 @@ def export_cmd(
         from . import cmd_export_formats  # other formats live with the inspection views
 
         cmd_export_formats.export(
-            task=task, all_=all_, format=format, output=output, db=db, limit=limit, no_limit=no_limit, progress=progress
+            task=task,
+            all_=all_,
+            format=format.value,
+            output=output,
+            db=db,
+            limit=limit,
+            no_limit=no_limit,
+            progress=progress,
         )
         return
     st = open_db(db, readonly=True)

@@ -43,7 +43,7 @@ from .capture import (
 from .client import (
     AgentCard,
     NotAnAgent,
-    Protocol,
+    ProtocolChoice,
     Request,
     card_url,
     choose_endpoint,
@@ -68,7 +68,7 @@ FIRST_BATCH = 8  # what we keep of a non-A2A body (an HTML page, an error text)
 class RecordOptions:
     url: str
     text: str
-    protocol: Protocol = "auto"
+    protocol: ProtocolChoice = "auto"
     stream: bool = True
     context_id: str | None = None
     message_id: str | None = None
