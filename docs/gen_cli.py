@@ -21,9 +21,24 @@ Generated from `a2a-tape --help` and `a2a-tape COMMAND --help` by `python docs/g
 do not edit by hand (a test fails when this file and the help disagree).
 
 Every command takes `--db PATH` (default: `$A2A_TAPE_DB`, else `./a2a-tape.db`). Read-only
-commands take `--json`: one JSON document on stdout, nothing else there. Exit codes: 0 done as
-asked; 1 the task or check failed (a FAILED task, a diff found, a doctor error, no grep match);
-2 bad usage or bad input, with one line on stderr.
+commands take `--json`: one JSON document on stdout, nothing else there. `a2a-tape --version`
+prints the version.
+
+## Exit codes
+
+| code | meaning |
+|---|---|
+| 0 | done as asked |
+| 1 | the task or check failed: a FAILED task, a diff found, a doctor error, no grep match |
+| 2 | bad usage or bad input: a missing argument, an unknown option or command, a bad value (a number that is not finite or out of range, a port outside 1-65535, a URL that cannot be sent to, an argument that is not UTF-8), a missing or unreadable database; one line on stderr, no traceback, and nothing was sent or written |
+| 70 | a bug in a2a-tape: one line `a2a-tape: internal error: ...` on stderr; `A2A_TAPE_DEBUG=1` shows the traceback. Never the answer to bad input: please report it |
+| 130 | interrupted (Ctrl-C); what was recorded stays |
+
+Every value is checked before a command sends or writes anything: seconds (`--stall-timeout`,
+`--timeout`, `--idle-timeout`, `--idempotency-ttl`) are finite numbers > 0; counts and sizes
+(`--limit`, `--max-body`) whole numbers >= 1; `--listen` ports 0-65535 (0: any free port), URL
+ports 1-65535; `--since` a real time; `--timing` instant, real or a finite FACTOR > 0. Options
+with fixed choices list them in their help. `a2a-tape` with no arguments prints the help.
 
 ## JSON output
 
@@ -55,11 +70,9 @@ def _help(args: list[str]) -> str:
 
 
 def commands() -> list[str]:
-    import typer.main
+    from a2a_tape.recorder.cli import COMMANDS
 
-    from a2a_tape.recorder.cli import app
-
-    return list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    return list(COMMANDS)
 
 
 def render() -> str:

@@ -114,7 +114,7 @@ MAX_COUNT = 2**63 - 1  # SQLite's largest integer
 
 
 def _bad(ctx: typer.Context, param: typer.CallbackParam, message: str) -> typer.BadParameter:
-    return typer.BadParameter(message, ctx=ctx, param=param)
+    return typer.BadParameter(message, ctx=ctx, param=cast(Any, param))
 
 
 def seconds(ctx: typer.Context, param: typer.CallbackParam, value: float | None) -> float | None:

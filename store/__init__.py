@@ -20,6 +20,8 @@ model of :mod:`store.events`, the only shape the layers above read.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .decode import decode_item, local_failed, local_note, normalise_state
 from .errors import (
     A2ATapeError,
@@ -71,7 +73,9 @@ from .interface import (
 from .locations import DEFAULT_DB, default_db, open_store, safe_location
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .sqlite import SqliteStore
-from .writer import GroupCommitWriter
+
+if TYPE_CHECKING:
+    from .writer import GroupCommitWriter
 
 __all__ = [
     "A2ATapeError",
@@ -131,3 +135,13 @@ __all__ = [
     "open_store",
     "safe_location",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``GroupCommitWriter`` is loaded on first use: it needs anyio, which a read-only command never does."""
+    if name == "GroupCommitWriter":
+        from .writer import GroupCommitWriter
+
+        globals()[name] = GroupCommitWriter
+        return GroupCommitWriter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
