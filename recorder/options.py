@@ -207,7 +207,7 @@ def _header_value_problem(value: str) -> str | None:
     return None
 
 
-def headers(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str] | None:
+def headers(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str]:
     """``-H 'Name: value'``: a token for the name, printable ASCII for the value."""
     for h in value or []:
         name, sep, val = h.partition(":")
@@ -216,7 +216,7 @@ def headers(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | N
         problem = _header_value_problem(val)
         if problem:
             raise _bad(ctx, param, f"the value of header '{name.strip()}' {problem}")
-    return value
+    return list(value or [])  # a list, never None: typer < 0.29 takes len() of what a callback returns
 
 
 def header_value(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
@@ -290,10 +290,10 @@ def timing(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
     return value
 
 
-def faults(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str] | None:
+def faults(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str]:
     """``--fault`` specs, parsed by the replay side (imported only for ``serve``)."""
     if not value:
-        return value
+        return []
     from a2a_tape.replay.faults import FaultError, parse_faults
 
     try:
@@ -303,7 +303,7 @@ def faults(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | No
     delay: Any = getattr(parsed, "delay_ms", 0.0)
     if isinstance(delay, float) and not math.isfinite(delay):
         raise _bad(ctx, param, "delay=MS must be a finite number of milliseconds")
-    return value
+    return list(value)
 
 
 def utf8_problem(args: list[str]) -> str | None:

@@ -222,7 +222,9 @@ def test_bad_url_exits_2_before_anything_is_written(tmp_path, argv):
 def test_the_agent_counts_requests_when_the_values_are_good(tmp_path, agent):
     """The control for the tests above: a good command does reach the agent."""
     before = agent.requests
-    r = a2a_tape("record", agent.url, "hello", "--stall-timeout", "30", "--db", tmp_path / "ok.db", "--json", cwd=tmp_path)
+    r = a2a_tape(
+        "record", agent.url, "hello", "--stall-timeout", "30", "--db", tmp_path / "ok.db", "--json", cwd=tmp_path
+    )
     assert r.code == 0, r.stderr
     assert agent.requests > before
     assert (tmp_path / "ok.db").exists()

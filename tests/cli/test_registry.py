@@ -1,0 +1,45 @@
+"""One place names the commands (recorder/cli.py), and the choices the CLI offers are the engine's."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer.main
+
+from a2a_tape.recorder import options
+from a2a_tape.recorder.cli import COMMANDS
+
+
+def _module_commands(module: str) -> dict:
+    built = typer.main.get_command(importlib.import_module(f"a2a_tape.recorder.{module}").app)
+    return getattr(built, "commands", None) or {built.name: built}
+
+
+def test_every_command_of_every_module_is_in_the_table_and_back():
+    declared = {}
+    for module in {c.module for c in COMMANDS.values()}:
+        for name in _module_commands(module):
+            declared[name] = module
+    assert declared == {name: c.module for name, c in COMMANDS.items()}
+
+
+def test_the_summary_in_the_table_is_the_first_paragraph_of_the_command_help():
+    for name, entry in COMMANDS.items():
+        cmd = _module_commands(entry.module)[name]
+        first = (cmd.help or "").split("\n\n")[0].strip()
+        assert " ".join(first.split()) == entry.summary, name
+
+
+def test_choices_are_the_engine_choices():
+    from a2a_tape.recorder.cmd_export_formats import FORMATS
+    from a2a_tape.replay.engine import RECORD_MODES
+    from a2a_tape.replay.matching import MATCH_MODES
+
+    assert tuple(m.value for m in options.RecordMode) == RECORD_MODES
+    assert tuple(m.value for m in options.MatchMode) == MATCH_MODES
+    assert tuple(f.value for f in options.ExportFormat) == FORMATS
+
+
+def test_the_exception_classes_come_from_the_click_typer_runs_on():
+    assert issubclass(typer.BadParameter, options.ClickException)
+    assert options.Exit is typer.Exit
