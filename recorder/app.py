@@ -34,6 +34,8 @@ from . import options
 if TYPE_CHECKING:
     from rich.console import Console
 
+options.install_plain_values()  # plain values without pydantic on typer >= 0.29 (see options.py)
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2

@@ -315,3 +315,107 @@ def utf8_problem(args: list[str]) -> str | None:
             shown = arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
             return f"argument {i} is not valid UTF-8: '{shown}'"
     return None
+
+
+# -- plain values without pydantic -------------------------------------------------------------
+#
+# typer 0.29 converts every value through a pydantic TypeAdapter: importing pydantic and building
+# the adapters costs about 100 ms, more than the rest of `a2a-tape tasks` together. Our values are
+# plain: str, int, float, bool, a StrEnum, or a list of one of them. For exactly those (no min/max,
+# no parser, no file) typer's runtime-parameter builder returns a converter that does what typer's
+# does, the way click always did; anything else goes to typer's own. A typer without that builder
+# (older releases use click's types) is left as it is. Both run in CI (.ci/run: the newest releases
+# in a second venv), so a typer that changes the hook is caught there.
+
+
+_WHOLE_DECIMAL = re.compile(r"\s*[+-]?\d+\.0*\s*")
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+_FALSE = frozenset({"0", "false", "f", "no", "n", "off", ""})
+
+
+class _PlainValue:
+    """Converts one parameter's value(s): the interface of typer's runtime parameter (``coerce``)."""
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        multi = param.multiple or param.nargs == -1
+        if value is None:
+            return () if multi else None
+        if multi:
+            if isinstance(value, str):
+                raise typer.BadParameter("Value must be an iterable.", ctx=ctx, param=param)
+            return [self._one(v, param, ctx) for v in value]
+        return self._one(value, param, ctx)
+
+    def _one(self, value: Any, param: Any, ctx: Any) -> Any:
+        kind = self.kind
+        if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            return value
+        if kind is bool:
+            word = str(value).strip().lower()
+            if word in _TRUE or word in _FALSE:
+                return word in _TRUE
+            raise typer.BadParameter(f"'{value}' is not a valid boolean.", ctx=ctx, param=param)
+        try:
+            if kind in (int, float) and isinstance(value, str) and not value.isascii():
+                raise ValueError  # digits of other scripts are not numbers on a command line
+            if kind is int:
+                if isinstance(value, str) and _WHOLE_DECIMAL.fullmatch(value):
+                    return int(float(value))  # 2.0 is 2, as typer has it
+                if isinstance(value, float) and not value.is_integer():
+                    raise ValueError
+                return int(value)
+            if kind is float:
+                return float(value)
+            if kind is str:
+                return str(value)
+            return kind(value)  # a StrEnum: by value
+        except (TypeError, ValueError):
+            pass
+        if kind is int:
+            message = f"'{value}' is not a valid integer."
+        elif kind is float:
+            message = f"'{value}' is not a valid number."
+        else:
+            message = f"'{value}' is not one of {', '.join(repr(m.value) for m in kind)}."  # type: ignore[attr-defined]
+        raise typer.BadParameter(message, ctx=ctx, param=param)
+
+
+def _plain_kind(descriptor: Any) -> type | None:
+    from typing import get_args, get_origin
+
+    info = descriptor.parameter_info
+    if descriptor.file_annotation is not None:
+        return None
+    if any(getattr(info, name, None) not in (None, False) for name in ("min", "max", "clamp", "parser")):
+        return None
+    annotation = descriptor.annotation
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation) or (None,)
+    if annotation in (str, int, float, bool):
+        return annotation  # type: ignore[no-any-return]
+    if isinstance(annotation, type) and issubclass(annotation, StrEnum):
+        return annotation
+    return None
+
+
+def install_plain_values() -> bool:
+    """Let typer build our converter for plain parameters (see above); False when this typer has no hook."""
+    import typer.core as typer_core
+
+    build = getattr(typer_core, "build_runtime_param", None)
+    if build is None or getattr(build, "plain_values", False):
+        return build is not None
+
+    def build_runtime_param(descriptor: Any) -> Any:
+        try:
+            kind = _plain_kind(descriptor)
+        except AttributeError:  # a descriptor of another shape: typer knows best
+            kind = None
+        return build(descriptor) if kind is None else _PlainValue(kind)
+
+    build_runtime_param.plain_values = True  # type: ignore[attr-defined]
+    typer_core.build_runtime_param = build_runtime_param  # type: ignore[attr-defined]
+    return True

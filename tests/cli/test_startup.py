@@ -84,3 +84,15 @@ def test_the_check_itself_sees_the_live_side_of_record(tmp_path):
     names, code = imported_modules("record", "--help")
     assert code == 0
     assert "httpx" in names
+
+
+def test_tasks_converts_its_values_without_pydantic(tmp_path):
+    """typer >= 0.29 would import pydantic (~100 ms) to convert plain values; options.py converts them."""
+    import typer.core
+
+    db = tmp_path / "log.db"
+    make_log(db)
+    names, code = imported_modules("tasks", "--limit", "5", "--db", str(db))
+    assert code == 0
+    if hasattr(typer.core, "build_runtime_param"):
+        assert not {n for n in names if n == "pydantic" or n.startswith("pydantic.")}
