@@ -74,7 +74,7 @@ def test_timing_factor_is_finite_and_positive(text):
     assert text.strip().lower() in ("instant", "real") or (math.isfinite(factor) and factor > 0)
 
 
-_typer_build = getattr(typer.core.build_runtime_param, "__closure__", None)
+_typer_build = getattr(getattr(typer.core, "build_runtime_param", None), "__closure__", None)
 needs_hook = pytest.mark.skipif(
     not getattr(typer.core, "build_runtime_param", None) or not _typer_build,
     reason="this typer converts with click's types: no plain converter is installed",
