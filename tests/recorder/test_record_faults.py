@@ -287,11 +287,11 @@ def test_ctrl_c_keeps_what_was_recorded_and_closes_the_exchange(fault_agent, db_
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["http://127.0.0.1:9/", "hi", "--header", "no colon here"], "bad --header"),
-        (["http://127.0.0.1:9/", "hi", "--protocol", "2.0"], "bad --protocol"),
-        (["http://127.0.0.1:9/", "hi", "--on-stall", "retry"], "bad --on-stall"),
+        (["http://127.0.0.1:9/", "hi", "--header", "no colon here"], "'no colon here' is not 'Name: value'"),
+        (["http://127.0.0.1:9/", "hi", "--protocol", "2.0"], "Invalid value for '--protocol': '2.0'"),
+        (["http://127.0.0.1:9/", "hi", "--on-stall", "retry"], "Invalid value for '--on-stall': 'retry'"),
         (["ftp://example.org/", "hi"], "not an http(s) URL"),
-        (["http://127.0.0.1:9/", "hi", "--durability", "extreme"], "bad --durability"),
+        (["http://127.0.0.1:9/", "hi", "--durability", "extreme"], "Invalid value for '--durability': 'extreme'"),
     ],
 )
 def test_bad_usage_is_one_line_exit_2(db_path, args, needle):

@@ -166,13 +166,13 @@ def test_undecodable_recorded_payload_is_served_as_recorded(db_path):
     "args, message",
     [
         (["--listen", "0.0.0.0:0"], "refusing to listen on 0.0.0.0"),
-        (["--listen", "nonsense"], "--listen must be HOST:PORT"),
+        (["--listen", "nonsense"], "'nonsense' is not HOST:PORT"),
         (["--timing", "sometimes"], "--timing"),
-        (["--timing", "-2"], "positive"),
+        (["--timing", "-2"], "the factor must be a finite number"),
         (["--fault", "explode"], "unknown fault 'explode'"),
-        (["--record-mode", "sometimes"], "--record-mode must be one of"),
+        (["--record-mode", "sometimes"], "Invalid value for '--record-mode': 'sometimes' is not one of"),
         (["--record-mode", "new_episodes"], "needs --upstream"),
-        (["--match", "fuzzy"], "--match must be one of"),
+        (["--match", "fuzzy"], "Invalid value for '--match': 'fuzzy' is not one of"),
     ],
 )
 def test_serve_bad_usage_exits_2_with_one_line(args, message):
