@@ -65,7 +65,7 @@ class _LazyConsole:
         object.__setattr__(self, "_console", None)
 
     def _get(self) -> Console:
-        console = object.__getattribute__(self, "_console")
+        console: Console | None = object.__getattribute__(self, "_console")
         if console is None:
             from rich.console import Console
 
@@ -249,7 +249,7 @@ class TapeGroup(typer.core.TyperGroup):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def invoke(self, ctx):  # type: ignore[override]
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:

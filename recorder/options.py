@@ -59,7 +59,7 @@ class Durability(StrEnum):
     @property
     def mode(self) -> Literal["normal", "full"]:
         """The value as the store's ``Durability`` type."""
-        return cast(Literal["normal", "full"], self.value)
+        return self.value
 
 
 class Dialect(StrEnum):
@@ -71,7 +71,7 @@ class Dialect(StrEnum):
 
     @property
     def choice(self) -> Literal["auto", "1.0", "0.3"]:
-        return cast(Literal["auto", "1.0", "0.3"], self.value)
+        return self.value
 
 
 class OnStall(StrEnum):
@@ -80,7 +80,7 @@ class OnStall(StrEnum):
 
     @property
     def choice(self) -> Literal["cancel", "resend"]:
-        return cast(Literal["cancel", "resend"], self.value)
+        return self.value
 
 
 class RecordMode(StrEnum):
