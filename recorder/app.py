@@ -79,6 +79,13 @@ class _LazyConsole:
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._get(), name, value)
 
+    # special methods are looked up on the type, not through __getattr__ (rich's Live does `with console`)
+    def __enter__(self) -> Console:
+        return self._get().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._get().__exit__(*exc)
+
 
 # human output goes to stdout; progress, logs and errors to stderr
 out: Console = _LazyConsole(highlight=False, soft_wrap=False)  # type: ignore[assignment]

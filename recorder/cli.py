@@ -20,7 +20,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "grep": Command("cmd_doctor", "Search payloads (text parts, data parts, metadata, errors, notes) across tasks."),
     "show": Command("cmd_inspect", "The timeline of raw events of one task."),
-    "tasks": Command("cmd_inspect", "List recorded tasks, newest first."),
+    "tasks": Command("cmd_inspect", "List recorded tasks, newest (by last event) first."),
     "channels": Command(
         "cmd_inspect", "The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."
     ),

@@ -43,3 +43,17 @@ def test_choices_are_the_engine_choices():
 def test_the_exception_classes_come_from_the_click_typer_runs_on():
     assert issubclass(typer.BadParameter, options.ClickException)
     assert options.Exit is typer.Exit
+
+
+def test_the_lazy_consoles_behave_as_consoles():
+    """``out``/``err`` are made on first use; rich uses them as context managers too (Live, Progress)."""
+    from a2a_tape.recorder.app import err, out
+
+    with err as console:
+        assert console.stderr
+    saved = out._width
+    out.width = 123
+    try:
+        assert out.width == 123
+    finally:
+        out._width = saved
