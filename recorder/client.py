@@ -2,7 +2,7 @@
 
 It builds requests and classifies responses; it does not decide anything (that is
 :mod:`recorder.record`) and does not write anything (that is :mod:`recorder.recording`).
-Both dialects of DESIGN section 3 are spoken; v1.0 requests carry ``A2A-Version: 1.0``.
+Both dialects of docs/design.md section 3 are spoken; v1.0 requests carry ``A2A-Version: 1.0``.
 """
 
 from __future__ import annotations

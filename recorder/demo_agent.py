@@ -2,7 +2,7 @@
 
 It speaks both JSON-RPC dialects on ``/`` (v1.0 when the request carries ``A2A-Version: 1.0``),
 serves its card at ``/.well-known/agent-card.json``, keeps tasks in memory, and streams an
-answer in the opencode *channels* contract of DESIGN section 4: reasoning, one tool call and
+answer in the opencode *channels* contract of docs/design.md section 4: reasoning, one tool call and
 a final answer, every chunk with ``metadata.opencode.message_id``, then a ``final_snapshot``
 of the whole answer (sent with ``append: true``, the trap a correct projection must handle).
 

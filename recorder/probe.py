@@ -1,6 +1,6 @@
 """Black-box probes of any agent (or proxy), each exchange recorded for inspection.
 
-Why: the reliability rules of DESIGN section 5 are claims about an agent's behaviour; a probe
+Why: the reliability rules of docs/design.md section 5 are claims about an agent's behaviour; a probe
 checks them from the outside, against the agent as deployed:
 
 - ``duplicate-message``: the same ``messageId`` sent twice must not create a second task

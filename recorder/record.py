@@ -1,4 +1,4 @@
-"""The client-side recovery tree of DESIGN section 5, driving one recorded session.
+"""The client-side recovery tree of docs/design.md section 5, driving one recorded session.
 
 Send the message (streaming when asked and the card allows it). When the stream ends while
 the task is still SUBMITTED/WORKING, or drops, or times out:

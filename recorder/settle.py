@@ -1,4 +1,4 @@
-"""Resubscribe, else poll with backoff, until a task settles or stalls (DESIGN section 5).
+"""Resubscribe, else poll with backoff, until a task settles or stalls (docs/design.md section 5).
 
 One rule for both followers of a task still SUBMITTED/WORKING once its stream is gone: the
 client (``a2a-tape record``, :mod:`recorder.record`) and the startup recovery

@@ -8,7 +8,7 @@ file is reproducible), and its projection written next to it as ``<name>.expecte
 
 The a2a-sdk cases are parsed from the raw captures of a real a2a-sdk 1.3.0 agent (FIXTURES_DIR,
 default ``../shared/fixtures/a2a-sdk-1.3.0``); the opencode cases are written here, after the
-contracts of DESIGN section 4 and the first user's four acceptance cases. Review the expected
+contracts of docs/design.md section 4 and the first user's four acceptance cases. Review the expected
 files by eye after a regeneration: they are the spec the tests hold the projection to.
 """
 

@@ -4,7 +4,7 @@ kept as a projection so ``a2a-tape grep WORD`` reads an index instead of the log
 One row per field, ``(position, field, task_id, seq, kind, where, text)``, in SQLite's FTS5 table
 ``search_index`` (trigram tokens: any substring of 3 characters or more) or PostgreSQL's
 full-text search (a GIN index on the ``tsvector`` of the text). The rules are the other
-projections' (DESIGN section 2): a cursor (``projection_cursors``, name ``search``) moves in
+projections' (docs/design.md section 2): a cursor (``projection_cursors``, name ``search``) moves in
 the same transaction as the rows it covers, so a crash replays the events after it and never
 indexes one twice; rows are a function of one event each, so an index kept incrementally and
 one rebuilt from position 0 hold the same rows. When the code that decides what is searchable

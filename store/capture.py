@@ -3,7 +3,7 @@
 Every recording path goes through it: ``record`` and ``RecordingTransport`` (through
 :class:`recorder.recording.Session`), startup recovery, ``recover`` and ``probe``
 (:class:`recorder.recovery.Upstream`), the proxy, and serve's recording modes
-(:mod:`replay.forward`). The pipeline (DESIGN section 11)::
+(:mod:`replay.forward`). The pipeline (docs/design.md section 11)::
 
     begin -> response head -> body bytes -> SSE items (exact bytes) -> redaction -> batched append -> outcome
     request()   head()          feed()/close()                       events()/answer()   (caller)     end()

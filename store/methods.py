@@ -1,4 +1,4 @@
-"""The JSON-RPC methods of A2A in both dialects (DESIGN section 3): one table for every layer.
+"""The JSON-RPC methods of A2A in both dialects (docs/design.md section 3): one table for every layer.
 
 An *operation* is what a method does whatever its dialect: ``send``, ``stream``, ``get``,
 ``cancel``, ``resubscribe``, ``list`` (v1.0 only).

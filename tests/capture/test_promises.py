@@ -1,4 +1,4 @@
-"""The promise matrix: each promise of the capture core x each capture path (DESIGN section 11).
+"""The promise matrix: each promise of the capture core x each capture path (docs/design.md section 11).
 
 Promises: no secret on disk or in what is printed; the exact bytes of every item kept; what
 the client sees is what the agent sent; faults end as readable errors within the timeouts.

@@ -2,7 +2,7 @@
 
 A real a2a-sdk agent streams plain artifacts only; the opencode contract (reasoning, structured
 tool calls, a final snapshot sent with ``append: true`` and the FULL text) has to be written by
-hand, in the wire shape DESIGN section 4 describes.
+hand, in the wire shape docs/design.md section 4 describes.
 """
 
 from __future__ import annotations

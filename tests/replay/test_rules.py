@@ -1,4 +1,4 @@
-"""One test per contract rule (DESIGN section 4), folded in memory with ``fold_events``."""
+"""One test per contract rule (docs/design.md section 4), folded in memory with ``fold_events``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each fault of the replay server makes ``a2a-tape record`` recover as DESIGN section 5 says."""
+"""Each fault of the replay server makes ``a2a-tape record`` recover as docs/design.md section 5 says."""
 
 from __future__ import annotations
 
