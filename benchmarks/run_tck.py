@@ -1,0 +1,64 @@
+"""The official A2A TCK, long form: every JSON-RPC category three ways, and the table of outcomes.
+
+    .venv/bin/python benchmarks/run_tck.py                       # all categories (~5 min on 2 cores)
+    .venv/bin/python benchmarks/run_tck.py --categories mandatory
+    .venv/bin/python benchmarks/run_tck.py --differences         # only the tests whose outcome changes
+    .venv/bin/python benchmarks/run_tck.py --keep DIR            # keep reports, logs and the recordings in DIR
+
+The three set-ups are those of tests/oracles/test_tck.py (docs/oracles.md): (a) an a2a-sdk 1.3.0 agent directly,
+(b) through ``a2a-tape proxy`` (recording), (c) ``a2a-tape serve`` over that recording with
+``--record-mode new_episodes``. The TCK comes from ``$A2A_TAPE_TCK_TARBALL`` or ``../shared/oracles/`` and is
+installed once into the cache (``$XDG_CACHE_HOME/a2a-tape/tck``). Exit status: 0 when every difference is on
+tests/oracles/known_tck_differences.txt and every entry there still differs, 1 otherwise, 2 when the TCK is
+not available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.oracles import tck  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the A2A TCK directly, through the proxy and against serve")
+    parser.add_argument("--categories", default="all", help=f"comma-separated, or all ({', '.join(tck.ALL)})")
+    parser.add_argument("--differences", action="store_true", help="list only the tests whose outcome differs")
+    parser.add_argument("--keep", type=Path, help="directory for the reports, logs and databases (kept)")
+    args = parser.parse_args(argv)
+    try:
+        categories = tck.ALL if args.categories == "all" else tuple(args.categories.split(","))
+        unknown = [c for c in categories if c not in tck.CATEGORIES]
+        if unknown:
+            raise tck.TckUnavailable(f"unknown categories {unknown}; known: {', '.join(tck.ALL)}")
+        install = tck.ensure_installed()
+    except tck.TckUnavailable as exc:
+        print(f"run_tck: {exc}", file=sys.stderr)
+        return 2
+    if install.seconds:
+        print(f"installed the TCK into {install.python.parents[1]} in {install.seconds:.0f} s", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="a2a-tape-tck-") as tmp:
+        workdir = args.keep or Path(tmp)
+        started = time.monotonic()
+        direct, proxied, replay = tck.run_three_ways(install, categories, workdir)
+        took = time.monotonic() - started
+        print(tck.table([direct, proxied, replay], only_differences=args.differences))
+        known = tck.load_known()
+        problems = tck.judge("proxy", direct, proxied, known, categories)
+        problems += tck.judge("serve", direct, replay, known, categories)
+        print(f"\nthree runs in {took:.0f} s; {len(problems)} problems against {tck.KNOWN_DIFFERENCES.name}")
+        for p in problems:
+            print("  " + p)
+        if args.keep:
+            print(f"reports, logs and databases kept in {workdir}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

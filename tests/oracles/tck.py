@@ -1,0 +1,362 @@
+"""The official A2A TCK (a2aproject/a2a-tck) as an oracle: installed once, run against a URL, outcomes per test.
+
+Where the TCK comes from: ``$A2A_TAPE_TCK_TARBALL``, else ``<repo>/../shared/oracles/a2a-tck-*.tar.gz`` (CI lays
+``shared/`` beside the clone; a user's checkout usually has neither, and the oracle tests then skip saying so).
+
+Where it goes: ``$A2A_TAPE_CACHE`` (else ``$XDG_CACHE_HOME/a2a-tape``, else ``~/.cache/a2a-tape``) ``/tck/<hash of
+the tarball>/``: the unpacked source and a venv of its own (``pip install -e``), because its dependencies
+(grpcio, pytest plugins, ...) are none of ours. A file lock serialises concurrent first installs; a marker file
+written last makes a half-done install count as absent.
+
+How it runs: the TCK's ``run_tck.py`` is a thin wrapper over pytest; we call pytest in the TCK's venv with the
+same selection per category (path and marker expression, copied from run_tck.py's table) and its
+``--json-report`` option (pytest-json-report, a TCK dependency), so every test's outcome is read, not scraped.
+``A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}'`` makes this TCK (which sends v1.0 method names) acceptable to
+a2a-sdk 1.3.0, and ``TCK_STREAMING_TIMEOUT=2.0`` keeps streaming tests short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[2]
+KNOWN_DIFFERENCES = Path(__file__).with_name("known_tck_differences.txt")
+
+TARBALL_ENV = "A2A_TAPE_TCK_TARBALL"
+CATEGORIES_ENV = "A2A_TAPE_TCK_CATEGORIES"
+
+# category -> (path inside the TCK, pytest marker expression or None); run_tck.py's table, with the JSON-RPC
+# compliance marker that run_tck.py adds to "mandatory" when --transports names jsonrpc.
+CATEGORIES: dict[str, tuple[str, str | None]] = {
+    "mandatory": ("tests/mandatory/", "mandatory or mandatory_protocol or mandatory_jsonrpc"),
+    "capabilities": ("tests/optional/capabilities/", None),
+    "transport-equivalence": ("tests/optional/multi_transport/", "transport_equivalence"),
+    "quality": ("tests/optional/quality/", None),
+    "features": ("tests/optional/features/", None),
+}
+ALL = tuple(CATEGORIES)
+
+TCK_ENV = {"A2A_AUTH_HEADERS": '{"A2A-Version":"1.0"}', "TCK_STREAMING_TIMEOUT": "2.0"}
+CATEGORY_TIMEOUT = 900.0  # seconds; a whole category takes under two minutes against a local agent
+
+
+class TckUnavailable(Exception):
+    """The TCK cannot be had here (no tarball, or its install failed); the message says why."""
+
+
+def find_tarball() -> Path | None:
+    given = os.environ.get(TARBALL_ENV)
+    if given:
+        path = Path(given).expanduser()
+        return path if path.is_file() else None
+    found = sorted((ROOT.parent / "shared" / "oracles").glob("a2a-tck-*.tar.gz"))
+    return found[-1] if found else None
+
+
+def cache_dir() -> Path:
+    if os.environ.get("A2A_TAPE_CACHE"):
+        return Path(os.environ["A2A_TAPE_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "a2a-tape"
+
+
+def selected_categories() -> tuple[str, ...]:
+    """``$A2A_TAPE_TCK_CATEGORIES`` (comma-separated names, or ``all``); all categories by default."""
+    raw = os.environ.get(CATEGORIES_ENV, "all").strip()
+    if raw in ("", "all"):
+        return ALL
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    unknown = [n for n in names if n not in CATEGORIES]
+    if unknown:
+        raise ValueError(f"{CATEGORIES_ENV}: unknown categories {unknown}; known: {', '.join(ALL)}")
+    return names
+
+
+@dataclass(frozen=True)
+class Install:
+    source: Path  # the unpacked a2a-tck directory (pytest's rootdir)
+    python: Path  # the TCK venv's interpreter
+    seconds: float  # what the install took in this process; 0.0 when it was already in the cache
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def ensure_installed(tarball: Path | None = None) -> Install:
+    """The TCK unpacked and installed in its own venv under the cache (done once per tarball)."""
+    tarball = tarball or find_tarball()
+    if tarball is None:
+        where = os.environ.get(TARBALL_ENV) or str(ROOT.parent / "shared" / "oracles" / "a2a-tck-*.tar.gz")
+        raise TckUnavailable(f"the A2A TCK tarball is not here ({where}); set {TARBALL_ENV}=PATH to run this oracle")
+    home = cache_dir() / "tck" / _digest(tarball)
+    ready = home / "installed"
+    python = home / "venv" / "bin" / "python"
+    with _locked(home.with_suffix(".lock")):
+        if ready.exists() and python.exists():
+            return Install(_source_dir(home), python, 0.0)
+        started = time.monotonic()
+        shutil.rmtree(home, ignore_errors=True)
+        (home / "src").mkdir(parents=True)
+        with tarfile.open(tarball) as tar:
+            tar.extractall(home / "src", filter="data")
+        source = _source_dir(home)
+        log = home / "install.log"
+        with log.open("wb") as out:
+            steps = [
+                [sys.executable, "-m", "venv", str(home / "venv")],
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", str(source)],
+            ]
+            for cmd in steps:
+                done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=900, env=_plain_env())
+                if done.returncode != 0:
+                    tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                    raise TckUnavailable(f"installing the A2A TCK failed ({' '.join(cmd[-3:])}): {' | '.join(tail)}")
+        ready.write_text(tarball.name + "\n")
+        return Install(source, python, time.monotonic() - started)
+
+
+def _source_dir(home: Path) -> Path:
+    found = [p.parent for p in (home / "src").glob("*/run_tck.py")]
+    if not found:
+        raise TckUnavailable(f"no run_tck.py in the unpacked tarball under {home / 'src'}")
+    return found[0]
+
+
+def _plain_env() -> dict[str, str]:
+    """Our environment less what belongs to our own interpreter and pytest run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON", "VIRTUAL_ENV", "COV_"))}
+    env.pop("A2A_TAPE_DB", None)
+    return env
+
+
+# --- one run ---------------------------------------------------------------------------------------------
+
+
+class _ReportTest(msgspec.Struct):
+    nodeid: str
+    outcome: str
+
+
+class _Report(msgspec.Struct):
+    tests: list[_ReportTest] = []
+    exitcode: int = 0
+
+
+@dataclass
+class Run:
+    """The outcome of every TCK test in one set-up (``passed``, ``failed``, ``skipped``, ``error``, ...)."""
+
+    name: str
+    url: str
+    outcomes: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for o in self.outcomes.values():
+            out[o] = out.get(o, 0) + 1
+        return dict(sorted(out.items()))
+
+
+def run_category(install: Install, url: str, category: str, workdir: Path) -> dict[str, str]:
+    path, markers = CATEGORIES[category]
+    workdir.mkdir(parents=True, exist_ok=True)
+    report = workdir / f"{category}.json"
+    cmd = [
+        str(install.python),
+        "-m",
+        "pytest",
+        path,
+        f"--sut-url={url}",
+        "--test-scope=all",
+        "--transports=jsonrpc",
+        "--tb=short",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--json-report",
+        f"--json-report-file={report}",
+        "--json-report-omit=collectors,keywords,log,streams,warnings",
+    ]
+    if markers:
+        cmd += ["-m", markers]
+    env = {**_plain_env(), **TCK_ENV}
+    with (workdir / f"{category}.log").open("wb") as out:
+        subprocess.run(cmd, cwd=install.source, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=CATEGORY_TIMEOUT)
+    if not report.exists():
+        raise AssertionError(f"the TCK wrote no report for {category} against {url}; see {workdir / category}.log")
+    parsed = msgspec.json.decode(report.read_bytes(), type=_Report)
+    return {t.nodeid: t.outcome for t in parsed.tests}
+
+
+def run_tck(install: Install, name: str, url: str, categories: Iterable[str], workdir: Path) -> Run:
+    run = Run(name, url)
+    for category in categories:
+        started = time.monotonic()
+        run.outcomes.update(run_category(install, url, category, workdir / name))
+        run.seconds[category] = time.monotonic() - started
+    return run
+
+
+# --- comparing runs --------------------------------------------------------------------------------------
+
+ABSENT = "absent"
+
+
+def differences(reference: Run, other: Run) -> dict[str, tuple[str, str]]:
+    """nodeid -> (reference outcome, other outcome) for every test whose outcome differs (or is missing)."""
+    out = {}
+    for nodeid in sorted(set(reference.outcomes) | set(other.outcomes)):
+        a = reference.outcomes.get(nodeid, ABSENT)
+        b = other.outcomes.get(nodeid, ABSENT)
+        if a != b:
+            out[nodeid] = (a, b)
+    return out
+
+
+@dataclass(frozen=True)
+class Known:
+    setup: str  # "proxy" or "serve"
+    nodeid: str
+    reason: str
+
+
+def load_known(path: Path = KNOWN_DIFFERENCES) -> dict[tuple[str, str], Known]:
+    """The allowlist: ``SETUP NODEID REASON...`` per line, ``#`` comments and blank lines ignored."""
+    known: dict[tuple[str, str], Known] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 2)
+        if len(parts) < 3 or parts[0] not in ("proxy", "serve"):
+            raise ValueError(f"{path.name}:{number}: expected 'proxy|serve NODEID REASON', got {line!r}")
+        setup, nodeid, reason = parts
+        if (setup, nodeid) in known:
+            raise ValueError(f"{path.name}:{number}: {setup} {nodeid} is listed twice")
+        known[(setup, nodeid)] = Known(setup, nodeid, reason)
+    return known
+
+
+def judge(
+    setup: str, reference: Run, other: Run, known: dict[tuple[str, str], Known], categories: Iterable[str]
+) -> list[str]:
+    """What is wrong with ``other`` against ``reference``: unlisted differences, and listed ones now gone.
+
+    Only allowlist lines of the categories that ran are held to account (a mandatory-only run does not
+    report the quality entries as gone).
+    """
+    diff = differences(reference, other)
+    ran = tuple(CATEGORIES[c][0] for c in categories)
+    problems = []
+    for nodeid, (a, b) in diff.items():
+        if (setup, nodeid) not in known:
+            problems.append(f"differs, not in {KNOWN_DIFFERENCES.name}: {nodeid}: direct {a}, {setup} {b}")
+    for (where, nodeid), entry in sorted(known.items()):
+        if where == setup and nodeid.startswith(ran) and nodeid not in diff:
+            outcome = reference.outcomes.get(nodeid, ABSENT)
+            problems.append(
+                f"now agrees ({outcome} both ways), remove it from {KNOWN_DIFFERENCES.name}: {setup} {nodeid}"
+                f" ({entry.reason})"
+            )
+    return problems
+
+
+def table(runs: list[Run], only_differences: bool = False) -> str:
+    """A plain-text table: one line per TCK test, one column per run."""
+    ids = sorted(set().union(*(r.outcomes for r in runs)))
+    width = max([len(i) for i in ids] + [4])
+    head = "test".ljust(width) + "".join(f"  {r.name:<8}" for r in runs)
+    lines = [head, "-" * len(head)]
+    for nodeid in ids:
+        row = [r.outcomes.get(nodeid, ABSENT) for r in runs]
+        if only_differences and len(set(row)) == 1:
+            continue
+        mark = "" if len(set(row)) == 1 else "  <-"
+        lines.append(nodeid.ljust(width) + "".join(f"  {o:<8}" for o in row) + mark)
+    lines.append("")
+    for r in runs:
+        took = ", ".join(f"{c} {s:.0f} s" for c, s in r.seconds.items())
+        lines.append(f"{r.name}: {r.counts()} ({took})")
+    return "\n".join(lines)
+
+
+# --- the three set-ups -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def tck_agent() -> Iterator[str]:
+    """A fresh a2a-sdk 1.3.0 agent (tests/support/tck_agent.py) on 127.0.0.1; yields its base URL."""
+    from tests.support.servers import bind_loopback, serve_app
+    from tests.support.tck_agent import make_tck_agent_app
+
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    app, _ = make_tck_agent_app(url)
+    with serve_app(app, port=port) as served:
+        yield served
+
+
+def _copy_db(src: Path, dst: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{src}{suffix}").exists():
+            shutil.copyfile(f"{src}{suffix}", f"{dst}{suffix}")
+
+
+def run_three_ways(install: Install, categories: Iterable[str], workdir: Path) -> tuple[Run, Run, Run]:
+    """The TCK (a) against an agent, (b) through ``a2a-tape proxy`` in front of a second, identical agent,
+    recording, at the same time as (a); then (c) against ``a2a-tape serve`` over a copy of that recording,
+    ``--record-mode new_episodes --upstream`` the proxied agent (which still holds the tasks it ran).
+
+    Each set-up has an agent of its own so that ListTasks sees only that run's tasks.
+    """
+    import concurrent.futures
+
+    from tests.oracles import tape
+
+    categories = tuple(categories)
+    workdir.mkdir(parents=True, exist_ok=True)
+    recording = workdir / "proxy.db"
+    replayed = workdir / "serve.db"
+    with tck_agent() as direct_url, tck_agent() as proxied_url:
+        with tape.proxy(proxied_url, recording, workdir / "proxy.stderr") as proxy:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                a = pool.submit(run_tck, install, "direct", direct_url, categories, workdir)
+                b = pool.submit(run_tck, install, "proxy", proxy.url, categories, workdir)
+                direct, proxied = a.result(), b.result()
+        _copy_db(recording, replayed)
+        extra = ("--record-mode", "new_episodes", "--upstream", proxied_url)
+        with tape.serve(replayed, workdir / "serve.stderr", *extra) as served:
+            replay = run_tck(install, "serve", served.url, categories, workdir)
+    return direct, proxied, replay
