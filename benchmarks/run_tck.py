@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import logging  # noqa: E402
+
 from tests.oracles import tck  # noqa: E402
 
 
@@ -32,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--differences", action="store_true", help="list only the tests whose outcome differs")
     parser.add_argument("--keep", type=Path, help="directory for the reports, logs and databases (kept)")
     args = parser.parse_args(argv)
+    # The agents run in this process; a2a-sdk logs every bad request the TCK sends on purpose.
+    for name in ("a2a", "opentelemetry", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         categories = tck.ALL if args.categories == "all" else tuple(args.categories.split(","))
         unknown = [c for c in categories if c not in tck.CATEGORIES]

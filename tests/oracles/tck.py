@@ -334,12 +334,18 @@ def _copy_db(src: Path, dst: Path) -> None:
             shutil.copyfile(f"{src}{suffix}", f"{dst}{suffix}")
 
 
+# Categories whose tests may run alongside another TCK run: the rest hold fixed ports (the push-notification
+# webhook binds localhost:8888) or measure concurrency and timing, so the two runs take turns for them.
+PARALLEL_SAFE = frozenset({"mandatory"})
+
+
 def run_three_ways(install: Install, categories: Iterable[str], workdir: Path) -> tuple[Run, Run, Run]:
     """The TCK (a) against an agent, (b) through ``a2a-tape proxy`` in front of a second, identical agent,
-    recording, at the same time as (a); then (c) against ``a2a-tape serve`` over a copy of that recording,
-    ``--record-mode new_episodes --upstream`` the proxied agent (which still holds the tasks it ran).
+    recording; then (c) against ``a2a-tape serve`` over a copy of that recording, ``--record-mode
+    new_episodes --upstream`` the proxied agent (which still holds the tasks it ran).
 
-    Each set-up has an agent of its own so that ListTasks sees only that run's tasks.
+    Each set-up has an agent of its own so that ListTasks sees only that run's tasks. (a) and (b) run the
+    categories of ``PARALLEL_SAFE`` at the same time (the mandatory tests mostly wait), the others in turn.
     """
     import concurrent.futures
 
@@ -349,12 +355,21 @@ def run_three_ways(install: Install, categories: Iterable[str], workdir: Path) -
     workdir.mkdir(parents=True, exist_ok=True)
     recording = workdir / "proxy.db"
     replayed = workdir / "serve.db"
+    direct, proxied = Run("direct", ""), Run("proxy", "")
     with tck_agent() as direct_url, tck_agent() as proxied_url:
         with tape.proxy(proxied_url, recording, workdir / "proxy.stderr") as proxy:
+            direct.url, proxied.url = direct_url, proxy.url
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                a = pool.submit(run_tck, install, "direct", direct_url, categories, workdir)
-                b = pool.submit(run_tck, install, "proxy", proxy.url, categories, workdir)
-                direct, proxied = a.result(), b.result()
+                for category in categories:
+                    jobs = [(direct, direct_url), (proxied, proxy.url)]
+                    if category in PARALLEL_SAFE:
+                        futures = [pool.submit(run_tck, install, r.name, u, (category,), workdir) for r, u in jobs]
+                        parts = [f.result() for f in futures]
+                    else:
+                        parts = [run_tck(install, r.name, u, (category,), workdir) for r, u in jobs]
+                    for run, part in zip((direct, proxied), parts):
+                        run.outcomes.update(part.outcomes)
+                        run.seconds.update(part.seconds)
         _copy_db(recording, replayed)
         extra = ("--record-mode", "new_episodes", "--upstream", proxied_url)
         with tape.serve(replayed, workdir / "serve.stderr", *extra) as served:
