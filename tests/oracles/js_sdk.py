@@ -129,6 +129,7 @@ class WireCall(msgspec.Struct):
     url: str
     status: int
     contentType: str | None  # noqa: N815 (the client's JSON)
+    headers: dict[str, str]
     request: str | None
     body: str | None
 

@@ -4,8 +4,8 @@
 //   node client.mjs URL DIALECT [TEXT]        DIALECT: 1.0 (native) or 0.3 (legacyCompat: {enabled: true})
 //
 // The document: {"dialect", "events": [StreamResponse as proto JSON, as the SDK parsed them],
-// "task": Task as proto JSON (GetTask's answer), "wire": [{"method", "status", "contentType", "request",
-// "body"}, ...] (every HTTP exchange as the bytes the SDK's fetch saw, the body read from a tee of the
+// "task": Task as proto JSON (GetTask's answer), "wire": [{"method", "url", "status", "contentType",
+// "headers", "request", "body"}, ...] (every HTTP exchange as the bytes the SDK's fetch saw, the body read from a tee of the
 // response)}. Any failure: one line on stderr, exit 1.
 
 import { StreamResponse, Task } from '@a2a-js/sdk';
@@ -26,6 +26,7 @@ async function teeFetch(input, init = {}) {
     url: String(input instanceof Request ? input.url : input),
     status: response.status,
     contentType: response.headers.get('content-type'),
+    headers: Object.fromEntries(response.headers),
     request: typeof init.body === 'string' ? init.body : null,
     body: null,
   };
