@@ -127,7 +127,10 @@ def ensure_installed(tarball: Path | None = None) -> Install:
         shutil.rmtree(home, ignore_errors=True)
         (home / "src").mkdir(parents=True)
         with tarfile.open(tarball) as tar:
-            tar.extractall(home / "src", filter="data")
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no absolute paths, links out, devices
+                tar.extractall(home / "src", filter="data")
+            else:
+                tar.extractall(home / "src")
         source = _source_dir(home)
         log = home / "install.log"
         with log.open("wb") as out:
@@ -136,7 +139,10 @@ def ensure_installed(tarball: Path | None = None) -> Install:
                 [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", str(source)],
             ]
             for cmd in steps:
-                done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=900, env=_plain_env())
+                try:
+                    done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=900, env=_plain_env())
+                except subprocess.TimeoutExpired:
+                    raise TckUnavailable(f"installing the A2A TCK took more than 900 s (log: {log})") from None
                 if done.returncode != 0:
                     tail = log.read_text(errors="replace").strip().splitlines()[-3:]
                     raise TckUnavailable(f"installing the A2A TCK failed ({' '.join(cmd[-3:])}): {' | '.join(tail)}")
@@ -215,6 +221,8 @@ def run_category(install: Install, url: str, category: str, workdir: Path) -> di
     if not report.exists():
         raise AssertionError(f"the TCK wrote no report for {category} against {url}; see {workdir / category}.log")
     parsed = msgspec.json.decode(report.read_bytes(), type=_Report)
+    if parsed.exitcode in (2, 3, 4):  # interrupted, internal error, usage error: not a run to compare
+        raise AssertionError(f"the TCK's pytest exited {parsed.exitcode} for {category}; see {workdir / category}.log")
     return {t.nodeid: t.outcome for t in parsed.tests}
 
 

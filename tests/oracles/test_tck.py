@@ -63,7 +63,7 @@ def _explain(problems: list[str], runs: Runs) -> str:
 def test_the_tck_reaches_the_agent(tck_runs: Runs):
     """The harness is sound: the TCK ran, most mandatory tests pass directly, none errors in its set-up."""
     counts = tck_runs.direct.counts()
-    assert counts.get("passed", 0) >= 20, counts
+    assert counts.get("passed", 0) >= (20 if "mandatory" in tck_runs.categories else 1), counts
     errors = [n for n, o in tck_runs.direct.outcomes.items() if o == "error"]
     assert not errors, errors
 
