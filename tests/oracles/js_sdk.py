@@ -85,14 +85,16 @@ class JsAgent:
     """``node agent.mjs --dialect D`` in a subprocess; ``url`` read from its first stdout line."""
 
     def __init__(self, ws: Path, dialect: str) -> None:
-        self.proc = subprocess.Popen(
-            ["node", "agent.mjs", "--dialect", dialect],
-            cwd=ws,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.log = ws / f"agent-{dialect}.stderr"
+        with self.log.open("wb") as err:  # a file, not a pipe: nobody has to drain it
+            self.proc = subprocess.Popen(
+                ["node", "agent.mjs", "--dialect", dialect],
+                cwd=ws,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
         first: queue.Queue[str] = queue.Queue()
         assert self.proc.stdout is not None
         out = self.proc.stdout
@@ -104,7 +106,7 @@ class JsAgent:
         m = _URL.search(line)
         if not m:
             self.stop()
-            err = self.proc.stderr.read() if self.proc.stderr else ""
+            err = self.log.read_text(errors="replace")
             raise AssertionError(f"the JS agent did not start: {line!r} {err[-2000:]}")
         self.url = m.group(1)
 
