@@ -106,8 +106,8 @@ class JsAgent:
         m = _URL.search(line)
         if not m:
             self.stop()
-            err = self.log.read_text(errors="replace")
-            raise AssertionError(f"the JS agent did not start: {line!r} {err[-2000:]}")
+            said = self.log.read_text(errors="replace")
+            raise AssertionError(f"the JS agent did not start: {line!r} {said[-2000:]}")
         self.url = m.group(1)
 
     def stop(self) -> None:

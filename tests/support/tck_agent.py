@@ -67,6 +67,7 @@ class TckAgent(AgentExecutor):
         self._canceled: set[str] = set()
 
     async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
+        assert ctx.task_id and ctx.context_id  # the request handler assigns both before executing
         task = ctx.current_task
         if task is not None and task.status.state in _ENDED:
             return
@@ -76,7 +77,7 @@ class TckAgent(AgentExecutor):
                     id=ctx.task_id,
                     context_id=ctx.context_id,
                     status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                    history=[ctx.message],
+                    history=[ctx.message] if ctx.message else [],
                 )
             )
         up = TaskUpdater(q, ctx.task_id, ctx.context_id)
@@ -89,6 +90,7 @@ class TckAgent(AgentExecutor):
         await up.complete(up.new_agent_message([Part(text=text)]))
 
     async def cancel(self, ctx: RequestContext, q: EventQueue) -> None:
+        assert ctx.task_id and ctx.context_id
         task = ctx.current_task
         if task is not None and task.status.state in _ENDED:
             raise TaskNotCancelableError(message=f"task is {TaskState.Name(task.status.state)}")
