@@ -256,22 +256,28 @@ class Known:
     setup: str  # "proxy" or "serve"
     nodeid: str
     reason: str
+    sometimes: bool = False  # "serve~": may differ or agree depending on the run (not held to "now agrees")
 
 
 def load_known(path: Path = KNOWN_DIFFERENCES) -> dict[tuple[str, str], Known]:
-    """The allowlist: ``SETUP NODEID REASON...`` per line, ``#`` comments and blank lines ignored."""
+    """The allowlist: ``SETUP NODEID REASON...`` per line, ``#`` comments and blank lines ignored.
+
+    SETUP is ``proxy`` or ``serve``, or ``proxy~`` / ``serve~`` for a difference that shows only in some runs
+    (it depends on how much the run recorded); those are allowed to agree.
+    """
     known: dict[tuple[str, str], Known] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split(None, 2)
-        if len(parts) < 3 or parts[0] not in ("proxy", "serve"):
-            raise ValueError(f"{path.name}:{number}: expected 'proxy|serve NODEID REASON', got {line!r}")
-        setup, nodeid, reason = parts
+        if len(parts) < 3 or parts[0].rstrip("~") not in ("proxy", "serve"):
+            raise ValueError(f"{path.name}:{number}: expected 'proxy|serve[~] NODEID REASON', got {line!r}")
+        word, nodeid, reason = parts
+        setup = word.rstrip("~")
         if (setup, nodeid) in known:
             raise ValueError(f"{path.name}:{number}: {setup} {nodeid} is listed twice")
-        known[(setup, nodeid)] = Known(setup, nodeid, reason)
+        known[(setup, nodeid)] = Known(setup, nodeid, reason, sometimes=word.endswith("~"))
     return known
 
 
@@ -290,7 +296,7 @@ def judge(
         if (setup, nodeid) not in known:
             problems.append(f"differs, not in {KNOWN_DIFFERENCES.name}: {nodeid}: direct {a}, {setup} {b}")
     for (where, nodeid), entry in sorted(known.items()):
-        if where == setup and nodeid.startswith(ran) and nodeid not in diff:
+        if where == setup and not entry.sometimes and nodeid.startswith(ran) and nodeid not in diff:
             outcome = reference.outcomes.get(nodeid, ABSENT)
             problems.append(
                 f"now agrees ({outcome} both ways), remove it from {KNOWN_DIFFERENCES.name}: {setup} {nodeid}"

@@ -109,6 +109,13 @@ def test_judge_reports_unlisted_differences_and_listed_ones_that_agree():
     assert problems[2].startswith("now agrees") and "t.py::b" in problems[2]
 
 
+def test_judge_lets_a_sometimes_entry_agree():
+    direct = _run("direct", a="failed")
+    known = {("serve", "tests/mandatory/t.py::a"): tck.Known("serve", "tests/mandatory/t.py::a", "size", True)}
+    assert tck.judge("serve", direct, _run("serve", a="passed"), known, ("mandatory",)) == []
+    assert tck.judge("serve", direct, _run("serve", a="failed"), known, ("mandatory",)) == []
+
+
 def test_load_known_refuses_a_malformed_line(tmp_path):
     bad = tmp_path / "known.txt"
     bad.write_text("# comment\nproxy tests/mandatory/t.py::a\n")
