@@ -157,12 +157,15 @@ def test_replayed_stream_is_the_recording(request, js: JsRuns):
         request.applymarker(
             pytest.mark.xfail(
                 strict=True,
-                reason="serve's card is rebuilt with a v1.0 interface the agent never had, so the v0.3 client "
-                "talks v1.0 and the conversion drops status.timestamp and every metadata (issue 13)",
+                reason="serve's card offers a v1.0 interface the agent never had, so the v0.3 client talks v1.0 "
+                "to serve and gets the recording converted, not as recorded (issue 13)",
             )
         )
     replayed = [_json(d) for d in sse_data(js.replayed.call(STREAM_METHODS).body or "")]
     assert replayed == [_json(p) for p in js.recorded.stream]
+
+
+def test_replayed_stream_parses_to_the_events_the_client_saw_live(js: JsRuns):
     assert js.replayed.events == js.proxied.events
 
 
@@ -174,52 +177,37 @@ def test_replayed_get_task_state_and_artifact_text(js: JsRuns):
     ]
 
 
-GAP = "replayed GetTask folds the task lossily (issue 13; the fold helper's to fix)"
-
-
-def known_gap(request, js: JsRuns, dialects: tuple[str, ...], field: str) -> None:
-    """Mark this test xfail(strict) for the dialects where replay loses ``field`` today."""
-    if js.dialect in dialects:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"{GAP}: drops {field}"))
-
-
 def _artifacts(task: dict) -> list[dict]:
     return task.get("artifacts", [])
 
 
-def test_replayed_get_task_equals_live(request, js: JsRuns):
-    known_gap(request, js, DIALECTS, "status.timestamp, parts' mediaType and metadata, artifact and task metadata")
+def test_replayed_get_task_equals_live(js: JsRuns):
     assert without_ids(js.replayed.task) == without_ids(js.proxied.task)
 
 
-def test_replayed_get_task_keeps_status_timestamp(request, js: JsRuns):
-    known_gap(request, js, DIALECTS, "status.timestamp")
+def test_replayed_get_task_keeps_status_timestamp(js: JsRuns):
     assert "timestamp" in js.proxied.task["status"]
     assert js.replayed.task["status"].get("timestamp") == js.proxied.task["status"]["timestamp"]
 
 
-def test_replayed_get_task_keeps_part_media_type(request, js: JsRuns):
-    # v0.3 text parts carry no mediaType, so there is nothing to lose there.
-    known_gap(request, js, ("1.0",), "every part's mediaType")
+def test_replayed_get_task_keeps_part_media_type(js: JsRuns):
+    # v0.3 text parts carry no mediaType: there both sides have none.
     media = [[p.get("mediaType") for p in a["parts"]] for a in _artifacts(js.proxied.task)]
     assert media == [[p.get("mediaType") for p in a["parts"]] for a in _artifacts(js.replayed.task)]
 
 
-def test_replayed_get_task_keeps_part_metadata(request, js: JsRuns):
-    known_gap(request, js, DIALECTS, "every part's metadata")
+def test_replayed_get_task_keeps_part_metadata(js: JsRuns):
     meta = [[p.get("metadata") for p in a["parts"]] for a in _artifacts(js.proxied.task)]
     assert any(any(m) for m in meta), "the live task has no part metadata to compare"
     assert meta == [[p.get("metadata") for p in a["parts"]] for a in _artifacts(js.replayed.task)]
 
 
-def test_replayed_get_task_keeps_artifact_description_and_metadata(request, js: JsRuns):
-    known_gap(request, js, DIALECTS, "the artifact's description and metadata")
+def test_replayed_get_task_keeps_artifact_description_and_metadata(js: JsRuns):
     keep = [(a.get("description"), a.get("metadata")) for a in _artifacts(js.proxied.task)]
     assert keep == [(a.get("description"), a.get("metadata")) for a in _artifacts(js.replayed.task)]
 
 
-def test_replayed_get_task_keeps_task_metadata(request, js: JsRuns):
-    known_gap(request, js, DIALECTS, "the task's metadata")
+def test_replayed_get_task_keeps_task_metadata(js: JsRuns):
     assert js.proxied.task.get("metadata")
     assert js.replayed.task.get("metadata") == js.proxied.task["metadata"]
 
