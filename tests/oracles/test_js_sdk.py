@@ -141,10 +141,7 @@ def _card_headers(run: ClientRun) -> dict:
     return {**{k: h.get(k) for k in CARD_HEADERS}, "etag": "etag" in h}
 
 
-def test_card_headers_through_proxy_are_the_agents(request, js: JsRuns):
-    request.applymarker(
-        pytest.mark.xfail(strict=True, reason="the proxy drops the card's ETag, Cache-Control and Vary (issue 12)")
-    )
+def test_card_headers_through_proxy_are_the_agents(js: JsRuns):
     assert _card_headers(js.direct)["etag"], "the JS agent's card has an ETag"
     assert _card_headers(js.proxied) == _card_headers(js.direct)
 
