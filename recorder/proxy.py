@@ -387,6 +387,8 @@ class Proxy:
                     http_method=request.method,
                     status=resp.status_code,
                     content_type=resp.headers.get("content-type"),
+                    # the asking dialect (A2A-Version): replay serves the card of each dialect
+                    request_headers=redactor.headers_dict(request.headers.items()),
                     response_headers=self._stored_headers(resp.headers),
                     response_body=redactor.json_bytes(content),
                     outcome="ok" if resp.status_code < 400 else "error",

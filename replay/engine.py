@@ -10,6 +10,11 @@ Timing ``instant`` holds the rest of a dropped stream until the client comes bac
 resubscribe streams it; a GetTask finds the task finished); ``real`` or a factor lets it go on
 along the recorded gaps. What it answers is a :class:`replay.reply.Reply`; in the recording
 modes, a request the recordings do not answer goes upstream through :mod:`replay.forward`.
+
+The recording answers first: the card as the agent served it, and the agent's recorded answer
+to an equivalent request (same method, dialect and shape, :mod:`replay.shape`; for GetTask,
+CancelTask and ListTasks made when the task stood where it stands here), id spliced. What no
+recording answers gets an a2a-sdk 1.3.0 agent's validation (:mod:`replay.list_tasks` for ListTasks).
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ from . import rpc
 from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state
 from .faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
 from .forward import Forwarder
-from .library import Episode, Library, Served, message_text
+from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
+from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
 from .matching import Matcher
-from .reply import SSE_HEADERS, Reply, error_reply, json_reply
+from .reply import SSE_HEADERS, Reply, card_reply, error_reply, json_reply
+from .shape import Shape, shape_of
 from .sse import comment, frame
+from .validation import send_problem
 from .views import RecordedTask
 
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
@@ -58,6 +66,14 @@ def parse_timing(value: str | float) -> float:
     if not factor > 0 or factor == float("inf"):
         raise ValueError(f"timing {value!r}: the factor must be a positive number")
     return 1.0 / factor
+
+
+_PASSIVE = frozenset({"get", "list"})  # operations whose answers do not move a task
+_DRIVING = frozenset({"send", "stream", "cancel"})  # what a client does to a task (the rest the agent does)
+
+
+def _has_answer(ep: Episode) -> bool:
+    return bool(ep.served) or bool(ep.exchange.response_body)
 
 
 def _says_v1(headers: Mapping[str, str]) -> bool:
@@ -169,17 +185,27 @@ class ReplayEngine:
         self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
     ) -> Reply:
         if method == "GET":
-            if path.rstrip("/").endswith(("/.well-known/agent-card.json", "/.well-known/agent.json")):
-                return json_reply(rpc.card_for(base_url, self.library.card))
+            if path.rstrip("/").endswith(CARD_PATHS):
+                return self._card(path, headers, base_url)
             return json_reply(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
         if method != "POST":
             return json_reply(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
+        shape = shape_of(body)
         try:
             req = rpc.parse_request(body)
+        except rpc.BadParams as exc:
+            return await self._bad_params(exc, shape, query, path, headers, body)
         except rpc.BadRequest as exc:
+            # the agent may have answered this very request: its answer first, then ours
+            recorded = self._recorded(shape, self._dialect_of(shape.method, headers))
+            if recorded is not None:
+                return self._answer(recorded, exc.rpc_id)
             return error_reply(exc.code, str(exc), exc.rpc_id)
         known = rpc.METHODS.get(req.method or "")
         if known is None:
+            recorded = self._recorded(shape, self._dialect_of(req.method, headers))
+            if recorded is not None:
+                return self._answer(recorded, req.id)
             return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
         operation, dialect = known
         if dialect == "1.0" and not _says_v1(headers):
@@ -197,17 +223,110 @@ class ReplayEngine:
         if self.record_all:
             return await self._forwarded(req, operation, dialect, path, headers, body)
         if operation in rpc.SEND_OPERATIONS:
-            return await self._send(req, operation, dialect, faults, path, headers, body)
-        task_id = req.params.id if req.params else None
+            return await self._send(req, shape, operation, dialect, faults, path, headers, body)
         if operation == "list":
-            return self._list(req)
+            return self._list(req, shape, dialect)
+        task_id = req.params.id if req.params else None
         if not task_id:
-            return error_reply(rpc.INVALID_PARAMS, "Invalid params: a task id is required", req.id)
+            recorded = self._recorded(shape, dialect)
+            if recorded is not None:
+                return self._answer(recorded, req.id)
+            return error_reply(rpc.bad_params_code(dialect), "Validation failed: id is required", req.id)
+        if operation in ("get", "cancel"):
+            recorded = self._recorded_for_task(shape, dialect, task_id, operation)
+            if recorded is not None:
+                pb = self.playbacks.get(task_id)
+                if operation == "cancel" and pb is not None:  # the recorded cancel ends the playback
+                    pb.cancelled = pb.finished = True
+                return self._answer(recorded, req.id)
         if operation == "get":
             return self._get(req, task_id, dialect)
         if operation == "cancel":
             return self._cancel(req, task_id, dialect)
         return self._subscribe(req, task_id, dialect, faults)
+
+    @staticmethod
+    def _dialect_of(method: str | None, headers: Mapping[str, str]) -> str:
+        known = rpc.METHODS.get(method or "")
+        if known is not None:
+            return known[1]
+        return "1.0" if _says_v1(headers) or (method or "")[:1].isupper() else "0.3"
+
+    async def _bad_params(
+        self, exc: rpc.BadParams, shape: Shape, query: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> Reply:
+        """Params we cannot read: the agent's recorded answer to this exact request, else
+        (recording modes) the agent's answer now, else the agent's error (with the request's id)."""
+        known = rpc.METHODS.get(exc.method)
+        dialect = self._dialect_of(exc.method, headers)
+        if known is not None and known[0] in rpc.SEND_OPERATIONS:
+            ep = self.matcher.match_shape(shape, known[0])
+            if ep is not None:
+                return self._answer(ep, exc.rpc_id)
+        else:
+            recorded = self._recorded(shape, dialect)
+            if recorded is not None:
+                return self._answer(recorded, exc.rpc_id)
+        if known is None:
+            return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {exc.method}", exc.rpc_id)
+        if self.forwarder is not None and (self.record_all or self.record_new):
+            req = rpc.RpcRequest(jsonrpc="2.0", id=exc.rpc_id, method=exc.method)
+            return await self._forwarded(req, known[0], dialect, path, headers, body)
+        return error_reply(rpc.bad_params_code(dialect), str(exc), exc.rpc_id)
+
+    # ------------------------------------------------------------------ recorded answers
+
+    def _card(self, path: str, headers: Mapping[str, str], base_url: str) -> Reply:
+        """The card as the agent served it to this dialect (its headers too), URLs pointing at us;
+        ``If-None-Match`` on its ETag gets 304, as the agent answers it."""
+        rec = self.library.card_for(path, "1.0" if _says_v1(headers) else "0.3")
+        if rec is None:
+            return json_reply(rpc.card_for(base_url, None))
+        inm = next((v for k, v in headers.items() if k.lower() == "if-none-match"), None)
+        return card_reply(rec, base_url, inm)
+
+    def _recorded(self, shape: Shape, dialect: str) -> Episode | None:
+        """The agent's recorded answer to this exact request (state aside)."""
+        eps = [ep for ep in self.library.answers.get(answer_key(shape, dialect), ()) if _has_answer(ep)]
+        if not eps:
+            return None
+        fresh = [ep for ep in eps if not ep.used]
+        ep = fresh[0] if fresh else eps[-1]
+        ep.used += 1
+        return ep
+
+    def _recorded_for_task(self, shape: Shape, dialect: str, task_id: str, operation: str) -> Episode | None:
+        """A recorded answer to this request (GetTask, CancelTask) made when the task stood where
+        it stands now: what moved the task before that answer is exactly what the client has seen."""
+        eps = [ep for ep in self.library.answers.get(answer_key(shape, dialect), ()) if _has_answer(ep)]
+        if not eps or task_id in self.cancelled:
+            return None
+        pb = self.playbacks.get(task_id)
+        if pb is not None and (operation == "get" or self.scale):  # as _get and _cancel move it on
+            pb.advance()
+        events = self.library.task_events(task_id)
+        moving = [e.position for e in events if e.operation not in _PASSIVE]
+        visible = [e.position for e in self._visible(task_id, events) if e.operation not in _PASSIVE]
+        for ep in eps:
+            at = ep.answer_position
+            if at is not None and [p for p in moving if p < at] == visible:
+                ep.used += 1
+                return ep
+        return None
+
+    def _answer(self, ep: Episode, rpc_id: Any) -> Reply:
+        """A recorded answer as the agent gave it, with this request's JSON-RPC id."""
+        ex = ep.exchange
+        ctype = ex.content_type or "application/json"
+        status = ex.status or 200
+        items = ep.served
+        if items and ctype.startswith("text/event-stream"):
+            frames = self._frames(ep.iter_served(), ep.dialect, ep.dialect, rpc_id)
+            reply = self._stream(frames, NO_FAULTS, ep.dialect, rpc_id, None, None)
+            return msgspec.structs.replace(reply, status=status, content_type=ctype)
+        if items:
+            return Reply(status=status, content_type=ctype, body=items[-1].payload(rpc.encode_id(rpc_id)))
+        return Reply(status=status, content_type=ctype, body=ex.response_body or b"")
 
     def _request_faults(self, query: str, headers: Mapping[str, str]) -> Faults:
         specs = [v for v in parse_qs(query).get(FAULT_QUERY, [])]
@@ -221,6 +340,7 @@ class ReplayEngine:
     async def _send(
         self,
         req: rpc.RpcRequest,
+        shape: Shape,
         operation: str,
         dialect: str,
         faults: Faults,
@@ -228,11 +348,17 @@ class ReplayEngine:
         headers: Mapping[str, str],
         body: bytes,
     ) -> Reply:
-        ep = self.matcher.match(req, operation)
+        problem = send_problem(body, dialect)
+        if problem is None:
+            ep = self.matcher.match(req, shape, operation)
+        else:  # one an a2a-sdk agent refuses finds only a recording of this very request
+            ep = self.matcher.match_shape(shape, operation)
         if ep is None:
             if self.record_new:
                 return await self._forwarded(req, operation, dialect, path, headers, body)
-            return self._no_match(req, operation)
+            if problem is not None:  # refused as the agent refuses it
+                return error_reply(problem[0], problem[1], req.id)
+            return self._no_match(req, shape, operation)
         task_id = ep.task_id
         pb = None
         if task_id:
@@ -271,13 +397,18 @@ class ReplayEngine:
 
         return Reply(content_type="text/event-stream; charset=utf-8", stream=gen(), headers=dict(SSE_HEADERS))
 
-    def _no_match(self, req: rpc.RpcRequest, operation: str) -> Reply:
+    def _no_match(self, req: rpc.RpcRequest, shape: Shape, operation: str) -> Reply:
         text = message_text(req)
-        near = self.matcher.closest(req, operation)
+        near = self.matcher.closest(req, shape, operation)
         if near is None:
             hint = f"the recording {self.library.source} has no recorded sends"
         else:
-            hint = f"closest recording: {near.describe()}"
+            ep, diff = near
+            hint = f"closest recording: {ep.describe()}"
+            if ep.operation != operation:
+                hint += f"; it is a {ep.method}"
+            if diff is not None:
+                hint += f"; first difference: {diff}"
         line = (
             f"a2a-tape: no recording matches {req.method} with text {text!r} "
             f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}"
@@ -430,19 +561,50 @@ class ReplayEngine:
 
     # ------------------------------------------------------------------ tasks
 
-    def _fold(self, task_id: str) -> RecordedTask | None:
-        items = [(ev.position, ev) for ev in self.library.store.read_task(task_id) if ev.origin != "local"]
-        if not items:
-            return None
+    def _visible(self, task_id: str, events: list[TaskEvent] | None = None) -> list[TaskEvent]:
+        """The task's recorded items that stand for where the agent has got now.
+
+        The agent moves a task on its own (a recorded resubscribe or GetTask shows how far), but
+        only the client moves it past its next message or cancel: items from the first driving
+        exchange (send, stream, cancel) of the task not replayed yet on are left out, once the
+        client has replayed one of them (a task nobody replayed here shows as it ended). While a
+        replayed stream of the task is under way, its items not released yet are left out too,
+        with everything recorded after its start."""
+        if events is None:
+            events = self.library.task_events(task_id)
         pb = self.playbacks.get(task_id)
         if pb is not None and not pb.done:
             first = pb.items[0].position if pb.items else 0
             shown = {s.position for s in pb.items[: pb.released]}
-            items = [(p, it) for p, it in items if p < first or p in shown]
-        snap = fold_task(task_id, (it for _, it in items))
+            return [e for e in events if e.position < first or e.position in shown]
+        driving: list[tuple[int, bool]] = []  # (first position, replayed here), per driving exchange
+        seen: set[int] = set()
+        for e in events:
+            if e.operation in _DRIVING and e.exchange_id not in seen:
+                seen.add(e.exchange_id)
+                ep = self.library.episode(e.exchange_id)
+                driving.append((e.position, ep is not None and ep.used > 0))
+        last = max((i for i, (_, used) in enumerate(driving) if used), default=None)
+        if last is None or last + 1 >= len(driving):
+            return events
+        barrier = driving[last + 1][0]
+        return [e for e in events if e.position < barrier]
+
+    def _fold(self, task_id: str) -> RecordedTask | None:
+        """The task where it stands now (the one fold, from the recorded JSON of what is visible)."""
+        events = self._visible(task_id)
+        if not events:
+            return None
+        snap = fold_task(task_id, (e.event for e in events))
         if snap is not None and task_id in self.cancelled:
             snap = with_state(snap, "canceled")
         return snap
+
+    def _mark_cancelled(self, task_id: str) -> None:
+        pb = self.playbacks.get(task_id)
+        if pb is not None:
+            pb.cancelled = True
+        self.cancelled.add(task_id)
 
     def _advance(self, task_id: str) -> None:
         pb = self.playbacks.get(task_id)
@@ -450,14 +612,17 @@ class ReplayEngine:
             pb.advance()
 
     def _get(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
+        try:
+            check_history_length(req.params.historyLength if req.params else None)
+        except ListingError as exc:
+            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id)
         self._advance(task_id)
         snap = self._fold(task_id)
         if snap is None:
             return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
-        hl = req.params.historyLength if req.params else None
-        if hl is not None:
-            snap = msgspec.structs.replace(snap, history=snap.history[-hl:] if hl > 0 else ())
-        return json_reply(encode_task(snap, dialect, req.id))
+        return json_reply(
+            encode_task(with_history(snap, req.params.historyLength if req.params else None), dialect, req.id)
+        )
 
     def _cancel(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
         pb = self.playbacks.get(task_id)
@@ -468,9 +633,7 @@ class ReplayEngine:
             return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
         if snap.state in TERMINAL_STATES:
             return error_reply(rpc.TASK_NOT_CANCELABLE, f"Task cannot be canceled: {task_id} is {snap.state}", req.id)
-        if pb is not None:
-            pb.cancelled = True
-        self.cancelled.add(task_id)
+        self._mark_cancelled(task_id)
         return json_reply(encode_task(with_state(snap, "canceled"), dialect, req.id))
 
     def _subscribe(self, req: rpc.RpcRequest, task_id: str, dialect: str, faults: Faults) -> Reply:
@@ -518,16 +681,58 @@ class ReplayEngine:
 
         return self._stream(frames, faults, dialect, req.id, on_sent, pb)
 
-    def _list(self, req: rpc.RpcRequest) -> Reply:
-        ctx = req.params.contextId if req.params else None
-        tasks: list[WireTask] = []
+    def _list(self, req: rpc.RpcRequest, shape: Shape, dialect: str) -> Reply:
+        recorded = self._recorded_listing(shape, dialect)
+        if recorded is not None:
+            return self._answer(recorded, req.id)
+        p = req.params or rpc.Params()
+        listed: list[Listed] = []
         for tid in self.library.task_ids():
+            self._advance(tid)
             snap = self._fold(tid)
-            if snap is None or (ctx and snap.context_id != ctx):
-                continue
-            tasks.append(wire_task(msgspec.structs.replace(snap, artifacts=()), "1.0"))
-        size = req.params.pageSize if req.params and req.params.pageSize else None
-        return json_reply(rpc.list_tasks_body(req.id, tasks[:size] if size else tasks))
+            if snap is not None:
+                stamp = snap.status.get("timestamp") if isinstance(snap.status, dict) else None
+                listed.append(Listed(snap, timestamp_ns(stamp if isinstance(stamp, str) else None)))
+        try:
+            page = list_page(
+                listed,
+                context_id=p.contextId,
+                status=p.status,
+                page_size=p.pageSize,
+                page_token=p.pageToken,
+                history_length=p.historyLength,
+                status_timestamp_after=p.statusTimestampAfter,
+            )
+        except ListingError as exc:
+            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id)
+        keep_artifacts = bool(p.includeArtifacts)
+        tasks: list[WireTask] = [
+            wire_task(t.snapshot if keep_artifacts else msgspec.structs.replace(t.snapshot, artifacts=()), "1.0")
+            for t in page.tasks
+        ]
+        return json_reply(rpc.list_tasks_body(req.id, tasks, page.next_page_token, page.page_size, page.total_size))
+
+    def _recorded_listing(self, shape: Shape, dialect: str) -> Episode | None:
+        """A recorded ListTasks answer of this request, made after everything the recording holds
+        happened, while here nothing is held back or changed (no playback under way, no cancel)."""
+        eps = [ep for ep in self.library.answers.get(answer_key(shape, dialect), ()) if ep.served]
+        if not eps or self.cancelled:
+            return None
+        for pb in self.playbacks.values():
+            pb.advance()
+            if not pb.done:
+                return None
+        last = 0
+        for tid in self.library.task_ids():
+            for e in self.library.task_events(tid):
+                if e.operation not in _PASSIVE and e.position > last:
+                    last = e.position
+        for ep in reversed(eps):
+            at = ep.answer_position
+            if at is not None and at > last:
+                ep.used += 1
+                return ep
+        return None
 
     async def _forwarded(
         self, req: rpc.RpcRequest, operation: str, dialect: str, path: str, headers: Mapping[str, str], body: bytes

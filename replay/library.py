@@ -15,14 +15,35 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import msgspec
 
-from a2a_tape.store import Exchange, Item, Store, StoreError, decode_item, open_store
+from a2a_tape.store import Exchange, Item, Store, StoredEvent, StoreError, decode_item, open_store
 from a2a_tape.store.tape import import_tape
 
-from .rpc import METHODS, SEND_OPERATIONS, BadRequest, RpcRequest, parse_request
+from .rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
+from .shape import Shape, shape_of
 from .sse import Splitter, frame, render_frames
+
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+
+
+class RecordedCard(msgspec.Struct, frozen=True):
+    """An agent card as the agent served it: the request's dialect, the response as recorded."""
+
+    path: str
+    dialect: str  # the asking request's: "1.0" with an A2A-Version 1.x header, else "0.3"
+    url: str  # where it was fetched (its origin is rewritten to the replay server's)
+    status: int
+    content_type: str | None
+    headers: dict[str, str]
+    body: bytes
+
+
+def _asks_v1(headers: dict[str, str]) -> bool:
+    v = next((v for k, v in headers.items() if k.lower() == "a2a-version"), "")
+    return v.strip().split(".")[0] == "1"
 
 
 class Served(msgspec.Struct, frozen=True, gc=False):
@@ -71,6 +92,8 @@ class Episode:
         try:
             self.request = parse_request(exchange.request_body or b"")
             method = self.request.method or method
+        except BadParams as exc:  # the agent's answer to params it refused: kept, matched by shape
+            method = exc.method
         except BadRequest:
             pass
         self.method = method
@@ -81,6 +104,32 @@ class Episode:
         self.text = message_text(self.request)
         self.used = 0
         self._served: list[Served] | None = None
+        self._shape: Shape | None = None
+        self._refused: bool | None = None
+
+    @property
+    def shape(self) -> Shape:
+        """The recorded request as matching compares it (:mod:`replay.shape`)."""
+        if self._shape is None:
+            self._shape = shape_of(self.exchange.request_body or b"")
+        return self._shape
+
+    @property
+    def refused(self) -> bool:
+        """The agent refused this recorded request (we cannot read its params, or its first answer
+        item is an error): only the same request finds it, never another of the same text."""
+        if self._refused is None:
+            self._refused = self.request is None
+            if not self._refused:
+                first = next((ev for ev in self.library.store.iter_exchange(self.id) if ev.origin != "local"), None)
+                self._refused = first is not None and decode_item(first.payload).kind == "error"
+        return self._refused
+
+    @property
+    def answer_position(self) -> int | None:
+        """Where the agent's answer sits in the log (its first item), None when it has no item."""
+        served = self.served
+        return served[0].position if served else None
 
     @property
     def task_id(self) -> str | None:
@@ -154,7 +203,12 @@ class Library:
         self._tempdir = tempdir
         self.episodes: list[Episode] = []
         self.subscriptions: dict[str, list[Episode]] = {}  # recorded resubscribes, by task
-        self.card: bytes | None = None
+        self.cards: list[RecordedCard] = []  # in recorded order
+        # every other recorded request with its answer (GetTask, CancelTask, ListTasks, requests
+        # the agent refused), by (method, dialect, shape): served when the same request comes
+        self.answers: dict[tuple[str, str, bytes], list[Episode]] = {}
+        self.operations: dict[int, str] = {}  # exchange id -> operation ("" when not A2A)
+        self.by_id: dict[int, Episode] = {}
         self.dirty = False  # something was recorded into it (record modes)
         self._seen: set[int] = set()
         self.refresh()
@@ -212,12 +266,14 @@ class Library:
         after = max(self._seen, default=0)
         for ex in self.store.exchanges(after_id=after):
             self._seen.add(ex.id or 0)
-            if ex.http_method == "GET" and ex.url.endswith("agent-card.json") and ex.response_body:
-                self.card = ex.response_body
+            if ex.http_method == "GET":
+                self._add_card(ex)
                 continue
             if ex.role == "replay":
                 continue
             ep = Episode(self, ex)
+            self.operations[ep.id] = ep.operation
+            self.by_id[ep.id] = ep
             if ep.operation in SEND_OPERATIONS:
                 self.episodes.append(ep)
                 added.append(ep)
@@ -226,7 +282,46 @@ class Library:
                 tid = ep.exchange.task_id or (params.id if params else None) or ep.task_id
                 if tid:
                     self.subscriptions.setdefault(tid, []).append(ep)
+            else:
+                self.answers.setdefault(answer_key(ep.shape, ep.dialect), []).append(ep)
         return added
+
+    def _add_card(self, ex: Exchange) -> None:
+        path = urlsplit(ex.url).path.rstrip("/")
+        if not path.endswith(CARD_PATHS) or ex.status not in (200, None) or not ex.response_body:
+            return
+        headers = {k.lower(): v for k, v in ex.response_headers.items()}
+        self.cards.append(
+            RecordedCard(
+                path=path,
+                dialect="1.0" if _asks_v1(ex.request_headers) else "0.3",
+                url=ex.url,
+                status=ex.status or 200,
+                content_type=ex.content_type or headers.get("content-type"),
+                headers=headers,
+                body=ex.response_body,
+            )
+        )
+
+    def card_for(self, path: str, dialect: str) -> RecordedCard | None:
+        """The card recorded for this path and dialect; else for the dialect, the path, any (the last
+        recorded wins: the agent's newest card)."""
+        path = path.rstrip("/")
+        for want in (
+            lambda c: c.path == path and c.dialect == dialect,
+            lambda c: c.dialect == dialect,
+            lambda c: c.path == path,
+            lambda c: True,
+        ):
+            found = [c for c in self.cards if want(c)]
+            if found:
+                return found[-1]
+        return None
+
+    @property
+    def card(self) -> bytes | None:
+        """The last recorded card's body (None when no card was recorded)."""
+        return self.cards[-1].body if self.cards else None
 
     def served_events(self, exchange: Exchange) -> list[Served]:
         return list(self.iter_served(exchange))
@@ -255,10 +350,44 @@ class Library:
 
     def task_items(self, task_id: str) -> list[tuple[int, Item]]:
         """Every upstream item of a task, in log order, with its position."""
-        return [(ev.position, decode_item(ev.payload)) for ev in self.store.read_task(task_id) if ev.origin != "local"]
+        return [(e.position, e.item) for e in self.task_events(task_id)]
+
+    def task_events(self, task_id: str) -> list[TaskEvent]:
+        """Every upstream item of a task, in log order, with its exchange's operation."""
+        ops = self.operations
+        return [
+            TaskEvent(ev, ops.get(ev.exchange_id or 0, ""), decode_item(ev.payload))
+            for ev in self.store.read_task(task_id)
+            if ev.origin != "local"
+        ]
+
+    def episode(self, exchange_id: int) -> Episode | None:
+        """The recorded request of an exchange (a send, a resubscribe, any other answered request)."""
+        return self.by_id.get(exchange_id)
 
     def task_ids(self) -> list[str]:
         return [t.task_id for t in self.store.task_events()]
+
+
+class TaskEvent(msgspec.Struct, frozen=True, gc=False):
+    """One recorded item of a task, with the operation of its exchange."""
+
+    event: StoredEvent
+    operation: str  # send, stream, get, cancel, resubscribe, list, "" (not A2A)
+    item: Item
+
+    @property
+    def position(self) -> int:
+        return self.event.position
+
+    @property
+    def exchange_id(self) -> int:
+        return self.event.exchange_id or 0
+
+
+def answer_key(shape: Shape, dialect: str) -> tuple[str, str, bytes]:
+    """How a recorded answer is found: the same method, dialect and shape."""
+    return (shape.method or "", dialect, shape.key)
 
 
 def _looks_like_tape(path: Path) -> bool:

@@ -2,13 +2,16 @@
 
 - ``method-text`` (default): the same operation (send / stream, whatever the dialect) and the
   same message text; a send may also be answered from a streamed recording of the same text.
-- ``strict``: the whole request less its ids (JSON-RPC id, messageId, taskId, contextId) and
-  its dialect's spellings (roles, part kinds) must be equal.
+  A recording of this very request (the same shape, :mod:`replay.shape`) comes first. A request
+  with no text is matched by its whole shape only, never pooled with other requests that have
+  no text.
+- ``strict``: the same operation and the same shape: the whole request less its ids (JSON-RPC
+  id, messageId, taskId, contextId), its dialect's spellings and the protocol's defaults.
 - ``order``: the next recorded send, in recorded order, whatever it says.
 
 Unused episodes are preferred; once all matching ones were played, the last is played again
 (a client that retries gets the same answer). When nothing matches, :meth:`Matcher.closest`
-names the nearest recording for the error message.
+names the nearest recording and the first field that differs, for the error message.
 """
 
 from __future__ import annotations
@@ -16,45 +19,12 @@ from __future__ import annotations
 import difflib
 from typing import Literal
 
-import msgspec
-
-from a2a_tape.store.decode import normalise_role
-from a2a_tape.store.wire import WireMessage, WirePart
-
 from .library import Episode, message_text
-from .rpc import Params, RpcRequest
+from .rpc import RpcRequest
+from .shape import Shape, common_fields, first_difference
 
 MatchMode = Literal["method-text", "strict", "order"]
 MATCH_MODES: tuple[str, ...] = ("method-text", "strict", "order")
-
-_encoder = msgspec.json.Encoder(order="sorted")
-
-
-class _StrictKey(msgspec.Struct):
-    operation: str
-    params: Params | None
-
-
-def strict_key(req: RpcRequest | None, operation: str) -> bytes:
-    """The request as compared by ``strict``: ids removed, dialect spellings normalised."""
-    if req is None:
-        return b""
-    params = req.params
-    if params is not None:
-        msg = params.message
-        if msg is not None:
-            msg = WireMessage(
-                role=normalise_role(msg.role),
-                parts=[_norm_part(p) for p in msg.parts],
-                metadata=msg.metadata,
-            )
-        params = msgspec.structs.replace(params, message=msg, id=None)
-    return _encoder.encode(_StrictKey(operation, params))
-
-
-def _norm_part(p: WirePart) -> WirePart:
-    kind = p.kind or ("text" if p.text is not None else "data" if p.data is not None else "file")
-    return msgspec.structs.replace(p, kind=kind)
 
 
 class Matcher:
@@ -63,27 +33,25 @@ class Matcher:
             raise ValueError(f"unknown match mode {mode!r} (use one of: {', '.join(MATCH_MODES)})")
         self.episodes = episodes
         self.mode = mode
-        self._keys: dict[int, bytes] = {}
 
-    def _key(self, ep: Episode) -> bytes:
-        key = self._keys.get(ep.id)
-        if key is None:
-            key = self._keys[ep.id] = strict_key(ep.request, ep.operation)
-        return key
-
-    def _candidates(self, req: RpcRequest, operation: str) -> list[Episode]:
+    def _candidates(self, req: RpcRequest, shape: Shape, operation: str) -> list[Episode]:
         if self.mode == "order":
             return list(self.episodes)
+        key = shape.key
         if self.mode == "strict":
-            key = strict_key(req, operation)
-            return [ep for ep in self.episodes if self._key(ep) == key]
+            return [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key]
+        exact_shape = [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key]
+        if exact_shape:  # this very request was recorded: its answer before any other of the same text
+            return exact_shape
         text = message_text(req)
-        same = [ep for ep in self.episodes if ep.text == text]
+        if not text:  # no text to tell requests apart: the whole shape does
+            same = [ep for ep in self.episodes if not ep.text and ep.shape.key == key]
+        else:  # a recorded request the agent refused answers only itself (above)
+            same = [ep for ep in self.episodes if ep.text == text and not ep.refused]
         exact = [ep for ep in same if ep.operation == operation]
         return exact or same
 
-    def match(self, req: RpcRequest, operation: str) -> Episode | None:
-        found = self._candidates(req, operation)
+    def _pick(self, found: list[Episode]) -> Episode | None:
         if not found:
             return None
         fresh = [ep for ep in found if ep.used == 0]
@@ -91,13 +59,25 @@ class Matcher:
         ep.used += 1
         return ep
 
-    def closest(self, req: RpcRequest, operation: str) -> Episode | None:
+    def match(self, req: RpcRequest, shape: Shape, operation: str) -> Episode | None:
+        return self._pick(self._candidates(req, shape, operation))
+
+    def match_shape(self, shape: Shape, operation: str) -> Episode | None:
+        """A recording of exactly this request (one an a2a-sdk agent refuses: its params
+        unreadable, a required field missing; the recorded agent may have answered it), whatever
+        the match mode."""
+        key = shape.key
+        return self._pick([ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key])
+
+    def closest(self, req: RpcRequest | None, shape: Shape, operation: str) -> tuple[Episode, str | None] | None:
+        """The nearest recording and the first field where the request differs from it."""
         if not self.episodes:
             return None
         text = message_text(req)
 
-        def score(ep: Episode) -> float:
+        def score(ep: Episode) -> tuple[bool, float, int]:
             s = difflib.SequenceMatcher(None, ep.text, text).ratio()
-            return s + (0.5 if ep.operation == operation else 0.0)
+            return (ep.operation == operation, s, common_fields(shape.params, ep.shape.params))
 
-        return max(self.episodes, key=score)
+        best = max(self.episodes, key=score)
+        return best, first_difference(shape.params, best.shape.params)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import msgspec
 
 from . import rpc
 
+if TYPE_CHECKING:
+    from .library import RecordedCard
+
 SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
 
 class Reply(msgspec.Struct):
-    """What to answer: a whole body, or a stream of body chunks (SSE)."""
+    """What to answer: a whole body, or a stream of body chunks (SSE). ``content_type`` ""
+    means none (a 304)."""
 
     status: int = 200
     content_type: str = "application/json"
@@ -28,3 +33,83 @@ def json_reply(body: bytes, status: int = 200) -> Reply:
 
 def error_reply(code: int, message: str, rpc_id: Any = None) -> Reply:
     return json_reply(rpc.error_body(code, message, rpc_id))
+
+
+# Not replayed with a recorded card: hop-by-hop headers, and what describes the recorded body
+# rather than the one served (its length and coding change with the URLs; the type is the
+# Reply's own field).
+_NOT_REPLAYED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+        "content-type",
+    }
+)
+
+
+class _Interface(msgspec.Struct):
+    url: str | None = None
+
+
+class _CardUrls(msgspec.Struct):
+    """The URLs of a card (the fields that say where the agent is)."""
+
+    url: str | None = None
+    supportedInterfaces: list[_Interface] = []
+    additionalInterfaces: list[_Interface] = []
+
+
+_card_urls = msgspec.json.Decoder(_CardUrls)
+
+
+def _origin(url: str | None) -> str | None:
+    if not url:
+        return None
+    p = urlsplit(url)
+    return f"{p.scheme}://{p.netloc}" if p.scheme and p.netloc else None
+
+
+def rewrite_card_urls(body: bytes, fetched_from: str, base_url: str) -> bytes:
+    """The card's bytes with the agent's origins (where it was fetched, its ``url``, each
+    interface's ``url``) replaced by ours; every other byte as recorded."""
+    origins = {o for o in (_origin(fetched_from),) if o}
+    try:
+        card = _card_urls.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        card = _CardUrls()
+    for u in [card.url, *(i.url for i in card.supportedInterfaces + card.additionalInterfaces)]:
+        o = _origin(u)
+        if o:
+            origins.add(o)
+    ours = (_origin(base_url) or base_url.rstrip("/")).encode()
+    for o in sorted(origins, key=len, reverse=True):
+        body = body.replace(o.encode(), ours)
+    return body
+
+
+def _etag_hits(if_none_match: str, etag: str) -> bool:
+    """RFC 9110's weak comparison of If-None-Match against the ETag."""
+    tags = [t.strip() for t in if_none_match.split(",")]
+    return "*" in tags or any(t.removeprefix("W/") == etag.removeprefix("W/") for t in tags)
+
+
+def card_reply(card: RecordedCard, base_url: str, if_none_match: str | None) -> Reply:
+    """A recorded card as the agent served it (status, headers, body), its URLs rewritten to
+    ``base_url``; a 304 with the same headers when ``If-None-Match`` names its ETag."""
+    headers = {k: v for k, v in card.headers.items() if k not in _NOT_REPLAYED}
+    etag = headers.get("etag")
+    if etag and if_none_match and _etag_hits(if_none_match, etag):
+        return Reply(status=304, content_type="", headers=headers)
+    return Reply(
+        status=card.status,
+        content_type=card.content_type or "application/json",
+        body=rewrite_card_urls(card.body, card.url, base_url),
+        headers=headers,
+    )

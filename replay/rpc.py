@@ -40,6 +40,9 @@ class Params(msgspec.Struct, omit_defaults=True):
     contextId: str | None = None  # ListTasks
     pageSize: int | None = None
     pageToken: str | None = None
+    status: str | int | None = None  # a TaskState name (or number); others are no filter
+    statusTimestampAfter: str | None = None  # RFC 3339
+    includeArtifacts: bool | None = None
 
 
 class RpcRequest(msgspec.Struct, omit_defaults=True):
@@ -47,6 +50,15 @@ class RpcRequest(msgspec.Struct, omit_defaults=True):
     id: str | int | float | None = None
     method: str | None = None
     params: Params | None = None
+
+
+class _Envelope(msgspec.Struct):
+    """A JSON-RPC request with its params unread (read on their own: a bad param is -32602)."""
+
+    jsonrpc: Any = None
+    id: Any = None
+    method: Any = None
+    params: msgspec.Raw = msgspec.Raw(b"null")
 
 
 class RpcErrorBody(msgspec.Struct, omit_defaults=True):
@@ -104,7 +116,8 @@ class AgentCard(msgspec.Struct):
 
 
 _encoder = msgspec.json.Encoder()
-_request_decoder = msgspec.json.Decoder(RpcRequest)
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_params_decoder = msgspec.json.Decoder(Params | None)
 _card_decoder = msgspec.json.Decoder(AgentCard)
 
 
@@ -117,29 +130,54 @@ class BadRequest(A2ATapeError):
         self.rpc_id = rpc_id
 
 
+class BadParams(BadRequest):
+    """A JSON-RPC request whose params do not fit its method: answered with the request's id
+    (-32602 in v1.0; an a2a-sdk 1.3.0 agent answers -32600 in v0.3, see :func:`bad_params_code`)."""
+
+    def __init__(self, message: str, rpc_id: Any, method: str) -> None:
+        super().__init__(INVALID_PARAMS, message, rpc_id)
+        self.method = method
+
+
+def bad_params_code(dialect: str) -> int:
+    """What an a2a-sdk 1.3.0 agent answers to params it cannot read: v1.0 -32602 (protobuf
+    parsing), v0.3 -32600 (the v0.3 adapter validates the whole request as one model)."""
+    return INVALID_PARAMS if dialect == "1.0" else INVALID_REQUEST
+
+
+def _id_of(raw: Any) -> str | int | float | None:
+    return raw if isinstance(raw, (str, int, float)) and not isinstance(raw, bool) else None
+
+
 def parse_request(body: bytes) -> RpcRequest:
-    """Read one JSON-RPC request; raise :class:`BadRequest` (-32700 / -32600) otherwise."""
+    """Read one JSON-RPC request. Raise :class:`BadRequest` (-32700 / -32600, id null when the
+    request has none we can read) or :class:`BadParams` (the request's id, its method)."""
     try:
-        req = _request_decoder.decode(body)
+        env = _envelope_decoder.decode(body)
     except msgspec.ValidationError as exc:
-        try:
-            msgspec.json.decode(body)
-        except msgspec.DecodeError:
-            raise BadRequest(PARSE_ERROR, "Parse error: the body is not JSON") from None
         raise BadRequest(INVALID_REQUEST, f"Invalid Request: {exc}") from None
     except msgspec.DecodeError:
         raise BadRequest(PARSE_ERROR, "Parse error: the body is not JSON") from None
-    if req.jsonrpc != "2.0" or not req.method:
-        raise BadRequest(INVALID_REQUEST, "Invalid Request: expected jsonrpc '2.0' and a method", req.id)
-    return req
+    rpc_id = _id_of(env.id)
+    if env.jsonrpc != "2.0" or not env.method or not isinstance(env.method, str):
+        raise BadRequest(INVALID_REQUEST, "Invalid Request: expected jsonrpc '2.0' and a method", rpc_id)
+    if env.id is not None and rpc_id is None:
+        raise BadRequest(INVALID_REQUEST, "Invalid Request: id must be a string, a number or null")
+    try:
+        params = _params_decoder.decode(env.params)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise BadParams(f"Invalid params: {exc}", rpc_id, env.method) from None
+    return RpcRequest(jsonrpc="2.0", id=rpc_id, method=env.method, params=params)
 
 
 def error_body(code: int, message: str, rpc_id: Any = None, data: Any = None) -> bytes:
     return _encoder.encode(RpcError("2.0", rpc_id, RpcErrorBody(code, message, data)))
 
 
-def list_tasks_body(rpc_id: Any, tasks: list[WireTask]) -> bytes:
-    return _encoder.encode(ListTasksResponse("2.0", rpc_id, ListTasksResult(tasks, "", len(tasks), len(tasks))))
+def list_tasks_body(rpc_id: Any, tasks: list[WireTask], next_page_token: str, page_size: int, total_size: int) -> bytes:
+    return _encoder.encode(
+        ListTasksResponse("2.0", rpc_id, ListTasksResult(tasks, next_page_token, page_size, total_size))
+    )
 
 
 def encode_id(rpc_id: Any) -> bytes:

@@ -14,6 +14,8 @@ from starlette.routing import Route
 
 from .engine import ReplayEngine
 
+_OWN = frozenset({"date", "server"})  # uvicorn sends its own: a recorded one would be a second
+
 
 def create_app(engine: ReplayEngine) -> Starlette:
     """A Starlette app serving ``engine`` on every path (``/`` and the agent card)."""
@@ -22,10 +24,10 @@ def create_app(engine: ReplayEngine) -> Starlette:
         body = await request.body()
         base = f"{request.url.scheme}://{request.url.netloc}"
         reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
+        headers = {k: v for k, v in reply.headers.items() if k.lower() not in _OWN}
+        media = reply.content_type or None
         if reply.stream is not None:
-            return StreamingResponse(
-                reply.stream, status_code=reply.status, media_type=reply.content_type, headers=reply.headers
-            )
-        return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
+            return StreamingResponse(reply.stream, status_code=reply.status, media_type=media, headers=headers)
+        return Response(reply.body, status_code=reply.status, media_type=media, headers=headers)
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])])

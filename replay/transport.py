@@ -157,7 +157,8 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     @staticmethod
     def _headers(reply: Reply) -> list[tuple[str, str]]:
-        return [("content-type", reply.content_type), *reply.headers.items()]
+        own = [("content-type", reply.content_type)] if reply.content_type else []
+        return [*own, *reply.headers.items()]
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
