@@ -149,15 +149,7 @@ def test_card_headers_through_proxy_are_the_agents(js: JsRuns):
 # --- serve over the recording ----------------------------------------------------------------------------
 
 
-def test_replayed_stream_is_the_recording(request, js: JsRuns):
-    if js.dialect == "0.3":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="serve's card offers a v1.0 interface the agent never had, so the v0.3 client talks v1.0 "
-                "to serve and gets the recording converted, not as recorded (issue 13)",
-            )
-        )
+def test_replayed_stream_is_the_recording(js: JsRuns):
     replayed = [_json(d) for d in sse_data(js.replayed.call(STREAM_METHODS).body or "")]
     assert replayed == [_json(p) for p in js.recorded.stream]
 
@@ -214,20 +206,10 @@ def test_replayed_get_task_keeps_history(js: JsRuns):
 
 
 def test_replayed_card_headers_are_the_recorded_ones(request, js: JsRuns):
-    request.applymarker(
-        pytest.mark.xfail(
-            strict=True, reason="serve rebuilds the card without its ETag, Cache-Control, Vary (issue 13)"
-        )
-    )
     assert _card_headers(js.replayed) == _card_headers(js.direct)
 
 
 def test_replayed_card_offers_the_recorded_interfaces(request, js: JsRuns):
-    request.applymarker(
-        pytest.mark.xfail(
-            strict=True, reason="serve rebuilds the card: it adds the dialect the agent lacked (issue 13)"
-        )
-    )
 
     def versions(run: ClientRun) -> list[str]:
         card = _json(run.wire[0].body)
