@@ -198,6 +198,8 @@ class ReplayEngine:
         except rpc.BadRequest as exc:
             # the agent may have answered this very request: its answer first, then ours
             recorded = self._recorded(shape, self._dialect_of(shape.method, headers))
+            if recorded is None and shape.method in rpc.METHODS:  # a malformed send: its exact recording
+                recorded = self.matcher.match_shape(shape, rpc.METHODS[shape.method][0])
             if recorded is not None:
                 return self._answer(recorded, exc.rpc_id)
             return error_reply(exc.code, str(exc), exc.rpc_id)

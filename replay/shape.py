@@ -3,13 +3,15 @@
 Two requests that an A2A agent treats alike have the same shape, whatever their dialect and
 whichever defaults the client spelt out:
 
-- the JSON-RPC id is left out; the message's ``messageId``, ``taskId`` and ``contextId`` count
+- the JSON-RPC id's value is left out, but whether there is one counts (a notification is not a
+  request), and so does a ``jsonrpc`` other than ``"2.0"`` (a malformed envelope is its own request);
+  the message's ``messageId``, ``taskId`` and ``contextId`` count
   only by being there (any non-empty string is the same; absent or empty is not);
 - roles are spelt as in v0.3 (``ROLE_USER`` -> ``user``), part and message ``kind`` is left out,
   a v0.3 file part (``file.uri`` / ``file.bytes``, ``mimeType``, ``name``) takes the v1.0 names
   (``url`` / ``raw``, ``mediaType``, ``filename``);
 - a field that is null, an empty object or an empty list is absent (an empty ``configuration``
-  equals none); in ``configuration``, v0.3's ``blocking: true`` and v1.0's
+  equals none), except ``params.message`` itself (a message with no fields is not no message); in ``configuration``, v0.3's ``blocking: true`` and v1.0's
   ``returnImmediately: false`` are the defaults and are left out, and ``blocking: false`` is
   ``returnImmediately: true``.
 
@@ -45,13 +47,16 @@ class Shape(msgspec.Struct, frozen=True):
     key: bytes
 
 
-def _shape(method: str | None, params: Any) -> Shape:
-    return Shape(method, params, _sorted.encode(params))
+def _shape(method: str | None, params: Any, envelope: dict[str, Any] | None = None) -> Shape:
+    key = _sorted.encode(params) if not envelope else _sorted.encode({"<envelope>": envelope, "params": params})
+    return Shape(method, params, key)
 
 
 class _Envelope(msgspec.Struct):
     method: Any = None
     params: Any = None
+    jsonrpc: Any = "2.0"
+    id: Any = msgspec.UNSET
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
@@ -69,7 +74,12 @@ def shape_of(body: bytes) -> Shape:
     except msgspec.DecodeError:
         return Shape(None, None, b"raw:" + body)
     method = env.method if isinstance(env.method, str) else None
-    return _shape(method, normalise_params(env.params))
+    envelope: dict[str, Any] = {}
+    if env.jsonrpc != "2.0":
+        envelope["jsonrpc"] = env.jsonrpc
+    if env.id is msgspec.UNSET:
+        envelope["id"] = "absent"
+    return _shape(method, normalise_params(env.params), envelope)
 
 
 def normalise_params(params: Any) -> Any:
@@ -79,6 +89,9 @@ def normalise_params(params: Any) -> Any:
     for k, v in params.items():
         if k == "message":
             v = _message(v)
+            if v is not None:  # present, even with no fields: the agent tells the two apart
+                out[k] = v
+                continue
         elif k == "configuration":
             v = _configuration(v)
         if not _absent(v):

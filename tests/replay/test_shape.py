@@ -62,3 +62,21 @@ def test_normalising_twice_changes_nothing(params):
 def test_a_body_that_is_not_json_is_its_own_shape():
     assert shape_of(b"not json").key == b"raw:not json"
     assert shape_of(b"[1, 2]").key != shape_of(b"[2, 1]").key
+
+
+def test_the_envelope_and_an_empty_message_are_part_of_the_shape():
+    """TCK run against serve: ``{"jsonrpc": "aaa", "params": {}}`` (refused for its envelope) and a v1.0
+    send of ``{"message": {"kind": "message"}}`` (refused for its fields) had one shape, so the second
+    got the first's recorded answer (-32600 "'jsonrpc' must be exactly '2.0'") instead of its own -32602."""
+    bad_envelope = shape_of(b'{"jsonrpc": "aaa", "method": "SendMessage", "params": {}}')
+    empty_message = shape_of(
+        b'{"jsonrpc": "2.0", "id": "a", "method": "SendMessage", "params": {"message": {"kind": "message"}}}'
+    )
+    no_message = shape_of(b'{"jsonrpc": "2.0", "id": "a", "method": "SendMessage", "params": {}}')
+    assert len({bad_envelope.key, empty_message.key, no_message.key}) == 3
+    # the id's value still does not matter, only whether there is one
+    other_id = shape_of(
+        b'{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"kind": "message"}}}'
+    )
+    notification = shape_of(b'{"jsonrpc": "2.0", "method": "SendMessage", "params": {"message": {"kind": "message"}}}')
+    assert other_id.key == empty_message.key and notification.key != empty_message.key
