@@ -39,9 +39,13 @@ class _Slot:
 
 
 class GroupCommitWriter:
-    def __init__(self, store: AppendLog, *, max_batch: int = 2048) -> None:
+    def __init__(self, store: AppendLog, *, max_batch: int = 2048, inline_batch: int = 8) -> None:
         self.store = store
         self.max_batch = max_batch
+        # a batch this small (a stream's first item, a claim, a note) is committed on the event
+        # loop: the commit costs less than the two thread handoffs would on a busy machine, and
+        # that wait is the first event's latency. Bigger batches go to a worker thread.
+        self.inline_batch = inline_batch
         self._send: MemoryObjectSendStream[_Slot] | None = None
         self._recv: MemoryObjectReceiveStream[_Slot] | None = None
         self._tg: TaskGroup | None = None
@@ -110,7 +114,10 @@ class GroupCommitWriter:
                             break
                         batch.append(slot)
                         size += len(slot.events)
-                    await anyio.to_thread.run_sync(self._commit, batch)
+                    if size <= self.inline_batch:
+                        self._commit(batch)
+                    else:
+                        await anyio.to_thread.run_sync(self._commit, batch)
                     self.batches += 1
                     self.events += size
                     for s in batch:
