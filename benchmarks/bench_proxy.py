@@ -1,12 +1,16 @@
 """The recording proxy against reading the agent directly, measured side by side in one run.
 
-Targets (issue "Recording proxy, idempotency gateway, startup recovery and probes"):
+Targets (issue 14 item 6; the first proxy issue asked 0.5x and < 5 ms):
 
-- a 20,000-event stream through the proxy: throughput >= 0.5x reading it directly;
-- time to first event: the proxy adds < 5 ms (median);
-- 16 concurrent streams at ``--durability full``: reported (events/s and the ratio to direct).
+- a 20,000-event stream through the proxy: throughput >= 1.0x reading it directly;
+- 16 concurrent streams at ``--durability full``: throughput >= 0.8x direct;
+- time to first event of a slow stream (one event, then the upstream is done): the proxy adds
+  <= 2 ms, median of 15 requests alternated with direct ones.
 
     .venv/bin/python benchmarks/bench_proxy.py [--events 20000] [--rounds 5] [--streams 16]
+
+Wall time on a shared machine moves with other jobs: the proxy process's CPU time per event
+(from ``/proc``) is printed beside the ratios, with the load average.
 
 The upstream is a minimal SSE server (v0.3 artifact-update items, written as fast as the socket
 takes them) so the proxy's own cost shows; an a2a-sdk agent is much slower than the proxy and
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import queue
 import re
 import socket
@@ -50,6 +55,11 @@ CARD = (
     b'{"name":"bench","url":"%s/","capabilities":{"streaming":true},'
     b'"supportedInterfaces":[{"url":"%s/","protocolBinding":"JSONRPC","protocolVersion":"0.3"}]}'
 )
+
+
+THROUGHPUT_TARGET = 1.0  # proxy / direct, one stream (issue 14 item 6)
+CONCURRENT_TARGET = 0.8  # proxy / direct, 16 streams at durability full
+FIRST_TARGET_MS = 2.0  # added to the first event of a slow stream, median of 15
 
 
 def upstream_app(base: list[str]) -> Starlette:
@@ -103,7 +113,7 @@ class Proxy:
             [
                 sys.executable,
                 "-c",
-                "from recorder.cli import main; main()",
+                "from a2a_tape.recorder.cli import main; main()",
                 "proxy",
                 upstream,
                 "--listen",
@@ -123,6 +133,11 @@ class Proxy:
         m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", lines.get(timeout=30))
         assert m, "the proxy did not start"
         self.url = m.group(1)
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the proxy process has used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -225,7 +240,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--streams", type=int, default=16)
     ap.add_argument("--per-stream", type=int, default=2000)
-    ap.add_argument("--first-rounds", type=int, default=30)
+    ap.add_argument("--first-rounds", type=int, default=15, help="first-event samples in all (median)")
     ap.add_argument("--durability", choices=["full", "normal"], default="full")
     ap.add_argument(
         "--sdk-events",
@@ -237,6 +252,8 @@ def main() -> int:
 
     upstream = serve_upstream()
     direct_tp, proxy_tp, direct_first, proxy_first, direct_conc, proxy_conc = [], [], [], [], [], []
+    proxy_cpu: list[float] = []  # the proxy process's CPU seconds per event relayed
+    proxy_conc_cpu: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, client() as http:
         commit_ms = fsync_ms(tmp)
         for rnd in range(args.rounds):
@@ -244,17 +261,22 @@ def main() -> int:
             try:
                 stream(http, proxy.url, 10)  # warm both paths (connections, imports)
                 stream(http, upstream, 10)
-                d_first, p_first = first_events([upstream, proxy.url], max(1, args.first_rounds // args.rounds))
+                share = args.first_rounds // args.rounds + (rnd < args.first_rounds % args.rounds)
+                d_first, p_first = first_events([upstream, proxy.url], max(1, share))
                 direct_first += d_first
                 proxy_first += p_first
                 _, dt, n = stream(http, upstream, args.events)
                 assert n == args.events
                 direct_tp.append(n / dt)
+                c0 = proxy.cpu()
                 _, dt, n = stream(http, proxy.url, args.events)
+                proxy_cpu.append((proxy.cpu() - c0) / n)
                 assert n == args.events, f"{n} items through the proxy of {args.events}"
                 proxy_tp.append(n / dt)
                 direct_conc.append(run_concurrent(upstream, args.streams, args.per_stream))
+                c0 = proxy.cpu()
                 proxy_conc.append(run_concurrent(proxy.url, args.streams, args.per_stream))
+                proxy_conc_cpu.append((proxy.cpu() - c0) / (args.streams * args.per_stream))
             finally:
                 proxy.stop()
             print(
@@ -279,22 +301,27 @@ def main() -> int:
     ratio = med(proxy_tp) / med(direct_tp)
     added_ms = (med(proxy_first) - med(direct_first)) * 1000
     conc_ratio = med(proxy_conc) / med(direct_conc)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{args.rounds} rounds, medians, durability {args.durability}; load average now {load}")
     print(
         f"single stream of {args.events:,} events: direct {med(direct_tp):,.0f} ev/s, "
-        f"proxy {med(proxy_tp):,.0f} ev/s -> ratio {ratio:.2f} (target >= 0.50)"
+        f"proxy {med(proxy_tp):,.0f} ev/s -> ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET:.2f}); "
+        f"proxy CPU {med(proxy_cpu) * 1e6:.1f} us/event"
     )
     print(
-        f"time to first event: direct {med(direct_first) * 1000:.2f} ms, proxy {med(proxy_first) * 1000:.2f} ms "
-        f"-> adds {added_ms:.2f} ms (target < 5 ms; one durable commit on this disk now: {commit_ms:.2f} ms, "
-        f"the path has two at --durability full: the key's claim, then the first item)"
+        f"time to first event ({len(proxy_first)} requests each side): direct {med(direct_first) * 1000:.2f} ms, "
+        f"proxy {med(proxy_first) * 1000:.2f} ms -> adds {added_ms:.2f} ms (target <= {FIRST_TARGET_MS:g} ms; "
+        f"one durable commit on this disk now: {commit_ms:.2f} ms, the path has two at --durability full: "
+        "the key's claim, then the first item)"
     )
     print(
-        f"{args.streams} concurrent streams x {args.per_stream:,} events, durability full: direct "
-        f"{med(direct_conc):,.0f} ev/s, proxy {med(proxy_conc):,.0f} ev/s -> ratio {conc_ratio:.2f}"
+        f"{args.streams} concurrent streams x {args.per_stream:,} events: direct "
+        f"{med(direct_conc):,.0f} ev/s, proxy {med(proxy_conc):,.0f} ev/s -> ratio {conc_ratio:.2f} "
+        f"(target >= {CONCURRENT_TARGET:.2f}); proxy CPU {med(proxy_conc_cpu) * 1e6:.1f} us/event"
     )
     if sdk_ratio is not None:
         print(f"real a2a-sdk 1.3.0 agent, {args.sdk_events:,} events: proxy/direct throughput ratio {sdk_ratio:.2f}")
-    ok = ratio >= 0.5 and added_ms < 5
+    ok = ratio >= THROUGHPUT_TARGET and conc_ratio >= CONCURRENT_TARGET and added_ms <= FIRST_TARGET_MS
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 

@@ -10,11 +10,15 @@ Three consumers read the same stream, alternating, several rounds each (medians)
   not a target: on this kind of disk one fsync alone takes ~4 ms);
 - ``transport``: the bare consumer again, through ``RecordingTransport``.
 
-Targets (issue 3): record wall time <= 1.5x bare; time to first event within 5 ms of bare
-(measured from the start of the streaming request; the card fetch the recorder makes first is
-reported apart). Prints ratios and exits 1 when a target is missed.
+Targets (issue 14 item 6; issue 3 asked 1.5x): record wall time <= 1.2x bare (median of 9
+alternated rounds); time to first event within 5 ms of bare (measured from the start of the
+streaming request; the card fetch the recorder makes first is reported apart). The machine is
+often shared: each run's CPU time in this process (``time.process_time``: user + system, the
+agent runs in its own process) is reported beside the wall time, with its ratio, since CPU time
+moves much less than wall time when other jobs take the cores. Prints ratios with their targets
+and exits 1 when a wall-time target is missed.
 
-    .venv/bin/python benchmarks/bench_record.py [--events 20000] [--rounds 5]
+    .venv/bin/python benchmarks/bench_record.py [--events 20000] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import socket
 import statistics
 import subprocess
@@ -36,7 +41,7 @@ from httpx_sse import aconnect_sse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import store  # noqa: E402
+from a2a_tape import store  # noqa: E402
 from a2a_tape.recorder.client import send_request  # noqa: E402
 from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status  # noqa: E402
 from a2a_tape.recorder.record import RecordOptions, record  # noqa: E402
@@ -44,6 +49,8 @@ from a2a_tape.recorder.recording import Session  # noqa: E402
 from a2a_tape.recorder.transport import RecordingTransport  # noqa: E402
 
 batches: list[int] = []
+WALL_TARGET = 1.2  # record / bare wall time (issue 14 item 6)
+FIRST_TARGET_MS = 5.0  # record's first event - bare's (issue 3)
 
 
 def make_agent(n: int):
@@ -58,11 +65,13 @@ def make_agent(n: int):
     return AgentHost(script, name="bench-agent").app()
 
 
-async def bare(url: str, transport: httpx.AsyncBaseTransport | None = None) -> tuple[float, float, int]:
+async def bare(url: str, transport: httpx.AsyncBaseTransport | None = None) -> tuple[float, float, int, float]:
+    """(wall seconds, seconds to the first event, events, CPU seconds of this process)."""
     req = send_request("1.0", "go", stream=True)
     headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
     async with httpx.AsyncClient(transport=transport, timeout=None) as http:
         t0 = time.perf_counter()
+        c0 = time.process_time()
         first = None
         n = 0
         async with aconnect_sse(http, "POST", url + "/", content=req.body, headers=headers) as es:
@@ -70,12 +79,12 @@ async def bare(url: str, transport: httpx.AsyncBaseTransport | None = None) -> t
                 if first is None:
                     first = time.perf_counter() - t0
                 n += 1
-        return time.perf_counter() - t0, first or 0.0, n
+        return time.perf_counter() - t0, first or 0.0, n, time.process_time() - c0
 
 
-async def recorded(url: str, db: Path, durability: str = "normal") -> tuple[float, float, float, int]:
-    """One ``record`` session; its wall time runs to the store's close (a checkpoint left for
-    the close would be recording work too)."""
+async def recorded(url: str, db: Path, durability: str = "normal") -> tuple[float, float, float, int, float]:
+    """One ``record`` session: (wall seconds, first event, card fetch, events, CPU seconds); its
+    wall time runs to the store's close (a checkpoint left for the close is recording work too)."""
     st = store.open_store(db, durability=durability)  # type: ignore[arg-type]
     try:
         marks: dict[str, float] = {}
@@ -91,12 +100,14 @@ async def recorded(url: str, db: Path, durability: str = "normal") -> tuple[floa
 
         session = TimedSession(st, on_change=changed)
         t0 = time.perf_counter()
+        c0 = time.process_time()
         res = await record(session, RecordOptions(url=url, text="go", stall_timeout=60))
         st.close()
         wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         assert res.state == "completed", res
         batches.append(session.commits)
-        return wall, marks["first"] - marks["send"], marks["send"] - t0, res.events
+        return wall, marks["first"] - marks["send"], marks["send"] - t0, res.events, cpu
     finally:
         st.close()
 
@@ -128,7 +139,7 @@ def agent_process(n: int):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -136,47 +147,58 @@ def main() -> int:
 
         uvicorn.run(make_agent(args.events), host="127.0.0.1", port=args.serve, log_level="warning")
         return 0
-    walls: dict[str, list[float]] = {"bare": [], "record": [], "record-full": [], "transport": []}
-    firsts: dict[str, list[float]] = {k: [] for k in walls}
+    kinds = ("bare", "record", "record-full", "transport")
+    walls: dict[str, list[float]] = {k: [] for k in kinds}
+    firsts: dict[str, list[float]] = {k: [] for k in kinds}
+    cpus: dict[str, list[float]] = {k: [] for k in kinds}
     card_fetch: list[float] = []
+
+    def keep(kind: str, wall: float, first: float, cpu: float) -> None:
+        walls[kind].append(wall)
+        firsts[kind].append(first)
+        cpus[kind].append(cpu)
+
     with tempfile.TemporaryDirectory() as tmp, agent_process(args.events) as url:
         anyio.run(bare, url)  # warm-up
         for r in range(args.rounds):
-            w, f, n = anyio.run(bare, url)
-            walls["bare"].append(w)
-            firsts["bare"].append(f)
+            w, f, n, cpu = anyio.run(bare, url)
+            keep("bare", w, f, cpu)
             assert n == args.events + 3, n
-            w, f, c, n = anyio.run(recorded, url, Path(tmp) / f"rec{r}.db")
-            walls["record"].append(w)
-            firsts["record"].append(f)
+            w, f, c, n, cpu = anyio.run(recorded, url, Path(tmp) / f"rec{r}.db")
+            keep("record", w, f, cpu)
             card_fetch.append(c)
             assert n == args.events + 3, n
-            w, f, c, n = anyio.run(recorded, url, Path(tmp) / f"full{r}.db", "full")
-            walls["record-full"].append(w)
-            firsts["record-full"].append(f)
+            w, f, c, n, cpu = anyio.run(recorded, url, Path(tmp) / f"full{r}.db", "full")
+            keep("record-full", w, f, cpu)
             tr = RecordingTransport(Path(tmp) / f"tr{r}.db")
-            w, f, n = anyio.run(bare, url, tr)
+            w, f, n, cpu = anyio.run(bare, url, tr)
             tr.store.close()
-            walls["transport"].append(w)
-            firsts["transport"].append(f)
+            keep("transport", w, f, cpu)
     med = {k: statistics.median(v) for k, v in walls.items()}
     mfirst = {k: statistics.median(v) for k, v in firsts.items()}
-    print(f"{args.events} events, {args.rounds} rounds, medians")
-    for k in walls:
-        print(f"  {k:10s} wall {med[k] * 1000:8.1f} ms   first event {mfirst[k] * 1000:6.2f} ms")
+    mcpu = {k: statistics.median(v) for k, v in cpus.items()}
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{args.events} events, {args.rounds} rounds alternated, medians; load average now {load}")
+    for k in kinds:
+        print(
+            f"  {k:11s} wall {med[k] * 1000:8.1f} ms   cpu {mcpu[k] * 1000:8.1f} ms   "
+            f"first event {mfirst[k] * 1000:6.2f} ms"
+        )
     print(f"  (record committed in {statistics.median(batches):.0f} transactions per run, median)")
     print(f"  (record also fetched the agent card first: {statistics.median(card_fetch) * 1000:.2f} ms)")
     ratio = med["record"] / med["bare"]
-    tratio = med["transport"] / med["bare"]
+    cratio = mcpu["record"] / mcpu["bare"]
     dfirst = (mfirst["record"] - mfirst["bare"]) * 1000
-    tfirst = (mfirst["transport"] - mfirst["bare"]) * 1000
-    ok = ratio <= 1.5 and dfirst <= 5.0
-    print(f"record / bare wall:     {ratio:.2f}x  (target <= 1.5x)")
-    print(f"record - bare first:    {dfirst:+.2f} ms (target <= 5 ms)")
-    print(f"transport / bare wall:  {tratio:.2f}x; first event {tfirst:+.2f} ms")
-    fratio = med["record-full"] / med["bare"]
-    ffirst = (mfirst["record-full"] - mfirst["bare"]) * 1000
-    print(f"--durability full (an fsync per commit; not a target): {fratio:.2f}x wall, first event {ffirst:+.2f} ms")
+    ok = ratio <= WALL_TARGET and dfirst <= FIRST_TARGET_MS
+    print(f"record / bare wall:     {ratio:.2f}x  (target <= {WALL_TARGET}x)")
+    print(f"record / bare cpu:      {cratio:.2f}x  (same target, read when wall time is noisy)")
+    print(f"record - bare first:    {dfirst:+.2f} ms (target <= {FIRST_TARGET_MS:g} ms)")
+    for k in ("transport", "record-full"):
+        what = "RecordingTransport" if k == "transport" else "--durability full (an fsync per commit)"
+        print(
+            f"{what} (not a target): {med[k] / med['bare']:.2f}x wall, {mcpu[k] / mcpu['bare']:.2f}x cpu, "
+            f"first event {(mfirst[k] - mfirst['bare']) * 1000:+.2f} ms"
+        )
     print("OK" if ok else "MISSED")
     return 0 if ok else 1
 

@@ -119,16 +119,19 @@ def redirect_message(resp: httpx.Response, what: str, redactor: Redactor | None 
     return safe_text(f"{what} answered HTTP {resp.status_code} ({to}): not followed; use the URL it names", redactor)
 
 
-async def body_chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
+def body_chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
     """The body's decoded bytes as they arrive: the raw chunks when there is no content coding
-    (no decoder layers on the hot path), else undone by :class:`recorder.codings.Decoding`
-    (gzip, deflate, br, zstd). A coding that cannot be undone or bytes that do not decode raise
-    :class:`DecodingError` saying why."""
+    (httpx's own iterator, no decoder layers and no generator of ours on the hot path), else
+    undone by :class:`recorder.codings.Decoding` (gzip, deflate, br, zstd). A coding that cannot
+    be undone or bytes that do not decode raise :class:`DecodingError` saying why (when the
+    iteration starts, as before)."""
     coding = resp.headers.get("content-encoding", "").strip().lower()
     if coding in ("", "identity"):
-        async for chunk in resp.aiter_raw():
-            yield chunk
-        return
+        return resp.aiter_raw()
+    return _decoded_chunks(resp, coding)
+
+
+async def _decoded_chunks(resp: httpx.Response, coding: str) -> AsyncIterator[bytes]:
     dec = Decoding(coding)
     if dec.unsupported:
         raise DecodingError(dec.unsupported)

@@ -816,7 +816,9 @@ class Proxy:
                 batch = pending[:]
                 pending.clear()
                 state["drained"].set()
-                events, _ = cap.events(batch)  # redacted payloads, task ids learnt, comments skipped
+                # redacted payloads, task ids learnt, comments skipped; a plain text chunk is read
+                # with the narrow decoder (the decoded items are not looked at here)
+                events, _ = cap.events(batch, peek=True)
                 try:
                     if events:
                         await writer.append_many(events)

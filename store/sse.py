@@ -70,6 +70,7 @@ class SseParser:
         "_retry",
         "_raw",
         "_started",
+        "_idle",
         "tail",
     )
 
@@ -84,32 +85,55 @@ class SseParser:
         self._raw: list[bytes] = []  # raw bytes of the lines read since the last item
         self._cr_pending = False  # the last chunk ended in "\r": a "\n" may follow
         self._started = False  # the BOM check is done
+        # nothing pending at all (started, no partial line, no data, no fields, no raw bytes
+        # kept): a chunk that is exactly one ``data:`` event can be taken whole. Kept up to date
+        # at the end of every slow-path feed (the only place the state changes).
+        self._idle = False
         self.tail = b""  # set by close(): the stream's last bytes that made no item
 
     def _one_event(self, chunk: bytes) -> bytes | None:
-        """The data of ``chunk`` when it is exactly one whole ``data: ...`` event and nothing is
-        pending (the usual chunk of an agent that writes each event as it comes), else None."""
-        if (
-            not self._buf
+        """The fast path, when nothing but a partial ``data:`` line is pending: the data of the
+        pending bytes + ``chunk`` when they are exactly one whole ``data: ...`` event (the usual
+        chunk of an agent that writes each event as it comes, or the second half of one split
+        across reads), then taken as the item's raw bytes. Else None (the general way)."""
+        whole = self._buf + chunk if self._buf else chunk
+        if whole[:6] != b"data: " or len(whole) > self.max_line:
+            return None
+        if whole[-4:] == b"\r\n\r\n":
+            body = whole[6:-4]
+        elif whole[-2:] == b"\n\n" and whole[-3:-2] != b"\r":
+            body = whole[6:-2]
+        else:
+            return None
+        if b"\n" in body or b"\r" in body:
+            return None
+        self._buf = b""
+        return body
+
+    def _partial(self, chunk: bytes) -> bool:
+        """The fast path's other half: ``chunk`` ends no line (a ``data:`` line split across
+        reads): kept pending, nothing else to do."""
+        if b"\n" in chunk or b"\r" in chunk:
+            return False
+        whole = self._buf + chunk
+        if whole[:6] != b"data: " or len(whole) > self.max_line:
+            return False
+        self._buf = whole
+        return True
+
+    def _settle(self) -> None:
+        """After a slow-path feed: may the next chunk take the fast path? Only when nothing is
+        pending but (maybe) the beginning of a ``data:`` line."""
+        self._idle = (
+            self._started
             and not self._has_data
             and not self._cr_pending
-            and self._started
             and not self._raw
             and self._event is None
             and self._id is None
             and self._retry is None
-            and chunk.startswith(b"data: ")
-            and len(chunk) <= self.max_line
-        ):
-            if chunk.endswith(b"\r\n\r\n"):
-                body = chunk[6:-4]
-            elif chunk.endswith(b"\n\n") and not chunk.endswith(b"\r\n\n"):
-                body = chunk[6:-2]
-            else:
-                return None
-            if b"\n" not in body and b"\r" not in body:
-                return body
-        return None
+            and (not self._buf or self._buf[:6] == b"data: ")
+        )
 
     def _start(self, chunk: bytes) -> bytes:
         """The first bytes: a leading BOM is skipped for parsing, kept in the raw bytes."""
@@ -125,15 +149,26 @@ class SseParser:
         return head
 
     def feed(self, chunk: bytes) -> list[SseItem]:
+        if self._idle and chunk:
+            pending = self._buf
+            body = self._one_event(chunk)
+            if body is not None:
+                return [SseItem(body, None, raw=pending + chunk if pending else chunk)]
+            if self._partial(chunk):
+                return []
+        self._idle = False  # until _settle says otherwise (an error below leaves it False)
+        out = self._feed(chunk)
+        self._settle()
+        return out
+
+    def _feed(self, chunk: bytes) -> list[SseItem]:
+        """:meth:`feed` without the fast path (the state may be anything)."""
         if not chunk:
             return []
         if not self._started:
             chunk = self._start(chunk)
             if not chunk:
                 return []
-        body = self._one_event(chunk)
-        if body is not None:
-            return [SseItem(body, None, raw=chunk)]
         out: list[SseItem] = []
         raw = self._raw
         if self._cr_pending:
@@ -211,10 +246,25 @@ class SseParser:
         """:meth:`feed`, appending each completed event to ``out`` as ``(data, event name)``;
         returns how many comments (keep-alives) the chunk completed. The reader of a long stream
         calls this once per chunk: the usual chunk, one whole ``data:`` event, costs one tuple."""
-        body = self._one_event(chunk)
-        if body is not None:
-            out.append((body, None))
-            return 0
+        if self._idle:
+            if not self._buf and chunk[:6] == b"data: " and len(chunk) <= self.max_line:
+                # the per-event hot path: _one_event, inlined
+                if chunk[-4:] == b"\r\n\r\n":
+                    body = chunk[6:-4]
+                elif chunk[-2:] == b"\n\n" and chunk[-3:-2] != b"\r":
+                    body = chunk[6:-2]
+                else:
+                    body = b"\n"  # not one whole event
+                if b"\n" not in body and b"\r" not in body:
+                    out.append((body, None))
+                    return 0
+            elif chunk:
+                body = self._one_event(chunk)
+                if body is not None:
+                    out.append((body, None))
+                    return 0
+                if self._partial(chunk):
+                    return 0
         comments = 0
         for it in self.feed(chunk):
             if it.comment:
@@ -249,6 +299,7 @@ class SseParser:
             self._reset()
         self.tail = b"".join(raw)
         raw.clear()
+        self._settle()
         return out
 
     @property

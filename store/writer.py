@@ -1,9 +1,10 @@
 """Group commit for many concurrent async producers (anyio).
 
-One writer task drains a queue of pending events, appends them in one transaction on a
-worker thread (one thread hop per batch, not per event), then wakes every producer of the
+One writer task drains a queue of pending appends, appends their events in one transaction on
+a worker thread (one thread hop per batch, not per event), then wakes every producer of the
 batch. A producer's ``await writer.append(event)`` returns only once its event is durable
-at the store's durability setting.
+at the store's durability setting; ``append_many`` queues a producer's events as one entry (one
+wake-up for all of them, not one per event) and is all or nothing.
 
     async with GroupCommitWriter(store) as writer:
         stored = await writer.append(NewEvent(payload=b"...", task_id="t1"))
@@ -26,19 +27,25 @@ from .records import NewEvent, StoredEvent
 
 
 class _Slot:
-    __slots__ = ("event", "done", "result", "error")
+    """One producer's call: its events, stored together in one batch (all or nothing)."""
 
-    def __init__(self, event: NewEvent) -> None:
-        self.event = event
+    __slots__ = ("events", "done", "result", "error")
+
+    def __init__(self, events: Sequence[NewEvent]) -> None:
+        self.events = events
         self.done = anyio.Event()
-        self.result: StoredEvent | None = None
+        self.result: list[StoredEvent] | None = None
         self.error: BaseException | None = None
 
 
 class GroupCommitWriter:
-    def __init__(self, store: AppendLog, *, max_batch: int = 2048) -> None:
+    def __init__(self, store: AppendLog, *, max_batch: int = 2048, inline_batch: int = 8) -> None:
         self.store = store
         self.max_batch = max_batch
+        # a batch this small (a stream's first item, a claim, a note) is committed on the event
+        # loop: the commit costs less than the two thread handoffs would on a busy machine, and
+        # that wait is the first event's latency. Bigger batches go to a worker thread.
+        self.inline_batch = inline_batch
         self._send: MemoryObjectSendStream[_Slot] | None = None
         self._recv: MemoryObjectReceiveStream[_Slot] | None = None
         self._tg: TaskGroup | None = None
@@ -61,32 +68,25 @@ class GroupCommitWriter:
 
     async def append(self, event: NewEvent) -> StoredEvent:
         """Queue one event; return it as stored once it is durable."""
+        return (await self._append([event]))[0]
+
+    async def append_many(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        """Queue several events of one producer; they are stored in this order, in one
+        transaction, all or none (a conflict or a fault raises and stores none of them)."""
+        if not events:
+            return []
+        return await self._append(list(events))
+
+    async def _append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         if self._send is None:
             raise StoreError("the writer is not running (use 'async with GroupCommitWriter(...)')")
-        slot = _Slot(event)
+        slot = _Slot(events)
         self._queue(slot)
         await slot.done.wait()
         if slot.error is not None:
             raise slot.error
         assert slot.result is not None  # set with done, unless error is
         return slot.result
-
-    async def append_many(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
-        """Queue several events of one producer; they are stored in this order."""
-        if self._send is None:
-            raise StoreError("the writer is not running")
-        slots = [_Slot(e) for e in events]
-        for s in slots:
-            self._queue(s)
-        out: list[StoredEvent] = []
-        for s in slots:
-            if not s.done.is_set():  # set already: no checkpoint per event of a batch
-                await s.done.wait()
-            if s.error is not None:
-                raise s.error
-            assert s.result is not None
-            out.append(s.result)
-        return out
 
     def _queue(self, slot: _Slot) -> None:
         assert self._send is not None
@@ -106,14 +106,20 @@ class GroupCommitWriter:
                     except anyio.EndOfStream:
                         return
                     batch = [first]
-                    while len(batch) < self.max_batch:
+                    size = len(first.events)
+                    while size < self.max_batch:
                         try:
-                            batch.append(self._recv.receive_nowait())
+                            slot = self._recv.receive_nowait()
                         except (anyio.WouldBlock, anyio.EndOfStream):
                             break
-                    await anyio.to_thread.run_sync(self._commit, batch)
+                        batch.append(slot)
+                        size += len(slot.events)
+                    if size <= self.inline_batch:
+                        self._commit(batch)
+                    else:
+                        await anyio.to_thread.run_sync(self._commit, batch)
                     self.batches += 1
-                    self.events += len(batch)
+                    self.events += size
                     for s in batch:
                         s.done.set()
                     batch = []
@@ -139,14 +145,22 @@ class GroupCommitWriter:
 
     def _commit(self, batch: list[_Slot]) -> None:
         try:
-            results = self.store.append_batch([s.event for s in batch])
-            for s, r in zip(batch, results):
-                s.result = r
-        except AppendConflict:
-            # isolate the producer whose event conflicts; the others still get their answer
+            if len(batch) == 1:
+                batch[0].result = self.store.append_batch(batch[0].events)
+                return
+            results = self.store.append_batch([e for s in batch for e in s.events])
+            i = 0
+            for s in batch:
+                s.result = results[i : i + len(s.events)]
+                i += len(s.events)
+        except AppendConflict as conflict:
+            if len(batch) == 1:
+                batch[0].error = conflict
+                return
+            # isolate the producer whose events conflict; the others still get their answer
             for s in batch:
                 try:
-                    s.result = self.store.append(s.event)
+                    s.result = self.store.append_batch(s.events)
                 except BaseException as exc:  # noqa: BLE001 - handed to that producer
                     s.error = exc
         except BaseException as exc:  # noqa: BLE001 - every producer of the batch learns it

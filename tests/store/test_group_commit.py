@@ -107,6 +107,40 @@ def test_append_many_keeps_one_producers_order(backend):
     assert [e.payload for e in st.read_task("t")] == [bytes([i]) for i in range(50)]
 
 
+def test_append_many_is_all_or_nothing_and_spares_the_other_producers(backend):
+    """One ``append_many`` call is one queue entry: a conflict in it stores none of its events
+    (it raises), while the producers batched with it get their rows."""
+    st = backend.open()
+    st.append(NewEvent(payload=b"original", task_id="held", seq=1))
+    outcome: dict[str, object] = {}
+
+    async def producer(w: GroupCommitWriter, task: str) -> None:
+        events = [NewEvent(payload=v1_artifact(task, n), task_id=task) for n in range(5)]
+        if task == "bad":
+            events.insert(2, NewEvent(payload=b"other bytes", task_id="held", seq=1))
+        try:
+            await w.append_many(events)
+            outcome[task] = "ok"
+        except AppendConflict as exc:
+            outcome[task] = exc
+
+    async def main() -> None:
+        with anyio.fail_after(30):
+            async with GroupCommitWriter(st) as w:
+                async with anyio.create_task_group() as tg:
+                    for p in range(PRODUCERS - 1):
+                        tg.start_soon(producer, w, f"p{p}")
+                    tg.start_soon(producer, w, "bad")
+
+    anyio.run(main)
+    assert isinstance(outcome.pop("bad"), AppendConflict)
+    assert set(outcome.values()) == {"ok"} and len(outcome) == PRODUCERS - 1
+    for p in range(PRODUCERS - 1):
+        assert [e.payload for e in st.read_task(f"p{p}")] == [v1_artifact(f"p{p}", n) for n in range(5)]
+    assert st.read_task("bad") == []
+    assert [e.payload for e in st.read_task("held")] == [b"original"]
+
+
 def test_append_outside_the_context_is_a_clear_error(backend):
     w = GroupCommitWriter(backend.open())
     with pytest.raises(StoreError, match="not running"):

@@ -130,3 +130,35 @@ def test_line_ends_and_multiline_data(eol):
     items = p.feed(chunk) + p.close()
     data = [(i.data, i.comment) for i in items]
     assert data == [(b"note", True), (b"a\nb", False)]
+
+
+_payload = st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"n").replace(b"\r", b"r"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_payload, st.sampled_from([b"\n\n", b"\r\n\r\n", b"\r\r", b"\r\n\n"])), min_size=1, max_size=8),
+    st.lists(st.integers(0, 400), max_size=10),
+    st.sampled_from([b"", b": ka\n\n", b"event: e\n"]),
+)
+def test_the_fast_path_agrees_with_one_whole_parse(events, cuts, between):
+    """The one-event fast path (a chunk that is one ``data:`` event, or an event split across
+    reads) gives what parsing the stream in one piece gives: the same items, the same raw bytes,
+    whatever the cuts and whatever comes between the events (a comment, a field line)."""
+    stream = b"".join(b"data: " + p + eol + (between if k % 2 else b"") for k, (p, eol) in enumerate(events))
+    bounds = [0, *sorted({c for c in cuts if c < len(stream)}), len(stream)]
+    chunks = [stream[a:b] for a, b in zip(bounds, bounds[1:])]
+    whole = SseParser()
+    expected = whole.feed(stream) + whole.close()
+    p = SseParser()
+    items = [i for c in chunks for i in p.feed(c)] + p.close()
+    assert [(i.data, i.event, i.comment, i.incomplete) for i in items] == [
+        (i.data, i.event, i.comment, i.incomplete) for i in expected
+    ]
+    assert b"".join(i.raw for i in items) + p.tail == stream
+    q = SseParser()
+    got: list[tuple[bytes, str | None]] = []
+    comments = sum(q.feed_into(c, got) for c in chunks)
+    got += [(i.data, i.event) for i in q.close() if not i.comment]
+    assert got == [(i.data, i.event) for i in expected if not i.comment]
+    assert comments == sum(1 for i in expected if i.comment)
