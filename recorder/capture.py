@@ -95,7 +95,7 @@ async def send(http: httpx.AsyncClient, request: httpx.Request, timeouts: Timeou
     outer = request.extensions.get("trace")
     with anyio.CancelScope(deadline=anyio.current_time() + timeouts.connect + timeouts.first_byte) as scope:
 
-        async def trace(name: str, info: dict) -> None:
+        async def trace(name: str, info: dict[str, object]) -> None:
             if name.endswith("send_request_body.complete"):  # sent: the head is due within first_byte
                 scope.deadline = anyio.current_time() + timeouts.first_byte
             if outer is not None:

@@ -10,14 +10,25 @@ bytes that do not decode, make :class:`Decoding` say why instead of handing on g
 
 from __future__ import annotations
 
+import importlib
 import zlib
 from collections.abc import Callable
+from types import ModuleType
+from typing import Protocol
 
 from a2a_tape.store.errors import A2ATapeError
 
 
 class DecodingError(A2ATapeError):
     """The body does not decode with the coding its headers name."""
+
+
+class _Step(Protocol):
+    """One coding, undone incrementally."""
+
+    def decode(self, data: bytes) -> bytes: ...
+
+    def flush(self) -> bytes: ...
 
 
 class _Zlib:
@@ -51,15 +62,16 @@ class _Zlib:
 
 
 class _Brotli:
-    def __init__(self, module) -> None:
+    def __init__(self, module: ModuleType) -> None:
         self._obj = module.Decompressor()
-        self._error = getattr(module, "error", Exception)
-        self._process = getattr(self._obj, "process", None) or self._obj.decompress
+        self._error: type[BaseException] = getattr(module, "error", Exception)
+        # brotli names it process, brotlicffi decompress
+        self._process: Callable[[bytes], bytes] = getattr(self._obj, "process", None) or self._obj.decompress
 
     def decode(self, data: bytes) -> bytes:
         try:
             return self._process(data)
-        except self._error as exc:  # type: ignore[misc]
+        except self._error as exc:
             raise DecodingError(str(exc)) from None
 
     def flush(self) -> bytes:
@@ -67,38 +79,39 @@ class _Brotli:
 
 
 class _Zstd:
-    def __init__(self, module) -> None:
+    def __init__(self, module: ModuleType) -> None:
         self._obj = module.ZstdDecompressor().decompressobj()
-        self._error = getattr(module, "ZstdError", Exception)
+        self._error: type[BaseException] = getattr(module, "ZstdError", Exception)
 
     def decode(self, data: bytes) -> bytes:
         try:
-            return self._obj.decompress(data)
-        except self._error as exc:  # type: ignore[misc]
+            out: bytes = self._obj.decompress(data)
+            return out
+        except self._error as exc:
             raise DecodingError(str(exc)) from None
 
     def flush(self) -> bytes:
         return b""
 
 
-def _brotli():
+def _brotli() -> _Brotli | None:
     for name in ("brotli", "brotlicffi"):
         try:
-            return _Brotli(__import__(name))
+            return _Brotli(importlib.import_module(name))
         except ImportError:
             continue
     return None
 
 
-def _zstd():
+def _zstd() -> _Zstd | None:
     try:
-        import zstandard
+        module = importlib.import_module("zstandard")  # an optional extra, imported by name like brotli
     except ImportError:
         return None
-    return _Zstd(zstandard)
+    return _Zstd(module)
 
 
-_MAKERS: dict[str, Callable[[], object]] = {
+_MAKERS: dict[str, Callable[[], _Step | None]] = {
     "gzip": lambda: _Zlib(16 + zlib.MAX_WBITS),
     "x-gzip": lambda: _Zlib(16 + zlib.MAX_WBITS),
     "deflate": lambda: _Zlib(zlib.MAX_WBITS, deflate=True),
@@ -113,7 +126,7 @@ class Decoding:
     it cannot be undone here (None: it can)."""
 
     def __init__(self, header: str) -> None:
-        self.steps: list = []
+        self.steps: list[_Step] = []
         self.unsupported: str | None = None
         codings = [c.strip().lower() for c in header.split(",") if c.strip()]
         for coding in reversed(codings):  # the last coding applied is undone first

@@ -76,9 +76,12 @@ _request_decoder = msgspec.json.Decoder(_InRequest)
 # -- responses we write ---------------------------------------------------------------------
 
 
+RpcId = str | int | None
+
+
 class _Frame(msgspec.Struct, omit_defaults=True):
     jsonrpc: str = "2.0"
-    id: str | int | None = None
+    id: RpcId = None
     result: WireResult | None = None
     error: WireError | None = None
 
@@ -135,8 +138,8 @@ class HostedTask:
     state: str = "submitted"
     status_text: str | None = None
     artifacts: dict[str, Chunk] = field(default_factory=dict)
-    subscribers: list[asyncio.Queue] = field(default_factory=list)
-    job: asyncio.Task | None = None
+    subscribers: list[asyncio.Queue[Event]] = field(default_factory=list)
+    job: asyncio.Task[None] | None = None
 
     def apply(self, ev: Event) -> None:
         if isinstance(ev, Status):
@@ -150,17 +153,17 @@ class HostedTask:
             held.text += ev.text
             held.last_chunk = ev.last_chunk
 
-    def subscribe(self) -> asyncio.Queue:
-        q: asyncio.Queue = asyncio.Queue()
+    def subscribe(self) -> asyncio.Queue[Event]:
+        q: asyncio.Queue[Event] = asyncio.Queue()
         self.subscribers.append(q)
         return q
 
-    def unsubscribe(self, q: asyncio.Queue) -> None:
+    def unsubscribe(self, q: asyncio.Queue[Event]) -> None:
         if q in self.subscribers:
             self.subscribers.remove(q)
 
 
-def encode_event(ev: Event, task: HostedTask, dialect: str, rpc_id) -> bytes:
+def encode_event(ev: Event, task: HostedTask, dialect: str, rpc_id: RpcId) -> bytes:
     if isinstance(ev, Status):
         msg = _message(ev.text, "agent", dialect, task) if ev.text else None
         status = WireStatus(state=_state_on_wire(ev.state, dialect), message=msg)
@@ -203,7 +206,7 @@ def encode_event(ev: Event, task: HostedTask, dialect: str, rpc_id) -> bytes:
     return _encoder.encode(_Frame(id=rpc_id, result=result))
 
 
-def encode_task(task: HostedTask, dialect: str, rpc_id) -> bytes:
+def encode_task(task: HostedTask, dialect: str, rpc_id: RpcId) -> bytes:
     arts = [
         WireArtifact(
             artifactId=a.artifact_id,
@@ -240,7 +243,7 @@ def encode_task(task: HostedTask, dialect: str, rpc_id) -> bytes:
     )
 
 
-def encode_error(code: int, message: str, rpc_id) -> bytes:
+def encode_error(code: int, message: str, rpc_id: RpcId) -> bytes:
     return _encoder.encode(_Frame(id=rpc_id, error=WireError(code=code, message=message)))
 
 
@@ -335,10 +338,10 @@ class AgentHost:
             text = "".join(p.text or "" for p in msg.parts)
             if op == "stream" and not self.streaming:
                 return self.json(encode_error(-32004, "streaming is not supported", req.id))
-            task = self.start(text, msg.messageId or str(uuid.uuid4()), msg.contextId, defer=op == "stream")
+            new = self.start(text, msg.messageId or str(uuid.uuid4()), msg.contextId, defer=op == "stream")
             if op == "stream":
-                return self.sse(self.stream_frames(task, dialect, req.id, snapshot_first=True))
-            return self.json(encode_task(task, dialect, req.id))
+                return self.sse(self.stream_frames(new, dialect, req.id, snapshot_first=True))
+            return self.json(encode_task(new, dialect, req.id))
         task = self.tasks.get(req.params.id or "")
         if task is None:
             return self.json(encode_error(-32001, "task not found", req.id))
@@ -382,7 +385,7 @@ class AgentHost:
             q.put_nowait(ev)
 
     async def stream_frames(
-        self, task: HostedTask, dialect: str, rpc_id, *, snapshot_first: bool
+        self, task: HostedTask, dialect: str, rpc_id: RpcId, *, snapshot_first: bool
     ) -> AsyncIterator[bytes]:
         """The SSE frames of one stream: a Task snapshot, then live events until the task settles."""
         q = task.subscribe()

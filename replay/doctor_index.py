@@ -20,13 +20,18 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
+from a2a_tape.store import Durability, FindingsProjection, Recordings, Store
 from a2a_tape.store.errors import ReadOnlyStore
 from a2a_tape.store.indexes import DOCTOR_CURSOR, FindingsRow
 
 from . import doctor as _doctor
+
+if TYPE_CHECKING:  # imported when a pool is started: a CLI that never starts one does not pay for them
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 Progress = Callable[[int, int], None]
 _VERSION_KEY = "projection:doctor:version"
@@ -43,11 +48,12 @@ def _code_digest() -> str:
 
     h = hashlib.sha256(b"doctor-1")
     for mod in (_doctor, inspection, fold, projection, profiles, views):
-        h.update(Path(mod.__file__).read_bytes())  # type: ignore[arg-type]
+        assert mod.__file__ is not None  # our own modules, loaded from their source files
+        h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()[:16]
 
 
-def task_row(store, task_id: str) -> FindingsRow | None:
+def task_row(store: Recordings, task_id: str) -> FindingsRow | None:
     """Examine one task as doctor does; None when it has no events (any more)."""
     events = store.read_task(task_id)
     if not events:
@@ -64,7 +70,12 @@ class DoctorIndex:
     """The findings projection of one store."""
 
     def __init__(
-        self, store, *, chunk: int = 250, workers: int | None = None, parallel_min: int = PARALLEL_MIN_TASKS
+        self,
+        store: FindingsProjection,
+        *,
+        chunk: int = 250,
+        workers: int | None = None,
+        parallel_min: int = PARALLEL_MIN_TASKS,
     ) -> None:
         self.store = store
         self.chunk = max(1, chunk)
@@ -72,6 +83,7 @@ class DoctorIndex:
         self.parallel_min = parallel_min
 
     def usable(self) -> bool:
+        """Always true now (both backends keep the findings); kept for the CLI's callers."""
         return hasattr(self.store, "findings_commit")
 
     def cursor(self) -> int:
@@ -141,12 +153,12 @@ class _Examiners:
     (``spawn``, each with its own connection to the store) the others; the parts come back in order,
     so the parent commits them in order. Without worker processes (or for a short list), this one."""
 
-    def __init__(self, store, tasks: int, workers: int, parallel_min: int) -> None:
+    def __init__(self, store: FindingsProjection, tasks: int, workers: int, parallel_min: int) -> None:
         self.store = store
-        self.n = workers if tasks >= parallel_min and getattr(store, "backend", "") in ("sqlite", "postgres") else 1
-        self.pool = None
+        self.n = workers if tasks >= parallel_min and store.backend in ("sqlite", "postgres") else 1
+        self.pool: ProcessPoolExecutor | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[list[list[str]]], Iterator[list[FindingsRow]]]:
         if self.n > 1:
             import concurrent.futures
             import multiprocessing
@@ -164,7 +176,7 @@ class _Examiners:
 
     def examine(self, parts: list[list[str]]) -> Iterator[list[FindingsRow]]:
         st = self.store
-        futures: dict[int, object] = {}
+        futures: dict[int, Future[list[FindingsRow]]] = {}
         if self.pool is not None:
             loc = str(st.path)
             try:
@@ -177,10 +189,10 @@ class _Examiners:
                 futures = {}
         for i, part in enumerate(parts):
             future = futures.get(i)
-            rows = None
+            rows: list[FindingsRow] | None = None
             if future is not None:
                 try:
-                    rows = future.result()  # type: ignore[attr-defined]
+                    rows = future.result()
                 except Exception:  # noqa: BLE001 - a worker died: examine that part here
                     rows = None
             if rows is None:
@@ -188,16 +200,16 @@ class _Examiners:
             yield rows
 
 
-_worker_stores: dict[str, object] = {}
+_worker_stores: dict[str, Store] = {}
 
 
-def _examine(location: str, durability: str, task_ids: list[str]) -> list[FindingsRow]:
+def _examine(location: str, durability: Durability, task_ids: list[str]) -> list[FindingsRow]:
     """One part of the tasks, examined in a worker process (its store opened once, then kept)."""
     st = _worker_stores.get(location)
     if st is None:
         from a2a_tape.store import open_store
 
-        st = _worker_stores[location] = open_store(location, create=False, durability=durability)  # type: ignore[arg-type]
+        st = _worker_stores[location] = open_store(location, create=False, durability=durability)
     return [r for r in (task_row(st, t) for t in task_ids) if r is not None]
 
 

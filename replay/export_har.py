@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from a2a_tape.store import Exchange, StoredEvent
+from a2a_tape.store import Exchange, Recordings, StoredEvent
 
 HAR_VERSION = "1.2"
 
@@ -168,17 +168,18 @@ def _entry(ex: Exchange, events: list[StoredEvent]) -> Entry:
     )
 
 
-def build_har(store, task_ids: Iterable[str] | None, *, version: str = "0") -> Har:
+def build_har(store: Recordings, task_ids: Iterable[str] | None, *, version: str = "0") -> Har:
     """A HAR document for some tasks (or every exchange of the log when ``task_ids`` is None)."""
     if task_ids is None:
-        exchanges = store.exchanges()
+        exchanges = [ex for ex in store.exchanges() if ex.id is not None]  # a stored exchange has its id
     else:
         seen: dict[int, Exchange] = {}
         for t in task_ids:
             for ex in store.exchanges(t):
-                seen[ex.id] = ex  # type: ignore[index]
+                if ex.id is not None:
+                    seen[ex.id] = ex
         exchanges = sorted(seen.values(), key=lambda e: e.id or 0)
-    entries = [_entry(ex, store.read_exchange(ex.id)) for ex in exchanges]  # type: ignore[arg-type]
+    entries = [_entry(ex, store.read_exchange(ex.id)) for ex in exchanges if ex.id is not None]
     return Har(Log(version=HAR_VERSION, creator=Creator("a2a-tape", version), entries=entries))
 
 

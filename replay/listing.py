@@ -8,19 +8,27 @@ of the newest tasks by last event, already filtered; only those rows are loaded 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Protocol
 
 import msgspec
+
+from a2a_tape.store import ProjectionStore, TaskIndexStore
 
 from .fold import TaskFold
 from .views import TaskView
 
 
-def has_index(store) -> bool:
+class IndexedTasks(TaskIndexStore, ProjectionStore, Protocol):
+    """A task projection's rows and its index: what a listing reads."""
+
+
+def has_index(store: object) -> bool:
+    """Whether ``store`` keeps the task index (both backends do; an in-memory projection does not)."""
     return hasattr(store, "task_index_page")
 
 
 def count(
-    store,
+    store: TaskIndexStore,
     name: str = "tasks",
     *,
     states: Iterable[str] | None = None,
@@ -32,7 +40,7 @@ def count(
 
 
 def newest(
-    store,
+    store: IndexedTasks,
     name: str = "tasks",
     *,
     limit: int | None = None,

@@ -6,7 +6,6 @@ re-exported here, the module callers import from.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import socket
@@ -15,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import msgspec
 
-from a2a_tape.store import Projections, ProjectionStore, StoreError
+from a2a_tape.store import Durability, Projections, ProjectionStore, StoreError
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.indexes import TaskIndexRow
 from a2a_tape.store.interface import FoldRow
@@ -216,19 +215,16 @@ class Projector:
                 if fold.s.last_position > committed:
                     upserts[tid] = fold.dump()
                     index[tid] = _index_row(fold.s)
-            with txn():  # rows, index rows and cursor: one transaction
+            with store.transaction():  # rows, index rows and cursor: one transaction
                 if not store.projection_commit(name, position, upserts, expect=None if part is not None else committed):
                     raise ProjectionMoved(name)
-                if has_index:
-                    store.task_index_upsert(name, list(index.values()))
+                store.task_index_upsert(name, list(index.values()))
             index.clear()
             committed = position
             self._cursor = position
             pending.clear()
             since_commit = 0
 
-        has_index = hasattr(store, "task_index_upsert")
-        txn = getattr(store, "transaction", contextlib.nullcontext)
         batch_size = min(2000, commit_every)
         for rows in _fold_batches(store, start, batch_size, self.upto, part):
             # one query for the tasks of this batch that are neither live nor waiting to commit
@@ -377,15 +373,11 @@ def _index_row(s: TaskState) -> TaskIndexRow:
     return (s.task_id, s.last_position, s.last_at, s.state, s.context_id)
 
 
-def _reset_rows(store, name: str) -> None:
+def _reset_rows(store: Projections, name: str) -> None:
     """Drop a projection's rows, its task index rows and its cursor, in one transaction."""
-    reset_index = getattr(store, "task_index_reset", None)
-    if reset_index is None:
-        store.projection_reset(name)
-        return
     with store.transaction():
         store.projection_reset(name)
-        reset_index(name)
+        store.task_index_reset(name)
 
 
 def _warm_up() -> None:
@@ -393,11 +385,11 @@ def _warm_up() -> None:
     function imports this module and everything it needs, which is the point."""
 
 
-def _fold_range(location: str, durability: str, name: str, tasks: TaskRange, end: int) -> int:
+def _fold_range(location: str, durability: Durability, name: str, tasks: TaskRange, end: int) -> int:
     """One part of a parallel rebuild, in its own process (its own connection to the store)."""
     from a2a_tape.store import open_store
 
-    st = open_store(location, create=False, durability=durability)  # type: ignore[arg-type]
+    st = open_store(location, create=False, durability=durability)
     try:
         return Projector(st, name, tasks=tasks, upto=end)._catch_up()
     finally:

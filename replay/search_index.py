@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from a2a_tape.store import decode_item
+from a2a_tape.store import SearchProjection, decode_item
 from a2a_tape.store.errors import ReadOnlyStore
 from a2a_tape.store.indexes import FIELDS_PER_EVENT, SEARCH_CURSOR, SearchRow
 
@@ -34,7 +34,8 @@ def _code_digest() -> str:
 
     h = hashlib.sha256(b"search-1")
     for mod in (_grep, decode, events):
-        h.update(Path(mod.__file__).read_bytes())  # type: ignore[arg-type]
+        assert mod.__file__ is not None  # our own modules, loaded from their source files
+        h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -52,11 +53,12 @@ def event_rows(position: int, task_id: str | None, seq: int, payload: bytes) -> 
 class SearchIndex:
     """The search projection of one store."""
 
-    def __init__(self, store, *, commit_every: int = 20_000) -> None:
+    def __init__(self, store: SearchProjection, *, commit_every: int = 20_000) -> None:
         self.store = store
         self.commit_every = max(1, commit_every)
 
     def usable(self) -> bool:
+        """Always true now (both backends keep the index); kept for the CLI's callers."""
         return hasattr(self.store, "search_commit")
 
     def cursor(self) -> int:
@@ -126,8 +128,7 @@ class SearchIndex:
         yield from self.store.search_match(text, task_id=task_id)
 
     def can_answer(self, text: str) -> bool:
-        answer = getattr(self.store, "search_can_answer", None)
-        return answer(text) if answer is not None else len(text) >= 3
+        return self.store.search_can_answer(text)
 
     def rows(self) -> list[SearchRow]:
         """Every row, in log order (what incremental == rebuild compares)."""

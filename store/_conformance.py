@@ -13,6 +13,8 @@ if TYPE_CHECKING:
         AppendLog,
         EventLog,
         ExchangeLog,
+        FindingsProjection,
+        FindingsStore,
         Following,
         IdempotencyStore,
         LeasesAndMeta,
@@ -20,8 +22,11 @@ if TYPE_CHECKING:
         ProjectionStore,
         Recordings,
         RecordingStore,
+        SearchProjection,
+        SearchStore,
         Store,
         StoreHandle,
+        TaskIndexStore,
     )
     from .postgres import PostgresStore
     from .sqlite import SqliteStore
@@ -38,9 +43,14 @@ if TYPE_CHECKING:
         projections: Projections = st
         recordings: Recordings = st
         recording_store: RecordingStore = st
+        task_index: TaskIndexStore = st
+        search: SearchStore = st
+        findings: FindingsStore = st
+        search_projection: SearchProjection = st
+        findings_projection: FindingsProjection = st
         whole: Store = st
         del handle, events, appends, exchanges, idempotency, projection_store, leases, following, projections
-        del recordings, recording_store
+        del recordings, recording_store, task_index, search, findings, search_projection, findings_projection
         entered: Store = whole.__enter__()
         del entered
 

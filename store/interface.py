@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Literal, Protocol
 
+from .indexes import FindingsRow, SearchRow, TaskIndexRow
 from .paging import TaskRange
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 
@@ -96,6 +97,10 @@ class EventLog(Protocol):
 
     def task_ids_with_prefix(self, prefix: str) -> list[str]: ...
 
+    def tasks_touched(self, after: int, upto: int) -> list[str]:
+        """The tasks with an event in positions ``(after, upto]``."""
+        ...
+
 
 class ExchangeLog(Protocol):
     """The HTTP exchanges the events arrived in (request, response head, outcome)."""
@@ -107,6 +112,10 @@ class ExchangeLog(Protocol):
     def get_exchange(self, exchange_id: int) -> Exchange | None: ...
 
     def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]: ...
+
+    def exchanges_without_task(self) -> list[Exchange]:
+        """The exchanges no event names a task for (a lone Message reply, a failure before one)."""
+        ...
 
 
 class IdempotencyStore(Protocol):
@@ -149,6 +158,64 @@ class ProjectionStore(Protocol):
     def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]: ...
 
 
+class TaskIndexStore(Protocol):
+    """A task projection's index rows (newest by last event, filtered), kept with its task rows."""
+
+    def task_index_upsert(self, name: str, rows: Sequence[TaskIndexRow]) -> None: ...
+
+    def task_index_reset(self, name: str) -> None: ...
+
+    def task_index_count(
+        self,
+        name: str,
+        *,
+        states: Iterable[str] | None = None,
+        context: str | None = None,
+        since: float | None = None,
+    ) -> int: ...
+
+    def task_index_page(
+        self,
+        name: str,
+        *,
+        limit: int,
+        before: int | None = None,
+        states: Iterable[str] | None = None,
+        context: str | None = None,
+        since: float | None = None,
+    ) -> list[tuple[str, int]]: ...
+
+
+class SearchStore(Protocol):
+    """The search projection's rows (one per searchable field of an event) and its full-text query."""
+
+    def search_can_answer(self, text: str) -> bool: ...
+
+    def search_commit(self, position: int, rows: Sequence[SearchRow], *, expect: int | None = None) -> bool: ...
+
+    def search_match(
+        self, text: str | None, *, task_id: str | None = None, batch: int = 1000
+    ) -> Iterator[SearchRow]: ...
+
+    def search_reset(self) -> None: ...
+
+
+class FindingsStore(Protocol):
+    """Doctor's findings projection: one row per task, its cursor moved with the last part."""
+
+    def findings_commit(
+        self, position: int | None, rows: Sequence[FindingsRow], *, expect: int | None = None
+    ) -> bool: ...
+
+    def findings_reset(self) -> None: ...
+
+    def findings_rows(self, *, faulty_only: bool = True, batch: int = 500) -> Iterator[FindingsRow]: ...
+
+    def findings_totals(self) -> tuple[int, int, int]: ...
+
+    def findings_unsettled(self) -> list[str]: ...
+
+
 class LeasesAndMeta(Protocol):
     """Named leases with expiry (one recoverer per task) and a small key-value table."""
 
@@ -187,12 +254,34 @@ class RecordingStore(Recordings, StoreHandle, Protocol):
     """Recordings written in one transaction: what a tape is imported into."""
 
 
-class Projections(ProjectionStore, LeasesAndMeta, Following, StoreHandle, Protocol):
-    """What a :class:`a2a_tape.replay.projection.Projector` needs: rows and cursor, the version
-    marker, following, and where the log is (a parallel rebuild opens it again in each worker)."""
+class Projections(ProjectionStore, TaskIndexStore, LeasesAndMeta, Following, StoreHandle, Protocol):
+    """What a :class:`a2a_tape.replay.projection.Projector` needs: rows and cursor with their task
+    index, the version marker, following, and where the log is (a parallel rebuild opens it again
+    in each worker)."""
 
 
-class Store(StoreHandle, EventLog, ExchangeLog, IdempotencyStore, ProjectionStore, LeasesAndMeta, Following, Protocol):
+class FindingsProjection(FindingsStore, EventLog, ExchangeLog, ProjectionStore, LeasesAndMeta, StoreHandle, Protocol):
+    """What doctor's findings index needs: the tasks' events and exchanges, its rows and cursor,
+    the version marker, and where the log is (worker processes open it again)."""
+
+
+class SearchProjection(SearchStore, EventLog, ProjectionStore, LeasesAndMeta, StoreHandle, Protocol):
+    """What the search index needs: the events it indexes, its rows and cursor, the version marker."""
+
+
+class Store(
+    StoreHandle,
+    EventLog,
+    ExchangeLog,
+    IdempotencyStore,
+    ProjectionStore,
+    TaskIndexStore,
+    SearchStore,
+    FindingsStore,
+    LeasesAndMeta,
+    Following,
+    Protocol,
+):
     """Every capability: what :func:`a2a_tape.store.open_store` returns."""
 
     def __enter__(self) -> Store: ...
