@@ -89,7 +89,7 @@ class LiveFold:
             return v.final_answer
         return self.reply
 
-    def signature(self) -> tuple:
+    def signature(self) -> tuple[object, ...]:
         """What a poll or a snapshot must change to count as progress."""
         v = self.view()
         if v is None:

@@ -27,11 +27,14 @@ from .views import RecordedTask
 _encoder = msgspec.json.Encoder()
 
 
-def encode_item(item: Item | bytes, dialect: str, rpc_id: Any) -> bytes | None:
+def encode_item(item: Item | bytes | RecordedTask, dialect: str, rpc_id: Any) -> bytes | None:
     """One item as a JSON-RPC response in ``dialect``; None when it cannot be converted.
 
     ``item`` is the recorded payload (converted from its JSON, losslessly: :mod:`replay.dialects`)
-    or ``Item(task)`` of a :class:`RecordedTask` (a stream's Task item)."""
+    or a :class:`RecordedTask` (a stream's Task item)."""
+    if isinstance(item, RecordedTask):
+        t = task_json(item, dialect)
+        return _encoder.encode({"jsonrpc": "2.0", "id": rpc_id, "result": {"task": t} if dialect == "1.0" else t})
     if isinstance(item, (bytes, bytearray, memoryview)):
         payload = bytes(item)
         decoded = decode_item(payload)
@@ -45,10 +48,9 @@ def encode_item(item: Item | bytes, dialect: str, rpc_id: Any) -> bytes | None:
                     {"jsonrpc": "2.0", "id": rpc_id, "result": result_in(decoded.kind, found[1], dialect)}
                 )
         item = decoded
-    body = item.body
-    if isinstance(body, RecordedTask):
-        t = task_json(body, dialect)
-        return _encoder.encode({"jsonrpc": "2.0", "id": rpc_id, "result": {"task": t} if dialect == "1.0" else t})
+    body: object = item.body
+    if isinstance(body, RecordedTask):  # Item(task), as replay/engine.py still passes it: the same answer
+        return encode_item(body, dialect, rpc_id)
     if isinstance(body, ErrorItem):
         return _encoder.encode(
             WireFrame(jsonrpc="2.0", id=rpc_id, error=WireError(code=body.code, message=body.message, data=body.data))
@@ -72,7 +74,8 @@ def task_json(task: RecordedTask, dialect: str) -> dict[str, Any]:
     for k, v in (task.extra or {}).items():
         out.setdefault(k, v)
     if dialect != task.dialect and dialect in ("0.3", "1.0"):
-        return task_in(out, dialect)
+        converted: dict[str, Any] = task_in(out, dialect)  # a dict in, a dict out
+        return converted
     if dialect != "1.0":
         out["kind"] = "task"
     return out
@@ -90,7 +93,7 @@ def encode_task(task: RecordedTask, dialect: str, rpc_id: Any) -> bytes:
 
 def encode_snapshot_item(task: RecordedTask, dialect: str, rpc_id: Any) -> bytes:
     """A Task as a stream item (the first item of a resubscribe)."""
-    return encode_item(Item(task), dialect, rpc_id) or b""  # type: ignore[arg-type]
+    return encode_item(task, dialect, rpc_id) or b""
 
 
 def fold_task(task_id: str, items: Iterable[Any]) -> RecordedTask | None:

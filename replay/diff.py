@@ -21,6 +21,7 @@ import msgspec
 
 from a2a_tape.store import (
     ArtifactUpdate,
+    EventLog,
     Message,
     MessageItem,
     StatusUpdate,
@@ -159,7 +160,7 @@ def diff_sides(a: TaskSide | None, b: TaskSide | None) -> PairDiff:
     return PairDiff(a=a.task_id, b=b.task_id, equal=not channels and not events, channels=channels, events=events)
 
 
-def diff_tasks(store_a, task_a: str, store_b, task_b: str) -> DiffResult:
+def diff_tasks(store_a: EventLog, task_a: str, store_b: EventLog, task_b: str) -> DiffResult:
     pair = diff_sides(normalised(task_a, store_a.read_task(task_a)), normalised(task_b, store_b.read_task(task_b)))
     return DiffResult(equal=pair.equal, pairs=[pair])
 
@@ -177,18 +178,20 @@ def request_key(events: Sequence[StoredEvent]) -> str:
     return ""
 
 
-def diff_stores(store_a, store_b) -> DiffResult:
+def diff_stores(store_a: EventLog, store_b: EventLog) -> DiffResult:
     """Pair the tasks of two databases by request (in log order) and diff each pair."""
     pairs = list(iter_store_pairs(store_a, store_b))
     return DiffResult(equal=all(p.equal for p in pairs), pairs=pairs)
 
 
-def iter_store_pairs(store_a, store_b, *, progress: Callable[[int, int], None] | None = None) -> Iterator[PairDiff]:
+def iter_store_pairs(
+    store_a: EventLog, store_b: EventLog, *, progress: Callable[[int, int], None] | None = None
+) -> Iterator[PairDiff]:
     """:func:`diff_stores` a pair at a time: memory holds the two request maps (a key and a
     task id per task) and one pair, however long the logs are. ``progress(done, total)``:
     pairs so far, of at most ``total``."""
 
-    def keyed(st) -> dict[str, list[str]]:
+    def keyed(st: EventLog) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for t in st.task_events():
             out.setdefault(request_key(st.read_task(t.task_id)), []).append(t.task_id)

@@ -12,12 +12,22 @@ Levels: ``error`` (the contract was broken, or a user saw something wrong) and `
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import msgspec
 
-from a2a_tape.store import ArtifactUpdate, ErrorItem, Exchange, MessageItem, StatusUpdate, StoredEvent, TaskSnapshot
+from a2a_tape.store import (
+    ArtifactUpdate,
+    ErrorItem,
+    Exchange,
+    MessageItem,
+    Recordings,
+    StatusUpdate,
+    StoredEvent,
+    TaskSnapshot,
+    Undecodable,
+)
 
 from .fold import TaskFold
 from .inspection import (
@@ -34,6 +44,8 @@ from .inspection import (
 from .views import TaskView
 
 Level = Literal["error", "warning"]
+Add = Callable[[str, Level, str, Iterable[int]], None]
+"""How a check reports a finding: ``add(code, level, message, positions)``."""
 
 # the checks, with what each means (docs and `doctor --json` consumers rely on the codes)
 CHECKS: dict[str, str] = {
@@ -104,13 +116,13 @@ def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Ex
     _check_answer(view, _streams(upstream), ex_by_id, add)
     _fold_faults(view, add)
     for s in upstream:
-        if s.item.kind == "undecodable":
-            add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])  # type: ignore[union-attr]
+        if isinstance(s.item.body, Undecodable):
+            add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])
     found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
     return found
 
 
-def _check_lifecycle(upstream: Sequence[Step], steps: Sequence[Step], add) -> None:
+def _check_lifecycle(upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
     terminal: Step | None = None
     changed: list[int] = []
     after: list[int] = []
@@ -160,7 +172,7 @@ def _check_lifecycle(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
             )
 
 
-def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: dict[int, Exchange], add) -> None:
+def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: dict[int, Exchange], add: Add) -> None:
     final_state = next((state_of(s) for s in reversed(steps) if state_of(s) is not None), None)
     for group in streams:
         ex = ex_by_id.get(group[0].event.exchange_id) if group[0].event.exchange_id is not None else None
@@ -199,7 +211,7 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
         )
 
 
-def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add) -> None:
+def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
     channels: dict[str, dict[str, list[int]]] = {}
     closed: dict[str, bool] = {}
     for s in upstream:
@@ -244,7 +256,7 @@ def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add) -> No
             )
 
 
-def _check_sequences(upstream: Sequence[Step], add) -> None:
+def _check_sequences(upstream: Sequence[Step], add: Add) -> None:
     last_seq: dict[str, tuple[int, int]] = {}
     seen_ids: dict[str, int] = {}
     for s in upstream:
@@ -294,7 +306,7 @@ _FOLD_ONLY = {
 }
 
 
-def _fold_faults(view: TaskView, add) -> None:
+def _fold_faults(view: TaskView, add: Add) -> None:
     for f in view.faults:
         if f.code in _FOLD_ONLY:
             add(f.code, "error" if f.level == "error" else "warning", f.message, f.positions)
@@ -352,7 +364,7 @@ def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
     return found
 
 
-def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add) -> None:
+def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add: Add) -> None:
     """The answer shown twice: by the agent (a resent whole answer), or for a naive client.
 
     A naive client reads one stream and concatenates what it carries: only streams count, one at a
@@ -363,7 +375,9 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
         s
         for stream in streams
         for s in _resent_appends(stream)
-        if answer and answer.count(s.item.body.artifact.text) >= 2  # type: ignore[union-attr]
+        if isinstance(s.item.body, ArtifactUpdate)  # what _resent_appends returns
+        and answer
+        and answer.count(s.item.body.artifact.text) >= 2
     ]
     if resent:
         add(
@@ -415,7 +429,7 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
         )
 
 
-def diagnose(store, task_id: str | None = None) -> Report:
+def diagnose(store: Recordings, task_id: str | None = None) -> Report:
     """Doctor one task, or every task of the log."""
     ids = [task_id] if task_id is not None else [t.task_id for t in store.task_events()]
     found: list[Finding] = []

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
 
 import msgspec
 
-from a2a_tape.store import StoredEvent
+from a2a_tape.store import Recordings, StoredEvent
 
 from .doctor import Finding, findings
 from .inspection import Step, decode_events, summary, task_view
@@ -208,21 +209,25 @@ what a user should have seen; the doctor lists what went wrong on the wire; the 
 """
 
 
+Progress = Callable[[int], None]
+"""Called with the number of tasks written so far."""
 _TAIL = "\n</body></html>\n"
 
 
-def _nav(task_ids: Sequence[str], href=lambda t: f"#task-{_e(t)}") -> str:
+def _nav(task_ids: Sequence[str], href: Callable[[str], str] = lambda t: f"#task-{_e(t)}") -> str:
     if len(task_ids) <= 1:
         return ""
     items = "".join(f'<li><a href="{href(t)}">{_e(t)}</a></li>' for t in task_ids)
     return f"<nav><h2>Tasks</h2><ul>{items}</ul></nav>"
 
 
-def _section(store, task_id: str) -> str:
+def _section(store: Recordings, task_id: str) -> str:
     return task_section(task_id, store.read_task(task_id), store.exchanges(task_id))
 
 
-def build_html(store, task_ids: Sequence[str], *, title: str = "a2a-tape report", progress=None) -> str:
+def build_html(
+    store: Recordings, task_ids: Sequence[str], *, title: str = "a2a-tape report", progress: Progress | None = None
+) -> str:
     """The whole page; ``progress(n)`` is called after each task (for a progress bar)."""
     sections = []
     for n, t in enumerate(task_ids, 1):
@@ -240,7 +245,13 @@ class Written(msgspec.Struct):
 
 
 def write_page(
-    store, task_ids: Sequence[str], out, *, title: str, progress=None, max_bytes: int | None = PAGE_LIMIT
+    store: Recordings,
+    task_ids: Sequence[str],
+    out: IO[bytes],
+    *,
+    title: str,
+    progress: Progress | None = None,
+    max_bytes: int | None = PAGE_LIMIT,
 ) -> Written:
     """One page on ``out`` (a binary file), a task at a time. With ``max_bytes``, the page ends
     before the section that would take it past that size (the sections wait in memory, at most
@@ -291,7 +302,9 @@ def page_name(n: int, task_id: str) -> str:
     return f"task-{n:05d}-{safe}.html"
 
 
-def write_dir(store, task_ids: Sequence[str], directory, *, title: str, progress=None) -> Written:
+def write_dir(
+    store: Recordings, task_ids: Sequence[str], directory: Path, *, title: str, progress: Progress | None = None
+) -> Written:
     """``index.html`` (a link per task) and one page per task in ``directory`` (a Path)."""
     directory.mkdir(parents=True, exist_ok=True)
     names = {t: page_name(n, t) for n, t in enumerate(task_ids, 1)}

@@ -8,9 +8,9 @@ Client. Every arrow label starts with ``[position]`` so a reader can find it in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from a2a_tape.store import StoredEvent, decode_item
+from a2a_tape.store import Recordings, StoredEvent, decode_item
 
 from .inspection import summary
 
@@ -41,7 +41,7 @@ def label(text: str, limit: int = 70) -> str:
     return "".join(out)
 
 
-def build_mermaid(store, task_ids: Iterable[str], *, progress=None) -> str:
+def build_mermaid(store: Recordings, task_ids: Iterable[str], *, progress: Callable[[int], None] | None = None) -> str:
     """The diagram; ``progress(n)`` is called after each task (for a progress bar)."""
     lines = ["sequenceDiagram"]
     lines += [f"    participant {p}" for p in PARTICIPANTS]

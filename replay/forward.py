@@ -118,7 +118,7 @@ class Forwarder:
             finally:
                 await resp.aclose()
                 await client.aclose()
-            fields: dict[str, object] = {}
+            fields: dict[str, bytes] = {}  # response_body, when the answer is not an event
             failed = resp.status_code >= 400
             if data:
                 new, item = cap.answer(data)  # redacted as configured: a JSON answer is an event too
@@ -127,7 +127,7 @@ class Forwarder:
                     failed = failed or isinstance(item.body, ErrorItem)
                 else:
                     fields["response_body"] = cap.response_body(data)
-            finish("error" if failed else "ok", **fields)
+            finish("error" if failed else "ok", None, **fields)
             return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
 
         async def gen() -> AsyncIterator[bytes]:

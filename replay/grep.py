@@ -8,17 +8,19 @@ person can go straight to ``a2a-tape show TASK`` at that position. Payloads are 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 
 from a2a_tape.store import (
     ArtifactUpdate,
     ErrorItem,
+    Item,
     Message,
     MessageItem,
     Note,
     Part,
+    SearchProjection,
     StatusUpdate,
     StoredEvent,
     TaskSnapshot,
@@ -57,7 +59,7 @@ def fields(ev: StoredEvent) -> Iterator[tuple[str, str]]:
     return item_fields(decode_item(payload), payload)
 
 
-def item_fields(item, payload: bytes) -> Iterator[tuple[str, str]]:
+def item_fields(item: Item, payload: bytes) -> Iterator[tuple[str, str]]:
     """(where, text) for every searchable field of a decoded item (``payload``: its raw bytes)."""
     b = item.body
     if isinstance(b, ArtifactUpdate):
@@ -104,14 +106,26 @@ def is_literal(pattern: str) -> bool:
 
 
 def grep(
-    store, pattern: str, *, ignore_case: bool = False, task_id: str | None = None, regex: bool = False, progress=None
+    store: SearchProjection,
+    pattern: str,
+    *,
+    ignore_case: bool = False,
+    task_id: str | None = None,
+    regex: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Match]:
     """Every field matching ``pattern``, in log order (see :func:`iter_grep`)."""
     return list(iter_grep(store, pattern, ignore_case=ignore_case, task_id=task_id, regex=regex, progress=progress))
 
 
 def iter_grep(
-    store, pattern: str, *, ignore_case: bool = False, task_id: str | None = None, regex: bool = False, progress=None
+    store: SearchProjection,
+    pattern: str,
+    *,
+    ignore_case: bool = False,
+    task_id: str | None = None,
+    regex: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[Match]:
     """Every field matching the regular expression ``pattern``, in log order.
 

@@ -20,12 +20,15 @@ import msgspec
 from a2a_tape.store import (
     Artifact,
     ArtifactUpdate,
+    ErrorItem,
     Exchange,
     Item,
     MessageItem,
+    Note,
     StatusUpdate,
     StoredEvent,
     TaskSnapshot,
+    Undecodable,
     decode_item,
 )
 from a2a_tape.store.events import is_interrupted, is_terminal
@@ -77,7 +80,7 @@ def channel_of(artifact: Artifact) -> str:
     """final_answer / reasoning / tool_call / error / artifact, from metadata, else from the id."""
     meta = artifact.meta
     if meta.channel in (FINAL, REASONING, TOOL):
-        return meta.channel  # type: ignore[return-value]
+        return meta.channel
     if meta.block_type:
         return {"text": FINAL, "reasoning": REASONING, "tool_call": TOOL}.get(meta.block_type, GENERIC)
     aid = artifact.artifact_id
@@ -155,11 +158,10 @@ def summary(item: Item) -> str:
         return b.state + (f": {msg.text}" if msg is not None and msg.text else "")
     if isinstance(b, MessageItem):
         return f"{b.message.role or 'message'}: {b.message.text}"
-    kind = item.kind
-    if kind == "error":
-        return f"error {b.code}: {b.message}"  # type: ignore[union-attr]
-    if kind == "note":
-        return f"{b.action}: {b.detail}"  # type: ignore[union-attr]
-    if kind == "undecodable":
-        return b.reason  # type: ignore[union-attr]
-    return getattr(b, "summary", kind)
+    if isinstance(b, ErrorItem):
+        return f"error {b.code}: {b.message}"
+    if isinstance(b, Note):
+        return f"{b.action}: {b.detail}"
+    if isinstance(b, Undecodable):
+        return b.reason
+    return b.summary

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from a2a_tape.store import Store
+
 from .doctor_index import DoctorIndex
 from .projection import Projector
 from .search_index import SearchIndex
 
 
-def rebuild_all(store, *, progress: Callable[[str, int, int], None] | None = None) -> None:
+def rebuild_all(store: Store, *, progress: Callable[[str, int, int], None] | None = None) -> None:
     """``progress(what, done, total)``: events indexed / tasks examined so far."""
     Projector(store).rebuild()
     search = SearchIndex(store)
