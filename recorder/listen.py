@@ -12,8 +12,10 @@ import contextlib
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Literal
 
 import uvicorn
+from starlette.types import ASGIApp
 
 
 def bind(host: str = "127.0.0.1", port: int = 0, *, backlog: int = 512) -> socket.socket:
@@ -36,11 +38,14 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def server(app, *, lifespan: str = "off") -> uvicorn.Server:
+Lifespan = Literal["auto", "on", "off"]
+
+
+def server(app: ASGIApp, *, lifespan: Lifespan = "off") -> uvicorn.Server:
     return uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=2))
 
 
-def run(app, sock: socket.socket, *, lifespan: str = "off") -> None:
+def run(app: ASGIApp, sock: socket.socket, *, lifespan: Lifespan = "off") -> None:
     """Serve ``app`` on ``sock`` in this thread until interrupted; the socket is closed after."""
     try:
         server(app, lifespan=lifespan).run(sockets=[sock])
@@ -49,7 +54,7 @@ def run(app, sock: socket.socket, *, lifespan: str = "off") -> None:
 
 
 @contextlib.contextmanager
-def serving(app, host: str = "127.0.0.1", port: int = 0, *, lifespan: str = "off") -> Iterator[str]:
+def serving(app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, lifespan: Lifespan = "off") -> Iterator[str]:
     """Serve ``app`` in a background thread; yield its base URL; stop it on exit."""
     sock = bind(host, port, backlog=128)
     srv = server(app, lifespan=lifespan)

@@ -14,6 +14,7 @@ checks them from the outside, against the agent as deployed:
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import anyio
 import httpx
@@ -167,8 +168,8 @@ async def run_probes(
             except Unreachable as exc:
                 return ProbeReport(False, [ProbeResult("agent-card", False, redactor.text(str(exc)))])
             dialect, endpoint = up.endpoint(None)
-            results = []
-            probes = [
+            results: list[ProbeResult] = []
+            probes: list[tuple[str, Callable[[], Awaitable[ProbeResult]]]] = [
                 ("duplicate-message", lambda: probe_duplicate(up, dialect, endpoint)),
                 ("dropped-stream", lambda: probe_dropped_stream(up, dialect, endpoint, timeout)),
                 ("stall", lambda: probe_stall(up, dialect, endpoint, timeout)),

@@ -25,7 +25,8 @@ from typing import Literal
 import anyio
 import httpx
 
-from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem
+from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, NewEvent, StoredEvent
+from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 
@@ -42,6 +43,7 @@ from .capture import (
 )
 from .client import (
     AgentCard,
+    Dialect,
     NotAnAgent,
     ProtocolChoice,
     Request,
@@ -120,7 +122,7 @@ class Recorder:
         self.opts = opts
         self.base_url = opts.url if "?" in opts.url else opts.url.rstrip("/")
         self.card = AgentCard()
-        self.dialect = "0.3"
+        self.dialect: Dialect = "0.3"
         self.endpoint = join_path(self.base_url, "/")
         self.recovered: list[str] = []
         self.stalled = False
@@ -417,7 +419,7 @@ class Recorder:
 
         first_batch = [True]
 
-        def take() -> tuple[list, list]:
+        def take() -> tuple[list[NewEvent], list[Item | TextChunk]]:
             # the first batch is kept small: the first event reaches the screen after one small
             # commit, not after a burst the agent wrote in one go
             n = min(len(pending), FIRST_BATCH) if first_batch[0] else len(pending)
@@ -427,7 +429,7 @@ class Recorder:
             del arrived[:n]
             return s.prepare(ex, raw, times)
 
-        def applied(stored: list, items: list) -> None:
+        def applied(stored: list[StoredEvent], items: list[Item | TextChunk]) -> None:
             result.errors += s.apply(stored, items)
 
         async def committer(scope: anyio.CancelScope) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Literal, overload
 
 from a2a_tape import store
 from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
@@ -127,7 +128,7 @@ class Session:
         new, items = self.prepare(ex_id, raw, peek=False)
         stored = self.commit(ex_id, new)
         self.apply(stored, items)
-        return list(zip(stored, items))  # type: ignore[arg-type] - no peeked chunks without peek
+        return list(zip(stored, items))
 
     def record_stream(self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]) -> list[ErrorItem]:
         """:meth:`record_items` for a stream's items: returns only the errors among them."""
@@ -136,6 +137,17 @@ class Session:
         new, items = self.prepare(ex_id, raw)
         return self.apply(self.commit(ex_id, new), items)
 
+    @overload
+    def prepare(
+        self,
+        ex_id: int,
+        raw: Sequence[tuple[bytes, str | None]],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: Literal[False],
+    ) -> tuple[list[NewEvent], list[Item]]: ...
+
+    @overload
     def prepare(
         self,
         ex_id: int,
@@ -143,7 +155,16 @@ class Session:
         arrived: Sequence[float] | None = None,
         *,
         peek: bool = True,
-    ) -> tuple[list[NewEvent], list[Item | TextChunk]]:
+    ) -> tuple[list[NewEvent], list[Item | TextChunk]]: ...
+
+    def prepare(
+        self,
+        ex_id: int,
+        raw: Sequence[tuple[bytes, str | None]],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: bool = True,
+    ) -> tuple[list[NewEvent], list[Item]] | tuple[list[NewEvent], list[Item | TextChunk]]:
         """The append plan of the items (:func:`store.capture.plan_events`: redacted, task ids
         learnt by the session, arrival times); nothing is shown or decided yet. ``peek``: a
         plain text chunk is handed to :meth:`apply` as it is, not as an :class:`~store.Item`."""
@@ -204,7 +225,7 @@ class Session:
             self.on_change(self)
         return errors
 
-    def _signature(self) -> tuple:
+    def _signature(self) -> tuple[object, ...]:
         """What a poll must change to count as progress (a repeated snapshot is not)."""
         return self.fold.signature()
 

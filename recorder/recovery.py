@@ -191,6 +191,10 @@ def running_proxy(st: store.LeasesAndMeta) -> str | None:
 # -- talking to the upstream, recorded ------------------------------------------------------
 
 
+_PROTOCOL_OF: dict[str | None, a2a.Protocol] = {"0.3": "0.3", "1.0": "1.0"}
+"""A recorded dialect as the protocol to ask the card for."""
+
+
 class Upstream:
     """Calls one agent and records every exchange and every item it answers (write-ahead)."""
 
@@ -235,8 +239,8 @@ class Upstream:
 
     def endpoint(self, dialect: str | None) -> tuple[a2a.Dialect, str]:
         assert self.card is not None
-        proto = dialect if dialect in ("0.3", "1.0") else "auto"
-        d, url = a2a.choose_endpoint(self.card, self.base_url + "/", proto)  # type: ignore[arg-type]
+        proto = _PROTOCOL_OF.get(dialect, "auto")  # the task's recorded dialect, else what the card prefers
+        d, url = a2a.choose_endpoint(self.card, self.base_url + "/", proto)
         # the card may name the agent by another host name: keep the scheme/host we were given
         p = urlsplit(url)
         return d, self.base_url + (p.path or "/")
@@ -259,8 +263,9 @@ class Upstream:
 
     async def _end(self, cap: Capture, outcome: Outcome, error: str | None = None, **fields: object) -> None:
         done = cap.end(outcome, error, **fields)
-        assert cap.exchange_id is not None
-        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(cap.exchange_id, **done))
+        ex_id = cap.exchange_id
+        assert ex_id is not None
+        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, **done))
         for note in dict.fromkeys(cap.notes):  # a payload that was not JSON and had to be redacted
             await self.writer.append(
                 store.NewEvent(
@@ -354,9 +359,9 @@ class Upstream:
                             continue
                         if stop_after is not None:
                             got = got[: stop_after - len(items)]
-                        new, decoded = cap.events(got)
-                        await self.writer.append_many(new)
-                        items += decoded  # type: ignore[arg-type] - no peeked chunks without peek
+                        batch, decoded = cap.events(got)
+                        await self.writer.append_many(batch)
+                        items += decoded
                         if stall is not None:
                             scope.deadline = anyio.current_time() + stall
                         if stop_after is not None and len(items) >= stop_after:
@@ -364,9 +369,9 @@ class Upstream:
                             return items, outcome
                     rest = [it for it in cap.close() if not it.comment]  # a cut last item: kept, marked
                     if rest:
-                        new, decoded = cap.events(rest)
-                        await self.writer.append_many(new)
-                        items += decoded  # type: ignore[arg-type]
+                        batch, decoded = cap.events(rest)
+                        await self.writer.append_many(batch)
+                        items += decoded
                 finally:
                     with anyio.CancelScope(shield=True):
                         await resp.aclose()
@@ -407,7 +412,7 @@ def upstream_of(st: store.ExchangeLog, task_id: str) -> str | None:
     return None
 
 
-async def _get_task(up: Upstream, dialect: str, url: str, task_id: str, unreachable: str) -> store.Item | str:
+async def _get_task(up: Upstream, dialect: a2a.Dialect, url: str, task_id: str, unreachable: str) -> store.Item | str:
     """GetTask, recorded; the task's item, or the reason recovery must FAIL it."""
     try:
         item = await up.call(a2a.task_request("get", dialect, task_id), url, task_id)
@@ -561,6 +566,7 @@ async def recover(
             for view in tasks:
                 await anyio.to_thread.run_sync(take_lease, st, owner)  # renew
                 base = upstream or await anyio.to_thread.run_sync(upstream_of, st, view.task_id)
+                reason: str | None
                 if base is None:
                     reason = "recorder restarted and no upstream is known for the task (pass --upstream)"
                 else:

@@ -147,8 +147,8 @@ class _AsyncTee(httpx.AsyncByteStream):
     def __init__(self, inner: httpx.AsyncByteStream, ex: _Exchange) -> None:
         self.inner = inner
         self.ex = ex
-        self._reader: asyncio.Task | None = None
-        self._ahead: collections.deque = collections.deque()  # read, not yet handed up
+        self._reader: asyncio.Task[None] | None = None
+        self._ahead: collections.deque[bytes] = collections.deque()  # read, not yet handed up
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -157,7 +157,7 @@ class _AsyncTee(httpx.AsyncByteStream):
             async for chunk in self._inline():
                 yield chunk
             return
-        chunks: collections.deque = self._ahead
+        chunks = self._ahead
         ready = asyncio.Event()
         end: list[BaseException | None] = []
 
@@ -351,7 +351,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         return httpx.Response(
             resp.status_code,
             headers=resp.headers,
-            stream=_AsyncTee(resp.stream, ex),  # type: ignore[arg-type]
+            stream=_AsyncTee(resp.stream, ex),  # type: ignore[arg-type]  # an async transport's stream is async; httpx types it as either
             extensions=resp.extensions,
         )
 
@@ -387,7 +387,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         return httpx.Response(
             resp.status_code,
             headers=resp.headers,
-            stream=_SyncTee(resp.stream, ex),  # type: ignore[arg-type]
+            stream=_SyncTee(resp.stream, ex),  # type: ignore[arg-type]  # a sync transport's stream is sync; httpx types it as either
             extensions=resp.extensions,
         )
 

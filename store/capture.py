@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol, get_args
+from typing import Literal, Protocol, get_args, overload
 
 from .decode import TextChunk, decode_item, peek_text_chunk
 from .events import Item, Undecodable
@@ -77,6 +77,21 @@ def _no_chunk(payload: bytes) -> None:
     return None
 
 
+@overload
+def plan_events(
+    ctx: TaskContext,
+    raw: Sequence[RawItem],
+    exchange_id: int | None,
+    redactor: Redactor,
+    *,
+    start: float,
+    arrived: Sequence[float] | None = None,
+    peek: Literal[False],
+    notes: list[str] | None = None,
+) -> tuple[list[NewEvent], list[Item]]: ...
+
+
+@overload
 def plan_events(
     ctx: TaskContext,
     raw: Sequence[RawItem],
@@ -87,7 +102,20 @@ def plan_events(
     arrived: Sequence[float] | None = None,
     peek: bool = True,
     notes: list[str] | None = None,
-) -> tuple[list[NewEvent], list[Item | TextChunk]]:
+) -> tuple[list[NewEvent], list[Item | TextChunk]]: ...
+
+
+def plan_events(
+    ctx: TaskContext,
+    raw: Sequence[RawItem],
+    exchange_id: int | None,
+    redactor: Redactor,
+    *,
+    start: float,
+    arrived: Sequence[float] | None = None,
+    peek: bool = True,
+    notes: list[str] | None = None,
+) -> tuple[list[NewEvent], list[Item]] | tuple[list[NewEvent], list[Item | TextChunk]]:
     """The append plan of ``(payload, sse event)`` items: each payload redacted, decoded (task id,
     arrival time), as :class:`store.NewEvent` rows; nothing written, nothing shown yet.
 
@@ -257,13 +285,31 @@ class Capture:
 
     # -- items -> redacted rows --------------------------------------------------------------
 
+    @overload
+    def events(
+        self,
+        items: Sequence[SseItem] | Sequence[RawItem],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: Literal[False] = False,
+    ) -> tuple[list[NewEvent], list[Item]]: ...
+
+    @overload
+    def events(
+        self,
+        items: Sequence[SseItem] | Sequence[RawItem],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: bool,
+    ) -> tuple[list[NewEvent], list[Item | TextChunk]]: ...
+
     def events(
         self,
         items: Sequence[SseItem] | Sequence[RawItem],
         arrived: Sequence[float] | None = None,
         *,
         peek: bool = False,
-    ) -> tuple[list[NewEvent], list[Item | TextChunk]]:
+    ) -> tuple[list[NewEvent], list[Item]] | tuple[list[NewEvent], list[Item | TextChunk]]:
         """The rows of these items (comments skipped), redacted, with their decoded items."""
         raw: list[RawItem] = []
         for it in items:

@@ -6,7 +6,7 @@ v0.3 spellings (``working``, ``input-required``, ...), roles are ``user`` / ``ag
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 import msgspec
 
@@ -148,6 +148,7 @@ class Undecodable(msgspec.Struct, frozen=True, tag="undecodable"):
 Body = TaskSnapshot | StatusUpdate | ArtifactUpdate | MessageItem | ErrorItem | Note | Other | Undecodable
 
 
+@final  # never subclassed: `type(x) is Item` (the fast check the recorder uses) then narrows both ways
 class Item(msgspec.Struct, frozen=True):
     """One decoded log entry: what it is, which dialect it spoke, and its JSON-RPC id."""
 
