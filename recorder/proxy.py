@@ -562,8 +562,9 @@ class Proxy:
         )
 
     async def _finish_row(self, ex_id: int, **fields: object) -> None:
-        if isinstance(fields.get("error"), str):
-            fields["error"] = self.config.redactor.text(fields["error"])  # type: ignore[arg-type]
+        error = fields.get("error")
+        if isinstance(error, str):
+            fields["error"] = self.config.redactor.text(error)
         await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
 
     def _start(

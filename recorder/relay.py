@@ -96,14 +96,14 @@ class Live:
     async def follow(self, rpc_id: bytes | None) -> AsyncIterator[bytes]:
         """The SSE bytes for one client, as soon as each item is published (``rpc_id`` None: the
         HTTP+JSON binding, which has no JSON-RPC id to answer to)."""
-        rewrite = rpc_id is not None and (self.rpc_id is None or self.rpc_id != rpc_id)
+        rewrite = rpc_id if rpc_id is not None and (self.rpc_id is None or self.rpc_id != rpc_id) else None
         i = 0
         try:
             while True:
                 items = self.items
                 if i < len(items):
-                    if rewrite:
-                        chunk = b"".join(_with_id(it, rpc_id) for it in items[i:])  # type: ignore[arg-type]
+                    if rewrite is not None:  # the id this client asked with, in place of the recorded one
+                        chunk = b"".join(_with_id(it, rewrite) for it in items[i:])
                     else:
                         chunk = b"".join(it[0] for it in items[i:])
                     if self.single_reader:

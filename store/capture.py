@@ -352,8 +352,9 @@ class Capture:
         out.update(ended_at=time.time(), outcome=outcome)
         if error is not None:
             out["error"] = self.text(error)
-        if isinstance(out.get("response_body"), bytes):
-            out["response_body"] = self._payload(out["response_body"])  # type: ignore[arg-type]
+        body = out.get("response_body")
+        if isinstance(body, bytes):
+            out["response_body"] = self._payload(body)
         if self.task_id is not None:
             out["task_id"] = self.task_id
         if self.context_id is not None:

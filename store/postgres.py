@@ -388,7 +388,7 @@ class PostgresStore:
         if not fields:
             return
         # the keys are checked against EXCHANGE_FIELDS above; msgspec does not check values at init
-        ex = Exchange(**{k: v for k, v in fields.items()})  # type: ignore[arg-type]
+        ex = Exchange(**{k: v for k, v in fields.items()})  # type: ignore[arg-type]  # keys checked; values as given
         values = dict(zip(EXCHANGE_FIELDS, exchange_values(ex)))
         with self._txn() as cur:
             cur.execute(
