@@ -210,7 +210,7 @@ def _parse_path(path: str) -> tuple[str, ...]:
 def _replace(node: Any, path: tuple[str, ...]) -> bool:
     head, rest = path[0], path[1:]
     if isinstance(node, dict):
-        keys: list = list(node) if head == "*" else ([head] if head in node else [])
+        keys: list[str] | list[int] = list(node) if head == "*" else ([head] if head in node else [])
     elif isinstance(node, list):
         if head == "*":
             keys = list(range(len(node)))
