@@ -140,7 +140,7 @@ def iter_grep(
         from .search_index import SearchIndex
 
         index = SearchIndex(store)
-        if index.usable() and index.can_answer(pattern) and index.catch_up(progress=progress) is not None:
+        if index.can_answer(pattern) and index.catch_up(progress=progress) is not None:
             for position, _field, tid, seq, kind, where, body in index.candidates(pattern, task_id=task_id):
                 m = rx.search(body)
                 if m is not None:

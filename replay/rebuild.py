@@ -20,9 +20,5 @@ from .search_index import SearchIndex
 def rebuild_all(store: Store, *, progress: Callable[[str, int, int], None] | None = None) -> None:
     """``progress(what, done, total)``: events indexed / tasks examined so far."""
     Projector(store).rebuild()
-    search = SearchIndex(store)
-    if search.usable():
-        search.rebuild(progress=None if progress is None else lambda d, t: progress("search", d, t))
-    doctor = DoctorIndex(store)
-    if doctor.usable():
-        doctor.rebuild(progress=None if progress is None else lambda d, t: progress("doctor", d, t))
+    SearchIndex(store).rebuild(progress=None if progress is None else lambda d, t: progress("search", d, t))
+    DoctorIndex(store).rebuild(progress=None if progress is None else lambda d, t: progress("doctor", d, t))
