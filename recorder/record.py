@@ -25,7 +25,7 @@ from typing import Literal
 import anyio
 import httpx
 
-from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, NewEvent, StoredEvent
+from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, NewEvent, StoredEvent, Undecodable
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
@@ -348,7 +348,8 @@ class Recorder:
                     received = len(pairs)
                     item = pairs[0][1]
                     if item.kind in ("undecodable", "other") or (resp.status_code >= 400 and item.kind != "error"):
-                        why = item.body.reason[:60] if item.kind == "undecodable" else f"HTTP {resp.status_code}"  # type: ignore[union-attr]
+                        answer = item.body
+                        why = answer.reason[:60] if isinstance(answer, Undecodable) else f"HTTP {resp.status_code}"
                         msg = f"{req.method} at {self.endpoint} returned a body that is not an A2A answer ({why})"
                         s.finish(ex, "error", error=msg)
                         if first:
