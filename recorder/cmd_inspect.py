@@ -3,19 +3,46 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import msgspec
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from a2a_tape.store import ReadOnlyStore, decode_item
+from a2a_tape.store import (
+    ArtifactUpdate,
+    ErrorItem,
+    EventLog,
+    Exchange,
+    ExchangeLog,
+    Following,
+    Item,
+    MessageItem,
+    Note,
+    ReadOnlyStore,
+    Recordings,
+    StatusUpdate,
+    Store,
+    StoredEvent,
+    TaskSnapshot,
+    Undecodable,
+    decode_item,
+)
 
 from . import options
 from .app import DbOption, JsonOption, UsageError, commands, emit_json, err, find_task, open_db, out
 
 app = commands()
+
+if TYPE_CHECKING:
+    from a2a_tape.replay.projection import Projector
+    from a2a_tape.replay.views import TaskView
+
+
+class _FollowedLog(EventLog, Following, Protocol):
+    """What ``show --follow`` reads: the log, and a wait for what other writers commit."""
 
 
 class ShowRow(msgspec.Struct):
@@ -103,9 +130,10 @@ def show_cmd(
         )
 
 
-def _show_row(ev) -> ShowRow:
+def _show_row(ev: StoredEvent) -> ShowRow:
     item = decode_item(ev.payload)
-    is_json = item.kind != "undecodable" or not item.body.reason.startswith(("invalid JSON", "undecodable"))  # type: ignore[union-attr]
+    body = item.body
+    is_json = not isinstance(body, Undecodable) or not body.reason.startswith(("invalid JSON", "undecodable"))
     return ShowRow(
         seq=ev.seq,
         position=ev.position,
@@ -119,7 +147,9 @@ def _show_row(ev) -> ShowRow:
     )
 
 
-def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: float | None) -> None:
+def _follow(
+    st: _FollowedLog, task_id: str, events: list[StoredEvent], *, raw: bool, json: bool, idle: float | None
+) -> None:
     """Print the events so far, then each new one of the task as it is committed.
 
     Waits on the store (LISTEN/NOTIFY on PostgreSQL; SQLite's data version with a short
@@ -134,7 +164,7 @@ def _follow(st, task_id: str, events: list, *, raw: bool, json: bool, idle: floa
     t0 = events[0].received_at if events else time.time()
     fold = TaskFold(task_id)  # the task's state, as the one fold has it
 
-    def emit(ev) -> None:
+    def emit(ev: StoredEvent) -> None:
         item = decode_item(ev.payload)
         fold.apply(ev, item)
         if raw:
@@ -178,14 +208,15 @@ def _short_id(task_id: str, artifact_id: str) -> str:
     return artifact_id
 
 
-def _where(task_id: str, item) -> str:
+def _where(task_id: str, item: Item) -> str:
     """The artifact and the channel the contract profile puts it in (or why it is ignored)."""
-    if item.kind != "artifact":
+    body = item.body
+    if not isinstance(body, ArtifactUpdate):
         return ""
     from a2a_tape.replay.profiles import classify
 
-    chunk = classify(task_id, item.body)
-    where = f"{_short_id(task_id, item.body.artifact.artifact_id)} [{chunk.channel}]"
+    chunk = classify(task_id, body)
+    where = f"{_short_id(task_id, body.artifact.artifact_id)} [{chunk.channel}]"
     if chunk.ignore:
         where += f" ignored: {chunk.ignore}"
     return where
@@ -196,27 +227,29 @@ def _preview(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _summary(item, payload: bytes = b"") -> str:
+def _summary(item: Item, payload: bytes = b"") -> str:
     b = item.body
-    k = item.kind
-    if k == "artifact":
+    if isinstance(b, ArtifactUpdate):
         mode = "append" if b.append else "replace"
         if b.artifact.meta.source == "final_snapshot":
             mode += " (final snapshot)"
         data = sum(1 for p in b.artifact.parts if p.kind == "data")
         extra = f" +{data} data part(s)" if data else ""
         return f"{mode}{', last chunk' if b.last_chunk else ''}: {_preview(b.artifact.text)!r}{extra}"
-    if k in ("status", "task"):
-        msg = b.message if k == "status" else b.status_message
-        arts = f", {len(b.artifacts)} artifact(s)" if k == "task" and b.artifacts else ""
+    if isinstance(b, StatusUpdate):
+        msg = b.message
+        return b.state + (f": {_preview(msg.text)}" if msg is not None and msg.text else "")
+    if isinstance(b, TaskSnapshot):
+        msg = b.status_message
+        arts = f", {len(b.artifacts)} artifact(s)" if b.artifacts else ""
         return b.state + arts + (f": {_preview(msg.text)}" if msg is not None and msg.text else "")
-    if k == "message":
+    if isinstance(b, MessageItem):
         return f"{b.message.role}: {_preview(b.message.text)}"
-    if k == "error":
+    if isinstance(b, ErrorItem):
         return f"error {b.code}: {_preview(b.message)}"
-    if k == "note":
+    if isinstance(b, Note):
         return f"{b.action}: {_preview(b.detail)}"
-    if k == "undecodable":
+    if isinstance(b, Undecodable):
         return f"{b.reason[:50]}; raw: {payload[:60]!r}"
     return b.summary
 
@@ -254,11 +287,9 @@ class LoneMessage(msgspec.Struct):
     events: list[Any]
 
 
-def _lone_messages(st, exchanges=None) -> list[LoneMessage]:
+def _lone_messages(st: Recordings, exchanges: Iterable[Exchange] | None = None) -> list[LoneMessage]:
     """Every send whose answer was a lone Message (no task id anywhere), in exchange order."""
-    from a2a_tape.store import MessageItem
-
-    out = []
+    out: list[LoneMessage] = []
     for ex in exchanges if exchanges is not None else st.exchanges():
         if ex.task_id is not None or ex.id is None or ex.rpc_method not in _SENDS:
             continue
@@ -279,7 +310,7 @@ def _lone_messages(st, exchanges=None) -> list[LoneMessage]:
     return out
 
 
-def _find_message(st, key: str) -> LoneMessage | None:
+def _find_message(st: Recordings, key: str) -> LoneMessage | None:
     """The lone Message reply named by its message id or context id (or a unique prefix)."""
     if not key:
         return None
@@ -292,20 +323,20 @@ def _find_message(st, key: str) -> LoneMessage | None:
 class _InMemory:
     """The projection folded in memory, for a database we may not write to (read-only file)."""
 
-    def __init__(self, st) -> None:
+    def __init__(self, st: EventLog) -> None:
         from a2a_tape.replay.projection import fold_stored
 
         self._folds = fold_stored(st.read_from(0))
 
-    def view(self, task_id: str, closed=None):
+    def view(self, task_id: str, closed: Mapping[int, float] | None = None) -> TaskView | None:
         fold = self._folds.get(task_id)
         return None if fold is None else fold.view(closed)
 
-    def views(self, closed=None):
+    def views(self, closed: Mapping[int, float] | None = None) -> Iterator[TaskView]:
         return iter(sorted((f.view(closed) for f in self._folds.values()), key=lambda v: v.task_id))
 
 
-def _projector(st):
+def _projector(st: Store) -> Projector | _InMemory:
     """The persisted projection, brought up to date; folded in memory when the log cannot be
     written (read-only media, a read-only server) and the stored projection is behind."""
     from a2a_tape.replay.projection import Projector
@@ -322,12 +353,12 @@ def _projector(st):
     return proj
 
 
-def _closed(st, task_id: str | None = None) -> dict[int, float]:
+def _closed(st: ExchangeLog, task_id: str | None = None) -> dict[int, float]:
     """The exchanges that ended (by id, when): a stream ends when its exchange does."""
     return _closed_of(st.exchanges(task_id))
 
 
-def _closed_of(exchanges) -> dict[int, float]:
+def _closed_of(exchanges: Iterable[Exchange]) -> dict[int, float]:
     from a2a_tape.replay.inspection import closed_exchanges
 
     return closed_exchanges(exchanges)
@@ -395,7 +426,7 @@ def tasks_cmd(
             and (context is None or m.context_id == context)
             and (cutoff is None or m.events[-1].received_at >= cutoff)
         ]
-        if isinstance(proj, _InMemory) or not listing.has_index(st):
+        if isinstance(proj, _InMemory):  # a read-only log behind its projection: no index to page
             views = sorted(proj.views(_closed(st)), key=lambda v: v.last_position, reverse=True)
             views = [
                 v
@@ -434,7 +465,7 @@ _TABLE_ROWS = 500
 """Up to this many rows are one rich table; longer listings stream as aligned lines."""
 
 
-def _task_row(v) -> TaskRow:
+def _task_row(v: TaskView) -> TaskRow:
     return TaskRow(
         v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, len(v.faults), v.final_answer
     )
@@ -445,7 +476,7 @@ def _message_row(m: LoneMessage) -> TaskRow:
     return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
 
 
-def _newest_rows(views, lone: list[LoneMessage], limit: int | None):
+def _newest_rows(views: Iterable[TaskView], lone: list[LoneMessage], limit: int | None) -> Iterator[TaskRow]:
     """Task rows (``views``: newest last event first) and lone Message rows, merged newest first."""
     import heapq
     from itertools import islice
@@ -456,15 +487,12 @@ def _newest_rows(views, lone: list[LoneMessage], limit: int | None):
     return (row for _, row in islice(merged, limit))
 
 
-def _taskless_exchanges(st) -> list:
+def _taskless_exchanges(st: ExchangeLog) -> list[Exchange]:
     """The exchanges that name no task (where lone Message replies are), without reading the others."""
-    taskless = getattr(st, "exchanges_without_task", None)
-    if taskless is not None:
-        return taskless()
-    return [ex for ex in st.exchanges() if ex.task_id is None]
+    return st.exchanges_without_task()
 
 
-def _closed_for(st, task_ids) -> dict[int, float]:
+def _closed_for(st: ExchangeLog, task_ids: Iterable[str]) -> dict[int, float]:
     """The ended exchanges of some tasks (a page of the listing)."""
     closed: dict[int, float] = {}
     for t in task_ids:
@@ -472,7 +500,7 @@ def _closed_for(st, task_ids) -> dict[int, float]:
     return closed
 
 
-def _stream_json(rows) -> None:
+def _stream_json(rows: Iterable[TaskRow]) -> None:
     """One JSON list on stdout, written a row at a time (the same bytes as ``emit_json``)."""
     import msgspec as _msgspec
 
@@ -487,7 +515,7 @@ def _stream_json(rows) -> None:
     sys.stdout.flush()
 
 
-def _print_tasks(rows) -> int:
+def _print_tasks(rows: Iterable[TaskRow]) -> int:
     """Print task rows for people: a table for a page, aligned lines streamed beyond it."""
     import datetime as _dt
     from itertools import islice
@@ -507,10 +535,10 @@ def _print_tasks(rows) -> int:
             "%Y-%m-%d %H:%M:%S" if wide else "%m-%d %H:%M"
         )
         if r.kind == "message":
-            name: Any = Text(f"message {r.message_id or r.context_id or ''}".strip())
+            name: Any = Text(_row_name(r))
             state_cell: Any = Text("message", style="dim")  # a lone Message: no task state
         else:
-            name, state_cell = r.task_id, _state_text(r.state or "unknown")
+            name, state_cell = _row_name(r), _state_text(r.state or "unknown")
         c: list[Any] = [name, state_cell, str(r.events), started, str(r.faults) if r.faults else ""]
         if wide:
             c.append(r.profile)
@@ -530,16 +558,15 @@ def _print_tasks(rows) -> int:
                 show_header=title_row,
             )
         )
-        fixed = {"no_wrap": True}
-        t.add_column("task", min_width=id_width, max_width=id_width, **fixed)
-        t.add_column("state", min_width=14 if id_width else None, **fixed)
-        t.add_column("events", justify="right", min_width=6, **fixed)
-        t.add_column("started (UTC)", min_width=19 if id_width and wide else None, **fixed)
-        t.add_column("faults", justify="right", min_width=6, **fixed)
+        t.add_column("task", min_width=id_width, max_width=id_width, no_wrap=True)
+        t.add_column("state", min_width=14 if id_width else None, no_wrap=True)
+        t.add_column("events", justify="right", min_width=6, no_wrap=True)
+        t.add_column("started (UTC)", min_width=19 if id_width and wide else None, no_wrap=True)
+        t.add_column("faults", justify="right", min_width=6, no_wrap=True)
         if wide:
-            t.add_column("profile", min_width=16 if id_width else None, **fixed)
+            t.add_column("profile", min_width=16 if id_width else None, no_wrap=True)
         if widest:
-            t.add_column("answer", overflow="ellipsis", max_width=40, **fixed)
+            t.add_column("answer", overflow="ellipsis", max_width=40, no_wrap=True)
         return t
 
     if len(head) <= _TABLE_ROWS:
@@ -549,7 +576,7 @@ def _print_tasks(rows) -> int:
         out.print(t)
         return len(head)
     # a long listing: the same columns at fixed widths, a page at a time
-    width = max(len(r.task_id) for r in head)
+    width = max(len(_row_name(r)) for r in head)  # a lone Message row has no task id: its shown name
     printed = 0
     page: list[TaskRow] = head
     first = True
@@ -562,6 +589,13 @@ def _print_tasks(rows) -> int:
         first = False
         page = list(islice(it, _TABLE_ROWS))
     return printed
+
+
+def _row_name(r: TaskRow) -> str:
+    """What the first column shows: the task id, or ``message <id>`` for a lone Message reply."""
+    if r.kind == "message":
+        return f"message {r.message_id or r.context_id or ''}".strip()
+    return r.task_id or ""
 
 
 def _state_text(state: str) -> Text:
@@ -600,7 +634,7 @@ def channels_cmd(
     _print_channels(view, show_reasoning=reasoning, show_ignored=ignored)
 
 
-def _print_channels(view, *, show_reasoning: bool, show_ignored: bool) -> None:
+def _print_channels(view: TaskView, *, show_reasoning: bool, show_ignored: bool) -> None:
     from rich.panel import Panel
 
     out.print(

@@ -241,3 +241,26 @@ def test_lone_message_replies_are_paged_with_the_tasks_by_last_event(tmp_path, m
     assert "message m-lone" in r.stdout and "211 more" in r.stderr
     assert len(cli("tasks", "--json", "--db", db).json()) == 261
     assert cli("tasks", "--json", "--state", "completed", "--db", db).json()[0]["kind"] == "task"
+
+
+def test_a_listing_past_one_table_with_a_lone_message_reply_keeps_its_columns(tmp_path, many, monkeypatch):
+    """The fixed-width pages measured the first column by task id, which a lone Message row has
+    not (``len(None)``: an internal error); its shown name ``message <id>`` is measured instead."""
+    import shutil
+
+    from a2a_tape.recorder import cmd_inspect
+
+    db = tmp_path / "m.db"
+    shutil.copy(many, db)
+    reply = {"jsonrpc": "2.0", "id": 1, "result": {"message": {"messageId": "m-lone", "role": "ROLE_AGENT"}}}
+    with open_store(db) as st:
+        ex = st.begin_exchange(
+            Exchange(started_at=3e9, url="http://127.0.0.1:1/", rpc_method="SendMessage", ended_at=3e9 + 1)
+        )
+        st.append(NewEvent(payload=json.dumps(reply).encode(), exchange_id=ex, received_at=3e9))
+    monkeypatch.setattr(cmd_inspect, "_TABLE_ROWS", 100)
+    r = cli("tasks", "--all", "--db", db)
+    assert r.code == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if "task-0" in line or "m-lone" in line]
+    assert len(lines) == 261 and "message m-lone" in lines[0] and r.stderr == ""
+    assert len({line.index("completed") for line in lines[1:]}) == 1  # one column layout for every page
