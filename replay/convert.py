@@ -48,9 +48,7 @@ def encode_item(item: Item | bytes | RecordedTask, dialect: str, rpc_id: Any) ->
                     {"jsonrpc": "2.0", "id": rpc_id, "result": result_in(decoded.kind, found[1], dialect)}
                 )
         item = decoded
-    body: object = item.body
-    if isinstance(body, RecordedTask):  # Item(task), as replay/engine.py still passes it: the same answer
-        return encode_item(body, dialect, rpc_id)
+    body = item.body
     if isinstance(body, ErrorItem):
         return _encoder.encode(
             WireFrame(jsonrpc="2.0", id=rpc_id, error=WireError(code=body.code, message=body.message, data=body.data))

@@ -82,10 +82,6 @@ class DoctorIndex:
         self.workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
         self.parallel_min = parallel_min
 
-    def usable(self) -> bool:
-        """Always true now (both backends keep the findings); kept for the CLI's callers."""
-        return hasattr(self.store, "findings_commit")
-
     def cursor(self) -> int:
         return self.store.projection_cursor(DOCTOR_CURSOR)
 

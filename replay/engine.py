@@ -20,7 +20,7 @@ recording answers gets an a2a-sdk 1.3.0 agent's validation (:mod:`replay.list_ta
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 from urllib.parse import parse_qs
@@ -28,7 +28,7 @@ from urllib.parse import parse_qs
 import anyio
 import msgspec
 
-from a2a_tape.store import TERMINAL_STATES, Item, MessageItem
+from a2a_tape.store import TERMINAL_STATES, MessageItem
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.wire import WireTask
 
@@ -385,7 +385,7 @@ class ReplayEngine:
     def _stream_batches(batches: Iterable[list[bytes]], pb: Playback | None) -> Reply:
         """The fast way: recorded frames in batches, no timing, no fault."""
 
-        async def gen() -> AsyncIterator[bytes]:
+        async def gen() -> AsyncGenerator[bytes, None]:
             sent = 0
             for batch in batches:
                 sent += len(batch)
@@ -418,7 +418,9 @@ class ReplayEngine:
         self.unmatched.append(line)
         return error_reply(rpc.NO_RECORDING, line, req.id)
 
-    def _frames(self, items: Iterable[Served], recorded: str, dialect: str, rpc_id: Any):
+    def _frames(
+        self, items: Iterable[Served], recorded: str, dialect: str, rpc_id: Any
+    ) -> Iterator[tuple[bytes, float]]:
         """(SSE frame, recorded gap) per item, rendered as the stream goes (no copy of a long recording)."""
         if recorded == dialect or recorded not in ("0.3", "1.0"):
             enc = rpc.encode_id(rpc_id)
@@ -439,7 +441,7 @@ class ReplayEngine:
         task_id = ep.task_id
         snap = fold_task(task_id, items) if task_id else None
         if snap is not None:
-            return json_reply(encode_item(Item(snap), dialect, req.id) or b"")
+            return json_reply(encode_item(snap, dialect, req.id) or b"")
         if messages:
             return json_reply(encode_item(messages[-1].recorded, dialect, req.id) or b"")
         errors = [s for s in items if s.item.kind == "error"]
@@ -463,7 +465,7 @@ class ReplayEngine:
             return reply
         body = reply.body
 
-        async def gen() -> AsyncIterator[bytes]:
+        async def gen() -> AsyncGenerator[bytes, None]:
             if delay:
                 await anyio.sleep(delay)
             if drop:
@@ -488,7 +490,7 @@ class ReplayEngine:
         scale = self.scale
         delay = faults.delay_ms / 1000.0
 
-        async def fast() -> AsyncIterator[bytes]:
+        async def fast() -> AsyncGenerator[bytes, None]:
             """No fault, no wait: whole batches of frames per chunk, bookkeeping per batch."""
             it = iter(frames)
             sent = 0
@@ -505,7 +507,7 @@ class ReplayEngine:
                 if pb is not None and pb.cancelled:
                     return
 
-        async def gen() -> AsyncIterator[bytes]:
+        async def gen() -> AsyncGenerator[bytes, None]:
             buf: list[bytes] = []
             sent = 0
             errored = False
@@ -647,8 +649,8 @@ class ReplayEngine:
             if recorded is not None and task_id not in self.cancelled:
                 # the recording has this resubscribe: answer as the agent did then
                 recorded.used += 1
-                frames = self._frames(recorded.iter_served(), recorded.dialect, dialect, req.id)
-                return self._stream(frames, faults, dialect, req.id, None, None)
+                as_recorded = self._frames(recorded.iter_served(), recorded.dialect, dialect, req.id)
+                return self._stream(as_recorded, faults, dialect, req.id, None, None)
         snap = self._fold(task_id)
         if snap is None:
             return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
@@ -659,7 +661,7 @@ class ReplayEngine:
             if dialect == "1.0":
                 return json_reply(body)
 
-            async def one() -> AsyncIterator[bytes]:
+            async def one() -> AsyncGenerator[bytes, None]:
                 yield frame(body)
 
             return Reply(content_type="text/event-stream; charset=utf-8", stream=one(), headers=dict(SSE_HEADERS))

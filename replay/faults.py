@@ -77,7 +77,8 @@ def _int(name: str, value: str | None, default: int | None = None) -> int:
 
 def parse_faults(*specs: str | None) -> Faults:
     """Parse one or more specs (``"drop-after=2,duplicate"``); raise :class:`FaultError`."""
-    fields: dict[str, int | float] = {}
+    counts: dict[str, int] = {}
+    delay_ms = 0.0
     for spec in specs:
         for raw in (spec or "").split(","):
             token = raw.strip()
@@ -87,12 +88,12 @@ def parse_faults(*specs: str | None) -> Faults:
             name = name.strip().lower()
             value = value.strip()
             if name in _COUNTED:
-                fields[_COUNTED[name]] = _int(name, value)
+                counts[_COUNTED[name]] = _int(name, value)
             elif name == "duplicate":
                 n = _int(name, value, default=2)
                 if n < 1:
                     raise FaultError("fault 'duplicate=N': N counts items from 1")
-                fields["duplicate"] = n
+                counts["duplicate"] = n
             elif name == "delay":
                 try:
                     ms = float(value)
@@ -100,7 +101,7 @@ def parse_faults(*specs: str | None) -> Faults:
                     raise FaultError(f"fault 'delay={value}': give milliseconds, as in delay=50") from None
                 if ms < 0 or ms != ms:
                     raise FaultError(f"fault 'delay={value}': must be 0 or more")
-                fields["delay_ms"] = ms
+                delay_ms = ms
             else:
                 raise FaultError(f"unknown fault '{token}' (use: {_HELP})")
-    return Faults(**fields)  # type: ignore[arg-type]
+    return Faults(**counts, delay_ms=delay_ms)

@@ -17,7 +17,7 @@ importable from here (store <- replay <- recorder), hence the few lines of :func
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 
 import anyio
 import httpx
@@ -130,7 +130,7 @@ class Forwarder:
             finish("error" if failed else "ok", None, **fields)
             return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
 
-        async def gen() -> AsyncIterator[bytes]:
+        async def gen() -> AsyncGenerator[bytes, None]:
             outcome: Outcome = "ok"
             error: str | None = None
             try:

@@ -22,11 +22,6 @@ class IndexedTasks(TaskIndexStore, ProjectionStore, Protocol):
     """A task projection's rows and its index: what a listing reads."""
 
 
-def has_index(store: object) -> bool:
-    """Whether ``store`` keeps the task index (both backends do; an in-memory projection does not)."""
-    return hasattr(store, "task_index_page")
-
-
 def count(
     store: TaskIndexStore,
     name: str = "tasks",

@@ -21,12 +21,15 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:  # imported when a test asks for the fixture: pytest starts as fast without it
+    import pluggy
+
     from .engine import ReplayEngine
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")  # replay.engine.RECORD_MODES
@@ -54,7 +57,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     """A test that sent a never-recorded request under ``none`` fails, even when the client under
     test swallowed the JSON-RPC error; the failure is the line naming the closest recording."""
     outcome = yield
@@ -140,7 +145,7 @@ def _find_recording(request: pytest.FixtureRequest, name: str) -> Path:
 
 
 @pytest.fixture
-def a2a_tape(request: pytest.FixtureRequest):
+def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
     """A replay of the recording named by ``@pytest.mark.a2a_tape(...)``: ``.url``, ``.transport``, ``.async_transport``."""
     from .engine import ReplayEngine
     from .library import Library

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -23,7 +23,7 @@ class Reply(msgspec.Struct):
     status: int = 200
     content_type: str = "application/json"
     body: bytes = b""
-    stream: AsyncIterator[bytes] | None = None
+    stream: AsyncGenerator[bytes, None] | None = None  # a generator: a dropped client closes it
     headers: dict[str, str] = {}
 
 

@@ -13,7 +13,8 @@ from typing import Any
 import msgspec
 
 from a2a_tape.store.errors import A2ATapeError
-from a2a_tape.store.methods import METHODS, SEND_OPERATIONS  # noqa: F401 - (operation, dialect) per method
+from a2a_tape.store.methods import METHODS as METHODS  # re-exported: (operation, dialect) per method
+from a2a_tape.store.methods import SEND_OPERATIONS as SEND_OPERATIONS
 from a2a_tape.store.wire import WireMessage, WireTask
 
 # JSON-RPC / A2A error codes

@@ -57,10 +57,6 @@ class SearchIndex:
         self.store = store
         self.commit_every = max(1, commit_every)
 
-    def usable(self) -> bool:
-        """Always true now (both backends keep the index); kept for the CLI's callers."""
-        return hasattr(self.store, "search_commit")
-
     def cursor(self) -> int:
         return self.store.projection_cursor(SEARCH_CURSOR)
 

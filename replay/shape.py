@@ -139,7 +139,8 @@ def _part(p: Any) -> Any:
         if k == "file" and kind == "file" and isinstance(v, dict):
             for fk, fv in v.items():
                 if not _absent(fv):
-                    out[_V03_FILE.get(fk, fk)] = fv
+                    key: str = fk  # a JSON object's member name
+                    out[_V03_FILE.get(key, key)] = fv
             continue
         if not _absent(v):
             out[k] = v

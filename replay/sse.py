@@ -95,19 +95,19 @@ class Splitter:
 
     def cut(self, payload: bytes) -> tuple[bytes, bytes | None]:
         """``(head, tail)`` as :meth:`split`, without building a Split (the hot path)."""
-        tail = self._tail
-        if tail is not None and payload.endswith(tail):
+        tail, suffix = self._tail, self._suffix  # learnt together: both None or both set
+        if tail is not None and suffix is not None and payload.endswith(tail):
             end = len(payload) - len(tail)
-            if payload.endswith(self._suffix, 0, end):  # type: ignore[arg-type]
+            if payload.endswith(suffix, 0, end):
                 return payload[: end - self._raw_len], tail
         sp = self.split(payload)
         return sp.head, sp.tail
 
     def split(self, payload: bytes) -> Split:
-        tail = self._tail
-        if tail is not None and payload.endswith(tail):
+        tail, suffix = self._tail, self._suffix  # learnt together: both None or both set
+        if tail is not None and suffix is not None and payload.endswith(tail):
             end = len(payload) - len(tail)
-            if payload.endswith(self._suffix, 0, end):  # type: ignore[arg-type]
+            if payload.endswith(suffix, 0, end):
                 raw_len = self._raw_len
                 return Split(payload[: end - raw_len], tail)
         prefix = self._prefix

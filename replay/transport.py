@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -46,7 +46,7 @@ async def _next_chunk(agen: AsyncIterator[bytes], timeout: float | None) -> byte
 
 
 class _AsyncStream(httpx.AsyncByteStream):
-    def __init__(self, agen: AsyncIterator[bytes], request: httpx.Request) -> None:
+    def __init__(self, agen: AsyncGenerator[bytes, None], request: httpx.Request) -> None:
         self._agen = agen
         self._request = request
 
@@ -64,7 +64,7 @@ class _AsyncStream(httpx.AsyncByteStream):
             yield chunk
 
     async def aclose(self) -> None:
-        await self._agen.aclose()  # type: ignore[attr-defined]
+        await self._agen.aclose()
 
 
 class _LoopThread:
@@ -88,7 +88,7 @@ class _LoopThread:
 
 
 class _SyncStream(httpx.SyncByteStream):
-    def __init__(self, agen: AsyncIterator[bytes], request: httpx.Request, portal: _LoopThread) -> None:
+    def __init__(self, agen: AsyncGenerator[bytes, None], request: httpx.Request, portal: _LoopThread) -> None:
         self._agen = agen
         self._request = request
         self._portal = portal
@@ -108,7 +108,7 @@ class _SyncStream(httpx.SyncByteStream):
 
     def close(self) -> None:
         with contextlib.suppress(RuntimeError, TimeoutError):
-            self._portal.call(self._agen.aclose, timeout=5)  # type: ignore[attr-defined]
+            self._portal.call(self._agen.aclose, timeout=5)
 
 
 class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
