@@ -88,8 +88,8 @@ class _LazyConsole:
 
 
 # human output goes to stdout; progress, logs and errors to stderr
-out: Console = _LazyConsole(highlight=False, soft_wrap=False)  # type: ignore[assignment]
-err: Console = _LazyConsole(stderr=True, highlight=False)  # type: ignore[assignment]
+out: Console = _LazyConsole(highlight=False, soft_wrap=False)  # type: ignore[assignment]  # forwards to a Console
+err: Console = _LazyConsole(stderr=True, highlight=False)  # type: ignore[assignment]  # forwards to a Console
 
 DbOption = Annotated[
     str | None,
@@ -208,7 +208,7 @@ def _one_line(exc: BaseException) -> tuple[str, int] | None:
 
 def _usage_line(exc: Exception) -> str:
     """typer's own message for a usage error, on one line, with where to find the usage."""
-    text = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    text = " ".join(exc.format_message().split())  # type: ignore[attr-defined]  # a UsageError of either click copy
     ctx = getattr(exc, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
     return f"a2a-tape: error: {text}{hint}"
@@ -263,7 +263,7 @@ class TapeGroup(typer.core.TyperGroup):
             _say("a2a-tape: interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
-    def main(  # type: ignore[override]
+    def main(  # type: ignore[override]  # windows_expand_args (newer click) arrives in **extra
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,

@@ -190,7 +190,11 @@ def task_request(op: str, dialect: Dialect, task_id: str, *, rpc_id: str | int |
 
 
 def _request(
-    op: str, dialect: Dialect, params, message_id: str | None = None, rpc_id: str | int | None = None
+    op: str,
+    dialect: Dialect,
+    params: _SendParams | _IdParams,
+    message_id: str | None = None,
+    rpc_id: str | int | None = None,
 ) -> Request:
     method = OPERATIONS[op][dialect]
     if rpc_id is None:
@@ -203,7 +207,8 @@ def _request(
 
 
 def media_type(response: httpx.Response) -> str:
-    return response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    value: str = response.headers.get("content-type", "")  # httpx types Headers.get's default as Any
+    return value.split(";", 1)[0].strip().lower()
 
 
 def explain_not_json(response: httpx.Response, what: str) -> str:

@@ -7,6 +7,7 @@ databases and prints: rich tables for people, one JSON document with ``--json`` 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from rich.text import Text
 
 from a2a_tape.replay import diff as diff_mod
 from a2a_tape.replay.doctor import CHECKS, diagnose
-from a2a_tape.replay.grep import iter_grep
+from a2a_tape.replay.grep import Match, iter_grep
 
 from .app import DbOption, JsonOption, commands, db_location, emit_json, fail, find_task, open_db, out
 from .progress import ProgressOption, bar
@@ -51,11 +52,10 @@ def doctor_cmd(
             from a2a_tape.replay.doctor_index import DoctorIndex
 
             index = DoctorIndex(st)
-            if index.usable():
-                with bar("doctor: examining tasks", asked=progress) as report_progress:
-                    ready = index.catch_up(progress=report_progress)
-                if ready is not None:
-                    report = index.report()
+            with bar("doctor: examining tasks", asked=progress) as report_progress:
+                ready = index.catch_up(progress=report_progress)
+            if ready is not None:
+                report = index.report()
         if report is None:
             report = diagnose(st, task_id)
     if json:
@@ -125,7 +125,7 @@ def diff_cmd(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _print_pairs(pairs, *, json: bool) -> bool:
+def _print_pairs(pairs: Iterable[diff_mod.PairDiff], *, json: bool) -> bool:
     """Print diff pairs as they come; returns whether every pair was equal. ``--json``: one
     document, ``{"pairs": [...], "equal": ...}``, written a pair at a time."""
     import sys
@@ -212,7 +212,7 @@ def grep_cmd(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _stream_json(first, rest) -> int:
+def _stream_json(first: Match | None, rest: Iterable[Match]) -> int:
     """One JSON list on stdout, a match at a time (the same bytes as ``emit_json``); returns how many."""
     import sys
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from a2a_tape.replay.export_har import build_har, encode_har
 from a2a_tape.replay.export_html import DEFAULT_TASKS, PAGE_LIMIT, write_dir, write_page
 from a2a_tape.replay.export_mermaid import build_mermaid
+from a2a_tape.store import Store
 from a2a_tape.store.errors import ReadOnlyStore
 
 from .app import err, fail, find_task, open_db
@@ -53,14 +55,14 @@ def export(
     # html of --all reads the task index (kept when the log can be written), the rest only reads
     st = open_db(db, readonly="fallback" if all_ and format == "html" else True)
     with st:
-        if all_ and format == "html":
+        if task is not None:  # a TASK or --all: the command checked that it is one of them
+            task_ids = [find_task(st, task)]
+        elif format == "html":
             task_ids = _newest(st, None if no_limit else (limit or DEFAULT_TASKS))
-        elif all_:
+        else:
             task_ids = [t.task_id for t in st.task_events()]
             if limit is not None:
                 task_ids = task_ids[-limit:]
-        else:
-            task_ids = [find_task(st, task)]  # type: ignore[arg-type]
         # a progress bar on stderr for long exports (only on a terminal, or when asked: stdout may be the file)
         with Progress(
             TextColumn(f"exporting {format}"),
@@ -91,36 +93,42 @@ def export(
         err.print(f"wrote {format} ({len(data)} bytes) to {output}", markup=False)
 
 
-def _newest(st, limit: int | None) -> list[str]:
+def _newest(st: Store, limit: int | None) -> list[str]:
     """The newest ``limit`` tasks by last event (all of them: None), newest first."""
+    import sqlite3
+
     from a2a_tape.replay import listing
     from a2a_tape.replay.projection import Projector
 
-    if listing.has_index(st):
-        import sqlite3
-
-        try:
-            Projector(st).catch_up()
-        except (sqlite3.OperationalError, ReadOnlyStore) as exc:  # a read-only log: no index to read
-            if not isinstance(exc, ReadOnlyStore) and "readonly" not in str(exc) and "read-only" not in str(exc):
-                raise
-        else:
-            total = listing.count(st)
-            ids = [v.task_id for v in listing.newest(st, limit=limit)]
-            if limit is not None and total > len(ids):
-                err.print(
-                    f"the report holds the newest {len(ids)} of {total} tasks (--limit N for another number, "
-                    "--no-limit for every one)",
-                    markup=False,
-                    soft_wrap=True,
-                )
-            return ids
+    try:
+        Projector(st).catch_up()
+    except (sqlite3.OperationalError, ReadOnlyStore) as exc:  # a read-only log: no index to read
+        if not isinstance(exc, ReadOnlyStore) and "readonly" not in str(exc) and "read-only" not in str(exc):
+            raise
+    else:
+        total = listing.count(st)
+        ids = [v.task_id for v in listing.newest(st, limit=limit)]
+        if limit is not None and total > len(ids):
+            err.print(
+                f"the report holds the newest {len(ids)} of {total} tasks (--limit N for another number, "
+                "--no-limit for every one)",
+                markup=False,
+                soft_wrap=True,
+            )
+        return ids
     events = sorted(st.task_events(), key=lambda t: t.last_position, reverse=True)
     return [t.task_id for t in (events if limit is None else events[:limit])]
 
 
 def _export_html(
-    st, task_ids: list[str], output: Path | None, *, to_dir: bool, title: str, step, asked_all: bool
+    st: Store,
+    task_ids: list[str],
+    output: Path | None,
+    *,
+    to_dir: bool,
+    title: str,
+    step: Callable[[int], None],
+    asked_all: bool,
 ) -> None:
     if to_dir:
         assert output is not None

@@ -124,7 +124,7 @@ def proxy_cmd(
         upstream=upstream,
         durability=durability.mode,
         token=token,
-        max_body=max_body,  # type: ignore[arg-type]
+        max_body=max_body,
         idempotency_ttl=idempotency_ttl,
         recover_on_start=not no_recover,
         stall_timeout=stall_timeout,

@@ -109,7 +109,7 @@ def export_cmd(
         return
     st = open_db(db, readonly=True)
     with st:
-        task_ids = None if all_ else [find_task(st, task)]  # type: ignore[arg-type]
+        task_ids = None if task is None else [find_task(st, task)]  # a TASK or --all, checked above
         if output is None:
             write_tape(st, sys.stdout.buffer, task_ids=task_ids)
             sys.stdout.flush()

@@ -379,7 +379,10 @@ class _PlainValue:
         elif kind is float:
             message = f"'{value}' is not a valid number."
         else:
-            message = f"'{value}' is not one of {', '.join(repr(m.value) for m in kind)}."  # type: ignore[attr-defined]
+            assert issubclass(
+                kind, StrEnum
+            )  # _plain_kind gives str, int, float, bool or a StrEnum; str always converts
+            message = f"'{value}' is not one of {', '.join(repr(m.value) for m in kind)}."
         raise typer.BadParameter(message, ctx=ctx, param=param)
 
 
@@ -395,7 +398,8 @@ def _plain_kind(descriptor: Any) -> type | None:
     if get_origin(annotation) is list:
         (annotation,) = get_args(annotation) or (None,)
     if annotation in (str, int, float, bool):
-        return annotation  # type: ignore[no-any-return]
+        plain: type = annotation
+        return plain
     if isinstance(annotation, type) and issubclass(annotation, StrEnum):
         return annotation
     return None
@@ -416,6 +420,6 @@ def install_plain_values() -> bool:
             kind = None
         return build(descriptor) if kind is None else _PlainValue(kind)
 
-    build_runtime_param.plain_values = True  # type: ignore[attr-defined]
-    typer_core.build_runtime_param = build_runtime_param  # type: ignore[attr-defined]
+    build_runtime_param.plain_values = True  # type: ignore[attr-defined]  # a mark on the function: patched once
+    typer_core.build_runtime_param = build_runtime_param  # type: ignore[attr-defined]  # typer's internal hook, replaced
     return True

@@ -191,7 +191,7 @@ def running_proxy(st: store.LeasesAndMeta) -> str | None:
 # -- talking to the upstream, recorded ------------------------------------------------------
 
 
-_PROTOCOL_OF: dict[str | None, a2a.Protocol] = {"0.3": "0.3", "1.0": "1.0"}
+_PROTOCOL_OF: dict[str | None, a2a.ProtocolChoice] = {"0.3": "0.3", "1.0": "1.0"}
 """A recorded dialect as the protocol to ask the card for."""
 
 
