@@ -259,9 +259,9 @@ class SseParser:
                     out.append((body, None))
                     return 0
             elif chunk:
-                body = self._one_event(chunk)
-                if body is not None:
-                    out.append((body, None))
+                one = self._one_event(chunk)
+                if one is not None:
+                    out.append((one, None))
                     return 0
                 if self._partial(chunk):
                     return 0
