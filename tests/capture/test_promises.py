@@ -22,8 +22,8 @@ ALL_SECRETS = (*SECRETS, "SEKRET-TOKEN")
 BYTE_MODES = ("plain", "bom", "cr", "crlf", "multiline", "fields", "nofinal", "nonutf8", "huge")
 FAULT_MODES = ("silent", "redirect", "badgzip")
 
-# the proxy's request side (its URL and upstream credentials on disk, its timeouts) is the
-# proxy helper's work in progress (issue 12 item 3): those cells fail today, strictly
+# cells of the matrix known not to hold yet, each with why (strict xfails): none today; the proxy's
+# request side (URL credentials on disk, first-byte timeout, redirects) was the last, fixed with issue 12
 PENDING: dict[tuple[str, str, str], str] = {}  # (promise, path, mode) -> why it does not hold yet
 
 

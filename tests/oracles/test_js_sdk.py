@@ -9,8 +9,8 @@ over that recording. Then:
   the GetTask answer), and saw what it sees directly (ids and timestamps aside: another task);
 - from serve, the stream is the recording (the SDK parses the same events), and GetTask answers what the
   live agent answered for that task (ids aside); the card keeps its headers and interfaces both ways.
-  Known gaps today are marked
-  ``xfail(strict=True)`` with the field that differs, so a fix turns them into failures to unmark.
+  No gap is known today; one found later is marked ``xfail(strict=True)`` with the field that differs,
+  so its fix turns it into a failure to unmark.
 """
 
 from __future__ import annotations
