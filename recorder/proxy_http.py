@@ -26,19 +26,11 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
+from a2a_tape.replay.reply import HOP_BY_HOP
+
 CARD_PATHS = frozenset({b"/.well-known/agent-card.json", b"/.well-known/agent.json"})
 
-_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "te",
-        "trailer",
-        "upgrade",
-    }
-)
+_HOP = HOP_BY_HOP
 _REQUEST_DROP = _HOP | {"host", "content-length", "accept-encoding"}  # httpx sets these itself
 # the answer is decoded and framed again by the proxy's server, which sets its own date and server
 _RESPONSE_DROP = _HOP | {"content-length", "content-encoding", "date", "server", "proxy-authenticate"}

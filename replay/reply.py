@@ -35,18 +35,16 @@ def error_reply(code: int, message: str, rpc_id: Any = None) -> Reply:
     return json_reply(rpc.error_body(code, message, rpc_id))
 
 
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+)
+"""The hop-by-hop headers (RFC 9110 section 7.6.1, and the old proxy-connection): never passed on."""
+
 # Not replayed with a recorded card: hop-by-hop headers, and what describes the recorded body
 # rather than the one served (its length and coding change with the URLs; the type is the
 # Reply's own field).
-_NOT_REPLAYED = frozenset(
+_NOT_REPLAYED = HOP_BY_HOP | frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "te",
-        "trailer",
-        "upgrade",
         "content-length",
         "content-encoding",
         "content-type",

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from .events import (
+    ALL_STATES,
     Artifact,
     ArtifactUpdate,
     Body,
@@ -74,19 +75,7 @@ def state_in(state: str, dialect: str) -> str:
     return V1_STATE_NAMES.get(state, "TASK_STATE_UNSPECIFIED") if dialect == "1.0" else state
 
 
-_V03_STATES = frozenset(
-    {
-        "submitted",
-        "working",
-        "input-required",
-        "auth-required",
-        "completed",
-        "failed",
-        "canceled",
-        "rejected",
-        "unknown",
-    }
-)
+_V03_STATES = frozenset(ALL_STATES)
 
 
 def normalise_state(state: str | None) -> str:
