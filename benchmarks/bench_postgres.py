@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg  # noqa: E402
 
-import store  # noqa: E402
+from a2a_tape import store  # noqa: E402
 from a2a_tape.store import NewEvent  # noqa: E402
 
 PAYLOAD = (

@@ -39,7 +39,7 @@ import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 from httpx_sse import connect_sse  # noqa: E402
 
-import store  # noqa: E402
+from a2a_tape import store  # noqa: E402
 from a2a_tape.replay.engine import ReplayEngine  # noqa: E402
 from a2a_tape.replay.library import Library  # noqa: E402
 from a2a_tape.replay.server import create_app  # noqa: E402

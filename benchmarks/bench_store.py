@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
-import store  # noqa: E402
+from a2a_tape import store  # noqa: E402
 from a2a_tape.store import GroupCommitWriter, NewEvent  # noqa: E402
 
 INSERT = (
@@ -405,7 +405,7 @@ def run_child(kind: str, db: Path) -> dict:
 
 def bench_rebuild(workdir: Path, events: int, rounds: int) -> dict:
     try:
-        import replay.projection  # noqa: F401
+        import a2a_tape.replay.projection  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - the projector is another module, maybe not there yet
         return {
             "name": "rebuild",
