@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal, overload
+from typing import Literal, cast, overload
 
 from a2a_tape import store
 from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
@@ -206,17 +206,23 @@ class Session:
         before = self._signature() if has_snapshot else None
         progress = False
         fold = self.fold
-        for ev, item in zip(stored, items):
-            if type(item) is not Item:  # a peeked text chunk
-                progress = True
-                fold.apply_text(ev, item)
+        run = 0  # where the peeked text chunks since the last decoded item begin
+        for k, item in enumerate(items):
+            if type(item) is not Item:  # a peeked text chunk: folded with the ones next to it
                 continue
+            if run < k:
+                progress = True
+                fold.apply_texts(stored[run:k], cast("Sequence[TextChunk]", items[run:k]))
+            run = k + 1
             body = item.body
             if not isinstance(body, TaskSnapshot):
                 progress = True
-            fold.apply(ev, item)
+            fold.apply(stored[k], item)
             if isinstance(body, ErrorItem):
                 errors.append(body)
+        if run < len(items):
+            progress = True
+            fold.apply_texts(stored[run:], cast("Sequence[TextChunk]", items[run:]))
         self.errors += errors
         self.events += len(stored)
         if progress or (has_snapshot and self._signature() != before):

@@ -47,7 +47,7 @@ Synthetic FAILED events (origin ``local``) fold like any status update.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -438,6 +438,56 @@ class TaskFold:
             if chunk.lastChunk is True:
                 buf.closed = True
         return True
+
+    def apply_texts(self, events: Sequence[StoredEvent], chunks: Sequence[TextChunk]) -> None:
+        """:meth:`fold` each stored event with its plain text chunk, in order (a stream's batch,
+        every event this task's): the same state as one ``fold`` per event. After an event, the
+        appends that follow it to the same open artifact (one text part each, the same exchange,
+        no ``lastChunk``) while nothing can raise a fault are folded as one step: their texts
+        added, the counters and positions moved to the last of them."""
+        s = self.s
+        n = len(events)
+        i = 0
+        while i < n:
+            ev = events[i]
+            chunk = chunks[i]
+            self.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
+            i += 1
+            art = chunk.artifact
+            if i == n or art is None or self.doc is not None or s.context_id is None or s.state in TERMINAL_STATES:
+                continue
+            aid = art.artifactId or ""
+            buf = s.buffers.get(aid)
+            if buf is None or buf.closed or buf.channel != ARTIFACT or aid.startswith(s.task_id):
+                continue
+            ex = ev.exchange_id
+            texts = buf.chunks
+            j = i
+            while j < n:
+                c = chunks[j]
+                a = c.artifact
+                if (
+                    c.append is not True
+                    or c.lastChunk is True
+                    or a is None
+                    or (a.artifactId or "") != aid
+                    or len(a.parts) != 1
+                    or events[j].exchange_id != ex
+                ):
+                    break
+                texts.append(a.parts[0].text)
+                j += 1
+            if j == i:
+                continue
+            last = events[j - 1]
+            s.events += j - i
+            s.last_position = last.position
+            s.last_at = last.received_at
+            st = s.streams[ex or 0]
+            st.last = last.position
+            st.at = last.received_at
+            buf.updated = s.tick = s.tick + (j - i)
+            i = j
 
     def _apply(
         self, pos: int, seq: int, exchange_id: int | None, at: float, item: Item, *, local: bool = False

@@ -4,17 +4,21 @@ no-ops and conflicts."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, repeat
 from typing import Any, cast
 
 import msgspec
+from msgspec.structs import astuple
 
 from .errors import AppendConflict
 from .events import Origin
 from .records import Exchange, NewEvent, StoredEvent
 
-EventRow = tuple[str | None, int, int | None, str | None, bytes, float, float | None, Origin]
-"""(task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin): a new row of ``events``."""
+EventRow = tuple[int, str | None, int, int | None, str | None, bytes, float, float | None, Origin]
+"""(position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin): a new row of
+``events``, in :class:`StoredEvent` field order (the column order both backends insert in)."""
+ROW_WIDTH = 9
 
 EXCHANGE_FIELDS = [f for f in Exchange.__struct_fields__ if f != "id"]
 _JSON_FIELDS = {"request_headers", "response_headers"}
@@ -59,12 +63,50 @@ def key_text(key: Key) -> str:
     return f"task {task_id}" if task_id is not None else f"exchange {exchange_id}"
 
 
+class Run(msgspec.Struct, gc=False):
+    """The live case of a batch, by column: every row of one task (or one task-less exchange),
+    one exchange, one SSE event name and one origin, none with a seq given (a stream's batch).
+    Positions and seqs count up from ``position`` and ``seq``; the per-row columns are lists."""
+
+    position: int  # of the first row
+    seq: int
+    task_id: str | None
+    exchange_id: int | None
+    sse_event: str | None
+    origin: Origin
+    payloads: list[bytes]
+    received_at: list[float]
+    mono: list[float | None]
+
+
+def _columns(run: Run) -> tuple[Iterable[Any], ...]:
+    """The run's nine columns, in :data:`EventRow` order."""
+    n = len(run.payloads)
+    return (
+        range(run.position, run.position + n),
+        repeat(run.task_id, n),
+        range(run.seq, run.seq + n),
+        repeat(run.exchange_id, n),
+        repeat(run.sse_event, n),
+        run.payloads,
+        run.received_at,
+        run.mono,
+        repeat(run.origin, n),
+    )
+
+
 class BatchPlan:
     """What an append batch will write, worked out inside the writer's transaction.
 
     Assigns ``seq`` where the caller gave none, and makes explicit keys idempotent: a key
     already stored (or earlier in the same batch) with the same bytes is a no-op, with other
-    bytes an :class:`AppendConflict`. Both backends share it; only their SQL differs.
+    bytes an :class:`AppendConflict`. New rows are numbered from ``start + 1`` (the highest
+    position stored, read under the writer's lock). Both backends share it; only their SQL differs.
+
+    The live case (a stream's batch) is planned by column, with list slices and no Python loop
+    per event: :attr:`run` (a backend binds the shared columns once per statement). Otherwise
+    :attr:`values` holds the new rows flat, :data:`ROW_WIDTH` values per row in :data:`EventRow`
+    order, ready to bind to a many-row ``INSERT``.
     """
 
     def __init__(
@@ -72,28 +114,52 @@ class BatchPlan:
         events: Sequence[NewEvent],
         max_seqs: Callable[[list[Key]], dict[Key, int]],
         find: Callable[[Key, int], StoredEvent | None],
+        start: int,
     ) -> None:
-        self.out: list[StoredEvent | None] = [None] * len(events)
-        self.rows: list[EventRow] = []
-        self._row_index: list[int] | range = []
+        self.start = start
+        self.count = 0  # new rows
+        self.run: Run | None = None
+        self.values: list[object] = []
+        self._out: list[StoredEvent | None] | None = None  # None: every event is a new row, in order
         self._repeats: list[tuple[int, int]] = []
+        self._row_index: list[int] = []
+        if events and not self._live(events, max_seqs):
+            self._general(events, max_seqs, find)
+
+    def _live(self, events: Sequence[NewEvent], max_seqs: Callable[[list[Key]], dict[Key, int]]) -> bool:
+        n = len(events)
+        # NewEvent field order: payload, task_id, exchange_id, seq, sse_event, received_at, mono, origin
+        src = list(chain.from_iterable(map(astuple, events)))
+        task_id, exchange_id, sse_event, origin = src[1], src[2], src[4], src[7]
+        if (
+            src[3::8].count(None) != n
+            or src[1::8].count(task_id) != n
+            or src[2::8].count(exchange_id) != n
+            or src[4::8].count(sse_event) != n
+            or src[7::8].count(origin) != n
+        ):
+            return False
+        key: Key = (task_id, None) if task_id is not None else (None, exchange_id)
+        seq = max_seqs([key]).get(key, 0) + 1
+        self.run = Run(self.start + 1, seq, task_id, exchange_id, sse_event, origin, src[0::8], src[5::8], src[6::8])
+        self.count = n
+        return True
+
+    def _general(
+        self,
+        events: Sequence[NewEvent],
+        max_seqs: Callable[[list[Key]], dict[Key, int]],
+        find: Callable[[Key, int], StoredEvent | None],
+    ) -> None:
         keys = [event_key(ev) for ev in events]
         # one query for the highest seq of every key in the batch (not one per key)
         highest = max_seqs(list(dict.fromkeys(keys)))
         nxt: dict[Key, int] = {k: v + 1 for k, v in highest.items()}
-        if all(ev.seq is None for ev in events):  # the live case: every seq is ours to assign
-            rows = self.rows
-            for key, ev in zip(keys, events):
-                seq = nxt.get(key, 1)
-                nxt[key] = seq + 1
-                rows.append(
-                    (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
-                )
-            self._row_index = range(len(events))
-            return
-        row_index: list[int] = []
-        self._row_index = row_index
-        in_batch: dict[tuple[Key, int], int] = {}
+        out: list[StoredEvent | None] = [None] * len(events)
+        values = self.values
+        row_index = self._row_index
+        in_batch: dict[tuple[Key, int], int] = {}  # (key, seq) -> index of its new row
+        position = self.start
         for i, ev in enumerate(events):
             key = keys[i]
             if ev.seq is None:
@@ -103,7 +169,7 @@ class BatchPlan:
                 seq = ev.seq
                 k = in_batch.get((key, seq))
                 if k is not None:  # the same key earlier in this very batch
-                    if bytes(self.rows[k][4]) != bytes(ev.payload):
+                    if bytes(values[k * ROW_WIDTH + 5]) != bytes(ev.payload):  # type: ignore[call-overload]
                         raise AppendConflict(
                             f"event {key_text(key)} seq {seq} appears twice in one batch with other bytes"
                         )
@@ -116,22 +182,43 @@ class BatchPlan:
                 if existing is not None:
                     if bytes(existing.payload) != bytes(ev.payload):
                         raise AppendConflict(f"event {key_text(key)} seq {seq} is already stored with other bytes")
-                    self.out[i] = existing
+                    out[i] = existing
                     continue
                 nxt[key] = max(nxt.get(key, 1), seq + 1)
-            in_batch[(key, seq)] = len(self.rows)
+            in_batch[(key, seq)] = len(row_index)
             row_index.append(i)
-            self.rows.append(
-                (ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
+            position += 1
+            values += (
+                position,
+                ev.task_id,
+                seq,
+                ev.exchange_id,
+                ev.sse_event,
+                ev.payload,
+                ev.received_at,
+                ev.mono,
+                ev.origin,
             )
+        self.count = len(row_index)
+        self._out = out
 
-    def stored(self, start: int) -> list[StoredEvent]:
-        """The batch as stored, its new rows numbered from ``start + 1``."""
-        if isinstance(self._row_index, range):  # every event is a new row, in order
-            return [StoredEvent(position, *row) for position, row in enumerate(self.rows, start + 1)]
-        out = self.out
-        for k, (i, row) in enumerate(zip(self._row_index, self.rows)):
-            out[i] = StoredEvent(start + 1 + k, *row)
+    def rows(self) -> Iterator[EventRow]:
+        """The new rows, one tuple each (for a backend that writes row by row)."""
+        if self.run is not None:
+            return zip(*_columns(self.run))
+        it = iter(self.values)
+        return zip(*[it] * ROW_WIDTH)
+
+    def stored(self) -> list[StoredEvent]:
+        """The batch as stored: new rows, no-ops (the stored event) and repeats, in input order."""
+        if self.run is not None:
+            return list(map(StoredEvent, *_columns(self.run)))
+        new = list(map(StoredEvent, *[self.values[k::ROW_WIDTH] for k in range(ROW_WIDTH)]))
+        out = self._out
+        if out is None:
+            return new
+        for k, i in enumerate(self._row_index):
+            out[i] = new[k]
         for i, k in self._repeats:
-            out[i] = out[self._row_index[k]]
+            out[i] = new[k]
         return cast("list[StoredEvent]", out)  # every event is a new row, a no-op or a repeat: none left None

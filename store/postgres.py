@@ -234,17 +234,17 @@ class PostgresStore:
             return self._append_live(events)
         with self._txn() as cur:
             cur.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # commit order == position order, no gaps
-            plan = BatchPlan(events, lambda keys: _max_seqs(cur, keys), lambda key, seq: _find(cur, key, seq))
-            if not plan.rows:
-                return plan.stored(0)
             start: int = cur.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchall()[0][0]
+            plan = BatchPlan(events, lambda keys: _max_seqs(cur, keys), lambda key, seq: _find(cur, key, seq), start)
+            if not plan.count:
+                return plan.stored()
             with cur.copy(
                 "COPY events (position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) FROM STDIN"
             ) as copy:
-                for k, row in enumerate(plan.rows):
-                    copy.write_row((start + 1 + k, *row))
-            cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(start + len(plan.rows))))
-            return plan.stored(start)
+                for row in plan.rows():
+                    copy.write_row(row)
+            cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(start + plan.count)))
+            return plan.stored()
 
     def _append_live(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         """The live path (every event has a task, none a seq): the rows are copied into a

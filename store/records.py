@@ -7,7 +7,9 @@ import msgspec
 from .events import Origin
 
 
-class NewEvent(msgspec.Struct):
+# Events hold only bytes, strings and numbers (no reference cycles possible): ``gc=False`` keeps
+# the tens of thousands a stream creates out of the cycle collector's generations.
+class NewEvent(msgspec.Struct, gc=False):
     """An event to append. ``seq`` is assigned by the store unless given (imports, retries).
 
     ``task_id`` is ``None`` while the task is not known yet (an error before the first event):
@@ -24,7 +26,7 @@ class NewEvent(msgspec.Struct):
     origin: Origin = "upstream"
 
 
-class StoredEvent(msgspec.Struct, frozen=True):
+class StoredEvent(msgspec.Struct, frozen=True, gc=False):
     position: int
     task_id: str | None
     seq: int

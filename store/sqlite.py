@@ -14,7 +14,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import msgspec
 
 from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
-from .append_plan import BatchPlan, EventRow, Key
+from .append_plan import ROW_WIDTH, BatchPlan, Key, Run
 from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
 from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable
@@ -48,21 +47,45 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
 _INSERT_BLOCK = 64
 """Rows per INSERT statement: one statement step per row (``executemany``) costs a quarter of
-an append; 64 rows of 8 values stay far below SQLite's limit of bound variables."""
+an append; 64 rows of 9 values stay far below SQLite's limit of bound variables."""
 _INSERT_SQL = {
-    n: "INSERT INTO events (task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin) VALUES "
-    + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * n)
+    n: f"INSERT INTO events ({_EVENT_COLS}) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * n)
     for n in (1 << k for k in range(_INSERT_BLOCK.bit_length()))
 }
 
 
-def _insert_events(cur: sqlite3.Cursor, rows: list[EventRow]) -> None:
-    """Insert ``rows`` in order (their positions follow one another), many per statement: blocks
-    of :data:`_INSERT_BLOCK`, the rest in powers of two (a handful of statements, all cached)."""
-    i, n = 0, len(rows)
+def _insert_events(cur: sqlite3.Cursor, values: list[object]) -> None:
+    """Insert the rows of ``values`` (flat, :data:`ROW_WIDTH` per row, :data:`EventRow` order):
+    blocks of :data:`_INSERT_BLOCK`, the rest in powers of two (a handful of statements, all cached)."""
+    i, n = 0, len(values) // ROW_WIDTH
     while i < n:
         size = min(_INSERT_BLOCK, 1 << ((n - i).bit_length() - 1))
-        cur.execute(_INSERT_SQL[size], list(chain.from_iterable(rows[i : i + size])))
+        cur.execute(_INSERT_SQL[size], values[i * ROW_WIDTH : (i + size) * ROW_WIDTH])
+        i += size
+
+
+def _run_sql(n: int) -> str:
+    """A many-row INSERT for a :class:`Run`: the shared columns bound once (``?1``-``?6``: task,
+    exchange, first position, first seq, SSE event name, origin), three values per row."""
+    rows = (f"(?3 + {k}, ?1, ?4 + {k}, ?2, ?5, ?{7 + 3 * k}, ?{8 + 3 * k}, ?{9 + 3 * k}, ?6)" for k in range(n))
+    return f"INSERT INTO events ({_EVENT_COLS}) VALUES " + ", ".join(rows)
+
+
+_RUN_SQL = {n: _run_sql(n) for n in (1 << k for k in range(_INSERT_BLOCK.bit_length()))}
+
+
+def _insert_run(cur: sqlite3.Cursor, run: Run) -> None:
+    """Insert a :class:`Run` (a stream's batch): a third of the bound values of :func:`_insert_events`."""
+    n = len(run.payloads)
+    per: list[object] = [None] * (3 * n)
+    per[0::3] = run.payloads
+    per[1::3] = run.received_at
+    per[2::3] = run.mono
+    i = 0
+    while i < n:
+        size = min(_INSERT_BLOCK, 1 << ((n - i).bit_length() - 1))
+        shared = [run.task_id, run.exchange_id, run.position + i, run.seq + i, run.sse_event, run.origin]
+        cur.execute(_RUN_SQL[size], shared + per[3 * i : 3 * (i + size)])
         i += size
 
 
@@ -210,12 +233,15 @@ class SqliteStore:
         if not events:
             return []
         with self._write() as cur:
-            plan = BatchPlan(events, lambda keys: self._max_seqs(cur, keys), lambda key, seq: self._find(cur, key, seq))
-            if not plan.rows:
-                return plan.stored(0)
             start = cur.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0]
-            _insert_events(cur, plan.rows)
-            return plan.stored(start)
+            plan = BatchPlan(
+                events, lambda keys: self._max_seqs(cur, keys), lambda key, seq: self._find(cur, key, seq), start
+            )
+            if plan.run is not None:
+                _insert_run(cur, plan.run)
+            elif plan.count:
+                _insert_events(cur, plan.values)
+            return plan.stored()
 
     def append(self, event: NewEvent) -> StoredEvent:
         return self.append_batch([event])[0]

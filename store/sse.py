@@ -248,15 +248,16 @@ class SseParser:
         calls this once per chunk: the usual chunk, one whole ``data:`` event, costs one tuple."""
         if self._idle:
             if not self._buf and chunk[:6] == b"data: " and len(chunk) <= self.max_line:
-                # the per-event hot path: _one_event, inlined
-                if chunk[-4:] == b"\r\n\r\n":
-                    body = chunk[6:-4]
-                elif chunk[-2:] == b"\n\n" and chunk[-3:-2] != b"\r":
-                    body = chunk[6:-2]
-                else:
-                    body = b"\n"  # not one whole event
-                if b"\n" not in body and b"\r" not in body:
-                    out.append((body, None))
+                # the per-event hot path, _one_event inlined: one data line and its blank line,
+                # told by where the first line end is (bytes.find is a memchr)
+                n = len(chunk)
+                lf = chunk.find(b"\n", 6)
+                if lf == n - 3:  # "data: ...\r\n\r\n", no line end before
+                    if chunk[-4:] == b"\r\n\r\n" and chunk.find(b"\r", 6) == n - 4:
+                        out.append((chunk[6:-4], None))
+                        return 0
+                elif lf == n - 2 and chunk[-1] == 10 and chunk.find(b"\r", 6) < 0:  # "data: ...\n\n"
+                    out.append((chunk[6:-2], None))
                     return 0
             elif chunk:
                 one = self._one_event(chunk)

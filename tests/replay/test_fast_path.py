@@ -13,12 +13,14 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as hs
 
 import a2a_tape.replay.fold as fold
 import a2a_tape.replay.projection as projection
 from a2a_tape.replay import Projector, encode_view, fold_events
-from a2a_tape.store import ArtifactUpdate, StreamMeta, open_store
-from a2a_tape.store.decode import decode_item, peek_text_chunk
+from a2a_tape.store import ArtifactUpdate, StoredEvent, StreamMeta, open_store
+from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
 from a2a_tape.store.tape import import_tape
 
 from .builders import art03, blocks, oc, status03, stored, task03
@@ -226,3 +228,71 @@ def test_rebuild_rows_do_not_depend_on_the_fresh_lookup_cap(tmp_path, monkeypatc
         return got
 
     assert rows(2, "capped") == rows(1_000_000, "uncapped") != []
+
+
+def _chunk_payload(aid: str | None, parts: int, append: bool | None, last: bool | None, ctx: str | None) -> bytes:
+    update: dict = {"taskId": "t1", "artifact": {"parts": [{"text": f"p{k} "} for k in range(parts)]}}
+    if aid is not None:
+        update["artifact"]["artifactId"] = aid
+    if ctx is not None:
+        update["contextId"] = ctx
+    if append is not None:
+        update["append"] = append
+    if last is not None:
+        update["lastChunk"] = last
+    return _v1(update)
+
+
+# mostly the hot case (appends of one part to one artifact from one exchange), each variation rare
+_text_event = hs.tuples(
+    hs.builds(
+        _chunk_payload,
+        hs.sampled_from(["a1"] * 6 + ["a2", None, "t1:stream:text"]),
+        hs.sampled_from([1] * 6 + [0, 2]),
+        hs.sampled_from([True] * 6 + [False, None]),
+        hs.sampled_from([None] * 6 + [False, True]),
+        hs.sampled_from(["c1"] * 8 + [None]),
+    ),
+    hs.sampled_from([1] * 8 + [2, None]),
+)
+_other_event = hs.tuples(
+    hs.sampled_from([status03("t1", "working"), status03("t1", "completed"), task03("t1", "working", user="hi")]),
+    hs.sampled_from([1, 2]),
+)
+_A = _chunk_payload("a1", 1, True, None, "c1")  # the hot case
+
+
+@settings(max_examples=400, deadline=None)
+@given(hs.lists(hs.one_of(_text_event, _text_event, _text_event, _text_event, _other_event), min_size=1, max_size=60))
+@example([(_A, 1)] * 3 + [(_chunk_payload("a1", 1, True, True, "c1"), 1)] + [(_A, 1)] * 3)  # text after lastChunk
+@example([(_A, 1)] * 2 + [(status03("t1", "completed"), 1)] + [(_A, 1)] * 3)  # text after the terminal state
+@example([(_chunk_payload("a1", 1, True, None, None), 1)] + [(_A, 1)] * 3)  # no context id at first
+@example([(_A, 1)] * 2 + [(_A, 2)] * 2 + [(_A, None)] * 2 + [(_A, 1)])  # another exchange, none
+@example([(_A, 1)] * 2 + [(_chunk_payload("a1", 2, True, None, "c1"), 1), (_A, 1)])  # two parts
+@example([(_A, 1)] * 2 + [(_chunk_payload("a1", 1, False, None, "c1"), 1), (_A, 1)])  # a replace
+@example([(_chunk_payload("t1:stream:text", 1, True, None, "c1"), 1)] * 3)  # lane-like ids
+def test_a_batch_of_text_chunks_folds_as_one_chunk_at_a_time(events):
+    """``TaskFold.apply_texts`` (the recorder folds a stream's batch with it) leaves the same state
+    as one ``fold`` per event: appends to one artifact, replaces, lastChunk, text after lastChunk or
+    after the terminal state, lane-like ids, several parts, another exchange, no context id yet."""
+    evs = [
+        StoredEvent(k + 1, "t1", k + 1, ex, None, p, 1000.0 + k, None, "upstream") for k, (p, ex) in enumerate(events)
+    ]
+    one = fold.TaskFold("t1")
+    for ev in evs:
+        _, chunk, item = fold.route(ev.task_id, ev.payload)
+        one.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk, item)
+    batched = fold.TaskFold("t1")
+    run: list[tuple[StoredEvent, TextChunk]] = []
+    for ev in [*evs, None]:
+        routed = fold.route(ev.task_id, ev.payload) if ev is not None else (None, None, None)
+        if routed[1] is not None:
+            run.append((ev, routed[1]))
+            continue
+        if run:
+            batched.apply_texts([e for e, _ in run], [c for _, c in run])
+            run = []
+        if ev is not None:
+            batched.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, None, routed[2])
+    assert msgspec.json.encode(batched.s) == msgspec.json.encode(one.s)
+    assert encode_view(batched.view()) == encode_view(one.view())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from a2a_tape.store.sse import SseItem, SseLineTooLong, SseParser
@@ -132,7 +132,10 @@ def test_line_ends_and_multiline_data(eol):
     assert data == [(b"note", True), (b"a\nb", False)]
 
 
-_payload = st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"n").replace(b"\r", b"r"))
+_payload = st.one_of(
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"n").replace(b"\r", b"r")),
+    st.binary(max_size=40),  # a line end inside: two lines, not one event (the fast path must see it)
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -162,3 +165,31 @@ def test_the_fast_path_agrees_with_one_whole_parse(events, cuts, between):
     got += [(i.data, i.event) for i in q.close() if not i.comment]
     assert got == [(i.data, i.event) for i in expected if not i.comment]
     assert comments == sum(1 for i in expected if i.comment)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_payload, st.sampled_from([b"\n\n", b"\r\n\r\n", b"\r\r", b"\r\n\n", b"\n", b"\r\n"])),
+        min_size=1,
+        max_size=6,
+    )
+)
+@example([(b"a\rb", b"\r\n\r\n")])
+@example([(b"a\nb", b"\n\n")])
+@example([(b"a\nb", b"\r\n\r\n")])
+@example([(b"a\rb", b"\n\n")])
+def test_one_chunk_per_event_agrees_with_one_whole_parse(events):
+    """The per-event fast path takes a chunk that is exactly one ``data:`` event: a line end
+    hidden in the data (a lone CR or LF makes two lines) or a short blank line must send the chunk
+    the general way, so both parses agree. (The first chunk of a stream always goes the general
+    way, for a BOM: one plain event comes first.)"""
+    chunks = [b"data: first\n\n"] + [b"data: " + p + eol for p, eol in events]
+    whole = SseParser()
+    expected = [(i.data, i.event) for i in whole.feed(b"".join(chunks)) + whole.close() if not i.comment]
+    q = SseParser()
+    got: list[tuple[bytes, str | None]] = []
+    for c in chunks:
+        q.feed_into(c, got)
+    got += [(i.data, i.event) for i in q.close() if not i.comment]
+    assert got == expected
