@@ -5,7 +5,7 @@ no-ops and conflicts."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, repeat
+from itertools import chain, groupby, repeat
 from typing import Any, cast
 
 import msgspec
@@ -103,8 +103,9 @@ class BatchPlan:
     bytes an :class:`AppendConflict`. New rows are numbered from ``start + 1`` (the highest
     position stored, read under the writer's lock). Both backends share it; only their SQL differs.
 
-    The live case (a stream's batch) is planned by column, with list slices and no Python loop
-    per event: :attr:`run` (a backend binds the shared columns once per statement). Otherwise
+    A batch made of runs (a stream's batch, an import's) is planned by column, with list slices
+    and no Python loop per event: :attr:`runs` (a backend binds a run's shared columns once per
+    statement). Otherwise
     :attr:`values` holds the new rows flat, :data:`ROW_WIDTH` values per row in :data:`EventRow`
     order, ready to bind to a many-row ``INSERT``.
     """
@@ -118,30 +119,48 @@ class BatchPlan:
     ) -> None:
         self.start = start
         self.count = 0  # new rows
-        self.run: Run | None = None
+        self.runs: list[Run] = []
         self.values: list[object] = []
         self._out: list[StoredEvent | None] | None = None  # None: every event is a new row, in order
         self._repeats: list[tuple[int, int]] = []
         self._row_index: list[int] = []
-        if events and not self._live(events, max_seqs):
+        if events and not self._runs(events, max_seqs):
             self._general(events, max_seqs, find)
 
-    def _live(self, events: Sequence[NewEvent], max_seqs: Callable[[list[Key]], dict[Key, int]]) -> bool:
+    def _runs(self, events: Sequence[NewEvent], max_seqs: Callable[[list[Key]], dict[Key, int]]) -> bool:
+        """Plan the batch as :class:`Run` s when it is made of them: consecutive events sharing a
+        task (or a task-less exchange), exchange, SSE event name and origin, each run's seqs all
+        ours to assign, or given, counting up by one from above every seq its key has stored
+        (nothing to look up). A stream's batch is one run; an import's, one per task it holds."""
         n = len(events)
         # NewEvent field order: payload, task_id, exchange_id, seq, sse_event, received_at, mono, origin
         src = list(chain.from_iterable(map(astuple, events)))
-        task_id, exchange_id, sse_event, origin = src[1], src[2], src[4], src[7]
-        if (
-            src[3::8].count(None) != n
-            or src[1::8].count(task_id) != n
-            or src[2::8].count(exchange_id) != n
-            or src[4::8].count(sse_event) != n
-            or src[7::8].count(origin) != n
-        ):
-            return False
-        key: Key = (task_id, None) if task_id is not None else (None, exchange_id)
-        seq = max_seqs([key]).get(key, 0) + 1
-        self.run = Run(self.start + 1, seq, task_id, exchange_id, sse_event, origin, src[0::8], src[5::8], src[6::8])
+        seqs = src[3::8]
+        groups = [(k, len(list(g))) for k, g in groupby(zip(src[1::8], src[2::8], src[4::8], src[7::8]))]
+        keys: list[Key] = [(t, None) if t is not None else (None, ex) for (t, ex, _, _), _ in groups]
+        highest = max_seqs(list(dict.fromkeys(keys)))
+        nxt: dict[Key, int] = {k: v + 1 for k, v in highest.items()}
+        payloads, received, monos = src[0::8], src[5::8], src[6::8]
+        runs: list[Run] = []
+        i = 0
+        position = self.start + 1
+        for ((task_id, exchange_id, sse_event, origin), size), key in zip(groups, keys):
+            first = seqs[i]
+            floor = nxt.get(key, 1)
+            if first is None:
+                if seqs[i : i + size].count(None) != size:
+                    return False
+                first = floor
+            elif first < floor or seqs[i : i + size] != list(range(first, first + size)):
+                return False  # a seq that may be stored already, or not counting up: looked at one by one
+            nxt[key] = first + size
+            j = i + size
+            runs.append(
+                Run(position, first, task_id, exchange_id, sse_event, origin, payloads[i:j], received[i:j], monos[i:j])
+            )
+            position += size
+            i = j
+        self.runs = runs
         self.count = n
         return True
 
@@ -204,21 +223,24 @@ class BatchPlan:
 
     def rows(self) -> Iterator[EventRow]:
         """The new rows, one tuple each (for a backend that writes row by row)."""
-        if self.run is not None:
-            return zip(*_columns(self.run))
+        if self.runs:
+            return chain.from_iterable(zip(*_columns(run)) for run in self.runs)
         it = iter(self.values)
-        return zip(*[it] * ROW_WIDTH)
+        return zip(*[it] * ROW_WIDTH)  # type: ignore[return-value]
 
     def stored(self) -> list[StoredEvent]:
         """The batch as stored: new rows, no-ops (the stored event) and repeats, in input order."""
-        if self.run is not None:
-            return list(map(StoredEvent, *_columns(self.run)))
+        if self.runs:
+            out: list[StoredEvent] = []
+            for run in self.runs:
+                out += map(StoredEvent, *_columns(run))
+            return out
         new = list(map(StoredEvent, *[self.values[k::ROW_WIDTH] for k in range(ROW_WIDTH)]))
-        out = self._out
-        if out is None:
+        slots = self._out
+        if slots is None:
             return new
         for k, i in enumerate(self._row_index):
-            out[i] = new[k]
+            slots[i] = new[k]
         for i, k in self._repeats:
-            out[i] = new[k]
-        return cast("list[StoredEvent]", out)  # every event is a new row, a no-op or a repeat: none left None
+            slots[i] = new[k]
+        return cast("list[StoredEvent]", slots)  # every event is a new row, a no-op or a repeat: none left None

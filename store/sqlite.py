@@ -237,8 +237,9 @@ class SqliteStore:
             plan = BatchPlan(
                 events, lambda keys: self._max_seqs(cur, keys), lambda key, seq: self._find(cur, key, seq), start
             )
-            if plan.run is not None:
-                _insert_run(cur, plan.run)
+            if plan.runs:
+                for run in plan.runs:
+                    _insert_run(cur, run)
             elif plan.count:
                 _insert_events(cur, plan.values)
             return plan.stored()
