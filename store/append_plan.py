@@ -226,7 +226,7 @@ class BatchPlan:
         if self.runs:
             return chain.from_iterable(zip(*_columns(run)) for run in self.runs)
         it = iter(self.values)
-        return zip(*[it] * ROW_WIDTH)  # type: ignore[return-value]
+        return zip(*[it] * ROW_WIDTH)
 
     def stored(self) -> list[StoredEvent]:
         """The batch as stored: new rows, no-ops (the stored event) and repeats, in input order."""
