@@ -127,8 +127,21 @@ def body_chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
     iteration starts, as before)."""
     coding = resp.headers.get("content-encoding", "").strip().lower()
     if coding in ("", "identity"):
-        return resp.aiter_raw()
+        return _raw_chunks(resp)
     return _decoded_chunks(resp, coding)
+
+
+def _raw_chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
+    """The response's byte stream itself (``Response.stream``, what ``aiter_raw`` iterates): one
+    generator and one chunker call fewer per chunk than ``aiter_raw``, about 1 us per event of a
+    long stream. Transport errors still arrive as httpx exceptions (the transport maps them),
+    without ``.request`` attached (nothing here reads it). A response already read or closed goes
+    through ``aiter_raw``, which says so."""
+    stream = resp.stream
+    if resp.is_stream_consumed or resp.is_closed or not isinstance(stream, httpx.AsyncByteStream):
+        return resp.aiter_raw()
+    resp.is_stream_consumed = True
+    return stream.__aiter__()
 
 
 async def _decoded_chunks(resp: httpx.Response, coding: str) -> AsyncIterator[bytes]:
