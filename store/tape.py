@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import IO, Any, Literal
 
 import msgspec
@@ -75,6 +76,7 @@ class TapeEvent(msgspec.Struct, tag="event", tag_field="type", omit_defaults=Tru
 
 TapeLine = TapeHeader | TapeExchange | TapeEvent
 _line_decoder = msgspec.json.Decoder(TapeLine)
+_block_decoder = msgspec.json.Decoder(list[TapeLine])
 _encoder = msgspec.json.Encoder()
 
 
@@ -174,25 +176,59 @@ def export_lines(
 
 def read_tape(lines: Iterable[bytes]) -> Iterator[tuple[int, TapeLine]]:
     """Parse a tape, line by line; raise :class:`TapeError` naming the first bad line."""
+    for block in read_tape_blocks(lines):
+        yield from block
+
+
+_BLOCK = 512  # lines decoded in one call
+
+
+def read_tape_blocks(lines: Iterable[bytes]) -> Iterator[list[tuple[int, TapeLine]]]:
+    """:func:`read_tape` in blocks of ``(line number, item)``: a block of lines is decoded with
+    one call (as a JSON array); a block that does not decode into one tape line per line (a bad
+    line, two values on one line) is decoded again line by line, to name the first bad line."""
     first = True
+    numbers: list[int] = []
+    raws: list[bytes] = []
     for number, raw in enumerate(lines, 1):
-        if not raw.strip():
+        if raw[:1] != b"{" and not raw.strip():  # a blank line
             continue
-        try:
-            item = _line_decoder.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            detail = "not UTF-8" if _not_utf8(raw) else str(exc)
-            raise TapeError(f"line {number}: not a tape line ({detail})") from None
-        if first:
-            if not isinstance(item, TapeHeader):
-                raise TapeError("line 1: not an a2a-tape file (the first line must be the tape header)")
-            version = item.a2a_tape or 1
-            if version > TAPE_VERSION:
-                raise TapeError(f"line 1: tape version {version} is newer than this a2a-tape reads ({TAPE_VERSION})")
+        numbers.append(number)
+        raws.append(raw)
+        if len(raws) >= _BLOCK:
+            block = _decode_block(numbers, raws, first)
             first = False
-        yield number, item
-    if first:
+            numbers, raws = [], []
+            yield block
+    if raws:
+        yield _decode_block(numbers, raws, first)
+    elif first:
         raise TapeError("the file is empty: not an a2a-tape file")
+
+
+def _decode_block(numbers: list[int], raws: list[bytes], first: bool) -> list[tuple[int, TapeLine]]:
+    try:
+        items = _block_decoder.decode(b"[" + b",".join(raws) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        items = []
+    if len(items) != len(raws):
+        items = [_decode_line(number, raw) for number, raw in zip(numbers, raws)]
+    if first:
+        head = items[0]
+        if not isinstance(head, TapeHeader):
+            raise TapeError("line 1: not an a2a-tape file (the first line must be the tape header)")
+        version = head.a2a_tape or 1
+        if version > TAPE_VERSION:
+            raise TapeError(f"line 1: tape version {version} is newer than this a2a-tape reads ({TAPE_VERSION})")
+    return list(zip(numbers, items))
+
+
+def _decode_line(number: int, raw: bytes) -> TapeLine:
+    try:
+        return _line_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        detail = "not UTF-8" if _not_utf8(raw) else str(exc)
+        raise TapeError(f"line {number}: not a tape line ({detail})") from None
 
 
 def _not_utf8(raw: bytes) -> bool:
@@ -228,7 +264,8 @@ def import_tape(
     with store.transaction():
         last_pos = store.last_position()
         append = pending.append
-        for number, item in read_tape(lines):
+        last_task: str | None = None
+        for number, item in chain.from_iterable(read_tape_blocks(lines)):
             # the hot case first, attributes read once: an event of an exchange already seen
             if type(item) is TapeEvent:
                 text = item.payload
@@ -261,8 +298,9 @@ def import_tape(
                         item.origin,
                     )
                 )
-                if task_id is not None:
+                if task_id != last_task and task_id is not None:  # a tape's events come a task at a time
                     tasks[task_id] = None
+                    last_task = task_id
                 if len(pending) >= batch:
                     flush()
                     if progress:

@@ -213,3 +213,40 @@ def test_an_event_without_payload_names_the_line(backend):
             dst, [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t"}\n']
         )
     assert dst.count_events() == 0
+
+
+def _long_tape(n: int) -> list[bytes]:
+    lines = [b'{"type":"header","a2a_tape":1}\n']
+    for k in range(n):
+        lines.append(b'{"type":"event","position":%d,"seq":%d,"task_id":"t","payload":"{}"}\n' % (k + 1, k + 1))
+    return lines
+
+
+@pytest.mark.parametrize("where", [3, 511, 512, 513, 1200])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"{}"},{"type":"header"}\n',  # two values
+        b'{"type": "event", "position": 7, "seq": \n',  # cut
+        b"]\n",
+        b'{"type":"event","position":1,"seq":1,"payload":"\xff"}\n',  # not UTF-8
+    ],
+)
+def test_a_bad_line_anywhere_in_a_long_tape_is_named(backend, where, bad):
+    """Lines are decoded in blocks (one call per block of 512); a block with a bad line, even one
+    that is valid inside a JSON array (two values on one line), names that line."""
+    lines = _long_tape(1500)
+    lines.insert(where, bad)
+    dst = backend.open()
+    with pytest.raises(TapeError, match=rf"^line {where + 1}: not a tape line"):
+        import_tape(dst, lines)
+    assert dst.count_events() == 0
+
+
+def test_blank_lines_anywhere_are_skipped(backend):
+    lines = _long_tape(1100)
+    for at in (1000, 600, 512, 3, 1):
+        lines.insert(at, b"  \n" if at % 2 else b"\n")
+    dst = backend.open()
+    assert import_tape(dst, lines).events == 1100
+    assert [e.seq for e in dst.read_task("t")] == list(range(1, 1101))
