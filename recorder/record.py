@@ -64,6 +64,8 @@ from .settle import Backoff, settle
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 MAX_BODY = 1024 * 1024
 FIRST_BATCH = 8  # what we keep of a non-A2A body (an HTML page, an error text)
+BATCH = 2048  # a fast stream's events per commit: fewer, bigger commits cost less per event
+BATCH_WAIT = 0.02  # seconds an event read may wait for its batch to fill before it is committed
 
 
 @dataclass
@@ -404,15 +406,18 @@ class Recorder:
                 await anyio.sleep(min(left, 0.5) if s.state in SETTLED else left)
 
         # Group commit, write-ahead: the reader parses chunks as they arrive and queues them; the
-        # committer appends everything queued in one transaction (on a worker thread, so reading
-        # goes on during the fsync), and only then folds, renders and decides. Batches grow by
-        # themselves when events come faster than a commit; the first event waits for one commit.
+        # committer appends everything queued in one transaction (on a worker thread at durability
+        # full, so reading goes on during the fsync), and only then folds, renders and decides. The
+        # first batch is committed at once (the first event waits for one small commit); later
+        # ones when BATCH events are queued or BATCH_WAIT after the oldest arrived, whichever
+        # comes first (a slow stream's event is shown at most BATCH_WAIT later than it could be).
         failure: list[Exception] = []
         pending: list[tuple[bytes, str | None]] = []
         arrived: list[float] = []
         reading = [True]
         wake = [anyio.Event()]
         asleep = [False]  # the committer waits on wake[0]: the reader sets it only then
+        want = [1]  # ... and once this many events are pending
         committed = anyio.Event()
         # an fsync per commit (durability full) costs milliseconds: keep it off the event loop;
         # a WAL commit without fsync costs less than the thread hop, so it runs inline
@@ -439,10 +444,23 @@ class Recorder:
                     if not pending:
                         if not reading[0]:
                             return
+                        want[0] = 1
                         asleep[0] = True
                         await wake[0].wait()
                         wake[0] = anyio.Event()
                         continue
+                    if reading[0] and not first_batch[0] and len(pending) < BATCH:
+                        # a fast stream: let the batch fill (BATCH events, or BATCH_WAIT after its
+                        # oldest event arrived); nothing is shown or decided before its commit
+                        left = arrived[0] + BATCH_WAIT - time.monotonic()
+                        if left > 0:
+                            want[0] = BATCH
+                            asleep[0] = True
+                            with anyio.move_on_after(left):
+                                await wake[0].wait()
+                            asleep[0] = False
+                            wake[0] = anyio.Event()
+                            continue
                     with anyio.CancelScope(shield=True):  # a batch taken is a batch written
                         new, items = take()
                         if threaded:
@@ -475,7 +493,7 @@ class Recorder:
                         arrived.append(t)
                     else:
                         arrived += [t] * added
-                    if asleep[0]:
+                    if asleep[0] and len(pending) >= want[0]:
                         asleep[0] = False
                         wake[0].set()
                 for it in cap.close():  # a last item cut by the close is kept (marked incomplete)
