@@ -478,7 +478,9 @@ class Recorder:
             tg.start_soon(watchdog, tg.cancel_scope)
             tg.start_soon(committer, tg.cancel_scope)
             try:
-                feed = cap.feed_into
+                feed = cap.feeder()
+                monotonic = time.monotonic
+                arrival = arrived.append
                 # no content coding (the usual stream): the raw chunks, without decoder layers
                 async for chunk in body_chunks(resp):
                     before = len(pending)
@@ -486,13 +488,12 @@ class Recorder:
                     if keepalives:
                         result.keepalives += keepalives
                     added = len(pending) - before
-                    if not added:
-                        continue
-                    t = time.monotonic()
                     if added == 1:
-                        arrived.append(t)
+                        arrival(monotonic())
+                    elif added:
+                        arrived += [monotonic()] * added
                     else:
-                        arrived += [t] * added
+                        continue
                     if asleep[0] and len(pending) >= want[0]:
                         asleep[0] = False
                         wake[0].set()

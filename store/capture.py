@@ -38,7 +38,7 @@ store faults as one-line errors) is :mod:`recorder.capture`, which re-exports th
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, Protocol, get_args, overload
 
 from .decode import TextChunk, decode_item, peek_text_chunk
@@ -273,6 +273,13 @@ class Capture:
         if self.parser is None:
             self.parser = SseParser(self.max_line)
         return self.parser.feed_into(chunk, out)
+
+    def feeder(self) -> Callable[[bytes, list[RawItem]], int]:
+        """:meth:`feed_into` of this exchange's parser itself, for a reader's loop (no call of
+        ours per chunk in between)."""
+        if self.parser is None:
+            self.parser = SseParser(self.max_line)
+        return self.parser.feed_into
 
     def close(self) -> list[SseItem]:
         """The end of the body: the last items, a cut one marked ``incomplete`` (never dropped)."""
