@@ -76,7 +76,6 @@ class TapeEvent(msgspec.Struct, tag="event", tag_field="type", omit_defaults=Tru
 
 TapeLine = TapeHeader | TapeExchange | TapeEvent
 _line_decoder = msgspec.json.Decoder(TapeLine)
-_block_decoder = msgspec.json.Decoder(list[TapeLine])
 _encoder = msgspec.json.Encoder()
 
 
@@ -180,13 +179,13 @@ def read_tape(lines: Iterable[bytes]) -> Iterator[tuple[int, TapeLine]]:
         yield from block
 
 
-_BLOCK = 512  # lines decoded in one call
+_BLOCK = 512  # lines per block
 
 
 def read_tape_blocks(lines: Iterable[bytes]) -> Iterator[list[tuple[int, TapeLine]]]:
-    """:func:`read_tape` in blocks of ``(line number, item)``: a block of lines is decoded with
-    one call (as a JSON array); a block that does not decode into one tape line per line (a bad
-    line, two values on one line) is decoded again line by line, to name the first bad line."""
+    """:func:`read_tape` in blocks of ``(line number, item)`` (no generator step per line for a
+    reader of a long tape). Each line is decoded on its own: a line is one tape line or an error
+    naming it, whatever the lines around it."""
     first = True
     numbers: list[int] = []
     raws: list[bytes] = []
@@ -207,12 +206,11 @@ def read_tape_blocks(lines: Iterable[bytes]) -> Iterator[list[tuple[int, TapeLin
 
 
 def _decode_block(numbers: list[int], raws: list[bytes], first: bool) -> list[tuple[int, TapeLine]]:
+    decode = _line_decoder.decode
     try:
-        items = _block_decoder.decode(b"[" + b",".join(raws) + b"]")
+        items = [decode(raw) for raw in raws]
     except (msgspec.DecodeError, msgspec.ValidationError):
-        items = []
-    if len(items) != len(raws):
-        items = [_decode_line(number, raw) for number, raw in zip(numbers, raws)]
+        items = [_decode_line(number, raw) for number, raw in zip(numbers, raws)]  # raises, naming the line
     if first:
         head = items[0]
         if not isinstance(head, TapeHeader):

@@ -233,8 +233,8 @@ def _long_tape(n: int) -> list[bytes]:
     ],
 )
 def test_a_bad_line_anywhere_in_a_long_tape_is_named(backend, where, bad):
-    """Lines are decoded in blocks (one call per block of 512); a block with a bad line, even one
-    that is valid inside a JSON array (two values on one line), names that line."""
+    """Lines are read in blocks of 512, each decoded on its own: a bad line (two values on one
+    line among them) is named wherever it is, block boundaries included."""
     lines = _long_tape(1500)
     lines.insert(where, bad)
     dst = backend.open()
