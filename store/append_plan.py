@@ -54,6 +54,11 @@ Key = tuple[str | None, int | None]
 """(task_id, None) or (None, exchange_id): what seq counts within."""
 
 
+def event_row(position: int, seq: int, ev: NewEvent) -> EventRow:
+    """The row of ``ev`` stored at ``position`` with ``seq``."""
+    return (position, ev.task_id, seq, ev.exchange_id, ev.sse_event, ev.payload, ev.received_at, ev.mono, ev.origin)
+
+
 def event_key(ev: NewEvent) -> Key:
     return (ev.task_id, None) if ev.task_id is not None else (None, ev.exchange_id)
 
@@ -207,17 +212,7 @@ class BatchPlan:
             in_batch[(key, seq)] = len(row_index)
             row_index.append(i)
             position += 1
-            values += (
-                position,
-                ev.task_id,
-                seq,
-                ev.exchange_id,
-                ev.sse_event,
-                ev.payload,
-                ev.received_at,
-                ev.mono,
-                ev.origin,
-            )
+            values += event_row(position, seq, ev)
         self.count = len(row_index)
         self._out = out
 

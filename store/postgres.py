@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, exchange_from_row, exchange_values
+from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_from_row, exchange_values
 from .errors import ConnectionLost, SchemaTooNew, StoreError
 from .faults import guard_public
 from .indexes import (
@@ -274,20 +274,7 @@ class PostgresStore:
             start = min(seqs) - 1
             # an outer transaction may stage another batch; followers learn the last position at commit
             cur.execute(f"DELETE FROM a2a_stage; NOTIFY {CHANNEL}, '{start + len(events)}'")
-        return [
-            StoredEvent(
-                start + k,
-                ev.task_id,
-                seqs[start + k],
-                ev.exchange_id,
-                ev.sse_event,
-                ev.payload,
-                ev.received_at,
-                ev.mono,
-                ev.origin,
-            )
-            for k, ev in enumerate(events, 1)
-        ]
+        return [StoredEvent(*event_row(start + k, seqs[start + k], ev)) for k, ev in enumerate(events, 1)]
 
     def append(self, event: NewEvent) -> StoredEvent:
         return self.append_batch([event])[0]
