@@ -68,10 +68,13 @@ def key_text(key: Key) -> str:
     return f"task {task_id}" if task_id is not None else f"exchange {exchange_id}"
 
 
+_MIN_RUN = 8  # events per run, on average, for a batch to be planned by runs
+
+
 class Run(msgspec.Struct, gc=False):
-    """The live case of a batch, by column: every row of one task (or one task-less exchange),
-    one exchange, one SSE event name and one origin, none with a seq given (a stream's batch).
-    Positions and seqs count up from ``position`` and ``seq``; the per-row columns are lists."""
+    """Consecutive events of a batch, by column: one task (or one task-less exchange), one
+    exchange, one SSE event name, one origin (a stream's batch, a task of an imported tape).
+    Positions and seqs count up by one from ``position`` and ``seq``; the per-row columns are lists."""
 
     position: int  # of the first row
     seq: int
@@ -110,9 +113,8 @@ class BatchPlan:
 
     A batch made of runs (a stream's batch, an import's) is planned by column, with list slices
     and no Python loop per event: :attr:`runs` (a backend binds a run's shared columns once per
-    statement). Otherwise
-    :attr:`values` holds the new rows flat, :data:`ROW_WIDTH` values per row in :data:`EventRow`
-    order, ready to bind to a many-row ``INSERT``.
+    statement). Otherwise :attr:`values` holds the new rows flat, :data:`ROW_WIDTH` values per row
+    in :data:`EventRow` order, ready to bind to a many-row ``INSERT``.
     """
 
     def __init__(
@@ -142,6 +144,8 @@ class BatchPlan:
         src = list(chain.from_iterable(map(astuple, events)))
         seqs = src[3::8]
         groups = [(k, len(list(g))) for k, g in groupby(zip(src[1::8], src[2::8], src[4::8], src[7::8]))]
+        if len(groups) > 1 and len(groups) * _MIN_RUN > n:
+            return False  # interleaved producers: one many-row statement beats a statement per run
         keys: list[Key] = [(t, None) if t is not None else (None, ex) for (t, ex, _, _), _ in groups]
         highest = max_seqs(list(dict.fromkeys(keys)))
         nxt: dict[Key, int] = {k: v + 1 for k, v in highest.items()}
