@@ -127,3 +127,33 @@ def test_a_coding_we_cannot_undo_ends_the_exchange_as_an_error(db_path):
         assert st.count_events() >= 1  # what decoded before the garbage is kept
     assert weird.outcome == "error" and "x-weird" in weird.error
     assert broken.outcome in ("error", "dropped") and broken.error
+
+
+def test_body_chunks_reads_the_stream_as_aiter_raw_would(db_path):
+    """``body_chunks`` iterates the response's byte stream itself when there is no content
+    coding: a real server's streamed body arrives whole, in order, through it; a body already
+    read is refused as ``aiter_raw`` refuses it (``StreamConsumed``), not read as empty."""
+    from a2a_tape.recorder.capture import body_chunks
+
+    async def rpc(request):
+        async def chunks():
+            for i in range(200):
+                yield BODY[i * 50 : (i + 1) * 50]
+            yield BODY[200 * 50 :]
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/", rpc, methods=["POST"])])
+
+    async def main(base: str) -> None:
+        async with httpx.AsyncClient() as http:
+            async with http.stream("POST", base + "/", content=b"{}") as resp:
+                got = b"".join([c async for c in body_chunks(resp)])
+                assert got == BODY and resp.is_stream_consumed
+            async with http.stream("POST", base + "/", content=b"{}") as resp:
+                await resp.aread()
+                with pytest.raises(httpx.StreamConsumed):
+                    [c async for c in body_chunks(resp)]
+
+    with serve_app(app) as base:
+        anyio.run(main, base)
