@@ -15,20 +15,17 @@ index kept incrementally and one rebuilt from nothing hold the same rows. When t
 
 from __future__ import annotations
 
-import hashlib
 import os
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from a2a_tape.store import Durability, FindingsProjection, Recordings, Store
-from a2a_tape.store.errors import ReadOnlyStore
 from a2a_tape.store.indexes import DOCTOR_CURSOR, FindingsRow
 
 from . import doctor as _doctor
+from .catch_up import ProjectionMoved, catch_up_retrying, code_digest
 
 if TYPE_CHECKING:  # imported when a pool is started: a CLI that never starts one does not pay for them
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -46,11 +43,7 @@ def _code_digest() -> str:
     """A digest of the modules whose rules decide the findings."""
     from . import fold, inspection, profiles, projection, views
 
-    h = hashlib.sha256(b"doctor-1")
-    for mod in (_doctor, inspection, fold, projection, profiles, views):
-        assert mod.__file__ is not None  # our own modules, loaded from their source files
-        h.update(Path(mod.__file__).read_bytes())
-    return h.hexdigest()[:16]
+    return code_digest(b"doctor-1", (_doctor, inspection, fold, projection, profiles, views))
 
 
 def task_row(store: Recordings, task_id: str) -> FindingsRow | None:
@@ -88,22 +81,9 @@ class DoctorIndex:
     def catch_up(self, *, progress: Progress | None = None) -> int | None:
         """Re-examine the tasks touched since the cursor (and the unsettled ones); return how
         many (None: the store cannot be written, e.g. a read-only file)."""
-        from .projection import ProjectionMoved
-
-        for _ in range(5):
-            try:
-                return self._catch_up(progress)
-            except ProjectionMoved:
-                continue  # another process indexed meanwhile: go on from its cursor
-            except (sqlite3.OperationalError, ReadOnlyStore) as exc:
-                if isinstance(exc, ReadOnlyStore) or "readonly" in str(exc) or "read-only" in str(exc):
-                    return None
-                raise
-        raise ProjectionMoved("projection 'doctor' keeps moving (another process is writing it)")
+        return catch_up_retrying("doctor", lambda: self._catch_up(progress))
 
     def _catch_up(self, progress: Progress | None) -> int:
-        from .projection import ProjectionMoved
-
         st = self.store
         digest = _code_digest()
         if st.get_meta(_VERSION_KEY) != digest:

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator, Mapping
 import msgspec
 
 from a2a_tape.store import Durability, Projections, ProjectionStore, StoreError
-from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.indexes import TaskIndexRow
 from a2a_tape.store.interface import FoldRow
 from a2a_tape.store.paging import TaskRange, in_range
 
+from .catch_up import ProjectionMoved
 from .fold import (
     STATE_DECODER,
     STATE_VERSION,
@@ -72,10 +72,6 @@ def _fold_batches(
     if upto is None and tasks is None:
         return store.read_fold_rows(start, batch=batch)
     return store.read_fold_rows(start, batch=batch, upto=upto, tasks=tasks)
-
-
-class ProjectionMoved(A2ATapeError):
-    """Another process moved the projection's cursor while we folded."""
 
 
 class ProjectionBusy(StoreError):

@@ -13,16 +13,13 @@ changes (a new a2a-tape), the index is dropped and rebuilt: its version is a dig
 
 from __future__ import annotations
 
-import hashlib
-import sqlite3
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from a2a_tape.store import SearchProjection, decode_item
-from a2a_tape.store.errors import ReadOnlyStore
 from a2a_tape.store.indexes import FIELDS_PER_EVENT, SEARCH_CURSOR, SearchRow
 
 from . import grep as _grep
+from .catch_up import ProjectionMoved, catch_up_retrying, code_digest
 
 Progress = Callable[[int, int], None]
 _VERSION_KEY = "projection:search:version"
@@ -32,11 +29,7 @@ def _code_digest() -> str:
     """A digest of the modules whose rules decide the rows (what is searchable, how items decode)."""
     from a2a_tape.store import decode, events
 
-    h = hashlib.sha256(b"search-1")
-    for mod in (_grep, decode, events):
-        assert mod.__file__ is not None  # our own modules, loaded from their source files
-        h.update(Path(mod.__file__).read_bytes())
-    return h.hexdigest()[:16]
+    return code_digest(b"search-1", (_grep, decode, events))
 
 
 def event_rows(position: int, task_id: str | None, seq: int, payload: bytes) -> list[SearchRow]:
@@ -63,18 +56,7 @@ class SearchIndex:
     def catch_up(self, *, progress: Progress | None = None) -> int | None:
         """Index the events after the cursor; return how many were read (None: the store cannot
         be written, e.g. a read-only file: search by a scan instead)."""
-        from .projection import ProjectionMoved
-
-        for _ in range(5):
-            try:
-                return self._catch_up(progress)
-            except ProjectionMoved:
-                continue  # another process indexed meanwhile: go on from its cursor
-            except (sqlite3.OperationalError, ReadOnlyStore) as exc:
-                if isinstance(exc, ReadOnlyStore) or "readonly" in str(exc) or "read-only" in str(exc):
-                    return None
-                raise
-        raise ProjectionMoved("projection 'search' keeps moving (another process is writing it)")
+        return catch_up_retrying("search", lambda: self._catch_up(progress))
 
     def _catch_up(self, progress: Progress | None) -> int:
         st = self.store
@@ -110,8 +92,6 @@ class SearchIndex:
         return read
 
     def _commit(self, position: int, rows: list[SearchRow], expect: int) -> None:
-        from .projection import ProjectionMoved
-
         if not self.store.search_commit(position, rows, expect=expect):
             raise ProjectionMoved("search")
 
