@@ -52,29 +52,21 @@ class LiveFold:
 
     def apply_text(self, ev: StoredEvent, chunk: TextChunk) -> None:
         """A plain text chunk (:func:`store.decode.peek_text_chunk`) without the full decode."""
-        task = self.task
-        tid = ev.task_id
-        if task is not None and task.doc is None and tid is not None and tid == task.s.task_id:  # the hot case
-            self._view = None
-            if not task.apply_text(ev.position, ev.exchange_id, ev.received_at, chunk):
-                task.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
-            return
-        if tid is None:
-            tid = chunk.taskId
+        tid = ev.task_id if ev.task_id is not None else chunk.taskId
         if tid is None:
             return  # an artifact update naming no task folds into nothing (as ``apply`` does)
-        if task is None:
-            task = self.task = TaskFold(tid)
-        elif task.s.task_id != tid:
+        if self.task is None:
+            self.task = TaskFold(tid)
+        elif self.task.s.task_id != tid:
             return  # another task's chunk (see ``apply``)
-        task.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
+        self.task.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
         self._view = None
 
     def apply_texts(self, evs: Sequence[StoredEvent], chunks: Sequence[TextChunk]) -> None:
         """:meth:`apply_text` of each, in order; a batch of this task's chunks in one step
         (:meth:`replay.fold.TaskFold.apply_texts`)."""
         task = self.task
-        if task is not None and task.doc is None:
+        if task is not None:
             tid = task.s.task_id
             if [ev.task_id for ev in evs].count(tid) == len(evs):
                 self._view = None

@@ -267,16 +267,10 @@ class Capture:
             self.parser = SseParser(self.max_line)
         return self.parser.feed(chunk)
 
-    def feed_into(self, chunk: bytes, out: list[RawItem]) -> int:
-        """:meth:`feed` for the hot path: completed events appended to ``out`` as ``(data,
-        event)``, the number of comments returned (:meth:`store.sse.SseParser.feed_into`)."""
-        if self.parser is None:
-            self.parser = SseParser(self.max_line)
-        return self.parser.feed_into(chunk, out)
-
     def feeder(self) -> Callable[[bytes, list[RawItem]], int]:
-        """:meth:`feed_into` of this exchange's parser itself, for a reader's loop (no call of
-        ours per chunk in between)."""
+        """:meth:`feed` for a reader's hot loop: the parser's own ``feed_into``
+        (:meth:`store.sse.SseParser.feed_into`: each completed event appended to the list as
+        ``(data, event)``, the number of comments returned), no call of ours per chunk."""
         if self.parser is None:
             self.parser = SseParser(self.max_line)
         return self.parser.feed_into

@@ -173,19 +173,13 @@ def export_lines(
         yield _encoder.encode(event_line(ev)) + b"\n"
 
 
-def read_tape(lines: Iterable[bytes]) -> Iterator[tuple[int, TapeLine]]:
-    """Parse a tape, line by line; raise :class:`TapeError` naming the first bad line."""
-    for block in read_tape_blocks(lines):
-        yield from block
-
-
 _BLOCK = 512  # lines per block
 
 
 def read_tape_blocks(lines: Iterable[bytes]) -> Iterator[list[tuple[int, TapeLine]]]:
-    """:func:`read_tape` in blocks of ``(line number, item)`` (no generator step per line for a
-    reader of a long tape). Each line is decoded on its own: a line is one tape line or an error
-    naming it, whatever the lines around it."""
+    """Parse a tape in blocks of ``(line number, item)`` (no generator step per line for a reader
+    of a long tape); raise :class:`TapeError` naming the first bad line. Each line is decoded on
+    its own: a line is one tape line or an error naming it, whatever the lines around it."""
     first = True
     numbers: list[int] = []
     raws: list[bytes] = []
