@@ -58,6 +58,22 @@ class SseItem:
     raw: bytes = b""  # the exact stream bytes since the previous item, through this one's end
 
 
+def _one_data_event(whole: bytes, max_line: int) -> bytes | None:
+    """The data of ``whole`` when it is exactly one ``data: ...`` line and its blank line (CRLF
+    or LF line ends), else None. Told by where the first line end is (``bytes.find`` is a
+    memchr): a line end inside the data makes two lines, not one event."""
+    if whole[:6] != b"data: " or len(whole) > max_line:
+        return None
+    n = len(whole)
+    lf = whole.find(b"\n", 6)
+    if lf == n - 3:  # "data: ...\r\n\r\n"
+        if whole[-4:] == b"\r\n\r\n" and whole.find(b"\r", 6) == n - 4:
+            return whole[6:-4]
+    elif lf == n - 2 and whole[-1] == 10 and whole.find(b"\r", 6) < 0:  # "data: ...\n\n"
+        return whole[6:-2]
+    return None
+
+
 class SseParser:
     __slots__ = (
         "max_line",
@@ -96,18 +112,9 @@ class SseParser:
         pending bytes + ``chunk`` when they are exactly one whole ``data: ...`` event (the usual
         chunk of an agent that writes each event as it comes, or the second half of one split
         across reads), then taken as the item's raw bytes. Else None (the general way)."""
-        whole = self._buf + chunk if self._buf else chunk
-        if whole[:6] != b"data: " or len(whole) > self.max_line:
-            return None
-        if whole[-4:] == b"\r\n\r\n":
-            body = whole[6:-4]
-        elif whole[-2:] == b"\n\n" and whole[-3:-2] != b"\r":
-            body = whole[6:-2]
-        else:
-            return None
-        if b"\n" in body or b"\r" in body:
-            return None
-        self._buf = b""
+        body = _one_data_event(self._buf + chunk if self._buf else chunk, self.max_line)
+        if body is not None:
+            self._buf = b""
         return body
 
     def _partial(self, chunk: bytes) -> bool:
@@ -246,26 +253,13 @@ class SseParser:
         """:meth:`feed`, appending each completed event to ``out`` as ``(data, event name)``;
         returns how many comments (keep-alives) the chunk completed. The reader of a long stream
         calls this once per chunk: the usual chunk, one whole ``data:`` event, costs one tuple."""
-        if self._idle:
-            if not self._buf and chunk[:6] == b"data: " and len(chunk) <= self.max_line:
-                # the per-event hot path, _one_event inlined: one data line and its blank line,
-                # told by where the first line end is (bytes.find is a memchr)
-                n = len(chunk)
-                lf = chunk.find(b"\n", 6)
-                if lf == n - 3:  # "data: ...\r\n\r\n", no line end before
-                    if chunk[-4:] == b"\r\n\r\n" and chunk.find(b"\r", 6) == n - 4:
-                        out.append((chunk[6:-4], None))
-                        return 0
-                elif lf == n - 2 and chunk[-1] == 10 and chunk.find(b"\r", 6) < 0:  # "data: ...\n\n"
-                    out.append((chunk[6:-2], None))
-                    return 0
-            elif chunk:
-                one = self._one_event(chunk)
-                if one is not None:
-                    out.append((one, None))
-                    return 0
-                if self._partial(chunk):
-                    return 0
+        if self._idle and chunk:
+            one = self._one_event(chunk)
+            if one is not None:
+                out.append((one, None))
+                return 0
+            if self._partial(chunk):
+                return 0
         comments = 0
         for it in self.feed(chunk):
             if it.comment:
