@@ -9,8 +9,11 @@ from .events import Origin
 
 # Events hold only bytes, strings and numbers (no reference cycles possible): ``gc=False`` keeps
 # the tens of thousands a stream creates out of the cycle collector's generations.
-class NewEvent(msgspec.Struct, gc=False):
+class NewEvent(msgspec.Struct, gc=False, array_like=True, tag="event"):
     """An event to append. ``seq`` is assigned by the store unless given (imports, retries).
+
+    Encoded (msgpack, between an import and its tape reader process) as an array: "event", then
+    the fields in order.
 
     ``task_id`` is ``None`` while the task is not known yet (an error before the first event):
     such events are keyed by their exchange instead.

@@ -8,8 +8,14 @@ so export then import gives back the same log, byte for byte.
 from __future__ import annotations
 
 import base64
+import io
+import os
+import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from itertools import chain
 from typing import IO, Any, Literal
 
@@ -231,6 +237,56 @@ def _not_utf8(raw: bytes) -> bool:
     return False
 
 
+class ExchangeAt(msgspec.Struct, array_like=True, tag="exchange"):
+    """An exchange line of a tape and its line number (an error importing it names the line)."""
+
+    number: int
+    line: TapeExchange
+
+
+ImportBlock = list[NewEvent | ExchangeAt]
+"""A run of a tape's lines ready to import: its events as :class:`NewEvent` s whose
+``exchange_id`` is still the tape's (the importer maps it to the log's), and its exchanges."""
+
+
+def import_blocks(lines: Iterable[bytes]) -> Iterator[ImportBlock]:
+    """The tape's lines as :data:`ImportBlock` s, every check that needs no database made:
+    each event has a payload (valid base64 when so written) and refers to an exchange that an
+    earlier line of the tape holds. Raises :class:`TapeError` naming the first bad line (of a
+    block: the blocks before it are whole). The same code runs in-process and in the reader
+    process of a large file's import (:mod:`a2a_tape.store.tape_reader`)."""
+    refs: set[int] = set()
+    for block in read_tape_blocks(lines):
+        out: ImportBlock = []
+        append = out.append
+        for number, item in block:
+            if type(item) is TapeEvent:  # the hot case first, attributes read once
+                text = item.payload
+                payload: bytes | None
+                if text is not None and item.payload_b64 is None:
+                    payload = text.encode("utf-8")
+                else:
+                    try:
+                        payload = _bytes(text, item.payload_b64)
+                    except (ValueError, TypeError) as exc:  # bad base64 and the like
+                        raise TapeError(f"line {number}: {exc}") from None
+                    if payload is None:
+                        raise TapeError(f"line {number}: event without payload")
+                ref = item.exchange_id
+                if ref is not None and ref not in refs:
+                    raise TapeError(f"line {number}: event refers to exchange {ref}, not in the tape")
+                append(
+                    NewEvent(
+                        payload, item.task_id, ref, item.seq, item.sse_event, item.received_at, item.mono, item.origin
+                    )
+                )
+            elif isinstance(item, TapeExchange):  # not the header
+                refs.add(item.id)
+                append(ExchangeAt(number, item))
+        if out:
+            yield out
+
+
 class ImportResult(msgspec.Struct):
     exchanges: int = 0
     events: int = 0
@@ -238,10 +294,34 @@ class ImportResult(msgspec.Struct):
     task_ids: list[str] = []
 
 
+READER_MIN_BYTES = 2 << 20
+"""A tape file at least this large (what is left of it) is parsed by a reader process."""
+
+
 def import_tape(
-    store: RecordingStore, lines: Iterable[bytes], *, progress: Callable[[int], None] | None = None, batch: int = 2000
+    store: RecordingStore,
+    lines: Iterable[bytes],
+    *,
+    progress: Callable[[int], None] | None = None,
+    batch: int = 2000,
+    reader: bool | None = None,
 ) -> ImportResult:
-    """Import a tape atomically: on any bad line nothing of the file is in the log."""
+    """Import a tape atomically: on any bad line nothing of the file is in the log.
+
+    ``lines`` is any iterable of lines; a binary file of :data:`READER_MIN_BYTES` or more (or any
+    file with ``reader=True``; never with ``reader=False``) is parsed by a second process while
+    this one appends (:func:`start_reader`): the import then takes both cores."""
+    fd = _reader_fd(lines, reader)
+    proc = None if fd is None else start_reader(fd)
+    if proc is None:
+        return _import(store, import_blocks(lines), progress, batch)
+    with reader_blocks(proc) as blocks:
+        return _import(store, blocks, progress, batch)
+
+
+def _import(
+    store: RecordingStore, blocks: Iterable[ImportBlock], progress: Callable[[int], None] | None, batch: int
+) -> ImportResult:
     result = ImportResult()
     ex_map: dict[int, int] = {}
     pending: list[NewEvent] = []
@@ -257,39 +337,13 @@ def import_tape(
         last_pos = store.last_position()
         append = pending.append
         last_task: str | None = None
-        for number, item in chain.from_iterable(read_tape_blocks(lines)):
-            # the hot case first, attributes read once: an event of an exchange already seen
-            if type(item) is TapeEvent:
-                text = item.payload
-                payload: bytes | None
-                if text is not None and item.payload_b64 is None:
-                    payload = text.encode("utf-8")
-                else:
-                    try:
-                        payload = _bytes(text, item.payload_b64)
-                    except (ValueError, TypeError) as exc:  # bad base64 and the like
-                        raise TapeError(f"line {number}: {exc}") from None
-                    if payload is None:
-                        raise TapeError(f"line {number}: event without payload")
+        for item in chain.from_iterable(blocks):
+            if type(item) is NewEvent:  # the hot case first
                 ref = item.exchange_id
-                ex_id = None
                 if ref is not None:
-                    ex_id = ex_map.get(ref)
-                    if ex_id is None:
-                        raise TapeError(f"line {number}: event refers to exchange {ref}, not in the tape")
+                    item.exchange_id = ex_map[ref]  # import_blocks checked the tape holds it
                 task_id = item.task_id
-                append(
-                    NewEvent(
-                        payload,
-                        task_id,
-                        ex_id,
-                        item.seq,
-                        item.sse_event,
-                        item.received_at,
-                        item.mono,
-                        item.origin,
-                    )
-                )
+                append(item)
                 if task_id != last_task and task_id is not None:  # a tape's events come a task at a time
                     tasks[task_id] = None
                     last_task = task_id
@@ -298,17 +352,17 @@ def import_tape(
                     if progress:
                         progress(result.events)
                 continue
-            if not isinstance(item, TapeExchange):  # the header
-                continue
+            assert isinstance(item, ExchangeAt)
+            ex = item.line
             try:
-                if item.task_id is None and taskless is None:
+                if ex.task_id is None and taskless is None:
                     taskless = {
-                        _exchange_key(ex): ex.id for ex in store.exchanges() if ex.task_id is None and ex.id is not None
+                        _exchange_key(e): e.id for e in store.exchanges() if e.task_id is None and e.id is not None
                     }
-                ex_map[item.id] = _import_exchange(store, item, taskless)
+                ex_map[ex.id] = _import_exchange(store, ex, taskless)
                 result.exchanges += 1
             except (ValueError, TypeError) as exc:  # bad base64 and the like
-                raise TapeError(f"line {number}: {exc}") from None
+                raise TapeError(f"line {item.number}: {exc}") from None
         if pending:
             flush()
         if progress:
@@ -318,6 +372,87 @@ def import_tape(
     result.events = added
     result.task_ids = list(tasks)
     return result
+
+
+def _reader_fd(lines: Iterable[bytes], reader: bool | None) -> int | None:
+    """The descriptor of the regular file a reader process should parse ``lines`` from (from
+    where ``lines`` has got to), or None to parse them here."""
+    if reader is False or os.name != "posix" or not isinstance(lines, io.BufferedIOBase | io.RawIOBase):
+        return None
+    try:
+        fd = lines.fileno()
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # a pipe: what this side buffered would be lost to the child
+            return None
+        at = lines.tell()
+    except (OSError, ValueError):  # no descriptor (an in-memory file), closed
+        return None
+    if reader is None and info.st_size - at < READER_MIN_BYTES:
+        return None
+    os.lseek(fd, at, os.SEEK_SET)  # the child shares the offset; this side's buffer may have read ahead
+    return fd
+
+
+_PIPE_SIZE = 1 << 20  # Linux's default most for a pipe
+Frame = ImportBlock | str | None
+"""What the reader process sends, each frame prefixed by its length (4 bytes, little-endian): a
+block, a :class:`TapeError`'s message (then it stops), or None at the end of the tape."""
+_frame_decoder = msgspec.msgpack.Decoder(Frame)
+
+
+def start_reader(fd: int) -> subprocess.Popen[bytes] | None:
+    """A reader process (``python -m a2a_tape.store.tape_reader FD``) running
+    :func:`import_blocks` on the tape at descriptor ``fd``; None if none can start (the import
+    then parses the tape itself)."""
+    if not sys.executable:
+        return None
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "a2a_tape.store.tape_reader", str(fd)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # it reports on stdout, in its frames
+            pass_fds=(fd,),
+        )
+    except OSError:  # no processes left to start, and the like
+        return None
+    assert proc.stdout is not None  # stdout=PIPE
+    import fcntl  # POSIX only, as this path is (_reader_fd)
+
+    grow = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux
+    if grow is not None:
+        with suppress(OSError):  # a larger pipe: fewer switches between the two processes
+            fcntl.fcntl(proc.stdout.fileno(), grow, _PIPE_SIZE)
+    return proc
+
+
+@contextmanager
+def reader_blocks(proc: subprocess.Popen[bytes]) -> Iterator[Iterator[ImportBlock]]:
+    """The blocks the reader process sends: the same checks and errors as :func:`import_blocks`
+    in-process. The process is stopped and reaped when the block is left, whatever the reason."""
+    assert proc.stdout is not None  # started by start_reader
+
+    def frames(out: IO[bytes]) -> Iterator[ImportBlock]:
+        while True:
+            head = out.read(4)
+            try:
+                frame = _frame_decoder.decode(out.read(int.from_bytes(head, "little"))) if len(head) == 4 else ""
+            except msgspec.DecodeError:  # cut short: it died mid-frame
+                frame = ""
+            if frame is None:
+                return
+            if isinstance(frame, str):
+                proc.wait()
+                raise TapeError(frame or f"the tape reader stopped (exit status {proc.returncode})")
+            yield frame
+
+    try:
+        yield frames(proc.stdout)
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 _ExchangeKey = tuple[float, str, bytes]

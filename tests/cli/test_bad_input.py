@@ -200,3 +200,51 @@ def test_import_from_stdin_with_a_broken_line(tmp_path, log_db):
     assert result.exit_code == 2 and result.stderr.startswith("a2a-tape: error: line 4")
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
     assert count_events(db) == 0
+
+
+def _large_tape(events: int) -> list[bytes]:
+    """A tape over READER_MIN_BYTES: the installed command parses it in its reader process."""
+    lines = [b'{"type":"header","a2a_tape":1}\n']
+    for k in range(events):
+        task = b"task-%05d" % (k // 100)
+        lines.append(
+            b'{"type":"event","position":%d,"seq":%d,"task_id":"%s","received_at":%d.5,"payload":"{\\"n\\": %d}"}\n'
+            % (k + 1, k % 100 + 1, task, 1796000000 + k, k)
+        )
+    return lines
+
+
+def test_a_large_tape_through_the_installed_script(tmp_path):
+    """The reader-process path of `import` as a user meets it: the same log as an import parsed
+    in-process, and a bad line near the end is one readable line (exit 2) that imports nothing."""
+    from a2a_tape.store.tape import READER_MIN_BYTES, export_lines, import_tape
+
+    script = Path(sys.executable).with_name("a2a-tape")
+    if not script.exists():
+        pytest.skip(f"console script not installed next to {sys.executable}")
+    lines = _large_tape(30_000)
+    tape = tmp_path / "large.jsonl"
+    tape.write_bytes(b"".join(lines))
+    assert tape.stat().st_size >= READER_MIN_BYTES
+    db, here = tmp_path / "cli.db", tmp_path / "here.db"
+    proc = subprocess.run([str(script), "import", str(tape), "--db", str(db)], capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    with store_of(here) as st:
+        import_tape(st, lines, reader=False)
+    with store_of(db) as a, store_of(here) as b:
+        assert list(export_lines(a))[1:] == list(export_lines(b))[1:]  # all but the header's time
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join([*lines[:29_000], b'{"type":"event","position":\n', *lines[29_000:]]))
+    fresh = tmp_path / "fresh.db"
+    proc = subprocess.run([str(script), "import", str(bad), "--db", str(fresh)], capture_output=True, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and err.startswith("a2a-tape: error: line 29001: not a tape line"), err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert count_events(fresh) == 0
+
+
+def store_of(path: Path):
+    from a2a_tape import store
+
+    return store.open_store(path)

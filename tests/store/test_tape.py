@@ -1,16 +1,49 @@
-"""The JSONL tape: lossless export/import, idempotent re-import, atomic refusal of bad files."""
+"""The JSONL tape: lossless export/import, idempotent re-import, atomic refusal of bad files.
+
+Every import here runs both ways a tape is parsed: in the importing process (a list of lines,
+a small file) and in a reader process (a large file; ``reader=True`` forces it on a small one):
+the same log, the same result, the same error for the same line.
+"""
 
 from __future__ import annotations
 
-import io
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import msgspec
 import pytest
 
 from a2a_tape.store import Exchange, NewEvent, local_note
-from a2a_tape.store.tape import TAPE_VERSION, TapeError, export_lines, import_tape
+from a2a_tape.store.tape import (
+    TAPE_VERSION,
+    ImportResult,
+    TapeError,
+    export_lines,
+    import_tape,
+    reader_blocks,
+    start_reader,
+)
 
 from .payloads import v1_artifact, v1_status
+
+Importer = Callable[..., ImportResult]
+
+
+@pytest.fixture(params=["in-process", "reader-process"])
+def tape_import(request, tmp_path: Path) -> Importer:
+    """``tape_import(store, lines, **kw)``, the lines parsed here or by the reader process."""
+    if request.param == "in-process":
+        return import_tape
+    count = iter(range(1_000_000))
+
+    def through_a_file(st, lines: Iterable[bytes], **kw) -> ImportResult:
+        path = tmp_path / f"tape-{next(count)}.jsonl"
+        path.write_bytes(b"".join(lines))
+        with path.open("rb") as fh:
+            return import_tape(st, fh, reader=True, **kw)
+
+    return through_a_file
 
 
 def fill(st) -> None:
@@ -80,43 +113,43 @@ def snapshot(st):
     return list(st.read_from(0)), st.exchanges()
 
 
-def test_export_then_import_gives_the_same_log(backend):
+def test_export_then_import_gives_the_same_log(backend, tape_import):
     src = backend.open("src")
     fill(src)
     lines = export(src)
     dst = backend.open("dst")
-    result = import_tape(dst, lines)
+    result = tape_import(dst, lines)
     assert (result.events, result.exchanges, result.skipped) == (6, 3, 0)
     assert result.task_ids == ["t1", "t2"]
     assert snapshot(dst) == snapshot(src)  # positions, seqs, exchange ids, bytes, times, origins
     assert without_exported_at(export(dst)) == without_exported_at(lines)
 
 
-def test_export_of_one_task_carries_its_exchanges_only(backend):
+def test_export_of_one_task_carries_its_exchanges_only(backend, tape_import):
     src = backend.open("src")
     fill(src)
     lines = export(src, task_ids=["t2"])
     header = msgspec.json.decode(lines[0])
     assert (header["type"], header["a2a_tape"], header["events"], header["exchanges"]) == ("header", TAPE_VERSION, 2, 1)
     dst = backend.open("dst")
-    import_tape(dst, lines)
+    tape_import(dst, lines)
     assert [e.payload for e in dst.read_task("t2")] == [e.payload for e in src.read_task("t2")]
     assert dst.read_task("t1") == []
 
 
-def test_importing_twice_changes_nothing(backend):
+def test_importing_twice_changes_nothing(backend, tape_import):
     src = backend.open("src")
     fill(src)
     lines = export(src)
     dst = backend.open("dst")
-    import_tape(dst, lines)
+    tape_import(dst, lines)
     before = snapshot(dst)
-    again = import_tape(dst, lines)
+    again = tape_import(dst, lines)
     assert (again.events, again.skipped) == (0, 6)
     assert snapshot(dst) == before
 
 
-def test_a_broken_line_in_the_middle_imports_nothing_and_names_the_line(backend):
+def test_a_broken_line_in_the_middle_imports_nothing_and_names_the_line(backend, tape_import):
     src = backend.open("src")
     fill(src)
     lines = export(src)
@@ -125,76 +158,76 @@ def test_a_broken_line_in_the_middle_imports_nothing_and_names_the_line(backend)
     before = snapshot(dst)
     broken = lines[:6] + [b'{"type": "event", "position": 7, "seq": \n'] + lines[6:]
     with pytest.raises(TapeError, match=r"^line 7: not a tape line"):
-        import_tape(dst, broken, batch=2)  # small batches: some were flushed before the bad line
+        tape_import(dst, broken, batch=2)  # small batches: some were flushed before the bad line
     assert snapshot(dst) == before
 
 
-def test_bad_base64_names_the_line(backend):
+def test_bad_base64_names_the_line(backend, tape_import):
     dst = backend.open()
     lines = [
         b'{"type":"header","a2a_tape":1}\n',
         b'{"type":"event","position":1,"seq":1,"task_id":"t","payload_b64":"!!"}\n',
     ]
     with pytest.raises(TapeError, match="^line 2"):
-        import_tape(dst, lines)
+        tape_import(dst, lines)
     assert dst.count_events() == 0
 
 
-def test_a_non_utf8_line_is_refused_as_such(backend):
+def test_a_non_utf8_line_is_refused_as_such(backend, tape_import):
     src = backend.open("src")
     fill(src)
     lines = export(src)
     dst = backend.open("dst")
     with pytest.raises(TapeError, match=r"line 3: .*not UTF-8"):
-        import_tape(dst, lines[:2] + [b'{"type": "event", "payload": "\xff\xfe"}\n'] + lines[2:])
+        tape_import(dst, lines[:2] + [b'{"type": "event", "payload": "\xff\xfe"}\n'] + lines[2:])
     assert dst.count_events() == 0 and dst.exchanges() == []
 
 
-def test_a_newer_tape_version_is_refused(backend):
+def test_a_newer_tape_version_is_refused(backend, tape_import):
     dst = backend.open()
     with pytest.raises(TapeError, match=f"tape version {TAPE_VERSION + 1} is newer"):
-        import_tape(dst, [msgspec.json.encode({"type": "header", "a2a_tape": TAPE_VERSION + 1}) + b"\n"])
+        tape_import(dst, [msgspec.json.encode({"type": "header", "a2a_tape": TAPE_VERSION + 1}) + b"\n"])
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n  \n"], ids=["empty", "blank-lines"])
-def test_an_empty_file_is_refused(backend, content):
+def test_an_empty_file_is_refused(backend, content, tape_import):
     dst = backend.open()
     with pytest.raises(TapeError, match="empty"):
-        import_tape(dst, io.BytesIO(content))
+        tape_import(dst, [content])
 
 
-def test_a_file_without_header_is_refused(backend):
+def test_a_file_without_header_is_refused(backend, tape_import):
     dst = backend.open()
     with pytest.raises(TapeError, match="line 1: not an a2a-tape file"):
-        import_tape(dst, [b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n'])
+        tape_import(dst, [b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n'])
     assert dst.count_events() == 0
 
 
-def test_a_tape_conflicting_with_the_log_imports_nothing(backend):
+def test_a_tape_conflicting_with_the_log_imports_nothing(backend, tape_import):
     src = backend.open("src")
     fill(src)
     dst = backend.open("dst")
     dst.append(NewEvent(payload=b"different bytes", task_id="t1"))  # t1 seq 1 is taken
     with pytest.raises(Exception, match="already stored with other bytes"):
-        import_tape(dst, export(src))
+        tape_import(dst, export(src))
     assert dst.count_events() == 1 and dst.exchanges() == []
 
 
-def test_the_header_always_carries_the_version_and_an_old_header_without_it_reads_as_1(backend):
+def test_the_header_always_carries_the_version_and_an_old_header_without_it_reads_as_1(backend, tape_import):
     st = backend.open()
     st.append(NewEvent(payload=b"x", task_id="t"))
     header = msgspec.json.decode(export(st)[0])
     assert header["a2a_tape"] == TAPE_VERSION
     dst = backend.open("dst")
     assert (
-        import_tape(
+        tape_import(
             dst, [b'{"type":"header"}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t","payload":"x"}\n']
         ).events
         == 1
     )
 
 
-def test_an_event_of_an_exchange_missing_from_the_tape_names_the_line(backend):
+def test_an_event_of_an_exchange_missing_from_the_tape_names_the_line(backend, tape_import):
     dst = backend.open()
     lines = [
         b'{"type":"header","a2a_tape":1}\n',
@@ -202,14 +235,14 @@ def test_an_event_of_an_exchange_missing_from_the_tape_names_the_line(backend):
         b'{"type":"event","position":2,"seq":2,"task_id":"t","exchange_id":7,"payload":"b"}\n',
     ]
     with pytest.raises(TapeError, match="^line 3: event refers to exchange 7"):
-        import_tape(dst, lines)
+        tape_import(dst, lines)
     assert dst.count_events() == 0
 
 
-def test_an_event_without_payload_names_the_line(backend):
+def test_an_event_without_payload_names_the_line(backend, tape_import):
     dst = backend.open()
     with pytest.raises(TapeError, match="^line 2: event without payload"):
-        import_tape(
+        tape_import(
             dst, [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"task_id":"t"}\n']
         )
     assert dst.count_events() == 0
@@ -232,21 +265,93 @@ def _long_tape(n: int) -> list[bytes]:
         b'{"type":"event","position":1,"seq":1,"payload":"\xff"}\n',  # not UTF-8
     ],
 )
-def test_a_bad_line_anywhere_in_a_long_tape_is_named(backend, where, bad):
+def test_a_bad_line_anywhere_in_a_long_tape_is_named(backend, where, bad, tape_import):
     """Lines are read in blocks of 512, each decoded on its own: a bad line (two values on one
     line among them) is named wherever it is, block boundaries included."""
     lines = _long_tape(1500)
     lines.insert(where, bad)
     dst = backend.open()
     with pytest.raises(TapeError, match=rf"^line {where + 1}: not a tape line"):
-        import_tape(dst, lines)
+        tape_import(dst, lines)
     assert dst.count_events() == 0
 
 
-def test_blank_lines_anywhere_are_skipped(backend):
+def test_blank_lines_anywhere_are_skipped(backend, tape_import):
     lines = _long_tape(1100)
     for at in (1000, 600, 512, 3, 1):
         lines.insert(at, b"  \n" if at % 2 else b"\n")
     dst = backend.open()
-    assert import_tape(dst, lines).events == 1100
+    assert tape_import(dst, lines).events == 1100
     assert [e.seq for e in dst.read_task("t")] == list(range(1, 1101))
+
+
+def test_a_large_file_is_parsed_by_the_reader_process_and_a_small_one_here(backend, tmp_path, monkeypatch):
+    """The choice is by what is left of the file: READER_MIN_BYTES or more goes to the reader."""
+    from a2a_tape.store import tape
+
+    started: list[int] = []
+    real = tape.start_reader
+
+    def spy(fd: int):
+        started.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(tape, "start_reader", spy)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_long_tape(50)))
+    with path.open("rb") as fh:
+        assert import_tape(backend.open("a"), fh).events == 50
+    assert started == []
+    monkeypatch.setattr(tape, "READER_MIN_BYTES", 100)
+    with path.open("rb") as fh:
+        assert import_tape(backend.open("b"), fh, reader=False).events == 50
+    assert started == []
+    with path.open("rb") as fh:
+        assert import_tape(backend.open("c"), fh).events == 50
+    assert len(started) == 1
+
+
+def test_the_reader_starts_where_the_file_is_even_after_buffered_reads(backend, tmp_path):
+    """The reader process shares the file's offset; this side may have read ahead into its buffer."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_long_tape(2000)))
+    other = backend.open("other")
+    with path.open("rb") as fh:
+        fh.readline()  # buffered: the descriptor's offset is past the header now
+        with pytest.raises(TapeError, match="^line 1: not an a2a-tape file"):
+            import_tape(other, fh, reader=True)  # the reader sees the event lines first: no header
+    with path.open("rb") as fh:
+        assert import_tape(backend.open(), fh, reader=True).events == 2000
+
+
+def test_a_pipe_is_parsed_here(backend, tmp_path):
+    """What this side buffered of a pipe would be lost to a reader process: it is never used."""
+    import os
+
+    read_end, write_end = os.pipe()
+    with open(write_end, "wb") as w:
+        w.write(b"".join(_long_tape(20)))
+    with open(read_end, "rb") as fh:
+        assert import_tape(backend.open(), fh, reader=True).events == 20
+
+
+def test_a_reader_that_dies_is_a_tape_error_and_imports_nothing(backend, tmp_path, monkeypatch):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_long_tape(10)))
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # "python -m a2a_tape.store.tape_reader" exits 1, says nothing
+    dst = backend.open()
+    with path.open("rb") as fh, pytest.raises(TapeError, match=r"^the tape reader stopped \(exit status 1\)$"):
+        import_tape(dst, fh, reader=True)
+    assert dst.count_events() == 0
+
+
+def test_leaving_the_reader_early_stops_it(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_long_tape(100_000)))  # more than the pipe holds: it is still writing
+    with path.open("rb") as fh:
+        proc = start_reader(fh.fileno())
+        assert proc is not None
+        with reader_blocks(proc) as blocks:
+            assert len(next(blocks)) == 512 - 1  # the first block: the header and 511 events
+            assert proc.poll() is None
+    assert proc.returncode is not None  # stopped and reaped, not left running
