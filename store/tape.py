@@ -408,7 +408,7 @@ def start_reader(fd: int) -> subprocess.Popen[bytes] | None:
         return None
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "a2a_tape.store.tape_reader", str(fd)],
+            [sys.executable, "-P", "-m", "a2a_tape.store.tape_reader", str(fd)],  # -P: not the cwd's a2a_tape
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # it reports on stdout, in its frames

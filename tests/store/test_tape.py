@@ -355,3 +355,15 @@ def test_leaving_the_reader_early_stops_it(tmp_path):
             assert len(next(blocks)) == 512 - 1  # the first block: the header and 511 events
             assert proc.poll() is None
     assert proc.returncode is not None  # stopped and reaped, not left running
+
+
+def test_the_reader_never_imports_a_package_of_the_working_directory(backend, tmp_path, monkeypatch):
+    """A user's project may hold its own ``a2a_tape/``: the reader process runs ours (``-P``)."""
+    fake = tmp_path / "project" / "a2a_tape"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('the project of the user, not a2a-tape')\n")
+    monkeypatch.chdir(fake.parent)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_long_tape(30)))
+    with path.open("rb") as fh:
+        assert import_tape(backend.open(), fh, reader=True).events == 30
