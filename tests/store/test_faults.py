@@ -31,7 +31,7 @@ from a2a_tape.store import (
     SqliteStore,
     StoreError,
 )
-from a2a_tape.store.tape import write_tape
+from a2a_tape.store.tape import READER_MIN_BYTES, write_tape
 from tests.cli.conftest import TASK, make_log
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
@@ -175,6 +175,7 @@ def _tape(tmp_path: Path, events: int) -> Path:
 
 def test_import_and_copy_on_a_full_disk_exit_2_with_one_line_and_the_log_unchanged(tmp_path, small_fs):
     tape = _tape(tmp_path, 600)  # ~3 MB of payloads: more than the file system holds
+    assert tape.stat().st_size >= READER_MIN_BYTES  # parsed by the import's reader process
     db = small_fs / "log.db"
     make_log(db)
     before = _dump(db)
@@ -271,8 +272,10 @@ def test_group_commit_producers_receive_database_locked(tmp_path):
     st.close()
 
 
-def test_import_and_copy_while_locked_exit_2_after_the_busy_timeout(tmp_path):
-    tape = _tape(tmp_path, 20)
+@pytest.mark.parametrize("events", [20, 600], ids=["parsed-in-process", "reader-process"])
+def test_import_and_copy_while_locked_exit_2_after_the_busy_timeout(tmp_path, events):
+    tape = _tape(tmp_path, events)
+    assert (tape.stat().st_size >= READER_MIN_BYTES) == (events == 600)
     db = tmp_path / "log.db"
     make_log(db)
     before = _dump(db)
