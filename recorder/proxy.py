@@ -24,6 +24,11 @@ aside, :mod:`recorder.proxy_http`), SSE fields and comments.
 
 A relayed response is a :class:`recorder.relay.Live`: the head and items published so far plus
 a wake-up event. The first client and any duplicate attached to it read the same one.
+
+This module holds the relay's state and its steps; the pieces around it are
+:mod:`recorder.proxy_http` (which requests are public, which headers cross, the relayed
+response), :mod:`recorder.proxy_tee` (an SSE answer, write-ahead, item by item) and
+:mod:`recorder.proxy_faults` (what a failure means for the row and the client).
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -44,19 +48,17 @@ import httpx
 from anyio.abc import TaskGroup
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Send
 
 from a2a_tape import store
 from a2a_tape.replay import sse
-from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
+from a2a_tape.store.errors import StoreError
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.sse import SseItem
 
 from . import client as a2a
-from .capture import CUT, Capture, DecodingError, FirstByteTimeout, Timeouts, body_chunks, send
+from .capture import CUT, Capture, DecodingError, Timeouts, body_chunks, send
 from .capture import store_fault as as_store_fault
 from .idempotency import (
     BadRequest,
@@ -72,7 +74,21 @@ from .idempotency import (
     request_id,
     rpc_error,
 )
-from .proxy_http import Upstream, is_public, request_headers, response_headers, token_presented, without_userinfo
+from .proxy_faults import classify, store_fault
+from .proxy_http import (
+    QUIET_CUT,
+    RelayedStream,
+    Upstream,
+    encoded,
+    is_json,
+    is_public,
+    media,
+    request_headers,
+    response_headers,
+    token_presented,
+    without_userinfo,
+)
+from .proxy_tee import tee
 from .recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from .relay import Cut as _Cut
 from .relay import Headers, Live
@@ -127,66 +143,6 @@ class Outgoing:
     dialect: str | None
 
 
-class _RelayFault(A2ATapeError):
-    """A relay that could not complete; ``outcome`` and the one-line reason for the row."""
-
-    def __init__(self, outcome: str, why: str, status: int, *, release: bool = False) -> None:
-        super().__init__(why)
-        self.outcome, self.why, self.status, self.release = outcome, why, status, release
-
-
-class _QuietCut(logging.Filter):
-    """uvicorn logs a response that ends without its last chunk as an error; the proxy's only
-    such responses are the streams it cuts on purpose (the upstream cut them), recorded as
-    ``dropped`` on their exchange: not an error of the proxy."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "returned without completing response" not in record.getMessage()
-
-
-_QUIET_CUT = _QuietCut()
-
-
-class _RelayedStream(StreamingResponse):
-    """A streaming answer that can end without its last chunk: when the upstream cut its stream,
-    the client's connection is closed the same way instead of ending as if the agent finished."""
-
-    async def stream_response(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        try:
-            async for chunk in self.body_iterator:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except _Cut:
-            return
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _media(content_type: str | None) -> str:
-    return (content_type or "").split(";", 1)[0].strip().lower()
-
-
-def _is_json(content_type: str | None) -> bool:
-    media = _media(content_type)
-    return media == _JSON or media.endswith("+json")
-
-
-def _encoded(headers: Headers) -> list[tuple[bytes, bytes]]:
-    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-
-
-def store_fault(exc: StoreError) -> str:
-    """One line naming why the log could not be written."""
-    if isinstance(exc, DiskFull):
-        cause = "the disk holding it is full"
-    elif isinstance(exc, DatabaseLocked):
-        cause = "another process holds its write lock"
-    elif isinstance(exc, ReadOnlyStore):
-        cause = "it is read-only"
-    else:
-        cause = "the store failed"
-    return f"the recording proxy cannot write its log ({cause}): {exc}"
-
-
 class Proxy:
     """The proxy's state: store, writer, HTTP client, live responses, the idempotency gateway."""
 
@@ -219,7 +175,7 @@ class Proxy:
         timeout = httpx.Timeout(connect=cfg.connect_timeout, read=None, write=30.0, pool=None)
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
         mark = mark_proxy(self.store)
-        logging.getLogger("uvicorn.error").addFilter(_QUIET_CUT)
+        logging.getLogger("uvicorn.error").addFilter(QUIET_CUT)
         try:
             async with httpx.AsyncClient(timeout=timeout, limits=limits, auth=cfg.target.auth) as http:
                 async with store.GroupCommitWriter(self.store) as writer:
@@ -235,7 +191,7 @@ class Proxy:
                         finally:
                             tg.cancel_scope.cancel()
         finally:
-            logging.getLogger("uvicorn.error").removeFilter(_QUIET_CUT)
+            logging.getLogger("uvicorn.error").removeFilter(QUIET_CUT)
             unmark_proxy(self.store, mark)
 
     async def _recover(self, up_to: int) -> None:
@@ -361,7 +317,7 @@ class Proxy:
             finally:
                 await resp.aclose()
         except (httpx.HTTPError, DecodingError) as exc:
-            fault = self._classify(exc, url)
+            fault = classify(exc, url, self._timeouts)
             with contextlib.suppress(StoreError):
                 await self._exchange_row(
                     store.Exchange(
@@ -376,7 +332,7 @@ class Proxy:
                 )
             return self._fault_answer(None, fault.status, fault.why)
         body = content
-        if resp.status_code == 200 and _is_json(resp.headers.get("content-type")):
+        if resp.status_code == 200 and is_json(resp.headers.get("content-type")):
             body = self._rewrite_card(body, self._proxy_origin(request))
         with contextlib.suppress(StoreError):  # the card is read-only: a full disk does not hide it
             await self._exchange_row(
@@ -397,7 +353,7 @@ class Proxy:
             )
         answer = Response(body, resp.status_code)
         answer.raw_headers.extend(
-            _encoded(response_headers(resp.headers, self.config.origin, self._proxy_origin(request)))
+            encoded(response_headers(resp.headers, self.config.origin, self._proxy_origin(request)))
         )
         return answer
 
@@ -584,43 +540,15 @@ class Proxy:
     async def _respond(self, live: Live, rpc_id: bytes | None) -> Response:
         await live.ready.wait()
         if live.mode == "sse":
-            stream = _RelayedStream(live.follow(rpc_id), live.status)
-            stream.raw_headers.extend(_encoded(live.headers))
+            stream = RelayedStream(live.follow(rpc_id), live.status)
+            stream.raw_headers.extend(encoded(live.headers))
             return stream
         await live.finished.wait()
         answer = Response(live.body_for(rpc_id), live.status)
-        answer.raw_headers.extend(_encoded(live.headers))
+        answer.raw_headers.extend(encoded(live.headers))
         return answer
 
     # -- the upstream side ----------------------------------------------------------------------
-
-    def _classify(self, exc: BaseException, url: str, *, sent: bool = False) -> _RelayFault:
-        """What a failed upstream call means, as one line (``sent``: the head was already relayed)."""
-        cfg = self.config
-        if isinstance(exc, _RelayFault):
-            return exc
-        if isinstance(exc, FirstByteTimeout):
-            return _RelayFault(
-                "timeout",
-                f"the upstream agent accepted the request but sent no answer within {cfg.first_byte_timeout:g} s "
-                "(--first-byte-timeout)",
-                504,
-            )
-        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol)):
-            # the request never reached the agent: its key is released, a retry may run
-            return _RelayFault(
-                "error", f"upstream agent unreachable: {a2a.describe_http_error(exc, url)}", 502, release=True
-            )
-        if isinstance(exc, httpx.ReadTimeout):
-            return _RelayFault(
-                "timeout", f"the upstream agent went silent for {cfg.read_timeout:g} s mid-answer (--read-timeout)", 504
-            )
-        if isinstance(exc, (DecodingError, httpx.DecodingError)):
-            return _RelayFault("error", f"the upstream agent's answer does not decode: {_short(exc)}", 502)
-        if isinstance(exc, httpx.HTTPError):
-            why = a2a.describe_http_error(exc, url)
-            return _RelayFault("dropped" if sent else "error", f"the upstream agent's answer broke off: {why}", 502)
-        return _RelayFault("error", f"proxy error: {type(exc).__name__}: {_short(exc)}", 502)
 
     async def _pump(
         self,
@@ -661,7 +589,7 @@ class Proxy:
                 row.update(outcome="error", error=why)
                 status = 503
             else:
-                relay_fault = self._classify(exc, out.url, sent=live.ready.is_set())
+                relay_fault = classify(exc, out.url, self._timeouts, sent=live.ready.is_set())
                 why, status = relay_fault.why, relay_fault.status
                 row.update(outcome=relay_fault.outcome, error=why)
                 release = relay_fault.release and not live.ready.is_set()
@@ -682,16 +610,17 @@ class Proxy:
         row.update(
             status=resp.status_code, content_type=ct or None, response_headers=self._stored_headers(resp.headers)
         )
-        if _media(ct) == "text/event-stream":
+        if media(ct) == "text/event-stream":
             live.start_sse(resp.status_code, headers)
-            await self._tee(resp, live, cap)
+            assert self.writer is not None
+            await tee(resp, live, cap, self.writer, self._notes)
             row["outcome"] = "closed"
             if cap.cut:  # the last item came without its blank line: kept, and relayed as it came
                 row.update(outcome="incomplete", error=CUT)
             return True
         data = b"".join([chunk async for chunk in body_chunks(resp)])
         recorded = False
-        if _is_json(ct):
+        if is_json(ct):
             new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
             if new is None:  # JSON, but not an A2A item: kept (redacted) on the row
                 row["response_body"] = cap.response_body(data)
@@ -766,76 +695,6 @@ class Proxy:
             else:
                 self.gateway.done(key, task_id)
 
-    async def _tee(self, resp: httpx.Response, live: Live, cap: Capture) -> None:
-        """Parse the upstream SSE with the capture core, append each item, then publish its exact bytes.
-
-        Reading the socket and committing are two tasks sharing a plain list: the reader never
-        yields to the loop for an item it already has, so the items that arrive while a commit
-        is on its way to disk form the next batch (one thread hop and one fsync per batch, not
-        per item). Nothing is published before its batch is durable. Each item is published
-        with its exact bytes (``raw``: ``id``/``retry`` fields, comments, a BOM, the agent's line
-        ends), so the client reads what the agent sent; a last item cut by the close is kept.
-        Either side's failure stops both and is raised here as it is (the reader's once the
-        items it had read are in)."""
-        writer = self.writer
-        assert writer is not None
-        pending: list[SseItem] = []
-        state: dict[str, Any] = {"wake": anyio.Event(), "drained": anyio.Event(), "eof": False, "error": None}
-
-        async def read() -> None:
-            try:
-                async for chunk in body_chunks(resp):
-                    items = cap.feed(chunk)
-                    if items:
-                        pending.extend(items)
-                        state["wake"].set()
-                        if len(pending) >= 4096:  # the disk is behind: stop reading a moment
-                            state["drained"] = anyio.Event()
-                            await state["drained"].wait()
-                pending.extend(cap.close())
-                tail = cap.parser.tail if cap.parser is not None else b""
-                if tail:  # bytes after the last item that make none (stray blank lines): passed on
-                    pending.append(SseItem(b"", None, True, raw=tail))
-            except (httpx.ReadTimeout, DecodingError, httpx.DecodingError) as exc:
-                state["error"] = exc
-            except httpx.HTTPError as exc:
-                state["error"] = _Cut(f"the upstream agent cut its stream: {a2a.describe_http_error(exc, '')}")
-            except Exception as exc:  # noqa: BLE001 - raised by _tee once the items read are in
-                state["error"] = exc
-            finally:
-                state["eof"] = True
-                state["wake"].set()
-
-        async def commit() -> None:
-            while True:
-                if not pending:
-                    if state["eof"]:
-                        return
-                    await state["wake"].wait()
-                    state["wake"] = anyio.Event()
-                    continue
-                batch = pending[:]
-                pending.clear()
-                state["drained"].set()
-                # redacted payloads, task ids learnt, comments skipped; a plain text chunk is read
-                # with the narrow decoder (the decoded items are not looked at here)
-                events, _ = cap.events(batch, peek=True)
-                try:
-                    if events:
-                        await writer.append_many(events)
-                    await self._notes(cap)
-                except Exception as exc:  # noqa: BLE001 - nothing of this batch is published
-                    state["error"] = exc
-                    tg.cancel_scope.cancel()
-                    return
-                live.publish([(it.raw, None if it.comment else it.data, it.event) for it in batch])
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            await commit()
-        if state["error"] is not None:
-            raise state["error"]
-
     async def _replay_from_log(
         self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str]
     ) -> None:
@@ -878,11 +737,6 @@ def _error_event(out: Outgoing) -> str | None:
     """The SSE event name an error item carries in the request's dialect (a2a-sdk 1.3.0 names it
     ``error`` in v1.0 streams, sends it unnamed in v0.3 ones)."""
     return "error" if out.dialect == "1.0" else None
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:160] if text else type(exc).__name__
 
 
 def _is_rest(path: str) -> bool:

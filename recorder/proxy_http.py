@@ -20,13 +20,18 @@ rules for the edges of that:
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
+from starlette.responses import StreamingResponse
+from starlette.types import Send
 
 from a2a_tape.replay.reply import HOP_BY_HOP
+
+from .relay import Cut, Headers
 
 CARD_PATHS = frozenset({b"/.well-known/agent-card.json", b"/.well-known/agent.json"})
 
@@ -35,6 +40,7 @@ _REQUEST_DROP = _HOP | {"host", "content-length", "accept-encoding"}  # httpx se
 # the answer is decoded and framed again by the proxy's server, which sets its own date and server
 _RESPONSE_DROP = _HOP | {"content-length", "content-encoding", "date", "server", "proxy-authenticate"}
 _AUTH_HEADERS = ("authorization", "proxy-authorization")
+_JSON = "application/json"
 
 
 @dataclass(frozen=True)
@@ -140,3 +146,42 @@ def _connection_tokens(pairs: list[tuple[str, str]]) -> frozenset[str]:
         if name.lower() == "connection":
             names.update(t.strip().lower() for t in value.split(",") if t.strip())
     return frozenset(names)
+
+
+def media(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_json(content_type: str | None) -> bool:
+    kind = media(content_type)
+    return kind == _JSON or kind.endswith("+json")
+
+
+def encoded(headers: Headers) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+
+
+class QuietCut(logging.Filter):
+    """uvicorn logs a response that ends without its last chunk as an error; the proxy's only
+    such responses are the streams it cuts on purpose (the upstream cut them), recorded as
+    ``dropped`` on their exchange: not an error of the proxy."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "returned without completing response" not in record.getMessage()
+
+
+QUIET_CUT = QuietCut()
+
+
+class RelayedStream(StreamingResponse):
+    """A streaming answer that can end without its last chunk: when the upstream cut its stream,
+    the client's connection is closed the same way instead of ending as if the agent finished."""
+
+    async def stream_response(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        try:
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except Cut:
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
