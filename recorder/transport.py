@@ -341,11 +341,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         try:
             resp = await self._async.handle_async_request(request)
         except httpx.HTTPError as exc:
-            session.finish(
-                ex_id,
-                "timeout" if isinstance(exc, httpx.TimeoutException) else "error",
-                error=describe(exc, url_of(request), session.capture(ex_id)),
-            )
+            _failed(session, ex_id, request, exc)
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(
@@ -377,11 +373,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         try:
             resp = self._sync.handle_request(request)
         except httpx.HTTPError as exc:
-            session.finish(
-                ex_id,
-                "timeout" if isinstance(exc, httpx.TimeoutException) else "error",
-                error=describe(exc, url_of(request), session.capture(ex_id)),
-            )
+            _failed(session, ex_id, request, exc)
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(
@@ -396,3 +388,12 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             self._sync.close()
         if self._owns_store:
             self.store.close()
+
+
+def _failed(session: Session, ex_id: int, request: httpx.Request, exc: httpx.HTTPError) -> None:
+    """The exchange of a request that got no answer: timed out or failed, and why (redacted)."""
+    session.finish(
+        ex_id,
+        "timeout" if isinstance(exc, httpx.TimeoutException) else "error",
+        error=describe(exc, url_of(request), session.capture(ex_id)),
+    )
