@@ -180,6 +180,7 @@ def export_lines(
 
 
 _BLOCK = 512  # lines per block
+_BLOCK_BYTES = 8 << 20  # and a block of long lines ends sooner: a block is held decoded (twice across a pipe)
 
 
 def read_tape_blocks(lines: Iterable[bytes]) -> Iterator[list[tuple[int, TapeLine]]]:
@@ -189,15 +190,17 @@ def read_tape_blocks(lines: Iterable[bytes]) -> Iterator[list[tuple[int, TapeLin
     first = True
     numbers: list[int] = []
     raws: list[bytes] = []
+    size = 0
     for number, raw in enumerate(lines, 1):
         if raw[:1] != b"{" and not raw.strip():  # a blank line
             continue
         numbers.append(number)
         raws.append(raw)
-        if len(raws) >= _BLOCK:
+        size += len(raw)
+        if len(raws) >= _BLOCK or size >= _BLOCK_BYTES:
             block = _decode_block(numbers, raws, first)
             first = False
-            numbers, raws = [], []
+            numbers, raws, size = [], [], 0
             yield block
     if raws:
         yield _decode_block(numbers, raws, first)

@@ -367,3 +367,23 @@ def test_the_reader_never_imports_a_package_of_the_working_directory(backend, tm
     path.write_bytes(b"".join(_long_tape(30)))
     with path.open("rb") as fh:
         assert import_tape(backend.open(), fh, reader=True).events == 30
+
+
+def test_long_lines_make_smaller_blocks_and_import_whole(backend, tape_import, monkeypatch):
+    """A block ends at 512 lines or at _BLOCK_BYTES, whichever comes first (a tape of long lines
+    is never held 512 at a time); its lines import whole, in order, either way."""
+    from a2a_tape.store import tape
+
+    monkeypatch.setattr(tape, "_BLOCK_BYTES", 10_000)  # the reader process keeps its own 8 MiB: same log
+    body = "x" * 3000
+    lines = [b'{"type":"header","a2a_tape":1}\n']
+    for k in range(40):
+        lines.append(
+            b'{"type":"event","position":%d,"seq":%d,"task_id":"t","payload":"%d %s"}\n'
+            % (k + 1, k + 1, k, body.encode())
+        )
+    blocks = list(tape.read_tape_blocks(lines))
+    assert [len(b) for b in blocks[:2]] == [5, 4] and sum(map(len, blocks)) == 41  # the header, then 3 kB lines
+    dst = backend.open()
+    assert tape_import(dst, lines).events == 40
+    assert [bytes(e.payload).split()[0] for e in dst.read_task("t")] == [b"%d" % k for k in range(40)]
