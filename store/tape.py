@@ -311,9 +311,10 @@ def import_tape(
 ) -> ImportResult:
     """Import a tape atomically: on any bad line nothing of the file is in the log.
 
-    ``lines`` is any iterable of lines; a binary file of :data:`READER_MIN_BYTES` or more (or any
-    file with ``reader=True``; never with ``reader=False``) is parsed by a second process while
-    this one appends (:func:`start_reader`): the import then takes both cores."""
+    ``lines`` is any iterable of lines. A regular file opened in binary mode with
+    :data:`READER_MIN_BYTES` or more left to read (any such file with ``reader=True``; none with
+    ``reader=False``) is parsed by a second process while this one appends (:func:`start_reader`):
+    the import then takes both cores. A pipe, or any other iterable, is parsed here."""
     fd = _reader_fd(lines, reader)
     proc = None if fd is None else start_reader(fd)
     if proc is None:
