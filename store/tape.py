@@ -408,21 +408,27 @@ def start_reader(fd: int) -> subprocess.Popen[bytes] | None:
     """A reader process (``python -m a2a_tape.store.tape_reader FD``) running
     :func:`import_blocks` on the tape at descriptor ``fd``; None if none can start (the import
     then parses the tape itself)."""
+    import fcntl  # POSIX only, as this path is (_reader_fd)
+
     if not sys.executable:
+        return None
+    try:  # the same open file (its offset too) at 3 or above: as 0 it would become the child's stdin
+        own = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:
         return None
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "a2a_tape.store.tape_reader", str(fd)],  # -P: not the cwd's a2a_tape
+            [sys.executable, "-P", "-m", "a2a_tape.store.tape_reader", str(own)],  # -P: not the cwd's a2a_tape
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # it reports on stdout, in its frames
-            pass_fds=(fd,),
+            pass_fds=(own,),
         )
     except OSError:  # no processes left to start, and the like
         return None
+    finally:
+        os.close(own)
     assert proc.stdout is not None  # stdout=PIPE
-    import fcntl  # POSIX only, as this path is (_reader_fd)
-
     grow = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux
     if grow is not None:
         with suppress(OSError):  # a larger pipe: fewer switches between the two processes

@@ -233,6 +233,14 @@ def test_a_large_tape_through_the_installed_script(tmp_path):
         import_tape(st, lines, reader=False)
     with store_of(db) as a, store_of(here) as b:
         assert list(export_lines(a))[1:] == list(export_lines(b))[1:]  # all but the header's time
+    piped = tmp_path / "stdin.db"  # `import - < FILE`: the reader process reads the file on descriptor 0
+    with tape.open("rb") as fh:
+        proc = subprocess.run(
+            [str(script), "import", "-", "--db", str(piped)], stdin=fh, capture_output=True, timeout=120
+        )
+    assert proc.returncode == 0, proc.stderr
+    with store_of(piped) as a, store_of(here) as b:
+        assert list(export_lines(a))[1:] == list(export_lines(b))[1:]
 
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"".join([*lines[:29_000], b'{"type":"event","position":\n', *lines[29_000:]]))
