@@ -410,7 +410,7 @@ def start_reader(fd: int) -> subprocess.Popen[bytes] | None:
     then parses the tape itself)."""
     import fcntl  # POSIX only, as this path is (_reader_fd)
 
-    if not sys.executable:
+    if not sys.executable or getattr(sys, "frozen", False):  # a frozen build has no "python -m"
         return None
     try:  # the same open file (its offset too) at 3 or above: as 0 it would become the child's stdin
         own = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)

@@ -387,3 +387,17 @@ def test_long_lines_make_smaller_blocks_and_import_whole(backend, tape_import, m
     dst = backend.open()
     assert tape_import(dst, lines).events == 40
     assert [bytes(e.payload).split()[0] for e in dst.read_task("t")] == [b"%d" % k for k in range(40)]
+
+
+@pytest.mark.parametrize("how", ["frozen", "no-interpreter"])
+def test_no_reader_where_no_python_can_start_it(backend, tmp_path, monkeypatch, how):
+    """A frozen build (its executable is the app, not python) or no sys.executable: parsed here."""
+    if how == "frozen":
+        monkeypatch.setattr(sys, "frozen", True, raising=False)
+        monkeypatch.setattr(sys, "executable", "/bin/false")  # would fail the import if it were started
+    else:
+        monkeypatch.setattr(sys, "executable", "")
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_long_tape(30)))
+    with path.open("rb") as fh:
+        assert import_tape(backend.open(), fh, reader=True).events == 30
