@@ -265,26 +265,12 @@ def since(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> 
     return value
 
 
-def parse_factor(value: str) -> float:
-    """``instant`` -> 0, ``real`` -> 1, FACTOR (``10`` or ``10x``: ten times faster) -> the factor."""
-    v = value.strip().lower()
-    if v == "instant":
-        return 0.0
-    if v == "real":
-        return 1.0
-    try:
-        factor = float(v.removesuffix("x"))
-    except ValueError:
-        raise ValueError(f"'{value}' is not instant, real or a speed-up factor such as 10") from None
-    if not math.isfinite(factor) or not 1e-6 <= factor <= 1e6:
-        raise ValueError(f"'{value}': the factor must be a finite number from 0.000001 to 1000000")
-    return factor
-
-
 def timing(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
-    """``--timing``: instant, real or a finite FACTOR > 0."""
+    """``--timing``: instant, real or a finite FACTOR > 0 (:func:`replay.playback.parse_timing`)."""
+    from a2a_tape.replay.playback import parse_timing  # here: only serve takes --timing
+
     try:
-        parse_factor(value)
+        parse_timing(value)
     except ValueError as exc:
         raise _bad(ctx, param, str(exc)) from None
     return value

@@ -39,6 +39,7 @@ from .forward import Forwarder
 from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
 from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
 from .matching import Matcher
+from .playback import Playback, parse_timing
 from .reply import SSE_HEADERS, Reply, card_reply, error_reply, json_reply
 from .shape import Shape, shape_of
 from .sse import comment, frame
@@ -47,25 +48,6 @@ from .views import RecordedTask
 
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
 _BATCH = 256  # frames joined into one body chunk when nothing waits between them
-
-
-def parse_timing(value: str | float) -> float:
-    """``instant`` -> 0 (no waits), ``real`` -> 1, a factor F -> 1/F (``10``: ten times faster)."""
-    if isinstance(value, (int, float)):
-        factor = float(value)
-    else:
-        v = value.strip().lower()
-        if v == "instant":
-            return 0.0
-        if v == "real":
-            return 1.0
-        try:
-            factor = float(v.rstrip("x"))
-        except ValueError:
-            raise ValueError(f"timing {value!r}: use instant, real, or a speed-up factor such as 10") from None
-    if not factor > 0 or factor == float("inf"):
-        raise ValueError(f"timing {value!r}: the factor must be a positive number")
-    return 1.0 / factor
 
 
 _PASSIVE = frozenset({"get", "list"})  # operations whose answers do not move a task
@@ -82,57 +64,6 @@ def _says_v1(headers: Mapping[str, str]) -> bool:
         if k.lower() == "a2a-version":
             return v.strip().split(".")[0] == "1"
     return False
-
-
-class Playback:
-    """How far the agent has got with one task of a served episode."""
-
-    def __init__(self, task_id: str, episode: Episode, scale: float) -> None:
-        self.task_id = task_id
-        self.episode = episode
-        self.released = 0
-        self.started = time.monotonic()
-        self.scale = scale
-        self.cancelled = False
-        self.finished = False  # a stream sent every item (no need to count them)
-        self._offsets: list[float] | None = None
-
-    @property
-    def items(self) -> list[Served]:
-        """The episode's items (read in full only when asked: a stream reads them as it goes)."""
-        return self.episode.served
-
-    @property
-    def offsets(self) -> list[float]:
-        """When each item is due, from the start of the stream, on the replay clock."""
-        if self._offsets is None:
-            offsets, t = [], 0.0
-            for s in self.items:
-                t += s.gap * self.scale
-                offsets.append(t)
-            self._offsets = offsets
-        return self._offsets
-
-    def release(self, n: int) -> None:
-        if n > self.released:
-            self.released = n
-
-    @property
-    def done(self) -> bool:
-        return self.finished or self.released >= len(self.items)
-
-    def advance(self) -> None:
-        """The task went on while nobody watched: release what the clock says is out."""
-        if self.cancelled:
-            return
-        if self.scale == 0:
-            self.released = len(self.items)
-            return
-        elapsed = time.monotonic() - self.started
-        n = self.released
-        while n < len(self.items) and self.offsets[n] <= elapsed:
-            n += 1
-        self.released = n
 
 
 class ReplayEngine:

@@ -65,13 +65,17 @@ def test_since_refuses_what_is_not_a_time(value):
         options.parse_since(value)
 
 
-@given(st.text(max_size=12))
-def test_timing_factor_is_finite_and_positive(text):
+@given(st.one_of(st.text(max_size=12), st.floats()))
+def test_timing_scale_is_finite_and_not_negative(value):
+    """One parser for ``serve --timing`` and ``ReplayEngine(timing=...)``: a scale in [0, 1e6]."""
+    from a2a_tape.replay.playback import parse_timing
+
     try:
-        factor = options.parse_factor(text)
+        scale = parse_timing(value)
     except ValueError:
         return
-    assert text.strip().lower() in ("instant", "real") or (math.isfinite(factor) and factor > 0)
+    assert math.isfinite(scale) and 0 <= scale <= 1e6
+    assert scale > 0 or str(value).strip().lower() == "instant"
 
 
 _typer_build = getattr(getattr(typer.core, "build_runtime_param", None), "__closure__", None)
