@@ -2,7 +2,8 @@
 
 Parses the tape at descriptor FD with :func:`a2a_tape.store.tape.import_blocks` and writes its
 blocks to stdout as :data:`a2a_tape.store.tape.Frame` s, while the importing process appends the
-blocks before (:func:`a2a_tape.store.tape.read_in_child`). It never touches the database.
+blocks it has already sent (:func:`a2a_tape.store.tape.start_reader` starts it,
+:func:`a2a_tape.store.tape.reader_blocks` reads it). It never touches the database.
 """
 
 from __future__ import annotations
