@@ -256,3 +256,45 @@ def store_of(path: Path):
     from a2a_tape import store
 
     return store.open_store(path)
+
+
+def _tape_readers() -> list[int]:
+    """The pids of the tape reader processes running now."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"a2a_tape.store.tape_reader" in cmdline.read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            continue
+    return pids
+
+
+def test_ctrl_c_during_a_large_import_stops_the_reader_and_imports_nothing(tmp_path):
+    """Ctrl-C while the reader process parses: exit 130, one line, no reader left, nothing imported."""
+    import signal
+    import time
+
+    script = Path(sys.executable).with_name("a2a-tape")
+    if not script.exists() or not Path("/proc/self/cmdline").exists():
+        pytest.skip("needs the installed console script and /proc")
+    tape = tmp_path / "large.jsonl"
+    tape.write_bytes(b"".join(_large_tape(300_000)))
+    db = tmp_path / "log.db"
+    before = set(_tape_readers())
+    proc = subprocess.Popen(
+        [str(script), "import", str(tape), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's background job ignores it
+    )
+    deadline = time.monotonic() + 30
+    while not set(_tape_readers()) - before:  # the condition waited for: the reader is running
+        assert proc.poll() is None and time.monotonic() < deadline, "no tape reader started"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "a2a-tape: interrupted" and b"Traceback" not in err
+    assert not set(_tape_readers()) - before
+    assert count_events(db) == 0
