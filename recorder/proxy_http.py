@@ -14,7 +14,8 @@ rules for the edges of that:
   in either direction; ``Content-Length`` and ``Content-Encoding`` of an answer are not passed on
   because the body the client gets is the decoded one, framed again;
 - an absolute ``Location`` on the upstream's origin is rewritten to the proxy's origin, as the
-  card's URLs are, so a client that follows it stays behind the proxy.
+  card's URLs are, so a client that follows it stays behind the proxy;
+- a relayed stream (:class:`RelayedStream`) ends as the upstream's did: cut when it was cut.
 """
 
 from __future__ import annotations
@@ -149,15 +150,18 @@ def _connection_tokens(pairs: list[tuple[str, str]]) -> frozenset[str]:
 
 
 def media(content_type: str | None) -> str:
+    """The media type of a Content-Type value, lower case, without its parameters."""
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
 def is_json(content_type: str | None) -> bool:
+    """``application/json`` or any ``+json`` type."""
     kind = media(content_type)
     return kind == _JSON or kind.endswith("+json")
 
 
 def encoded(headers: Headers) -> list[tuple[bytes, bytes]]:
+    """Headers as ASGI wants them: lower-case names, latin-1 bytes."""
     return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
 
