@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import msgspec
 
+from a2a_tape.store.capture import media_type_of
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import OPERATIONS, STREAMING_OPERATIONS
 
@@ -207,8 +208,7 @@ def _request(
 
 
 def media_type(response: httpx.Response) -> str:
-    value: str = response.headers.get("content-type", "")  # httpx types Headers.get's default as Any
-    return value.split(";", 1)[0].strip().lower()
+    return media_type_of(response.headers.get("content-type"))
 
 
 def explain_not_json(response: httpx.Response, what: str) -> str:

@@ -53,13 +53,13 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.replay import sse
+from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.redact import Redactor
 
 from . import client as a2a
-from .capture import CUT, Capture, DecodingError, Timeouts, body_chunks, send
-from .capture import store_fault as as_store_fault
+from .capture import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
 from .idempotency import (
     BadRequest,
     Gateway,
@@ -74,15 +74,13 @@ from .idempotency import (
     request_id,
     rpc_error,
 )
-from .proxy_faults import classify, store_fault
+from .proxy_faults import classify, log_fault_line
 from .proxy_http import (
     QUIET_CUT,
     RelayedStream,
     Upstream,
     encoded,
-    is_json,
     is_public,
-    media,
     request_headers,
     response_headers,
     token_presented,
@@ -255,11 +253,11 @@ class Proxy:
                 return await self._jsonrpc(request, out)
             return await self._rest(request, out)
         except Exception as exc:
-            fault = as_store_fault(exc)
+            fault = store_fault(exc)
             if fault is None:
                 raise
             # the log cannot take the exchange: nothing was forwarded
-            return self._fault_answer(out.rpc_id, 503, store_fault(fault))
+            return self._fault_answer(out.rpc_id, 503, log_fault_line(fault))
 
     # -- pieces of handle -----------------------------------------------------------------------
 
@@ -332,7 +330,7 @@ class Proxy:
                 )
             return self._fault_answer(None, fault.status, fault.why)
         body = content
-        if resp.status_code == 200 and is_json(resp.headers.get("content-type")):
+        if resp.status_code == 200 and is_json_type(resp.headers.get("content-type")):
             body = self._rewrite_card(body, self._proxy_origin(request))
         with contextlib.suppress(StoreError):  # the card is read-only: a full disk does not hide it
             await self._exchange_row(
@@ -467,8 +465,8 @@ class Proxy:
             ex_id, record, claimed = await anyio.to_thread.run_sync(self._begin_and_claim, ex, key, req_hash)
         except BaseException as exc:
             self.by_key.pop(slot, None)
-            fault = as_store_fault(exc) if isinstance(exc, Exception) else None
-            why = store_fault(fault) if fault is not None else "the proxy could not take the request"
+            fault = store_fault(exc) if isinstance(exc, Exception) else None
+            why = log_fault_line(fault) if fault is not None else "the proxy could not take the request"
             live.fail(503, rpc_error(b"null", -32603, why))
             live.finish()  # duplicates attached meanwhile get the same answer
             raise
@@ -583,9 +581,9 @@ class Proxy:
             row.update(outcome="dropped", error=str(exc))
             live.cut()
         except Exception as exc:  # noqa: BLE001 - one bad relay must not take the proxy down
-            fault = as_store_fault(exc)
+            fault = store_fault(exc)
             if fault is not None:  # the log cannot take what the agent sent: the client is told
-                why = store_fault(fault)
+                why = log_fault_line(fault)
                 row.update(outcome="error", error=why)
                 status = 503
             else:
@@ -610,7 +608,7 @@ class Proxy:
         row.update(
             status=resp.status_code, content_type=ct or None, response_headers=self._stored_headers(resp.headers)
         )
-        if media(ct) == "text/event-stream":
+        if media_type_of(ct) == "text/event-stream":
             live.start_sse(resp.status_code, headers)
             assert self.writer is not None
             await tee(resp, live, cap, self.writer, self._notes)
@@ -620,7 +618,7 @@ class Proxy:
             return True
         data = b"".join([chunk async for chunk in body_chunks(resp)])
         recorded = False
-        if is_json(ct):
+        if is_json_type(ct):
             new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
             if new is None:  # JSON, but not an A2A item: kept (redacted) on the row
                 row["response_body"] = cap.response_body(data)
@@ -670,11 +668,11 @@ class Proxy:
         try:
             await anyio.to_thread.run_sync(work)
         except Exception as exc:
-            fault = as_store_fault(exc)
+            fault = store_fault(exc)
             if fault is None:
                 raise
             # the client has its answer; the row stays as it was, said once
-            print(f"a2a-tape proxy: exchange {ex_id} not finalised: {cap.text(store_fault(fault))}", file=sys.stderr)
+            print(f"a2a-tape proxy: exchange {ex_id} not finalised: {cap.text(log_fault_line(fault))}", file=sys.stderr)
         finally:
             self.by_exchange.pop(ex_id, None)
             if slot is not None and self.by_key.get(slot) is live:
@@ -723,10 +721,10 @@ class Proxy:
             else:
                 live.set_body(200, list(_JSON_HEADERS), bytes(events[0].payload))
         except Exception as exc:
-            fault = as_store_fault(exc)
+            fault = store_fault(exc)
             if fault is None:
                 raise
-            live.fail(503, rpc_error(b"null", -32603, self.config.redactor.text(store_fault(fault))))
+            live.fail(503, rpc_error(b"null", -32603, self.config.redactor.text(log_fault_line(fault))))
         finally:
             live.finish()
             if self.by_key.get(slot) is live:

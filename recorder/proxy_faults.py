@@ -1,7 +1,7 @@
 """What a failed relay means: the outcome word for its exchange row, one line, the client's status.
 
 Both sides of the proxy use it: the upstream's faults (unreachable, silent past a timeout, an
-answer that does not decode or breaks off) and the log's own (:func:`store_fault`).
+answer that does not decode or breaks off) and the log's own (:func:`log_fault_line`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class RelayFault(A2ATapeError):
         self.outcome, self.why, self.status, self.release = outcome, why, status, release
 
 
-def store_fault(exc: StoreError) -> str:
+def log_fault_line(exc: StoreError) -> str:
     """One line naming why the log could not be written."""
     if isinstance(exc, DiskFull):
         cause = "the disk holding it is full"

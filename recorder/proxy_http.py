@@ -41,7 +41,6 @@ _REQUEST_DROP = _HOP | {"host", "content-length", "accept-encoding"}  # httpx se
 # the answer is decoded and framed again by the proxy's server, which sets its own date and server
 _RESPONSE_DROP = _HOP | {"content-length", "content-encoding", "date", "server", "proxy-authenticate"}
 _AUTH_HEADERS = ("authorization", "proxy-authorization")
-_JSON = "application/json"
 
 
 @dataclass(frozen=True)
@@ -147,17 +146,6 @@ def _connection_tokens(pairs: list[tuple[str, str]]) -> frozenset[str]:
         if name.lower() == "connection":
             names.update(t.strip().lower() for t in value.split(",") if t.strip())
     return frozenset(names)
-
-
-def media(content_type: str | None) -> str:
-    """The media type of a Content-Type value, lower case, without its parameters."""
-    return (content_type or "").split(";", 1)[0].strip().lower()
-
-
-def is_json(content_type: str | None) -> bool:
-    """``application/json`` or any ``+json`` type."""
-    kind = media(content_type)
-    return kind == _JSON or kind.endswith("+json")
 
 
 def encoded(headers: Headers) -> list[tuple[bytes, bytes]]:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 import anyio
 
 from a2a_tape.replay import sse
+from a2a_tape.store.capture import is_json_type
 from a2a_tape.store.errors import A2ATapeError
 
 _JSON = "application/json"
@@ -125,8 +126,7 @@ class Live:
         """The whole answer for one client: a JSON-RPC body answered to its own id."""
         if rpc_id is None or (self.rpc_id is not None and self.rpc_id == rpc_id):
             return self.body
-        media = self.content_type.split(";", 1)[0].strip().lower()
-        if media != _JSON and not media.endswith("+json"):
+        if not is_json_type(self.content_type):
             return self.body
         return sse.split_id(self.body).with_id(rpc_id)
 

@@ -24,7 +24,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
-from a2a_tape.store.capture import Outcome
+from a2a_tape.store.capture import Outcome, media_type_of
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor, build_redactor
@@ -315,7 +315,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
 
     def _respond(self, session: Session, ex_id: int, is_rpc: bool, resp: httpx.Response) -> _Exchange:
         session.response(ex_id, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-        ct = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        ct = media_type_of(resp.headers.get("content-type"))
         return _Exchange(
             session,
             ex_id,

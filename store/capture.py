@@ -158,6 +158,17 @@ def plan_events(
     return new, items
 
 
+def media_type_of(content_type: str | None) -> str:
+    """The media type of a Content-Type value: lower case, without its parameters."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_json_type(content_type: str | None) -> bool:
+    """``application/json`` or any ``+json`` type."""
+    media = media_type_of(content_type)
+    return media == "application/json" or media.endswith("+json")
+
+
 class Capture:
     """One exchange on its way to the log (see the module docstring for the pipeline).
 
@@ -244,8 +255,7 @@ class Capture:
     def head(self, status: int, content_type: str | None, headers: Headers) -> dict[str, object]:
         """The response line's fields for the exchange row (redacted headers). An SSE content
         type sets :attr:`sse`. Kept until :meth:`pending_head` hands them to a write."""
-        media = (content_type or "").split(";", 1)[0].strip().lower()
-        self.sse = media == "text/event-stream"
+        self.sse = media_type_of(content_type) == "text/event-stream"
         self._head = {
             "status": status,
             "content_type": content_type,
