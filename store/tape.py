@@ -8,14 +8,8 @@ so export then import gives back the same log, byte for byte.
 from __future__ import annotations
 
 import base64
-import io
-import os
-import stat
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
 from itertools import chain
 from typing import IO, Any, Literal
 
@@ -297,10 +291,6 @@ class ImportResult(msgspec.Struct):
     task_ids: list[str] = []
 
 
-READER_MIN_BYTES = 2 << 20
-"""A tape file at least this large (what is left of it) is parsed by a reader process."""
-
-
 def import_tape(
     store: RecordingStore,
     lines: Iterable[bytes],
@@ -312,14 +302,17 @@ def import_tape(
     """Import a tape atomically: on any bad line nothing of the file is in the log.
 
     ``lines`` is any iterable of lines. A regular file opened in binary mode with
-    :data:`READER_MIN_BYTES` or more left to read (any such file with ``reader=True``; none with
-    ``reader=False``) is parsed by a second process while this one appends (:func:`start_reader`):
-    the import then takes both cores. A pipe, or any other iterable, is parsed here."""
-    fd = _reader_fd(lines, reader)
-    proc = None if fd is None else start_reader(fd)
+    :data:`~a2a_tape.store.tape_reader.READER_MIN_BYTES` or more left to read (any such file with
+    ``reader=True``; none with ``reader=False``) is parsed by a second process while this one
+    appends (:mod:`a2a_tape.store.tape_reader`): the import then takes both cores. A pipe, or any
+    other iterable, is parsed here."""
+    from . import tape_reader  # both ends of the reader's pipe (it imports this module)
+
+    fd = tape_reader.reader_fd(lines, reader)
+    proc = None if fd is None else tape_reader.start_reader(fd)
     if proc is None:
         return _import(store, import_blocks(lines), progress, batch)
-    with reader_blocks(proc) as blocks:
+    with tape_reader.reader_blocks(proc) as blocks:
         return _import(store, blocks, progress, batch)
 
 
@@ -376,93 +369,6 @@ def _import(
     result.events = added
     result.task_ids = list(tasks)
     return result
-
-
-def _reader_fd(lines: Iterable[bytes], reader: bool | None) -> int | None:
-    """The descriptor of the regular file a reader process should parse ``lines`` from (from
-    where ``lines`` has got to), or None to parse them here."""
-    if reader is False or os.name != "posix" or not isinstance(lines, io.BufferedIOBase | io.RawIOBase):
-        return None
-    try:
-        fd = lines.fileno()
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):  # a pipe: what this side buffered would be lost to the child
-            return None
-        at = lines.tell()
-    except (OSError, ValueError):  # no descriptor (an in-memory file), closed
-        return None
-    if reader is None and info.st_size - at < READER_MIN_BYTES:
-        return None
-    os.lseek(fd, at, os.SEEK_SET)  # the child shares the offset; this side's buffer may have read ahead
-    return fd
-
-
-_PIPE_SIZE = 1 << 20  # Linux's default most for a pipe
-Frame = ImportBlock | str | None
-"""What the reader process sends, each frame prefixed by its length (4 bytes, little-endian): a
-block, a :class:`TapeError`'s message (then it stops), or None at the end of the tape."""
-_frame_decoder = msgspec.msgpack.Decoder(Frame)
-
-
-def start_reader(fd: int) -> subprocess.Popen[bytes] | None:
-    """A reader process (``python -m a2a_tape.store.tape_reader FD``) running
-    :func:`import_blocks` on the tape at descriptor ``fd``; None if none can start (the import
-    then parses the tape itself)."""
-    import fcntl  # POSIX only, as this path is (_reader_fd)
-
-    if not sys.executable or getattr(sys, "frozen", False):  # a frozen build has no "python -m"
-        return None
-    try:  # the same open file (its offset too) at 3 or above: as 0 it would become the child's stdin
-        own = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:
-        return None
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "a2a_tape.store.tape_reader", str(own)],  # -P: not the cwd's a2a_tape
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # it reports on stdout, in its frames
-            pass_fds=(own,),
-        )
-    except OSError:  # no processes left to start, and the like
-        return None
-    finally:
-        os.close(own)
-    assert proc.stdout is not None  # stdout=PIPE
-    grow = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux
-    if grow is not None:
-        with suppress(OSError):  # a larger pipe: fewer switches between the two processes
-            fcntl.fcntl(proc.stdout.fileno(), grow, _PIPE_SIZE)
-    return proc
-
-
-@contextmanager
-def reader_blocks(proc: subprocess.Popen[bytes]) -> Iterator[Iterator[ImportBlock]]:
-    """The blocks the reader process sends: the same checks and errors as :func:`import_blocks`
-    in-process. The process is stopped and reaped when the block is left, whatever the reason."""
-    assert proc.stdout is not None  # started by start_reader
-
-    def frames(out: IO[bytes]) -> Iterator[ImportBlock]:
-        while True:
-            head = out.read(4)
-            try:
-                frame = _frame_decoder.decode(out.read(int.from_bytes(head, "little"))) if len(head) == 4 else ""
-            except msgspec.DecodeError:  # cut short: it died mid-frame
-                frame = ""
-            if frame is None:
-                return
-            if isinstance(frame, str):
-                proc.wait()
-                raise TapeError(frame or f"the tape reader stopped (exit status {proc.returncode})")
-            yield frame
-
-    try:
-        yield frames(proc.stdout)
-    finally:
-        proc.stdout.close()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
 
 
 _ExchangeKey = tuple[float, str, bytes]

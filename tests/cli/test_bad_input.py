@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from a2a_tape.store import open_store
+
 from .conftest import TASK, assert_bad_input, count_events, make_log, run_cli
 
 READ_COMMANDS = [["show", TASK], ["show", TASK, "--json"], ["export", TASK], ["export", "--all"]]
@@ -217,7 +219,8 @@ def _large_tape(events: int) -> list[bytes]:
 def test_a_large_tape_through_the_installed_script(tmp_path):
     """The reader-process path of `import` as a user meets it: the same log as an import parsed
     in-process, and a bad line near the end is one readable line (exit 2) that imports nothing."""
-    from a2a_tape.store.tape import READER_MIN_BYTES, export_lines, import_tape
+    from a2a_tape.store.tape import export_lines, import_tape
+    from a2a_tape.store.tape_reader import READER_MIN_BYTES
 
     script = Path(sys.executable).with_name("a2a-tape")
     if not script.exists():
@@ -229,9 +232,9 @@ def test_a_large_tape_through_the_installed_script(tmp_path):
     db, here = tmp_path / "cli.db", tmp_path / "here.db"
     proc = subprocess.run([str(script), "import", str(tape), "--db", str(db)], capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    with store_of(here) as st:
+    with open_store(here) as st:
         import_tape(st, lines, reader=False)
-    with store_of(db) as a, store_of(here) as b:
+    with open_store(db) as a, open_store(here) as b:
         assert list(export_lines(a))[1:] == list(export_lines(b))[1:]  # all but the header's time
     piped = tmp_path / "stdin.db"  # `import - < FILE`: the reader process reads the file on descriptor 0
     with tape.open("rb") as fh:
@@ -239,7 +242,7 @@ def test_a_large_tape_through_the_installed_script(tmp_path):
             [str(script), "import", "-", "--db", str(piped)], stdin=fh, capture_output=True, timeout=120
         )
     assert proc.returncode == 0, proc.stderr
-    with store_of(piped) as a, store_of(here) as b:
+    with open_store(piped) as a, open_store(here) as b:
         assert list(export_lines(a))[1:] == list(export_lines(b))[1:]
 
     bad = tmp_path / "bad.jsonl"
@@ -250,12 +253,6 @@ def test_a_large_tape_through_the_installed_script(tmp_path):
     assert proc.returncode == 2 and err.startswith("a2a-tape: error: line 29001: not a tape line"), err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert count_events(fresh) == 0
-
-
-def store_of(path: Path):
-    from a2a_tape import store
-
-    return store.open_store(path)
 
 
 def _tape_readers() -> list[int]:

@@ -31,7 +31,8 @@ from a2a_tape.store import (
     SqliteStore,
     StoreError,
 )
-from a2a_tape.store.tape import READER_MIN_BYTES, write_tape
+from a2a_tape.store.tape import write_tape
+from a2a_tape.store.tape_reader import READER_MIN_BYTES
 from tests.cli.conftest import TASK, make_log
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))

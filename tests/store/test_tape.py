@@ -7,6 +7,7 @@ the same log, the same result, the same error for the same line.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,9 +22,8 @@ from a2a_tape.store.tape import (
     TapeError,
     export_lines,
     import_tape,
-    reader_blocks,
-    start_reader,
 )
+from a2a_tape.store.tape_reader import reader_blocks, start_reader
 
 from .payloads import v1_artifact, v1_status
 
@@ -35,7 +35,7 @@ def tape_import(request, tmp_path: Path) -> Importer:
     """``tape_import(store, lines, **kw)``, the lines parsed here or by the reader process."""
     if request.param == "in-process":
         return import_tape
-    count = iter(range(1_000_000))
+    count = itertools.count()
 
     def through_a_file(st, lines: Iterable[bytes], **kw) -> ImportResult:
         path = tmp_path / f"tape-{next(count)}.jsonl"
@@ -287,22 +287,22 @@ def test_blank_lines_anywhere_are_skipped(backend, tape_import):
 
 def test_a_large_file_is_parsed_by_the_reader_process_and_a_small_one_here(backend, tmp_path, monkeypatch):
     """The choice is by what is left of the file: READER_MIN_BYTES or more goes to the reader."""
-    from a2a_tape.store import tape
+    from a2a_tape.store import tape_reader
 
     started: list[int] = []
-    real = tape.start_reader
+    real = tape_reader.start_reader
 
     def spy(fd: int):
         started.append(fd)
         return real(fd)
 
-    monkeypatch.setattr(tape, "start_reader", spy)
+    monkeypatch.setattr(tape_reader, "start_reader", spy)
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"".join(_long_tape(50)))
     with path.open("rb") as fh:
         assert import_tape(backend.open("a"), fh).events == 50
     assert started == []
-    monkeypatch.setattr(tape, "READER_MIN_BYTES", 100)
+    monkeypatch.setattr(tape_reader, "READER_MIN_BYTES", 100)
     with path.open("rb") as fh:
         assert import_tape(backend.open("b"), fh, reader=False).events == 50
     assert started == []
