@@ -87,10 +87,15 @@ class FirstByteTimeout(httpx.ReadTimeout, A2ATapeError):
     timeout, so callers that handle those handle it)."""
 
 
-async def send(http: httpx.AsyncClient, request: httpx.Request, timeouts: Timeouts) -> httpx.Response:
+async def send(
+    http: httpx.AsyncClient | httpx.AsyncBaseTransport, request: httpx.Request, timeouts: Timeouts
+) -> httpx.Response:
     """Send ``request`` (streamed response, redirects not followed) within ``timeouts``: the
     response head must come within ``first_byte`` seconds of the request sent (the connection
-    within ``connect``). The caller closes the response."""
+    within ``connect``). The caller closes the response.
+
+    ``http`` is a client, or a transport (a connection pool) used as it is: no cookie jar, no
+    auth flow, no redirect handling, the request sent as built (the proxy's relays)."""
     request.extensions["timeout"] = timeouts.httpx().as_dict()
     outer = request.extensions.get("trace")
     with anyio.CancelScope(deadline=anyio.current_time() + timeouts.connect + timeouts.first_byte) as scope:
@@ -102,7 +107,11 @@ async def send(http: httpx.AsyncClient, request: httpx.Request, timeouts: Timeou
                 await outer(name, info)
 
         request.extensions["trace"] = trace
-        return await http.send(request, stream=True, follow_redirects=False)
+        if isinstance(http, httpx.AsyncClient):
+            return await http.send(request, stream=True, follow_redirects=False)
+        response = await http.handle_async_request(request)
+        response.request = request
+        return response
     raise FirstByteTimeout(
         f"no response head within {timeouts.first_byte:g} s (the connection was accepted)", request=request
     )

@@ -6,11 +6,15 @@ before the first byte of every ``record``, ``probe``, recovery and ``RecordingTr
 :class:`LazyTlsTransport` (sync and async) sends ``http://`` requests through a transport whose
 TLS context trusts no CA at all (it could not complete a handshake: it fails closed), and
 builds the verifying one on the first ``https://`` request.
+
+:func:`cookieless` is the cookie jar of a client that acts for many parties (the proxy's, the
+startup recovery's): it keeps nothing.
 """
 
 from __future__ import annotations
 
 import ssl
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
@@ -59,3 +63,11 @@ class LazyTlsTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
 def _trusts_nothing() -> ssl.SSLContext:
     """Hostname checks on, certificates required, no CA to verify them against."""
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def cookieless() -> CookieJar:
+    """A cookie jar that keeps nothing, for a client that acts for many: the proxy's one pool
+    serves all its clients, and recovery resumes tasks of many. A cookie an agent sets for one of
+    them (a session, a load balancer's stickiness) goes back in that answer's headers, and is
+    never kept to ride along with another's request."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))

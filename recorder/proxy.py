@@ -60,6 +60,7 @@ from a2a_tape.store.redact import Redactor
 
 from . import client as a2a
 from .capture import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
+from .http import cookieless
 from .idempotency import (
     BadRequest,
     Gateway,
@@ -150,6 +151,7 @@ class Proxy:
         self.gateway = Gateway(st, ttl=config.idempotency_ttl)
         self.writer: store.GroupCommitWriter | None = None
         self.http: httpx.AsyncClient | None = None
+        self._pool: httpx.AsyncBaseTransport | None = None  # the client's transport (see _forward)
         self._tg: TaskGroup | None = None
         self.by_key: dict[tuple[str, str], Live] = {}  # (key, request hash) -> the relay in flight
         self.by_exchange: dict[int, Live] = {}
@@ -175,7 +177,12 @@ class Proxy:
         mark = mark_proxy(self.store)
         logging.getLogger("uvicorn.error").addFilter(QUIET_CUT)
         try:
-            async with httpx.AsyncClient(timeout=timeout, limits=limits, auth=cfg.target.auth) as http:
+            # one pool for every client: the relays use it as it is (no cookie jar, no auth flow:
+            # see _forward), recovery through a client on it that keeps no cookies either
+            self._pool = pool = httpx.AsyncHTTPTransport(limits=limits)
+            async with httpx.AsyncClient(
+                transport=pool, timeout=timeout, auth=cfg.target.auth, cookies=cookieless()
+            ) as http:
                 async with store.GroupCommitWriter(self.store) as writer:
                     async with anyio.create_task_group() as tg:
                         self.http, self.writer, self._tg = http, writer, tg
@@ -306,10 +313,7 @@ class Proxy:
         started = time.time()
         redactor = self.config.redactor
         try:
-            req = self.http.build_request(
-                request.method, url, headers=request_headers(request.headers.items(), self.config.token)
-            )
-            resp = await send(self.http, req, self._timeouts)
+            resp = await self._forward(request.method, url, request_headers(request.headers.items(), self.config.token))
             try:
                 content = b"".join([chunk async for chunk in body_chunks(resp)])
             finally:
@@ -379,6 +383,17 @@ class Proxy:
         for origin in sorted(origins, key=len, reverse=True):
             body = body.replace(origin.encode(), proxy_origin.encode())
         return body
+
+    async def _forward(
+        self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None = None
+    ) -> httpx.Response:
+        """A client's request sent upstream on the pool itself: built as the proxy's client builds
+        it (its default headers under the client's, ``Accept-Encoding`` ours), the upstream's
+        credentials on it, and none of the client's per-response work (a cookie jar to fill, an
+        auth flow, redirect checks) on the relay's path."""
+        assert self.http is not None and self._pool is not None
+        req = self.config.target.authorize(self.http.build_request(method, url, headers=headers, content=content))
+        return await send(self._pool, req, self._timeouts)
 
     async def _exchange_row(self, ex: store.Exchange) -> int:
         ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
@@ -565,8 +580,7 @@ class Proxy:
         row: dict[str, object] = {}
         release = False
         try:
-            req = self.http.build_request(out.method, out.url, headers=out.headers, content=out.body)
-            resp = await send(self.http, req, self._timeouts)
+            resp = await self._forward(out.method, out.url, out.headers, out.body)
             try:
                 # an answer with no A2A reply in it (a redirect, a 405, an HTML page) leaves nothing
                 # to replay: the key is released, so a retry goes upstream again

@@ -63,6 +63,13 @@ class Upstream:
             auth = httpx.BasicAuth(unquote(user), unquote(password))
         return cls(origin=f"{p.scheme}://{host}", auth=auth)
 
+    def authorize(self, request: httpx.Request) -> httpx.Request:
+        """``request`` with the upstream's credentials (replacing any ``Authorization`` the client
+        sent, as a client's ``auth`` does), for a request sent on the connection pool itself."""
+        if self.auth is None:
+            return request
+        return next(self.auth.auth_flow(request))
+
 
 def without_userinfo(url: str) -> str:
     """``url`` with any ``user:password@`` removed."""

@@ -51,7 +51,7 @@ from .capture import (
     redirect_message,
     send,
 )
-from .http import LazyTlsTransport
+from .http import LazyTlsTransport, cookieless
 from .settle import Backoff, settle
 
 LEASE_KEY = "recovery.lease"
@@ -576,6 +576,7 @@ async def recover(
                         if http is None:  # made only when a task needs it
                             http = httpx.AsyncClient(
                                 transport=LazyTlsTransport(),
+                                cookies=cookieless(),  # the tasks resumed are many clients'
                                 timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),
                             )
                         candidate = Upstream(st, base, http, writer, redactor=redactor)

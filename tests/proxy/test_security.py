@@ -131,6 +131,27 @@ def test_the_upstream_credentials_go_as_basic_auth_and_the_query_as_sent(db_path
     assert r.json()["query"] == f"api_key={QUERY_SECRET}&page=2"
 
 
+def test_a_cookie_the_agent_sets_for_one_client_never_goes_upstream_with_another_clients_request(db_path):
+    """The proxy serves many clients through one connection pool: a cookie the agent (or a load
+    balancer in front of it) sets reaches the client it was set for, and is not kept by the proxy,
+    so it never rides along with another client's request, nor with the same client's next one
+    unless that client sends it itself."""
+    with serve_app(make_proxy_fault_app()) as url, running_proxy(url, db_path) as proxy:
+
+        def post(path: str, n: int, **headers: str) -> httpx.Response:
+            body, h = send_body("hello", stream=False, message_id=f"m-cookie-{n}")
+            return httpx.post(proxy.url + path, content=body, headers={**h, **headers})
+
+        first = post("/setcookie/", 1)
+        assert first.headers["set-cookie"] == "session=for-the-first-client; Path=/"
+        other = post("/setcookie/", 2)
+        echoed = post("/echo/", 3)
+        own = post("/setcookie/", 4, cookie="session=mine")
+    assert other.json() == {"cookie": None}
+    assert not any(name == "cookie" for name, _ in echoed.json()["headers"])
+    assert own.json() == {"cookie": "session=mine"}
+
+
 def test_the_listening_line_does_not_print_the_upstream_password(tmp_path):
     proc = subprocess.Popen(
         [

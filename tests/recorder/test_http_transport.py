@@ -1,4 +1,5 @@
-"""Our clients' transport loads no CA bundle for plain HTTP, and still verifies HTTPS."""
+"""Our clients' transport loads no CA bundle for plain HTTP, and still verifies HTTPS; a client
+that acts for many keeps no cookies."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from a2a_tape.recorder.http import LazyTlsTransport, _trusts_nothing
+from a2a_tape.recorder.http import LazyTlsTransport, _trusts_nothing, cookieless
+from tests.support.fault_agent import make_proxy_fault_app
 from tests.support.servers import closed_port, serve_app
 
 
@@ -74,3 +76,21 @@ def test_the_sync_side_is_lazy_too(plain_url):
         with pytest.raises(httpx.ConnectError):
             http.get(f"https://127.0.0.1:{closed_port()}/")
     assert t._sync_plain is not None and t._sync_tls is not None and t._plain is None
+
+
+def test_a_cookieless_client_sends_no_cookie_it_was_given():
+    """Recovery's client (and the proxy's) after an answer that set a cookie: the next request
+    goes without it; a plain client, for comparison, sends it back."""
+
+    async def go(jar):
+        async with httpx.AsyncClient(transport=LazyTlsTransport(), cookies=jar) as http:
+            first = await http.post(url + "/setcookie/", content=b"{}")
+            second = await http.post(url + "/setcookie/", content=b"{}")
+        return first, second.json()["cookie"]
+
+    with serve_app(make_proxy_fault_app()) as url:
+        first, sent = anyio.run(go, cookieless())
+        _, plain = anyio.run(go, None)
+    assert first.headers["set-cookie"].startswith("session=")
+    assert sent is None
+    assert plain == "session=for-the-first-client"

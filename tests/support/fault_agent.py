@@ -152,7 +152,7 @@ def make_fault_app(step: float = 0.1) -> tuple[Starlette, dict[str, FaultHost]]:
 # -- proxy faults (tests/proxy): one route per fault ------------------------------------------
 # A real a2a-sdk agent cannot be made to answer a redirect, a non-JSON 405 on demand, a body
 # whose gzip is corrupt, an SSE stream with ``id:``/``retry:`` fields and bare LF line endings,
-# to go silent before or inside its answer, nor to tell which headers and URL reached it: these
+# to go silent before or inside its answer, to set a cookie, nor to tell which headers and URL reached it: these
 # routes do, and only that. ``make_proxy_fault_app()`` serves them (no task, no card logic).
 
 PROXY_SSE_BYTES = (
@@ -181,6 +181,13 @@ def make_proxy_fault_app() -> Starlette:
             }
         )
         return JSONResponse(seen[-1])
+
+    async def set_cookie(request: Request) -> Response:
+        """What a load balancer's stickiness or an agent's login does: a cookie for this client."""
+        return JSONResponse(
+            {"cookie": request.headers.get("cookie")},
+            headers={"set-cookie": "session=for-the-first-client; Path=/"},
+        )
 
     async def redirect(request: Request) -> Response:
         base = f"{request.url.scheme}://{request.url.netloc}"
@@ -240,6 +247,7 @@ def make_proxy_fault_app() -> Starlette:
     app = Starlette(
         routes=[
             Route("/echo/{rest:path}", echo, methods=any_method),
+            Route("/setcookie/", set_cookie, methods=any_method),
             Route("/redirect/", redirect, methods=any_method),
             Route("/redirect-rel/", redirect_relative, methods=any_method),
             Route("/plain405/", plain405, methods=any_method),
