@@ -399,7 +399,8 @@ class Proxy:
         ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
         if ex.error:
             ex.error = self.config.redactor.text(ex.error)
-        return await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
+        assert self.writer is not None
+        return await self.writer.write(self.store.begin_exchange, ex)
 
     async def _jsonrpc(self, request: Request, out: Outgoing) -> Response:
         v1 = request.headers.get("a2a-version", "").startswith("1")
@@ -477,7 +478,8 @@ class Proxy:
         live = Live(None, req_hash, rpc_id)
         self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
         try:
-            ex_id, record, claimed = await anyio.to_thread.run_sync(self._begin_and_claim, ex, key, req_hash)
+            assert self.writer is not None  # on the loop unless a batch commit holds the log (see write)
+            ex_id, record, claimed = await self.writer.write(self._begin_and_claim, ex, key, req_hash)
         except BaseException as exc:
             self.by_key.pop(slot, None)
             fault = store_fault(exc) if isinstance(exc, Exception) else None

@@ -4,7 +4,9 @@ One writer task drains a queue of pending appends, appends their events in one t
 a worker thread (one thread hop per batch, not per event), then wakes every producer of the
 batch. A producer's ``await writer.append(event)`` returns only once its event is durable
 at the store's durability setting; ``append_many`` queues a producer's events as one entry (one
-wake-up for all of them, not one per event) and is all or nothing.
+wake-up for all of them, not one per event) and is all or nothing. ``write`` runs a caller's own
+small transaction (the proxy's key claim) where a small batch would run: on the loop while no
+batch is committing on a thread.
 
     async with GroupCommitWriter(store) as writer:
         stored = await writer.append(NewEvent(payload=b"...", task_id="t1"))
@@ -12,9 +14,11 @@ wake-up for all of them, not one per event) and is all or nothing.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import ParamSpec, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -24,6 +28,9 @@ from .errors import AppendConflict, StoreError
 from .faults import translate
 from .interface import AppendLog
 from .records import NewEvent, StoredEvent
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class _Slot:
@@ -49,6 +56,7 @@ class GroupCommitWriter:
         self._send: MemoryObjectSendStream[_Slot] | None = None
         self._recv: MemoryObjectReceiveStream[_Slot] | None = None
         self._tg: TaskGroup | None = None
+        self._threaded = False  # a batch is being committed on a worker thread
         self.batches = 0
         self.events = 0
 
@@ -76,6 +84,15 @@ class GroupCommitWriter:
         if not events:
             return []
         return await self._append(list(events))
+
+    async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a caller's own small write transaction (a key's claim, an exchange row) beside the
+        appends: on the event loop, as a small batch is, unless a batch is being committed on a
+        worker thread, whose lock it would wait for (then it waits on a worker thread too, and the
+        loop goes on). Its errors are the store's, raised here."""
+        if self._threaded:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        return fn(*args, **kwargs)
 
     async def _append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         if self._send is None:
@@ -117,7 +134,11 @@ class GroupCommitWriter:
                     if size <= self.inline_batch:
                         self._commit(batch)
                     else:
-                        await anyio.to_thread.run_sync(self._commit, batch)
+                        self._threaded = True
+                        try:
+                            await anyio.to_thread.run_sync(self._commit, batch)
+                        finally:
+                            self._threaded = False
                     self.batches += 1
                     self.events += size
                     for s in batch:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import anyio
 import pytest
 
-from a2a_tape.store import AppendConflict, GroupCommitWriter, NewEvent, StoreError
+from a2a_tape.store import AppendConflict, Exchange, GroupCommitWriter, NewEvent, StoreError
 
 from .payloads import v1_artifact
 
@@ -163,3 +165,56 @@ def test_events_queued_before_close_are_all_stored(backend):
 
     anyio.run(main)
     assert len(results) == 100 and st.count_events() == 100
+
+
+class _GatedLog:
+    """The store under test, whose ``append_batch`` waits at a gate once it is on its worker
+    thread: the moment a big batch is being committed, held open for the test."""
+
+    def __init__(self, st) -> None:
+        self.st = st
+        self.location, self.busy_timeout = st.location, st.busy_timeout
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def append_batch(self, events):
+        if threading.current_thread() is not threading.main_thread():
+            self.entered.set()
+            assert self.gate.wait(30)
+        return self.st.append_batch(events)
+
+
+def test_a_callers_write_runs_on_the_loop_unless_a_batch_commits_on_a_thread(backend):
+    """``write`` (the proxy's key claim, its exchange rows): on the event loop when the writer is
+    idle, on a worker thread while a big batch is being committed there (the loop must not wait
+    for that batch's lock), and its result or error comes back either way."""
+    st = backend.open()
+    log = _GatedLog(st)
+    seen: dict[str, object] = {}
+
+    def row(name: str) -> tuple[int, int]:
+        return threading.get_ident(), st.begin_exchange(Exchange(url=f"http://agent/{name}"))
+
+    def broken() -> None:
+        raise StoreError("the log refused it")
+
+    async def main() -> None:
+        async with GroupCommitWriter(log) as w:
+            seen["idle"] = await w.write(row, "idle")
+            async with anyio.create_task_group() as tg:
+                big = [NewEvent(payload=bytes([i]), task_id="big") for i in range(w.inline_batch + 1)]
+                tg.start_soon(w.append_many, big)
+                await anyio.to_thread.run_sync(log.entered.wait)  # the batch is on its thread, held
+                seen["busy"] = await w.write(row, "busy")
+                with pytest.raises(StoreError, match="refused"):
+                    await w.write(broken)
+                log.gate.set()
+            with pytest.raises(StoreError, match="refused"):
+                await w.write(broken)
+
+    loop_thread = threading.get_ident()
+    anyio.run(main)
+    (idle_thread, idle_id), (busy_thread, busy_id) = seen["idle"], seen["busy"]
+    assert idle_thread == loop_thread
+    assert busy_thread != loop_thread
+    assert [e.id for e in st.exchanges()] == [idle_id, busy_id]
+    assert len(st.read_task("big")) == 9
