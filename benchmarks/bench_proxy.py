@@ -5,7 +5,9 @@ Targets (issue 14 item 6; the first proxy issue asked 0.5x and < 5 ms):
 - a 20,000-event stream through the proxy: throughput >= 1.0x reading it directly;
 - 16 concurrent streams at ``--durability full``: throughput >= 0.8x direct;
 - time to first event of a slow stream (one event, then the upstream is done): the proxy adds
-  <= 2 ms, median of 15 requests alternated with direct ones.
+  <= 2 ms, median of 15 requests alternated with direct ones. Beside it, the floor: a bare
+  pass-through on the same stack (uvicorn, starlette, httpx) making the same two durable commits
+  and nothing else (``floor_app``), so the proxy's own share of the figure shows.
 
     .venv/bin/python benchmarks/bench_proxy.py [--events 20000] [--rounds 5] [--streams 16]
 
@@ -98,6 +100,74 @@ def serve_upstream(kind: str = "synthetic") -> str:
     server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="off"))
     threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
     return base[0]
+
+
+def floor_app(upstream: str, db: Path, durability: str) -> Starlette:
+    """The floor of the first-event figure: the least a recording proxy on the same stack does.
+
+    A bare pass-through (uvicorn, starlette, one httpx client) that makes the same two durable
+    commits as the proxy at ``durability`` (a row before the request goes upstream, one before
+    the first chunk is relayed) and records nothing else: no parsing, redaction, idempotency or
+    fold. What the proxy adds beyond this is its own work; this much is the stack and the disk."""
+    import sqlite3
+
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    conn.execute("CREATE TABLE IF NOT EXISTS rows (body BLOB)")
+    http = httpx.AsyncClient(timeout=60)
+
+    def commit(body: bytes) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO rows VALUES (?)", (body,))
+        conn.execute("COMMIT")
+
+    async def relay(request: Request) -> Response:
+        body = await request.body()
+        commit(body)
+        req = http.build_request("POST", upstream + "/", content=body, headers={"content-type": "application/json"})
+        resp = await http.send(req, stream=True)
+
+        async def chunks():
+            first = True
+            try:
+                async for chunk in resp.aiter_raw():
+                    if first:
+                        commit(chunk)
+                        first = False
+                    yield chunk
+            finally:
+                await resp.aclose()
+
+        return StreamingResponse(chunks(), resp.status_code, media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/", relay, methods=["POST"])])
+
+
+class Floor:
+    """:func:`floor_app` in a process of its own, as the proxy is."""
+
+    def __init__(self, upstream: str, db: Path, durability: str) -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        self.url = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, __file__, "--floor-serve", upstream, str(port), str(db), durability]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit("the floor pass-through did not start") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=15)
 
 
 def client(timeout: float = 120) -> httpx.Client:
@@ -248,23 +318,32 @@ def main() -> int:
         default=2000,
         help="also stream this many events from a real a2a-sdk agent, direct and through the proxy (0: skip)",
     )
+    ap.add_argument("--floor-serve", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.floor_serve:
+        up, port, db, durability = args.floor_serve
+        uvicorn.run(floor_app(up, Path(db), durability), host="127.0.0.1", port=int(port), log_level="warning")
+        return 0
 
     upstream = serve_upstream()
     direct_tp, proxy_tp, direct_first, proxy_first, direct_conc, proxy_conc = [], [], [], [], [], []
+    floor_first: list[float] = []
     proxy_cpu: list[float] = []  # the proxy process's CPU seconds per event relayed
     proxy_conc_cpu: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, client() as http:
         commit_ms = fsync_ms(tmp)
         for rnd in range(args.rounds):
             proxy = Proxy(upstream, Path(tmp) / f"bench-{rnd}.db", args.durability)
+            floor = Floor(upstream, Path(tmp) / f"floor-{rnd}.db", args.durability)
             try:
-                stream(http, proxy.url, 10)  # warm both paths (connections, imports)
+                stream(http, proxy.url, 10)  # warm the paths (connections, imports)
                 stream(http, upstream, 10)
+                stream(http, floor.url, 10)
                 share = args.first_rounds // args.rounds + (rnd < args.first_rounds % args.rounds)
-                d_first, p_first = first_events([upstream, proxy.url], max(1, share))
+                d_first, p_first, f_first = first_events([upstream, proxy.url, floor.url], max(1, share))
                 direct_first += d_first
                 proxy_first += p_first
+                floor_first += f_first
                 _, dt, n = stream(http, upstream, args.events)
                 assert n == args.events
                 direct_tp.append(n / dt)
@@ -279,6 +358,7 @@ def main() -> int:
                 proxy_conc_cpu.append((proxy.cpu() - c0) / (args.streams * args.per_stream))
             finally:
                 proxy.stop()
+                floor.stop()
             print(
                 f"round {rnd + 1}/{args.rounds}: direct {direct_tp[-1]:,.0f} ev/s, proxy {proxy_tp[-1]:,.0f} ev/s",
                 file=sys.stderr,
@@ -300,6 +380,7 @@ def main() -> int:
     med = statistics.median
     ratio = med(proxy_tp) / med(direct_tp)
     added_ms = (med(proxy_first) - med(direct_first)) * 1000
+    floor_ms = (med(floor_first) - med(direct_first)) * 1000
     conc_ratio = med(proxy_conc) / med(direct_conc)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{args.rounds} rounds, medians, durability {args.durability}; load average now {load}")
@@ -313,6 +394,10 @@ def main() -> int:
         f"proxy {med(proxy_first) * 1000:.2f} ms -> adds {added_ms:.2f} ms (target <= {FIRST_TARGET_MS:g} ms; "
         f"one durable commit on this disk now: {commit_ms:.2f} ms, the path has two at --durability full: "
         "the key's claim, then the first item)"
+    )
+    print(
+        f"  the floor, a bare pass-through on the same stack making the same two commits (not a target): "
+        f"adds {floor_ms:.2f} ms; the proxy's own work on the first event: {added_ms - floor_ms:+.2f} ms"
     )
     print(
         f"{args.streams} concurrent streams x {args.per_stream:,} events: direct "
