@@ -225,7 +225,7 @@ class Proxy:
             self.recovered.set()
 
     async def handle(self, request: Request) -> Response:
-        raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
+        raw_path: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
         if is_public(request.method, raw_path.split(b"?", 1)[0]):
             return await self._card(request)
         token = self.config.token
@@ -245,7 +245,7 @@ class Proxy:
                 413,
                 media_type=_JSON,
             )
-        path = request.url.path
+        path: str = request.scope["path"]  # not request.url: a URL object built per request
         jsonrpc = request.method == "POST" and not _is_rest(path)
         out = Outgoing(
             method=request.method,
@@ -288,7 +288,7 @@ class Proxy:
     def _target(self, request: Request) -> str:
         """The upstream URL of a request: the raw path and query as the client sent them."""
         raw_path = request.scope.get("raw_path")
-        path = raw_path.decode("latin-1") if raw_path else request.url.path
+        path = raw_path.decode("latin-1") if raw_path else request.scope["path"]
         url = self.config.origin + path
         query = request.scope.get("query_string", b"")
         if query:
@@ -301,7 +301,8 @@ class Proxy:
         return Timeouts(connect=cfg.connect_timeout, first_byte=cfg.first_byte_timeout, read=cfg.read_timeout)
 
     def _proxy_origin(self, request: Request) -> str:
-        return f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
+        host = request.headers.get("host")
+        return f"{request.scope['scheme']}://{host if host is not None else request.url.netloc}"
 
     def _stored_url(self, url: str) -> str:
         return self.config.redactor.url(url)
@@ -417,7 +418,7 @@ class Proxy:
 
     async def _rest(self, request: Request, out: Outgoing) -> Response:
         """The HTTP+JSON binding (and anything else that is not a JSON-RPC POST): the body is the params."""
-        path = request.url.path
+        path: str = request.scope["path"]
         rest = _is_rest(path)
         out.dialect = "rest" if rest else None
         return await self._relay(
