@@ -288,7 +288,7 @@ class Proxy:
     def _target(self, request: Request) -> str:
         """The upstream URL of a request: the raw path and query as the client sent them."""
         raw_path = request.scope.get("raw_path")
-        path = raw_path.decode("latin-1") if raw_path else request.scope["path"]
+        path: str = raw_path.decode("latin-1") if raw_path else request.scope["path"]
         url = self.config.origin + path
         query = request.scope.get("query_string", b"")
         if query:
