@@ -36,6 +36,7 @@ from .errors import (
     StoreNotFound,
     StoreUnavailable,
     UnknownTask,
+    WouldWait,
 )
 from .events import (
     ACTIVE_STATES,
@@ -90,6 +91,7 @@ __all__ = [
     "DiskFull",
     "ReadOnlyStore",
     "StoreUnavailable",
+    "WouldWait",
     "AppendConflict",
     "Artifact",
     "ArtifactUpdate",

@@ -44,6 +44,11 @@ class DatabaseLocked(StoreUnavailable):
     """Another process held the write lock past the busy timeout."""
 
 
+class WouldWait(DatabaseLocked):
+    """A write begun without waiting (``Store.without_waiting``) found another writer holding
+    the log's lock; nothing was written. The caller retries where waiting harms nothing."""
+
+
 class DiskFull(StoreUnavailable):
     """The file system holding the log has no room left."""
 

@@ -65,6 +65,13 @@ class StoreHandle(Protocol):
         """One write transaction around several calls: all of them or nothing."""
         ...
 
+    def without_waiting(self) -> AbstractContextManager[None]:
+        """Write transactions this thread begins inside do not wait for a lock another writer
+        holds (another process, another thread of this one): they raise ``WouldWait`` before
+        writing anything. For the small commits an event loop makes itself, which must never
+        stall it; the caller retries on a worker thread, where the busy timeout applies."""
+        ...
+
     def integrity_check(self) -> str:
         """``ok``, or what the backend found wrong with its storage."""
         ...

@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_from_row, exchange_values
-from .errors import ConnectionLost, SchemaTooNew, StoreError
+from .errors import ConnectionLost, SchemaTooNew, StoreError, WouldWait
 from .faults import guard_public
 from .indexes import (
     DOCTOR_CURSOR,
@@ -43,12 +43,14 @@ from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEve
 
 try:  # optional dependency
     import psycopg
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # pragma: no cover - reported when a postgresql:// URL is used
     psycopg = None  # type: ignore[assignment]  # the names stay bound: None says the extra is missing
     ConnectionPool = None  # type: ignore[assignment,misc]  # (checked in PostgresStore.__init__)
+    PoolTimeout = None  # type: ignore[assignment,misc]
 
 SCHEMA_VERSION = 2
+_NOWAIT = 0.001  # seconds a write begun without waiting may wait for a pooled connection
 CHANNEL = "a2a_tape_events"
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
 
@@ -176,16 +178,36 @@ class PostgresStore:
         if cur is not None:
             yield cur
             return
-        with self._pool.connection() as conn:
-            with conn.transaction(), conn.cursor() as cur:
-                self._local.cur = cur
-                try:
-                    yield cur
-                finally:
-                    self._local.cur = None
+        nowait = getattr(self._local, "nowait", False)
+        try:
+            with self._pool.connection(timeout=_NOWAIT if nowait else None) as conn:
+                with conn.transaction(), conn.cursor() as cur:
+                    if nowait:
+                        cur.execute("SET LOCAL lock_timeout = 1")  # ms; 0 would mean no limit
+                    self._local.cur = cur
+                    try:
+                        yield cur
+                    finally:
+                        self._local.cur = None
+        except (PoolTimeout, psycopg.errors.LockNotAvailable):
+            if not nowait:
+                raise
+            raise WouldWait(f"{self.location}: the log is being written by another session") from None
 
     def transaction(self) -> AbstractContextManager[psycopg.Cursor[Any]]:
         return self._txn()
+
+    @contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """Transactions this thread begins inside raise :class:`WouldWait` instead of waiting for
+        a pooled connection or a lock another session holds (rolled back: nothing written). The
+        round trips themselves still take the time they take."""
+        before = getattr(self._local, "nowait", False)
+        self._local.nowait = True
+        try:
+            yield
+        finally:
+            self._local.nowait = before
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
         with self._txn() as cur:

@@ -8,6 +8,7 @@ loop can share it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -24,7 +25,7 @@ from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
 from .append_plan import ROW_WIDTH, BatchPlan, Key, Run
 from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
-from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable
+from .errors import DatabaseLocked, NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
 from .faults import guard_public, on_readonly_media, translate
 from .indexes import (
     DOCTOR_CURSOR,
@@ -126,6 +127,7 @@ class SqliteStore:
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database file")
         self._lock = threading.RLock()
+        self._local = threading.local()  # .nowait: see without_waiting
         self._depth = 0
         self._commits = 0  # our own commits: PRAGMA data_version only counts other connections'
         if readonly:
@@ -220,6 +222,31 @@ class SqliteStore:
     def transaction(self) -> _WriteTxn:
         """One write transaction around several calls (an atomic import): all or nothing."""
         return _WriteTxn(self)
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """Write transactions this thread begins inside raise :class:`WouldWait` instead of
+        waiting: for this store's lock (another thread's transaction) or the database's (another
+        connection's, for the busy timeout). Nothing is written when it is raised."""
+        before = getattr(self._local, "nowait", False)
+        self._local.nowait = True
+        try:
+            yield
+        finally:
+            self._local.nowait = before
+
+    def _begin_now(self) -> None:
+        """``BEGIN IMMEDIATE`` with no busy wait: WouldWait when another connection writes."""
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if isinstance(translate(exc, self.location, 0), DatabaseLocked):
+                raise WouldWait(f"{self.location} is being written by another connection") from None
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {round((self.busy_timeout or 0) * 1000)}")
 
     # -- events ------------------------------------------------------------------------------
 
@@ -830,10 +857,15 @@ class _WriteTxn:
         st = self.store
         if st.readonly:
             raise ReadOnlyStore(f"{st.location} was opened read-only: cannot write")
-        st._lock.acquire()
+        nowait = getattr(st._local, "nowait", False)
+        if not st._lock.acquire(blocking=not nowait):
+            raise WouldWait(f"{st.location} is being written by another thread of this process")
         if st._depth == 0:
             try:
-                st._conn.execute("BEGIN IMMEDIATE")
+                if nowait:
+                    st._begin_now()
+                else:
+                    st._conn.execute("BEGIN IMMEDIATE")
             except BaseException:
                 st._lock.release()
                 raise

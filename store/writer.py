@@ -24,7 +24,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .errors import AppendConflict, StoreError
+from .errors import AppendConflict, StoreError, WouldWait
 from .faults import translate
 from .interface import AppendLog
 from .records import NewEvent, StoredEvent
@@ -86,13 +86,18 @@ class GroupCommitWriter:
         return await self._append(list(events))
 
     async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a caller's own small write transaction (a key's claim, an exchange row) beside the
-        appends: on the event loop, as a small batch is, unless a batch is being committed on a
-        worker thread, whose lock it would wait for (then it waits on a worker thread too, and the
-        loop goes on). Its errors are the store's, raised here."""
-        if self._threaded:
-            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-        return fn(*args, **kwargs)
+        """Run a caller's own small write (a key's claim, an exchange row: ONE transaction) beside
+        the appends, as a small batch is run: on the event loop without waiting for any lock
+        (``Store.without_waiting``), else on a worker thread, where it waits as long as the busy
+        timeout says. The loop never waits for a lock: not a batch being committed on a thread, not
+        another process's transaction. Its errors are the store's, raised here."""
+        if not self._threaded:
+            try:
+                with self.store.without_waiting():
+                    return fn(*args, **kwargs)
+            except WouldWait:  # nothing was written: the same transaction, where waiting is harmless
+                pass
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
     async def _append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         if self._send is None:
@@ -131,9 +136,7 @@ class GroupCommitWriter:
                             break
                         batch.append(slot)
                         size += len(slot.events)
-                    if size <= self.inline_batch:
-                        self._commit(batch)
-                    else:
+                    if size > self.inline_batch or not self._commit_now(batch):
                         self._threaded = True
                         try:
                             await anyio.to_thread.run_sync(self._commit, batch)
@@ -164,28 +167,52 @@ class GroupCommitWriter:
                     s.error = error
                 s.done.set()
 
+    def _commit_now(self, batch: list[_Slot]) -> bool:
+        """A small batch committed on the loop if that needs no wait for a lock (another process's
+        transaction): False, with nothing written, when it would."""
+        try:
+            with self.store.without_waiting():
+                self._append_all(batch)
+        except WouldWait:
+            return False
+        except AppendConflict as conflict:
+            self._isolate(batch, conflict)  # rare: each producer's events alone (on the loop, waiting)
+        except BaseException as exc:  # noqa: BLE001 - every producer of the batch learns it
+            self._fail(batch, exc)
+        return True
+
     def _commit(self, batch: list[_Slot]) -> None:
         try:
-            if len(batch) == 1:
-                batch[0].result = self.store.append_batch(batch[0].events)
-                return
-            results = self.store.append_batch([e for s in batch for e in s.events])
-            i = 0
-            for s in batch:
-                s.result = results[i : i + len(s.events)]
-                i += len(s.events)
+            self._append_all(batch)
         except AppendConflict as conflict:
-            if len(batch) == 1:
-                batch[0].error = conflict
-                return
-            # isolate the producer whose events conflict; the others still get their answer
-            for s in batch:
-                try:
-                    s.result = self.store.append_batch(s.events)
-                except BaseException as exc:  # noqa: BLE001 - handed to that producer
-                    s.error = exc
+            self._isolate(batch, conflict)
         except BaseException as exc:  # noqa: BLE001 - every producer of the batch learns it
-            # the store maps its driver's errors already; a store that does not is mapped here
-            mapped = translate(exc, self.store.location, self.store.busy_timeout)
-            for s in batch:
-                s.error = mapped or exc
+            self._fail(batch, exc)
+
+    def _append_all(self, batch: list[_Slot]) -> None:
+        """The batch in one transaction, each producer's result set (AppendConflict: none)."""
+        if len(batch) == 1:
+            batch[0].result = self.store.append_batch(batch[0].events)
+            return
+        results = self.store.append_batch([e for s in batch for e in s.events])
+        i = 0
+        for s in batch:
+            s.result = results[i : i + len(s.events)]
+            i += len(s.events)
+
+    def _isolate(self, batch: list[_Slot], conflict: AppendConflict) -> None:
+        """After a conflict: each producer's events alone, so the others still get their answer."""
+        if len(batch) == 1:
+            batch[0].error = conflict
+            return
+        for s in batch:
+            try:
+                s.result = self.store.append_batch(s.events)
+            except BaseException as exc:  # noqa: BLE001 - handed to that producer
+                s.error = exc
+
+    def _fail(self, batch: list[_Slot], exc: BaseException) -> None:
+        # the store maps its driver's errors already; a store that does not is mapped here
+        mapped = translate(exc, self.store.location, self.store.busy_timeout)
+        for s in batch:
+            s.error = mapped or exc

@@ -6,11 +6,13 @@ traceback."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -154,6 +156,30 @@ def test_a_locked_log_is_a_json_rpc_error_and_the_proxy_keeps_serving(sdk_agent,
         assert isinstance(store.decode_item(ok.content).body, store.TaskSnapshot)
     captured = capfd.readouterr()
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_a_request_waiting_for_a_locked_log_does_not_stall_the_others(sdk_agent, db_path):
+    """Another process holds the log's write lock (an import, a rebuild): a message's claim waits
+    for it (the busy timeout), off the event loop, so meanwhile a request that needs no write (a
+    wrong token) is answered at once; once the lock is gone the message goes through."""
+    token = "tok-lock-7"
+    with running_proxy(sdk_agent.url, db_path, busy_timeout=20, token=token) as proxy:
+        auth = {"authorization": f"Bearer {token}"}
+        body, h = send_body("hello", stream=False, message_id="m-waits")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool, write_lock_held(db_path):
+            waiting = pool.submit(httpx.post, proxy.url + "/", content=body, headers={**h, **auth}, timeout=60)
+            deadline = time.monotonic() + 30
+            while not proxy.proxy.by_key and not waiting.done():  # polls for the claim under way
+                assert time.monotonic() < deadline, "the message never reached its claim"
+                time.sleep(0.005)
+            assert not waiting.done()
+            refused = httpx.post(proxy.url + "/", content=body, headers=h, timeout=5)  # the loop is free
+            assert refused.status_code == 401
+            assert not waiting.done()  # still waiting for the lock
+        answered = waiting.result(timeout=30)
+        assert answered.status_code == 200, answered.text
+        assert isinstance(store.decode_item(answered.content).body, store.TaskSnapshot)
+    assert sdk_agent.executor.executions == 1
 
 
 @contextlib.contextmanager

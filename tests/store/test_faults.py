@@ -12,8 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import anyio
@@ -30,6 +32,7 @@ from a2a_tape.store import (
     ReadOnlyStore,
     SqliteStore,
     StoreError,
+    WouldWait,
 )
 from a2a_tape.store.tape import write_tape
 from a2a_tape.store.tape_reader import READER_MIN_BYTES
@@ -444,6 +447,91 @@ def test_read_only_and_lock_timeout_on_every_backend(backend):
         with pytest.raises(DatabaseLocked, match="locked by another"):
             waiter.append(NewEvent(payload=payload(3), task_id="t"))
     assert [e.seq for e in waiter.read_task("t")] == [1, 2]
+
+
+@contextmanager
+def held_by_a_thread(location: str) -> Iterator[None]:
+    """Another connection of this process, on a thread of its own, in a write transaction that
+    holds the log's lock (both backends) until the block ends."""
+    holder = store.open_store(location)
+    taken, release, failed = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        try:
+            with holder.transaction():
+                holder.append(NewEvent(payload=payload(100), task_id="holder"))
+                taken.set()
+                release.wait(60)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+            taken.set()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert taken.wait(30) and not failed, failed
+        yield
+    finally:
+        release.set()
+        thread.join(30)
+        holder.close()
+
+
+def test_a_write_begun_without_waiting_raises_would_wait_at_once_on_every_backend(backend):
+    """``without_waiting``: while another connection holds the log's lock, an append raises
+    WouldWait (a DatabaseLocked) at once, not after the busy timeout, and writes nothing; once
+    the lock is gone it is written at once; outside the block writes wait as always."""
+    location = backend.location()
+    st = store.open_store(location, busy_timeout=20)
+    backend.opened.append(st)
+    st.append(NewEvent(payload=payload(0), task_id="t"))
+    with held_by_a_thread(location):
+        started = time.monotonic()
+        with st.without_waiting(), pytest.raises(WouldWait) as info:
+            st.append(NewEvent(payload=payload(1), task_id="t"))
+        assert time.monotonic() - started < 10  # at once, not after the 20 s busy timeout
+        assert isinstance(info.value, DatabaseLocked) and "\n" not in str(info.value)
+        assert [e.seq for e in st.read_task("t")] == [1]
+    with st.without_waiting():
+        st.append(NewEvent(payload=payload(1), task_id="t"))
+    assert [e.seq for e in st.read_task("t")] == [1, 2]
+
+
+def test_the_group_commit_loop_never_waits_for_another_writers_lock(backend):
+    """A small batch (committed on the loop when it can be) and a caller's ``write``, while
+    another connection holds the lock: both wait on a worker thread instead, so the loop goes on
+    (a ticker keeps running); both are stored once the lock is released."""
+    location = backend.location()
+    st = store.open_store(location, busy_timeout=10)
+    backend.opened.append(st)
+    done: dict[str, object] = {}
+
+    async def main() -> int:
+        ticks = 0
+        async with GroupCommitWriter(st) as w:
+            with ExitStack() as holding:
+                holding.enter_context(held_by_a_thread(location))
+                async with anyio.create_task_group() as tg:
+
+                    async def small() -> None:
+                        done["append"] = await w.append(NewEvent(payload=payload(1), task_id="t"))
+
+                    async def own() -> None:
+                        done["write"] = await w.write(st.append, NewEvent(payload=payload(1), task_id="u"))
+
+                    tg.start_soon(small)
+                    tg.start_soon(own)
+                    with anyio.fail_after(5):  # a loop blocked by a waiting commit never gets here in time
+                        while ticks < 20:
+                            ticks += 1
+                            await anyio.sleep(0.01)  # a ticker, not a synchronisation
+                    assert not done  # both still wait for the lock, off the loop
+                    holding.close()  # released: both go through
+        return ticks
+
+    assert anyio.run(main) == 20
+    assert sorted(done) == ["append", "write"]
+    assert sorted(e.task_id for e in st.read_from(0) if e.task_id != "holder") == ["t", "u"]
 
 
 # -- PostgreSQL: the server goes away ----------------------------------------------------------

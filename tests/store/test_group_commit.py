@@ -176,6 +176,9 @@ class _GatedLog:
         self.location, self.busy_timeout = st.location, st.busy_timeout
         self.entered, self.gate = threading.Event(), threading.Event()
 
+    def without_waiting(self):
+        return self.st.without_waiting()
+
     def append_batch(self, events):
         if threading.current_thread() is not threading.main_thread():
             self.entered.set()
