@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import sys
 import threading
 import time
 import urllib.parse
@@ -43,6 +44,7 @@ from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEve
 from .schema import SCHEMA_VERSION, migrate
 
 DEFAULT_BUSY_TIMEOUT = 30.0
+_MAX_PAUSE = 0.05  # seconds: the longest sleep between two tries for another writer's lock
 """Seconds a write waits for another process's write transaction before :class:`DatabaseLocked`."""
 
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
@@ -235,16 +237,31 @@ class SqliteStore:
         finally:
             self._local.nowait = before
 
-    def _begin_now(self) -> None:
-        """``BEGIN IMMEDIATE`` with no busy wait: WouldWait when another connection writes."""
+    def _begin(self, wait: bool) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another connection's write lock up to the busy timeout
+        (or not at all: WouldWait). The wait is ours, in short sleeps, not SQLite's busy handler:
+        a Ctrl-C (or any signal) is handled within one sleep, where a wait inside SQLite's C code
+        held it off for the whole busy timeout. Other statements keep SQLite's own handler."""
         conn = self._conn
+        deadline = time.monotonic() + (self.busy_timeout or 0)
+        pause = 0.001
         conn.execute("PRAGMA busy_timeout = 0")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if isinstance(translate(exc, self.location, 0), DatabaseLocked):
-                raise WouldWait(f"{self.location} is being written by another connection") from None
-            raise
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not isinstance(translate(exc, self.location, 0), DatabaseLocked):
+                        raise
+                    if not wait:
+                        raise WouldWait(f"{self.location} is being written by another connection") from None
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise  # the guard makes it DatabaseLocked, naming the busy timeout
+                    time.sleep(min(pause, left))
+                    pause = min(pause * 2, _MAX_PAUSE)
+                    _stop_if_cancelled()
         finally:
             conn.execute(f"PRAGMA busy_timeout = {round((self.busy_timeout or 0) * 1000)}")
 
@@ -842,6 +859,23 @@ class SqliteStore:
             after = (rows[-1][1], rows[-1][0])
 
 
+def _stop_if_cancelled() -> None:
+    """Leave a wait for the lock when the asyncio task it blocks was cancelled meanwhile: asyncio's
+    Ctrl-C handler (``asyncio.run``) cancels the main task from the signal handler, which runs
+    between two of our sleeps, and expects the task to stop at its next await; a loop blocked in
+    this wait has none, so the cancellation is raised here (Ctrl-C then ends the command at once,
+    not after the busy timeout). Without a running loop a Ctrl-C is a KeyboardInterrupt already."""
+    aio = sys.modules.get("asyncio")
+    if aio is None:
+        return
+    try:
+        task = aio.current_task()
+    except RuntimeError:  # no loop in this thread
+        return
+    if task is not None and task.cancelling():
+        raise aio.CancelledError("cancelled while waiting for the log's write lock")
+
+
 class _WriteTxn:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` under the store's lock; rollback on error.
 
@@ -862,10 +896,7 @@ class _WriteTxn:
             raise WouldWait(f"{st.location} is being written by another thread of this process")
         if st._depth == 0:
             try:
-                if nowait:
-                    st._begin_now()
-                else:
-                    st._conn.execute("BEGIN IMMEDIATE")
+                st._begin(wait=not nowait)
             except BaseException:
                 st._lock.release()
                 raise

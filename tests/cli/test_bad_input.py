@@ -295,3 +295,53 @@ def test_ctrl_c_during_a_large_import_stops_the_reader_and_imports_nothing(tmp_p
     assert err.decode().strip().splitlines()[-1] == "a2a-tape: interrupted" and b"Traceback" not in err
     assert not set(_tape_readers()) - before
     assert count_events(db) == 0
+
+
+def _waiting_in_a_sleep(pid: int) -> bool:
+    """The process is blocked in a sleep (clock_nanosleep / nanosleep): a wait for a lock,
+    whether ours or SQLite's busy handler."""
+    try:
+        syscall = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return bool(syscall) and syscall[0] in ("230", "35")  # x86_64 clock_nanosleep, nanosleep
+
+
+def test_ctrl_c_while_record_waits_for_a_locked_log_ends_it_at_once(sdk_agent, tmp_path):
+    """Another process holds the log's write lock (an import, a rebuild): ``record`` waits for it
+    up to the busy timeout, and a Ctrl-C meanwhile ends it at once (exit 130, one line), not
+    once the lock is released or the busy timeout is over. The log is left as it was."""
+    import platform
+    import signal
+    import time
+
+    from tests.support.locks import write_lock_held
+
+    script = Path(sys.executable).with_name("a2a-tape")
+    if not script.exists() or platform.machine() != "x86_64" or not Path("/proc/self/syscall").exists():
+        pytest.skip("needs the installed console script and /proc/PID/syscall on x86_64")
+    db = tmp_path / "log.db"
+    open_store(db).close()
+    with write_lock_held(db):
+        proc = subprocess.Popen(
+            [str(script), "record", sdk_agent.url, "hello", "--db", str(db), "--busy-timeout", "120"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's background job ignores it
+        )
+        deadline = time.monotonic() + 30
+        while not _waiting_in_a_sleep(proc.pid):  # the condition waited for: record waits for the lock
+            assert proc.poll() is None and time.monotonic() < deadline, "record never waited for the lock"
+            time.sleep(0.005)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+        took = time.monotonic() - sent
+    assert proc.returncode == 130, err
+    assert err.decode().strip().splitlines() == ["a2a-tape: interrupted"], err
+    assert took < 10, f"{took:.1f} s after Ctrl-C"  # the lock was still held: not waited out
+    with open_store(db, readonly=True) as st:
+        assert st.integrity_check() == "ok" and st.count_events() == 0

@@ -10,7 +10,6 @@ import concurrent.futures
 import contextlib
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from a2a_tape import store
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 from tests.support.fault_agent import make_proxy_fault_app
+from tests.support.locks import write_lock_held
 from tests.support.servers import serve_app
 
 
@@ -114,30 +114,6 @@ def test_a_stream_the_upstream_cuts_is_cut_for_the_client(fault_url, db_path):
 
 
 # -- the log ------------------------------------------------------------------------------------
-
-_HOLD_LOCK = """
-import sqlite3, sys
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.read()
-c.execute("ROLLBACK")
-"""
-
-
-@contextlib.contextmanager
-def write_lock_held(db_path):
-    """A second process holding the database's write lock (``BEGIN IMMEDIATE``) until the block ends."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_LOCK, str(db_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == b"locked\n"
-        yield
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=10)
 
 
 def test_a_locked_log_is_a_json_rpc_error_and_the_proxy_keeps_serving(sdk_agent, db_path, capfd):

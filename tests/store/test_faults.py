@@ -37,6 +37,7 @@ from a2a_tape.store import (
 from a2a_tape.store.tape import write_tape
 from a2a_tape.store.tape_reader import READER_MIN_BYTES
 from tests.cli.conftest import TASK, make_log
+from tests.support.locks import write_lock_held
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
 CHUNK = 5000  # bytes of one event payload in the filling loops
@@ -201,37 +202,12 @@ def _dump(path: Path) -> list[tuple[int, str | None, bytes]]:
 
 # -- another process holds the write lock ------------------------------------------------------
 
-_HOLDER = r"""
-import sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-conn.execute("INSERT INTO meta (key, value) VALUES ('held', 'by another process')")
-print("locked", flush=True)
-sys.stdin.read()  # until the test closes our stdin
-conn.execute("ROLLBACK")
-"""
-
-
-@contextmanager
-def write_lock(path: Path) -> Iterator[None]:
-    """A second process holding a write transaction on ``path`` (real sqlite3) until the block ends."""
-    p = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert p.stdout is not None and p.stdout.readline() == "locked\n"
-        yield
-    finally:
-        assert p.stdin is not None
-        p.stdin.close()
-        p.wait(timeout=30)
-
 
 def test_append_while_another_process_writes_raises_database_locked(tmp_path):
     path = tmp_path / "log.db"
     st = SqliteStore(path, busy_timeout=0.2)
     st.append(NewEvent(payload=payload(0), task_id="t"))
-    with write_lock(path):
+    with write_lock_held(path):
         with pytest.raises(DatabaseLocked) as info:
             st.append(NewEvent(payload=payload(1), task_id="t"))
         message = str(info.value)
@@ -269,7 +245,7 @@ def test_group_commit_producers_receive_database_locked(tmp_path):
                     tg.start_soon(producer, w, n)
         return errors
 
-    with write_lock(path):
+    with write_lock_held(path):
         errors = anyio.run(main)
     assert len(errors) == 4 and all(isinstance(e, DatabaseLocked) for e in errors)
     assert st.count_events() == 0
@@ -283,7 +259,7 @@ def test_import_and_copy_while_locked_exit_2_after_the_busy_timeout(tmp_path, ev
     db = tmp_path / "log.db"
     make_log(db)
     before = _dump(db)
-    with write_lock(db):
+    with write_lock_held(db):
         r = cli("import", tape, "--db", db, "--busy-timeout", "0.3")
         assert_one_line(r, "locked by another process", str(db), "--busy-timeout")
         r = cli("copy", tmp_path / "src.db", db, "--busy-timeout", "0.3")
