@@ -307,10 +307,12 @@ def _waiting_in_a_sleep(pid: int) -> bool:
     return bool(syscall) and syscall[0] in ("230", "35")  # x86_64 clock_nanosleep, nanosleep
 
 
-def test_ctrl_c_while_record_waits_for_a_locked_log_ends_it_at_once(sdk_agent, tmp_path):
-    """Another process holds the log's write lock (an import, a rebuild): ``record`` waits for it
-    up to the busy timeout, and a Ctrl-C meanwhile ends it at once (exit 130, one line), not
-    once the lock is released or the busy timeout is over. The log is left as it was."""
+@pytest.mark.parametrize("command", ["record", "import"])
+def test_ctrl_c_while_a_command_waits_for_a_locked_log_ends_it_at_once(command, sdk_agent, tmp_path):
+    """Another process holds the log's write lock (an import, a rebuild): ``record`` (an asyncio
+    program) and ``import`` (a plain one) wait for it up to the busy timeout, and a Ctrl-C
+    meanwhile ends them at once (exit 130, one line), not once the lock is released or the busy
+    timeout is over. The log is left as it was."""
     import platform
     import signal
     import time
@@ -322,16 +324,22 @@ def test_ctrl_c_while_record_waits_for_a_locked_log_ends_it_at_once(sdk_agent, t
         pytest.skip("needs the installed console script and /proc/PID/syscall on x86_64")
     db = tmp_path / "log.db"
     open_store(db).close()
+    if command == "record":
+        argv = ["record", sdk_agent.url, "hello"]
+    else:
+        tape = tmp_path / "small.jsonl"
+        tape.write_bytes(b"".join(_large_tape(20)))
+        argv = ["import", str(tape)]
     with write_lock_held(db):
         proc = subprocess.Popen(
-            [str(script), "record", sdk_agent.url, "hello", "--db", str(db), "--busy-timeout", "120"],
+            [str(script), *argv, "--db", str(db), "--busy-timeout", "120"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's background job ignores it
         )
         deadline = time.monotonic() + 30
         while not _waiting_in_a_sleep(proc.pid):  # the condition waited for: record waits for the lock
-            assert proc.poll() is None and time.monotonic() < deadline, "record never waited for the lock"
+            assert proc.poll() is None and time.monotonic() < deadline, f"{command} never waited for the lock"
             time.sleep(0.005)
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
