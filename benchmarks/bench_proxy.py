@@ -48,6 +48,7 @@ from starlette.responses import Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from a2a_tape.store.sse import SseParser  # noqa: E402
+from benchmarks.local_server import free_port, wait_listening  # noqa: E402
 
 ITEM = (
     b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"ctx",'
@@ -148,22 +149,10 @@ class Floor:
     """:func:`floor_app` in a process of its own, as the proxy is."""
 
     def __init__(self, upstream: str, db: Path, durability: str) -> None:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        sock.close()
-        self.url = f"http://127.0.0.1:{port}"
+        port = free_port()
         cmd = [sys.executable, __file__, "--floor-serve", upstream, str(port), str(db), durability]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise SystemExit("the floor pass-through did not start") from None
-                time.sleep(0.05)
+        self.url = wait_listening(port, self.proc, "the floor pass-through")
 
     def stop(self) -> None:
         self.proc.terminate()

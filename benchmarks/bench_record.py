@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status  #
 from a2a_tape.recorder.record import RecordOptions, record  # noqa: E402
 from a2a_tape.recorder.recording import Session  # noqa: E402
 from a2a_tape.recorder.transport import RecordingTransport  # noqa: E402
+from benchmarks.local_server import free_port, wait_listening  # noqa: E402
 
 batches: list[int] = []
 WALL_TARGET = 1.2  # record / bare wall time (issue 14 item 6)
@@ -115,22 +115,11 @@ async def recorded(url: str, db: Path, durability: str = "normal") -> tuple[floa
 @contextlib.contextmanager
 def agent_process(n: int):
     """The agent in a process of its own (a real local agent does not share our interpreter's GIL)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--events", str(n)])
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit("the benchmark agent did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
+        url = wait_listening(port, proc, "the benchmark agent")
+        yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -38,6 +38,7 @@ from .indexes import (
 )
 from .interface import Durability, FoldRow
 from .locations import safe_location
+from .nowait import NoWait
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 
@@ -151,6 +152,7 @@ class PostgresStore:
         except Exception as exc:  # noqa: BLE001 - one readable line for the CLI
             raise ConnectionLost(f"cannot connect to {safe_location(url)}: {_first_line(exc)}") from None
         self._local = threading.local()
+        self._nowait = NoWait()  # see without_waiting
         if readonly:
             self._check_schema()
         else:
@@ -178,7 +180,7 @@ class PostgresStore:
         if cur is not None:
             yield cur
             return
-        nowait = getattr(self._local, "nowait", False)
+        nowait = self._nowait.on
         try:
             with self._pool.connection(timeout=_NOWAIT if nowait else None) as conn:
                 with conn.transaction(), conn.cursor() as cur:
@@ -197,17 +199,11 @@ class PostgresStore:
     def transaction(self) -> AbstractContextManager[psycopg.Cursor[Any]]:
         return self._txn()
 
-    @contextmanager
-    def without_waiting(self) -> Iterator[None]:
+    def without_waiting(self) -> AbstractContextManager[None]:
         """Transactions this thread begins inside raise :class:`WouldWait` instead of waiting for
         a pooled connection or a lock another session holds (rolled back: nothing written). The
         round trips themselves still take the time they take."""
-        before = getattr(self._local, "nowait", False)
-        self._local.nowait = True
-        try:
-            yield
-        finally:
-            self._local.nowait = before
+        return self._nowait.block()
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
         with self._txn() as cur:

@@ -8,7 +8,6 @@ loop can share it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import sys
@@ -16,6 +15,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,6 +39,7 @@ from .indexes import (
     task_filter,
 )
 from .interface import Durability, FoldRow
+from .nowait import NoWait
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .schema import SCHEMA_VERSION, migrate
@@ -129,7 +130,7 @@ class SqliteStore:
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database file")
         self._lock = threading.RLock()
-        self._local = threading.local()  # .nowait: see without_waiting
+        self._nowait = NoWait()  # see without_waiting
         self._depth = 0
         self._commits = 0  # our own commits: PRAGMA data_version only counts other connections'
         if readonly:
@@ -225,17 +226,11 @@ class SqliteStore:
         """One write transaction around several calls (an atomic import): all or nothing."""
         return _WriteTxn(self)
 
-    @contextlib.contextmanager
-    def without_waiting(self) -> Iterator[None]:
+    def without_waiting(self) -> AbstractContextManager[None]:
         """Write transactions this thread begins inside raise :class:`WouldWait` instead of
         waiting: for this store's lock (another thread's transaction) or the database's (another
         connection's, for the busy timeout). Nothing is written when it is raised."""
-        before = getattr(self._local, "nowait", False)
-        self._local.nowait = True
-        try:
-            yield
-        finally:
-            self._local.nowait = before
+        return self._nowait.block()
 
     def _begin(self, wait: bool) -> None:
         """``BEGIN IMMEDIATE``, waiting for another connection's write lock up to the busy timeout
@@ -891,7 +886,7 @@ class _WriteTxn:
         st = self.store
         if st.readonly:
             raise ReadOnlyStore(f"{st.location} was opened read-only: cannot write")
-        nowait = getattr(st._local, "nowait", False)
+        nowait = st._nowait.on
         if not st._lock.acquire(blocking=not nowait):
             raise WouldWait(f"{st.location} is being written by another thread of this process")
         if st._depth == 0:
