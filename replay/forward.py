@@ -13,6 +13,10 @@ Timeouts: connect and write 30 s, the response head within 30 s of the request (
 accepts and says nothing does not hang the client), no read timeout on a stream (an agent may
 think for long; its keep-alives are passed on). The HTTP side of :mod:`recorder.capture` is not
 importable from here (store <- replay <- recorder), hence the few lines of :func:`_send`.
+
+The writes never make the server's event loop wait for the log's lock
+(:func:`store.writer.write_soon`): a request being recorded while another process holds the log
+waits alone, and replayed answers go on.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from a2a_tape.store.events import ErrorItem
 from a2a_tape.store.methods import STREAMING_OPERATIONS
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.sse import SseLineTooLong
+from a2a_tape.store.writer import write_soon
 
 from . import rpc
 from .faults import FAULT_HEADER
@@ -80,7 +85,9 @@ class Forwarder:
         st = self.library.store
         msg = req.params.message if req.params else None
         cap = Capture(self.redactor)
-        ex_id = st.begin_exchange(
+        ex_id = await write_soon(
+            st,
+            st.begin_exchange,
             cap.request(
                 url=url,
                 rpc_method=req.method,
@@ -90,7 +97,7 @@ class Forwarder:
                 body=body,
                 message_id=msg.messageId if msg else None,
                 role="proxy",
-            )
+            ),
         )
         cap.exchange_id = ex_id
         self.library.dirty = True
@@ -101,13 +108,13 @@ class Forwarder:
             await client.aclose()
             why = cap.text(f"upstream {url} unreachable: {exc or type(exc).__name__}")
             outcome: Outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
-            st.update_exchange(ex_id, **cap.end(outcome, why))
+            await write_soon(st, st.update_exchange, ex_id, **cap.end(outcome, why))
             return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {why}", req.id)
         ctype = resp.headers.get("content-type", "")
         cap.head(resp.status_code, ctype or None, resp.headers.multi_items())
 
-        def finish(outcome: Outcome, error: str | None = None, **fields: object) -> None:
-            st.update_exchange(ex_id, **cap.end(outcome, error, **fields))
+        async def finish(outcome: Outcome, error: str | None = None, **fields: object) -> None:
+            await write_soon(st, st.update_exchange, ex_id, **cap.end(outcome, error, **fields))
             self.recorded += 1
             for ep in self.library.refresh():
                 ep.used += 1
@@ -123,11 +130,11 @@ class Forwarder:
             if data:
                 new, item = cap.answer(data)  # redacted as configured: a JSON answer is an event too
                 if new is not None:
-                    st.append(new)
+                    await write_soon(st, st.append, new)
                     failed = failed or isinstance(item.body, ErrorItem)
                 else:
                     fields["response_body"] = cap.response_body(data)
-            finish("error" if failed else "ok", None, **fields)
+            await finish("error" if failed else "ok", None, **fields)
             return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
 
         async def gen() -> AsyncGenerator[bytes, None]:
@@ -140,12 +147,12 @@ class Forwarder:
                         continue
                     new, _ = cap.events(items)
                     if new:
-                        st.append_batch(new)  # write-ahead: in the log before the client sees it
+                        await write_soon(st, st.append_batch, new)  # write-ahead: in the log before the client sees it
                     yield b"".join(it.raw for it in items)  # the exact bytes: id, retry, comments
                 items = cap.close()  # a last item cut by the close: kept, marked incomplete
                 new, _ = cap.events(items)
                 if new:
-                    st.append_batch(new)
+                    await write_soon(st, st.append_batch, new)
                 rest = b"".join(it.raw for it in items) + (cap.parser.tail if cap.parser else b"")
                 if rest:
                     yield rest
@@ -156,6 +163,6 @@ class Forwarder:
             finally:
                 await resp.aclose()
                 await client.aclose()
-                finish(outcome, error)
+                await finish(outcome, error)
 
         return Reply(status=resp.status_code, content_type=ctype, stream=gen(), headers=dict(SSE_HEADERS))

@@ -233,32 +233,43 @@ class SqliteStore:
         return self._nowait.block()
 
     def _begin(self, wait: bool) -> None:
-        """``BEGIN IMMEDIATE``, waiting for another connection's write lock up to the busy timeout
-        (or not at all: WouldWait). The wait is ours, in short sleeps, not SQLite's busy handler:
-        a Ctrl-C (or any signal) is handled within one sleep, where a wait inside SQLite's C code
-        held it off for the whole busy timeout. Other statements keep SQLite's own handler."""
-        conn = self._conn
+        """``BEGIN IMMEDIATE`` under the store's lock, waiting for another connection's write lock
+        up to the busy timeout (or not at all: WouldWait). The wait is ours, in short sleeps, not
+        SQLite's busy handler: a Ctrl-C (or any signal) is handled within one sleep, where a wait
+        inside SQLite's C code held it off for the whole busy timeout. The store's own lock is let
+        go while it sleeps, so this process's other threads (an event loop's reads) go on."""
         deadline = time.monotonic() + (self.busy_timeout or 0)
         pause = 0.001
+        while True:
+            busy = self._try_begin()
+            if busy is None:
+                return
+            if not wait:
+                raise WouldWait(f"{self.location} is being written by another connection")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise translate(busy, self.location, self.busy_timeout) or busy
+            self._lock.release()
+            try:
+                time.sleep(min(pause, left))
+                _stop_if_cancelled()
+            finally:
+                self._lock.acquire()
+            pause = min(pause * 2, _MAX_PAUSE)
+
+    def _try_begin(self) -> sqlite3.OperationalError | None:
+        """One ``BEGIN IMMEDIATE`` with no busy wait; the error when another connection writes."""
+        conn = self._conn
         conn.execute("PRAGMA busy_timeout = 0")
         try:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not isinstance(translate(exc, self.location, 0), DatabaseLocked):
-                        raise
-                    if not wait:
-                        raise WouldWait(f"{self.location} is being written by another connection") from None
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise  # the guard makes it DatabaseLocked, naming the busy timeout
-                    time.sleep(min(pause, left))
-                    pause = min(pause * 2, _MAX_PAUSE)
-                    _stop_if_cancelled()
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if isinstance(translate(exc, self.location, 0), DatabaseLocked):
+                return exc
+            raise
         finally:
             conn.execute(f"PRAGMA busy_timeout = {round((self.busy_timeout or 0) * 1000)}")
+        return None
 
     # -- events ------------------------------------------------------------------------------
 

@@ -26,11 +26,24 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .errors import AppendConflict, StoreError, WouldWait
 from .faults import translate
-from .interface import AppendLog
+from .interface import AppendLog, StoreHandle
 from .records import NewEvent, StoredEvent
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+async def write_soon(store: StoreHandle, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)``, ONE write transaction on ``store``, from an event loop that must
+    not wait for the log's lock: run at once on the loop when the lock is free
+    (``Store.without_waiting``), else on a worker thread, where it waits as the busy timeout says.
+    For a server's own writes (serve's recording modes; the group-commit writer's small ones)."""
+    try:
+        with store.without_waiting():
+            return fn(*args, **kwargs)
+    except WouldWait:  # nothing was written: the same transaction again, where waiting is harmless
+        pass
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
 class _Slot:
@@ -91,13 +104,9 @@ class GroupCommitWriter:
         (``Store.without_waiting``), else on a worker thread, where it waits as long as the busy
         timeout says. The loop never waits for a lock: not a batch being committed on a thread, not
         another process's transaction. Its errors are the store's, raised here."""
-        if not self._threaded:
-            try:
-                with self.store.without_waiting():
-                    return fn(*args, **kwargs)
-            except WouldWait:  # nothing was written: the same transaction, where waiting is harmless
-                pass
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        if self._threaded:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        return await write_soon(self.store, fn, *args, **kwargs)
 
     async def _append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         if self._send is None:

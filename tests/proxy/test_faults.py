@@ -11,7 +11,6 @@ import contextlib
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from a2a_tape import store
 from tests.conftest import running_sdk_agent
 from tests.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 from tests.support.fault_agent import make_proxy_fault_app
-from tests.support.locks import write_lock_held
+from tests.support.locks import wait_for_a_lock_waiter, write_lock_held
 from tests.support.servers import serve_app
 
 
@@ -144,10 +143,7 @@ def test_a_request_waiting_for_a_locked_log_does_not_stall_the_others(sdk_agent,
         body, h = send_body("hello", stream=False, message_id="m-waits")
         with concurrent.futures.ThreadPoolExecutor(1) as pool, write_lock_held(db_path):
             waiting = pool.submit(httpx.post, proxy.url + "/", content=body, headers={**h, **auth}, timeout=60)
-            deadline = time.monotonic() + 30
-            while not proxy.proxy.by_key and not waiting.done():  # polls for the claim under way
-                assert time.monotonic() < deadline, "the message never reached its claim"
-                time.sleep(0.005)
+            wait_for_a_lock_waiter()  # the message's claim waits for the lock
             assert not waiting.done()
             refused = httpx.post(proxy.url + "/", content=body, headers=h, timeout=5)  # the loop is free
             assert refused.status_code == 401

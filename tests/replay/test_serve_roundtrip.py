@@ -4,6 +4,7 @@ apart from the JSON-RPC ids. Plus the record modes against a live upstream."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from a2a_tape.replay.transport import ReplayTransport
 from a2a_tape.store import decode_item
 from tests.conftest import running_sdk_agent
 from tests.replay._record import headers_for, request_body
+from tests.support.locks import wait_for_a_lock_waiter, write_lock_held
 from tests.support.servers import serve_app
 
 runner = CliRunner()
@@ -187,3 +189,32 @@ def test_recording_mode_forwards_credentials_and_keeps_exact_bytes(db_path):
         assert ex.request_headers["authorization"] == REDACTED
     raw = b"".join(Path(str(db_path) + s).read_bytes() for s in ("", "-wal") if Path(str(db_path) + s).exists())
     assert b"up-s3cret-991" not in raw
+
+
+def test_a_request_recorded_into_a_locked_log_does_not_stall_a_replayed_one(db_path):
+    """``serve`` recording new episodes while another process holds the log's write lock: the new
+    request's exchange row waits for it, off the server's event loop, so meanwhile a request the
+    recordings answer is replayed at once; once the lock is gone the new one is recorded too."""
+    store.open_store(db_path).close()
+    with running_sdk_agent() as agent:
+        lib = Library.open(db_path)
+        try:
+            engine = ReplayEngine(lib, record_mode="new_episodes", upstream=agent.url)
+            with serve_app(create_app(engine)) as url:
+
+                def send(text: str, timeout: float) -> httpx.Response:
+                    body = request_body("send", "1.0", text=text)
+                    return httpx.post(url + "/", content=body, headers=headers_for("1.0"), timeout=timeout)
+
+                first = decode_item(send("hello", 30).content)  # recorded
+                with concurrent.futures.ThreadPoolExecutor(1) as pool, write_lock_held(db_path):
+                    waiting = pool.submit(send, "something new", 60)
+                    wait_for_a_lock_waiter()  # its exchange row waits for the lock
+                    replayed = decode_item(send("hello", 5).content)  # the loop is free: answered from the log
+                    assert not waiting.done()
+                new = decode_item(waiting.result(timeout=30).content)
+        finally:
+            lib.close()
+        assert agent.executor.executions == 2
+    assert first.kind == replayed.kind == new.kind == "task"
+    assert replayed.task_id == first.task_id and new.task_id != first.task_id

@@ -3,8 +3,10 @@ recorder does to every other writer of the same file for as long as its transact
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,3 +34,21 @@ def write_lock_held(path: str | Path) -> Iterator[None]:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(timeout=30)
+
+
+def wait_for_a_lock_waiter(timeout: float = 30) -> None:
+    """Return once a thread of this process waits for a SQLite log's write lock (in
+    ``SqliteStore._begin``, waiting): the moment a test sends the request that must not wait
+    behind it. A poll of the threads' stacks, not a sleep standing in for the condition."""
+    where = os.path.join("store", "sqlite.py")
+    deadline = time.monotonic() + timeout
+    while True:
+        for frame in sys._current_frames().values():
+            f = frame
+            while f is not None:
+                code = f.f_code
+                if code.co_name == "_begin" and code.co_filename.endswith(where) and f.f_locals.get("wait"):
+                    return
+                f = f.f_back
+        assert time.monotonic() < deadline, "no thread waited for the log's lock"
+        time.sleep(0.005)
