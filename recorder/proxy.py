@@ -183,6 +183,8 @@ class Proxy:
             async with httpx.AsyncClient(
                 transport=pool, timeout=timeout, auth=cfg.target.auth, cookies=cookieless()
             ) as http:
+                for name in ("user-agent", "accept"):  # httpx's defaults: the agent sees the client's own
+                    http.headers.pop(name, None)
                 async with store.GroupCommitWriter(self.store) as writer:
                     async with anyio.create_task_group() as tg:
                         self.http, self.writer, self._tg = http, writer, tg

@@ -5,6 +5,7 @@ a real a2a-sdk 1.3.0 agent where it can show the behaviour, the proxy routes of 
 
 from __future__ import annotations
 
+import http.client
 import json
 
 import anyio
@@ -56,6 +57,34 @@ def test_a_405_of_the_fault_agent_on_post_too(fault_proxy):
     r = httpx.post(proxy.url + "/plain405/", content=body, headers=headers)
     assert (r.status_code, r.headers["allow"], r.text) == (405, "POST", "Method Not Allowed")
     assert _end_to_end(r.headers) == _end_to_end(direct.headers)
+
+
+def test_the_agent_gets_the_clients_headers_and_only_the_encodings_the_proxy_decodes(fault_proxy):
+    """A client that sends almost nothing (the standard library's): the agent sees its headers,
+    plus the ``Accept-Encoding`` the proxy asks for because it decodes what it records. No
+    ``User-Agent`` or ``Accept`` of the proxy's HTTP library shows up in the client's name."""
+    url, proxy = fault_proxy
+    body, _ = send_body("hello", stream=False, message_id="m-minimal-client")
+    host, port = proxy.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("POST", "/echo/", body=body, headers={"content-type": "application/json", "x-trace": "t-1"})
+        seen = json.loads(conn.getresponse().read())["headers"]
+    finally:
+        conn.close()
+    names = [name for name, _ in seen]
+    assert "user-agent" not in names and "accept" not in names
+    assert ["content-type", "application/json"] in seen and ["x-trace", "t-1"] in seen
+    assert {name for name in names} <= {
+        "host",
+        "content-type",
+        "x-trace",
+        "content-length",
+        "accept-encoding",
+        "connection",
+    }
+    encodings = dict(seen)["accept-encoding"]
+    assert "gzip" in encodings and "identity" not in encodings  # ours, not the client's
 
 
 def test_redirect_passes_through_with_its_location_on_the_proxy(fault_proxy):
