@@ -21,10 +21,10 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.replay.http import LazyTlsTransport
 from a2a_tape.store.redact import Redactor, build_redactor
 
 from . import client as a2a
-from .http import LazyTlsTransport
 from .recovery import Unreachable, Upstream, is_open
 
 

@@ -53,6 +53,7 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.replay import sse
+from a2a_tape.replay.http import cookieless
 from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
@@ -60,7 +61,6 @@ from a2a_tape.store.redact import Redactor
 
 from . import client as a2a
 from .capture import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
-from .http import cookieless
 from .idempotency import (
     BadRequest,
     Gateway,

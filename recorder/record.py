@@ -25,6 +25,7 @@ from typing import Literal
 import anyio
 import httpx
 
+from a2a_tape.replay.http import LazyTlsTransport
 from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, NewEvent, StoredEvent, Undecodable
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
@@ -57,7 +58,6 @@ from .client import (
     send_request,
     task_request,
 )
-from .http import LazyTlsTransport
 from .recording import Session
 from .settle import Backoff, settle
 

@@ -34,6 +34,7 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.replay.fold import TaskState, fold_task_events
+from a2a_tape.replay.http import LazyTlsTransport, cookieless
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import is_interrupted, is_terminal
 from a2a_tape.store.redact import Redactor, build_redactor
@@ -51,7 +52,6 @@ from .capture import (
     redirect_message,
     send,
 )
-from .http import LazyTlsTransport, cookieless
 from .settle import Backoff, settle
 
 LEASE_KEY = "recovery.lease"

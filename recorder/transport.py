@@ -24,6 +24,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.replay.http import LazyTlsTransport
 from a2a_tape.store.capture import Outcome, media_type_of
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
@@ -33,7 +34,6 @@ from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 from .capture import describe
 from .client import CARD_PATH
 from .codings import Decoding, DecodingError
-from .http import LazyTlsTransport
 from .recording import Session
 
 

@@ -35,6 +35,7 @@ from a2a_tape.store.writer import write_soon
 
 from . import rpc
 from .faults import FAULT_HEADER
+from .http import LazyTlsTransport
 from .library import Library
 from .reply import SSE_HEADERS, Reply, error_reply
 
@@ -101,7 +102,9 @@ class Forwarder:
         )
         cap.exchange_id = ex_id
         self.library.dirty = True
-        client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
+        # a client of its own per request (no cookie of one request rides along with another's);
+        # no CA bundle for a plain-HTTP agent: that cost ~20 ms per forwarded request
+        client = httpx.AsyncClient(transport=LazyTlsTransport(), timeout=httpx.Timeout(30.0, read=None))
         try:
             resp = await _send(client, client.build_request("POST", url, content=body, headers=fwd), self.first_byte)
         except httpx.HTTPError as exc:

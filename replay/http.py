@@ -2,13 +2,17 @@
 
 httpx builds a verifying TLS context (the whole certifi bundle, ~20 ms) for every client or
 transport it makes, even one that only ever speaks plain HTTP to ``127.0.0.1``: a cost paid
-before the first byte of every ``record``, ``probe``, recovery and ``RecordingTransport``.
+before the first byte of every ``record``, ``probe``, recovery, ``RecordingTransport`` and request
+serve forwards.
 :class:`LazyTlsTransport` (sync and async) sends ``http://`` requests through a transport whose
 TLS context trusts no CA at all (it could not complete a handshake: it fails closed), and
 builds the verifying one on the first ``https://`` request.
 
 :func:`cookieless` is the cookie jar of a client that acts for many parties (the proxy's, the
 startup recovery's): it keeps nothing.
+
+Both live here, below the recorder, because serve's recording modes (:mod:`replay.forward`) call
+agents too.
 """
 
 from __future__ import annotations
