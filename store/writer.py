@@ -4,9 +4,10 @@ One writer task drains a queue of pending appends, appends their events in one t
 a worker thread (one thread hop per batch, not per event), then wakes every producer of the
 batch. A producer's ``await writer.append(event)`` returns only once its event is durable
 at the store's durability setting; ``append_many`` queues a producer's events as one entry (one
-wake-up for all of them, not one per event) and is all or nothing. ``write`` runs a caller's own
-small transaction (the proxy's key claim) where a small batch would run: on the loop while no
-batch is committing on a thread.
+wake-up for all of them, not one per event) and is all or nothing. A small batch, and a caller's
+own small transaction run by ``write`` (the proxy's key claim), are committed on the event loop
+when that needs no wait for the log's lock; otherwise they wait on a worker thread
+(:func:`write_soon`): the loop never waits for a lock.
 
     async with GroupCommitWriter(store) as writer:
         stored = await writer.append(NewEvent(payload=b"...", task_id="t1"))
@@ -62,9 +63,10 @@ class GroupCommitWriter:
     def __init__(self, store: AppendLog, *, max_batch: int = 2048, inline_batch: int = 8) -> None:
         self.store = store
         self.max_batch = max_batch
-        # a batch this small (a stream's first item, a claim, a note) is committed on the event
-        # loop: the commit costs less than the two thread handoffs would on a busy machine, and
-        # that wait is the first event's latency. Bigger batches go to a worker thread.
+        # a batch this small (a stream's first item, a note) is committed on the event loop when
+        # the lock is free: the commit costs less than the two thread handoffs would on a busy
+        # machine, and that wait is the first event's latency. Bigger batches, and a small one
+        # that would wait for the lock, go to a worker thread.
         self.inline_batch = inline_batch
         self._send: MemoryObjectSendStream[_Slot] | None = None
         self._recv: MemoryObjectReceiveStream[_Slot] | None = None
