@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 import httpx
 import msgspec
@@ -257,16 +257,21 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         *,
         transport: httpx.AsyncBaseTransport | httpx.BaseTransport | None = None,
         redactor: Redactor | None = None,
+        redact: Iterable[str] = (),
         max_line: int = DEFAULT_MAX_LINE,
         durability: store.Durability = "normal",
     ) -> None:
+        redact = list(redact)
+        if redactor is not None and redact:
+            raise TypeError("RecordingTransport takes redactor= or redact=, not both")
         self._owns_store = isinstance(db, (str, os.PathLike))
         # a path: opened here, durability "normal" by default (WAL, no fsync per commit: every event
         # survives a crash of this process; "full" also survives a power loss, at an fsync per chunk)
         self.store: store.Store = (
             db if not isinstance(db, (str, os.PathLike)) else store.open_store(db, durability=durability)
         )
-        self.redactor = redactor or build_redactor()
+        # redact: header names and JSON paths, as --redact takes them, beside [tool.a2a-tape]'s
+        self.redactor = redactor or build_redactor(redact)
         self.max_line = max_line
         self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
         self._sync = transport if isinstance(transport, httpx.BaseTransport) else None

@@ -7,6 +7,7 @@ from pathlib import Path
 import anyio
 import httpx
 import msgspec
+import pytest
 
 from a2a_tape import store
 from a2a_tape.recorder.transport import RecordingTransport
@@ -109,11 +110,14 @@ def test_plain_httpx_sync_client_v03_stream_and_get(db_path):
         assert all(x.dialect == "0.3" for x in st.exchanges())
 
 
-def test_json_paths_redacted_in_requests_and_events(db_path):
+@pytest.mark.parametrize("given", ["redactor", "redact"])
+def test_json_paths_redacted_in_requests_and_events(db_path, given):
+    """Paths given as a Redactor, or as ``redact=[...]`` (what ``--redact`` takes, docs/api.md)."""
     secret = "json-path-secret-42"
-    redactor = build_redactor(["params.message.metadata.token", "result.history.*.metadata.token"])
+    paths = ["params.message.metadata.token", "result.history.*.metadata.token"]
+    how = {"redactor": build_redactor(paths)} if given == "redactor" else {"redact": paths}
     with running_sdk_agent() as agent:
-        transport = RecordingTransport(db_path, redactor=redactor)
+        transport = RecordingTransport(db_path, **how)
         body = _v03_body("message/send", "m-json-1", metadata={"token": secret, "keep": "visible-value"})
         with httpx.Client(transport=transport) as http:
             resp = http.post(agent.url + "/", json=body)
@@ -250,3 +254,8 @@ def test_redactor_url_rules():
     assert urlsplit(r.url("https://me:pw@h:8443/x")).port == 8443  # still a URL that parses
     assert r.url("https://me@h/x") == "https://me@h/x"
     assert r.text("GET http://h/?token=abc failed: refused") == f"GET http://h/?token={REDACTED} failed: refused"
+
+
+def test_redactor_and_redact_together_are_refused(db_path):
+    with pytest.raises(TypeError, match="not both"):
+        RecordingTransport(db_path, redactor=build_redactor(), redact=["X-Other"])
