@@ -37,6 +37,12 @@ class Faults(msgspec.Struct, frozen=True, omit_defaults=True):
     delay_ms: float = 0.0
     error_after: int | None = None
 
+    @classmethod
+    def parse(cls, *specs: str | None) -> Faults:
+        """``Faults.parse("drop-after=2,duplicate")``: the spellings of ``serve --faults`` (several
+        specs combine); a wrong one raises :class:`FaultError` saying how to spell it."""
+        return parse_faults(*specs)
+
     @property
     def any(self) -> bool:
         return self != NO_FAULTS

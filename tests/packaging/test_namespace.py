@@ -14,6 +14,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 
 import a2a_tape
@@ -142,6 +143,32 @@ def test_the_public_surface_resolves_and_is_documented():
     assert set(dir(a2a_tape)) >= set(a2a_tape.__all__)
     with pytest.raises(AttributeError):
         a2a_tape.no_such_name  # noqa: B018
+
+
+def test_the_calls_docs_api_shows_work(tmp_path):
+    """Each call docs/api.md spells out, as it spells it (``redact=`` and ``Faults.parse`` were
+    documented before they existed)."""
+    api = (ROOT / "docs" / "api.md").read_text()
+    for shown in (
+        "RecordingTransport(db, transport=inner, redact=[...])",
+        'Faults.parse("drop-after=2")',
+        "ReplayTransport(recording, timing=..., faults=..., match=..., record_mode=..., upstream=...)",
+        'open_store(location, *, create=True, durability="full", busy_timeout=None, readonly=False)',
+    ):
+        assert shown in api, shown
+    db = tmp_path / "log.db"
+    inner = httpx.HTTPTransport()
+    a2a_tape.RecordingTransport(db, transport=inner, redact=["X-Tenant-Pass", "params.metadata.token"]).close()
+    faults = a2a_tape.Faults.parse("drop-after=2")
+    assert faults.drop_after == 2 and faults.describe() == "drop-after=2"
+    with pytest.raises(a2a_tape.A2ATapeError, match="drop-after"):
+        a2a_tape.Faults.parse("drop-after=two")
+    with a2a_tape.ReplayTransport(
+        db, timing="instant", faults=faults, match="method-text", record_mode="none", upstream=None
+    ) as replay:
+        assert replay is not None
+    with a2a_tape.open_store(db, create=True, durability="full", busy_timeout=None, readonly=False) as st:
+        assert st.integrity_check() == "ok"
 
 
 def test_every_error_of_ours_derives_from_the_one_root():
