@@ -58,6 +58,7 @@ from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.redact import Redactor
+from a2a_tape.store.writer import write_soon
 
 from . import client as a2a
 from .capture import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
@@ -402,8 +403,7 @@ class Proxy:
         ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
         if ex.error:
             ex.error = self.config.redactor.text(ex.error)
-        assert self.writer is not None
-        return await self.writer.write(self.store.begin_exchange, ex)
+        return await write_soon(self.store, self.store.begin_exchange, ex)
 
     async def _jsonrpc(self, request: Request, out: Outgoing) -> Response:
         v1 = request.headers.get("a2a-version", "").startswith("1")
@@ -481,8 +481,8 @@ class Proxy:
         live = Live(None, req_hash, rpc_id)
         self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
         try:
-            assert self.writer is not None  # on the loop unless a batch commit holds the log (see write)
-            ex_id, record, claimed = await self.writer.write(self._begin_and_claim, ex, key, req_hash)
+            # on the loop when the log's lock is free, else on a worker thread (write_soon)
+            ex_id, record, claimed = await write_soon(self.store, self._begin_and_claim, ex, key, req_hash)
         except BaseException as exc:
             self.by_key.pop(slot, None)
             fault = store_fault(exc) if isinstance(exc, Exception) else None

@@ -45,8 +45,8 @@ from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEve
 from .schema import SCHEMA_VERSION, migrate
 
 DEFAULT_BUSY_TIMEOUT = 30.0
-_MAX_PAUSE = 0.05  # seconds: the longest sleep between two tries for another writer's lock
 """Seconds a write waits for another process's write transaction before :class:`DatabaseLocked`."""
+_MAX_PAUSE = 0.05  # seconds: the longest sleep between two tries for another writer's lock
 
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
 _INSERT_BLOCK = 64

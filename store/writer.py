@@ -4,10 +4,10 @@ One writer task drains a queue of pending appends, appends their events in one t
 a worker thread (one thread hop per batch, not per event), then wakes every producer of the
 batch. A producer's ``await writer.append(event)`` returns only once its event is durable
 at the store's durability setting; ``append_many`` queues a producer's events as one entry (one
-wake-up for all of them, not one per event) and is all or nothing. A small batch, and a caller's
-own small transaction run by ``write`` (the proxy's key claim), are committed on the event loop
-when that needs no wait for the log's lock; otherwise they wait on a worker thread
-(:func:`write_soon`): the loop never waits for a lock.
+wake-up for all of them, not one per event) and is all or nothing. A small batch is committed on
+the event loop when that needs no wait for the log's lock, else on a worker thread; a caller's own
+small transaction (the proxy's key claim) goes the same way through :func:`write_soon`: the loop
+never waits for a lock, neither another process's nor a batch's being committed on a thread.
 
     async with GroupCommitWriter(store) as writer:
         stored = await writer.append(NewEvent(payload=b"...", task_id="t1"))
@@ -38,7 +38,8 @@ async def write_soon(store: StoreHandle, fn: Callable[P, T], *args: P.args, **kw
     """``fn(*args, **kwargs)``, ONE write transaction on ``store``, from an event loop that must
     not wait for the log's lock: run at once on the loop when the lock is free
     (``Store.without_waiting``), else on a worker thread, where it waits as the busy timeout says.
-    For a server's own writes (serve's recording modes; the group-commit writer's small ones)."""
+    For a server's own writes (the proxy's claims and exchange rows, serve's recording modes).
+    Its errors are the store's, raised here."""
     try:
         with store.without_waiting():
             return fn(*args, **kwargs)
@@ -71,7 +72,6 @@ class GroupCommitWriter:
         self._send: MemoryObjectSendStream[_Slot] | None = None
         self._recv: MemoryObjectReceiveStream[_Slot] | None = None
         self._tg: TaskGroup | None = None
-        self._threaded = False  # a batch is being committed on a worker thread
         self.batches = 0
         self.events = 0
 
@@ -99,16 +99,6 @@ class GroupCommitWriter:
         if not events:
             return []
         return await self._append(list(events))
-
-    async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a caller's own small write (a key's claim, an exchange row: ONE transaction) beside
-        the appends, as a small batch is run: on the event loop without waiting for any lock
-        (``Store.without_waiting``), else on a worker thread, where it waits as long as the busy
-        timeout says. The loop never waits for a lock: not a batch being committed on a thread, not
-        another process's transaction. Its errors are the store's, raised here."""
-        if self._threaded:
-            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-        return await write_soon(self.store, fn, *args, **kwargs)
 
     async def _append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         if self._send is None:
@@ -148,11 +138,7 @@ class GroupCommitWriter:
                         batch.append(slot)
                         size += len(slot.events)
                     if size > self.inline_batch or not self._commit_now(batch):
-                        self._threaded = True
-                        try:
-                            await anyio.to_thread.run_sync(self._commit, batch)
-                        finally:
-                            self._threaded = False
+                        await anyio.to_thread.run_sync(self._commit, batch)
                     self.batches += 1
                     self.events += size
                     for s in batch:

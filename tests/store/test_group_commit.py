@@ -7,7 +7,8 @@ import threading
 import anyio
 import pytest
 
-from a2a_tape.store import AppendConflict, Exchange, GroupCommitWriter, NewEvent, StoreError
+from a2a_tape.store import AppendConflict, GroupCommitWriter, NewEvent, StoredEvent, StoreError
+from a2a_tape.store.writer import write_soon
 
 from .payloads import v1_artifact
 
@@ -168,8 +169,9 @@ def test_events_queued_before_close_are_all_stored(backend):
 
 
 class _GatedLog:
-    """The store under test, whose ``append_batch`` waits at a gate once it is on its worker
-    thread: the moment a big batch is being committed, held open for the test."""
+    """The store under test, whose ``append_batch`` on a worker thread stops at a gate once its
+    rows are written and the transaction still holds the log's lock: a big batch being committed,
+    held open for the test."""
 
     def __init__(self, st) -> None:
         self.st = st
@@ -180,44 +182,49 @@ class _GatedLog:
         return self.st.without_waiting()
 
     def append_batch(self, events):
-        if threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is threading.main_thread():
+            return self.st.append_batch(events)
+        with self.st.transaction():
+            stored = self.st.append_batch(events)
             self.entered.set()
             assert self.gate.wait(30)
-        return self.st.append_batch(events)
+        return stored
 
 
-def test_a_callers_write_runs_on_the_loop_unless_a_batch_commits_on_a_thread(backend):
-    """``write`` (the proxy's key claim, its exchange rows): on the event loop when the writer is
-    idle, on a worker thread while a big batch is being committed there (the loop must not wait
-    for that batch's lock), and its result or error comes back either way."""
+def test_write_soon_runs_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thread(backend):
+    """``write_soon`` (the proxy's key claim, its exchange rows): on the event loop when the log is
+    free; tried there, then run on a worker thread, while a big batch being committed on a thread
+    holds the lock (the loop must not wait for it); its result or error comes back either way."""
     st = backend.open()
     log = _GatedLog(st)
-    seen: dict[str, object] = {}
+    tries: dict[str, list[int]] = {"idle": [], "busy": []}
 
-    def row(name: str) -> tuple[int, int]:
-        return threading.get_ident(), st.begin_exchange(Exchange(url=f"http://agent/{name}"))
+    def append(name: str) -> StoredEvent:
+        tries[name].append(threading.get_ident())
+        return st.append(NewEvent(payload=name.encode(), task_id=name))
 
     def broken() -> None:
         raise StoreError("the log refused it")
 
     async def main() -> None:
         async with GroupCommitWriter(log) as w:
-            seen["idle"] = await w.write(row, "idle")
+            await write_soon(st, append, "idle")
             async with anyio.create_task_group() as tg:
                 big = [NewEvent(payload=bytes([i]), task_id="big") for i in range(w.inline_batch + 1)]
                 tg.start_soon(w.append_many, big)
-                await anyio.to_thread.run_sync(log.entered.wait)  # the batch is on its thread, held
-                seen["busy"] = await w.write(row, "busy")
+                await anyio.to_thread.run_sync(log.entered.wait)  # the batch is on its thread, lock held
+                tg.start_soon(write_soon, st, append, "busy")
+                with anyio.fail_after(10):
+                    while len(tries["busy"]) < 2:  # tried on the loop, then on a worker thread
+                        await anyio.lowlevel.checkpoint()
                 with pytest.raises(StoreError, match="refused"):
-                    await w.write(broken)
+                    await write_soon(st, broken)
                 log.gate.set()
             with pytest.raises(StoreError, match="refused"):
-                await w.write(broken)
+                await write_soon(st, broken)
 
     loop_thread = threading.get_ident()
     anyio.run(main)
-    (idle_thread, idle_id), (busy_thread, busy_id) = seen["idle"], seen["busy"]
-    assert idle_thread == loop_thread
-    assert busy_thread != loop_thread
-    assert [e.id for e in st.exchanges()] == [idle_id, busy_id]
-    assert len(st.read_task("big")) == 9
+    assert tries["idle"] == [loop_thread]
+    assert tries["busy"][0] == loop_thread and tries["busy"][1] != loop_thread and len(tries["busy"]) == 2
+    assert [e.task_id for e in st.read_from(0)] == ["idle", *["big"] * 9, "busy"]
