@@ -38,9 +38,9 @@ from .indexes import (
 )
 from .interface import Durability, FoldRow
 from .locations import safe_location
-from .nowait import NoWait
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from .write_lock import NoWait
 
 try:  # optional dependency
     import psycopg

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 import threading
 import time
 import urllib.parse
@@ -26,7 +25,7 @@ from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
 from .append_plan import ROW_WIDTH, BatchPlan, Key, Run
 from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
-from .errors import DatabaseLocked, NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
+from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
 from .faults import guard_public, on_readonly_media, translate
 from .indexes import (
     DOCTOR_CURSOR,
@@ -39,14 +38,13 @@ from .indexes import (
     task_filter,
 )
 from .interface import Durability, FoldRow
-from .nowait import NoWait
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .schema import SCHEMA_VERSION, migrate
+from .write_lock import NoWait, begin_immediate
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another process's write transaction before :class:`DatabaseLocked`."""
-_MAX_PAUSE = 0.05  # seconds: the longest sleep between two tries for another writer's lock
 
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
 _INSERT_BLOCK = 64
@@ -231,45 +229,6 @@ class SqliteStore:
         waiting: for this store's lock (another thread's transaction) or the database's (another
         connection's, for the busy timeout). Nothing is written when it is raised."""
         return self._nowait.block()
-
-    def _begin(self, wait: bool) -> None:
-        """``BEGIN IMMEDIATE`` under the store's lock, waiting for another connection's write lock
-        up to the busy timeout (or not at all: WouldWait). The wait is ours, in short sleeps, not
-        SQLite's busy handler: a Ctrl-C (or any signal) is handled within one sleep, where a wait
-        inside SQLite's C code held it off for the whole busy timeout. The store's own lock is let
-        go while it sleeps, so this process's other threads (an event loop's reads) go on."""
-        deadline = time.monotonic() + (self.busy_timeout or 0)
-        pause = 0.001
-        while True:
-            busy = self._try_begin()
-            if busy is None:
-                return
-            if not wait:
-                raise WouldWait(f"{self.location} is being written by another connection")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise translate(busy, self.location, self.busy_timeout) or busy
-            self._lock.release()
-            try:
-                time.sleep(min(pause, left))
-                _stop_if_cancelled()
-            finally:
-                self._lock.acquire()
-            pause = min(pause * 2, _MAX_PAUSE)
-
-    def _try_begin(self) -> sqlite3.OperationalError | None:
-        """One ``BEGIN IMMEDIATE`` with no busy wait; the error when another connection writes."""
-        conn = self._conn
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if isinstance(translate(exc, self.location, 0), DatabaseLocked):
-                return exc
-            raise
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {round((self.busy_timeout or 0) * 1000)}")
-        return None
 
     # -- events ------------------------------------------------------------------------------
 
@@ -865,23 +824,6 @@ class SqliteStore:
             after = (rows[-1][1], rows[-1][0])
 
 
-def _stop_if_cancelled() -> None:
-    """Leave a wait for the lock when the asyncio task it blocks was cancelled meanwhile: asyncio's
-    Ctrl-C handler (``asyncio.run``) cancels the main task from the signal handler, which runs
-    between two of our sleeps, and expects the task to stop at its next await; a loop blocked in
-    this wait has none, so the cancellation is raised here (Ctrl-C then ends the command at once,
-    not after the busy timeout). Without a running loop a Ctrl-C is a KeyboardInterrupt already."""
-    aio = sys.modules.get("asyncio")
-    if aio is None:
-        return
-    try:
-        task = aio.current_task()
-    except RuntimeError:  # no loop in this thread
-        return
-    if task is not None and task.cancelling():
-        raise aio.CancelledError("cancelled while waiting for the log's write lock")
-
-
 class _WriteTxn:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` under the store's lock; rollback on error.
 
@@ -902,7 +844,7 @@ class _WriteTxn:
             raise WouldWait(f"{st.location} is being written by another thread of this process")
         if st._depth == 0:
             try:
-                st._begin(wait=not nowait)
+                begin_immediate(st._conn, st._lock, st.location, st.busy_timeout, wait=not nowait)
             except BaseException:
                 st._lock.release()
                 raise

@@ -38,16 +38,16 @@ def write_lock_held(path: str | Path) -> Iterator[None]:
 
 def wait_for_a_lock_waiter(timeout: float = 30) -> None:
     """Return once a thread of this process waits for a SQLite log's write lock (in
-    ``SqliteStore._begin``, waiting): the moment a test sends the request that must not wait
-    behind it. A poll of the threads' stacks, not a sleep standing in for the condition."""
-    where = os.path.join("store", "sqlite.py")
+    ``store.write_lock.begin_immediate``, waiting): the moment a test sends the request that must
+    not wait behind it. A poll of the threads' stacks, not a sleep standing in for the condition."""
+    where = os.path.join("store", "write_lock.py")
     deadline = time.monotonic() + timeout
     while True:
         for frame in sys._current_frames().values():
             f = frame
             while f is not None:
                 code = f.f_code
-                if code.co_name == "_begin" and code.co_filename.endswith(where) and f.f_locals.get("wait"):
+                if code.co_name == "begin_immediate" and code.co_filename.endswith(where) and f.f_locals.get("wait"):
                     return
                 f = f.f_back
         assert time.monotonic() < deadline, "no thread waited for the log's lock"
