@@ -12,6 +12,7 @@ are appended as ``origin="local"`` events (:func:`store.local_note`, :func:`stor
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, cast, overload
@@ -21,6 +22,7 @@ from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
 from a2a_tape.store.capture import Capture, Outcome, plan_events
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.redact import Redactor
+from a2a_tape.store.writer import Writes, writing_now
 
 from .capture import store_fault
 from .live import LiveFold
@@ -58,7 +60,7 @@ class Session:
 
     # -- exchanges: each one a :class:`store.capture.Capture` ------------------------------
 
-    def begin(
+    def begin_writes(
         self,
         *,
         url: str,
@@ -70,7 +72,8 @@ class Session:
         http_method: str = "POST",
         message_id: str | None = None,
         role: str = "client",
-    ) -> int:
+    ) -> Writes[int]:
+        """Open an exchange: its row, written (redacted) before the request goes out. Returns its id."""
         cap = Capture(self.redactor, task_id=self.task_id, context_id=self.context_id, secrets=self.secrets)
         ex = cap.request(
             url=url,
@@ -84,12 +87,14 @@ class Session:
             role=role,
         )
         self.secrets += [s for s in cap.secrets if s not in self.secrets]  # a URL token: never in a text either
-        ex_id = self.store.begin_exchange(ex)
+        ex_id: int = yield functools.partial(self.store.begin_exchange, ex)
         cap.exchange_id = ex_id
         self._caps[ex_id] = cap
         self._open.add(ex_id)
         self.exchange_ids.append(ex_id)
         return ex_id
+
+    begin = writing_now(begin_writes)
 
     def capture(self, ex_id: int) -> Capture:
         """The capture core of an exchange of this session."""
@@ -105,37 +110,47 @@ class Session:
         """Remember the response line; written with the first events (one transaction, not two)."""
         self.capture(ex_id).head(status, content_type, headers)
 
-    def finish(
+    def finish_writes(
         self, ex_id: int, outcome: Outcome, *, error: str | None = None, response_body: bytes | None = None
-    ) -> None:
+    ) -> Writes[None]:
+        """Close an exchange: its outcome, error (redacted) and what it learnt, then its notes."""
         self._open.discard(ex_id)
         cap = self.capture(ex_id)
         cap.task_id, cap.context_id = self.task_id, self.context_id
         cap.secrets = self.secrets
         extra: dict[str, object] = {} if response_body is None else {"response_body": response_body}
-        self.store.update_exchange(ex_id, **cap.end(outcome, error, **extra))
+        yield functools.partial(self.store.update_exchange, ex_id, **cap.end(outcome, error, **extra))
         notes, cap.notes = cap.notes, []
         for note in dict.fromkeys(notes):  # a payload that was not JSON and had to be redacted
-            self.note("redacted", note, ex_id)
+            yield from self.note_writes("redacted", note, ex_id)
+
+    finish = writing_now(finish_writes)
 
     # -- events ------------------------------------------------------------------------------
 
-    def record_items(self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]) -> list[tuple[StoredEvent, Item]]:
+    def record_items_writes(
+        self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]
+    ) -> Writes[list[tuple[StoredEvent, Item]]]:
         """Append ``(payload, sse_event)`` items in one transaction, then fold them. Write-ahead.
         Returns each stored event with its decoded item (for a caller that looks at them)."""
         if not raw:
             return []
         new, items = self.prepare(ex_id, raw, peek=False)
-        stored = self.commit(ex_id, new)
+        stored = yield from self.commit_writes(ex_id, new)
         self.apply(stored, items)
         return list(zip(stored, items))
 
-    def record_stream(self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]) -> list[ErrorItem]:
+    record_items = writing_now(record_items_writes)
+
+    def record_stream_writes(self, ex_id: int, raw: Sequence[tuple[bytes, str | None]]) -> Writes[list[ErrorItem]]:
         """:meth:`record_items` for a stream's items: returns only the errors among them."""
         if not raw:
             return []
         new, items = self.prepare(ex_id, raw)
-        return self.apply(self.commit(ex_id, new), items)
+        stored = yield from self.commit_writes(ex_id, new)
+        return self.apply(stored, items)
+
+    record_stream = writing_now(record_stream_writes)
 
     @overload
     def prepare(
@@ -173,11 +188,17 @@ class Session:
             self, raw, ex_id, self.redactor, start=cap.start, arrived=arrived, peek=peek, notes=cap.notes
         )
 
-    def commit(self, ex_id: int, new: Sequence[NewEvent]) -> list[StoredEvent]:
+    def commit_writes(self, ex_id: int, new: Sequence[NewEvent]) -> Writes[list[StoredEvent]]:
         """One transaction: the exchange's pending response fields and the events. Thread-safe.
         A log that cannot be written raises the :class:`store.StoreError` naming why."""
         pending = self.capture(ex_id).pending_head()
         self.commits += 1
+        stored: list[StoredEvent] = yield functools.partial(self._commit, ex_id, pending, new)
+        return stored
+
+    commit = writing_now(commit_writes)
+
+    def _commit(self, ex_id: int, pending: dict[str, object], new: Sequence[NewEvent]) -> list[StoredEvent]:
         try:
             with self.store.transaction():
                 if pending:
@@ -235,16 +256,19 @@ class Session:
         """What a poll must change to count as progress (a repeated snapshot is not)."""
         return self.fold.signature()
 
-    def note(self, action: str, detail: str = "", ex_id: int | None = None) -> StoredEvent:
+    def note_writes(self, action: str, detail: str = "", ex_id: int | None = None) -> Writes[StoredEvent]:
         """Record a decision of ours (origin ``local``) in the task's log."""
         payload = store.local_note(action, self.redactor.text(detail, self.secrets), self.task_id)
-        ev = self.store.append(
-            NewEvent(payload=payload, task_id=self.task_id, exchange_id=ex_id, received_at=time.time(), origin="local")
+        new = NewEvent(
+            payload=payload, task_id=self.task_id, exchange_id=ex_id, received_at=time.time(), origin="local"
         )
+        ev: StoredEvent = yield functools.partial(self.store.append, new)
         self.local_events += 1
         if self.on_change is not None:
             self.on_change(self)
         return ev
+
+    note = writing_now(note_writes)
 
     def fail_locally(self, reason: str) -> None:
         """A synthetic FAILED (origin ``local``), so the log never leaves the task WORKING."""

@@ -30,6 +30,7 @@ from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
+from a2a_tape.store.writer import Writes, run_writes, run_writes_soon, writing_now
 
 from .capture import describe
 from .client import CARD_PATH
@@ -73,7 +74,7 @@ class _Exchange:
         self.decoding = Decoding(encoding)
         self.failed = self.decoding.unsupported  # why this body cannot be recorded (None: it can)
 
-    def chunks(self, chunks: list[bytes]) -> None:
+    def chunks_writes(self, chunks: list[bytes]) -> Writes[None]:
         """Record the items these chunks complete, in one transaction. Bytes that cannot be
         decoded stop the recording of this exchange (it ends as an error saying why); the
         client still gets every chunk."""
@@ -82,57 +83,65 @@ class _Exchange:
         raw: list[tuple[bytes, str | None]] = []
         try:
             for data in chunks:
-                data = self.decoding.decode(data)
-                if self.parser is not None:
-                    raw += [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
-                else:
-                    self.body += data
+                self._take(self.decoding.decode(data), raw)
         except (DecodingError, SseLineTooLong) as exc:
             self.failed = f"not recorded from here on: {exc}"
         if raw:
-            self.session.record_stream(self.ex_id, raw)
+            yield from self.session.record_stream_writes(self.ex_id, raw)
 
-    def chunks_decoded(self, data: bytes) -> None:
-        """Bytes already decoded (the codings' rest at the end of the body)."""
-        if not data:
-            return
-        if self.parser is None:
+    def _take(self, data: bytes, raw: list[tuple[bytes, str | None]]) -> None:
+        """Decoded bytes: the SSE items they complete onto ``raw``, or onto the JSON body."""
+        if self.parser is not None:
+            raw += [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
+        else:
             self.body += data
-            return
-        raw = [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
-        if raw:
-            self.session.record_stream(self.ex_id, raw)
 
-    def finish(self, outcome: Outcome, error: str | None = None) -> None:
+    def finish_writes(self, outcome: Outcome, error: str | None = None) -> Writes[None]:
         if self.done:
             return
         self.done = True
         s = self.session
         if not self.failed and self.decoding.steps:
+            raw: list[tuple[bytes, str | None]] = []
             try:
-                self.chunks_decoded(self.decoding.flush())
+                self._take(self.decoding.flush(), raw)  # the codings' rest at the end of the body
             except (DecodingError, SseLineTooLong) as exc:
                 self.failed = f"not recorded from here on: {exc}"
+            else:
+                yield from s.record_stream_writes(self.ex_id, raw)
         if self.failed:
-            s.finish(self.ex_id, "error", error=self.failed if error is None else f"{error}; {self.failed}")
+            error = self.failed if error is None else f"{error}; {self.failed}"
+            yield from s.finish_writes(self.ex_id, "error", error=error)
             return
         if self.parser is not None:
             # the close: a last item without its blank line is kept, and the exchange says so
             raw = [(it.data, it.event) for it in self.capture.close() if not it.comment]
-            if raw:
-                s.record_stream(self.ex_id, raw)
-            s.finish(self.ex_id, outcome, error=error)
+            yield from s.record_stream_writes(self.ex_id, raw)
+            yield from s.finish_writes(self.ex_id, outcome, error=error)
             return
         body = bytes(self.body)
         if not self.as_event:
-            s.finish(self.ex_id, outcome, error=error, response_body=body[: 1 << 20])
+            yield from s.finish_writes(self.ex_id, outcome, error=error, response_body=body[: 1 << 20])
             return
         if outcome == "ok" and body:
-            pairs = s.record_items(self.ex_id, [(body, None)])
+            pairs = yield from s.record_items_writes(self.ex_id, [(body, None)])
             if pairs and pairs[0][1].kind == "undecodable":
-                s.finish(self.ex_id, "error", error="the body is not A2A JSON", response_body=body[: 1 << 20])
+                yield from s.finish_writes(
+                    self.ex_id, "error", error="the body is not A2A JSON", response_body=body[: 1 << 20]
+                )
                 return
-        s.finish(self.ex_id, outcome, error=error)
+        yield from s.finish_writes(self.ex_id, outcome, error=error)
+
+    chunks = writing_now(chunks_writes)
+    finish = writing_now(finish_writes)
+
+    async def chunks_soon(self, chunks: list[bytes]) -> None:
+        """:meth:`chunks` from an event loop, which never waits for the log's lock meanwhile."""
+        await run_writes_soon(self.session.store, self.chunks_writes(chunks))
+
+    async def finish_soon(self, outcome: Outcome, error: str | None = None) -> None:
+        """:meth:`finish` from an event loop (as :meth:`chunks_soon`)."""
+        await run_writes_soon(self.session.store, self.finish_writes(outcome, error))
 
 
 class _AsyncTee(httpx.AsyncByteStream):
@@ -182,33 +191,34 @@ class _AsyncTee(httpx.AsyncByteStream):
                 continue
             batch = list(chunks)
             chunks.clear()
-            self.ex.chunks(batch)  # one transaction for all of them, then hand them up
+            await self.ex.chunks_soon(batch)  # one transaction for all of them, then hand them up
             for chunk in batch:
                 yield chunk
         exc = end[0]
         if exc is None:
-            self.ex.finish("ok")
+            await self.ex.finish_soon("ok")
             return
         if isinstance(exc, httpx.HTTPError):
-            self.ex.finish(*_broken(exc))
+            await self.ex.finish_soon(*_broken(exc))
         raise exc
 
     async def _inline(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self.inner:
-                self.ex.chunks([chunk])  # appended to the log first, then handed up
+                await self.ex.chunks_soon([chunk])  # appended to the log first, then handed up
                 yield chunk
         except httpx.HTTPError as exc:
-            self.ex.finish(*_broken(exc))
+            await self.ex.finish_soon(*_broken(exc))
             raise
-        self.ex.finish("ok")
+        await self.ex.finish_soon("ok")
 
     async def aclose(self) -> None:
         if self._ahead and not self.ex.done:
             # the agent sent them: they belong in the log, even if the client stopped reading
-            self.ex.chunks(list(self._ahead))
+            chunks = list(self._ahead)
             self._ahead.clear()
-        self.ex.finish("incomplete", "the client closed the response before its end")
+            await self.ex.chunks_soon(chunks)
+        await self.ex.finish_soon("incomplete", "the client closed the response before its end")
         if self._reader is not None and not self._reader.done():
             self._reader.cancel()
             try:
@@ -279,7 +289,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
 
     # -- what to record ----------------------------------------------------------------------
 
-    def _begin(self, request: httpx.Request) -> tuple[Session, int, bool] | None:
+    def _begin_writes(self, request: httpx.Request) -> Writes[tuple[Session, int, bool] | None]:
         """Open the exchange row of an A2A request: (session, exchange id, is a JSON-RPC call)."""
         url = str(request.url)
         body = request.content if request.method == "POST" else b""
@@ -301,7 +311,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         msg = params.message
         session.task_id = params.id or (msg.taskId if msg else None)
         session.context_id = msg.contextId if msg else None
-        ex_id = session.begin(
+        ex_id = yield from session.begin_writes(
             url=url,
             rpc_method=method,
             dialect=dialect,
@@ -339,14 +349,14 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             self._async = LazyTlsTransport()  # no CA bundle for a plain-HTTP agent
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             await request.aread()
-        begun = self._begin(request)
+        begun = await run_writes_soon(self.store, self._begin_writes(request))
         if begun is None:
             return await self._async.handle_async_request(request)
         session, ex_id, is_rpc = begun
         try:
             resp = await self._async.handle_async_request(request)
         except httpx.HTTPError as exc:
-            _failed(session, ex_id, request, exc)
+            await run_writes_soon(self.store, _failed(session, ex_id, request, exc))
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(
@@ -371,14 +381,14 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             self._sync = LazyTlsTransport()
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             request.read()
-        begun = self._begin(request)
+        begun = run_writes(self._begin_writes(request))
         if begun is None:
             return self._sync.handle_request(request)
         session, ex_id, is_rpc = begun
         try:
             resp = self._sync.handle_request(request)
         except httpx.HTTPError as exc:
-            _failed(session, ex_id, request, exc)
+            run_writes(_failed(session, ex_id, request, exc))
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(
@@ -395,9 +405,9 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             self.store.close()
 
 
-def _failed(session: Session, ex_id: int, request: httpx.Request, exc: httpx.HTTPError) -> None:
+def _failed(session: Session, ex_id: int, request: httpx.Request, exc: httpx.HTTPError) -> Writes[None]:
     """The exchange of a request that got no answer: timed out or failed, and why (redacted)."""
-    session.finish(
+    yield from session.finish_writes(
         ex_id,
         "timeout" if isinstance(exc, httpx.TimeoutException) else "error",
         error=describe(exc, url_of(request), session.capture(ex_id)),

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from types import TracebackType
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -32,6 +32,14 @@ from .records import NewEvent, StoredEvent
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+Write: TypeAlias = Callable[[], Any]
+"""One write transaction, safe to run twice: nothing changes before its BEGIN (see :func:`write_soon`)."""
+
+Writes: TypeAlias = Generator[Write, Any, T]
+"""Code that writes, written once for both kinds of caller: it yields each :data:`Write` and is
+sent its result (or has its exception thrown in), and returns ``T``. :func:`run_writes` drives it
+in a plain call, :func:`run_writes_soon` from an event loop that must not wait for the lock."""
 
 
 async def write_soon(store: StoreHandle, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -46,6 +54,46 @@ async def write_soon(store: StoreHandle, fn: Callable[P, T], *args: P.args, **kw
     except WouldWait:  # nothing was written: the same transaction again, where waiting is harmless
         pass
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+def run_writes(steps: Writes[T]) -> T:
+    """Each write of ``steps`` at once, where it is (waiting for the lock as the busy timeout says)."""
+    try:
+        write = next(steps)
+        while True:
+            try:
+                result = write()
+            except BaseException as exc:  # noqa: BLE001 - the steps' own code handles it, or it goes on up
+                write = steps.throw(exc)
+            else:
+                write = steps.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]  # a Writes[T] returns T
+
+
+async def run_writes_soon(store: StoreHandle, steps: Writes[T]) -> T:
+    """Each write of ``steps`` through :func:`write_soon`: the event loop never waits for the lock."""
+    try:
+        write = next(steps)
+        while True:
+            try:
+                result = await write_soon(store, write)
+            except BaseException as exc:  # noqa: BLE001 - as in run_writes
+                write = steps.throw(exc)
+            else:
+                write = steps.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]  # a Writes[T] returns T
+
+
+def writing_now(steps: Callable[P, Writes[T]]) -> Callable[P, T]:
+    """The plain-call form of a :data:`Writes` function (``begin = writing_now(begin_writes)``)."""
+
+    @functools.wraps(steps)
+    def now(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_writes(steps(*args, **kwargs))
+
+    return now
 
 
 class _Slot:

@@ -36,19 +36,20 @@ def write_lock_held(path: str | Path) -> Iterator[None]:
         proc.wait(timeout=30)
 
 
-def wait_for_a_lock_waiter(timeout: float = 30) -> None:
+def wait_for_a_lock_waiter(timeout: float = 30) -> int:
     """Return once a thread of this process waits for a SQLite log's write lock (in
     ``store.write_lock.begin_immediate``, waiting): the moment a test sends the request that must
-    not wait behind it. A poll of the threads' stacks, not a sleep standing in for the condition."""
+    not wait behind it. A poll of the threads' stacks, not a sleep standing in for the condition.
+    Returns the waiting thread's ident (which thread waits is part of some promises)."""
     where = os.path.join("store", "write_lock.py")
     deadline = time.monotonic() + timeout
     while True:
-        for frame in sys._current_frames().values():
+        for ident, frame in sys._current_frames().items():
             f = frame
             while f is not None:
                 code = f.f_code
                 if code.co_name == "begin_immediate" and code.co_filename.endswith(where) and f.f_locals.get("wait"):
-                    return
+                    return ident
                 f = f.f_back
         assert time.monotonic() < deadline, "no thread waited for the log's lock"
         time.sleep(0.005)
