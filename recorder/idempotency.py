@@ -26,6 +26,7 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS  # noqa: F401 - the proxy asks it here
 
@@ -61,7 +62,6 @@ class RpcRequest(msgspec.Struct):
 
 _request_decoder = msgspec.json.Decoder(RpcRequest)
 _params_decoder = msgspec.json.Decoder(RpcParams)
-_any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
@@ -117,7 +117,7 @@ def parse_params(raw: bytes | msgspec.Raw) -> RpcParams:
 def request_hash(method: str, params: bytes | msgspec.Raw) -> str:
     """sha256 of the method and the canonical params (key order and spacing do not matter)."""
     try:
-        canonical = _encoder.encode(_any_decoder.decode(params))
+        canonical = _encoder.encode(decode_json(params))
     except msgspec.DecodeError:
         canonical = bytes(params)
     h = hashlib.sha256(method.encode())

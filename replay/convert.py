@@ -18,6 +18,7 @@ import msgspec
 
 from a2a_tape.store import ErrorItem, Item, decode_item
 from a2a_tape.store.decode import state_in
+from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.wire import WireError, WireFrame
 
 from .dialects import recorded_object, result_in, task_in
@@ -40,7 +41,7 @@ def encode_item(item: Item | bytes | RecordedTask, dialect: str, rpc_id: Any) ->
         decoded = decode_item(payload)
         if decoded.kind in ("task", "status", "artifact", "message"):
             try:
-                found = recorded_object(msgspec.json.decode(payload), decoded.kind)
+                found = recorded_object(decode_json(payload), decoded.kind)
             except msgspec.DecodeError:  # pragma: no cover - decode_item read it
                 found = None
             if found is not None:

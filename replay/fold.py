@@ -66,6 +66,7 @@ from a2a_tape.store import (
 )
 from a2a_tape.store.decode import TextChunk, normalise_state, peek_text_chunk
 from a2a_tape.store.events import ACTIVE_STATES, Artifact, is_active
+from a2a_tape.store.json_values import decode_json
 
 from .dialects import Json, item_in, recorded_object
 from .profiles import (
@@ -179,7 +180,7 @@ def _json_bytes(value: Any) -> bytes | None:
 
 
 def _json_value(raw: bytes | None) -> Any:
-    return None if raw is None else msgspec.json.decode(raw)
+    return None if raw is None else decode_json(raw)
 
 
 class _Document:
@@ -217,7 +218,7 @@ class _Document:
         if kind not in ("task", "status", "artifact"):
             return
         try:
-            frame = msgspec.json.decode(payload)
+            frame = decode_json(payload)
         except msgspec.DecodeError:  # pragma: no cover - decode_item made an item of it
             return
         found = recorded_object(frame, kind)

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS as METHODS  # re-exported: (operation, dialect) per method
 from a2a_tape.store.methods import SEND_OPERATIONS as SEND_OPERATIONS
 from a2a_tape.store.wire import WireMessage, WireTask
@@ -118,7 +119,7 @@ class AgentCard(msgspec.Struct):
 
 _encoder = msgspec.json.Encoder()
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
-_params_decoder = msgspec.json.Decoder(Params | None)
+_params_decoder: Decoder[Params | None] = Decoder(Params | None)  # type: ignore[arg-type]  # a union is a type to msgspec, not to mypy
 _card_decoder = msgspec.json.Decoder(AgentCard)
 
 

@@ -29,7 +29,8 @@ from typing import Any
 
 import msgspec
 
-_any = msgspec.json.Decoder()
+from a2a_tape.store.json_values import Decoder, decode_json
+
 _sorted = msgspec.json.Encoder(order="sorted")
 
 _MESSAGE_IDS = frozenset({"messageId", "taskId", "contextId"})
@@ -59,7 +60,7 @@ class _Envelope(msgspec.Struct):
     id: Any = msgspec.UNSET
 
 
-_envelope = msgspec.json.Decoder(_Envelope)
+_envelope = Decoder(_Envelope)
 
 
 def shape_of(body: bytes) -> Shape:
@@ -68,7 +69,7 @@ def shape_of(body: bytes) -> Shape:
         env = _envelope.decode(body)
     except msgspec.ValidationError:  # JSON, but not an object
         try:
-            return _shape(None, _any.decode(body))
+            return _shape(None, decode_json(body))
         except msgspec.DecodeError:
             return Shape(None, None, b"raw:" + body)
     except msgspec.DecodeError:

@@ -269,7 +269,10 @@ def _rpc_id(value: Any) -> str | int | None:
 def decode_item(payload: bytes | str) -> Item:
     """Decode one payload. Never raises."""
     try:
-        frame = FRAME_DECODER.decode(payload)
+        try:
+            frame = _decode_frame(payload)
+        except msgspec.ValidationError:  # a number out of a float's range, read as written (or a bad item)
+            frame = FRAME_DECODER.as_written.decode(payload)
     except msgspec.ValidationError as exc:
         return Item(Undecodable(f"not an A2A item: {exc}"))
     except msgspec.DecodeError as exc:
@@ -361,6 +364,7 @@ def peek_text_chunk(payload: bytes | str) -> TextChunk | None:
 
 
 _peek = PEEK_DECODER.decode
+_decode_frame = FRAME_DECODER.fast.decode  # bound once: decode_item is on every reader's path
 
 
 def local_note(action: str, detail: str = "", task_id: str | None = None) -> bytes:

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from .errors import StoreError
+from .json_values import decode_json
 
 REDACTED = "[redacted]"
 _REDACTED_USERINFO = "%5Bredacted%5D"  # the same marker, percent-encoded for a URL's userinfo
@@ -56,7 +57,6 @@ _HEADER_IN_TEXT = re.compile(
 _BEARER_IN_TEXT = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=-]{4,})")
 MARKER = b'{"a2a-tape":{"redacted":"the payload is not JSON and holds a configured secret key"}}'
 
-_any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 
 
@@ -130,7 +130,7 @@ class Redactor:
         if not self.json_paths or not payload:
             return payload, None
         try:
-            doc = _any_decoder.decode(payload)
+            doc = decode_json(payload)
         except (msgspec.DecodeError, UnicodeDecodeError):
             return self._bytes_level(payload)
         hit = False

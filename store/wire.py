@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from .json_values import Decoder
+
 
 class OpencodeMeta(msgspec.Struct, omit_defaults=True):
     channel: str | None = None
@@ -180,7 +182,7 @@ class WireFrame(msgspec.Struct, omit_defaults=True, rename={"note": "a2a-tape"})
     note: LocalNote | None = None
 
 
-FRAME_DECODER = msgspec.json.Decoder(WireFrame)
+FRAME_DECODER = Decoder(WireFrame)  # a number out of range in an Any field is read (store.json_values)
 
 
 # -- the peek: a strict, narrow decode of the hot case (a plain text chunk) -------------------

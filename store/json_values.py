@@ -1,0 +1,53 @@
+"""JSON values as the agent wrote them, for the code that keeps, folds or sends on what it read.
+
+JSON puts no bound on a number; msgspec refuses one a float cannot hold (``1e999``: "Number out
+of range"), where Python's ``json`` and JavaScript's ``JSON.parse`` read Infinity. Refused, one
+such number in a data part or in metadata would make the whole item unreadable, and the answer
+beside it would be lost from every view (channels, replay, doctor). These decoders read it:
+when the fast decode refuses a number, the payload is decoded again with every float kept as its
+own text (:class:`msgspec.Raw`), so encoding the value again writes the digits the agent sent.
+Integers of any size decode as Python ints already; ``NaN`` and ``Infinity`` are not JSON, and
+a payload holding them stays unreadable (and says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+T = TypeVar("T")
+
+
+def _as_written(text: str) -> msgspec.Raw:
+    return msgspec.Raw(text.encode())
+
+
+_ANY = msgspec.json.Decoder()
+_ANY_AS_WRITTEN = msgspec.json.Decoder(float_hook=_as_written)
+
+
+def decode_json(payload: bytes | str) -> Any:
+    """Any JSON value; a number out of a float's range is kept as written. Raises
+    :class:`msgspec.DecodeError` (or its :class:`msgspec.ValidationError`) for what is not JSON."""
+    try:
+        return _ANY.decode(payload)
+    except msgspec.ValidationError:  # a number out of range: the only way JSON fails to be Any
+        return _ANY_AS_WRITTEN.decode(payload)
+
+
+class Decoder(Generic[T]):
+    """A typed decoder (``Decoder(Frame)``) that reads, in its ``Any`` fields, numbers out of
+    range as :func:`decode_json` does; as fast as msgspec's own when there are none."""
+
+    __slots__ = ("fast", "as_written")
+
+    def __init__(self, type_: type[T]) -> None:
+        self.fast = msgspec.json.Decoder(type_)
+        self.as_written = msgspec.json.Decoder(type_, float_hook=_as_written)
+
+    def decode(self, payload: bytes | str) -> T:
+        try:
+            return self.fast.decode(payload)
+        except msgspec.ValidationError:  # a wrong type fails the second decode the same way
+            return self.as_written.decode(payload)
