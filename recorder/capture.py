@@ -180,6 +180,8 @@ def describe(exc: BaseException, url: str, capture: Capture | None = None) -> st
         text = f"not an http(s) URL: {url}"
     elif isinstance(exc, DecodingError):
         text = f"{url}: the body does not decode: {_short(exc)}"
+    elif isinstance(exc, A2ATapeError):  # ours, already one readable line (a body or a line past its limit)
+        text = f"{url}: {exc}"
     else:
         text = f"{url}: {type(exc).__name__}: {_short(exc)}"
     return capture.text(text) if capture is not None else safe_text(text)

@@ -175,7 +175,7 @@ def record_cmd(
         ),
     ] = None,
     max_line_bytes: Annotated[
-        int, typer.Option("--max-line-bytes", help="Longest SSE line accepted.", callback=options.line_bytes)
+        int, typer.Option("--max-line-bytes", help="Longest SSE line, or event, accepted.", callback=options.line_bytes)
     ] = DEFAULT_MAX_LINE,
     durability: DurabilityOption = Durability.normal,
     db: DbOption = None,

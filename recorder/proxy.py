@@ -53,7 +53,7 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.replay import sse
-from a2a_tape.replay.http import cookieless
+from a2a_tape.replay.http import BodyTooLarge, cookieless, read_body
 from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
@@ -319,10 +319,10 @@ class Proxy:
         try:
             resp = await self._forward(request.method, url, request_headers(request.headers.items(), self.config.token))
             try:
-                content = b"".join([chunk async for chunk in body_chunks(resp)])
+                content = await read_body(resp, "the agent card", body_chunks(resp))
             finally:
                 await resp.aclose()
-        except (httpx.HTTPError, DecodingError) as exc:
+        except (httpx.HTTPError, DecodingError, BodyTooLarge) as exc:
             fault = classify(exc, url, self._timeouts)
             with contextlib.suppress(StoreError):
                 await self._exchange_row(
@@ -635,7 +635,7 @@ class Proxy:
             if cap.cut:  # the last item came without its blank line: kept, and relayed as it came
                 row.update(outcome="incomplete", error=CUT)
             return True
-        data = b"".join([chunk async for chunk in body_chunks(resp)])
+        data = await read_body(resp, "the answer", body_chunks(resp))
         recorded = False
         if is_json_type(ct):
             new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import httpx
 
+from a2a_tape.replay.http import BodyTooLarge
 from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
+from a2a_tape.store.sse import SseLineTooLong
 
 from . import client as a2a
 from .capture import DecodingError, FirstByteTimeout, Timeouts
@@ -57,6 +59,8 @@ def classify(exc: BaseException, url: str, timeouts: Timeouts, *, sent: bool = F
         )
     if isinstance(exc, (DecodingError, httpx.DecodingError)):
         return RelayFault("error", f"the upstream agent's answer does not decode: {short(exc)}", 502)
+    if isinstance(exc, (BodyTooLarge, SseLineTooLong)):  # what was read is kept; the rest is not relayed
+        return RelayFault("dropped" if sent else "error", f"the upstream agent's answer was cut off: {exc}", 502)
     if isinstance(exc, httpx.HTTPError):
         why = a2a.describe_http_error(exc, url)
         return RelayFault("dropped" if sent else "error", f"the upstream agent's answer broke off: {why}", 502)

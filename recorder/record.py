@@ -25,7 +25,7 @@ from typing import Literal
 import anyio
 import httpx
 
-from a2a_tape.replay.http import LazyTlsTransport
+from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport, read_body
 from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, NewEvent, StoredEvent, Undecodable
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
@@ -268,15 +268,20 @@ class Recorder:
         try:
             resp = await send(self.http, self.http.build_request("GET", url, headers=self.headers()), self.timeouts())
             try:
-                await resp.aread()
+                content = await read_body(resp, "the agent card")
             finally:
                 await resp.aclose()
         except httpx.HTTPError as exc:
             msg = describe(exc, url, s.capture(ex))
             s.finish(ex, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", error=msg)
             raise NotAnAgent(msg) from None
+        except BodyTooLarge as exc:
+            s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
+            msg = describe(exc, url, s.capture(ex))
+            s.finish(ex, "error", error=msg)
+            raise NotAnAgent(msg) from None
         s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-        body = resp.content[:MAX_BODY]
+        body = content[:MAX_BODY]
         if is_redirect(resp):
             msg = redirect_message(resp, f"the agent card URL {url}", self.session.redactor)
             s.finish(ex, "error", error=msg)
@@ -290,7 +295,7 @@ class Recorder:
             s.finish(ex, "error", error=msg, response_body=body)
             raise NotAnAgent(msg)
         try:
-            card = parse_card(resp.content, url)
+            card = parse_card(content, url)
         except NotAnAgent as exc:
             s.finish(ex, "error", error=str(exc), response_body=body)
             raise
@@ -345,7 +350,7 @@ class Recorder:
                         raise NotAnAgent(msg)
                     return CallResult("error")
                 if ct == "application/json":
-                    body = await resp.aread()
+                    body = await read_body(resp, f"the answer to {req.method}")
                     pairs = s.record_items(ex, [(body, None)])
                     received = len(pairs)
                     item = pairs[0][1]
@@ -365,6 +370,10 @@ class Recorder:
             msg = f"{req.method} at {self.endpoint}: {exc} (raise it with --max-line-bytes)"
             s.finish(ex, "error", error=msg)
             raise NotAnAgent(s.capture(ex).text(msg)) from None
+        except BodyTooLarge as exc:
+            msg = describe(exc, self.endpoint, s.capture(ex))
+            s.finish(ex, "error", error=msg)
+            raise NotAnAgent(msg) from None
         except DecodingError as exc:
             msg = f"{req.method} at {self.endpoint}: the body does not decode ({exc})"
             s.finish(ex, "error", error=msg)

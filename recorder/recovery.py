@@ -34,7 +34,7 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.replay.fold import TaskState, fold_task_events
-from a2a_tape.replay.http import LazyTlsTransport, cookieless
+from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport, cookieless, read_body
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import is_interrupted, is_terminal
 from a2a_tape.store.redact import Redactor, build_redactor
@@ -222,17 +222,17 @@ class Upstream:
         try:
             resp = await send(self.http, self.http.build_request("GET", url), self.timeouts())
             try:
-                await resp.aread()
+                content = await read_body(resp, "the agent card")
             finally:
                 await resp.aclose()
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, BodyTooLarge) as exc:
             raise Unreachable(describe(exc, url, Capture(self.redactor))) from None
         if is_redirect(resp):
             raise Unreachable(redirect_message(resp, url, self.redactor))
         if resp.status_code != 200 or a2a.media_type(resp) != "application/json":
             raise Unreachable(a2a.explain_not_json(resp, url))
         try:
-            self.card = a2a.parse_card(resp.content, url)
+            self.card = a2a.parse_card(content, url)
         except a2a.NotAnAgent as exc:
             raise Unreachable(str(exc)) from None
         return self.card
@@ -298,10 +298,10 @@ class Upstream:
         try:
             resp = await send(self.http, request, self.timeouts())
             try:
-                data = await resp.aread()
+                data = await read_body(resp, f"the answer to {req.method}")
             finally:
                 await resp.aclose()
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, BodyTooLarge) as exc:
             why = describe(exc, url, cap)
             await self._end(cap, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", why)
             raise Unreachable(why) from None
@@ -343,7 +343,7 @@ class Upstream:
                         outcome, error = "error", redirect_message(resp, url, self.redactor)
                         return items, outcome
                     if not cap.sse:
-                        data = await resp.aread()
+                        data = await read_body(resp, f"the answer to {req.method}")
                         new, item = cap.answer(data)
                         if new is None:
                             fields.update(response_body=cap.response_body(data))
@@ -366,6 +366,7 @@ class Upstream:
                             scope.deadline = anyio.current_time() + stall
                         if stop_after is not None and len(items) >= stop_after:
                             outcome = "dropped"
+                            error = f"closed by a2a-tape after {len(items)} item(s), on purpose (a dropped stream)"
                             return items, outcome
                     rest = [it for it in cap.close() if not it.comment]  # a cut last item: kept, marked
                     if rest:
@@ -377,7 +378,7 @@ class Upstream:
                         await resp.aclose()
             if scope.cancelled_caught:
                 outcome = "stalled"
-        except (httpx.HTTPError, DecodingError, SseLineTooLong) as exc:
+        except (httpx.HTTPError, DecodingError, SseLineTooLong, BodyTooLarge) as exc:
             outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
             error = describe(exc, url, cap)
         finally:

@@ -24,7 +24,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
-from a2a_tape.replay.http import LazyTlsTransport
+from a2a_tape.replay.http import MAX_BODY, BodyTooLarge, LazyTlsTransport
 from a2a_tape.store.capture import Outcome, media_type_of
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
@@ -84,7 +84,7 @@ class _Exchange:
         try:
             for data in chunks:
                 self._take(self.decoding.decode(data), raw)
-        except (DecodingError, SseLineTooLong) as exc:
+        except (DecodingError, SseLineTooLong, BodyTooLarge) as exc:
             self.failed = f"not recorded from here on: {exc}"
         if raw:
             yield from self.session.record_stream_writes(self.ex_id, raw)
@@ -94,6 +94,9 @@ class _Exchange:
         if self.parser is not None:
             raw += [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
         else:
+            if len(self.body) + len(data) > MAX_BODY:  # the client reads on; we stop keeping it
+                self.body = bytearray()
+                raise BodyTooLarge("the answer", MAX_BODY)
             self.body += data
 
     def finish_writes(self, outcome: Outcome, error: str | None = None) -> Writes[None]:
@@ -105,7 +108,7 @@ class _Exchange:
             raw: list[tuple[bytes, str | None]] = []
             try:
                 self._take(self.decoding.flush(), raw)  # the codings' rest at the end of the body
-            except (DecodingError, SseLineTooLong) as exc:
+            except (DecodingError, SseLineTooLong, BodyTooLarge) as exc:
                 self.failed = f"not recorded from here on: {exc}"
             else:
                 yield from s.record_stream_writes(self.ex_id, raw)

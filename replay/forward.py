@@ -35,7 +35,7 @@ from a2a_tape.store.writer import write_soon
 
 from . import rpc
 from .faults import FAULT_HEADER
-from .http import LazyTlsTransport
+from .http import BodyTooLarge, LazyTlsTransport, read_body
 from .library import Library
 from .reply import SSE_HEADERS, Reply, error_reply
 
@@ -124,7 +124,11 @@ class Forwarder:
 
         if not cap.sse:
             try:
-                data = await resp.aread()
+                data = await read_body(resp, "the answer")
+            except (httpx.HTTPError, BodyTooLarge) as exc:  # cut off, or without end: named, nothing half-served
+                why = cap.text(f"upstream {url}: {exc or type(exc).__name__}")
+                await finish("timeout" if isinstance(exc, httpx.TimeoutException) else "error", why)
+                return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {why}", req.id)
             finally:
                 await resp.aclose()
                 await client.aclose()

@@ -11,17 +11,54 @@ builds the verifying one on the first ``https://`` request.
 :func:`cookieless` is the cookie jar of a client that acts for many parties (the proxy's, the
 startup recovery's): it keeps nothing.
 
-Both live here, below the recorder, because serve's recording modes (:mod:`replay.forward`) call
+:func:`read_body` reads an answer that is not a stream (an agent card, a JSON-RPC answer) up to
+:data:`MAX_BODY` bytes, decoded: an agent that sends a body without end (or a compressed one
+that unpacks without end) gets :class:`BodyTooLarge`, a readable error, instead of the caller's
+memory.
+
+They live here, below the recorder, because serve's recording modes (:mod:`replay.forward`) call
 agents too.
 """
 
 from __future__ import annotations
 
 import ssl
+from collections.abc import AsyncIterator
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
+
+from a2a_tape.store.errors import A2ATapeError
+
+MAX_BODY = 64 * 1024 * 1024
+"""Bytes of an answer that is not a stream (after its content coding), at most: a card is a few
+KiB, a JSON-RPC answer with files inline a few MiB. Streams are bounded per item (``max_line``)."""
+
+
+class BodyTooLarge(A2ATapeError):
+    """An answer that is not a stream went past :data:`MAX_BODY`: it was not read further."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"{what} is larger than the {limit // (1024 * 1024)} MiB limit: not read further")
+        self.limit = limit
+
+
+async def read_body(
+    resp: httpx.Response, what: str, chunks: AsyncIterator[bytes] | None = None, limit: int = MAX_BODY
+) -> bytes:
+    """The whole (decoded) body of ``resp``, or :class:`BodyTooLarge` naming ``what`` ("the
+    agent card at URL") once it passes ``limit``. ``chunks``: the decoded bytes when the caller
+    has its own decoder (the capture core's :func:`recorder.capture.body_chunks`)."""
+    declared = resp.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit and not resp.headers.get("content-encoding"):
+        raise BodyTooLarge(what, limit)
+    buf = bytearray()
+    async for chunk in chunks if chunks is not None else resp.aiter_bytes():
+        buf += chunk
+        if len(buf) > limit:
+            raise BodyTooLarge(what, limit)
+    return bytes(buf)
 
 
 class LazyTlsTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):

@@ -38,10 +38,11 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 
 
 class SseLineTooLong(A2ATapeError):
-    """A line (or one event's data) grew past the configured limit."""
+    """A line, or one event (its lines before the blank line that ends it), grew past the
+    configured limit: an agent that never ends an event cannot take the reader's memory."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"an SSE line is longer than the {limit}-byte limit")
+    def __init__(self, limit: int, what: str = "line") -> None:
+        super().__init__(f"an SSE {what} is longer than the {limit}-byte limit")
         self.limit = limit
 
 
@@ -223,7 +224,15 @@ class SseParser:
         self._buf = rest
         if len(rest) > self.max_line:
             raise SseLineTooLong(self.max_line)
+        if raw:
+            self._check_pending(rest)
         return out
+
+    def _check_pending(self, rest: bytes) -> None:
+        """The bytes of the event being read (its lines so far, and the line not ended yet) stay
+        within ``max_line``, like each of its lines."""
+        if sum(map(len, self._raw)) + len(rest) > self.max_line:
+            raise SseLineTooLong(self.max_line, "event")
 
     def _feed_mixed(self, buf: bytes, out: list[SseItem]) -> list[SseItem]:
         """:meth:`feed` for a buffer with mixed line ends (or a ``\r`` at its end)."""
@@ -247,6 +256,8 @@ class SseParser:
         self._buf = buf[pos:] if pos else buf
         if len(self._buf) > self.max_line:
             raise SseLineTooLong(self.max_line)
+        if raw:
+            self._check_pending(self._buf)
         return out
 
     def feed_into(self, chunk: bytes, out: list[tuple[bytes, str | None]]) -> int:

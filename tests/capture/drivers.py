@@ -58,11 +58,36 @@ def cli(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> subprocess.Comp
     return subprocess.run([CLI, *args], cwd=cwd, capture_output=True, timeout=timeout, env=env)
 
 
+CLIENT_MAX = 80 * 1024 * 1024  # a client stops reading an answer longer than this (past every limit of ours)
+
+
+class ClientStopped(Exception):
+    """The client read CLIENT_MAX bytes of an answer and let it go (an agent's endless body)."""
+
+
 def _client_read(client_call) -> tuple[bytes | None, str | None]:
     try:
         return client_call(), None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, ClientStopped) as exc:
         return None, f"{type(exc).__name__}: {exc}"
+
+
+def _at_most(chunks) -> bytes:
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        if len(buf) > CLIENT_MAX:
+            raise ClientStopped(f"stopped reading after {len(buf)} bytes")
+    return bytes(buf)
+
+
+async def _at_most_async(chunks) -> bytes:
+    buf = bytearray()
+    async for chunk in chunks:
+        buf += chunk
+        if len(buf) > CLIENT_MAX:
+            raise ClientStopped(f"stopped reading after {len(buf)} bytes")
+    return bytes(buf)
 
 
 # -- the paths -------------------------------------------------------------------------------
@@ -92,7 +117,7 @@ def _transport_sync(base: str, mode: str, cwd: Path) -> Outcome:
     def call() -> bytes:
         with httpx.Client(transport=transport, timeout=httpx.Timeout(5.0)) as http:
             with http.stream("POST", secret_url(base, mode), content=REQUEST, headers=HEADERS) as resp:
-                return resp.read()
+                return _at_most(resp.iter_bytes())
 
     got, error = _client_read(call)
     return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
@@ -108,7 +133,7 @@ def _transport_async(base: str, mode: str, cwd: Path) -> Outcome:
         transport = RecordingTransport(db, redactor=build_redactor(directory=cwd))
         async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5.0)) as http:
             async with http.stream("POST", secret_url(base, mode), content=REQUEST, headers=HEADERS) as resp:
-                return await resp.aread()
+                return await _at_most_async(resp.aiter_bytes())
 
     got, error = _client_read(lambda: anyio.run(call))
     return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
@@ -117,7 +142,7 @@ def _transport_async(base: str, mode: str, cwd: Path) -> Outcome:
 def _post_stream(url: str) -> bytes:
     with httpx.Client(timeout=httpx.Timeout(15.0)) as http:
         with http.stream("POST", url, content=REQUEST, headers=HEADERS) as resp:
-            return resp.read()
+            return _at_most(resp.iter_bytes())
 
 
 def _serve(base: str, mode: str, cwd: Path) -> Outcome:

@@ -193,3 +193,18 @@ def test_one_chunk_per_event_agrees_with_one_whole_parse(events):
         q.feed_into(c, got)
     got += [(i.data, i.event) for i in q.close() if not i.comment]
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"data: " + b"x" * 40 + b"\n", b"data: " + b"x" * 40 + b"\r", b"id: 1\n", b"event: x\n", b"\n"],
+    ids=["data-lines", "cr-data-lines", "id-lines", "event-lines", "blank-lines"],
+)
+def test_an_event_that_never_ends_stops_at_the_limit(line):
+    """Lines each within the limit, and never the blank line that ends an event (or only blank
+    lines, which make no event): the reader's memory is bounded by max_line all the same."""
+    p = SseParser(max_line=4096)
+    with pytest.raises(SseLineTooLong, match="4096-byte limit"):
+        for _ in range(100_000):
+            for it in p.feed(line * 8):
+                assert it.comment or len(it.raw) <= 4096

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import zlib
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -333,7 +334,16 @@ RAW_STREAMS: dict[str, list[bytes]] = {
     "secret": [_f(TASK), _f(SECRET_EVENT), _f(SECRET_BYTES), _f(ART), _f(DONE)],
     "huge": [_f(TASK), _f(HUGE), _f(DONE)],
 }
-RAW_EXTRA = ("silent", "silentcard", "redirect", "badgzip")
+RAW_EXTRA = ("silent", "silentcard", "redirect", "badgzip", "endless", "endlesscard", "endlessanswer")
+ENDLESS_LINE = b"data: " + b"x" * 65530 + b"\n"  # a line within any limit, and never the blank line ending its event
+
+
+async def _endless(head: bytes) -> AsyncIterator[bytes]:
+    """``head``, then bytes without end (a broken agent's body: a real one cannot be made to send it)."""
+    yield head
+    while True:
+        yield ENDLESS_LINE
+        await asyncio.sleep(0)
 
 
 def raw_items(mode: str) -> list[bytes]:
@@ -383,6 +393,8 @@ class RawFaultAgent:
         async def card(request: Request) -> Response:
             if mode == "silentcard":
                 await self.hold.wait()
+            if mode == "endlesscard":  # a JSON object that never closes
+                return StreamingResponse(_endless(b'{"name":"raw-endless","pad":"'), media_type="application/json")
             if mode == "redirect":
                 return Response(status_code=301, headers={"location": "http://127.0.0.1:9/moved/"})
             base = str(request.base_url).rstrip("/")
@@ -407,6 +419,10 @@ class RawFaultAgent:
             if mode == "redirect":
                 return Response(status_code=301, headers={"location": "http://127.0.0.1:9/moved/"})
             headers = {"x-agent-secret": "SEKRET-HEADER"} if mode == "secret" else {}
+            if mode == "endlessanswer":  # a JSON answer that never closes, to a stream request too
+                return StreamingResponse(
+                    _endless(b'{"jsonrpc":"2.0","id":1,"result":{"pad":"'), media_type="application/json"
+                )
             if b'"message/stream"' not in body and b'"tasks/resubscribe"' not in body:
                 return Response(
                     ANSWER if mode == "secret" else ANSWER.replace(b"SEKRET-ANSWER", b"none"),
@@ -419,7 +435,9 @@ class RawFaultAgent:
                     media_type="text/event-stream",
                     headers={"content-encoding": "gzip"},
                 )
-            chunks = RAW_STREAMS[mode]
+            if mode == "endless":  # the task, then an event that never ends
+                return StreamingResponse(_endless(_f(TASK)), media_type="text/event-stream")
+            chunks = RAW_STREAMS.get(mode, RAW_STREAMS["plain"])
 
             async def script():
                 for c in chunks:
