@@ -53,7 +53,7 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.replay import sse
-from a2a_tape.replay.http import BodyTooLarge, cookieless, read_body
+from a2a_tape.replay.http import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
@@ -93,7 +93,7 @@ from .recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from .relay import Cut as _Cut
 from .relay import Headers, Live
 
-DEFAULT_MAX_BODY = 10 * 1024 * 1024
+DEFAULT_MAX_BODY = MAX_REQUEST
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
 DEFAULT_READ_TIMEOUT = 300.0
@@ -276,17 +276,7 @@ class Proxy:
         return Response(rpc_error(rpc_id or b"null", -32603, why), status, media_type=_JSON)
 
     async def _read_body(self, request: Request) -> bytes | None:
-        limit = self.config.max_body
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
-            return None
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return await read_request(request.stream(), request.headers.get("content-length"), self.config.max_body)
 
     def _target(self, request: Request) -> str:
         """The upstream URL of a request: the raw path and query as the client sent them."""

@@ -44,6 +44,23 @@ class BodyTooLarge(A2ATapeError):
         self.limit = limit
 
 
+MAX_REQUEST = 10 * 1024 * 1024
+"""Bytes of a request body our servers take (the proxy's ``--max-body`` default, serve's limit)."""
+
+
+async def read_request(chunks: AsyncIterator[bytes], declared: str | None, limit: int = MAX_REQUEST) -> bytes | None:
+    """A request body our server reads (``request.stream()``, its ``Content-Length``), or None
+    as soon as it says or shows it is longer than ``limit``: the caller answers 413."""
+    if declared and declared.isdigit() and int(declared) > limit:
+        return None
+    buf = bytearray()
+    async for chunk in chunks:
+        buf += chunk
+        if len(buf) > limit:
+            return None
+    return bytes(buf)
+
+
 async def read_body(
     resp: httpx.Response, what: str, chunks: AsyncIterator[bytes] | None = None, limit: int = MAX_BODY
 ) -> bytes:

@@ -13,6 +13,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .engine import ReplayEngine
+from .http import MAX_REQUEST, read_request
+from .rpc import INVALID_REQUEST, error_body
 
 _OWN = frozenset({"date", "server"})  # uvicorn sends its own: a recorded one would be a second
 
@@ -21,7 +23,10 @@ def create_app(engine: ReplayEngine) -> Starlette:
     """A Starlette app serving ``engine`` on every path (``/`` and the agent card)."""
 
     async def endpoint(request: Request) -> Response:
-        body = await request.body()
+        body = await read_request(request.stream(), request.headers.get("content-length"))
+        if body is None:  # a client cannot take serve's memory either
+            refusal = error_body(INVALID_REQUEST, f"request body larger than serve's limit of {MAX_REQUEST} bytes")
+            return Response(refusal, status_code=413, media_type="application/json")
         base = f"{request.url.scheme}://{request.url.netloc}"
         reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
         headers = {k: v for k, v in reply.headers.items() if k.lower() not in _OWN}

@@ -263,3 +263,28 @@ def test_a_stream_answered_with_a_json_error_is_replayed_as_json(db_path):
         lib.close()
     assert r.headers["content-type"] == "application/json"
     assert r.content == b'{"error":{"code":-32009,"message":"A2A version not supported"},"id":8,"jsonrpc":"2.0"}'
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_request_body_past_serves_limit_is_refused_and_serve_goes_on(tmp_path, declared):
+    """A client sending a body larger than 10 MiB (said up front, or as a chunked upload) gets
+    413 with a JSON-RPC error, not a server holding it all; serve answers the next request."""
+    from a2a_tape.replay.http import MAX_REQUEST
+
+    tape = tmp_path / "r.jsonl"
+    tape.write_bytes(TAPE.read_bytes())
+    lib = Library.open(tape)
+
+    def chunked():
+        for _ in range(2 * MAX_REQUEST >> 16):
+            yield b" " * (1 << 16)
+
+    try:
+        with serve_app(create_app(ReplayEngine(lib))) as url, httpx.Client(timeout=30) as c:
+            content = b" " * (MAX_REQUEST + 1) if declared else chunked()
+            r = c.post(url + "/", content=content, headers=headers_for("1.0"))
+            assert r.status_code == 413
+            assert r.json()["error"]["code"] == -32600 and "limit" in r.json()["error"]["message"]
+            assert c.get(url + "/.well-known/agent-card.json").status_code == 200
+    finally:
+        lib.close()
