@@ -11,7 +11,7 @@ import base64
 import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
-from typing import IO, Any, Literal
+from typing import IO, Annotated, Any, Literal
 
 import msgspec
 
@@ -26,19 +26,25 @@ class TapeError(StoreError):
     """A tape file that cannot be imported; nothing of it was imported."""
 
 
+# what a tape may hold where the log keeps a number: an SQLite INTEGER, and a time (unix seconds)
+# every view can show (years 1 to 9999); beyond them a line is refused, naming the field
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+UnixTime = Annotated[float, msgspec.Meta(ge=-62135596800.0, le=253402300799.0)]
+
+
 class TapeHeader(msgspec.Struct, tag="header", tag_field="type", omit_defaults=True):
     # always written (a value, not the default); a header without it is a version-1 tape
-    a2a_tape: int | None = None
+    a2a_tape: Int64 | None = None
     exported_at: float = 0.0
-    exchanges: int = 0
-    events: int = 0
+    exchanges: Int64 = 0
+    events: Int64 = 0
     source: str | None = None
 
 
 class TapeExchange(msgspec.Struct, tag="exchange", tag_field="type", omit_defaults=True):
-    id: int
-    started_at: float = 0.0
-    ended_at: float | None = None
+    id: Int64
+    started_at: UnixTime = 0.0
+    ended_at: UnixTime | None = None
     url: str = ""
     http_method: str = "POST"
     rpc_method: str | None = None
@@ -47,7 +53,7 @@ class TapeExchange(msgspec.Struct, tag="exchange", tag_field="type", omit_defaul
     request_headers: dict[str, str] = {}
     request_body: str | None = None
     request_body_b64: str | None = None
-    status: int | None = None
+    status: Int64 | None = None
     content_type: str | None = None
     response_headers: dict[str, str] = {}
     response_body: str | None = None
@@ -62,12 +68,12 @@ class TapeExchange(msgspec.Struct, tag="exchange", tag_field="type", omit_defaul
 
 
 class TapeEvent(msgspec.Struct, tag="event", tag_field="type", omit_defaults=True):
-    position: int
-    seq: int
+    position: Int64
+    seq: Int64
     task_id: str | None = None
-    exchange_id: int | None = None
+    exchange_id: Int64 | None = None
     sse_event: str | None = None
-    received_at: float = 0.0
+    received_at: UnixTime = 0.0
     mono: float | None = None
     origin: Literal["upstream", "local"] = "upstream"
     payload: str | None = None

@@ -401,3 +401,34 @@ def test_no_reader_where_no_python_can_start_it(backend, tmp_path, monkeypatch, 
     path.write_bytes(b"".join(_long_tape(30)))
     with path.open("rb") as fh:
         assert import_tape(backend.open(), fh, reader=True).events == 30
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        (b'{"type":"event","position":1,"seq":99999999999999999999999,"task_id":"t","payload":"{}"}\n', "seq"),
+        (b'{"type":"event","position":1,"seq":1,"exchange_id":9223372036854775808,"payload":"{}"}\n', "exchange_id"),
+        (b'{"type":"event","position":1,"seq":1,"task_id":"t","received_at":1e300,"payload":"{}"}\n', "received_at"),
+        (b'{"type":"event","position":1,"seq":1,"task_id":"t","received_at":-1e300,"payload":"{}"}\n', "received_at"),
+        (b'{"type":"event","position":1,"seq":1,"task_id":"t","received_at":1e999,"payload":"{}"}\n', "received_at"),
+        (b'{"type":"exchange","id":1,"status":99999999999999999999}\n', "status"),
+        (b'{"type":"exchange","id":1,"started_at":1e300}\n', "started_at"),
+    ],
+    ids=[
+        "seq-past-int64",
+        "exchange-id-past-int64",
+        "time-past-9999",
+        "time-before-1",
+        "time-1e999",
+        "status",
+        "start",
+    ],
+)
+def test_a_number_the_log_cannot_keep_or_show_names_the_line(backend, bad, field, tape_import):
+    """Before, a seq or status past SQLite's INTEGER ended the import with 'internal error:
+    OverflowError', and a time past year 9999 was imported, then every view of it crashed."""
+    dst = backend.open()
+    lines = [b'{"type":"header","a2a_tape":1}\n', bad]
+    with pytest.raises(TapeError, match=rf"^line 2: not a tape line \(.*`\$\.{field}`\)"):
+        tape_import(dst, lines)
+    assert dst.count_events() == 0 and dst.exchanges() == []
