@@ -147,6 +147,9 @@ class _Exchange:
         await run_writes_soon(self.session.store, self.finish_writes(outcome, error))
 
 
+_AHEAD = 1024  # chunks read ahead of the log at most: memory stays bounded while a write waits for the lock
+
+
 class _AsyncTee(httpx.AsyncByteStream):
     """Hands each chunk up only once its items are in the log.
 
@@ -170,7 +173,8 @@ class _AsyncTee(httpx.AsyncByteStream):
                 yield chunk
             return
         chunks = self._ahead
-        ready = asyncio.Event()
+        ready, room = asyncio.Event(), asyncio.Event()
+        room.set()
         end: list[BaseException | None] = []
 
         async def read_ahead() -> None:
@@ -178,6 +182,9 @@ class _AsyncTee(httpx.AsyncByteStream):
                 async for chunk in self.inner:
                     chunks.append(chunk)
                     ready.set()
+                    if len(chunks) >= _AHEAD:  # the log is behind (another writer holds it): wait a moment
+                        room.clear()
+                        await room.wait()
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer below
                 end.append(exc)
             else:
@@ -194,6 +201,7 @@ class _AsyncTee(httpx.AsyncByteStream):
                 continue
             batch = list(chunks)
             chunks.clear()
+            room.set()
             await self.ex.chunks_soon(batch)  # one transaction for all of them, then hand them up
             for chunk in batch:
                 yield chunk

@@ -100,3 +100,59 @@ def test_a_locked_log_never_stops_the_callers_event_loop(db_path, locked_before,
         assert ex.outcome == "ok" and ex.status == 200
         events = st.read_exchange(ex.id)
         assert events and all(e.payload in body for e in events)
+
+
+class _Endless(httpx.AsyncByteStream):
+    """An SSE body of one small event per chunk, without end (a fast agent; a stand-in for one:
+    a real server coalesces writes, so how many chunks arrive cannot be set)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def __aiter__(self):
+        while True:
+            self.sent += 1
+            yield b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"t"}}\n\n'
+            await asyncio.sleep(0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_what_is_read_ahead_of_a_locked_log_is_bounded(db_path):
+    """While a write waits for the lock on a worker thread, the reader reads on, but not past
+    _AHEAD chunks: a fast stream cannot fill the memory for the whole busy timeout."""
+    from a2a_tape.recorder import transport as tr
+
+    class Agent(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.body = _Endless()
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=self.body)
+
+    store.open_store(db_path).close()
+    agent = Agent()
+    with _app() as app, store.open_store(db_path) as st:
+        headers_in, go_on = threading.Event(), threading.Event()
+
+        async def call() -> int:
+            transport = RecordingTransport(st, transport=agent)
+            async with httpx.AsyncClient(transport=transport) as http:
+                async with http.stream("POST", "http://agent.test/", json=_body("message/stream")) as resp:
+                    headers_in.set()
+                    await anyio.to_thread.run_sync(go_on.wait)
+                    async for _ in resp.aiter_raw():
+                        break  # the first chunk comes once its item is in the log
+            return agent.body.sent
+
+        answer = app.submit(call())
+        assert headers_in.wait(30)
+        with write_lock_held(db_path):
+            go_on.set()
+            wait_for_a_lock_waiter()
+            seen = []
+            for _ in range(200):  # the reader runs on the free loop until it parks
+                seen.append(app.submit(asyncio.sleep(0.001, result=agent.body.sent)).result(timeout=5))
+            assert seen[-1] == seen[-50] <= tr._AHEAD + 1, seen[-50:]
+        assert answer.result(timeout=60) >= 1
