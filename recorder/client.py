@@ -17,6 +17,7 @@ import msgspec
 
 from a2a_tape.store.capture import media_type_of
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import OPERATIONS, STREAMING_OPERATIONS
 
 Dialect = Literal["1.0", "0.3"]
@@ -58,7 +59,7 @@ class AgentCard(msgspec.Struct, omit_defaults=True):
         return bool(self.capabilities.streaming)
 
 
-_card_decoder = msgspec.json.Decoder(AgentCard)
+_card_decoder = Decoder(AgentCard)
 
 
 def parse_card(body: bytes, where: str) -> AgentCard:

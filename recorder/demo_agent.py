@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from a2a_tape.store.decode import state_in
 from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS
 from a2a_tape.store.wire import (
     Metadata,
@@ -70,7 +71,7 @@ class _InRequest(msgspec.Struct):
     params: _InParams = _InParams()
 
 
-_request_decoder = msgspec.json.Decoder(_InRequest)
+_request_decoder = Decoder(_InRequest)
 
 
 # -- responses we write ---------------------------------------------------------------------

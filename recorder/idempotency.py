@@ -26,7 +26,7 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.store.errors import A2ATapeError
-from a2a_tape.store.json_values import decode_json
+from a2a_tape.store.json_values import Decoder, decode_json
 from a2a_tape.store.methods import SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS  # noqa: F401 - the proxy asks it here
 
@@ -60,8 +60,8 @@ class RpcRequest(msgspec.Struct):
     params: msgspec.Raw = msgspec.Raw(b"null")
 
 
-_request_decoder = msgspec.json.Decoder(RpcRequest)
-_params_decoder = msgspec.json.Decoder(RpcParams)
+_request_decoder = Decoder(RpcRequest)  # store.json_values: a body nested too deep is a DecodeError
+_params_decoder = Decoder(RpcParams)
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
@@ -76,7 +76,7 @@ class _IdOnly(msgspec.Struct):
     id: msgspec.Raw = msgspec.Raw(b"null")
 
 
-_id_decoder = msgspec.json.Decoder(_IdOnly)
+_id_decoder = Decoder(_IdOnly)
 
 
 def request_id(body: bytes) -> bytes:

@@ -26,6 +26,7 @@ import msgspec
 from a2a_tape import store
 from a2a_tape.replay.http import MAX_BODY, BodyTooLarge, LazyTlsTransport
 from a2a_tape.store.capture import Outcome, media_type_of
+from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor, build_redactor
@@ -54,7 +55,7 @@ class _Rpc(msgspec.Struct):
     params: _Params = _Params()
 
 
-_rpc_decoder = msgspec.json.Decoder(_Rpc)
+_rpc_decoder = Decoder(_Rpc)  # a body nested too deep is not A2A: passed on untouched
 
 
 class _Exchange:

@@ -32,6 +32,7 @@ from datetime import datetime
 import msgspec
 
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.json_values import Decoder
 
 from .views import RecordedTask
 
@@ -103,7 +104,7 @@ class _Cursor(msgspec.Struct, forbid_unknown_fields=True):
     id: str
 
 
-_cursor_decoder = msgspec.json.Decoder(_Cursor)
+_cursor_decoder = Decoder(_Cursor)
 
 
 def encode_cursor(timestamp: int | None, task_id: str) -> str:

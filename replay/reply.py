@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.store.json_values import Decoder
+
 from . import rpc
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ class _CardUrls(msgspec.Struct):
     additionalInterfaces: list[_Interface] = []
 
 
-_card_urls = msgspec.json.Decoder(_CardUrls)
+_card_urls = Decoder(_CardUrls)
 
 
 def _origin(url: str | None) -> str | None:

@@ -118,9 +118,9 @@ class AgentCard(msgspec.Struct):
 
 
 _encoder = msgspec.json.Encoder()
-_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_envelope_decoder = Decoder(_Envelope)
 _params_decoder: Decoder[Params | None] = Decoder(Params | None)  # type: ignore[arg-type]  # a union is a type to msgspec, not to mypy
-_card_decoder = msgspec.json.Decoder(AgentCard)
+_card_decoder = Decoder(AgentCard)
 
 
 class BadRequest(A2ATapeError):

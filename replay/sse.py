@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.store.json_values import Decoder
+
 _ID_KEY = re.compile(rb'"id"\s*:\s*')
 
 
@@ -26,7 +28,7 @@ class _Envelope(msgspec.Struct):
     error: msgspec.Raw = msgspec.Raw(b"")
 
 
-_env_decoder = msgspec.json.Decoder(_Envelope)
+_env_decoder = Decoder(_Envelope)
 _PROBE = b'"~a2a-tape-probe~"'
 
 

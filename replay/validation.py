@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.store.json_values import Decoder
+
 from . import rpc
 
 
@@ -24,7 +26,7 @@ class _Present(msgspec.Struct):
     params: _PresentParams | None = None
 
 
-_present = msgspec.json.Decoder(_Present)
+_present = Decoder(_Present)
 _V1_ROLES = frozenset({"ROLE_USER", "ROLE_AGENT"})
 
 

@@ -28,6 +28,7 @@ from .events import (
     TaskSnapshot,
     Undecodable,
 )
+from .json_values import TOO_DEEP
 from .wire import (
     FRAME_DECODER,
     PEEK_DECODER,
@@ -283,6 +284,8 @@ def decode_item(payload: bytes | str) -> Item:
             except UnicodeDecodeError:
                 reason = "not UTF-8"
         return Item(Undecodable(f"invalid JSON: {reason}"))
+    except RecursionError:
+        return Item(Undecodable(f"invalid JSON: {TOO_DEEP}"))
     except Exception as exc:  # noqa: BLE001 - decode must never crash a reader
         return Item(Undecodable(f"undecodable: {type(exc).__name__}"))
 

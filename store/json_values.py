@@ -8,6 +8,11 @@ when the fast decode refuses a number, the payload is decoded again with every f
 own text (:class:`msgspec.Raw`), so encoding the value again writes the digits the agent sent.
 Integers of any size decode as Python ints already; ``NaN`` and ``Infinity`` are not JSON, and
 a payload holding them stays unreadable (and says so).
+
+A document nested deeper than the interpreter's recursion limit (~1000 levels) makes msgspec raise
+``RecursionError``, which no caller expects from a decoder: here it is a :class:`msgspec.DecodeError`
+saying so (:data:`TOO_DEEP`), so a hostile body is refused, passed on or recorded as unreadable like
+any other that is not JSON, instead of crashing the request, the proxy's handler or the import.
 """
 
 from __future__ import annotations
@@ -23,22 +28,29 @@ def _as_written(text: str) -> msgspec.Raw:
     return msgspec.Raw(text.encode())
 
 
+TOO_DEEP = "JSON nested too deep to read (more levels than the recursion limit)"
+
 _ANY = msgspec.json.Decoder()
 _ANY_AS_WRITTEN = msgspec.json.Decoder(float_hook=_as_written)
 
 
 def decode_json(payload: bytes | str) -> Any:
     """Any JSON value; a number out of a float's range is kept as written. Raises
-    :class:`msgspec.DecodeError` (or its :class:`msgspec.ValidationError`) for what is not JSON."""
+    :class:`msgspec.DecodeError` (or its :class:`msgspec.ValidationError`) for what is not JSON,
+    a document nested too deep included."""
     try:
-        return _ANY.decode(payload)
-    except msgspec.ValidationError:  # a number out of range: the only way JSON fails to be Any
-        return _ANY_AS_WRITTEN.decode(payload)
+        try:
+            return _ANY.decode(payload)
+        except msgspec.ValidationError:  # a number out of range: the only way JSON fails to be Any
+            return _ANY_AS_WRITTEN.decode(payload)
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
 
 
 class Decoder(Generic[T]):
-    """A typed decoder (``Decoder(Frame)``) that reads, in its ``Any`` fields, numbers out of
-    range as :func:`decode_json` does; as fast as msgspec's own when there are none."""
+    """A typed decoder (``Decoder(Frame)``) for what comes from outside: in its ``Any`` fields it
+    reads numbers out of range as :func:`decode_json` does, and a document nested too deep is a
+    :class:`msgspec.DecodeError`; as fast as msgspec's own otherwise (one call more)."""
 
     __slots__ = ("fast", "as_written")
 
@@ -47,7 +59,11 @@ class Decoder(Generic[T]):
         self.as_written = msgspec.json.Decoder(type_, float_hook=_as_written)
 
     def decode(self, payload: bytes | str) -> T:
+        """As msgspec's ``decode``; a document nested too deep raises :class:`msgspec.DecodeError`."""
         try:
-            return self.fast.decode(payload)
-        except msgspec.ValidationError:  # a wrong type fails the second decode the same way
-            return self.as_written.decode(payload)
+            try:
+                return self.fast.decode(payload)
+            except msgspec.ValidationError:  # a wrong type fails the second decode the same way
+                return self.as_written.decode(payload)
+        except RecursionError:
+            raise msgspec.DecodeError(TOO_DEEP) from None

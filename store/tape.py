@@ -17,6 +17,7 @@ import msgspec
 
 from .errors import StoreError
 from .interface import Recordings, RecordingStore
+from .json_values import TOO_DEEP
 from .records import Exchange, NewEvent, StoredEvent
 
 TAPE_VERSION = 1
@@ -212,7 +213,7 @@ def _decode_block(numbers: list[int], raws: list[bytes], first: bool) -> list[tu
     decode = _line_decoder.decode
     try:
         items = [decode(raw) for raw in raws]
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         items = [_decode_line(number, raw) for number, raw in zip(numbers, raws)]  # raises, naming the line
     if first:
         head = items[0]
@@ -227,8 +228,8 @@ def _decode_block(numbers: list[int], raws: list[bytes], first: bool) -> list[tu
 def _decode_line(number: int, raw: bytes) -> TapeLine:
     try:
         return _line_decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        detail = "not UTF-8" if _not_utf8(raw) else str(exc)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        detail = "not UTF-8" if _not_utf8(raw) else TOO_DEEP if isinstance(exc, RecursionError) else str(exc)
         raise TapeError(f"line {number}: not a tape line ({detail})") from None
 
 

@@ -19,7 +19,7 @@ from tests.capture.drivers import CLIENT_PATHS, PATHS, Outcome, cli
 from tests.support.fault_agent import SECRETS, raw_items
 
 ALL_SECRETS = (*SECRETS, "SEKRET-TOKEN")
-BYTE_MODES = ("plain", "bom", "cr", "crlf", "multiline", "fields", "nofinal", "nonutf8", "huge")
+BYTE_MODES = ("plain", "bom", "cr", "crlf", "multiline", "fields", "nofinal", "nonutf8", "huge", "deep")
 FAULT_MODES = ("silent", "redirect", "badgzip", "endless", "endlessanswer")  # endless*: without end
 LIMITS = ("SSE event is longer than", "MiB limit: not read further")  # what an endless body stops at
 

@@ -432,3 +432,13 @@ def test_a_number_the_log_cannot_keep_or_show_names_the_line(backend, bad, field
     with pytest.raises(TapeError, match=rf"^line 2: not a tape line \(.*`\$\.{field}`\)"):
         tape_import(dst, lines)
     assert dst.count_events() == 0 and dst.exchanges() == []
+
+
+def test_a_line_nested_too_deep_names_the_line(backend, tape_import):
+    """msgspec raised RecursionError on it: the import ended in an internal error."""
+    deep = b"[" * 5000 + b"]" * 5000
+    dst = backend.open()
+    lines = [b'{"type":"header","a2a_tape":1}\n', b'{"type":"event","position":1,"seq":1,"x":' + deep + b"}\n"]
+    with pytest.raises(TapeError, match=r"^line 2: not a tape line \(JSON nested too deep"):
+        tape_import(dst, lines)
+    assert dst.count_events() == 0

@@ -310,6 +310,11 @@ ANSWER = _rpc(
     '"metadata":{"token":"SEKRET-ANSWER"}}'
 )
 HUGE = _rpc('{"kind":"other","pad":"' + "x" * 200_000 + '"}')
+DEPTH = 5000  # past the interpreter's recursion limit: msgspec raised RecursionError on it
+DEEP = _rpc(
+    '{"kind":"status-update","taskId":"t-1","contextId":"c-1","status":{"state":"working"},"final":false,'
+    '"metadata":{"deep":' + "[" * DEPTH + "]" * DEPTH + "}}"
+)
 
 
 def _f(data: bytes, eol: bytes = b"\n") -> bytes:
@@ -333,6 +338,7 @@ RAW_STREAMS: dict[str, list[bytes]] = {
     "foreign": [_f(TASK), _f(ART), _f(FOREIGN), _f(DONE)],
     "secret": [_f(TASK), _f(SECRET_EVENT), _f(SECRET_BYTES), _f(ART), _f(DONE)],
     "huge": [_f(TASK), _f(HUGE), _f(DONE)],
+    "deep": [_f(TASK), _f(DEEP), _f(ART), _f(DONE)],
 }
 RAW_EXTRA = ("silent", "silentcard", "redirect", "badgzip", "endless", "endlesscard", "endlessanswer")
 ENDLESS_LINE = b"data: " + b"x" * 65530 + b"\n"  # a line within any limit, and never the blank line ending its event
@@ -354,6 +360,7 @@ def raw_items(mode: str) -> list[bytes]:
         "foreign": [TASK, ART, FOREIGN, DONE],
         "secret": [TASK, SECRET_EVENT, SECRET_BYTES, ART, DONE],
         "huge": [TASK, HUGE, DONE],
+        "deep": [TASK, DEEP, ART, DONE],
     }
     return special.get(mode, [TASK, ART, DONE])
 

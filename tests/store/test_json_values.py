@@ -1,8 +1,11 @@
-"""A number JSON allows and a float cannot hold (``1e999``, ``-1e999``, ``2e-400``), anywhere an
+"""store/json_values.py: JSON as the agent wrote it, on every reader.
+
+A number JSON allows and a float cannot hold (``1e999``, ``-1e999``, ``2e-400``), anywhere an
 agent may put one (a data part, part metadata, an error's data, task metadata), costs nothing of
 the item around it: the answer beside it is shown, folded, served and searched; what is sent on or
 folded keeps the digits the agent wrote; redaction by JSON path still reads the payload as JSON.
-``NaN`` is not JSON: its item stays unreadable, and says why."""
+``NaN`` is not JSON: its item stays unreadable, and says why. A document nested deeper than the
+recursion limit is JSON we cannot read (a DecodeError), never a RecursionError."""
 
 from __future__ import annotations
 
@@ -135,3 +138,17 @@ def test_serve_reads_a_request_holding_a_number_out_of_range():
     req = parse_request(body)
     assert req.params is not None and req.params.message is not None
     assert msgspec.json.encode(req.params.metadata) == b'{"budget":1e999}'
+
+
+def test_json_nested_too_deep_is_a_decode_error_everywhere():
+    """Past the recursion limit msgspec raises RecursionError; ours say it is JSON we cannot read."""
+    from a2a_tape.store.json_values import TOO_DEEP, Decoder
+    from a2a_tape.store.wire import WireFrame
+
+    deep = b'{"result":{"kind":"task","metadata":{"d":' + b"[" * 5000 + b"]" * 5000 + b"}}}"
+    with pytest.raises(msgspec.DecodeError, match="nested too deep"):
+        decode_json(deep)
+    with pytest.raises(msgspec.DecodeError, match="nested too deep"):
+        Decoder(WireFrame).decode(deep)
+    item = decode_item(deep)
+    assert item.kind == "undecodable" and TOO_DEEP in item.body.reason
