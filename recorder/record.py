@@ -66,6 +66,7 @@ MAX_BODY = 1024 * 1024
 FIRST_BATCH = 8  # what we keep of a non-A2A body (an HTML page, an error text)
 BATCH = 2048  # a fast stream's events per commit: fewer, bigger commits cost less per event
 BATCH_WAIT = 0.02  # seconds an event read may wait for its batch to fill before it is committed
+READ_AHEAD = 16384  # events read and not yet in the log at most: the reader waits (a commit waits for the lock)
 
 
 @dataclass
@@ -425,6 +426,7 @@ class Recorder:
         arrived: list[float] = []
         reading = [True]
         wake = [anyio.Event()]
+        room = [anyio.Event()]  # set when the committer takes what is pending: the reader may go on
         asleep = [False]  # the committer waits on wake[0]: the reader sets it only then
         want = [1]  # ... and once this many events are pending
         committed = anyio.Event()
@@ -442,6 +444,7 @@ class Recorder:
             raw, times = pending[:n], arrived[:n]
             del pending[:n]
             del arrived[:n]
+            room[0].set()
             return s.prepare(ex, raw, times)
 
         def applied(stored: list[StoredEvent], items: list[Item | TextChunk]) -> None:
@@ -506,6 +509,9 @@ class Recorder:
                     if asleep[0] and len(pending) >= want[0]:
                         asleep[0] = False
                         wake[0].set()
+                    if len(pending) >= READ_AHEAD:  # the log is far behind (another writer holds it)
+                        room[0] = anyio.Event()
+                        await room[0].wait()
                 for it in cap.close():  # a last item cut by the close is kept (marked incomplete)
                     if not it.comment:
                         pending.append((it.data, it.event))
