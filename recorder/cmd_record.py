@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from a2a_tape.store.errors import WouldWait
 from a2a_tape.store.redact import build_redactor, safe_text
 from a2a_tape.store.sse import DEFAULT_MAX_LINE
 
@@ -93,7 +95,10 @@ def run_record(
             except NotAnAgent as exc:
                 fail(str(exc))
             except KeyboardInterrupt:
-                session.abandon("interrupted by the user (Ctrl-C)")  # what was recorded stays
+                # what was recorded stays; the interruption is noted if the log takes it at once:
+                # another process holding its lock must not keep a Ctrl-C waiting
+                with contextlib.suppress(WouldWait), st.without_waiting():
+                    session.abandon("interrupted by the user (Ctrl-C)")
                 raise
     return result, session
 

@@ -91,14 +91,16 @@ def stop_if_cancelled() -> None:
     """Leave a wait for the lock when the asyncio task it blocks was cancelled meanwhile: asyncio's
     Ctrl-C handler (``asyncio.run``) cancels the main task from the signal handler, which runs
     between two of our sleeps, and expects the task to stop at its next await; a loop blocked in
-    this wait has none, so the cancellation is raised here. Without a running loop a Ctrl-C is a
-    KeyboardInterrupt already."""
+    this wait has none, so the cancellation is raised here. On a worker thread of anyio's (a
+    commit sent off the loop, ``record --durability full``), the task that counts is the loop's
+    root task: the one Ctrl-C cancels; the task waiting for the thread cannot stop before the
+    thread does. Without a running loop a Ctrl-C is a KeyboardInterrupt already."""
     aio = sys.modules.get("asyncio")
     if aio is None:
         return
     try:
         task = aio.current_task()
-    except RuntimeError:  # no loop in this thread
-        return
+    except RuntimeError:  # no loop in this thread: a worker thread's loop's root task, if any
+        task = getattr(threading.current_thread(), "root_task", None)
     if task is not None and task.cancelling():
         raise aio.CancelledError("cancelled while waiting for the log's write lock")

@@ -353,3 +353,70 @@ def test_ctrl_c_while_a_command_waits_for_a_locked_log_ends_it_at_once(command, 
     assert took < 10, f"{took:.1f} s after Ctrl-C"  # the lock was still held: not waited out
     with open_store(db, readonly=True) as st:
         assert st.integrity_check() == "ok" and st.count_events() == 0
+
+
+def _a_thread_waits_in_a_sleep(pid: int) -> bool:
+    """Some thread of the process is blocked in a sleep: ours between two tries for the lock."""
+    for syscall in Path(f"/proc/{pid}/task").glob("*/syscall"):
+        try:
+            fields = syscall.read_text().split()
+        except OSError:
+            continue
+        if fields and fields[0] in ("230", "35"):  # x86_64 clock_nanosleep, nanosleep
+            return True
+    return False
+
+
+def test_ctrl_c_while_a_commit_waits_on_a_worker_thread_ends_record_at_once(tmp_path):
+    """``record --durability full`` commits on a worker thread; another process takes the lock
+    mid-stream, the next commit waits for it there, and a Ctrl-C ends the run at once (before,
+    only when the busy timeout was over: the task waiting for the thread cannot stop first)."""
+    import platform
+    import signal
+    import time
+
+    from tests.conftest import running_sdk_agent
+    from tests.support.locks import write_lock_held
+
+    script = Path(sys.executable).with_name("a2a-tape")
+    if not script.exists() or platform.machine() != "x86_64":
+        pytest.skip("needs the installed console script and /proc/PID/task/*/syscall on x86_64")
+    db = tmp_path / "log.db"
+    with running_sdk_agent(slow_delay=1.0) as agent:
+        proc = subprocess.Popen(
+            [
+                str(script),
+                "record",
+                agent.url,
+                "slow",
+                "--db",
+                str(db),
+                "--durability",
+                "full",
+                "--busy-timeout",
+                "120",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not db.exists() or count_events(db) == 0:  # the stream has begun
+                assert proc.poll() is None and time.monotonic() < deadline, "record never recorded an event"
+                time.sleep(0.01)
+            with write_lock_held(db):
+                while not _a_thread_waits_in_a_sleep(proc.pid):  # the next commit waits for the lock
+                    assert proc.poll() is None and time.monotonic() < deadline, "no commit waited for the lock"
+                    time.sleep(0.005)
+                sent = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                out, err = proc.communicate(timeout=30)
+                took = time.monotonic() - sent
+        finally:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "a2a-tape: interrupted" and b"Traceback" not in err, err
+    assert took < 10, f"{took:.1f} s after Ctrl-C"  # the lock was still held: not waited out
+    with open_store(db, readonly=True) as st:
+        assert st.integrity_check() == "ok"
