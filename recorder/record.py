@@ -272,14 +272,9 @@ class Recorder:
                 content = await read_body(resp, "the agent card")
             finally:
                 await resp.aclose()
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, BodyTooLarge) as exc:
             msg = describe(exc, url, s.capture(ex))
             s.finish(ex, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", error=msg)
-            raise NotAnAgent(msg) from None
-        except BodyTooLarge as exc:
-            s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-            msg = describe(exc, url, s.capture(ex))
-            s.finish(ex, "error", error=msg)
             raise NotAnAgent(msg) from None
         s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
         body = content[:MAX_BODY]

@@ -48,9 +48,9 @@ MAX_REQUEST = 10 * 1024 * 1024
 """Bytes of a request body our servers take (the proxy's ``--max-body`` default, serve's limit)."""
 
 
-async def read_request(chunks: AsyncIterator[bytes], declared: str | None, limit: int = MAX_REQUEST) -> bytes | None:
-    """A request body our server reads (``request.stream()``, its ``Content-Length``), or None
-    as soon as it says or shows it is longer than ``limit``: the caller answers 413."""
+async def _up_to(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes | None:
+    """All of ``chunks``, or None as soon as ``declared`` (a Content-Length of these very bytes)
+    or what arrived is longer than ``limit``."""
     if declared and declared.isdigit() and int(declared) > limit:
         return None
     buf = bytearray()
@@ -61,21 +61,24 @@ async def read_request(chunks: AsyncIterator[bytes], declared: str | None, limit
     return bytes(buf)
 
 
+async def read_request(chunks: AsyncIterator[bytes], declared: str | None, limit: int = MAX_REQUEST) -> bytes | None:
+    """A request body our server reads (``request.stream()``, its ``Content-Length``), or None
+    as soon as it says or shows it is longer than ``limit``: the caller answers 413."""
+    return await _up_to(chunks, declared, limit)
+
+
 async def read_body(
     resp: httpx.Response, what: str, chunks: AsyncIterator[bytes] | None = None, limit: int = MAX_BODY
 ) -> bytes:
     """The whole (decoded) body of ``resp``, or :class:`BodyTooLarge` naming ``what`` ("the
     agent card at URL") once it passes ``limit``. ``chunks``: the decoded bytes when the caller
     has its own decoder (the capture core's :func:`recorder.capture.body_chunks`)."""
-    declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit and not resp.headers.get("content-encoding"):
+    # a Content-Length counts the coded bytes: only without a coding is it the body's own size
+    declared = None if resp.headers.get("content-encoding") else resp.headers.get("content-length")
+    body = await _up_to(chunks if chunks is not None else resp.aiter_bytes(), declared, limit)
+    if body is None:
         raise BodyTooLarge(what, limit)
-    buf = bytearray()
-    async for chunk in chunks if chunks is not None else resp.aiter_bytes():
-        buf += chunk
-        if len(buf) > limit:
-            raise BodyTooLarge(what, limit)
-    return bytes(buf)
+    return body
 
 
 class LazyTlsTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):

@@ -30,22 +30,6 @@ def _as_written(text: str) -> msgspec.Raw:
 
 TOO_DEEP = "JSON nested too deep to read (more levels than the recursion limit)"
 
-_ANY = msgspec.json.Decoder()
-_ANY_AS_WRITTEN = msgspec.json.Decoder(float_hook=_as_written)
-
-
-def decode_json(payload: bytes | str) -> Any:
-    """Any JSON value; a number out of a float's range is kept as written. Raises
-    :class:`msgspec.DecodeError` (or its :class:`msgspec.ValidationError`) for what is not JSON,
-    a document nested too deep included."""
-    try:
-        try:
-            return _ANY.decode(payload)
-        except msgspec.ValidationError:  # a number out of range: the only way JSON fails to be Any
-            return _ANY_AS_WRITTEN.decode(payload)
-    except RecursionError:
-        raise msgspec.DecodeError(TOO_DEEP) from None
-
 
 class Decoder(Generic[T]):
     """A typed decoder (``Decoder(Frame)``) for what comes from outside: in its ``Any`` fields it
@@ -67,3 +51,13 @@ class Decoder(Generic[T]):
                 return self.as_written.decode(payload)
         except RecursionError:
             raise msgspec.DecodeError(TOO_DEEP) from None
+
+
+_ANY: Decoder[Any] = Decoder(object)  # msgspec reads ``object`` as any JSON value
+
+
+def decode_json(payload: bytes | str) -> Any:
+    """Any JSON value; a number out of a float's range is kept as written (for ``Any`` a refused
+    number is the only way JSON fails). Raises :class:`msgspec.DecodeError` (or its
+    :class:`msgspec.ValidationError`) for what is not JSON, a document nested too deep included."""
+    return _ANY.decode(payload)
