@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from a2a_tape.recorder.transport import RecordingTransport
-    from a2a_tape.replay.faults import Faults
     from a2a_tape.replay.projection import ArtifactView, Fault, Projector, TaskFold, TaskView, ToolCall, fold_events
-    from a2a_tape.replay.transport import ReplayTransport
+    from a2a_tape.replay.serve.faults import Faults
+    from a2a_tape.replay.serve.transport import ReplayTransport
     from a2a_tape.store import (
         A2ATapeError,
         AppendConflict,
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     # recording and replaying with any httpx client
     "RecordingTransport": "a2a_tape.recorder.transport",
-    "ReplayTransport": "a2a_tape.replay.transport",
-    "Faults": "a2a_tape.replay.faults",
+    "ReplayTransport": "a2a_tape.replay.serve.transport",
+    "Faults": "a2a_tape.replay.serve.faults",
     # the event log
     "open_store": "a2a_tape.store",
     "default_db": "a2a_tape.store",

@@ -44,7 +44,7 @@ from a2a_tape import store  # noqa: E402
 from a2a_tape.recorder.client import send_request  # noqa: E402
 from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status  # noqa: E402
 from a2a_tape.recorder.record import RecordOptions, record  # noqa: E402
-from a2a_tape.recorder.recording import Session  # noqa: E402
+from a2a_tape.recorder.session import Session  # noqa: E402
 from a2a_tape.recorder.transport import RecordingTransport  # noqa: E402
 from benchmarks.local_server import free_port, wait_listening  # noqa: E402
 

@@ -40,9 +40,9 @@ import uvicorn  # noqa: E402
 from httpx_sse import connect_sse  # noqa: E402
 
 from a2a_tape import store  # noqa: E402
-from a2a_tape.replay.engine import ReplayEngine  # noqa: E402
-from a2a_tape.replay.library import Library  # noqa: E402
-from a2a_tape.replay.server import create_app  # noqa: E402
+from a2a_tape.replay.serve.engine import ReplayEngine  # noqa: E402
+from a2a_tape.replay.serve.library import Library  # noqa: E402
+from a2a_tape.replay.serve.server import create_app  # noqa: E402
 from a2a_tape.store import Exchange, NewEvent  # noqa: E402
 
 TARGET = 0.3

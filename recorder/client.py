@@ -1,7 +1,7 @@
 """The A2A JSON-RPC client side: agent card, dialect choice, request bodies, method names.
 
 It builds requests and classifies responses; it does not decide anything (that is
-:mod:`recorder.record`) and does not write anything (that is :mod:`recorder.recording`).
+:mod:`recorder.record`) and does not write anything (that is :mod:`recorder.session`).
 Both dialects of docs/design.md section 3 are spoken; v1.0 requests carry ``A2A-Version: 1.0``.
 """
 

@@ -31,17 +31,6 @@ from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 
-from .capture import (
-    DecodingError,
-    Outcome,
-    Timeouts,
-    body_chunks,
-    describe,
-    is_redirect,
-    redirect_message,
-    send,
-    store_fault,
-)
 from .client import (
     AgentCard,
     Dialect,
@@ -58,7 +47,18 @@ from .client import (
     send_request,
     task_request,
 )
-from .recording import Session
+from .sending import (
+    DecodingError,
+    Outcome,
+    Timeouts,
+    body_chunks,
+    describe,
+    is_redirect,
+    redirect_message,
+    send,
+    store_fault,
+)
+from .session import Session
 from .settle import Backoff, settle
 
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES

@@ -41,7 +41,7 @@ from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.sse import SseLineTooLong
 
 from . import client as a2a
-from .capture import (
+from .sending import (
     Capture,
     DecodingError,
     Outcome,

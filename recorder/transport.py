@@ -33,10 +33,10 @@ from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 from a2a_tape.store.writer import Writes, run_writes, run_writes_soon, writing_now
 
-from .capture import describe
 from .client import CARD_PATH
 from .codings import Decoding, DecodingError
-from .recording import Session
+from .sending import describe
+from .session import Session
 
 
 class _Msg(msgspec.Struct):

@@ -16,7 +16,7 @@ startup recovery's): it keeps nothing.
 that unpacks without end) gets :class:`BodyTooLarge`, a readable error, instead of the caller's
 memory.
 
-They live here, below the recorder, because serve's recording modes (:mod:`replay.forward`) call
+They live here, below the recorder, because serve's recording modes (:mod:`replay.serve.forward`) call
 agents too.
 """
 
@@ -72,7 +72,7 @@ async def read_body(
 ) -> bytes:
     """The whole (decoded) body of ``resp``, or :class:`BodyTooLarge` naming ``what`` ("the
     agent card at URL") once it passes ``limit``. ``chunks``: the decoded bytes when the caller
-    has its own decoder (the capture core's :func:`recorder.capture.body_chunks`)."""
+    has its own decoder (the capture core's :func:`recorder.sending.body_chunks`)."""
     # a Content-Length counts the coded bytes: only without a coding is it the body's own size
     declared = None if resp.headers.get("content-encoding") else resp.headers.get("content-length")
     body = await _up_to(chunks if chunks is not None else resp.aiter_bytes(), declared, limit)

@@ -30,9 +30,9 @@ import pytest
 if TYPE_CHECKING:  # imported when a test asks for the fixture: pytest starts as fast without it
     import pluggy
 
-    from .engine import ReplayEngine
+    from .serve.engine import ReplayEngine
 
-RECORD_MODES = ("none", "once", "new_episodes", "all")  # replay.engine.RECORD_MODES
+RECORD_MODES = ("none", "once", "new_episodes", "all")  # replay.serve.engine.RECORD_MODES
 _OPTION = "--a2a-tape-record-mode"
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()
 
@@ -102,7 +102,7 @@ class A2ATape:
     """What the ``a2a_tape`` fixture yields: a replay server URL and in-process transports."""
 
     def __init__(self, engine: ReplayEngine) -> None:
-        from .transport import ReplayTransport
+        from .serve.transport import ReplayTransport
 
         self.engine = engine
         self.record_mode = engine.record_mode
@@ -115,7 +115,7 @@ class A2ATape:
     def url(self) -> str:
         """Base URL of a replay server on 127.0.0.1 (started on first use)."""
         if self._server is None:
-            from .server import create_app
+            from .serve.server import create_app
 
             self._server = _Server(create_app(self.engine))
         return self._server.url
@@ -147,8 +147,8 @@ def _find_recording(request: pytest.FixtureRequest, name: str) -> Path:
 @pytest.fixture
 def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
     """A replay of the recording named by ``@pytest.mark.a2a_tape(...)``: ``.url``, ``.transport``, ``.async_transport``."""
-    from .engine import ReplayEngine
-    from .library import Library
+    from .serve.engine import ReplayEngine
+    from .serve.library import Library
 
     marker = request.node.get_closest_marker("a2a_tape")
     if marker is None or not marker.args:

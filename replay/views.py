@@ -77,7 +77,7 @@ class RecordedTask(msgspec.Struct, frozen=True):
 
     ``status``, ``artifacts``, ``history``, ``metadata`` and ``extra`` (every other top-level
     field the agent sent) are the recorded JSON, spelled in ``dialect``; ``state`` is the
-    internal (lowercase v0.3) spelling of ``status.state``. :func:`replay.convert.task_json`
+    internal (lowercase v0.3) spelling of ``status.state``. :func:`replay.serve.convert.task_json`
     renders it in either dialect.
     """
 

@@ -12,7 +12,7 @@ The narrow API every backend offers (SQLite, PostgreSQL), typed as Protocols by 
 - leases and meta, following (``wait_for_events``).
 
 Driver errors never leave a backend: the machine's faults arrive as :class:`StoreUnavailable`
-subclasses (:mod:`a2a_tape.store.faults`).
+subclasses (:mod:`a2a_tape.store.driver_errors`).
 
 Payloads are kept as the exact bytes received; :func:`decode_item` turns them into the typed
 model of :mod:`store.events`, the only shape the layers above read.

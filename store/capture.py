@@ -1,9 +1,9 @@
 """The capture core: one recorded exchange, written once for every path that writes the log.
 
 Every recording path goes through it: ``record`` and ``RecordingTransport`` (through
-:class:`recorder.recording.Session`), startup recovery, ``recover`` and ``probe``
+:class:`recorder.session.Session`), startup recovery, ``recover`` and ``probe``
 (:class:`recorder.recovery.Upstream`), the proxy, and serve's recording modes
-(:mod:`replay.forward`). The pipeline (docs/design.md section 11)::
+(:mod:`replay.serve.forward`). The pipeline (docs/design.md section 11)::
 
     begin -> response head -> body bytes -> SSE items (exact bytes) -> redaction -> batched append -> outcome
     request()   head()          feed()/close()                       events()/answer()   (caller)     end()
@@ -32,7 +32,7 @@ is the core's). What it promises, whoever calls it:
 Why in ``store/``: serve's recording modes live in ``replay/``, and the imports go store <-
 replay <- recorder; the core needs nothing above the store (no httpx, no event loop). The
 HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors;
-store faults as one-line errors) is :mod:`recorder.capture`, which re-exports this module.
+store faults as one-line errors) is :mod:`recorder.sending`, which re-exports this module.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_from_row, exchange_values
+from .driver_errors import guard_public
 from .errors import ConnectionLost, SchemaTooNew, StoreError, WouldWait
-from .faults import guard_public
 from .indexes import (
     DOCTOR_CURSOR,
     SEARCH_CURSOR,

@@ -25,8 +25,8 @@ from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
 from .append_plan import ROW_WIDTH, BatchPlan, Key, Run
 from .append_plan import exchange_from_row as _row_exchange
 from .append_plan import to_column as _to_column
+from .driver_errors import guard_public, on_readonly_media, translate
 from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
-from .faults import guard_public, on_readonly_media, translate
 from .indexes import (
     DOCTOR_CURSOR,
     FIELDS_PER_EVENT,

@@ -21,8 +21,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .driver_errors import translate
 from .errors import DatabaseLocked, WouldWait
-from .faults import translate
 
 MAX_PAUSE = 0.05  # seconds: the longest sleep between two tries for another writer's lock
 

@@ -25,8 +25,8 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .driver_errors import translate
 from .errors import AppendConflict, StoreError, WouldWait
-from .faults import translate
 from .interface import AppendLog, StoreHandle
 from .records import NewEvent, StoredEvent
 

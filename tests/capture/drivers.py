@@ -146,9 +146,9 @@ def _post_stream(url: str) -> bytes:
 
 
 def _serve(base: str, mode: str, cwd: Path) -> Outcome:
-    from a2a_tape.replay.engine import ReplayEngine
-    from a2a_tape.replay.library import Library
-    from a2a_tape.replay.server import create_app
+    from a2a_tape.replay.serve.engine import ReplayEngine
+    from a2a_tape.replay.serve.library import Library
+    from a2a_tape.replay.serve.server import create_app
 
     db = cwd / "tape.db"
     t0 = time.monotonic()
@@ -172,7 +172,7 @@ def _serve(base: str, mode: str, cwd: Path) -> Outcome:
 
 @contextlib.contextmanager
 def _proxy(upstream: str, db: Path, cwd: Path) -> Iterator[str]:
-    from a2a_tape.recorder.proxy import ProxyConfig, build_app
+    from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
 
     st = store.open_store(db, durability="normal")
     asgi, _ = build_app(

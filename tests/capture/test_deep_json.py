@@ -63,9 +63,9 @@ def test_a_request_nested_too_deep_breaks_nothing(raw_agent, path, workdir):
             assert ex.rpc_method is None and ex.outcome == "closed"
             assert len(st.read_exchange(ex.id)) == 3
     else:
-        from a2a_tape.replay.engine import ReplayEngine
-        from a2a_tape.replay.library import Library
-        from a2a_tape.replay.server import create_app
+        from a2a_tape.replay.serve.engine import ReplayEngine
+        from a2a_tape.replay.serve.library import Library
+        from a2a_tape.replay.serve.server import create_app
 
         library = Library.open(str(db), create=True)
         try:

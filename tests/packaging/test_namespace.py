@@ -33,7 +33,8 @@ def _all_modules() -> list[str]:
     for sub in ("store", "replay", "recorder"):
         pkg = importlib.import_module(f"a2a_tape.{sub}")
         names.append(pkg.__name__)
-        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}.")]
+        found = pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}.")
+        names += [m.name for m in found if not m.name.endswith(".__main__")]  # __main__ runs the CLI
     return names
 
 

@@ -133,7 +133,7 @@ def test_body_chunks_reads_the_stream_as_aiter_raw_would(db_path):
     """``body_chunks`` iterates the response's byte stream itself when there is no content
     coding: a real server's streamed body arrives whole, in order, through it; a body already
     read is refused as ``aiter_raw`` refuses it (``StreamConsumed``), not read as empty."""
-    from a2a_tape.recorder.capture import body_chunks
+    from a2a_tape.recorder.sending import body_chunks
 
     async def rpc(request):
         async def chunks():

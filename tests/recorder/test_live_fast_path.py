@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from a2a_tape.recorder.recording import Session
+from a2a_tape.recorder.session import Session
 from a2a_tape.replay.projection import encode_view
 from a2a_tape.store import open_store
 from a2a_tape.store.tape import import_tape

@@ -12,7 +12,7 @@ import httpx
 
 from a2a_tape import store
 from a2a_tape.recorder import record as rec
-from a2a_tape.recorder.recording import Session
+from a2a_tape.recorder.session import Session
 from tests.support.locks import wait_for_a_lock_waiter, write_lock_held
 
 TOTAL = 6 * rec.READ_AHEAD

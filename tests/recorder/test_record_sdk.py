@@ -8,7 +8,7 @@ import pytest
 
 from a2a_tape import store
 from a2a_tape.recorder.record import RecordOptions, record
-from a2a_tape.recorder.recording import Session
+from a2a_tape.recorder.session import Session
 from tests.conftest import running_sdk_agent
 
 ANSWER = "chunk-0 chunk-1 chunk-2 "

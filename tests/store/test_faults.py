@@ -37,7 +37,7 @@ from a2a_tape.store import (
 from a2a_tape.store.tape import write_tape
 from a2a_tape.store.tape_reader import READER_MIN_BYTES
 from a2a_tape.store.writer import write_soon
-from tests.cli.conftest import TASK, make_log
+from tests.recorder.cli.conftest import TASK, make_log
 from tests.support.locks import write_lock_held
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))

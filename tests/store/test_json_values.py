@@ -18,13 +18,13 @@ import anyio
 import msgspec
 import pytest
 
-from a2a_tape.recorder.idempotency import request_hash
-from a2a_tape.replay.engine import ReplayEngine
-from a2a_tape.replay.library import Library
+from a2a_tape.recorder.proxy.idempotency import request_hash
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.library import Library
 from a2a_tape.store import decode_item
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.redact import REDACTED, build_redactor
-from tests.inspect.builders import Tape, items
+from tests.replay.inspect.builders import Tape, items
 
 NUMBERS = ["1e999", "-1e999", "123456789012345678901234567890.5e400"]  # past a float's range
 UNDERFLOW = "2E-400"  # read as 0.0, as every JSON reader does
@@ -129,7 +129,7 @@ def test_the_cli_shows_the_answer_beside_a_number_out_of_range(tmp_path):
 
 def test_serve_reads_a_request_holding_a_number_out_of_range():
     """A real a2a-sdk agent takes it (Python reads Infinity); serve must not answer -32602."""
-    from a2a_tape.replay.rpc import parse_request
+    from a2a_tape.replay.serve.rpc import parse_request
 
     body = (
         b'{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"metadata":{"budget":1e999},'

@@ -150,7 +150,7 @@ def make_fault_app(step: float = 0.1) -> tuple[Starlette, dict[str, FaultHost]]:
     return Starlette(routes=routes), hosts
 
 
-# -- proxy faults (tests/proxy): one route per fault ------------------------------------------
+# -- proxy faults (tests/recorder/proxy): one route per fault ------------------------------------------
 # A real a2a-sdk agent cannot be made to answer a redirect, a non-JSON 405 on demand, a body
 # whose gzip is corrupt, an SSE stream with ``id:``/``retry:`` fields and bare LF line endings,
 # to go silent before or inside its answer, to set a cookie, nor to tell which headers and URL reached it: these

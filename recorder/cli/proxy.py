@@ -1,0 +1,238 @@
+"""Commands ``proxy``, ``recover`` and ``probe``: the live side in front of an existing agent."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import anyio
+import typer
+
+from a2a_tape.store.redact import build_redactor, safe_text
+
+from .. import listen as listening
+from ..proxy.idempotency import DEFAULT_TTL, OnKeyConflict
+from ..proxy.server import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
+    DEFAULT_MAX_BODY,
+    DEFAULT_READ_TIMEOUT,
+    ProxyConfig,
+    build_app,
+    check_listen,
+)
+from ..recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
+from . import options
+from .app import (
+    EXIT_FAILED,
+    BusyTimeoutOption,
+    DbOption,
+    JsonOption,
+    commands,
+    db_location,
+    emit_json,
+    fail,
+    open_db,
+    out,
+    say,
+)
+from .options import Durability
+
+app = commands()
+
+
+def _check_url(url: str, what: str) -> str:
+    """The URL without its trailing slash (options.url checked it already)."""
+    return url.rstrip("/")
+
+
+@app.command("proxy")
+def proxy_cmd(
+    upstream: Annotated[
+        str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
+    ],
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
+    ] = "127.0.0.1:8080",
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="A2A_TAPE_PROXY_TOKEN",
+            help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
+            show_default=False,
+            callback=options.header_value,
+        ),
+    ] = None,
+    durability: Annotated[
+        Durability,
+        typer.Option(
+            help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
+        ),
+    ] = Durability.full,
+    max_body: Annotated[
+        int, typer.Option(help="Refuse request bodies larger than this many bytes.", callback=options.count)
+    ] = DEFAULT_MAX_BODY,
+    idempotency_ttl: Annotated[
+        float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.", callback=options.seconds)
+    ] = DEFAULT_TTL,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Startup recovery: seconds without progress before a task is cancelled and FAILED.",
+            callback=options.seconds,
+        ),
+    ] = DEFAULT_STALL,
+    no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
+    redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
+    on_key_conflict: Annotated[
+        OnKeyConflict,
+        typer.Option(
+            help="A reused messageId / Idempotency-Key with another request: forward it as a new request "
+            "(a local note in the log) or reject it with a JSON-RPC error."
+        ),
+    ] = OnKeyConflict.forward,
+    connect_timeout: Annotated[
+        float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
+    ] = DEFAULT_CONNECT_TIMEOUT,
+    first_byte_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds the upstream may take to start its answer (a whole message/send).", callback=options.seconds
+        ),
+    ] = DEFAULT_FIRST_BYTE_TIMEOUT,
+    read_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
+        ),
+    ] = DEFAULT_READ_TIMEOUT,
+    db: DbOption = None,
+    busy_timeout: BusyTimeoutOption = None,
+) -> None:
+    """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
+    upstream = _check_url(upstream, "UPSTREAM")
+    try:
+        host, port = check_listen(listen, allow_remote)
+    except ValueError as exc:
+        fail(str(exc))
+    redactor = build_redactor(redact)
+    st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
+    config = ProxyConfig(
+        upstream=upstream,
+        durability=durability.mode,
+        token=token,
+        max_body=max_body,
+        idempotency_ttl=idempotency_ttl,
+        recover_on_start=not no_recover,
+        stall_timeout=stall_timeout,
+        redactor=redactor,
+        on_key_conflict=on_key_conflict,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
+    )
+    asgi, _proxy = build_app(st, config)
+    try:
+        sock = listening.bind(host, port)
+    except OSError as exc:
+        st.close()
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    say(
+        f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {config.shown_upstream} "
+        f"(recording to {db_location(db)})"
+    )
+    sys.stderr.flush()
+    try:
+        listening.run(asgi, sock, lifespan="on")
+    finally:
+        st.close()
+
+
+@app.command("recover")
+def recover_cmd(
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Agent to resume tasks from (default: where each task was recorded from).",
+            show_default=False,
+            callback=options.url,
+        ),
+    ] = None,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds without progress before a task is cancelled and FAILED.", callback=options.seconds),
+    ] = DEFAULT_STALL,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Run the startup recovery once: resume or FAIL every task left in flight; say what was done."""
+    if upstream is not None:
+        upstream = _check_url(upstream, "--upstream")
+    st = open_db(db)
+    live = running_proxy(st)
+    if live is not None:
+        st.close()
+        fail(f"a proxy ({live}) is recording into {db_location(db)}; it recovers when it starts: stop it first")
+    try:
+        report = anyio.run(lambda: recover(st, upstream, stall_timeout=stall_timeout))
+    except RecoveryBusy as exc:
+        fail(str(exc))
+    finally:
+        st.close()
+    if json:
+        emit_json(report)
+        return
+    if not (report.resumed or report.failed or report.replayed):
+        out.print("nothing to recover: no task in flight", markup=False)
+    for t in report.resumed:
+        out.print(f"resumed  {t}", markup=False)
+    for f in report.failed:
+        out.print(safe_text(f"failed   {f.task_id}: {f.reason}"), markup=False, soft_wrap=True)
+    for k in report.replayed:
+        out.print(f"ready to replay  {k}", markup=False)
+
+
+@app.command("probe")
+def probe_cmd(
+    url: Annotated[str, typer.Argument(help="Base URL of an agent (or of an a2a-tape proxy).", callback=options.url)],
+    timeout: Annotated[
+        float, typer.Option(help="Seconds each probe waits for a task to end.", callback=options.seconds)
+    ] = 20.0,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="A2A_TAPE_PROXY_TOKEN",
+            help="Bearer token to send.",
+            show_default=False,
+            callback=options.header_value,
+        ),
+    ] = None,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall."""
+    from ..probe import run_probes
+
+    url = _check_url(url, "URL")
+    st = open_db(db, create=True)
+    try:
+        result = anyio.run(lambda: run_probes(st, url, timeout=timeout, token=token))
+    finally:
+        st.close()
+    if json:
+        emit_json(result)
+    else:
+        for p in result.probes:
+            mark = "ok  " if p.ok else "FAIL"
+            out.print(
+                safe_text(f"{mark} {p.name}: {p.detail}", secrets=[token] if token else []),
+                markup=False,
+                soft_wrap=True,
+            )
+    if result.probes and result.probes[0].name == "agent-card" and not result.probes[0].ok:
+        fail(f"not an A2A agent: {result.probes[0].detail}")  # nothing could be probed: bad input, exit 2
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,118 @@
+"""``a2a-tape serve``: the recordings answer as a fake A2A agent (JSON-RPC + SSE, both dialects)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.faults import parse_faults
+from a2a_tape.replay.serve.library import Library
+from a2a_tape.replay.serve.server import create_app
+from a2a_tape.store.redact import build_redactor
+
+from .. import listen as listening
+from . import options
+from .app import commands, db_location, fail, say
+from .options import MatchMode, RecordMode
+
+app = commands()
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); a non-loopback host needs ``--allow-remote``."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:  # pragma: no cover - options.listen checked it
+        fail(f"--listen must be HOST:PORT, got '{listen}'")
+    host = host.strip("[]") or "127.0.0.1"
+    if host not in _LOOPBACK and not host.startswith("127.") and not allow_remote:
+        fail(f"refusing to listen on {host}: the replay server is for this machine; add --allow-remote to mean it")
+    return host, int(port)
+
+
+@app.command("serve")
+def serve_cmd(
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
+    ] = "127.0.0.1:8765",
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
+    ] = False,
+    timing: Annotated[
+        str,
+        typer.Option(
+            help="instant, real (the recorded gaps) or a factor (10: ten times faster).", callback=options.timing
+        ),
+    ] = "instant",
+    fault: Annotated[
+        list[str],
+        typer.Option(
+            help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).",
+            callback=options.faults,
+        ),
+    ] = [],
+    record_mode: Annotated[
+        RecordMode, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")
+    ] = RecordMode.none,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="The live agent that unmatched requests go to (record modes).",
+            show_default=False,
+            callback=options.url,
+        ),
+    ] = None,
+    match: Annotated[
+        MatchMode, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
+    ] = MatchMode.method_text,
+    redact: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact",
+            help="Record modes: also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).",
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
+    host, port = parse_listen(listen, allow_remote)
+    faults = parse_faults(*fault)  # options.faults checked the specs
+    if record_mode in ("new_episodes", "all") and not upstream:
+        fail(f"--record-mode {record_mode} needs --upstream URL (the live agent to record)")
+    location = db_location(db)
+    library = Library.open(location, create=record_mode != "none", readonly=record_mode == "none")
+    try:
+        if not library.episodes and not (upstream and record_mode != "none"):
+            fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
+        engine = ReplayEngine(
+            library,
+            timing=timing,
+            faults=faults,
+            match=match.value,
+            record_mode=record_mode.value,
+            upstream=upstream,
+            redactor=build_redactor(redact or []),
+        )
+        try:
+            sock = listening.bind(host, port)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        say(
+            f"a2a-tape serve: {listening.url_of(sock)} replaying {len(library.episodes)} recorded sends from "
+            f"{location} (timing {timing}, faults {faults.describe()}, match {match}, record mode {record_mode})"
+            + (f", upstream {upstream}" if upstream else "")
+        )
+        sys.stderr.flush()
+        listening.run(create_app(engine), sock)
+    finally:
+        library.save()
+        library.close()

@@ -1,0 +1,160 @@
+"""``a2a-tape import`` and ``a2a-tape export``: move recordings in and out of a database."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn
+
+from a2a_tape.store import safe_location
+from a2a_tape.store.tape import export_lines, import_tape, write_tape
+
+from . import options
+from .app import BusyTimeoutOption, DbOption, JsonOption, commands, emit_json, err, fail, find_task, open_db
+from .options import ExportFormat
+from .progress import ProgressOption, wanted
+
+app = commands()
+
+
+@app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="A JSONL tape (docs/tape-format.md); '-' reads stdin.")],
+    db: DbOption = None,
+    json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
+    progress: ProgressOption = False,
+) -> None:
+    """Import a JSONL tape into the database, atomically (a bad line imports nothing)."""
+    if str(file) != "-" and not file.is_file():
+        fail(f"no such file: {file}")
+    st = open_db(db, create=True, busy_timeout=busy_timeout)
+    with st:
+        src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
+        with (
+            src,
+            Progress(
+                TextColumn("importing"),
+                BarColumn(),
+                TextColumn("{task.completed} events"),
+                console=err,
+                transient=True,
+                disable=not wanted(progress),
+            ) as bar,
+        ):
+            job = bar.add_task("import", total=None)
+            result = import_tape(st, src, progress=lambda n: bar.update(job, completed=n))
+    if json:
+        emit_json(result)
+    else:
+        err.print(
+            f"imported {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
+            + (f" ({result.skipped} already present)" if result.skipped else "")
+        )
+
+
+@app.command("export")
+def export_cmd(
+    task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Export every task.")] = False,
+    format: Annotated[
+        ExportFormat,
+        typer.Option(
+            "--format",
+            help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).",
+        ),
+    ] = ExportFormat.jsonl,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o", "--output", help="Write to FILE instead of stdout; html: DIR/ writes index.html and a page per task."
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            metavar="N",
+            help="With --all: the newest N tasks (html: 200 unless told; one page stops before 20 MB).",
+            callback=options.count,
+        ),
+    ] = None,
+    no_limit: Annotated[
+        bool, typer.Option("--no-limit", help="html with --all: every task, in one page however large.")
+    ] = False,
+    progress: ProgressOption = False,
+    db: DbOption = None,
+) -> None:
+    """Export one task, or the whole log with --all."""
+    if (task is None) == (not all_):
+        fail("name a TASK or pass --all (not both)")
+    if limit is not None and no_limit:
+        fail("--limit and --no-limit do not go together")
+    if format != "jsonl":
+        from . import export_formats as cmd_export_formats  # other formats live with the inspection views
+
+        cmd_export_formats.export(
+            task=task,
+            all_=all_,
+            format=format.value,
+            output=output,
+            db=db,
+            limit=limit,
+            no_limit=no_limit,
+            progress=progress,
+        )
+        return
+    st = open_db(db, readonly=True)
+    with st:
+        task_ids = None if task is None else [find_task(st, task)]  # a TASK or --all, checked above
+        if output is None:
+            write_tape(st, sys.stdout.buffer, task_ids=task_ids)
+            sys.stdout.flush()
+        else:
+            with output.open("wb") as fh:
+                n = write_tape(st, fh, task_ids=task_ids)
+            err.print(f"wrote {n - 1} lines to {output}")
+
+
+@app.command("copy")
+def copy_cmd(
+    src: Annotated[str, typer.Argument(help="Source log: a SQLite file or a postgresql:// URL.")],
+    dst: Annotated[str, typer.Argument(help="Destination log: a SQLite file or a postgresql:// URL.")],
+    json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
+    progress: ProgressOption = False,
+) -> None:
+    """Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically.
+
+    Into an empty DST the copy keeps positions, sequence numbers, exchanges and payload bytes;
+    copying again changes nothing.
+    """
+    source = open_db(src, readonly=True, busy_timeout=busy_timeout)
+    with source:
+        total = source.count_events()
+        target = open_db(dst, create=True, busy_timeout=busy_timeout)
+        with (
+            target,
+            Progress(
+                TextColumn("copying"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} events"),
+                console=err,
+                transient=True,
+                disable=not wanted(progress),
+            ) as bar,
+        ):
+            job = bar.add_task("copy", total=total)
+            result = import_tape(
+                target, export_lines(source, source=safe_location(src)), progress=lambda n: bar.update(job, completed=n)
+            )
+    if json:
+        emit_json(result)
+    else:
+        err.print(
+            f"copied {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
+            + (f" ({result.skipped} already present)" if result.skipped else "")
+        )

@@ -1,0 +1,767 @@
+"""The recording reverse proxy: clients talk to it as to the agent; it records everything.
+
+Why a proxy: an existing client and agent can be recorded without changing either. It is
+transparent (docs/design.md, "The proxy is transparent"): it answers only for its own concerns
+(its token, its body limit, its own errors when the upstream cannot be reached or its log
+cannot be written); everything else goes to the agent and back as the agent answered it, and
+is recorded: malformed JSON-RPC, non-JSON answers, redirects, response headers (hop-by-hop
+aside, :mod:`recorder.proxy.http`), SSE fields and comments.
+
+- write-ahead: each SSE item is appended to the log (group commit, so ``--durability full``
+  stays fast with many streams) and only then forwarded; nothing is held back beyond that;
+- the upstream is read by a task of the proxy, not of the client's request: when the client
+  disconnects, the proxy keeps reading to the end so the recording is complete;
+- one exchange row per request, with status, headers, content type and outcome;
+- an exact duplicate (same key, same request less its JSON-RPC id) is answered from the log; a
+  reused key with another request is forwarded with a local note, or refused under
+  ``--on-key-conflict reject`` (:mod:`recorder.proxy.idempotency`);
+- faults are answers: a log that cannot be written, an upstream that cannot be reached, that
+  goes silent past a timeout or sends an undecodable body, gets the client a JSON-RPC error (the
+  whole answer, or the last item of a stream under way), never a clean end that looks like
+  success; a stream the upstream cuts is cut for the client too;
+- secrets: the token never crosses; URLs, headers and configured JSON paths are redacted
+  before the disk (:mod:`store.redact`), and in every line printed.
+
+A relayed response is a :class:`recorder.proxy.relay.Live`: the head and items published so far plus
+a wake-up event. The first client and any duplicate attached to it read the same one.
+
+This module holds the relay's state and its steps; the pieces around it are
+:mod:`recorder.proxy.http` (which requests are public, which headers cross, the relayed
+response), :mod:`recorder.proxy.tee` (an SSE answer, write-ahead, item by item) and
+:mod:`recorder.proxy.outcomes` (what a failure means for the row and the client).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+from anyio.abc import TaskGroup
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from a2a_tape import store
+from a2a_tape.replay.http import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
+from a2a_tape.replay.serve import frames
+from a2a_tape.store.capture import is_json_type, media_type_of
+from a2a_tape.store.errors import StoreError
+from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
+from a2a_tape.store.redact import Redactor
+from a2a_tape.store.writer import write_soon
+
+from .. import client as a2a
+from ..recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
+from ..sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
+from .http import (
+    QUIET_CUT,
+    RelayedStream,
+    Upstream,
+    encoded,
+    is_public,
+    request_headers,
+    response_headers,
+    token_presented,
+    without_userinfo,
+)
+from .idempotency import (
+    BadRequest,
+    Gateway,
+    OnKeyConflict,
+    conflict_message,
+    conflict_note,
+    idempotency_key,
+    parse_params,
+    parse_request,
+    recorded_items,
+    request_hash,
+    request_id,
+    rpc_error,
+)
+from .outcomes import classify, log_fault_line
+from .relay import Cut as _Cut
+from .relay import Headers, Live
+from .tee import tee
+
+DEFAULT_MAX_BODY = MAX_REQUEST
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
+DEFAULT_READ_TIMEOUT = 300.0
+_JSON = "application/json"
+_JSON_HEADERS: Headers = [("content-type", _JSON)]
+
+
+@dataclass
+class ProxyConfig:
+    upstream: str
+    durability: store.Durability = "full"
+    token: str | None = None
+    max_body: int = DEFAULT_MAX_BODY
+    idempotency_ttl: float = 24 * 3600.0
+    recover_on_start: bool = True
+    stall_timeout: float = 30.0
+    redactor: Redactor = field(default_factory=Redactor)
+    on_key_conflict: OnKeyConflict = OnKeyConflict.forward
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT  # to open the connection to the upstream
+    first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
+    read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
+
+    @cached_property
+    def target(self) -> Upstream:
+        return Upstream.parse(self.upstream)
+
+    @property
+    def origin(self) -> str:
+        """The upstream's ``scheme://host:port``, without credentials."""
+        return self.target.origin
+
+    @property
+    def shown_upstream(self) -> str:
+        """The upstream URL fit for a log line: its password and secret query values redacted."""
+        return self.redactor.url(self.upstream)
+
+
+@dataclass
+class Outgoing:
+    """One request as it goes upstream (the client's, less hop-by-hop headers and our token)."""
+
+    method: str
+    url: str
+    headers: Headers
+    body: bytes
+    rpc_id: bytes | None  # the JSON-RPC id to answer our own errors to (None: not JSON-RPC)
+    dialect: str | None
+
+
+class Proxy:
+    """The proxy's state: store, writer, HTTP client, live responses, the idempotency gateway."""
+
+    def __init__(self, st: store.Store, config: ProxyConfig) -> None:
+        self.store = st
+        self.config = config
+        self.gateway = Gateway(st, ttl=config.idempotency_ttl)
+        self.writer: store.GroupCommitWriter | None = None
+        self.http: httpx.AsyncClient | None = None
+        self._pool: httpx.AsyncBaseTransport | None = None  # the client's transport (see _forward)
+        self._tg: TaskGroup | None = None
+        self.by_key: dict[tuple[str, str], Live] = {}  # (key, request hash) -> the relay in flight
+        self.by_exchange: dict[int, Live] = {}
+        self.recovery_done = anyio.Event()
+        self.recovered = threading.Event()  # the same, for callers on other threads
+        self.recovery_report: RecoveryReport | None = None
+        # called (on the proxy's event loop) with each exchange id once its row is final: lets a
+        # caller wait for "the recording of this exchange is complete" without polling
+        self.on_settled: Callable[[int], None] | None = None
+
+    # -- the ASGI app -------------------------------------------------------------------------
+
+    def app(self) -> Starlette:
+        methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+        return Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)], lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        cfg = self.config
+        # the first-byte and read limits are ours (anyio deadlines), so httpx waits as long as we say
+        timeout = httpx.Timeout(connect=cfg.connect_timeout, read=None, write=30.0, pool=None)
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+        mark = mark_proxy(self.store)
+        logging.getLogger("uvicorn.error").addFilter(QUIET_CUT)
+        try:
+            # one pool for every client: the relays use it as it is (no cookie jar, no auth flow:
+            # see _forward), recovery through a client on it that keeps no cookies either
+            self._pool = pool = httpx.AsyncHTTPTransport(limits=limits)
+            async with httpx.AsyncClient(
+                transport=pool, timeout=timeout, auth=cfg.target.auth, cookies=cookieless()
+            ) as http:
+                for name in ("user-agent", "accept"):  # httpx's defaults: the agent sees the client's own
+                    http.headers.pop(name, None)
+                async with store.GroupCommitWriter(self.store) as writer:
+                    async with anyio.create_task_group() as tg:
+                        self.http, self.writer, self._tg = http, writer, tg
+                        if cfg.recover_on_start:
+                            tg.start_soon(self._recover, self.store.last_position())
+                        else:
+                            self.recovery_done.set()
+                            self.recovered.set()
+                        try:
+                            yield
+                        finally:
+                            tg.cancel_scope.cancel()
+        finally:
+            logging.getLogger("uvicorn.error").removeFilter(QUIET_CUT)
+            unmark_proxy(self.store, mark)
+
+    async def _recover(self, up_to: int) -> None:
+        try:
+            report = await recover(
+                self.store,
+                without_userinfo(self.config.upstream),  # no credentials in what recovery records: on the client
+                http=self.http,
+                stall_timeout=self.config.stall_timeout,
+                up_to=up_to,
+                redactor=self.config.redactor,
+                roles=frozenset({"proxy", "recovery"}),
+            )
+            self.recovery_report = report
+            if report.resumed or report.failed or report.replayed:
+                print(
+                    f"a2a-tape proxy: startup recovery: {len(report.resumed)} resumed, {len(report.failed)} failed, "
+                    f"{len(report.replayed)} keys ready to replay",
+                    file=sys.stderr,
+                )
+        except Exception as exc:  # noqa: BLE001 - the proxy keeps serving; say why recovery did not run
+            why = self.config.redactor.text(f"{type(exc).__name__}: {exc}")
+            print(f"a2a-tape proxy: startup recovery did not complete: {why}", file=sys.stderr)
+        finally:
+            self.recovery_done.set()
+            self.recovered.set()
+
+    async def handle(self, request: Request) -> Response:
+        raw_path: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
+        if is_public(request.method, raw_path.split(b"?", 1)[0]):
+            return await self._card(request)
+        token = self.config.token
+        if token and not token_presented(request.headers.items(), token):
+            return Response(
+                rpc_error(b"null", -32600, "missing or wrong proxy token (send 'Authorization: Bearer <token>')"),
+                401,
+                media_type=_JSON,
+                headers={"www-authenticate": "Bearer"},
+            )
+        body = await self._read_body(request)
+        if body is None:
+            return Response(
+                rpc_error(
+                    b"null", -32600, f"request body larger than the proxy's limit of {self.config.max_body} bytes"
+                ),
+                413,
+                media_type=_JSON,
+            )
+        path: str = request.scope["path"]  # not request.url: a URL object built per request
+        jsonrpc = request.method == "POST" and not _is_rest(path)
+        out = Outgoing(
+            method=request.method,
+            url=self._target(request),
+            headers=request_headers(request.headers.items(), token),
+            body=body,
+            rpc_id=request_id(body) if jsonrpc else None,
+            dialect=None,
+        )
+        try:
+            if jsonrpc:
+                return await self._jsonrpc(request, out)
+            return await self._rest(request, out)
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            # the log cannot take the exchange: nothing was forwarded
+            return self._fault_answer(out.rpc_id, 503, log_fault_line(fault))
+
+    # -- pieces of handle -----------------------------------------------------------------------
+
+    def _fault_answer(self, rpc_id: bytes | None, status: int, why: str) -> Response:
+        why = self.config.redactor.text(why)
+        return Response(rpc_error(rpc_id or b"null", -32603, why), status, media_type=_JSON)
+
+    async def _read_body(self, request: Request) -> bytes | None:
+        return await read_request(request.stream(), request.headers.get("content-length"), self.config.max_body)
+
+    def _target(self, request: Request) -> str:
+        """The upstream URL of a request: the raw path and query as the client sent them."""
+        raw_path = request.scope.get("raw_path")
+        path: str = raw_path.decode("latin-1") if raw_path else request.scope["path"]
+        url = self.config.origin + path
+        query = request.scope.get("query_string", b"")
+        if query:
+            url += "?" + query.decode("latin-1")
+        return url
+
+    @cached_property
+    def _timeouts(self) -> Timeouts:
+        cfg = self.config
+        return Timeouts(connect=cfg.connect_timeout, first_byte=cfg.first_byte_timeout, read=cfg.read_timeout)
+
+    def _proxy_origin(self, request: Request) -> str:
+        host = request.headers.get("host")
+        return f"{request.scope['scheme']}://{host if host is not None else request.url.netloc}"
+
+    def _stored_url(self, url: str) -> str:
+        return self.config.redactor.url(url)
+
+    async def _card(self, request: Request) -> Response:
+        """The agent card (public): the upstream's answer with its URLs pointing at the proxy."""
+        assert self.http is not None
+        url = self._target(request)
+        started = time.time()
+        redactor = self.config.redactor
+        try:
+            resp = await self._forward(request.method, url, request_headers(request.headers.items(), self.config.token))
+            try:
+                content = await read_body(resp, "the agent card", body_chunks(resp))
+            finally:
+                await resp.aclose()
+        except (httpx.HTTPError, DecodingError, BodyTooLarge) as exc:
+            fault = classify(exc, url, self._timeouts)
+            with contextlib.suppress(StoreError):
+                await self._exchange_row(
+                    store.Exchange(
+                        started_at=started,
+                        ended_at=time.time(),
+                        url=self._stored_url(url),
+                        http_method=request.method,
+                        outcome=fault.outcome,
+                        error=fault.why,
+                        role="proxy",
+                    )
+                )
+            return self._fault_answer(None, fault.status, fault.why)
+        body = content
+        if resp.status_code == 200 and is_json_type(resp.headers.get("content-type")):
+            body = self._rewrite_card(body, self._proxy_origin(request))
+        with contextlib.suppress(StoreError):  # the card is read-only: a full disk does not hide it
+            await self._exchange_row(
+                store.Exchange(
+                    started_at=started,
+                    ended_at=time.time(),
+                    url=self._stored_url(url),
+                    http_method=request.method,
+                    status=resp.status_code,
+                    content_type=resp.headers.get("content-type"),
+                    # the asking dialect (A2A-Version): replay serves the card of each dialect
+                    request_headers=redactor.headers_dict(request.headers.items()),
+                    response_headers=self._stored_headers(resp.headers),
+                    response_body=redactor.json_bytes(content),
+                    outcome="ok" if resp.status_code < 400 else "error",
+                    role="proxy",
+                )
+            )
+        answer = Response(body, resp.status_code)
+        answer.raw_headers.extend(
+            encoded(response_headers(resp.headers, self.config.origin, self._proxy_origin(request)))
+        )
+        return answer
+
+    def _stored_headers(self, headers: httpx.Headers) -> dict[str, str]:
+        """An answer's headers for the exchange row: secrets redacted, URLs in them too."""
+        redactor = self.config.redactor
+        pairs = [
+            (k, redactor.url(v) if k.lower() in ("location", "content-location") else v)
+            for k, v in headers.multi_items()
+        ]
+        return redactor.headers_dict(pairs)
+
+    def _rewrite_card(self, body: bytes, proxy_origin: str) -> bytes:
+        """The card with every upstream URL pointing at the proxy (a byte replacement of origins)."""
+        origins = {self.config.origin}
+        try:
+            card = a2a.parse_card(body, "upstream")
+            for u in [card.url, *(i.url for i in card.supportedInterfaces + card.additionalInterfaces)]:
+                if u:
+                    p = urlsplit(u)
+                    if p.scheme and p.netloc:
+                        origins.add(f"{p.scheme}://{p.netloc}")
+        except a2a.NotAnAgent:
+            pass
+        for origin in sorted(origins, key=len, reverse=True):
+            body = body.replace(origin.encode(), proxy_origin.encode())
+        return body
+
+    async def _forward(
+        self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None = None
+    ) -> httpx.Response:
+        """A client's request sent upstream on the pool itself: built as the proxy's client builds
+        it (its default headers under the client's, ``Accept-Encoding`` ours), the upstream's
+        credentials on it, and none of the client's per-response work (a cookie jar to fill, an
+        auth flow, redirect checks) on the relay's path."""
+        assert self.http is not None and self._pool is not None
+        req = self.config.target.authorize(self.http.build_request(method, url, headers=headers, content=content))
+        return await send(self._pool, req, self._timeouts)
+
+    async def _exchange_row(self, ex: store.Exchange) -> int:
+        ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
+        if ex.error:
+            ex.error = self.config.redactor.text(ex.error)
+        return await write_soon(self.store, self.store.begin_exchange, ex)
+
+    async def _jsonrpc(self, request: Request, out: Outgoing) -> Response:
+        v1 = request.headers.get("a2a-version", "").startswith("1")
+        try:
+            rpc = parse_request(out.body)
+        except BadRequest:  # not ours to judge: the agent answers it, and it is recorded
+            out.dialect = "1.0" if v1 else "0.3"
+            return await self._relay(request, out, name=None, key_name=None, params_raw=b"null", streaming=False)
+        method = rpc.method
+        out.dialect = "1.0" if v1 or method[:1].isupper() else "0.3"
+        return await self._relay(
+            request, out, name=method, key_name=method, params_raw=rpc.params, streaming=method in STREAM_METHODS
+        )
+
+    async def _rest(self, request: Request, out: Outgoing) -> Response:
+        """The HTTP+JSON binding (and anything else that is not a JSON-RPC POST): the body is the params."""
+        path: str = request.scope["path"]
+        rest = _is_rest(path)
+        out.dialect = "rest" if rest else None
+        return await self._relay(
+            request,
+            out,
+            name=path.rsplit("/", 1)[-1] if rest else None,
+            key_name=path if rest else None,
+            params_raw=out.body if request.method == "POST" and out.body else b"null",
+            streaming=path.endswith((":stream", ":subscribe")),
+        )
+
+    async def _relay(
+        self,
+        request: Request,
+        out: Outgoing,
+        *,
+        name: str | None,
+        key_name: str | None,
+        params_raw: bytes,
+        streaming: bool,
+    ) -> Response:
+        """One request: an exchange row, then relay it (or answer an exact repeat from the log)."""
+        params = parse_params(params_raw)
+        low_headers = {k.lower(): v for k, v in request.headers.items()}
+        key = idempotency_key(low_headers, key_name, params) if key_name else None
+        req_hash = request_hash(key_name, params_raw) if key and key_name else None
+        msg = params.message
+        redactor = self.config.redactor
+        ex = store.Exchange(
+            started_at=time.time(),
+            url=self._stored_url(out.url),
+            http_method=out.method,
+            rpc_method=name,
+            dialect=out.dialect,
+            streaming=streaming,
+            request_headers=redactor.headers_dict(request.headers.items()),
+            request_body=redactor.json_bytes(out.body),
+            task_id=params.id or (msg.taskId if msg else None),
+            context_id=msg.contextId if msg else None,
+            message_id=msg.messageId if msg else None,
+            idempotency_key=key,
+            role="proxy",
+        )
+        proxy_origin = self._proxy_origin(request)
+        rpc_id = out.rpc_id
+        if key is None or req_hash is None:
+            ex_id = await self._exchange_row(ex)
+            live = Live(ex_id, None, rpc_id, single_reader=True)
+            self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=None)
+            return await self._respond(live, rpc_id)
+
+        slot = (key, req_hash)
+        attached = self.by_key.get(slot)
+        if attached is not None:  # an exact duplicate of a request this proxy is relaying
+            ex_id = await self._exchange_row(ex)
+            await self._finish_row(ex_id, outcome="replayed")
+            return await self._respond(attached, rpc_id)
+        live = Live(None, req_hash, rpc_id)
+        self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
+        try:
+            # on the loop when the log's lock is free, else on a worker thread (write_soon)
+            ex_id, record, claimed = await write_soon(self.store, self._begin_and_claim, ex, key, req_hash)
+        except BaseException as exc:
+            self.by_key.pop(slot, None)
+            fault = store_fault(exc) if isinstance(exc, Exception) else None
+            why = log_fault_line(fault) if fault is not None else "the proxy could not take the request"
+            live.fail(503, rpc_error(b"null", -32603, why))
+            live.finish()  # duplicates attached meanwhile get the same answer
+            raise
+        live.exchange_id = ex_id
+        if claimed:
+            self._start(live, ex_id, out, proxy_origin, settle_key=key, slot=slot)
+            return await self._respond(live, rpc_id)
+        if record.request_hash == req_hash:  # held by an earlier request (in the log, or another process)
+            live.req_hash = record.request_hash
+            live.rpc_id = None
+            assert self._tg is not None
+            self._tg.start_soon(self._replay_from_log, live, record, streaming, slot)
+            await self._finish_row(ex_id, outcome="replayed")
+            return await self._respond(live, rpc_id)
+        # the same key, another request
+        if self.config.on_key_conflict is OnKeyConflict.reject:
+            self.by_key.pop(slot, None)
+            refusal = rpc_error(rpc_id or b"null", -32600, conflict_message(key))
+            live.set_body(200 if rpc_id else 409, list(_JSON_HEADERS), refusal)
+            live.finish()
+            await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
+            return Response(refusal, 200 if rpc_id else 409, media_type=_JSON)
+        await self._note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id))
+        self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
+        return await self._respond(live, rpc_id)
+
+    def _begin_and_claim(
+        self, ex: store.Exchange, key: str, req_hash: str
+    ) -> tuple[int, store.IdempotencyRecord, bool]:
+        """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
+        with self.store.transaction():
+            ex_id = self.store.begin_exchange(ex)
+            record, claimed = self.gateway.claim(key, req_hash, ex_id)
+        return ex_id, record, claimed
+
+    async def _note(self, ex_id: int, action: str, detail: str, task_id: str | None = None) -> None:
+        """A decision of ours, in the exchange's log (origin ``local``)."""
+        assert self.writer is not None
+        await self.writer.append(
+            store.NewEvent(
+                payload=store.local_note(action, self.config.redactor.text(detail), task_id),
+                task_id=task_id,
+                exchange_id=ex_id,
+                received_at=time.time(),
+                origin="local",
+            )
+        )
+
+    async def _finish_row(self, ex_id: int, **fields: object) -> None:
+        error = fields.get("error")
+        if isinstance(error, str):
+            fields["error"] = self.config.redactor.text(error)
+        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
+
+    def _start(
+        self,
+        live: Live,
+        ex_id: int,
+        out: Outgoing,
+        proxy_origin: str,
+        *,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+    ) -> None:
+        self.by_exchange[ex_id] = live
+        assert self._tg is not None
+        self._tg.start_soon(self._pump, live, ex_id, out, proxy_origin, settle_key, slot)
+
+    async def _respond(self, live: Live, rpc_id: bytes | None) -> Response:
+        await live.ready.wait()
+        if live.mode == "sse":
+            stream = RelayedStream(live.follow(rpc_id), live.status)
+            stream.raw_headers.extend(encoded(live.headers))
+            return stream
+        await live.finished.wait()
+        answer = Response(live.body_for(rpc_id), live.status)
+        answer.raw_headers.extend(encoded(live.headers))
+        return answer
+
+    # -- the upstream side ----------------------------------------------------------------------
+
+    async def _pump(
+        self,
+        live: Live,
+        ex_id: int,
+        out: Outgoing,
+        proxy_origin: str,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+    ) -> None:
+        """Relay one request upstream; runs in the proxy's task group (outlives the client)."""
+        assert self.http is not None
+        cfg = self.config
+        cap = Capture(cfg.redactor)  # the capture core: SSE items, redaction, task ids
+        cap.exchange_id = ex_id
+        row: dict[str, object] = {}
+        release = False
+        try:
+            resp = await self._forward(out.method, out.url, out.headers, out.body)
+            try:
+                # an answer with no A2A reply in it (a redirect, a 405, an HTML page) leaves nothing
+                # to replay: the key is released, so a retry goes upstream again
+                release = not await self._answer(resp, live, cap, row, proxy_origin)
+            finally:
+                await resp.aclose()
+        except anyio.get_cancelled_exc_class():
+            row.setdefault("outcome", "incomplete")  # the proxy is shutting down: recovery resumes the task
+            row.setdefault("error", "the proxy stopped before the upstream's answer ended")
+            raise
+        except _Cut as exc:  # the upstream cut its stream: cut for the client too
+            row.update(outcome="dropped", error=str(exc))
+            live.cut()
+        except Exception as exc:  # noqa: BLE001 - one bad relay must not take the proxy down
+            fault = store_fault(exc)
+            if fault is not None:  # the log cannot take what the agent sent: the client is told
+                why = log_fault_line(fault)
+                row.update(outcome="error", error=why)
+                status = 503
+            else:
+                relay_fault = classify(exc, out.url, self._timeouts, sent=live.ready.is_set())
+                why, status = relay_fault.why, relay_fault.status
+                row.update(outcome=relay_fault.outcome, error=why)
+                release = relay_fault.release and not live.ready.is_set()
+            live.fail(status, rpc_error(out.rpc_id or b"null", -32603, cap.text(why)), _error_event(out))
+        finally:
+            live.finish()
+            with anyio.CancelScope(shield=True):
+                await self._settle(ex_id, row, cap, settle_key, slot, live, release)
+
+    async def _answer(
+        self, resp: httpx.Response, live: Live, cap: Capture, row: dict[str, object], proxy_origin: str
+    ) -> bool:
+        """The upstream's answer, recorded then relayed: an SSE stream item by item, else the body.
+        True when an A2A reply (a stream, or a JSON-RPC answer) is in the log."""
+        cfg = self.config
+        ct = resp.headers.get("content-type", "")
+        headers = response_headers(resp.headers, cfg.origin, proxy_origin)
+        row.update(
+            status=resp.status_code, content_type=ct or None, response_headers=self._stored_headers(resp.headers)
+        )
+        if media_type_of(ct) == "text/event-stream":
+            live.start_sse(resp.status_code, headers)
+            assert self.writer is not None
+            await tee(resp, live, cap, self.writer, self._notes)
+            row["outcome"] = "closed"
+            if cap.cut:  # the last item came without its blank line: kept, and relayed as it came
+                row.update(outcome="incomplete", error=CUT)
+            return True
+        data = await read_body(resp, "the answer", body_chunks(resp))
+        recorded = False
+        if is_json_type(ct):
+            new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
+            if new is None:  # JSON, but not an A2A item: kept (redacted) on the row
+                row["response_body"] = cap.response_body(data)
+            else:
+                assert self.writer is not None
+                await self.writer.append(new)
+                recorded = True
+            failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
+            row["outcome"] = "error" if failed else "ok"
+        elif resp.status_code < 400 and (not data or 300 <= resp.status_code < 400):
+            row["outcome"] = "ok"  # an empty answer (HTTP+JSON DELETE, 204) or a redirect
+            if data:
+                row["response_body"] = cap.response_body(data)
+        else:
+            row.update(
+                outcome="error",
+                error=a2a.explain_not_json(resp, "the upstream agent"),
+                response_body=cap.response_body(data),
+            )
+        await self._notes(cap)
+        live.set_body(resp.status_code, headers, data)
+        return recorded
+
+    async def _notes(self, cap: Capture) -> None:
+        """The capture core's redaction notes (a payload that was not JSON), as local notes."""
+        while cap.notes:
+            assert cap.exchange_id is not None
+            await self._note(cap.exchange_id, "redacted", cap.notes.pop(0), cap.task_id)
+
+    async def _settle(
+        self,
+        ex_id: int,
+        row: dict[str, object],
+        cap: Capture,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+        live: Live,
+        release: bool,
+    ) -> None:
+        def work() -> None:
+            fields = dict(row, ended_at=time.time())
+            if cap.task_id:
+                fields.update(task_id=cap.task_id, context_id=cap.context_id)
+            with self.store.transaction():
+                self._settle_rows(ex_id, fields, settle_key, release, cap.task_id)
+
+        try:
+            await anyio.to_thread.run_sync(work)
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            # the client has its answer; the row stays as it was, said once
+            print(f"a2a-tape proxy: exchange {ex_id} not finalised: {cap.text(log_fault_line(fault))}", file=sys.stderr)
+        finally:
+            self.by_exchange.pop(ex_id, None)
+            if slot is not None and self.by_key.get(slot) is live:
+                self.by_key.pop(slot, None)
+            if self.on_settled is not None:
+                self.on_settled(ex_id)
+
+    def _settle_rows(
+        self, ex_id: int, fields: dict[str, object], key: str | None, release: bool, task_id: str | None
+    ) -> None:
+        error = fields.get("error")
+        if isinstance(error, str):
+            fields["error"] = self.config.redactor.text(error)
+        self.store.update_exchange(ex_id, **fields)
+        if key is not None:
+            if release:
+                self.gateway.release(key, ex_id)
+            else:
+                self.gateway.done(key, task_id)
+
+    async def _replay_from_log(
+        self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str]
+    ) -> None:
+        """Serve a repeated request from the log (the first one ran in an earlier process)."""
+        key = slot[0]
+        try:
+            events = await anyio.to_thread.run_sync(recorded_items, self.store, record)
+            if not events:
+                live.set_body(
+                    200,
+                    list(_JSON_HEADERS),
+                    rpc_error(
+                        b"null",
+                        -32603,
+                        (
+                            f"the first request with this key ({key}) was interrupted before any reply was recorded; "
+                            "its outcome is unknown, send a new messageId to try again"
+                        ),
+                    ),
+                )
+            elif streaming:
+                live.start_sse(200, [("content-type", "text/event-stream; charset=utf-8")])
+                live.publish(
+                    [(frames.frame(bytes(e.payload), e.sse_event), bytes(e.payload), e.sse_event) for e in events]
+                )
+            else:
+                live.set_body(200, list(_JSON_HEADERS), bytes(events[0].payload))
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            live.fail(503, rpc_error(b"null", -32603, self.config.redactor.text(log_fault_line(fault))))
+        finally:
+            live.finish()
+            if self.by_key.get(slot) is live:
+                self.by_key.pop(slot, None)
+
+
+def _error_event(out: Outgoing) -> str | None:
+    """The SSE event name an error item carries in the request's dialect (a2a-sdk 1.3.0 names it
+    ``error`` in v1.0 streams, sends it unnamed in v0.3 ones)."""
+    return "error" if out.dialect == "1.0" else None
+
+
+def _is_rest(path: str) -> bool:
+    """An HTTP+JSON binding path (``/message:send``, ``/tasks/ID``, ``/v1/...``), not JSON-RPC."""
+    return path.startswith(("/v1/", "/tasks")) or ":" in path.rsplit("/", 1)[-1]
+
+
+def build_app(st: store.Store, config: ProxyConfig) -> tuple[Starlette, Proxy]:
+    proxy = Proxy(st, config)
+    return proxy.app(), proxy
+
+
+def check_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); a non-loopback host needs ``allow_remote``."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen must be HOST:PORT, got '{listen}'")
+    host = host.strip("[]") or "127.0.0.1"
+    if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127.") and not allow_remote:
+        raise ValueError(f"refusing to listen on {host}: the proxy forwards credentials; add --allow-remote to mean it")
+    return host, int(port)

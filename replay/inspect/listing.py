@@ -1,0 +1,74 @@
+"""The task list, newest first, a page at a time: an indexed query on the task projection.
+
+``a2a-tape tasks`` costs what it shows: the task index (``store.task_index_*``, kept by
+:class:`replay.projection.Projector` in the same transaction as the task rows) gives the keys
+of the newest tasks by last event, already filtered; only those rows are loaded and viewed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Protocol
+
+import msgspec
+
+from a2a_tape.store import ProjectionStore, TaskIndexStore
+
+from ..fold import TaskFold
+from ..views import TaskView
+
+
+class IndexedTasks(TaskIndexStore, ProjectionStore, Protocol):
+    """A task projection's rows and its index: what a listing reads."""
+
+
+def count(
+    store: TaskIndexStore,
+    name: str = "tasks",
+    *,
+    states: Iterable[str] | None = None,
+    context: str | None = None,
+    since: float | None = None,
+) -> int:
+    """How many tasks pass the filters."""
+    return store.task_index_count(name, states=states, context=context, since=since)
+
+
+def newest(
+    store: IndexedTasks,
+    name: str = "tasks",
+    *,
+    limit: int | None = None,
+    states: Iterable[str] | None = None,
+    context: str | None = None,
+    since: float | None = None,
+    batch: int = 200,
+    closed: Callable[[list[str]], Mapping[int, float]] | None = None,
+) -> Iterator[TaskView]:
+    """The views of the tasks passing the filters, newest last event first, ``limit`` at most,
+    read ``batch`` at a time (memory stays flat however many are listed). ``closed(task_ids)``:
+    the exchanges of those tasks that ended (see :meth:`replay.fold.TaskFold.view`)."""
+    wanted = None if states is None else sorted(set(states))
+    before: int | None = None
+    left = limit
+    while left is None or left > 0:
+        n = batch if left is None else min(batch, left)
+        keys = store.task_index_page(name, limit=n, before=before, states=wanted, context=context, since=since)
+        if not keys:
+            return
+        ids = [k for k, _ in keys]
+        raw = store.projection_load(name, ids)
+        ended = closed(ids) if closed is not None else None
+        for key, _ in keys:
+            row = raw.get(key)
+            if row is None:  # pragma: no cover - rows and index rows commit together
+                continue
+            try:
+                yield TaskFold.load(row).view(ended)
+            except (msgspec.DecodeError, msgspec.ValidationError):  # pragma: no cover - caught by catch_up
+                continue
+        if len(keys) < n:
+            return
+        before = keys[-1][1]
+        if left is not None:
+            left -= len(keys)

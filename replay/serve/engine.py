@@ -1,0 +1,681 @@
+"""The replay core: one request in, one reply out, shared by the HTTP server and the transport.
+
+:class:`ReplayEngine` answers as the recorded agent would: the agent card, sends and streaming
+sends (matched to a recorded episode), GetTask, SubscribeToTask / ``tasks/resubscribe``,
+CancelTask and ListTasks, in the dialect of each request. It keeps a *playback* per task it
+has served: how many of the episode's items the agent has "produced" so far, so that a stream
+dropped by a fault leaves the task going on, and GetTask or a resubscribe gives the rest.
+
+Timing ``instant`` holds the rest of a dropped stream until the client comes back (a
+resubscribe streams it; a GetTask finds the task finished); ``real`` or a factor lets it go on
+along the recorded gaps. What it answers is a :class:`replay.serve.reply.Reply`; in the recording
+modes, a request the recordings do not answer goes upstream through :mod:`replay.serve.forward`.
+
+The recording answers first: the card as the agent served it, and the agent's recorded answer
+to an equivalent request (same method, dialect and shape, :mod:`replay.serve.shape`; for GetTask,
+CancelTask and ListTasks made when the task stood where it stands here), id spliced. What no
+recording answers gets an a2a-sdk 1.3.0 agent's validation (:mod:`replay.serve.list_tasks` for ListTasks).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from itertools import islice
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+import msgspec
+
+from a2a_tape.store import TERMINAL_STATES, MessageItem
+from a2a_tape.store.redact import Redactor
+from a2a_tape.store.wire import WireTask
+
+from ..views import RecordedTask
+from . import rpc
+from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state
+from .faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
+from .forward import Forwarder
+from .frames import comment, frame
+from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
+from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
+from .matching import Matcher
+from .playback import Playback, parse_timing
+from .reply import SSE_HEADERS, Reply, card_reply, error_reply, json_reply
+from .shape import Shape, shape_of
+from .validation import send_problem
+
+RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
+_BATCH = 256  # frames joined into one body chunk when nothing waits between them
+
+
+_PASSIVE = frozenset({"get", "list"})  # operations whose answers do not move a task
+_DRIVING = frozenset({"send", "stream", "cancel"})  # what a client does to a task (the rest the agent does)
+
+
+def _has_answer(ep: Episode) -> bool:
+    return bool(ep.served) or bool(ep.exchange.response_body)
+
+
+def _says_v1(headers: Mapping[str, str]) -> bool:
+    """Whether the request names protocol 1.0 (``A2A-Version: 1.0``; no header means 0.3)."""
+    for k, v in headers.items():
+        if k.lower() == "a2a-version":
+            return v.strip().split(".")[0] == "1"
+    return False
+
+
+class ReplayEngine:
+    """Recordings answering as an A2A agent. See the module docstring."""
+
+    def __init__(
+        self,
+        library: Library,
+        *,
+        timing: str | float = "instant",
+        faults: Faults | str | None = None,
+        match: str = "method-text",
+        record_mode: str = "none",
+        upstream: str | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        if record_mode not in RECORD_MODES:
+            raise ValueError(f"unknown record mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})")
+        if record_mode in ("new_episodes", "all") and not upstream:
+            raise ValueError(f"record mode {record_mode} needs an upstream agent URL (--upstream)")
+        self.library = library
+        self.scale = parse_timing(timing)
+        self.faults = parse_faults(faults) if isinstance(faults, str) else (faults or NO_FAULTS)
+        self.matcher = Matcher(library.episodes, match)
+        self.record_mode = record_mode
+        self.upstream = upstream.rstrip("/") if upstream else None
+        self.record_all = record_mode == "all"
+        # once: a recording that was empty at the start records what does not match (vcrpy's "once")
+        self.record_new = record_mode == "new_episodes" or (
+            record_mode == "once" and not library.episodes and bool(upstream)
+        )
+        self.playbacks: dict[str, Playback] = {}
+        self.cancelled: set[str] = set()
+        self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
+        # what the recording modes store is redacted as every other path does (one Redactor)
+        self.forwarder = Forwarder(library, upstream, redactor) if upstream else None
+
+    # ------------------------------------------------------------------ entry point
+
+    async def handle(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
+    ) -> Reply:
+        """Answer one HTTP request. Never raises: a failure of ours is a JSON-RPC -32603 naming it."""
+        try:
+            return await self._handle(method, path, query, headers, body, base_url)
+        except Exception as exc:  # noqa: BLE001 - the client gets a readable error, the server lives on
+            return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
+
+    async def _handle(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
+    ) -> Reply:
+        if method == "GET":
+            if path.rstrip("/").endswith(CARD_PATHS):
+                return self._card(path, headers, base_url)
+            return json_reply(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
+        if method != "POST":
+            return json_reply(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
+        shape = shape_of(body)
+        try:
+            req = rpc.parse_request(body)
+        except rpc.BadParams as exc:
+            return await self._bad_params(exc, shape, query, path, headers, body)
+        except rpc.BadRequest as exc:
+            # the agent may have answered this very request: its answer first, then ours
+            recorded = self._recorded(shape, self._dialect_of(shape.method, headers))
+            if recorded is None and shape.method in rpc.METHODS:  # a malformed send: its exact recording
+                recorded = self.matcher.match_shape(shape, rpc.METHODS[shape.method][0])
+            if recorded is not None:
+                return self._answer(recorded, exc.rpc_id)
+            return error_reply(exc.code, str(exc), exc.rpc_id)
+        known = rpc.METHODS.get(req.method or "")
+        if known is None:
+            recorded = self._recorded(shape, self._dialect_of(req.method, headers))
+            if recorded is not None:
+                return self._answer(recorded, req.id)
+            return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+        operation, dialect = known
+        if dialect == "1.0" and not _says_v1(headers):
+            # as an a2a-sdk 1.3.0 agent answers it: a client that forgets the header fails here
+            # as it would against the agent, not only later in production
+            return error_reply(
+                rpc.VERSION_NOT_SUPPORTED,
+                "A2A version '0.3' is not supported by this handler. Expected version '1.0'.",
+                req.id,
+            )
+        try:
+            faults = self._request_faults(query, headers)
+        except FaultError as exc:
+            return error_reply(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id)
+        if self.record_all:
+            return await self._forwarded(req, operation, dialect, path, headers, body)
+        if operation in rpc.SEND_OPERATIONS:
+            return await self._send(req, shape, operation, dialect, faults, path, headers, body)
+        if operation == "list":
+            return self._list(req, shape, dialect)
+        task_id = req.params.id if req.params else None
+        if not task_id:
+            recorded = self._recorded(shape, dialect)
+            if recorded is not None:
+                return self._answer(recorded, req.id)
+            return error_reply(rpc.bad_params_code(dialect), "Validation failed: id is required", req.id)
+        if operation in ("get", "cancel"):
+            recorded = self._recorded_for_task(shape, dialect, task_id, operation)
+            if recorded is not None:
+                pb = self.playbacks.get(task_id)
+                if operation == "cancel" and pb is not None:  # the recorded cancel ends the playback
+                    pb.cancelled = pb.finished = True
+                return self._answer(recorded, req.id)
+        if operation == "get":
+            return self._get(req, task_id, dialect)
+        if operation == "cancel":
+            return self._cancel(req, task_id, dialect)
+        return self._subscribe(req, task_id, dialect, faults)
+
+    @staticmethod
+    def _dialect_of(method: str | None, headers: Mapping[str, str]) -> str:
+        known = rpc.METHODS.get(method or "")
+        if known is not None:
+            return known[1]
+        return "1.0" if _says_v1(headers) or (method or "")[:1].isupper() else "0.3"
+
+    async def _bad_params(
+        self, exc: rpc.BadParams, shape: Shape, query: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> Reply:
+        """Params we cannot read: the agent's recorded answer to this exact request, else
+        (recording modes) the agent's answer now, else the agent's error (with the request's id)."""
+        known = rpc.METHODS.get(exc.method)
+        dialect = self._dialect_of(exc.method, headers)
+        if known is not None and known[0] in rpc.SEND_OPERATIONS:
+            ep = self.matcher.match_shape(shape, known[0])
+            if ep is not None:
+                return self._answer(ep, exc.rpc_id)
+        else:
+            recorded = self._recorded(shape, dialect)
+            if recorded is not None:
+                return self._answer(recorded, exc.rpc_id)
+        if known is None:
+            return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {exc.method}", exc.rpc_id)
+        if self.forwarder is not None and (self.record_all or self.record_new):
+            req = rpc.RpcRequest(jsonrpc="2.0", id=exc.rpc_id, method=exc.method)
+            return await self._forwarded(req, known[0], dialect, path, headers, body)
+        return error_reply(rpc.bad_params_code(dialect), str(exc), exc.rpc_id)
+
+    # ------------------------------------------------------------------ recorded answers
+
+    def _card(self, path: str, headers: Mapping[str, str], base_url: str) -> Reply:
+        """The card as the agent served it to this dialect (its headers too), URLs pointing at us;
+        ``If-None-Match`` on its ETag gets 304, as the agent answers it."""
+        rec = self.library.card_for(path, "1.0" if _says_v1(headers) else "0.3")
+        if rec is None:
+            return json_reply(rpc.card_for(base_url, None))
+        inm = next((v for k, v in headers.items() if k.lower() == "if-none-match"), None)
+        return card_reply(rec, base_url, inm)
+
+    def _recorded(self, shape: Shape, dialect: str) -> Episode | None:
+        """The agent's recorded answer to this exact request (state aside)."""
+        eps = [ep for ep in self.library.answers.get(answer_key(shape, dialect), ()) if _has_answer(ep)]
+        if not eps:
+            return None
+        fresh = [ep for ep in eps if not ep.used]
+        ep = fresh[0] if fresh else eps[-1]
+        ep.used += 1
+        return ep
+
+    def _recorded_for_task(self, shape: Shape, dialect: str, task_id: str, operation: str) -> Episode | None:
+        """A recorded answer to this request (GetTask, CancelTask) made when the task stood where
+        it stands now: what moved the task before that answer is exactly what the client has seen."""
+        eps = [ep for ep in self.library.answers.get(answer_key(shape, dialect), ()) if _has_answer(ep)]
+        if not eps or task_id in self.cancelled:
+            return None
+        pb = self.playbacks.get(task_id)
+        if pb is not None and (operation == "get" or self.scale):  # as _get and _cancel move it on
+            pb.advance()
+        events = self.library.task_events(task_id)
+        moving = [e.position for e in events if e.operation not in _PASSIVE]
+        visible = [e.position for e in self._visible(task_id, events) if e.operation not in _PASSIVE]
+        for ep in eps:
+            at = ep.answer_position
+            if at is not None and [p for p in moving if p < at] == visible:
+                ep.used += 1
+                return ep
+        return None
+
+    def _answer(self, ep: Episode, rpc_id: Any) -> Reply:
+        """A recorded answer as the agent gave it, with this request's JSON-RPC id."""
+        ex = ep.exchange
+        ctype = ex.content_type or "application/json"
+        status = ex.status or 200
+        items = ep.served
+        if items and ctype.startswith("text/event-stream"):
+            frames = self._frames(ep.iter_served(), ep.dialect, ep.dialect, rpc_id)
+            reply = self._stream(frames, NO_FAULTS, ep.dialect, rpc_id, None, None)
+            return msgspec.structs.replace(reply, status=status, content_type=ctype)
+        if items:
+            return Reply(status=status, content_type=ctype, body=items[-1].payload(rpc.encode_id(rpc_id)))
+        return Reply(status=status, content_type=ctype, body=ex.response_body or b"")
+
+    def _request_faults(self, query: str, headers: Mapping[str, str]) -> Faults:
+        specs = [v for v in parse_qs(query).get(FAULT_QUERY, [])]
+        h = headers.get(FAULT_HEADER.lower()) or headers.get(FAULT_HEADER)
+        if h:
+            specs.append(h)
+        return parse_faults(*specs) if specs else self.faults
+
+    # ------------------------------------------------------------------ sends
+
+    async def _send(
+        self,
+        req: rpc.RpcRequest,
+        shape: Shape,
+        operation: str,
+        dialect: str,
+        faults: Faults,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
+        problem = send_problem(body, dialect)
+        if problem is None:
+            ep = self.matcher.match(req, shape, operation)
+        else:  # one an a2a-sdk agent refuses finds only a recording of this very request
+            ep = self.matcher.match_shape(shape, operation)
+        if ep is None:
+            if self.record_new:
+                return await self._forwarded(req, operation, dialect, path, headers, body)
+            if problem is not None:  # refused as the agent refuses it
+                return error_reply(problem[0], problem[1], req.id)
+            return self._no_match(req, shape, operation)
+        task_id = ep.task_id
+        pb = None
+        if task_id:
+            pb = Playback(task_id, ep, self.scale)
+            self.playbacks[task_id] = pb
+            self.cancelled.discard(task_id)
+        recorded_json = (ep.exchange.content_type or "").startswith("application/json")
+        if operation == "send" or recorded_json:  # a send, or a stream the agent answered with a JSON body
+            items = ep.served
+            if pb is not None:
+                pb.released = len(items)
+            if recorded_json and items:
+                return self._whole(json_reply(self._payload(items[-1], ep.dialect, dialect, req.id)), faults, req.id)
+            return self._whole(self._send_reply(req, ep, items, dialect), faults, req.id)
+        same = ep.dialect == dialect or ep.dialect not in ("0.3", "1.0")
+        if same and self.scale == 0 and not faults.any and not ep.loaded:
+            return self._stream_batches(ep.iter_frames(rpc.encode_id(req.id)), pb)
+        frames = self._frames(ep.iter_served(), ep.dialect, dialect, req.id)
+        return self._stream(frames, faults, dialect, req.id, pb.release if pb is not None else None, pb)
+
+    @staticmethod
+    def _stream_batches(batches: Iterable[list[bytes]], pb: Playback | None) -> Reply:
+        """The fast way: recorded frames in batches, no timing, no fault."""
+
+        async def gen() -> AsyncGenerator[bytes, None]:
+            sent = 0
+            for batch in batches:
+                sent += len(batch)
+                if pb is not None:
+                    pb.release(sent)
+                yield b"".join(batch)
+                if pb is not None and pb.cancelled:
+                    return
+            if pb is not None:
+                pb.finished = True
+
+        return Reply(content_type="text/event-stream; charset=utf-8", stream=gen(), headers=dict(SSE_HEADERS))
+
+    def _no_match(self, req: rpc.RpcRequest, shape: Shape, operation: str) -> Reply:
+        text = message_text(req)
+        near = self.matcher.closest(req, shape, operation)
+        if near is None:
+            hint = f"the recording {self.library.source} has no recorded sends"
+        else:
+            ep, diff = near
+            hint = f"closest recording: {ep.describe()}"
+            if ep.operation != operation:
+                hint += f"; it is a {ep.method}"
+            if diff is not None:
+                hint += f"; first difference: {diff}"
+        line = (
+            f"a2a-tape: no recording matches {req.method} with text {text!r} "
+            f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}"
+        )
+        self.unmatched.append(line)
+        return error_reply(rpc.NO_RECORDING, line, req.id)
+
+    def _frames(
+        self, items: Iterable[Served], recorded: str, dialect: str, rpc_id: Any
+    ) -> Iterator[tuple[bytes, float]]:
+        """(SSE frame, recorded gap) per item, rendered as the stream goes (no copy of a long recording)."""
+        if recorded == dialect or recorded not in ("0.3", "1.0"):
+            enc = rpc.encode_id(rpc_id)
+            return ((s.frame(enc), s.gap) for s in items)
+        return ((frame(self._payload(s, recorded, dialect, rpc_id), s.sse_event), s.gap) for s in items)
+
+    def _payload(self, s: Served, recorded: str, dialect: str, rpc_id: Any) -> bytes:
+        if recorded == dialect or recorded not in ("0.3", "1.0"):
+            return s.payload(rpc.encode_id(rpc_id))
+        converted = encode_item(s.recorded, dialect, rpc_id)
+        return converted if converted is not None else s.payload(rpc.encode_id(rpc_id))
+
+    def _send_reply(self, req: rpc.RpcRequest, ep: Episode, items: list[Served], dialect: str) -> Reply:
+        """A non-streaming send: the recorded body, or the result folded from a recorded stream."""
+        if not ep.exchange.streaming and items:
+            return json_reply(self._payload(items[-1], ep.dialect, dialect, req.id))
+        messages = [s for s in items if isinstance(s.item.body, MessageItem)]
+        task_id = ep.task_id
+        snap = fold_task(task_id, items) if task_id else None
+        if snap is not None:
+            return json_reply(encode_item(snap, dialect, req.id) or b"")
+        if messages:
+            return json_reply(encode_item(messages[-1].recorded, dialect, req.id) or b"")
+        errors = [s for s in items if s.item.kind == "error"]
+        if errors:
+            return json_reply(errors[-1].payload(rpc.encode_id(req.id)))
+        if ep.exchange.response_body:
+            return json_reply(ep.exchange.response_body)
+        return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {ep.describe()} recorded no answer", req.id)
+
+    def _whole(self, reply: Reply, faults: Faults, rpc_id: Any) -> Reply:
+        """A whole-body answer (one item) under the request's faults: ``delay`` waits before it,
+        ``error-after=0`` answers -32603 instead, ``drop-after=0`` ends the response with no body,
+        ``stall-after=0`` sends the headers and then nothing (the client's read timeout decides).
+        ``duplicate`` and counts above 0 do not apply to one item."""
+        if not faults.any:
+            return reply
+        if faults.error_after == 0:
+            reply = error_reply(rpc.INTERNAL_ERROR, "a2a-tape fault: error-after=0", rpc_id)
+        drop, stall, delay = faults.drop_after == 0, faults.stall_after == 0, faults.delay_ms / 1000.0
+        if not (drop or stall or delay):
+            return reply
+        body = reply.body
+
+        async def gen() -> AsyncGenerator[bytes, None]:
+            if delay:
+                await anyio.sleep(delay)
+            if drop:
+                return
+            if stall:
+                await anyio.sleep_forever()
+            yield body
+
+        return Reply(status=reply.status, content_type=reply.content_type, stream=gen(), headers=reply.headers)
+
+    # ------------------------------------------------------------------ streams
+
+    def _stream(
+        self,
+        frames: Iterable[tuple[bytes, float]],
+        faults: Faults,
+        dialect: str,
+        rpc_id: Any,
+        on_sent: Callable[[int], None] | None,
+        pb: Playback | None,
+    ) -> Reply:
+        scale = self.scale
+        delay = faults.delay_ms / 1000.0
+
+        async def fast() -> AsyncGenerator[bytes, None]:
+            """No fault, no wait: whole batches of frames per chunk, bookkeeping per batch."""
+            it = iter(frames)
+            sent = 0
+            while True:
+                batch = [f for f, _ in islice(it, _BATCH)]
+                if not batch:
+                    if pb is not None:
+                        pb.finished = True
+                    return
+                sent += len(batch)
+                if on_sent is not None:
+                    on_sent(sent)
+                yield b"".join(batch)
+                if pb is not None and pb.cancelled:
+                    return
+
+        async def gen() -> AsyncGenerator[bytes, None]:
+            buf: list[bytes] = []
+            sent = 0
+            errored = False
+
+            def flush() -> bytes:
+                if on_sent is not None:
+                    on_sent(sent)
+                chunk = b"".join(buf)
+                buf.clear()
+                return chunk
+
+            for f, gap in frames:
+                if faults.drop_after is not None and sent >= faults.drop_after:
+                    break
+                if faults.stall_after is not None and sent >= faults.stall_after:
+                    break
+                if faults.error_after is not None and sent >= faults.error_after:
+                    buf.append(self._faulterror_reply(faults, rpc_id))
+                    errored = True
+                    break
+                if pb is not None and pb.cancelled:
+                    break
+                wait = gap * scale + delay
+                if wait > 0:
+                    if buf:
+                        yield flush()
+                    await anyio.sleep(wait)
+                    if pb is not None and pb.cancelled:
+                        break
+                buf.append(f)
+                sent += 1
+                if faults.duplicate == sent:
+                    buf.append(f)
+                if len(buf) >= _BATCH:
+                    yield flush()
+            else:
+                if faults.error_after is not None and sent >= faults.error_after and not errored:
+                    buf.append(self._faulterror_reply(faults, rpc_id))
+            if buf or on_sent is not None:
+                chunk = flush()
+                if chunk:
+                    yield chunk
+            if faults.stall_after is not None and sent >= faults.stall_after and not errored:
+                while True:  # keep the connection, send nothing but keep-alive comments
+                    await anyio.sleep(15)
+                    yield comment(f"ping - {time.strftime('%Y-%m-%d %H:%M:%S')}")
+
+        stream = fast() if scale == 0 and not faults.any else gen()
+        return Reply(content_type="text/event-stream; charset=utf-8", stream=stream, headers=dict(SSE_HEADERS))
+
+    @staticmethod
+    def _faulterror_reply(faults: Faults, rpc_id: Any) -> bytes:
+        body = rpc.error_body(rpc.INTERNAL_ERROR, f"a2a-tape fault: error-after={faults.error_after}", rpc_id)
+        return frame(body, "error")
+
+    # ------------------------------------------------------------------ tasks
+
+    def _visible(self, task_id: str, events: list[TaskEvent] | None = None) -> list[TaskEvent]:
+        """The task's recorded items that stand for where the agent has got now.
+
+        The agent moves a task on its own (a recorded resubscribe or GetTask shows how far), but
+        only the client moves it past its next message or cancel: items from the first driving
+        exchange (send, stream, cancel) of the task not replayed yet on are left out, once the
+        client has replayed one of them (a task nobody replayed here shows as it ended). While a
+        replayed stream of the task is under way, its items not released yet are left out too,
+        with everything recorded after its start."""
+        if events is None:
+            events = self.library.task_events(task_id)
+        pb = self.playbacks.get(task_id)
+        if pb is not None and not pb.done:
+            first = pb.items[0].position if pb.items else 0
+            shown = {s.position for s in pb.items[: pb.released]}
+            return [e for e in events if e.position < first or e.position in shown]
+        driving: list[tuple[int, bool]] = []  # (first position, replayed here), per driving exchange
+        seen: set[int] = set()
+        for e in events:
+            if e.operation in _DRIVING and e.exchange_id not in seen:
+                seen.add(e.exchange_id)
+                ep = self.library.episode(e.exchange_id)
+                driving.append((e.position, ep is not None and ep.used > 0))
+        last = max((i for i, (_, used) in enumerate(driving) if used), default=None)
+        if last is None or last + 1 >= len(driving):
+            return events
+        barrier = driving[last + 1][0]
+        return [e for e in events if e.position < barrier]
+
+    def _fold(self, task_id: str) -> RecordedTask | None:
+        """The task where it stands now (the one fold, from the recorded JSON of what is visible)."""
+        events = self._visible(task_id)
+        if not events:
+            return None
+        snap = fold_task(task_id, (e.event for e in events))
+        if snap is not None and task_id in self.cancelled:
+            snap = with_state(snap, "canceled")
+        return snap
+
+    def _mark_cancelled(self, task_id: str) -> None:
+        pb = self.playbacks.get(task_id)
+        if pb is not None:
+            pb.cancelled = True
+        self.cancelled.add(task_id)
+
+    def _advance(self, task_id: str) -> None:
+        pb = self.playbacks.get(task_id)
+        if pb is not None:
+            pb.advance()
+
+    def _get(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
+        try:
+            check_history_length(req.params.historyLength if req.params else None)
+        except ListingError as exc:
+            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id)
+        self._advance(task_id)
+        snap = self._fold(task_id)
+        if snap is None:
+            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+        return json_reply(
+            encode_task(with_history(snap, req.params.historyLength if req.params else None), dialect, req.id)
+        )
+
+    def _cancel(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
+        pb = self.playbacks.get(task_id)
+        if pb is not None and self.scale:
+            pb.advance()
+        snap = self._fold(task_id)
+        if snap is None:
+            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+        if snap.state in TERMINAL_STATES:
+            return error_reply(rpc.TASK_NOT_CANCELABLE, f"Task cannot be canceled: {task_id} is {snap.state}", req.id)
+        self._mark_cancelled(task_id)
+        return json_reply(encode_task(with_state(snap, "canceled"), dialect, req.id))
+
+    def _subscribe(self, req: rpc.RpcRequest, task_id: str, dialect: str, faults: Faults) -> Reply:
+        pb = self.playbacks.get(task_id)
+        if pb is not None and self.scale:
+            pb.advance()
+        if pb is None or pb.done:
+            recorded = next((ep for ep in self.library.subscriptions.get(task_id, ()) if not ep.used), None)
+            if recorded is not None and task_id not in self.cancelled:
+                # the recording has this resubscribe: answer as the agent did then
+                recorded.used += 1
+                as_recorded = self._frames(recorded.iter_served(), recorded.dialect, dialect, req.id)
+                return self._stream(as_recorded, faults, dialect, req.id, None, None)
+        snap = self._fold(task_id)
+        if snap is None:
+            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+        if snap.state in TERMINAL_STATES:
+            body = rpc.error_body(
+                rpc.UNSUPPORTED_OPERATION, f"Task {task_id} is in terminal state: {snap.state}", req.id
+            )
+            if dialect == "1.0":
+                return json_reply(body)
+
+            async def one() -> AsyncGenerator[bytes, None]:
+                yield frame(body)
+
+            return Reply(content_type="text/event-stream; charset=utf-8", stream=one(), headers=dict(SSE_HEADERS))
+        frames: list[tuple[bytes, float]] = [(frame(encode_snapshot_item(snap, dialect, req.id)), 0.0)]
+        on_sent: Callable[[int], None] | None = None
+        if pb is not None and not pb.done and not pb.cancelled:
+            rest = pb.items[pb.released :]
+            start = pb.released
+            ep_dialect = pb.episode.dialect
+            first = True
+            for s in rest:
+                gap = s.gap
+                if first:  # what was due before the client came back is not waited for again
+                    gap, first = 0.0, False
+                frames.append((frame(self._payload(s, ep_dialect, dialect, req.id), s.sse_event), gap))
+
+            def released(n: int, pb: Playback = pb, start: int = start) -> None:
+                pb.release(start + n - 1)  # the first item sent is the snapshot
+
+            on_sent = released
+
+        return self._stream(frames, faults, dialect, req.id, on_sent, pb)
+
+    def _list(self, req: rpc.RpcRequest, shape: Shape, dialect: str) -> Reply:
+        recorded = self._recorded_listing(shape, dialect)
+        if recorded is not None:
+            return self._answer(recorded, req.id)
+        p = req.params or rpc.Params()
+        listed: list[Listed] = []
+        for tid in self.library.task_ids():
+            self._advance(tid)
+            snap = self._fold(tid)
+            if snap is not None:
+                stamp = snap.status.get("timestamp") if isinstance(snap.status, dict) else None
+                listed.append(Listed(snap, timestamp_ns(stamp if isinstance(stamp, str) else None)))
+        try:
+            page = list_page(
+                listed,
+                context_id=p.contextId,
+                status=p.status,
+                page_size=p.pageSize,
+                page_token=p.pageToken,
+                history_length=p.historyLength,
+                status_timestamp_after=p.statusTimestampAfter,
+            )
+        except ListingError as exc:
+            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id)
+        keep_artifacts = bool(p.includeArtifacts)
+        tasks: list[WireTask] = [
+            wire_task(t.snapshot if keep_artifacts else msgspec.structs.replace(t.snapshot, artifacts=()), "1.0")
+            for t in page.tasks
+        ]
+        return json_reply(rpc.list_tasks_body(req.id, tasks, page.next_page_token, page.page_size, page.total_size))
+
+    def _recorded_listing(self, shape: Shape, dialect: str) -> Episode | None:
+        """A recorded ListTasks answer of this request, made after everything the recording holds
+        happened, while here nothing is held back or changed (no playback under way, no cancel)."""
+        eps = [ep for ep in self.library.answers.get(answer_key(shape, dialect), ()) if ep.served]
+        if not eps or self.cancelled:
+            return None
+        for pb in self.playbacks.values():
+            pb.advance()
+            if not pb.done:
+                return None
+        last = 0
+        for tid in self.library.task_ids():
+            for e in self.library.task_events(tid):
+                if e.operation not in _PASSIVE and e.position > last:
+                    last = e.position
+        for ep in reversed(eps):
+            at = ep.answer_position
+            if at is not None and at > last:
+                ep.used += 1
+                return ep
+        return None
+
+    async def _forwarded(
+        self, req: rpc.RpcRequest, operation: str, dialect: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> Reply:
+        assert self.forwarder is not None
+        return await self.forwarder.forward(req, operation, dialect, path, headers, body)
+
+    @property
+    def recorded(self) -> int:
+        """Exchanges recorded from upstream so far."""
+        return self.forwarder.recorded if self.forwarder is not None else 0

@@ -1,0 +1,83 @@
+"""Match a request to a recorded episode, with vcrpy's vocabulary.
+
+- ``method-text`` (default): the same operation (send / stream, whatever the dialect) and the
+  same message text; a send may also be answered from a streamed recording of the same text.
+  A recording of this very request (the same shape, :mod:`replay.serve.shape`) comes first. A request
+  with no text is matched by its whole shape only, never pooled with other requests that have
+  no text.
+- ``strict``: the same operation and the same shape: the whole request less its ids (JSON-RPC
+  id, messageId, taskId, contextId), its dialect's spellings and the protocol's defaults.
+- ``order``: the next recorded send, in recorded order, whatever it says.
+
+Unused episodes are preferred; once all matching ones were played, the last is played again
+(a client that retries gets the same answer). When nothing matches, :meth:`Matcher.closest`
+names the nearest recording and the first field that differs, for the error message.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Literal
+
+from .library import Episode, message_text
+from .rpc import RpcRequest
+from .shape import Shape, common_fields, first_difference
+
+MatchMode = Literal["method-text", "strict", "order"]
+MATCH_MODES: tuple[str, ...] = ("method-text", "strict", "order")
+
+
+class Matcher:
+    def __init__(self, episodes: list[Episode], mode: str = "method-text") -> None:
+        if mode not in MATCH_MODES:
+            raise ValueError(f"unknown match mode {mode!r} (use one of: {', '.join(MATCH_MODES)})")
+        self.episodes = episodes
+        self.mode = mode
+
+    def _candidates(self, req: RpcRequest, shape: Shape, operation: str) -> list[Episode]:
+        if self.mode == "order":
+            return list(self.episodes)
+        key = shape.key
+        if self.mode == "strict":
+            return [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key]
+        exact_shape = [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key]
+        if exact_shape:  # this very request was recorded: its answer before any other of the same text
+            return exact_shape
+        text = message_text(req)
+        if not text:  # no text to tell requests apart: the whole shape does
+            same = [ep for ep in self.episodes if not ep.text and ep.shape.key == key]
+        else:  # a recorded request the agent refused answers only itself (above)
+            same = [ep for ep in self.episodes if ep.text == text and not ep.refused]
+        exact = [ep for ep in same if ep.operation == operation]
+        return exact or same
+
+    def _pick(self, found: list[Episode]) -> Episode | None:
+        if not found:
+            return None
+        fresh = [ep for ep in found if ep.used == 0]
+        ep = fresh[0] if fresh else found[-1]
+        ep.used += 1
+        return ep
+
+    def match(self, req: RpcRequest, shape: Shape, operation: str) -> Episode | None:
+        return self._pick(self._candidates(req, shape, operation))
+
+    def match_shape(self, shape: Shape, operation: str) -> Episode | None:
+        """A recording of exactly this request (one an a2a-sdk agent refuses: its params
+        unreadable, a required field missing; the recorded agent may have answered it), whatever
+        the match mode."""
+        key = shape.key
+        return self._pick([ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key])
+
+    def closest(self, req: RpcRequest | None, shape: Shape, operation: str) -> tuple[Episode, str | None] | None:
+        """The nearest recording and the first field where the request differs from it."""
+        if not self.episodes:
+            return None
+        text = message_text(req)
+
+        def score(ep: Episode) -> tuple[bool, float, int]:
+            s = difflib.SequenceMatcher(None, ep.text, text).ratio()
+            return (ep.operation == operation, s, common_fields(shape.params, ep.shape.params))
+
+        best = max(self.episodes, key=score)
+        return best, first_difference(shape.params, best.shape.params)

@@ -1,0 +1,38 @@
+"""The replay server: recordings answering over HTTP as an A2A agent (JSON-RPC + SSE).
+
+A thin Starlette shell around :class:`replay.serve.engine.ReplayEngine`: every request goes to the
+engine, whose reply is sent as a JSON body or streamed chunk by chunk. ``a2a-tape serve`` runs
+it with uvicorn; the pytest plugin runs it on 127.0.0.1 for a test.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ..http import MAX_REQUEST, read_request
+from .engine import ReplayEngine
+from .rpc import INVALID_REQUEST, error_body
+
+_OWN = frozenset({"date", "server"})  # uvicorn sends its own: a recorded one would be a second
+
+
+def create_app(engine: ReplayEngine) -> Starlette:
+    """A Starlette app serving ``engine`` on every path (``/`` and the agent card)."""
+
+    async def endpoint(request: Request) -> Response:
+        body = await read_request(request.stream(), request.headers.get("content-length"))
+        if body is None:  # a client cannot take serve's memory either
+            refusal = error_body(INVALID_REQUEST, f"request body larger than serve's limit of {MAX_REQUEST} bytes")
+            return Response(refusal, status_code=413, media_type="application/json")
+        base = f"{request.url.scheme}://{request.url.netloc}"
+        reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
+        headers = {k: v for k, v in reply.headers.items() if k.lower() not in _OWN}
+        media = reply.content_type or None
+        if reply.stream is not None:
+            return StreamingResponse(reply.stream, status_code=reply.status, media_type=media, headers=headers)
+        return Response(reply.body, status_code=reply.status, media_type=media, headers=headers)
+
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])])

@@ -1,0 +1,205 @@
+"""``ReplayTransport``: the replay server's answers with no sockets, for httpx and the a2a-sdk client.
+
+Hand it to ``httpx.Client(transport=...)`` / ``httpx.AsyncClient(transport=...)`` (or to the
+a2a-sdk client through its ``httpx_client``): every request is answered by the same
+:class:`~replay.serve.engine.ReplayEngine` as ``a2a-tape serve``, streams included, chunk by chunk
+(httpx's own ASGI transport buffers a whole response, which a stalled stream would never end).
+
+The sync side runs the engine on an event loop in a helper daemon thread, started on first
+use and stopped by :meth:`ReplayTransport.close` (a daemon, so a client never closed cannot
+hold the interpreter at exit). A read timeout set on the
+client (``httpx.Timeout(read=...)``) applies to each stream chunk, so a ``stall-after`` fault
+ends in ``httpx.ReadTimeout`` as it would over a socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import httpx
+
+from .engine import ReplayEngine
+from .faults import Faults
+from .library import Library
+from .reply import Reply
+
+
+def _read_timeout(request: httpx.Request) -> float | None:
+    timeout = request.extensions.get("timeout") or {}
+    return timeout.get("read")
+
+
+async def _next_chunk(agen: AsyncIterator[bytes], timeout: float | None) -> bytes | None:
+    try:
+        if timeout is None:
+            return await agen.__anext__()
+        with anyio.fail_after(timeout):
+            return await agen.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+class _AsyncStream(httpx.AsyncByteStream):
+    def __init__(self, agen: AsyncGenerator[bytes, None], request: httpx.Request) -> None:
+        self._agen = agen
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        timeout = _read_timeout(self._request)
+        while True:
+            try:
+                chunk = await _next_chunk(self._agen, timeout)
+            except TimeoutError:
+                raise httpx.ReadTimeout(
+                    "a2a-tape replay: no data within the read timeout", request=self._request
+                ) from None
+            if chunk is None:
+                return
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._agen.aclose()
+
+
+class _LoopThread:
+    """An asyncio event loop in a daemon thread, for the sync side."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="a2a-tape-replay-transport")
+        self.thread.start()
+
+    def call(self, fn: Any, *args: Any, timeout: float | None = None) -> Any:
+        if self.loop.is_closed():
+            raise RuntimeError("the replay transport was closed")
+        return asyncio.run_coroutine_threadsafe(fn(*args), self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class _SyncStream(httpx.SyncByteStream):
+    def __init__(self, agen: AsyncGenerator[bytes, None], request: httpx.Request, portal: _LoopThread) -> None:
+        self._agen = agen
+        self._request = request
+        self._portal = portal
+
+    def __iter__(self) -> Iterator[bytes]:
+        timeout = _read_timeout(self._request)
+        while True:
+            try:
+                chunk = self._portal.call(_next_chunk, self._agen, timeout)
+            except TimeoutError:
+                raise httpx.ReadTimeout(
+                    "a2a-tape replay: no data within the read timeout", request=self._request
+                ) from None
+            if chunk is None:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError, TimeoutError):
+            self._portal.call(self._agen.aclose, timeout=5)
+
+
+class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """An httpx transport (sync and async) answering from recordings. See the module docstring.
+
+    ``ReplayTransport("recordings/x.jsonl")`` opens a database or a tape, and closing the
+    transport (closing its client) closes it. ``engine=`` shares an engine (and its task state)
+    with a replay server: closing the transport then leaves the engine alone, and the transport
+    can serve another client.
+    """
+
+    def __init__(
+        self,
+        recording: str | os.PathLike[str] | None = None,
+        *,
+        engine: ReplayEngine | None = None,
+        timing: str | float = "instant",
+        faults: Faults | str | None = None,
+        match: str = "method-text",
+        record_mode: str = "none",
+        upstream: str | None = None,
+    ) -> None:
+        self._owns_library: Library | None = None
+        if engine is None:
+            if recording is None:
+                raise ValueError("ReplayTransport needs a recording (a database or a JSONL tape) or an engine")
+            lib = Library.open(recording, create=record_mode in ("once", "all"))
+            self._owns_library = lib
+            engine = ReplayEngine(
+                lib, timing=timing, faults=faults, match=match, record_mode=record_mode, upstream=upstream
+            )
+        self.engine = engine
+        self._portal: _LoopThread | None = None
+        self._lock = threading.Lock()
+
+    async def _handle(self, request: httpx.Request, body: bytes) -> Reply:
+        base = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
+        return await self.engine.handle(
+            request.method,
+            request.url.path,
+            request.url.query.decode("ascii"),
+            {k.lower(): v for k, v in request.headers.items()},
+            body,
+            base,
+        )
+
+    @staticmethod
+    def _headers(reply: Reply) -> list[tuple[str, str]]:
+        own = [("content-type", reply.content_type)] if reply.content_type else []
+        return [*own, *reply.headers.items()]
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        reply = await self._handle(request, body)
+        if reply.stream is None:
+            return httpx.Response(reply.status, headers=self._headers(reply), content=reply.body, request=request)
+        return httpx.Response(
+            reply.status, headers=self._headers(reply), stream=_AsyncStream(reply.stream, request), request=request
+        )
+
+    def _get_portal(self) -> _LoopThread:
+        with self._lock:
+            if self._portal is None:
+                self._portal = _LoopThread()
+            return self._portal
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        portal = self._get_portal()
+        reply = portal.call(self._handle, request, body)
+        if reply.stream is None:
+            return httpx.Response(reply.status, headers=self._headers(reply), content=reply.body, request=request)
+        return httpx.Response(
+            reply.status,
+            headers=self._headers(reply),
+            stream=_SyncStream(reply.stream, request, portal),
+            request=request,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            portal, self._portal = self._portal, None
+        if portal is not None:
+            portal.close()
+        if self._owns_library is not None:
+            self._owns_library.save()
+            self._owns_library.close()
+            self._owns_library = None
+
+    async def aclose(self) -> None:
+        if self._owns_library is not None:
+            self._owns_library.save()
+            self._owns_library.close()
+            self._owns_library = None

@@ -1,0 +1,100 @@
+"""Start fast: a read-only command imports what it reads, never the live side or the replay server.
+
+Each command runs in a fresh interpreter with ``-X importtime``, which lists every module imported.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import TASK, make_log
+
+# the live side (proxy, recorder, HTTP client and server) and the replay engine
+FORBIDDEN = (
+    "uvicorn",
+    "starlette",
+    "httpx",
+    "httpx_sse",
+    "anyio",
+    "a2a_tape.recorder.proxy.server",
+    "a2a_tape.recorder.record",
+    "a2a_tape.recorder.recovery",
+    "a2a_tape.replay.serve.engine",
+    "a2a_tape.replay.serve.server",
+)
+
+READ_ONLY = [
+    ["--help"],
+    ["--version"],
+    ["tasks", "--help"],
+    ["tasks", "--limit", "5"],
+    ["tasks", "--json"],
+    ["show", TASK],
+    ["show", TASK, "--json"],
+    ["channels", TASK],
+    ["doctor"],
+    ["doctor", TASK],
+    ["grep", "chunk"],
+    ["export", "--all"],
+    ["export", TASK, "--format", "mermaid"],
+    ["diff", TASK, "other-task"],
+]
+
+
+def imported_modules(*args: str) -> tuple[set[str], int]:
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "a2a_tape.recorder.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    names = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    return names, r.returncode
+
+
+def _forbidden(names: set[str]) -> list[str]:
+    return sorted(n for n in names if any(n == f or n.startswith(f + ".") for f in FORBIDDEN))
+
+
+@pytest.mark.parametrize("argv", READ_ONLY, ids=" ".join)
+def test_a_read_only_command_imports_no_live_side(tmp_path, argv):
+    db = tmp_path / "log.db"
+    make_log(db)
+    extra = ["--db", str(db)] if argv[0] not in ("--help", "--version") and "--help" not in argv else []
+    names, code = imported_modules(*argv, *extra)
+    assert code in (0, 1), code  # 1: doctor finds faults, diff finds differences
+    assert "a2a_tape.recorder.cli.app" in names  # the listing is real
+    assert _forbidden(names) == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"]], ids=" ".join)
+def test_help_and_version_import_no_command_module(argv):
+    names, code = imported_modules(*argv)
+    assert code == 0
+    from a2a_tape.recorder.cli import COMMANDS
+
+    assert not {n for n in names if n in {f"a2a_tape.recorder.cli.{c.module}" for c in COMMANDS.values()}}
+    assert not {n for n in names if n.startswith("a2a_tape.replay")}
+
+
+def test_the_check_itself_sees_the_live_side_of_record(tmp_path):
+    """Control: ``record --help`` loads cmd_record, which does import httpx."""
+    names, code = imported_modules("record", "--help")
+    assert code == 0
+    assert "httpx" in names
+
+
+def test_tasks_converts_its_values_without_pydantic(tmp_path):
+    """typer >= 0.29 would import pydantic (~100 ms) to convert plain values; options.py converts them."""
+    import typer.core
+
+    db = tmp_path / "log.db"
+    make_log(db)
+    names, code = imported_modules("tasks", "--limit", "5", "--db", str(db))
+    assert code == 0
+    if hasattr(typer.core, "build_runtime_param"):
+        assert not {n for n in names if n == "pydantic" or n.startswith("pydantic.")}
