@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 from a2a_tape.recorder.cli import app
 from a2a_tape.store import NewEvent, open_store
-
 from tests.replay.builders import art03, blocks, oc, status03, task03
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "recordings"
