@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import logging  # noqa: E402
 
 from tests.oracles import tck  # noqa: E402
+from tests.oracles.cache import Unavailable  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         categories = tck.ALL if args.categories == "all" else tuple(args.categories.split(","))
         unknown = [c for c in categories if c not in tck.CATEGORIES]
         if unknown:
-            raise tck.TckUnavailable(f"unknown categories {unknown}; known: {', '.join(tck.ALL)}")
+            raise Unavailable(f"unknown categories {unknown}; known: {', '.join(tck.ALL)}")
         install = tck.ensure_installed()
-    except tck.TckUnavailable as exc:
+    except Unavailable as exc:
         print(f"run_tck: {exc}", file=sys.stderr)
         return 2
     if install.seconds:
