@@ -28,6 +28,7 @@ from pathlib import Path
 
 import msgspec
 
+from tests.oracles import allowlist
 from tests.oracles.cache import ROOT, Unavailable, cache_dir, digest, install_once, make_venv, plain_env, unpack
 
 KNOWN_DIFFERENCES = Path(__file__).with_name("known_tck_differences.txt")
@@ -200,25 +201,11 @@ class Known:
 
 
 def load_known(path: Path = KNOWN_DIFFERENCES) -> dict[tuple[str, str], Known]:
-    """The allowlist: ``SETUP NODEID REASON...`` per line, ``#`` comments and blank lines ignored.
-
-    SETUP is ``proxy`` or ``serve``, or ``proxy~`` / ``serve~`` for a difference that shows only in some runs
-    (it depends on how much the run recorded); those are allowed to agree.
-    """
-    known: dict[tuple[str, str], Known] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 2)
-        if len(parts) < 3 or parts[0].rstrip("~") not in ("proxy", "serve"):
-            raise ValueError(f"{path.name}:{number}: expected 'proxy|serve[~] NODEID REASON', got {line!r}")
-        word, nodeid, reason = parts
-        setup = word.rstrip("~")
-        if (setup, nodeid) in known:
-            raise ValueError(f"{path.name}:{number}: {setup} {nodeid} is listed twice")
-        known[(setup, nodeid)] = Known(setup, nodeid, reason, sometimes=word.endswith("~"))
-    return known
+    """The allowlist: ``SETUP[~] NODEID REASON`` per line (tests/oracles/allowlist.py)."""
+    return {
+        (setup, nodeid): Known(setup, nodeid, line.reason, line.sometimes)
+        for (setup, nodeid), line in allowlist.read(path, ("nodeid",)).items()
+    }
 
 
 def judge(
