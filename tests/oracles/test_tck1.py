@@ -45,7 +45,9 @@ def tck1_runs(tck1_install, tmp_path_factory, oracle_timing) -> dict[str, tck1.R
     )
     for r in runs.values():
         for run in r.all():
-            oracle_timing(f"  {r.transport} {run.name}: {run.counts()} ({run.seconds[r.transport]:.0f} s)")
+            oracle_timing(f"  {r.transport} {run.name}: {run.counts()} ({run.seconds.get(r.transport, 0):.0f} s)")
+        if r.serve_refused:
+            oracle_timing(f"  {r.transport} serve did not start: {r.serve_refused}")
     return runs
 
 
