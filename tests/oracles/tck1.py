@@ -13,7 +13,8 @@ talks to each binding at the URL the card names, so the proxy's and serve's rewr
 The three set-ups, per transport, each with an agent of its own (so that ListTasks sees one run's tasks only):
 ``direct`` (the TCK against the SUT), ``proxy`` (through ``a2a-tape proxy``, recording into a fresh log;
 ``--idempotency off`` when the installed proxy has that option) and ``serve`` (``a2a-tape serve`` over a copy
-of that recording, replay only, at level ``must``).
+of that recording, replay only). Serve gets the whole session the proxy recorded (every level), so that the
+requests come in the recorded order; it is judged on the tests of level ``must``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ SUT_REQUIREMENTS = ("a2a-sdk[http-server,grpc]==1.3.0", "uvicorn", "starlette")
 
 TRANSPORTS = ("jsonrpc", "http_json", "grpc")  # the TCK's names for JSON-RPC, HTTP+JSON and gRPC
 WIRED = ("jsonrpc", "http_json")  # the transports this harness runs through a2a-tape (gRPC: issue 24)
-SERVE_LEVEL = "must"  # against serve: only what a user relies on, and a third of the time
+JUDGED_LEVEL = "must"  # against serve, what a user relies on: the TCK's MUST tests
 RUN_TIMEOUT = 600.0  # seconds for one TCK run; one takes about 35 s on 2 cores
 START_TIMEOUT = 60.0  # seconds for the SUT to answer its card
 
@@ -286,10 +287,25 @@ class Runs:
     direct: Run
     proxied: Run
     replay: Run
+    must: frozenset[str]  # the node ids of the TCK's tests of level must (serve is judged on those)
     serve_refused: str = ""  # what serve said when it would not start over the recording (replay then empty)
 
     def all(self) -> list[Run]:
         return [self.direct, self.proxied, self.replay]
+
+
+@functools.cache
+def must_tests(install: Install) -> frozenset[str]:
+    """The node ids of the TCK's tests of level ``must`` (a collection, no run: the selection is static)."""
+    cmd = [str(install.python), "-m", "pytest", "tests/compatibility/", "--collect-only", "-q", "-m", JUDGED_LEVEL]
+    cmd += ["-p", "no:cacheprovider"]
+    done = subprocess.run(cmd, cwd=install.source, env=plain_env(), capture_output=True, text=True, timeout=300)
+    found = frozenset(line for line in done.stdout.splitlines() if line.startswith("tests/compatibility/"))
+    if done.returncode != 0 or not found:
+        raise AssertionError(
+            f"collecting the TCK's {JUDGED_LEVEL} tests failed: {done.stdout[-500:]}{done.stderr[-500:]}"
+        )
+    return found
 
 
 def three_ways(install: Install, transport: str, workdir: Path, together: bool) -> Runs:
@@ -306,12 +322,13 @@ def three_ways(install: Install, transport: str, workdir: Path, together: bool) 
             else:
                 direct, proxied = (run_tck(install, s, u, transport, here) for s, u in jobs)
     _copy_db(recording, replayed)
+    must = must_tests(install)
     try:
         with tape.running(serve_args(replayed), here / "serve.stderr") as served:
-            replay = run_tck(install, "serve", served.url, transport, here, level=SERVE_LEVEL)
+            replay = run_tck(install, "serve", served.url, transport, here)
     except tape.TapeError as exc:  # serve refused the recording: a finding to judge, not a broken harness
-        return Runs(transport, direct, proxied, Run("serve", ""), serve_refused=str(exc).splitlines()[0])
-    return Runs(transport, direct, proxied, replay)
+        return Runs(transport, direct, proxied, Run("serve", ""), must, serve_refused=str(exc).splitlines()[0])
+    return Runs(transport, direct, proxied, replay, must)
 
 
 def parallelism() -> int:
@@ -347,14 +364,14 @@ def load_known(path: Path = KNOWN_DIFFERENCES) -> dict[tuple[str, ...], allowlis
     return known
 
 
-def serve_misses(direct: Run, replay: Run) -> dict[str, tuple[str, str]]:
-    """nodeid -> (direct, serve) for every test of serve's run (level ``must``) that passed directly and not
-    against serve."""
-    return {
-        nodeid: ("passed", outcome)
-        for nodeid, outcome in sorted(replay.outcomes.items())
-        if direct.outcomes.get(nodeid) == "passed" and outcome != "passed"
-    }
+def serve_misses(runs: Runs) -> dict[str, tuple[str, str]]:
+    """nodeid -> (direct, serve) for every test of level ``must`` that passed directly and not against serve."""
+    out = {}
+    for nodeid in sorted(runs.must):
+        outcome = runs.replay.outcomes.get(nodeid, ABSENT)
+        if runs.direct.outcomes.get(nodeid) == "passed" and outcome != "passed":
+            out[nodeid] = ("passed", outcome)
+    return out
 
 
 WHOLE = "*"  # the node id of a line about a whole set-up: serve refuses the recording
@@ -372,7 +389,7 @@ def judge(setup: str, runs: Runs, known: dict[tuple[str, ...], allowlist.Line]) 
     if setup == "proxy":
         diff = differences(runs.direct, runs.proxied)
     else:
-        diff = serve_misses(runs.direct, runs.replay)
+        diff = serve_misses(runs)
     problems = []
     for nodeid, (a, b) in diff.items():
         if (setup, transport, nodeid) not in known:
@@ -395,25 +412,30 @@ def _judge_refusal(runs: Runs, known: dict[tuple[str, ...], allowlist.Line]) -> 
     if not runs.serve_refused and line is not None:
         return [
             f"serve starts now: replace line {line.number} of {KNOWN_DIFFERENCES.name} (serve {runs.transport} *)"
-            f" with the tests it misses, if any: {serve_misses(runs.direct, runs.replay) or 'none'}"
+            f" with the tests it misses, if any: {serve_misses(runs) or 'none'}"
         ]
     return []
 
 
 def table(runs: Runs, only_differences: bool = False) -> str:
-    """One line per TCK test of a transport: its outcome in each set-up (``-``: not run at serve's level),
-    ``<-`` where the judge sees a difference (:func:`judge`'s rules)."""
-    flagged = set(differences(runs.direct, runs.proxied)) | set(serve_misses(runs.direct, runs.replay))
+    """One line per TCK test of a transport: its level (``must`` or ``-``), its outcome in each set-up, ``<-``
+    where the judge sees a difference (:func:`judge`'s rules)."""
+    flagged = set(differences(runs.direct, runs.proxied))
+    if not runs.serve_refused:  # else one difference, said below the table
+        flagged |= set(serve_misses(runs))
     ids = sorted(set(runs.direct.outcomes) | set(runs.proxied.outcomes) | set(runs.replay.outcomes))
     width = max([len(i) for i in ids] + [4])
-    head = f"{runs.transport}".ljust(width) + "".join(f"  {r.name:<8}" for r in runs.all())
+    head = f"{runs.transport}".ljust(width) + "  level" + "".join(f"  {r.name:<8}" for r in runs.all())
     lines = [head, "-" * len(head)]
     for nodeid in ids:
         if only_differences and nodeid not in flagged:
             continue
-        row = [runs.direct.outcomes.get(nodeid, ABSENT), runs.proxied.outcomes.get(nodeid, ABSENT)]
-        row.append(runs.replay.outcomes.get(nodeid, "-"))
-        lines.append(nodeid.ljust(width) + "".join(f"  {o:<8}" for o in row) + ("  <-" if nodeid in flagged else ""))
+        row = [JUDGED_LEVEL if nodeid in runs.must else "-", *(r.outcomes.get(nodeid, ABSENT) for r in runs.all())]
+        lines.append(
+            nodeid.ljust(width)
+            + "".join(f"  {o:<8}" if i else f"  {o:<5}" for i, o in enumerate(row))
+            + ("  <-" if nodeid in flagged else "")
+        )
     lines.append("")
     for r in runs.all():
         lines.append(f"{runs.transport} {r.name}: {r.counts()} ({r.seconds.get(runs.transport, 0):.0f} s)")
