@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import logging  # noqa: E402
 
 from tests.oracles import tck, tck1  # noqa: E402
-from tests.oracles.cache import Unavailable  # noqa: E402
+from tests.oracles.cache import Unavailable, chosen  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,12 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("a2a", "opentelemetry", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        categories = tck.ALL if args.categories == "all" else tuple(args.categories.split(","))
-        unknown = [c for c in categories if c not in tck.CATEGORIES]
-        if unknown:
-            raise Unavailable(f"unknown categories {unknown}; known: {', '.join(tck.ALL)}")
+        categories = chosen(args.categories, tck.ALL, "--categories")
         install = tck.ensure_installed()
-    except Unavailable as exc:
+    except (ValueError, Unavailable) as exc:
         print(f"run_tck: {exc}", file=sys.stderr)
         return 2
     if install.seconds:
@@ -78,13 +75,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def main_tck1(args: argparse.Namespace) -> int:
-    transports = tuple(t.strip() for t in args.transports.split(",") if t.strip())
     try:
-        unknown = [t for t in transports if t not in tck1.TRANSPORTS]
-        if unknown:
-            raise Unavailable(f"unknown transports {unknown}; known: {', '.join(tck1.TRANSPORTS)}")
+        transports = chosen(args.transports, tck1.TRANSPORTS, "--transports")
         install = tck1.ensure_installed()
-    except Unavailable as exc:
+    except (ValueError, Unavailable) as exc:
         print(f"run_tck: {exc}", file=sys.stderr)
         return 2
     if install.seconds:

@@ -28,6 +28,35 @@ class Unavailable(Exception):
     """An oracle cannot be had here (its source is missing, or its install failed); the message says why."""
 
 
+def find_tarball(env: str, glob: str) -> Path | None:
+    """An oracle's tarball: ``$ENV`` when set, else the newest ``GLOB`` in ``<repo>/../shared/oracles/`` (where CI
+    lays ``shared/`` beside the clone)."""
+    given = os.environ.get(env)
+    if given:
+        path = Path(given).expanduser()
+        return path if path.is_file() else None
+    found = sorted((ROOT.parent / "shared" / "oracles").glob(glob))
+    return found[-1] if found else None
+
+
+def no_tarball(env: str, glob: str, what: str) -> Unavailable:
+    where = os.environ.get(env) or str(ROOT.parent / "shared" / "oracles" / glob)
+    return Unavailable(f"the {what} tarball is not here ({where}); set {env}=PATH to run it")
+
+
+def chosen(raw: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """The names a comma-separated ``raw`` chooses among ``known`` (``all`` or nothing: every one); a ValueError
+    naming ``what`` (the option or variable) for an unknown name."""
+    raw = raw.strip()
+    if raw in ("", "all"):
+        return known
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"{what}: unknown {unknown}; known: {', '.join(known)}")
+    return names
+
+
 def cache_dir() -> Path:
     if os.environ.get("A2A_TAPE_CACHE"):
         return Path(os.environ["A2A_TAPE_CACHE"]).expanduser()

@@ -29,7 +29,18 @@ from pathlib import Path
 import msgspec
 
 from tests.oracles import allowlist
-from tests.oracles.cache import ROOT, Unavailable, cache_dir, digest, install_once, make_venv, plain_env, unpack
+from tests.oracles.cache import (
+    Unavailable,
+    cache_dir,
+    chosen,
+    digest,
+    find_tarball,
+    install_once,
+    make_venv,
+    no_tarball,
+    plain_env,
+    unpack,
+)
 
 KNOWN_DIFFERENCES = Path(__file__).with_name("known_tck_differences.txt")
 
@@ -53,25 +64,9 @@ TCK_ENV = {"A2A_AUTH_HEADERS": '{"A2A-Version":"1.0"}', "TCK_STREAMING_TIMEOUT":
 CATEGORY_TIMEOUT = 900.0  # seconds; a whole category takes under two minutes against a local agent
 
 
-def find_tarball() -> Path | None:
-    given = os.environ.get(TARBALL_ENV)
-    if given:
-        path = Path(given).expanduser()
-        return path if path.is_file() else None
-    found = sorted((ROOT.parent / "shared" / "oracles").glob(TARBALL_GLOB))
-    return found[-1] if found else None
-
-
 def selected_categories() -> tuple[str, ...]:
     """``$A2A_TAPE_TCK_CATEGORIES`` (comma-separated names, or ``all``); all categories by default."""
-    raw = os.environ.get(CATEGORIES_ENV, "all").strip()
-    if raw in ("", "all"):
-        return ALL
-    names = tuple(n.strip() for n in raw.split(",") if n.strip())
-    unknown = [n for n in names if n not in CATEGORIES]
-    if unknown:
-        raise ValueError(f"{CATEGORIES_ENV}: unknown categories {unknown}; known: {', '.join(ALL)}")
-    return names
+    return chosen(os.environ.get(CATEGORIES_ENV, "all"), ALL, CATEGORIES_ENV)
 
 
 @dataclass(frozen=True)
@@ -83,10 +78,9 @@ class Install:
 
 def ensure_installed(tarball: Path | None = None) -> Install:
     """The TCK unpacked and installed in its own venv under the cache (done once per tarball)."""
-    tarball = tarball or find_tarball()
+    tarball = tarball or find_tarball(TARBALL_ENV, TARBALL_GLOB)
     if tarball is None:
-        where = os.environ.get(TARBALL_ENV) or str(ROOT.parent / "shared" / "oracles" / TARBALL_GLOB)
-        raise Unavailable(f"the A2A TCK tarball is not here ({where}); set {TARBALL_ENV}=PATH to run this oracle")
+        raise no_tarball(TARBALL_ENV, TARBALL_GLOB, "A2A TCK")
     home = cache_dir() / "tck" / digest(tarball)
 
     def build(home: Path) -> None:

@@ -35,7 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.oracles import allowlist, tape
-from tests.oracles.cache import ROOT, Unavailable, cache_dir, digest, install_once, make_venv, plain_env, unpack
+from tests.oracles.cache import (
+    ROOT,
+    cache_dir,
+    chosen,
+    digest,
+    find_tarball,
+    install_once,
+    make_venv,
+    no_tarball,
+    plain_env,
+    unpack,
+)
 from tests.oracles.tck import ABSENT, Run, differences, source_dir
 
 TARBALL_ENV = "A2A_TAPE_TCK1_TARBALL"
@@ -63,14 +74,7 @@ def no_binding_yet(transport: str) -> str | None:
 
 def selected_transports() -> tuple[str, ...]:
     """``$A2A_TAPE_TCK1_TRANSPORTS`` (comma-separated, or ``all``); all by default."""
-    raw = os.environ.get(TRANSPORTS_ENV, "all").strip()
-    if raw in ("", "all"):
-        return TRANSPORTS
-    names = tuple(n.strip() for n in raw.split(",") if n.strip())
-    unknown = [n for n in names if n not in TRANSPORTS]
-    if unknown:
-        raise ValueError(f"{TRANSPORTS_ENV}: unknown transports {unknown}; known: {', '.join(TRANSPORTS)}")
-    return names
+    return chosen(os.environ.get(TRANSPORTS_ENV, "all"), TRANSPORTS, TRANSPORTS_ENV)
 
 
 # --- install ---------------------------------------------------------------------------------------------
@@ -84,21 +88,11 @@ class Install:
     seconds: float  # what installing took in this process (both at once); 0.0 when the cache had them
 
 
-def find_tarball() -> Path | None:
-    given = os.environ.get(TARBALL_ENV)
-    if given:
-        path = Path(given).expanduser()
-        return path if path.is_file() else None
-    found = sorted((ROOT.parent / "shared" / "oracles").glob(TARBALL_GLOB))
-    return found[-1] if found else None
-
-
 def ensure_installed() -> Install:
     """The TCK and the SUT's venv, each installed once into the cache (the two at once on a first use)."""
-    tarball = find_tarball()
+    tarball = find_tarball(TARBALL_ENV, TARBALL_GLOB)
     if tarball is None:
-        where = os.environ.get(TARBALL_ENV) or str(ROOT.parent / "shared" / "oracles" / TARBALL_GLOB)
-        raise Unavailable(f"the A2A TCK 1.0 tarball is not here ({where}); set {TARBALL_ENV}=PATH to run it")
+        raise no_tarball(TARBALL_ENV, TARBALL_GLOB, "A2A TCK 1.0")
     tck_home = cache_dir() / "tck" / digest(tarball)
     sut_home = cache_dir() / "tck1-sut" / digest("\n".join(SUT_REQUIREMENTS).encode())
 
