@@ -6,8 +6,8 @@ the system under test's venv ``<cache>/tck1-sut/<hash of its requirements>/``: t
 a2a-sdk 1.3.0 (tests/support/tck1_sut.py) needs a2a-sdk's gRPC extra, which is none of ours.
 
 How it runs: the TCK's ``run_tck.py`` is a thin wrapper over pytest in its root; we call that pytest the same way
-(``tests/compatibility/``, ``--sut-host``, ``--transport``, ``-m must`` for ``--level must``) with
-``--junitxml``, and read every test's outcome from the XML. The TCK reads the card at the host it is given and
+(``tests/compatibility/``, ``--sut-host``, ``--transport``) with ``--junitxml``, and read every test's outcome
+from the XML; the tests of level ``must`` are those a collection with ``-m must`` finds (``--level must``). The TCK reads the card at the host it is given and
 talks to each binding at the URL the card names, so the proxy's and serve's rewritten cards route it.
 
 The three set-ups, per transport, each with an agent of its own (so that ListTasks sees one run's tasks only):
