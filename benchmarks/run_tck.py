@@ -1,9 +1,15 @@
-"""The official A2A TCK, long form: every JSON-RPC category three ways, and the table of outcomes.
+"""The official A2A TCKs, long form: every test three ways, and the table of outcomes.
 
-    .venv/bin/python benchmarks/run_tck.py                       # all categories (~5 min on 2 cores)
+    .venv/bin/python benchmarks/run_tck.py                       # TCK 410ba92, all categories (~5 min on 2 cores)
     .venv/bin/python benchmarks/run_tck.py --categories mandatory
     .venv/bin/python benchmarks/run_tck.py --differences         # only the tests whose outcome changes
     .venv/bin/python benchmarks/run_tck.py --keep DIR            # keep reports, logs and the recordings in DIR
+    .venv/bin/python benchmarks/run_tck.py --tck 1.0             # TCK 1.0, every binding a2a-tape has
+    .venv/bin/python benchmarks/run_tck.py --tck 1.0 --transports http_json --parallel 1 --keep DIR
+
+TCK 1.0's set-ups are those of tests/oracles/test_tck1.py: per transport, its own SUT (tests/support/tck1_sut.py)
+directly, through ``a2a-tape proxy``, and ``a2a-tape serve`` over that recording at level ``must``; its
+allowlist is tests/oracles/known_tck1_differences.txt.
 
 The three set-ups are those of tests/oracles/test_tck.py (docs/oracles.md): (a) an a2a-sdk 1.3.0 agent directly,
 (b) through ``a2a-tape proxy`` (recording), (c) ``a2a-tape serve`` over that recording with
@@ -25,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import logging  # noqa: E402
 
-from tests.oracles import tck  # noqa: E402
+from tests.oracles import tck, tck1  # noqa: E402
+from tests.oracles.cache import Unavailable, chosen  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,17 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--categories", default="all", help=f"comma-separated, or all ({', '.join(tck.ALL)})")
     parser.add_argument("--differences", action="store_true", help="list only the tests whose outcome differs")
     parser.add_argument("--keep", type=Path, help="directory for the reports, logs and databases (kept)")
+    parser.add_argument("--tck", choices=("410ba92", "1.0"), default="410ba92", help="which TCK (default 410ba92)")
+    parser.add_argument("--transports", default="jsonrpc,http_json", help="TCK 1.0: comma-separated transports")
+    parser.add_argument("--parallel", type=int, choices=(1, 2, 4), default=4, help="TCK 1.0: runs at once")
     args = parser.parse_args(argv)
+    if args.tck == "1.0":
+        return main_tck1(args)
     # The agents run in this process; a2a-sdk logs every bad request the TCK sends on purpose.
     for name in ("a2a", "opentelemetry", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        categories = tck.ALL if args.categories == "all" else tuple(args.categories.split(","))
-        unknown = [c for c in categories if c not in tck.CATEGORIES]
-        if unknown:
-            raise tck.TckUnavailable(f"unknown categories {unknown}; known: {', '.join(tck.ALL)}")
+        categories = chosen(args.categories, tck.ALL, "--categories")
         install = tck.ensure_installed()
-    except tck.TckUnavailable as exc:
+    except (ValueError, Unavailable) as exc:
         print(f"run_tck: {exc}", file=sys.stderr)
         return 2
     if install.seconds:
@@ -62,6 +71,40 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + p)
         if args.keep:
             print(f"reports, logs and databases kept in {workdir}")
+    return 1 if problems else 0
+
+
+def main_tck1(args: argparse.Namespace) -> int:
+    try:
+        transports = chosen(args.transports, tck1.TRANSPORTS, "--transports")
+        install = tck1.ensure_installed()
+    except (ValueError, Unavailable) as exc:
+        print(f"run_tck: {exc}", file=sys.stderr)
+        return 2
+    if install.seconds:
+        print(f"installed TCK 1.0 and its SUT's venv in {install.seconds:.0f} s", file=sys.stderr)
+    for t in transports:
+        if t not in tck1.WIRED:
+            why = tck1.no_binding_yet(t) or "not wired in tests/oracles/tck1.py yet"
+            print(f"run_tck: {t} left out: {why}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="a2a-tape-tck1-") as tmp:
+        workdir = args.keep or Path(tmp)
+        started = time.monotonic()
+        runs = tck1.run_all(install, transports, workdir, args.parallel)
+        took = time.monotonic() - started
+        known = tck1.load_known()
+        problems = []
+        for r in runs.values():
+            print(tck1.table(r, only_differences=args.differences), end="\n\n")
+            problems += tck1.judge("proxy", r, known) + tck1.judge("serve", r, known)
+        print(
+            f"{len(runs)} transports in {took:.0f} s ({args.parallel} runs at once); {len(problems)} problems"
+            f" against {tck1.KNOWN_DIFFERENCES.name}"
+        )
+        for p in problems:
+            print("  " + p)
+        if args.keep:
+            print(f"junit reports, logs and databases kept in {workdir}")
     return 1 if problems else 0
 
 

@@ -9,21 +9,19 @@ packages from the script's own directory; ``NODE_PATH`` does not apply to them).
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import re
 import shutil
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from tests.oracles.tck import _locked, cache_dir
+from tests.oracles.cache import cache_dir, digest, install_once
 
 JS_DIR = Path(__file__).with_name("js")
 PINS = ("package.json", "package-lock.json")
@@ -45,17 +43,9 @@ def ensure_node_modules() -> NodeModules:
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         raise JsUnavailable("node and npm are needed for the JavaScript SDK oracle and are not on PATH")
-    h = hashlib.sha256()
-    for name in PINS:
-        h.update((JS_DIR / name).read_bytes())
-    home = cache_dir() / "js" / h.hexdigest()[:16]
-    ready = home / "installed"
-    with _locked(home.with_suffix(".lock")):
-        if ready.exists() and (home / "node_modules").is_dir():
-            return NodeModules(home / "node_modules", 0.0)
-        started = time.monotonic()
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(parents=True)
+    home = cache_dir() / "js" / digest(*(JS_DIR / name for name in PINS))
+
+    def build(home: Path) -> None:
         for name in PINS:
             shutil.copyfile(JS_DIR / name, home / name)
         cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"]
@@ -66,8 +56,9 @@ def ensure_node_modules() -> NodeModules:
         if done.returncode != 0:
             tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
             raise JsUnavailable(f"npm ci for the JavaScript SDK oracle failed: {tail}")
-        ready.write_text("ok\n")
-        return NodeModules(home / "node_modules", time.monotonic() - started)
+
+    seconds = install_once(home, build)
+    return NodeModules(home / "node_modules", seconds)
 
 
 def workspace(modules: NodeModules, where: Path) -> Path:

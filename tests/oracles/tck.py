@@ -1,12 +1,12 @@
-"""The official A2A TCK (a2aproject/a2a-tck) as an oracle: installed once, run against a URL, outcomes per test.
+"""The official A2A TCK (a2aproject/a2a-tck, commit 410ba92) as an oracle: installed once, run against a URL,
+outcomes per test. Its successor, TCK 1.0 (three bindings), is tests/oracles/tck1.py.
 
-Where the TCK comes from: ``$A2A_TAPE_TCK_TARBALL``, else ``<repo>/../shared/oracles/a2a-tck-*.tar.gz`` (CI lays
-``shared/`` beside the clone; a user's checkout usually has neither, and the oracle tests then skip saying so).
+Where the TCK comes from: ``$A2A_TAPE_TCK_TARBALL``, else ``<repo>/../shared/oracles/a2a-tck-410ba92.tar.gz``
+(CI lays ``shared/`` beside the clone; a user's checkout usually has neither, and the oracle tests then skip
+saying so).
 
-Where it goes: ``$A2A_TAPE_CACHE`` (else ``$XDG_CACHE_HOME/a2a-tape``, else ``~/.cache/a2a-tape``) ``/tck/<hash of
-the tarball>/``: the unpacked source and a venv of its own (``pip install -e``), because its dependencies
-(grpcio, pytest plugins, ...) are none of ours. A file lock serialises concurrent first installs; a marker file
-written last makes a half-done install count as absent.
+Where it goes (tests/oracles/cache.py): ``<cache>/tck/<hash of the tarball>/``: the unpacked source and a venv
+of its own (``pip install -e``), because its dependencies (grpcio, pytest plugins, ...) are none of ours.
 
 How it runs: the TCK's ``run_tck.py`` is a thin wrapper over pytest; we call pytest in the TCK's venv with the
 same selection per category (path and marker expression, copied from run_tck.py's table) and its
@@ -18,13 +18,9 @@ a2a-sdk 1.3.0, and ``TCK_STREAMING_TIMEOUT=2.0`` keeps streaming tests short.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import shutil
 import subprocess
-import sys
-import tarfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,10 +28,25 @@ from pathlib import Path
 
 import msgspec
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.oracles import allowlist
+from tests.oracles.cache import (
+    Unavailable,
+    cache_dir,
+    chosen,
+    digest,
+    find_tarball,
+    install_once,
+    make_venv,
+    no_tarball,
+    plain_env,
+    unpack,
+)
+
 KNOWN_DIFFERENCES = Path(__file__).with_name("known_tck_differences.txt")
 
 TARBALL_ENV = "A2A_TAPE_TCK_TARBALL"
+# Exactly this commit: TCK 1.0's tarball (a2a-tck-1.0-dev-*.tar.gz) lies in the same folder.
+TARBALL_GLOB = "a2a-tck-410ba92*.tar.gz"
 CATEGORIES_ENV = "A2A_TAPE_TCK_CATEGORIES"
 
 # category -> (path inside the TCK, pytest marker expression or None); run_tck.py's table, with the JSON-RPC
@@ -53,36 +64,9 @@ TCK_ENV = {"A2A_AUTH_HEADERS": '{"A2A-Version":"1.0"}', "TCK_STREAMING_TIMEOUT":
 CATEGORY_TIMEOUT = 900.0  # seconds; a whole category takes under two minutes against a local agent
 
 
-class TckUnavailable(Exception):
-    """The TCK cannot be had here (no tarball, or its install failed); the message says why."""
-
-
-def find_tarball() -> Path | None:
-    given = os.environ.get(TARBALL_ENV)
-    if given:
-        path = Path(given).expanduser()
-        return path if path.is_file() else None
-    found = sorted((ROOT.parent / "shared" / "oracles").glob("a2a-tck-*.tar.gz"))
-    return found[-1] if found else None
-
-
-def cache_dir() -> Path:
-    if os.environ.get("A2A_TAPE_CACHE"):
-        return Path(os.environ["A2A_TAPE_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "a2a-tape"
-
-
 def selected_categories() -> tuple[str, ...]:
     """``$A2A_TAPE_TCK_CATEGORIES`` (comma-separated names, or ``all``); all categories by default."""
-    raw = os.environ.get(CATEGORIES_ENV, "all").strip()
-    if raw in ("", "all"):
-        return ALL
-    names = tuple(n.strip() for n in raw.split(",") if n.strip())
-    unknown = [n for n in names if n not in CATEGORIES]
-    if unknown:
-        raise ValueError(f"{CATEGORIES_ENV}: unknown categories {unknown}; known: {', '.join(ALL)}")
-    return names
+    return chosen(os.environ.get(CATEGORIES_ENV, "all"), ALL, CATEGORIES_ENV)
 
 
 @dataclass(frozen=True)
@@ -92,76 +76,27 @@ class Install:
     seconds: float  # what the install took in this process; 0.0 when it was already in the cache
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
-
-
 def ensure_installed(tarball: Path | None = None) -> Install:
     """The TCK unpacked and installed in its own venv under the cache (done once per tarball)."""
-    tarball = tarball or find_tarball()
+    tarball = tarball or find_tarball(TARBALL_ENV, TARBALL_GLOB)
     if tarball is None:
-        where = os.environ.get(TARBALL_ENV) or str(ROOT.parent / "shared" / "oracles" / "a2a-tck-*.tar.gz")
-        raise TckUnavailable(f"the A2A TCK tarball is not here ({where}); set {TARBALL_ENV}=PATH to run this oracle")
-    home = cache_dir() / "tck" / _digest(tarball)
-    ready = home / "installed"
-    python = home / "venv" / "bin" / "python"
-    with _locked(home.with_suffix(".lock")):
-        if ready.exists() and python.exists():
-            return Install(_source_dir(home), python, 0.0)
-        started = time.monotonic()
-        shutil.rmtree(home, ignore_errors=True)
-        (home / "src").mkdir(parents=True)
-        with tarfile.open(tarball) as tar:
-            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no absolute paths, links out, devices
-                tar.extractall(home / "src", filter="data")
-            else:
-                tar.extractall(home / "src")
-        source = _source_dir(home)
-        log = home / "install.log"
-        with log.open("wb") as out:
-            steps = [
-                [sys.executable, "-m", "venv", str(home / "venv")],
-                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", str(source)],
-            ]
-            for cmd in steps:
-                try:
-                    done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=900, env=_plain_env())
-                except subprocess.TimeoutExpired:
-                    raise TckUnavailable(f"installing the A2A TCK took more than 900 s (log: {log})") from None
-                if done.returncode != 0:
-                    tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-                    raise TckUnavailable(f"installing the A2A TCK failed ({' '.join(cmd[-3:])}): {' | '.join(tail)}")
-        ready.write_text(tarball.name + "\n")
-        return Install(source, python, time.monotonic() - started)
+        raise no_tarball(TARBALL_ENV, TARBALL_GLOB, "A2A TCK")
+    home = cache_dir() / "tck" / digest(tarball)
+
+    def build(home: Path) -> None:
+        unpack(tarball, home / "src")
+        make_venv(home / "venv", ["-e", str(source_dir(home / "src"))], home / "install.log", "the A2A TCK")
+
+    seconds = install_once(home, build)
+    return Install(source_dir(home / "src"), home / "venv" / "bin" / "python", seconds)
 
 
-def _source_dir(home: Path) -> Path:
-    found = [p.parent for p in (home / "src").glob("*/run_tck.py")]
+def source_dir(unpacked: Path) -> Path:
+    """The TCK's root (where its ``run_tck.py`` is) in an unpacked tarball."""
+    found = [p.parent for p in unpacked.glob("*/run_tck.py")]
     if not found:
-        raise TckUnavailable(f"no run_tck.py in the unpacked tarball under {home / 'src'}")
+        raise Unavailable(f"no run_tck.py in the unpacked tarball under {unpacked}")
     return found[0]
-
-
-def _plain_env() -> dict[str, str]:
-    """Our environment less what belongs to our own interpreter and pytest run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON", "VIRTUAL_ENV", "COV_"))}
-    env.pop("A2A_TAPE_DB", None)
-    return env
 
 
 # --- one run ---------------------------------------------------------------------------------------------
@@ -215,7 +150,7 @@ def run_category(install: Install, url: str, category: str, workdir: Path) -> di
     ]
     if markers:
         cmd += ["-m", markers]
-    env = {**_plain_env(), **TCK_ENV}
+    env = {**plain_env(), **TCK_ENV}
     with (workdir / f"{category}.log").open("wb") as out:
         subprocess.run(cmd, cwd=install.source, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=CATEGORY_TIMEOUT)
     if not report.exists():
@@ -260,25 +195,11 @@ class Known:
 
 
 def load_known(path: Path = KNOWN_DIFFERENCES) -> dict[tuple[str, str], Known]:
-    """The allowlist: ``SETUP NODEID REASON...`` per line, ``#`` comments and blank lines ignored.
-
-    SETUP is ``proxy`` or ``serve``, or ``proxy~`` / ``serve~`` for a difference that shows only in some runs
-    (it depends on how much the run recorded); those are allowed to agree.
-    """
-    known: dict[tuple[str, str], Known] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 2)
-        if len(parts) < 3 or parts[0].rstrip("~") not in ("proxy", "serve"):
-            raise ValueError(f"{path.name}:{number}: expected 'proxy|serve[~] NODEID REASON', got {line!r}")
-        word, nodeid, reason = parts
-        setup = word.rstrip("~")
-        if (setup, nodeid) in known:
-            raise ValueError(f"{path.name}:{number}: {setup} {nodeid} is listed twice")
-        known[(setup, nodeid)] = Known(setup, nodeid, reason, sometimes=word.endswith("~"))
-    return known
+    """The allowlist: ``SETUP[~] NODEID REASON`` per line (tests/oracles/allowlist.py)."""
+    return {
+        (setup, nodeid): Known(setup, nodeid, line.reason, line.sometimes)
+        for (setup, nodeid), line in allowlist.read(path, ("nodeid",)).items()
+    }
 
 
 def judge(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.oracles import tck
+from tests.oracles.cache import Unavailable
 
 pytestmark = pytest.mark.oracle
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.oracle
 def tck_install(oracle_timing) -> tck.Install:
     try:
         install = tck.ensure_installed()
-    except tck.TckUnavailable as exc:
+    except Unavailable as exc:
         pytest.skip(str(exc))
     if install.seconds:
         oracle_timing(
