@@ -13,16 +13,15 @@ if TYPE_CHECKING:
         AppendLog,
         EventLog,
         ExchangeLog,
-        FindingsProjection,
         FindingsStore,
         Following,
         IdempotencyStore,
         LeasesAndMeta,
+        MetaStore,
         Projections,
         ProjectionStore,
         Recordings,
         RecordingStore,
-        SearchProjection,
         SearchStore,
         Store,
         StoreHandle,
@@ -36,21 +35,20 @@ if TYPE_CHECKING:
         events: EventLog = st
         appends: AppendLog = st
         exchanges: ExchangeLog = st
-        idempotency: IdempotencyStore = st
-        projection_store: ProjectionStore = st
-        leases: LeasesAndMeta = st
-        following: Following = st
-        projections: Projections = st
         recordings: Recordings = st
         recording_store: RecordingStore = st
+        idempotency: IdempotencyStore = st
+        meta: MetaStore = st
+        leases: LeasesAndMeta = st
+        following: Following = st
+        projection_store: ProjectionStore = st
         task_index: TaskIndexStore = st
+        projections: Projections = st
         search: SearchStore = st
         findings: FindingsStore = st
-        search_projection: SearchProjection = st
-        findings_projection: FindingsProjection = st
         whole: Store = st
-        del handle, events, appends, exchanges, idempotency, projection_store, leases, following, projections
-        del recordings, recording_store, task_index, search, findings, search_projection, findings_projection
+        del handle, events, appends, exchanges, recordings, recording_store, idempotency, meta, leases
+        del following, projection_store, task_index, projections, search, findings
         entered: Store = whole.__enter__()
         del entered
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import os
 import sqlite3
 import sys
@@ -225,9 +226,19 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
+_GUARDED_CODE = guarded(len).__code__  # every wrapper guarded() makes runs this code
+
+
 def guard_public(cls: C) -> C:
-    """Apply :func:`guarded` to every public method ``cls`` defines (the store's whole API)."""
-    for name, value in list(vars(cls).items()):
-        if not name.startswith("_") and callable(value) and not isinstance(value, type):
+    """Apply :func:`guarded` to every public method of ``cls``, those it inherits too (the store's
+    whole API: the SQL both backends share is written in base classes)."""
+    for name in dir(cls):
+        value = inspect.getattr_static(cls, name)
+        if not name.startswith("_") and inspect.isfunction(value) and not is_guarded(value):
             setattr(cls, name, guarded(value))
     return cls
+
+
+def is_guarded(fn: object) -> bool:
+    """Whether ``fn`` is a method :func:`guarded` wrapped."""
+    return getattr(fn, "__code__", None) is _GUARDED_CODE

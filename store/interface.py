@@ -3,7 +3,11 @@
 Both backends (:class:`a2a_tape.store.sqlite.SqliteStore`, :class:`a2a_tape.store.postgres.PostgresStore`)
 satisfy every protocol here; ``store/_conformance.py`` makes mypy prove it. A consumer names the
 narrowest capability it uses (a reader of tasks takes an :class:`EventLog`, the idempotency table a
-:class:`IdempotencyStore`), so any backend, or a test's own small store, can be passed.
+:class:`IdempotencyStore`, the search index a :class:`SearchStore`), so any backend, or a test's own
+small store, can be passed. Capabilities that are always used together form a chain, as the
+eventsourcing library's recorders do (``ApplicationRecorder`` is an ``AggregateRecorder``): an index
+is a :class:`ProjectionStore`, which reads the :class:`EventLog`; a consumer names one protocol, not
+a combination of its own.
 
 Every method may raise a :class:`a2a_tape.store.errors.StoreError`; the machine's faults arrive as
 its :class:`~a2a_tape.store.errors.StoreUnavailable` subclasses (locked, disk full, read-only,
@@ -143,8 +147,58 @@ class IdempotencyStore(Protocol):
     def idem_expire(self, now: float | None = None) -> int: ...
 
 
-class ProjectionStore(Protocol):
-    """Projection rows and their cursor, committed together; the narrow readers a rebuild uses."""
+class MetaStore(Protocol):
+    """A small key-value table (version markers, the running proxy)."""
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+
+class LeasesAndMeta(MetaStore, Protocol):
+    """Named leases with expiry (one recoverer per task), and the key-value table."""
+
+    def lease_acquire(
+        self, name: str, owner: str, ttl: float, *, now: float | None = None, take_over: str | None = None
+    ) -> bool: ...
+
+    def lease_holder(self, name: str, *, now: float | None = None) -> str | None: ...
+
+    def lease_release(self, name: str, owner: str) -> None: ...
+
+
+class Following(Protocol):
+    """Waiting for events other writers commit (LISTEN/NOTIFY on PostgreSQL, the data version on SQLite)."""
+
+    def last_position(self) -> int: ...
+
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        """True once an event past ``after`` is committed; False after ``timeout`` seconds."""
+        ...
+
+
+class AppendLog(EventLog, StoreHandle, Protocol):
+    """An event log that names itself in its errors: what the group-commit writer appends to."""
+
+
+class Recordings(EventLog, ExchangeLog, Protocol):
+    """Events and the exchanges they arrived in: what a tape is written from, what replay serves."""
+
+
+class RecordingStore(Recordings, StoreHandle, Protocol):
+    """Recordings written in one transaction: what a tape is imported into."""
+
+
+# -- what is kept from the log -------------------------------------------------------------------
+# As the eventsourcing library's recorders do, the projection capabilities form a chain: each
+# index is a ProjectionStore (rows and a cursor committed together, the log they are read from)
+# with its own rows, so a consumer names one protocol, the index it keeps or reads.
+
+
+class ProjectionStore(EventLog, MetaStore, StoreHandle, Protocol):
+    """A projection of the log: its rows and cursor, committed together; its version marker
+    (:class:`MetaStore`); the log it is read from, with the narrow readers a rebuild uses; and where
+    the log is (a parallel rebuild opens it again in each worker)."""
 
     def projection_cursor(self, name: str) -> int: ...
 
@@ -165,8 +219,9 @@ class ProjectionStore(Protocol):
     def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]: ...
 
 
-class TaskIndexStore(Protocol):
-    """A task projection's index rows (newest by last event, filtered), kept with its task rows."""
+class TaskIndexStore(ProjectionStore, Protocol):
+    """A task projection's index rows (newest by last event, filtered), kept with its task rows:
+    what a listing reads."""
 
     def task_index_upsert(self, name: str, rows: Sequence[TaskIndexRow]) -> None: ...
 
@@ -193,8 +248,13 @@ class TaskIndexStore(Protocol):
     ) -> list[tuple[str, int]]: ...
 
 
-class SearchStore(Protocol):
-    """The search projection's rows (one per searchable field of an event) and its full-text query."""
+class Projections(TaskIndexStore, Following, Protocol):
+    """What a :class:`a2a_tape.replay.projection.Projector` needs: its rows and task index, and
+    following the log as it grows."""
+
+
+class SearchStore(ProjectionStore, Protocol):
+    """The search index: one row per searchable field of an event, and its full-text query."""
 
     def search_can_answer(self, text: str) -> bool: ...
 
@@ -207,8 +267,9 @@ class SearchStore(Protocol):
     def search_reset(self) -> None: ...
 
 
-class FindingsStore(Protocol):
-    """Doctor's findings projection: one row per task, its cursor moved with the last part."""
+class FindingsStore(Recordings, ProjectionStore, Protocol):
+    """Doctor's findings: one row per task, its cursor moved with the last part; doctor reads the
+    tasks' events and exchanges."""
 
     def findings_commit(
         self, position: int | None, rows: Sequence[FindingsRow], *, expect: int | None = None
@@ -223,72 +284,7 @@ class FindingsStore(Protocol):
     def findings_unsettled(self) -> list[str]: ...
 
 
-class LeasesAndMeta(Protocol):
-    """Named leases with expiry (one recoverer per task) and a small key-value table."""
-
-    def lease_acquire(
-        self, name: str, owner: str, ttl: float, *, now: float | None = None, take_over: str | None = None
-    ) -> bool: ...
-
-    def lease_holder(self, name: str, *, now: float | None = None) -> str | None: ...
-
-    def lease_release(self, name: str, owner: str) -> None: ...
-
-    def get_meta(self, key: str) -> str | None: ...
-
-    def set_meta(self, key: str, value: str) -> None: ...
-
-
-class Following(Protocol):
-    """Waiting for events other writers commit (LISTEN/NOTIFY on PostgreSQL, the data version on SQLite)."""
-
-    def last_position(self) -> int: ...
-
-    def wait_for_events(self, after: int, timeout: float) -> bool:
-        """True once an event past ``after`` is committed; False after ``timeout`` seconds."""
-        ...
-
-
-class AppendLog(EventLog, StoreHandle, Protocol):
-    """An event log that names itself in its errors: what the group-commit writer appends to."""
-
-
-class Recordings(EventLog, ExchangeLog, Protocol):
-    """Events and the exchanges they arrived in: what a tape is written from, what replay serves."""
-
-
-class RecordingStore(Recordings, StoreHandle, Protocol):
-    """Recordings written in one transaction: what a tape is imported into."""
-
-
-class Projections(ProjectionStore, TaskIndexStore, LeasesAndMeta, Following, StoreHandle, Protocol):
-    """What a :class:`a2a_tape.replay.projection.Projector` needs: rows and cursor with their task
-    index, the version marker, following, and where the log is (a parallel rebuild opens it again
-    in each worker)."""
-
-
-class FindingsProjection(FindingsStore, EventLog, ExchangeLog, ProjectionStore, LeasesAndMeta, StoreHandle, Protocol):
-    """What doctor's findings index needs: the tasks' events and exchanges, its rows and cursor,
-    the version marker, and where the log is (worker processes open it again)."""
-
-
-class SearchProjection(SearchStore, EventLog, ProjectionStore, LeasesAndMeta, StoreHandle, Protocol):
-    """What the search index needs: the events it indexes, its rows and cursor, the version marker."""
-
-
-class Store(
-    StoreHandle,
-    EventLog,
-    ExchangeLog,
-    IdempotencyStore,
-    ProjectionStore,
-    TaskIndexStore,
-    SearchStore,
-    FindingsStore,
-    LeasesAndMeta,
-    Following,
-    Protocol,
-):
+class Store(RecordingStore, IdempotencyStore, LeasesAndMeta, Projections, SearchStore, FindingsStore, Protocol):
     """Every capability: what :func:`a2a_tape.store.open_store` returns."""
 
     def __enter__(self) -> Store: ...

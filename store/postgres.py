@@ -12,34 +12,28 @@ for free:
 - **one recoverer per task.** Row leases with expiry (:meth:`lease_acquire`), shared by every
   process on the log; a lease whose holder died expires and is taken over.
 
-Needs the ``postgres`` extra (psycopg 3 with its pool).
+The queries both backends run alike are written once (:mod:`a2a_tape.store.shared_sql`,
+:mod:`a2a_tape.store.indexes`); PostgreSQL's own projection SQL (full-text search) is
+:mod:`a2a_tape.store.postgres_indexes`. Needs the ``postgres`` extra (psycopg 3 with its pool).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_from_row, exchange_values
+from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_values
 from .driver_errors import guard_public
 from .errors import ConnectionLost, SchemaTooNew, StoreError, WouldWait
-from .indexes import (
-    DOCTOR_CURSOR,
-    SEARCH_CURSOR,
-    FindingsRow,
-    SearchRow,
-    TaskIndexRow,
-    task_filter,
-    ts_prefix_query,
-)
 from .interface import Durability, FoldRow
 from .locations import safe_location
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
-from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from .postgres_indexes import TSV, PostgresIndexes
+from .records import Exchange, NewEvent, StoredEvent, TaskEvents
+from .shared_sql import Cursor
 from .write_lock import NoWait
 
 try:  # optional dependency
@@ -78,10 +72,6 @@ _SCHEMA = [
     "CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
 ]
 
-_TSV = "to_tsvector('simple', left(body, 100000))"
-"""The search index's tsvector (the same expression in the GIN index and in every query; a
-tsvector holds at most 1 MB, so very long fields are indexed by their first 100,000 characters)."""
-
 _SCHEMA_V2 = [
     # index projections (issue 14): the task list, the search index, doctor's findings
     """CREATE TABLE task_index (projection TEXT NOT NULL, key TEXT NOT NULL, last_position BIGINT NOT NULL,
@@ -89,7 +79,7 @@ _SCHEMA_V2 = [
     "CREATE INDEX task_index_newest ON task_index(projection, last_position)",
     """CREATE TABLE search_index (position BIGINT NOT NULL, field INTEGER NOT NULL, task_id TEXT, seq BIGINT NOT NULL,
         kind TEXT NOT NULL, place TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (position, field))""",
-    f"CREATE INDEX search_index_body ON search_index USING GIN ({_TSV})",
+    f"CREATE INDEX search_index_body ON search_index USING GIN ({TSV})",
     """CREATE TABLE doctor_findings (task_id TEXT PRIMARY KEY, first_position BIGINT NOT NULL, settled INTEGER NOT NULL,
         errors INTEGER NOT NULL, warnings INTEGER NOT NULL, findings BYTEA NOT NULL)""",
     "CREATE INDEX doctor_findings_order ON doctor_findings(first_position, task_id)",
@@ -98,7 +88,7 @@ _SCHEMA_V2 = [
 
 
 @guard_public
-class PostgresStore:
+class PostgresStore(PostgresIndexes):
     """The event log in a PostgreSQL database. See :mod:`a2a_tape.store.interface` for the API contract.
 
     ``busy_timeout``: when given, a statement waits that many seconds for a lock another session
@@ -109,6 +99,8 @@ class PostgresStore:
     """
 
     backend = "postgres"
+    mark = "%s"
+    bytewise = ' COLLATE "C"'
 
     def __init__(
         self,
@@ -205,10 +197,18 @@ class PostgresStore:
         round trips themselves still take the time they take."""
         return self._nowait.block()
 
-    def _read(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         with self._txn() as cur:
-            cur.execute(sql, args)
+            cur.execute(sql, params)
             return cur.fetchall()
+
+    def _write(self) -> AbstractContextManager[psycopg.Cursor[Any]]:
+        """A write transaction: :meth:`_txn` (a PostgreSQL transaction reads and writes alike)."""
+        return self._txn()
+
+    def _serialise(self, cur: Cursor, key: str) -> None:
+        """Concurrent transactions on ``key`` take turns: a transaction-scoped advisory lock."""
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
     def _check_schema(self) -> None:
         """A read-only open: the schema must be there already, at a version we read."""
@@ -386,158 +386,7 @@ class PostgresStore:
         exchange.id = new_id
         return new_id
 
-    def update_exchange(self, exchange_id: int, **fields: object) -> None:
-        unknown = set(fields) - set(EXCHANGE_FIELDS)
-        if unknown:
-            raise StoreError(f"unknown exchange fields: {sorted(unknown)}")
-        if not fields:
-            return
-        # the keys are checked against EXCHANGE_FIELDS above; msgspec does not check values at init
-        ex = Exchange(**{k: v for k, v in fields.items()})  # type: ignore[arg-type]  # keys checked; values as given
-        values = dict(zip(EXCHANGE_FIELDS, exchange_values(ex)))
-        with self._txn() as cur:
-            cur.execute(
-                f"UPDATE exchanges SET {', '.join(f'{k} = %s' for k in fields)} WHERE id = %s",
-                [*(values[k] for k in fields), exchange_id],
-            )
-
-    def get_exchange(self, exchange_id: int) -> Exchange | None:
-        rows = self._read(f"SELECT id, {', '.join(EXCHANGE_FIELDS)} FROM exchanges WHERE id = %s", (exchange_id,))
-        return exchange_from_row(rows[0]) if rows else None
-
-    def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]:
-        sql = f"SELECT id, {', '.join(EXCHANGE_FIELDS)} FROM exchanges WHERE id > %s"
-        args: list[object] = [after_id]
-        if task_id is not None:
-            sql += " AND (task_id = %s OR id IN (SELECT DISTINCT exchange_id FROM events WHERE task_id = %s))"
-            args += [task_id, task_id]
-        return [exchange_from_row(r) for r in self._read(sql + " ORDER BY id", args)]
-
-    # -- idempotency -------------------------------------------------------------------------
-
-    _IDEM = "key, request_hash, exchange_id, task_id, state, created_at, expires_at"
-
-    def idem_get(self, key: str, *, now: float | None = None) -> IdempotencyRecord | None:
-        now = time.time() if now is None else now
-        rows = self._read(
-            f"SELECT {self._IDEM} FROM idempotency WHERE key = %s AND (expires_at IS NULL OR expires_at > %s)",
-            (key, now),
-        )
-        return IdempotencyRecord(*rows[0]) if rows else None
-
-    def idem_claim(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
-        now = record.created_at or time.time()
-        with self._txn() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("idem:" + record.key,))
-            cur.execute(f"SELECT {self._IDEM} FROM idempotency WHERE key = %s", (record.key,))
-            row = cur.fetchone()
-            if row is not None:
-                held = IdempotencyRecord(*row)
-                if held.expires_at is None or held.expires_at > now:
-                    return held, False
-            cur.execute(
-                f"INSERT INTO idempotency ({self._IDEM}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, exchange_id = EXCLUDED.exchange_id, "
-                "task_id = EXCLUDED.task_id, state = EXCLUDED.state, created_at = EXCLUDED.created_at, "
-                "expires_at = EXCLUDED.expires_at",
-                (
-                    record.key,
-                    record.request_hash,
-                    record.exchange_id,
-                    record.task_id,
-                    record.state,
-                    now,
-                    record.expires_at,
-                ),
-            )
-        return record, True
-
-    def idem_update(
-        self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None
-    ) -> None:
-        sets, args = [], []
-        for col, val in (("task_id", task_id), ("state", state), ("exchange_id", exchange_id)):
-            if val is not None:
-                sets.append(f"{col} = %s")
-                args.append(val)
-        if sets:
-            with self._txn() as cur:
-                cur.execute(f"UPDATE idempotency SET {', '.join(sets)} WHERE key = %s", [*args, key])
-
-    def idem_release(self, key: str) -> None:
-        """Forget a key (its request never reached the agent, so a retry may run it)."""
-        with self._txn() as cur:
-            cur.execute("DELETE FROM idempotency WHERE key = %s", (key,))
-
-    def idem_all(self) -> list[IdempotencyRecord]:
-        return [IdempotencyRecord(*r) for r in self._read(f"SELECT {self._IDEM} FROM idempotency ORDER BY created_at")]
-
-    def idem_expire(self, now: float | None = None) -> int:
-        now = time.time() if now is None else now
-        with self._txn() as cur:
-            cur.execute("DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= %s", (now,))
-            return int(cur.rowcount)
-
-    # -- projections -------------------------------------------------------------------------
-
-    def projection_cursor(self, name: str) -> int:
-        rows = self._read("SELECT position FROM projection_cursors WHERE name = %s", (name,))
-        return rows[0][0] if rows else 0
-
-    def projection_load(self, name: str, keys: Iterable[str]) -> dict[str, bytes]:
-        keys = list(keys)
-        if not keys:
-            return {}
-        rows = self._read(
-            "SELECT key, value FROM projection_rows WHERE projection = %s AND key = ANY(%s)", (name, keys)
-        )
-        return {k: bytes(v) for k, v in rows}
-
-    def projection_rows(self, name: str, *, batch: int = 500) -> Iterator[tuple[str, bytes]]:
-        """Every row of a projection in key order, ``batch`` rows per query (keyset paging):
-        memory stays flat however many tasks there are."""
-        rows = self._read(
-            "SELECT key, value FROM projection_rows WHERE projection = %s ORDER BY key LIMIT %s", (name, batch)
-        )
-        while True:
-            for k, v in rows:
-                yield k, bytes(v)
-            if len(rows) < batch:
-                return
-            rows = self._read(
-                "SELECT key, value FROM projection_rows WHERE projection = %s AND key > %s ORDER BY key LIMIT %s",
-                (name, rows[-1][0], batch),
-            )
-
-    def projection_commit(
-        self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None
-    ) -> bool:
-        with self._txn() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("proj:" + name,))
-            if expect is not None:
-                cur.execute("SELECT position FROM projection_cursors WHERE name = %s", (name,))
-                row = cur.fetchone()
-                if (row[0] if row else 0) != expect:
-                    return False
-            if upserts:
-                cur.executemany(
-                    "INSERT INTO projection_rows (projection, key, value) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (projection, key) DO UPDATE SET value = EXCLUDED.value",
-                    [(name, k, v) for k, v in upserts.items()],
-                )
-            cur.execute(
-                "INSERT INTO projection_cursors (name, position) VALUES (%s, %s) "
-                "ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position",
-                (name, position),
-            )
-        return True
-
-    def projection_reset(self, name: str) -> None:
-        with self._txn() as cur:
-            cur.execute("DELETE FROM projection_rows WHERE projection = %s", (name,))
-            cur.execute("DELETE FROM projection_cursors WHERE name = %s", (name,))
-
-    # -- leases ------------------------------------------------------------------------------
+    # -- leases (the rest of leases, meta, idempotency and the exchanges' readers: SharedSql) -----
 
     def lease_acquire(
         self, name: str, owner: str, ttl: float, *, now: float | None = None, take_over: str | None = None
@@ -555,202 +404,8 @@ class PostgresStore:
             )
             return cur.fetchone() is not None
 
-    def lease_holder(self, name: str, *, now: float | None = None) -> str | None:
-        """Who holds ``name`` now (None when free or expired)."""
-        now = time.time() if now is None else now
-        rows = self._read("SELECT owner FROM leases WHERE name = %s AND expires_at > %s", (name, now))
-        return rows[0][0] if rows else None
-
-    def lease_release(self, name: str, owner: str) -> None:
-        with self._txn() as cur:
-            cur.execute("DELETE FROM leases WHERE name = %s AND owner = %s", (name, owner))
-
-    # -- meta --------------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
-        rows = self._read("SELECT value FROM meta WHERE key = %s", (key,))
-        return rows[0][0] if rows else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self._txn() as cur:
-            cur.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                (key, value),
-            )
-
     def integrity_check(self) -> str:
         return "ok"
-
-    # -- index projections (issue 14): task list, search, doctor's findings ----------------------
-    # Kept apart from the methods above on purpose (see store/indexes.py for the row shapes).
-
-    def task_index_upsert(self, name: str, rows: Sequence[TaskIndexRow]) -> None:
-        if not rows:
-            return
-        with self._txn() as cur:
-            cur.executemany(
-                "INSERT INTO task_index (projection, key, last_position, last_at, state, context_id) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (projection, key) DO UPDATE SET "
-                "last_position = EXCLUDED.last_position, last_at = EXCLUDED.last_at, state = EXCLUDED.state, "
-                "context_id = EXCLUDED.context_id",
-                [(name, *r) for r in rows],
-            )
-
-    def exchanges_without_task(self) -> list[Exchange]:
-        """The exchanges that name no task (an index probe: not a read of every exchange)."""
-        sql = f"SELECT id, {', '.join(EXCHANGE_FIELDS)} FROM exchanges WHERE task_id IS NULL ORDER BY id"
-        return [exchange_from_row(r) for r in self._read(sql)]
-
-    def task_index_reset(self, name: str) -> None:
-        with self._txn() as cur:
-            cur.execute("DELETE FROM task_index WHERE projection = %s", (name,))
-
-    def task_index_page(
-        self,
-        name: str,
-        *,
-        limit: int,
-        before: int | None = None,
-        states: Iterable[str] | None = None,
-        context: str | None = None,
-        since: float | None = None,
-    ) -> list[tuple[str, int]]:
-        cond, params = task_filter("%s", states, context, since)
-        if before is not None:
-            cond += " AND last_position < %s"
-            params.append(before)
-        return self._read(
-            f"SELECT key, last_position FROM task_index WHERE projection = %s{cond} ORDER BY last_position DESC LIMIT %s",
-            [name, *params, limit],
-        )
-
-    def task_index_count(
-        self,
-        name: str,
-        *,
-        states: Iterable[str] | None = None,
-        context: str | None = None,
-        since: float | None = None,
-    ) -> int:
-        cond, params = task_filter("%s", states, context, since)
-        return int(self._read(f"SELECT COUNT(*) FROM task_index WHERE projection = %s{cond}", [name, *params])[0][0])
-
-    def _guarded(self, cur: Any, name: str, expect: int | None) -> bool:
-        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("proj:" + name,))
-        if expect is None:
-            return True
-        cur.execute("SELECT position FROM projection_cursors WHERE name = %s", (name,))
-        row = cur.fetchone()
-        return (row[0] if row else 0) == expect
-
-    def _move_cursor(self, cur: Any, name: str, position: int) -> None:
-        cur.execute(
-            "INSERT INTO projection_cursors (name, position) VALUES (%s, %s) "
-            "ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position",
-            (name, position),
-        )
-
-    def search_commit(self, position: int, rows: Sequence[SearchRow], *, expect: int | None = None) -> bool:
-        with self._txn() as cur:
-            if not self._guarded(cur, SEARCH_CURSOR, expect):
-                return False
-            if rows:
-                cur.executemany(
-                    "INSERT INTO search_index (position, field, task_id, seq, kind, place, body) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (position, field) DO UPDATE SET "
-                    "task_id = EXCLUDED.task_id, seq = EXCLUDED.seq, kind = EXCLUDED.kind, place = EXCLUDED.place, "
-                    "body = EXCLUDED.body",
-                    [(p, f, t, seq, k, w, body.replace("\x00", "\ufffd")) for p, f, t, seq, k, w, body in rows],
-                )
-            self._move_cursor(cur, SEARCH_CURSOR, position)
-        return True
-
-    def search_reset(self) -> None:
-        with self._txn() as cur:
-            cur.execute("DELETE FROM search_index")
-            cur.execute("DELETE FROM projection_cursors WHERE name = %s", (SEARCH_CURSOR,))
-
-    def search_can_answer(self, text: str) -> bool:
-        """Full-text search finds words and word prefixes: ``text`` needs a word in it."""
-        return bool(re.search(r"\w", text))
-
-    def search_match(self, text: str | None, *, task_id: str | None = None, batch: int = 1000) -> Iterator[SearchRow]:
-        """The search rows that may contain ``text``, in log order (``None``: every row). PostgreSQL's
-        full-text search answers by words: the rows holding every word of ``text`` as a word or a
-        word prefix, or the words of ``text`` as PostgreSQL's parser splits them (a superset the
-        caller narrows; a text inside a longer word is not found, unlike SQLite's trigrams)."""
-        cond, params = "", []
-        if text is not None:
-            words = re.findall(r"\w+", text)
-            cond += f" AND ({_TSV} @@ (plainto_tsquery('simple', %s) || to_tsquery('simple', %s)))"
-            params += [text, ts_prefix_query(words) if words else "''"]
-        if task_id is not None:
-            cond += " AND task_id = %s"
-            params.append(task_id)
-        sql = (
-            "SELECT position, field, task_id, seq, kind, place, body FROM search_index "
-            f"WHERE (position, field) > (%s, %s){cond} ORDER BY position, field LIMIT %s"
-        )
-        after: tuple[int, int] = (0, -1)
-        while True:
-            rows = self._read(sql, [*after, *params, batch])
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = (rows[-1][0], rows[-1][1])
-
-    def tasks_touched(self, after: int, upto: int) -> list[str]:
-        rows = self._read(
-            "SELECT DISTINCT task_id FROM events WHERE position > %s AND position <= %s AND task_id IS NOT NULL",
-            (after, upto),
-        )
-        return [r[0] for r in rows]
-
-    def findings_commit(self, position: int | None, rows: Sequence[FindingsRow], *, expect: int | None = None) -> bool:
-        with self._txn() as cur:
-            if not self._guarded(cur, DOCTOR_CURSOR, expect):
-                return False
-            if rows:
-                cur.executemany(
-                    "INSERT INTO doctor_findings (task_id, first_position, settled, errors, warnings, findings) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (task_id) DO UPDATE SET "
-                    "first_position = EXCLUDED.first_position, settled = EXCLUDED.settled, errors = EXCLUDED.errors, "
-                    "warnings = EXCLUDED.warnings, findings = EXCLUDED.findings",
-                    rows,
-                )
-            if position is not None:
-                self._move_cursor(cur, DOCTOR_CURSOR, position)
-        return True
-
-    def findings_reset(self) -> None:
-        with self._txn() as cur:
-            cur.execute("DELETE FROM doctor_findings")
-            cur.execute("DELETE FROM projection_cursors WHERE name = %s", (DOCTOR_CURSOR,))
-
-    def findings_unsettled(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT task_id FROM doctor_findings WHERE settled = 0")]
-
-    def findings_totals(self) -> tuple[int, int, int]:
-        n, e, w = self._read(
-            "SELECT COUNT(*), COALESCE(SUM(errors), 0), COALESCE(SUM(warnings), 0) FROM doctor_findings"
-        )[0]
-        return int(n), int(e), int(w)
-
-    def findings_rows(self, *, faulty_only: bool = True, batch: int = 500) -> Iterator[FindingsRow]:
-        cond = " AND errors + warnings > 0" if faulty_only else ""
-        sql = (
-            "SELECT task_id, first_position, settled, errors, warnings, findings FROM doctor_findings "
-            f'WHERE (first_position, task_id COLLATE "C") > (%s, %s){cond} '
-            'ORDER BY first_position, task_id COLLATE "C" LIMIT %s'
-        )
-        after: tuple[int, str] = (-1, "")
-        while True:
-            rows = self._read(sql, (*after, batch))
-            for r in rows:
-                yield (r[0], r[1], r[2], r[3], r[4], bytes(r[5]))
-            if len(rows) < batch:
-                return
-            after = (rows[-1][1], rows[-1][0])
 
 
 def _max_seqs(cur: psycopg.Cursor[Any], keys: list[Key]) -> dict[Key, int]:

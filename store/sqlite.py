@@ -4,6 +4,10 @@ Hot paths (append, read from a position) use the raw ``sqlite3`` connection with
 statements and batches; sqlite-utils serves the schema and inspection. One connection per
 store object, guarded by a lock so a worker thread (the group-commit writer) and the event
 loop can share it.
+
+This module holds what only SQLite does with the log (appends, readers, leases, following); the
+queries both backends run alike are written once (:mod:`a2a_tape.store.shared_sql`,
+:mod:`a2a_tape.store.indexes`), SQLite's own projection SQL is :mod:`a2a_tape.store.sqlite_indexes`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -21,26 +25,15 @@ from typing import Any
 
 import msgspec
 
-from .append_plan import EXCHANGE_FIELDS as _EXCHANGE_FIELDS
-from .append_plan import ROW_WIDTH, BatchPlan, Key, Run
-from .append_plan import exchange_from_row as _row_exchange
-from .append_plan import to_column as _to_column
+from .append_plan import EXCHANGE_FIELDS, ROW_WIDTH, BatchPlan, Key, Run, exchange_values
 from .driver_errors import guard_public, on_readonly_media, translate
 from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
-from .indexes import (
-    DOCTOR_CURSOR,
-    FIELDS_PER_EVENT,
-    SEARCH_CURSOR,
-    FindingsRow,
-    SearchRow,
-    TaskIndexRow,
-    fts_phrase,
-    task_filter,
-)
 from .interface import Durability, FoldRow
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
-from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from .records import Exchange, NewEvent, StoredEvent, TaskEvents
 from .schema import SCHEMA_VERSION, migrate
+from .shared_sql import Cursor
+from .sqlite_indexes import SqliteIndexes
 from .write_lock import NoWait, begin_immediate
 
 DEFAULT_BUSY_TIMEOUT = 30.0
@@ -96,7 +89,7 @@ def _row_event(row: tuple[Any, ...]) -> StoredEvent:
 
 
 @guard_public
-class SqliteStore:
+class SqliteStore(SqliteIndexes):
     """The event log in one SQLite file. See :mod:`a2a_tape.store.interface` for the API contract.
 
     ``busy_timeout``: seconds a write waits for another process's write transaction, then
@@ -106,6 +99,8 @@ class SqliteStore:
     """
 
     backend = "sqlite"
+    mark = "?"
+    bytewise = ""
 
     def __init__(
         self,
@@ -293,13 +288,16 @@ class SqliteStore:
     def read_from(self, position: int = 0, *, limit: int | None = None, batch: int = 5000) -> Iterator[StoredEvent]:
         """Events with a position greater than ``position``, in log order, read in batches."""
         sql = f"SELECT {_EVENT_COLS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
-        for rows in pages(lambda after, n: self._fetch(sql, (after, n)), position, batch, limit):
+        for rows in pages(lambda after, n: self._read(sql, (after, n)), position, batch, limit):
             for row in rows:
                 yield StoredEvent(*row)
 
-    def _fetch(self, sql: str, params: tuple[object, ...]) -> list[Any]:
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
+
+    def _serialise(self, cur: Cursor, key: str) -> None:
+        """Nothing to do: a write transaction (``BEGIN IMMEDIATE``) holds the database's one write lock."""
 
     def read_fold_rows(
         self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
@@ -316,7 +314,7 @@ class SqliteStore:
         cond, extra = fold_rows_filter(upto, tasks, "?")
         sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > ?{cond}"
         sql += " ORDER BY position LIMIT ?"
-        return pages(lambda after, n: self._fetch(sql, (after, *extra, n)), position, batch)
+        return pages(lambda after, n: self._read(sql, (after, *extra, n)), position, batch)
 
     def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]:
         """The tasks of the log (up to ``upto``) in at most ``parts`` ranges of about as many
@@ -359,7 +357,7 @@ class SqliteStore:
     def iter_exchange(self, exchange_id: int, *, batch: int = 5000) -> Iterator[StoredEvent]:
         """``read_exchange`` in batches: a long exchange is served while the rest is still read."""
         sql = f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = ? AND position > ? ORDER BY position LIMIT ?"
-        for rows in pages(lambda after, n: self._fetch(sql, (exchange_id, after, n)), 0, batch):
+        for rows in pages(lambda after, n: self._read(sql, (exchange_id, after, n)), 0, batch):
             for row in rows:
                 yield StoredEvent(*row)
 
@@ -397,10 +395,10 @@ class SqliteStore:
     # -- exchanges ---------------------------------------------------------------------------
 
     def begin_exchange(self, exchange: Exchange) -> int:
-        values = [_to_column(f, getattr(exchange, f)) for f in _EXCHANGE_FIELDS]
+        values = exchange_values(exchange)
         with self._write() as cur:
             cur.execute(
-                f"INSERT INTO exchanges ({', '.join(_EXCHANGE_FIELDS)}) VALUES ({', '.join('?' * len(values))})",
+                f"INSERT INTO exchanges ({', '.join(EXCHANGE_FIELDS)}) VALUES ({', '.join('?' * len(values))})",
                 values,
             )
             new_id = cur.lastrowid
@@ -408,179 +406,7 @@ class SqliteStore:
         exchange.id = new_id
         return new_id
 
-    def update_exchange(self, exchange_id: int, **fields: object) -> None:
-        unknown = set(fields) - set(_EXCHANGE_FIELDS)
-        if unknown:
-            raise StoreError(f"unknown exchange fields: {sorted(unknown)}")
-        if not fields:
-            return
-        with self._write() as cur:
-            cur.execute(
-                f"UPDATE exchanges SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
-                [*(_to_column(k, v) for k, v in fields.items()), exchange_id],
-            )
-
-    def get_exchange(self, exchange_id: int) -> Exchange | None:
-        with self._lock:
-            row = self._conn.execute(
-                f"SELECT id, {', '.join(_EXCHANGE_FIELDS)} FROM exchanges WHERE id = ?", (exchange_id,)
-            ).fetchone()
-        return _row_exchange(row) if row else None
-
-    def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]:
-        sql = f"SELECT id, {', '.join(_EXCHANGE_FIELDS)} FROM exchanges WHERE id > ?"
-        args: list[object] = [after_id]
-        if task_id is not None:
-            sql += " AND (task_id = ? OR id IN (SELECT DISTINCT exchange_id FROM events WHERE task_id = ?))"
-            args += [task_id, task_id]
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY id", args).fetchall()
-        return [_row_exchange(r) for r in rows]
-
-    # -- idempotency -------------------------------------------------------------------------
-
-    def idem_get(self, key: str, *, now: float | None = None) -> IdempotencyRecord | None:
-        now = time.time() if now is None else now
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT key, request_hash, exchange_id, task_id, state, created_at, expires_at "
-                "FROM idempotency WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)",
-                (key, now),
-            ).fetchone()
-        return IdempotencyRecord(*row) if row else None
-
-    def idem_claim(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
-        """Register ``record`` unless a live record holds its key; return (record held, claimed?)."""
-        now = record.created_at or time.time()
-        with self._write() as cur:
-            row = cur.execute(
-                "SELECT key, request_hash, exchange_id, task_id, state, created_at, expires_at "
-                "FROM idempotency WHERE key = ?",
-                (record.key,),
-            ).fetchone()
-            if row is not None:
-                held = IdempotencyRecord(*row)
-                if held.expires_at is None or held.expires_at > now:
-                    return held, False
-            cur.execute(
-                "INSERT OR REPLACE INTO idempotency (key, request_hash, exchange_id, task_id, state, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.key,
-                    record.request_hash,
-                    record.exchange_id,
-                    record.task_id,
-                    record.state,
-                    now,
-                    record.expires_at,
-                ),
-            )
-        return record, True
-
-    def idem_update(
-        self, key: str, *, task_id: str | None = None, state: str | None = None, exchange_id: int | None = None
-    ) -> None:
-        sets, args = [], []
-        for col, val in (("task_id", task_id), ("state", state), ("exchange_id", exchange_id)):
-            if val is not None:
-                sets.append(f"{col} = ?")
-                args.append(val)
-        if not sets:
-            return
-        with self._write() as cur:
-            cur.execute(f"UPDATE idempotency SET {', '.join(sets)} WHERE key = ?", [*args, key])
-
-    def idem_release(self, key: str) -> None:
-        """Forget a key (its request never reached the agent, so a retry may run it)."""
-        with self._write() as cur:
-            cur.execute("DELETE FROM idempotency WHERE key = ?", (key,))
-
-    def idem_all(self) -> list[IdempotencyRecord]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT key, request_hash, exchange_id, task_id, state, created_at, expires_at FROM idempotency ORDER BY created_at"
-            ).fetchall()
-        return [IdempotencyRecord(*r) for r in rows]
-
-    def idem_expire(self, now: float | None = None) -> int:
-        now = time.time() if now is None else now
-        with self._write() as cur:
-            return cur.execute(
-                "DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
-            ).rowcount
-
-    # -- projections -------------------------------------------------------------------------
-
-    def projection_cursor(self, name: str) -> int:
-        with self._lock:
-            row = self._conn.execute("SELECT position FROM projection_cursors WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else 0
-
-    def projection_load(self, name: str, keys: Iterable[str]) -> dict[str, bytes]:
-        keys = list(keys)
-        out: dict[str, bytes] = {}
-        with self._lock:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                rows = self._conn.execute(
-                    f"SELECT key, value FROM projection_rows WHERE projection = ? AND key IN ({', '.join('?' * len(chunk))})",
-                    [name, *chunk],
-                ).fetchall()
-                out.update(rows)
-        return out
-
-    def projection_rows(self, name: str, *, batch: int = 500) -> Iterator[tuple[str, bytes]]:
-        """Every row of a projection in key order, read ``batch`` rows at a time (keyset paging,
-        the lock held per batch only): memory stays flat however many tasks there are."""
-        after: str | None = None
-        while True:
-            with self._lock:
-                if after is None:
-                    rows = self._conn.execute(
-                        "SELECT key, value FROM projection_rows WHERE projection = ? ORDER BY key LIMIT ?",
-                        (name, batch),
-                    ).fetchall()
-                else:
-                    rows = self._conn.execute(
-                        "SELECT key, value FROM projection_rows WHERE projection = ? AND key > ? ORDER BY key LIMIT ?",
-                        (name, after, batch),
-                    ).fetchall()
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
-
-    def projection_commit(
-        self, name: str, position: int, upserts: dict[str, bytes], *, expect: int | None = None
-    ) -> bool:
-        """Write a projection's rows and its cursor in one transaction (exactly once).
-
-        With ``expect``, commit only if the cursor is still there (another process did not
-        move it meanwhile); returns whether it committed.
-        """
-        with self._write() as cur:
-            if expect is not None:
-                row = cur.execute("SELECT position FROM projection_cursors WHERE name = ?", (name,)).fetchone()
-                if (row[0] if row else 0) != expect:
-                    return False
-            cur.executemany(
-                "INSERT INTO projection_rows (projection, key, value) VALUES (?, ?, ?)"
-                " ON CONFLICT (projection, key) DO UPDATE SET value = excluded.value",
-                [(name, k, v) for k, v in upserts.items()],
-            )
-            cur.execute("INSERT OR REPLACE INTO projection_cursors (name, position) VALUES (?, ?)", (name, position))
-        return True
-
-    def projection_reset(self, name: str) -> None:
-        with self._write() as cur:
-            others = cur.execute("SELECT 1 FROM projection_rows WHERE projection != ? LIMIT 1", (name,)).fetchone()
-            if others is None:  # the only projection: a DELETE without WHERE frees whole pages at once
-                cur.execute("DELETE FROM projection_rows")
-            else:
-                cur.execute("DELETE FROM projection_rows WHERE projection = ?", (name,))
-            cur.execute("DELETE FROM projection_cursors WHERE name = ?", (name,))
-
-    # -- leases ------------------------------------------------------------------------------
+    # -- leases (the rest of leases, meta, idempotency and the exchanges' readers: SharedSql) -----
 
     def lease_acquire(
         self, name: str, owner: str, ttl: float, *, now: float | None = None, take_over: str | None = None
@@ -596,19 +422,6 @@ class SqliteStore:
                 "INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)", (name, owner, now + ttl)
             )
         return True
-
-    def lease_holder(self, name: str, *, now: float | None = None) -> str | None:
-        """Who holds ``name`` now (None when free or expired)."""
-        now = time.time() if now is None else now
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT owner FROM leases WHERE name = ? AND expires_at > ?", (name, now)
-            ).fetchone()
-        return row[0] if row else None
-
-    def lease_release(self, name: str, owner: str) -> None:
-        with self._write() as cur:
-            cur.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         """Block until an event past ``after`` is in the log, or ``timeout``.
@@ -633,195 +446,9 @@ class SqliteStore:
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.1)
 
-    # -- meta --------------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self._write() as cur:
-            cur.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
-
     def integrity_check(self) -> str:
         with self._lock:
             return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
-
-    # -- index projections (issue 14): task list, search, doctor's findings ----------------------
-    # Kept apart from the methods above on purpose (see store/indexes.py for the row shapes).
-
-    def task_index_upsert(self, name: str, rows: Sequence[TaskIndexRow]) -> None:
-        """Write task index rows (join the caller's transaction: the projection's commit)."""
-        if not rows:
-            return
-        with self._write() as cur:
-            cur.executemany(
-                "INSERT INTO task_index (projection, key, last_position, last_at, state, context_id) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (projection, key) DO UPDATE SET "
-                "last_position = excluded.last_position, last_at = excluded.last_at, state = excluded.state, "
-                "context_id = excluded.context_id",
-                [(name, *r) for r in rows],
-            )
-
-    def exchanges_without_task(self) -> list[Exchange]:
-        """The exchanges that name no task (an index probe: not a read of every exchange)."""
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT id, {', '.join(_EXCHANGE_FIELDS)} FROM exchanges WHERE task_id IS NULL ORDER BY id"
-            ).fetchall()
-        return [_row_exchange(r) for r in rows]
-
-    def task_index_reset(self, name: str) -> None:
-        with self._write() as cur:
-            cur.execute("DELETE FROM task_index WHERE projection = ?", (name,))
-
-    def task_index_page(
-        self,
-        name: str,
-        *,
-        limit: int,
-        before: int | None = None,
-        states: Iterable[str] | None = None,
-        context: str | None = None,
-        since: float | None = None,
-    ) -> list[tuple[str, int]]:
-        """Up to ``limit`` ``(key, last_position)``, newest last event first, older than ``before``."""
-        cond, params = task_filter("?", states, context, since)
-        if before is not None:
-            cond += " AND last_position < ?"
-            params.append(before)
-        with self._lock:
-            return self._conn.execute(
-                f"SELECT key, last_position FROM task_index WHERE projection = ?{cond} "
-                "ORDER BY last_position DESC LIMIT ?",
-                [name, *params, limit],
-            ).fetchall()
-
-    def task_index_count(
-        self,
-        name: str,
-        *,
-        states: Iterable[str] | None = None,
-        context: str | None = None,
-        since: float | None = None,
-    ) -> int:
-        cond, params = task_filter("?", states, context, since)
-        with self._lock:
-            row = self._conn.execute(f"SELECT COUNT(*) FROM task_index WHERE projection = ?{cond}", [name, *params])
-            return int(row.fetchone()[0])
-
-    def search_commit(self, position: int, rows: Sequence[SearchRow], *, expect: int | None = None) -> bool:
-        """Add search rows and move the search cursor, in one transaction (``expect``: as in
-        :meth:`projection_commit`)."""
-        with self._write() as cur:
-            if expect is not None:
-                row = cur.execute("SELECT position FROM projection_cursors WHERE name = ?", (SEARCH_CURSOR,)).fetchone()
-                if (row[0] if row else 0) != expect:
-                    return False
-            cur.executemany(
-                "INSERT OR REPLACE INTO search_index (rowid, body, position, field, task_id, seq, kind, place) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(p * FIELDS_PER_EVENT + f, body, p, f, t, seq, k, w) for p, f, t, seq, k, w, body in rows],
-            )
-            cur.execute(
-                "INSERT OR REPLACE INTO projection_cursors (name, position) VALUES (?, ?)", (SEARCH_CURSOR, position)
-            )
-        return True
-
-    def search_reset(self) -> None:
-        with self._write() as cur:
-            cur.execute("DELETE FROM search_index")
-            cur.execute("DELETE FROM projection_cursors WHERE name = ?", (SEARCH_CURSOR,))
-
-    def search_match(self, text: str | None, *, task_id: str | None = None, batch: int = 1000) -> Iterator[SearchRow]:
-        """The search rows whose body contains ``text`` (case-insensitively, 3+ characters: a
-        superset the caller narrows), in log order; ``text=None``: every row (a dump)."""
-        cond, params = "", []
-        if text is not None:
-            cond += " AND search_index MATCH ?"
-            params.append(fts_phrase(text))
-        if task_id is not None:
-            cond += " AND task_id = ?"
-            params.append(task_id)
-        sql = (
-            "SELECT rowid, position, field, task_id, seq, kind, place, body FROM search_index "
-            f"WHERE rowid > ?{cond} ORDER BY rowid LIMIT ?"
-        )
-        after = 0
-        while True:
-            with self._lock:
-                rows = self._conn.execute(sql, [after, *params, batch]).fetchall()
-            for r in rows:
-                yield r[1:]
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
-
-    def search_can_answer(self, text: str) -> bool:
-        """Whether :meth:`search_match` finds every row containing ``text`` (trigrams: 3+ characters)."""
-        return len(text) >= 3
-
-    def tasks_touched(self, after: int, upto: int) -> list[str]:
-        """The task ids of the events in ``(after, upto]``."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT DISTINCT task_id FROM events WHERE position > ? AND position <= ? AND task_id IS NOT NULL",
-                (after, upto),
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def findings_commit(self, position: int | None, rows: Sequence[FindingsRow], *, expect: int | None = None) -> bool:
-        """Upsert findings rows; with ``position``, move doctor's cursor in the same transaction."""
-        with self._write() as cur:
-            if expect is not None:
-                row = cur.execute("SELECT position FROM projection_cursors WHERE name = ?", (DOCTOR_CURSOR,)).fetchone()
-                if (row[0] if row else 0) != expect:
-                    return False
-            cur.executemany(
-                "INSERT OR REPLACE INTO doctor_findings (task_id, first_position, settled, errors, warnings, findings) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            if position is not None:
-                cur.execute(
-                    "INSERT OR REPLACE INTO projection_cursors (name, position) VALUES (?, ?)",
-                    (DOCTOR_CURSOR, position),
-                )
-        return True
-
-    def findings_reset(self) -> None:
-        with self._write() as cur:
-            cur.execute("DELETE FROM doctor_findings")
-            cur.execute("DELETE FROM projection_cursors WHERE name = ?", (DOCTOR_CURSOR,))
-
-    def findings_unsettled(self) -> list[str]:
-        with self._lock:
-            return [r[0] for r in self._conn.execute("SELECT task_id FROM doctor_findings WHERE settled = 0")]
-
-    def findings_totals(self) -> tuple[int, int, int]:
-        """(tasks, errors, warnings) over every findings row."""
-        with self._lock:
-            n, e, w = self._conn.execute(
-                "SELECT COUNT(*), COALESCE(SUM(errors), 0), COALESCE(SUM(warnings), 0) FROM doctor_findings"
-            ).fetchone()
-        return n, e, w
-
-    def findings_rows(self, *, faulty_only: bool = True, batch: int = 500) -> Iterator[FindingsRow]:
-        """Findings rows in the order of the tasks' first events (keyset paging)."""
-        cond = " AND errors + warnings > 0" if faulty_only else ""
-        sql = (
-            "SELECT task_id, first_position, settled, errors, warnings, findings FROM doctor_findings "
-            f"WHERE (first_position, task_id) > (?, ?){cond} ORDER BY first_position, task_id LIMIT ?"
-        )
-        after: tuple[int, str] = (-1, "")
-        while True:
-            with self._lock:
-                rows = self._conn.execute(sql, (*after, batch)).fetchall()
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = (rows[-1][1], rows[-1][0])
 
 
 class _WriteTxn:

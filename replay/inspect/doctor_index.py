@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from a2a_tape.store import Durability, FindingsProjection, Recordings, Store
+from a2a_tape.store import Durability, FindingsStore, Recordings, Store
 from a2a_tape.store.indexes import DOCTOR_CURSOR, FindingsRow
 
 from ..catch_up import ProjectionMoved, catch_up_retrying, code_digest
@@ -65,7 +65,7 @@ class DoctorIndex:
 
     def __init__(
         self,
-        store: FindingsProjection,
+        store: FindingsStore,
         *,
         chunk: int = 250,
         workers: int | None = None,
@@ -130,7 +130,7 @@ class _Examiners:
     (``spawn``, each with its own connection to the store) the others; the parts come back in order,
     so the parent commits them in order. Without worker processes (or for a short list), this one."""
 
-    def __init__(self, store: FindingsProjection, tasks: int, workers: int, parallel_min: int) -> None:
+    def __init__(self, store: FindingsStore, tasks: int, workers: int, parallel_min: int) -> None:
         self.store = store
         self.n = workers if tasks >= parallel_min and store.backend in ("sqlite", "postgres") else 1
         self.pool: ProcessPoolExecutor | None = None

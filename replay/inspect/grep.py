@@ -20,7 +20,7 @@ from a2a_tape.store import (
     MessageItem,
     Note,
     Part,
-    SearchProjection,
+    SearchStore,
     StatusUpdate,
     StoredEvent,
     TaskSnapshot,
@@ -106,7 +106,7 @@ def is_literal(pattern: str) -> bool:
 
 
 def grep(
-    store: SearchProjection,
+    store: SearchStore,
     pattern: str,
     *,
     ignore_case: bool = False,
@@ -119,7 +119,7 @@ def grep(
 
 
 def iter_grep(
-    store: SearchProjection,
+    store: SearchStore,
     pattern: str,
     *,
     ignore_case: bool = False,

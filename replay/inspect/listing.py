@@ -8,18 +8,13 @@ of the newest tasks by last event, already filtered; only those rows are loaded 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Protocol
 
 import msgspec
 
-from a2a_tape.store import ProjectionStore, TaskIndexStore
+from a2a_tape.store import TaskIndexStore
 
 from ..fold import TaskFold
 from ..views import TaskView
-
-
-class IndexedTasks(TaskIndexStore, ProjectionStore, Protocol):
-    """A task projection's rows and its index: what a listing reads."""
 
 
 def count(
@@ -35,7 +30,7 @@ def count(
 
 
 def newest(
-    store: IndexedTasks,
+    store: TaskIndexStore,
     name: str = "tasks",
     *,
     limit: int | None = None,

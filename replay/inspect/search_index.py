@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from a2a_tape.store import SearchProjection, decode_item
+from a2a_tape.store import SearchStore, decode_item
 from a2a_tape.store.indexes import FIELDS_PER_EVENT, SEARCH_CURSOR, SearchRow
 
 from ..catch_up import ProjectionMoved, catch_up_retrying, code_digest
@@ -46,7 +46,7 @@ def event_rows(position: int, task_id: str | None, seq: int, payload: bytes) -> 
 class SearchIndex:
     """The search projection of one store."""
 
-    def __init__(self, store: SearchProjection, *, commit_every: int = 20_000) -> None:
+    def __init__(self, store: SearchStore, *, commit_every: int = 20_000) -> None:
         self.store = store
         self.commit_every = max(1, commit_every)
 

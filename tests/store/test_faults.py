@@ -8,13 +8,14 @@ PostgreSQL server stopped mid-use, and the installed ``a2a-tape`` console script
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -28,12 +29,15 @@ from a2a_tape.store import (
     DiskFull,
     Exchange,
     GroupCommitWriter,
+    IdempotencyRecord,
     NewEvent,
     ReadOnlyStore,
     SqliteStore,
     StoreError,
     WouldWait,
 )
+from a2a_tape.store.driver_errors import is_guarded
+from a2a_tape.store.postgres import PostgresStore
 from a2a_tape.store.tape import write_tape
 from a2a_tape.store.tape_reader import READER_MIN_BYTES
 from a2a_tape.store.writer import write_soon
@@ -426,6 +430,55 @@ def test_read_only_and_lock_timeout_on_every_backend(backend):
     assert [e.seq for e in waiter.read_task("t")] == [1, 2]
 
 
+# Every write of the store protocols, as a call on a store (each one writes something: no empty
+# input that returns before its transaction).
+WRITES: dict[str, Callable[[store.Store], object]] = {
+    "append": lambda st: st.append(NewEvent(payload=b"{}", task_id="x")),
+    "append_batch": lambda st: st.append_batch([NewEvent(payload=b"{}", task_id="x", seq=9)]),
+    "begin_exchange": lambda st: st.begin_exchange(Exchange(started_at=1.0)),
+    "update_exchange": lambda st: st.update_exchange(1, outcome="ok"),
+    "idem_claim": lambda st: st.idem_claim(IdempotencyRecord(key="k", request_hash="h", exchange_id=None)),
+    "idem_update": lambda st: st.idem_update("k", state="done"),
+    "idem_release": lambda st: st.idem_release("k"),
+    "idem_expire": lambda st: st.idem_expire(),
+    "set_meta": lambda st: st.set_meta("k", "v"),
+    "lease_acquire": lambda st: st.lease_acquire("l", "me", 1.0),
+    "lease_release": lambda st: st.lease_release("l", "me"),
+    "projection_commit": lambda st: st.projection_commit("p", 1, {"k": b"v"}),
+    "projection_reset": lambda st: st.projection_reset("p"),
+    "task_index_upsert": lambda st: st.task_index_upsert("p", [("k", 1, 1.0, "working", None)]),
+    "task_index_reset": lambda st: st.task_index_reset("p"),
+    "search_commit": lambda st: st.search_commit(1, [(1, 0, "x", 1, "artifact", "a", "text")]),
+    "search_reset": lambda st: st.search_reset(),
+    "findings_commit": lambda st: st.findings_commit(1, [("x", 1, 1, 0, 0, b"\x90")]),
+    "findings_reset": lambda st: st.findings_reset(),
+}
+
+
+def test_a_read_only_store_refuses_every_write_on_every_backend(backend):
+    """Each write of every protocol, on a store opened read-only, raises ReadOnlyStore (on
+    PostgreSQL the server refuses: the driver's error must leave as ours, whichever class of the
+    backend's defines the method) and writes nothing."""
+    location = backend.location()
+    backend.opened.append(store.open_store(location))  # the schema
+    reader = store.open_store(location, readonly=True)
+    backend.opened.append(reader)
+    for name, write in WRITES.items():
+        with pytest.raises(ReadOnlyStore, match="read-only"):
+            write(reader)
+        assert reader.count_events() == 0 and reader.get_meta("k") is None, name
+
+
+@pytest.mark.parametrize("cls", [SqliteStore, PostgresStore], ids=["sqlite", "postgres"])
+def test_every_public_method_of_a_backend_maps_driver_errors(cls):
+    """``guard_public`` wraps every public method a backend has, its mixins' too (a method written
+    once for both backends is a method of each)."""
+    names = {n for n in dir(cls) if not n.startswith("_") and inspect.isfunction(inspect.getattr_static(cls, n))}
+    assert set(WRITES) <= names and {"task_index_page", "search_match", "findings_rows", "get_exchange"} <= names
+    unguarded = sorted(n for n in names if not is_guarded(inspect.getattr_static(cls, n)))
+    assert unguarded == []
+
+
 @contextmanager
 def held_by_a_thread(location: str) -> Iterator[None]:
     """Another connection of this process, on a thread of its own, in a write transaction that
@@ -520,7 +573,6 @@ def test_postgres_server_stopped_mid_use_gives_connection_lost(pg_server):
 
     with postgres.postgres_server() as url:
         secret_url = url.replace("postgresql://a2a@", "postgresql://a2a:s3cret-pw@")  # trust auth: any password
-        from a2a_tape.store.postgres import PostgresStore
 
         st = PostgresStore(secret_url, pool_timeout=2.0)  # a call waits at most that long for a connection
         st.append(NewEvent(payload=payload(0), task_id="t"))
