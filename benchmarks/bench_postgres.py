@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg  # noqa: E402
+import psycopg
 
-from a2a_tape import store  # noqa: E402
-from a2a_tape.store import NewEvent  # noqa: E402
+from a2a_tape import store
+from a2a_tape.store import NewEvent
 
 PAYLOAD = (
     b'{"result": {"artifactUpdate": {"taskId": "%s", "contextId": "ctx", "artifact": '

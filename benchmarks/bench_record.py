@@ -40,13 +40,13 @@ from httpx_sse import aconnect_sse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from a2a_tape import store  # noqa: E402
-from a2a_tape.recorder.client import send_request  # noqa: E402
-from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status  # noqa: E402
-from a2a_tape.recorder.record import RecordOptions, record  # noqa: E402
-from a2a_tape.recorder.session import Session  # noqa: E402
-from a2a_tape.recorder.transport import RecordingTransport  # noqa: E402
-from benchmarks.local_server import free_port, wait_listening  # noqa: E402
+from a2a_tape import store
+from a2a_tape.recorder.client import send_request
+from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status
+from a2a_tape.recorder.record import RecordOptions, record
+from a2a_tape.recorder.session import Session
+from a2a_tape.recorder.transport import RecordingTransport
+from benchmarks.local_server import free_port, wait_listening
 
 batches: list[int] = []
 WALL_TARGET = 1.2  # record / bare wall time (issue 14 item 6)

@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import logging  # noqa: E402
+import logging
 
-from tests.oracles import tck, tck1  # noqa: E402
-from tests.oracles.cache import Unavailable, chosen  # noqa: E402
+from tests.oracles import tck, tck1
+from tests.oracles.cache import Unavailable, chosen
 
 
 def main(argv: list[str] | None = None) -> int:

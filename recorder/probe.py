@@ -59,7 +59,7 @@ def _error(item: store.Item) -> str | None:
     return None
 
 
-async def _until_ended(up: Upstream, dialect: a2a.Dialect, url: str, task_id: str, timeout: float) -> str | None:
+async def _until_ended(up: Upstream, dialect: a2a.Dialect, url: str, task_id: str, timeout: float) -> str | None:  # noqa: ASYNC109 - a deadline checked between recorded calls: none is cut off mid-exchange
     """GetTask with backoff until the task is no longer submitted/working; its state, or None."""
     deadline = time.monotonic() + timeout
     delay = 0.05
@@ -96,7 +96,7 @@ async def probe_duplicate(up: Upstream, dialect: a2a.Dialect, url: str) -> Probe
     return ProbeResult(name, True, f"the repeat was answered with the same task ({ta})")
 
 
-async def probe_dropped_stream(up: Upstream, dialect: a2a.Dialect, url: str, timeout: float) -> ProbeResult:
+async def probe_dropped_stream(up: Upstream, dialect: a2a.Dialect, url: str, timeout: float) -> ProbeResult:  # noqa: ASYNC109 - the stall bound of its recorded streams, not a cancel scope
     name = "dropped-stream"
     assert up.card is not None
     if not up.card.streaming:
@@ -121,7 +121,7 @@ async def probe_dropped_stream(up: Upstream, dialect: a2a.Dialect, url: str, tim
     return ProbeResult(name, True, f"task {task_id} reached '{state}' after the stream was dropped")
 
 
-async def probe_stall(up: Upstream, dialect: a2a.Dialect, url: str, timeout: float) -> ProbeResult:
+async def probe_stall(up: Upstream, dialect: a2a.Dialect, url: str, timeout: float) -> ProbeResult:  # noqa: ASYNC109 - as probe_dropped_stream
     name = "stall"
     assert up.card is not None
     if up.card.streaming:
@@ -148,7 +148,7 @@ async def run_probes(
     st: store.RecordingStore,
     url: str,
     *,
-    timeout: float = 20.0,
+    timeout: float = 20.0,  # noqa: ASYNC109 - each probe's bound (--timeout), given to the calls, not a cancel scope
     token: str | None = None,
     redactor: Redactor | None = None,
 ) -> ProbeReport:

@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
         _send(out, encoder, str(exc), buf)
     except BrokenPipeError:  # the importer stopped reading: it has its reason
         return 1
-    except BaseException as exc:  # one readable line for the importer, never a traceback
+    except BaseException as exc:  # noqa: BLE001 - one readable line for the importer, never a traceback
         _send(out, encoder, f"the tape reader failed: {type(exc).__name__}: {exc}", buf)
         return 1
     return 0

@@ -35,7 +35,7 @@ def _read_timeout(request: httpx.Request) -> float | None:
     return timeout.get("read")
 
 
-async def _next_chunk(agen: AsyncIterator[bytes], timeout: float | None) -> bytes | None:
+async def _next_chunk(agen: AsyncIterator[bytes], timeout: float | None) -> bytes | None:  # noqa: ASYNC109 - httpx's read timeout of one chunk, for the async and the sync stream (run on the loop thread) alike
     try:
         if timeout is None:
             return await agen.__anext__()

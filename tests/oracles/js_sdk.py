@@ -121,7 +121,7 @@ class WireCall(msgspec.Struct):
     method: str
     url: str
     status: int
-    contentType: str | None  # noqa: N815 (the client's JSON)
+    contentType: str | None  # the name in the client's JSON
     headers: dict[str, str]
     request: str | None
     body: str | None
