@@ -49,16 +49,6 @@ def task_filter(
     return sql, params
 
 
-def fts_phrase(text: str) -> str:
-    """``text`` as one FTS5 phrase (double quotes doubled): matched as a substring by trigrams."""
-    return '"' + text.replace('"', '""') + '"'
-
-
-def ts_prefix_query(words: Iterable[str]) -> str:
-    """A PostgreSQL ``tsquery`` text: every word as a quoted lexeme prefix, all required."""
-    return " & ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "':*" for w in words)
-
-
 class IndexSql(SharedSql):
     """The projection SQL both backends run alike (see :class:`a2a_tape.store.shared_sql.SharedSql`
     for what the backend gives); the search index's own SQL is each backend's."""

@@ -10,12 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from .indexes import IndexSql, SearchRow, ts_prefix_query
+from .indexes import IndexSql, SearchRow
 from .shared_sql import Cursor
 
 TSV = "to_tsvector('simple', left(body, 100000))"
 """The search index's tsvector (the same expression in the GIN index and in every query; a
 tsvector holds at most 1 MB, so very long fields are indexed by their first 100,000 characters)."""
+
+
+def ts_prefix_query(words: Iterable[str]) -> str:
+    """A PostgreSQL ``tsquery`` text: every word as a quoted lexeme prefix, all required."""
+    return " & ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "':*" for w in words)
 
 
 class PostgresIndexes(IndexSql):

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from .indexes import FIELDS_PER_EVENT, IndexSql, SearchRow, fts_phrase
+from .indexes import FIELDS_PER_EVENT, IndexSql, SearchRow
 from .shared_sql import Cursor
 
 _CHUNK = 500
 """Keys per ``IN (...)`` list: far below SQLite's limit of bound variables."""
+
+
+def fts_phrase(text: str) -> str:
+    """``text`` as one FTS5 phrase (double quotes doubled): matched as a substring by trigrams."""
+    return '"' + text.replace('"', '""') + '"'
 
 
 class SqliteIndexes(IndexSql):
