@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import pytest
 
+from a2a_tape import store
 from a2a_tape.store import IdempotencyRecord, NewEvent
 
 
@@ -75,7 +79,46 @@ def test_projection_reset(st):
     st.projection_commit("q", 4, {"k": b"w"})
     st.projection_reset("p")
     assert st.projection_cursor("p") == 0 and list(st.projection_rows("p")) == []
-    assert st.projection_cursor("q") == 4
+    assert st.projection_cursor("q") == 4 and list(st.projection_rows("q")) == [("k", b"w")]
+    st.projection_reset("q")  # the only projection left: every row goes
+    assert st.projection_cursor("q") == 0 and list(st.projection_rows("q")) == []
+
+
+def _race(stores: list[store.Store], attempt: Callable[[store.Store], bool]) -> int:
+    """Every store (a connection of its own) attempts at once; how many won."""
+    barrier = threading.Barrier(len(stores))
+    wins: list[bool] = []
+
+    def run(st: store.Store) -> None:
+        barrier.wait(10)
+        wins.append(attempt(st))
+
+    threads = [threading.Thread(target=run, args=(st,)) for st in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(wins) == len(stores)
+    return sum(wins)
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        lambda st: st.projection_commit("p", 1, {"k": b"v"}, expect=0),
+        lambda st: st.search_commit(1, [(1, 0, None, 1, "artifact", "a", "text")], expect=0),
+        lambda st: st.findings_commit(1, [("t", 1, 1, 0, 0, b"\x90")], expect=0),
+        lambda st: st.idem_claim(rec(expires_at=9e9))[1],
+    ],
+    ids=["projection", "search", "findings", "idempotency key"],
+)
+def test_a_guarded_commit_raced_by_several_connections_has_one_winner(backend, attempt):
+    """Compare-and-set across connections (processes, hosts): of several writers that all saw the
+    cursor at 0 (or the key free), exactly one commits. SQLite's write lock makes them take turns;
+    PostgreSQL's transactions would not (each may read the old cursor before the other commits):
+    its advisory lock on the name does."""
+    stores = [backend.open() for _ in range(6)]
+    assert _race(stores, attempt) == 1
 
 
 def test_transaction_is_all_or_nothing(st):
