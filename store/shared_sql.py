@@ -1,5 +1,5 @@
-"""The SQL both backends run alike, written once: exchanges read back, idempotency keys, meta and
-leases (:class:`SharedSql`; the index projections' share is :class:`a2a_tape.store.indexes.IndexSql`).
+"""The SQL both backends run alike, written once: exchanges (updated, read back), idempotency keys,
+meta and leases (:class:`SharedSql`; the index projections' share is :class:`a2a_tape.store.indexes.IndexSql`).
 
 A backend inherits it and gives what differs between SQLite and PostgreSQL, and only that:
 
@@ -57,7 +57,7 @@ class SharedSql:
     def _serialise(self, cur: Cursor, key: str) -> None:
         raise NotImplementedError
 
-    # -- exchanges read back ------------------------------------------------------------------
+    # -- exchanges (a new row and its id are each backend's: begin_exchange) ----------------
 
     def update_exchange(self, exchange_id: int, **fields: object) -> None:
         unknown = set(fields) - set(EXCHANGE_FIELDS)
