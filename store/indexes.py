@@ -53,7 +53,7 @@ class IndexSql(SharedSql):
     """The projection SQL both backends run alike (see :class:`a2a_tape.store.shared_sql.SharedSql`
     for what the backend gives); the search index's own SQL is each backend's."""
 
-    bytewise: ClassVar[str]
+    _bytewise: ClassVar[str]
     """What makes a text column compare by bytes, as Python compares strings (PostgreSQL:
     ``COLLATE "C"``; SQLite's default already does)."""
 
@@ -63,7 +63,7 @@ class IndexSql(SharedSql):
     def _commit(self, name: str, position: int | None, expect: int | None, write: Callable[[Cursor], None]) -> bool:
         """One transaction: if the cursor ``name`` is still at ``expect`` (None: wherever it is),
         ``write(cur)`` and move the cursor to ``position`` (None: leave it); whether it committed."""
-        m = self.mark
+        m = self._mark
         with self._write() as cur:
             self._serialise(cur, "proj:" + name)
             if expect is not None:
@@ -85,18 +85,18 @@ class IndexSql(SharedSql):
         with self._write() as cur:
             for sql in deletes:
                 cur.execute(sql)
-            cur.execute(f"DELETE FROM projection_cursors WHERE name = {self.mark}", (cursor,))
+            cur.execute(f"DELETE FROM projection_cursors WHERE name = {self._mark}", (cursor,))
 
     # -- projection rows and cursors ----------------------------------------------------------
 
     def projection_cursor(self, name: str) -> int:
-        rows = self._read(f"SELECT position FROM projection_cursors WHERE name = {self.mark}", (name,))
+        rows = self._read(f"SELECT position FROM projection_cursors WHERE name = {self._mark}", (name,))
         return int(rows[0][0]) if rows else 0
 
     def projection_rows(self, name: str, *, batch: int = 500) -> Iterator[tuple[str, bytes]]:
         """Every row of a projection in key order, ``batch`` rows per query (keyset paging, the
         store's lock held per batch only): memory stays flat however many tasks there are."""
-        m = self.mark
+        m = self._mark
         rows = self._read(
             f"SELECT key, value FROM projection_rows WHERE projection = {m} ORDER BY key LIMIT {m}", (name, batch)
         )
@@ -117,7 +117,7 @@ class IndexSql(SharedSql):
         With ``expect``, commit only if the cursor is still there (another process did not
         move it meanwhile); returns whether it committed.
         """
-        m = self.mark
+        m = self._mark
 
         def write(cur: Cursor) -> None:
             if upserts:
@@ -130,7 +130,7 @@ class IndexSql(SharedSql):
         return self._commit(name, position, expect, write)
 
     def projection_reset(self, name: str) -> None:
-        m = self.mark
+        m = self._mark
         with self._write() as cur:
             cur.execute(f"SELECT 1 FROM projection_rows WHERE projection != {m} LIMIT 1", (name,))
             if cur.fetchone() is None:  # the only projection: SQLite frees whole pages for a DELETE without WHERE
@@ -145,7 +145,7 @@ class IndexSql(SharedSql):
         """Write task index rows (join the caller's transaction: the projection's commit)."""
         if not rows:
             return
-        m = self.mark
+        m = self._mark
         with self._write() as cur:
             cur.executemany(
                 "INSERT INTO task_index (projection, key, last_position, last_at, state, context_id) "
@@ -157,7 +157,7 @@ class IndexSql(SharedSql):
 
     def task_index_reset(self, name: str) -> None:
         with self._write() as cur:
-            cur.execute(f"DELETE FROM task_index WHERE projection = {self.mark}", (name,))
+            cur.execute(f"DELETE FROM task_index WHERE projection = {self._mark}", (name,))
 
     def task_index_page(
         self,
@@ -170,7 +170,7 @@ class IndexSql(SharedSql):
         since: float | None = None,
     ) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(key, last_position)``, newest last event first, older than ``before``."""
-        m = self.mark
+        m = self._mark
         cond, params = task_filter(m, states, context, since)
         if before is not None:
             cond += f" AND last_position < {m}"
@@ -188,8 +188,8 @@ class IndexSql(SharedSql):
         context: str | None = None,
         since: float | None = None,
     ) -> int:
-        cond, params = task_filter(self.mark, states, context, since)
-        rows = self._read(f"SELECT COUNT(*) FROM task_index WHERE projection = {self.mark}{cond}", [name, *params])
+        cond, params = task_filter(self._mark, states, context, since)
+        rows = self._read(f"SELECT COUNT(*) FROM task_index WHERE projection = {self._mark}{cond}", [name, *params])
         return int(rows[0][0])
 
     # -- the search index: its rows are each backend's ---------------------------------------------
@@ -206,7 +206,7 @@ class IndexSql(SharedSql):
 
     def findings_commit(self, position: int | None, rows: Sequence[FindingsRow], *, expect: int | None = None) -> bool:
         """Upsert findings rows; with ``position``, move doctor's cursor in the same transaction."""
-        m = self.mark
+        m = self._mark
 
         def write(cur: Cursor) -> None:
             if rows:
@@ -235,7 +235,7 @@ class IndexSql(SharedSql):
 
     def findings_rows(self, *, faulty_only: bool = True, batch: int = 500) -> Iterator[FindingsRow]:
         """Findings rows in the order of the tasks' first events (keyset paging)."""
-        m, c = self.mark, self.bytewise
+        m, c = self._mark, self._bytewise
         cond = " AND errors + warnings > 0" if faulty_only else ""
         sql = (
             "SELECT task_id, first_position, settled, errors, warnings, findings FROM doctor_findings "
@@ -253,7 +253,7 @@ class IndexSql(SharedSql):
         """The task ids of the events in ``(after, upto]`` (what doctor examines again)."""
         rows = self._read(
             "SELECT DISTINCT task_id FROM events "
-            f"WHERE position > {self.mark} AND position <= {self.mark} AND task_id IS NOT NULL",
+            f"WHERE position > {self._mark} AND position <= {self._mark} AND task_id IS NOT NULL",
             (after, upto),
         )
         return [r[0] for r in rows]

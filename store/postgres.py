@@ -99,8 +99,8 @@ class PostgresStore(PostgresIndexes):
     """
 
     backend = "postgres"
-    mark = "%s"
-    bytewise = ' COLLATE "C"'
+    _mark = "%s"
+    _bytewise = ' COLLATE "C"'
 
     def __init__(
         self,

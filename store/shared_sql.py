@@ -3,7 +3,7 @@ meta and leases (:class:`SharedSql`; the index projections' share is :class:`a2a
 
 A backend inherits it and gives what differs between SQLite and PostgreSQL, and only that:
 
-- ``mark``: its parameter placeholder (``?``, ``%s``); the SQL here is written with it;
+- ``_mark``: its parameter placeholder (``?``, ``%s``); the SQL here is written with it;
 - ``_read(sql, params)``: the rows of one query (under the backend's lock, or in the thread's
   transaction when it has one);
 - ``_write()``: a write transaction yielding a :class:`Cursor` (nested uses join the outer one);
@@ -46,7 +46,7 @@ class SharedSql:
     """The queries both backends run alike; the subclass gives the four parts named in the
     module docstring. Its public methods are the store's (``guard_public`` maps their driver errors)."""
 
-    mark: ClassVar[str]
+    _mark: ClassVar[str]
 
     def _read(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         raise NotImplementedError
@@ -65,7 +65,7 @@ class SharedSql:
             raise StoreError(f"unknown exchange fields: {sorted(unknown)}")
         if not fields:
             return
-        m = self.mark
+        m = self._mark
         with self._write() as cur:
             cur.execute(
                 f"UPDATE exchanges SET {', '.join(f'{k} = {m}' for k in fields)} WHERE id = {m}",
@@ -73,11 +73,11 @@ class SharedSql:
             )
 
     def get_exchange(self, exchange_id: int) -> Exchange | None:
-        rows = self._read(f"SELECT {_EXCHANGE_COLS} FROM exchanges WHERE id = {self.mark}", (exchange_id,))
+        rows = self._read(f"SELECT {_EXCHANGE_COLS} FROM exchanges WHERE id = {self._mark}", (exchange_id,))
         return exchange_from_row(rows[0]) if rows else None
 
     def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]:
-        m = self.mark
+        m = self._mark
         sql = f"SELECT {_EXCHANGE_COLS} FROM exchanges WHERE id > {m}"
         args: list[object] = [after_id]
         if task_id is not None:
@@ -94,7 +94,7 @@ class SharedSql:
 
     def idem_get(self, key: str, *, now: float | None = None) -> IdempotencyRecord | None:
         now = time.time() if now is None else now
-        m = self.mark
+        m = self._mark
         rows = self._read(
             f"SELECT {_IDEM_COLS} FROM idempotency WHERE key = {m} AND (expires_at IS NULL OR expires_at > {m})",
             (key, now),
@@ -104,7 +104,7 @@ class SharedSql:
     def idem_claim(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
         """Register ``record`` unless a live record holds its key; return (record held, claimed?)."""
         now = record.created_at or time.time()
-        m = self.mark
+        m = self._mark
         with self._write() as cur:
             self._serialise(cur, "idem:" + record.key)
             cur.execute(f"SELECT {_IDEM_COLS} FROM idempotency WHERE key = {m}", (record.key,))
@@ -136,17 +136,17 @@ class SharedSql:
         sets, args = [], []
         for col, val in (("task_id", task_id), ("state", state), ("exchange_id", exchange_id)):
             if val is not None:
-                sets.append(f"{col} = {self.mark}")
+                sets.append(f"{col} = {self._mark}")
                 args.append(val)
         if not sets:
             return
         with self._write() as cur:
-            cur.execute(f"UPDATE idempotency SET {', '.join(sets)} WHERE key = {self.mark}", [*args, key])
+            cur.execute(f"UPDATE idempotency SET {', '.join(sets)} WHERE key = {self._mark}", [*args, key])
 
     def idem_release(self, key: str) -> None:
         """Forget a key (its request never reached the agent, so a retry may run it)."""
         with self._write() as cur:
-            cur.execute(f"DELETE FROM idempotency WHERE key = {self.mark}", (key,))
+            cur.execute(f"DELETE FROM idempotency WHERE key = {self._mark}", (key,))
 
     def idem_all(self) -> list[IdempotencyRecord]:
         return [IdempotencyRecord(*r) for r in self._read(f"SELECT {_IDEM_COLS} FROM idempotency ORDER BY created_at")]
@@ -154,7 +154,7 @@ class SharedSql:
     def idem_expire(self, now: float | None = None) -> int:
         now = time.time() if now is None else now
         with self._write() as cur:
-            cur.execute(f"DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= {self.mark}", (now,))
+            cur.execute(f"DELETE FROM idempotency WHERE expires_at IS NOT NULL AND expires_at <= {self._mark}", (now,))
             return int(cur.rowcount)
 
     # -- leases and meta ----------------------------------------------------------------------
@@ -162,20 +162,20 @@ class SharedSql:
     def lease_holder(self, name: str, *, now: float | None = None) -> str | None:
         """Who holds ``name`` now (None when free or expired)."""
         now = time.time() if now is None else now
-        m = self.mark
+        m = self._mark
         rows = self._read(f"SELECT owner FROM leases WHERE name = {m} AND expires_at > {m}", (name, now))
         return rows[0][0] if rows else None
 
     def lease_release(self, name: str, owner: str) -> None:
         with self._write() as cur:
-            cur.execute(f"DELETE FROM leases WHERE name = {self.mark} AND owner = {self.mark}", (name, owner))
+            cur.execute(f"DELETE FROM leases WHERE name = {self._mark} AND owner = {self._mark}", (name, owner))
 
     def get_meta(self, key: str) -> str | None:
-        rows = self._read(f"SELECT value FROM meta WHERE key = {self.mark}", (key,))
+        rows = self._read(f"SELECT value FROM meta WHERE key = {self._mark}", (key,))
         return rows[0][0] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
-        m = self.mark
+        m = self._mark
         with self._write() as cur:
             cur.execute(
                 f"INSERT INTO meta (key, value) VALUES ({m}, {m}) ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -99,8 +99,8 @@ class SqliteStore(SqliteIndexes):
     """
 
     backend = "sqlite"
-    mark = "?"
-    bytewise = ""
+    _mark = "?"
+    _bytewise = ""
 
     def __init__(
         self,
