@@ -8,7 +8,9 @@ The narrow API every backend offers (SQLite, PostgreSQL), typed as Protocols by 
 - exchanges: ``begin_exchange``, ``update_exchange``, ``get_exchange``, ``exchanges``;
 - idempotency: ``idem_get``, ``idem_claim``, ``idem_update``, ``idem_all``, ``idem_expire``;
 - projections: ``projection_cursor``, ``projection_load``, ``projection_rows``,
-  ``projection_commit`` (rows and cursor in one transaction), ``projection_reset``;
+  ``projection_commit`` (rows and cursor in one transaction), ``projection_reset``; the three
+  index projections kept with their cursors: the task index (``task_index_*``), search
+  (``search_*``), doctor's findings (``findings_*``);
 - leases and meta, following (``wait_for_events``).
 
 Driver errors never leave a backend: the machine's faults arrive as :class:`StoreUnavailable`
