@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - reported when a postgresql:// URL is u
     ConnectionPool = None  # type: ignore[assignment,misc]  # (checked in PostgresStore.__init__)
     PoolTimeout = None  # type: ignore[assignment,misc]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _NOWAIT = 0.001  # seconds a write begun without waiting may wait for a pooled connection
 CHANNEL = "a2a_tape_events"
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
@@ -54,7 +54,8 @@ _SCHEMA = [
         id BIGSERIAL PRIMARY KEY, started_at DOUBLE PRECISION, ended_at DOUBLE PRECISION, url TEXT,
         http_method TEXT, rpc_method TEXT, dialect TEXT, streaming INTEGER, request_headers TEXT,
         request_body BYTEA, status INTEGER, content_type TEXT, response_headers TEXT, response_body BYTEA,
-        outcome TEXT, error TEXT, task_id TEXT, context_id TEXT, message_id TEXT, idempotency_key TEXT, role TEXT)""",
+        outcome TEXT, error TEXT, task_id TEXT, context_id TEXT, message_id TEXT, idempotency_key TEXT, role TEXT,
+        binding TEXT)""",
     "CREATE INDEX exchanges_task_id ON exchanges(task_id)",
     """CREATE TABLE events (
         position BIGINT PRIMARY KEY, task_id TEXT, seq BIGINT NOT NULL, exchange_id BIGINT, sse_event TEXT,
@@ -84,6 +85,13 @@ _SCHEMA_V2 = [
         errors INTEGER NOT NULL, warnings INTEGER NOT NULL, findings BYTEA NOT NULL)""",
     "CREATE INDEX doctor_findings_order ON doctor_findings(first_position, task_id)",
     "CREATE INDEX doctor_findings_unsettled ON doctor_findings(settled) WHERE settled = 0",
+]
+
+_SCHEMA_V3 = [
+    # the binding of each exchange (issue 22); older rows filled from their dialect, as SQLite's v5
+    "ALTER TABLE exchanges ADD COLUMN IF NOT EXISTS binding TEXT",
+    "UPDATE exchanges SET binding = 'http+json' WHERE dialect = 'rest' AND binding IS NULL",
+    "UPDATE exchanges SET binding = 'jsonrpc' WHERE dialect IN ('0.3', '1.0') AND binding IS NULL",
 ]
 
 
@@ -238,8 +246,8 @@ class PostgresStore(PostgresIndexes):
                 cur.execute("INSERT INTO a2a_tape_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
             elif found < SCHEMA_VERSION:
                 # version 1 -> 2: the index projections (task rows folded before are folded again
-                # by the projector, which sees they have no index rows)
-                for stmt in _SCHEMA_V2:
+                # by the projector, which sees they have no index rows); 2 -> 3: the binding column
+                for stmt in (_SCHEMA_V2 if found < 2 else []) + _SCHEMA_V3:
                     cur.execute(stmt)
                 cur.execute("UPDATE a2a_tape_schema SET version = %s", (SCHEMA_VERSION,))
 

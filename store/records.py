@@ -50,7 +50,7 @@ class Exchange(msgspec.Struct):
     url: str = ""
     http_method: str = "POST"
     rpc_method: str | None = None
-    dialect: str | None = None  # "0.3", "1.0", "rest"
+    dialect: str | None = None  # the protocol version: "0.3", "1.0" ("rest" in logs before the binding column)
     streaming: bool = False
     request_headers: dict[str, str] = {}
     request_body: bytes = b""
@@ -65,6 +65,7 @@ class Exchange(msgspec.Struct):
     message_id: str | None = None
     idempotency_key: str | None = None
     role: str = "client"  # client / proxy / replay / import
+    binding: str | None = None  # jsonrpc / http+json / grpc (store.methods.BINDINGS); None: not A2A, or an old row
 
 
 class IdempotencyRecord(msgspec.Struct):

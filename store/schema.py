@@ -153,7 +153,16 @@ def _v4(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX doctor_findings_unsettled ON doctor_findings(settled) WHERE settled = 0")
 
 
-MIGRATIONS = [_v1, _v2, _v3, _v4]
+def _v5(db: sqlite_utils.Database) -> None:
+    # the binding of each exchange (issue 22): jsonrpc, http+json, grpc. Rows written before it
+    # are filled from their dialect ("rest" was HTTP+JSON, a version JSON-RPC); the dialect is
+    # left as written, and store.methods.binding_and_version reads both alike.
+    db.execute("ALTER TABLE exchanges ADD COLUMN binding TEXT")
+    db.execute("UPDATE exchanges SET binding = 'http+json' WHERE dialect = 'rest'")
+    db.execute("UPDATE exchanges SET binding = 'jsonrpc' WHERE dialect IN ('0.3', '1.0')")
+
+
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -66,6 +66,7 @@ class TapeExchange(msgspec.Struct, tag="exchange", tag_field="type", omit_defaul
     message_id: str | None = None
     idempotency_key: str | None = None
     role: str = "client"
+    binding: str | None = None  # absent in tapes written before it: read from the dialect (store.methods)
 
 
 class TapeEvent(msgspec.Struct, tag="event", tag_field="type", omit_defaults=True):
@@ -130,6 +131,7 @@ def exchange_line(ex: Exchange) -> TapeExchange:
         message_id=ex.message_id,
         idempotency_key=ex.idempotency_key,
         role=ex.role,
+        binding=ex.binding,
     )
 
 
@@ -417,6 +419,7 @@ def _import_exchange(store: Recordings, item: TapeExchange, taskless: dict[_Exch
             message_id=item.message_id,
             idempotency_key=item.idempotency_key,
             role=item.role,
+            binding=item.binding,  # as the tape says (readers fill an old row in: store.methods)
         )
     )
     if item.task_id is None and taskless is not None:

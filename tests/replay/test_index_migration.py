@@ -10,6 +10,7 @@ from a2a_tape.replay import Projector
 from a2a_tape.replay.fold import STATE_VERSION
 from a2a_tape.replay.inspect.listing import count, newest
 from a2a_tape.store import NewEvent, open_store
+from a2a_tape.store.schema import SCHEMA_VERSION
 
 from .builders import art03, status03
 
@@ -45,7 +46,7 @@ def test_a_v3_sqlite_log_with_a_folded_projection_lists_every_task(tmp_path):
     conn.execute("INSERT INTO meta VALUES ('projection:tasks:version', ?)", (STATE_VERSION,))
     conn.close()
     with open_store(path) as st:
-        assert st._conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert st._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         Projector(st).catch_up()
         assert count(st) == 3
         assert [v.task_id for v in newest(st)] == ["t3", "t2", "t1"]
@@ -71,4 +72,4 @@ def test_a_v1_postgres_log_migrates_to_the_index_projections(pg_url):
         doctor = DoctorIndex(st)
         assert doctor.catch_up() == 3 and doctor.report().tasks == 3
     with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT version FROM a2a_tape_schema").fetchone()[0] == 2
+        assert conn.execute("SELECT version FROM a2a_tape_schema").fetchone()[0] == postgres.SCHEMA_VERSION
