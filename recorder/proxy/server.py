@@ -52,10 +52,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
+from a2a_tape.replay.bindings import http_json
 from a2a_tape.replay.http import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.replay.serve import frames
 from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
+from a2a_tape.store.methods import HTTP_JSON, JSONRPC
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import write_soon
@@ -140,7 +142,8 @@ class Outgoing:
     headers: Headers
     body: bytes
     rpc_id: bytes | None  # the JSON-RPC id to answer our own errors to (None: not JSON-RPC)
-    dialect: str | None
+    dialect: str | None  # the protocol version
+    binding: str | None = None  # store.methods.BINDINGS; None: not an A2A request
 
 
 class Proxy:
@@ -249,7 +252,7 @@ class Proxy:
                 media_type=_JSON,
             )
         path: str = request.scope["path"]  # not request.url: a URL object built per request
-        jsonrpc = request.method == "POST" and not _is_rest(path)
+        jsonrpc = request.method == "POST" and not http_json.is_route(request.method, path)
         out = Outgoing(
             method=request.method,
             url=self._target(request),
@@ -397,6 +400,7 @@ class Proxy:
 
     async def _jsonrpc(self, request: Request, out: Outgoing) -> Response:
         v1 = request.headers.get("a2a-version", "").startswith("1")
+        out.binding = JSONRPC
         try:
             rpc = parse_request(out.body)
         except BadRequest:  # not ours to judge: the agent answers it, and it is recorded
@@ -411,15 +415,16 @@ class Proxy:
     async def _rest(self, request: Request, out: Outgoing) -> Response:
         """The HTTP+JSON binding (and anything else that is not a JSON-RPC POST): the body is the params."""
         path: str = request.scope["path"]
-        rest = _is_rest(path)
-        out.dialect = "rest" if rest else None
+        found = http_json.route(request.method, path)
+        if found is not None:
+            out.binding, out.dialect = HTTP_JSON, http_json.version_of(request.headers)
         return await self._relay(
             request,
             out,
-            name=path.rsplit("/", 1)[-1] if rest else None,
-            key_name=path if rest else None,
+            name=http_json.method_of(found[0]) if found else None,
+            key_name=path if found else None,
             params_raw=out.body if request.method == "POST" and out.body else b"null",
-            streaming=path.endswith((":stream", ":subscribe")),
+            streaming=found is not None and found[0] in ("stream", "resubscribe"),
         )
 
     async def _relay(
@@ -445,6 +450,7 @@ class Proxy:
             http_method=out.method,
             rpc_method=name,
             dialect=out.dialect,
+            binding=out.binding,
             streaming=streaming,
             request_headers=redactor.headers_dict(request.headers.items()),
             request_body=redactor.json_bytes(out.body),
@@ -744,11 +750,6 @@ def _error_event(out: Outgoing) -> str | None:
     """The SSE event name an error item carries in the request's dialect (a2a-sdk 1.3.0 names it
     ``error`` in v1.0 streams, sends it unnamed in v0.3 ones)."""
     return "error" if out.dialect == "1.0" else None
-
-
-def _is_rest(path: str) -> bool:
-    """An HTTP+JSON binding path (``/message:send``, ``/tasks/ID``, ``/v1/...``), not JSON-RPC."""
-    return path.startswith(("/v1/", "/tasks")) or ":" in path.rsplit("/", 1)[-1]
 
 
 def build_app(st: store.Store, config: ProxyConfig) -> tuple[Starlette, Proxy]:

@@ -29,9 +29,11 @@ import anyio
 import msgspec
 
 from a2a_tape.store import TERMINAL_STATES, MessageItem
+from a2a_tape.store.methods import JSONRPC
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.wire import WireTask
 
+from .. import bindings
 from ..views import RecordedTask
 from . import rpc
 from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state
@@ -42,7 +44,7 @@ from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key
 from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
 from .matching import Matcher
 from .playback import Playback, parse_timing
-from .reply import SSE_HEADERS, Reply, card_reply, error_reply, json_reply
+from .reply import SSE_HEADERS, Reply, card_reply, error_reply, json_reply, render
 from .shape import Shape, shape_of
 from .validation import send_problem
 
@@ -106,24 +108,31 @@ class ReplayEngine:
     async def handle(
         self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
     ) -> Reply:
-        """Answer one HTTP request. Never raises: a failure of ours is a JSON-RPC -32603 naming it."""
+        """Answer one HTTP request in the binding it came in. Never raises: a failure of ours is an
+        internal error (-32603) naming it, in that binding's shape."""
+        call = None
         try:
-            return await self._handle(method, path, query, headers, body, base_url)
+            if method == "GET" and path.rstrip("/").endswith(CARD_PATHS):
+                return self._card(path, headers, base_url)
+            call = bindings.read(method, path, query, headers, body)
+            if call is None:
+                if method == "GET":
+                    return json_reply(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
+                return json_reply(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
+            reply = await self._handle(call, path, query, headers, body)
         except Exception as exc:  # noqa: BLE001 - the client gets a readable error, the server lives on
-            return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
+            reply = error_reply(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
+        return render(reply, call.binding if call is not None else JSONRPC)
 
     async def _handle(
-        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
+        self, call: bindings.Call, path: str, query: str, headers: Mapping[str, str], body: bytes
     ) -> Reply:
-        if method == "GET":
-            if path.rstrip("/").endswith(CARD_PATHS):
-                return self._card(path, headers, base_url)
-            return json_reply(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
-        if method != "POST":
-            return json_reply(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
-        shape = shape_of(body)
+        """``body`` is the request as sent (what goes upstream in the recording modes); the engine
+        reads ``call.body``, the request in the JSON-RPC form (:mod:`replay.bindings`)."""
+        wire = call.body
+        shape = shape_of(wire)
         try:
-            req = rpc.parse_request(body)
+            req = rpc.parse_request(wire)
         except rpc.BadParams as exc:
             return await self._bad_params(exc, shape, query, path, headers, body)
         except rpc.BadRequest as exc:
@@ -156,7 +165,7 @@ class ReplayEngine:
         if self.record_all:
             return await self._forwarded(req, operation, dialect, path, headers, body)
         if operation in rpc.SEND_OPERATIONS:
-            return await self._send(req, shape, operation, dialect, faults, path, headers, body)
+            return await self._send(req, shape, operation, dialect, faults, path, headers, body, wire)
         if operation == "list":
             return self._list(req, shape, dialect)
         task_id = req.params.id if req.params else None
@@ -253,6 +262,9 @@ class ReplayEngine:
         ctype = ex.content_type or "application/json"
         status = ex.status or 200
         items = ep.served
+        if items and ep.binding != JSONRPC and not ctype.startswith("text/event-stream"):
+            # its items are served in the JSON-RPC form (an error's status is the binding's to set)
+            ctype, status = "application/json", 200
         if items and ctype.startswith("text/event-stream"):
             frames = self._frames(ep.iter_served(), ep.dialect, ep.dialect, rpc_id)
             reply = self._stream(frames, NO_FAULTS, ep.dialect, rpc_id, None, None)
@@ -280,8 +292,9 @@ class ReplayEngine:
         path: str,
         headers: Mapping[str, str],
         body: bytes,
+        wire: bytes,
     ) -> Reply:
-        problem = send_problem(body, dialect)
+        problem = send_problem(wire, dialect)
         if problem is None:
             ep = self.matcher.match(req, shape, operation)
         else:  # one an a2a-sdk agent refuses finds only a recording of this very request
@@ -307,7 +320,7 @@ class ReplayEngine:
                 return self._whole(json_reply(self._payload(items[-1], ep.dialect, dialect, req.id)), faults, req.id)
             return self._whole(self._send_reply(req, ep, items, dialect), faults, req.id)
         same = ep.dialect == dialect or ep.dialect not in ("0.3", "1.0")
-        if same and self.scale == 0 and not faults.any and not ep.loaded:
+        if same and ep.binding == JSONRPC and self.scale == 0 and not faults.any and not ep.loaded:
             return self._stream_batches(ep.iter_frames(rpc.encode_id(req.id)), pb)
         frames = self._frames(ep.iter_served(), ep.dialect, dialect, req.id)
         return self._stream(frames, faults, dialect, req.id, pb.release if pb is not None else None, pb)

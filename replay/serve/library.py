@@ -20,8 +20,10 @@ from urllib.parse import urlsplit
 import msgspec
 
 from a2a_tape.store import Exchange, Item, Store, StoredEvent, StoreError, decode_item, open_store
+from a2a_tape.store.methods import HTTP_JSON, binding_and_version
 from a2a_tape.store.tape import import_tape
 
+from ..bindings import http_json, recorded_call
 from .frames import Splitter, frame, render_frames
 from .rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
 from .shape import Shape, shape_of
@@ -89,18 +91,19 @@ class Episode:
         self.id: int = exchange.id or 0
         method = exchange.rpc_method or ""
         self.request: RpcRequest | None = None
+        self.call = recorded_call(exchange)  # the request in the JSON-RPC form, whatever its binding
+        self.binding = self.call.binding
         try:
-            self.request = parse_request(exchange.request_body or b"")
+            self.request = parse_request(self.call.body)
             method = self.request.method or method
         except BadParams as exc:  # the agent's answer to params it refused: kept, matched by shape
             method = exc.method
         except BadRequest:
             pass
         self.method = method
-        self.operation, dialect = METHODS.get(method, ("", exchange.dialect or "unknown"))
-        self.dialect = exchange.dialect or dialect
-        if self.dialect not in ("0.3", "1.0"):
-            self.dialect = dialect
+        _, version = binding_and_version(exchange.binding, exchange.dialect)
+        self.operation, dialect = METHODS.get(method, ("", version or "unknown"))
+        self.dialect = version if version in ("0.3", "1.0") else dialect
         self.text = message_text(self.request)
         self.used = 0
         self._served: list[Served] | None = None
@@ -111,7 +114,7 @@ class Episode:
     def shape(self) -> Shape:
         """The recorded request as matching compares it (:mod:`replay.serve.shape`)."""
         if self._shape is None:
-            self._shape = shape_of(self.exchange.request_body or b"")
+            self._shape = shape_of(self.call.body)
         return self._shape
 
     @property
@@ -160,7 +163,8 @@ class Episode:
 
     def iter_frames(self, encoded_id: bytes, batch: int = 256) -> Iterator[list[bytes]]:
         """Batches of SSE frames answering a request with ``encoded_id`` in the recorded dialect,
-        with no timing and no fault: the fast way through a long recording."""
+        with no timing and no fault: the fast way through a long recording (of the JSON-RPC
+        binding: the items of another are served through :attr:`served`)."""
         splitter = Splitter()
         payloads: list[bytes] = []
         events: list[str | None] = []
@@ -266,7 +270,7 @@ class Library:
         after = max(self._seen, default=0)
         for ex in self.store.exchanges(after_id=after):
             self._seen.add(ex.id or 0)
-            if ex.http_method == "GET":
+            if ex.http_method == "GET" and recorded_call(ex).binding != HTTP_JSON:
                 self._add_card(ex)
                 continue
             if ex.role == "replay":
@@ -332,6 +336,11 @@ class Library:
         prev = 0.0
         cut = Splitter().cut
         started = exchange.started_at
+        # an item recorded in another binding is served in the JSON-RPC form the engine writes
+        # (replay.bindings renders it back for a client of that binding)
+        to_jsonrpc = (
+            http_json.to_jsonrpc if binding_and_version(exchange.binding, exchange.dialect)[0] == HTTP_JSON else None
+        )
         base: float | None = None
         for ev in self.store.iter_exchange(exchange.id or 0):
             if ev.origin == "local":
@@ -343,7 +352,7 @@ class Library:
                 at = ev.received_at - base
             gap = at - prev if at > prev else 0.0
             prev = at
-            payload = ev.payload
+            payload = ev.payload if to_jsonrpc is None else to_jsonrpc(ev.payload)
             head, tail = cut(payload)
             plain = not ev.sse_event and b"\n" not in payload and b"\r" not in payload
             yield Served(ev.position, ev.task_id, ev.sse_event, payload, head, tail, gap, plain)

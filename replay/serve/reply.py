@@ -9,7 +9,9 @@ from urllib.parse import urlsplit
 import msgspec
 
 from a2a_tape.store.json_values import Decoder
+from a2a_tape.store.methods import HTTP_JSON
 
+from ..bindings import http_json
 from . import rpc
 
 if TYPE_CHECKING:
@@ -35,6 +37,29 @@ def json_reply(body: bytes, status: int = 200) -> Reply:
 
 def error_reply(code: int, message: str, rpc_id: Any = None) -> Reply:
     return json_reply(rpc.error_body(code, message, rpc_id))
+
+
+def render(reply: Reply, binding: str) -> Reply:
+    """The engine's answer (written in the JSON-RPC form) on the wire of ``binding``
+    (:mod:`replay.bindings`): the same reply for JSON-RPC; for HTTP+JSON, results alone, errors as
+    an HTTP status with the SDK's error body, stream items re-framed one by one."""
+    if binding != HTTP_JSON:
+        return reply
+    if reply.stream is not None:
+        if reply.content_type.startswith("text/event-stream"):
+            return msgspec.structs.replace(reply, stream=http_json.render_stream(reply.stream))
+        return msgspec.structs.replace(reply, stream=_whole(reply.stream, reply.content_type))
+    status, ctype, body = http_json.render_body(reply.status, reply.content_type, reply.body)
+    return msgspec.structs.replace(reply, status=status, content_type=ctype, body=body)
+
+
+async def _whole(chunks: AsyncGenerator[bytes, None], content_type: str) -> AsyncGenerator[bytes, None]:
+    """A whole body held back by a fault (a delay, a stall): each chunk is the whole body."""
+    try:
+        async for chunk in chunks:
+            yield http_json.render_body(200, content_type, chunk)[2]
+    finally:
+        await chunks.aclose()
 
 
 HOP_BY_HOP = frozenset(

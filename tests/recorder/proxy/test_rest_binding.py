@@ -53,8 +53,8 @@ def test_rest_stream_recorded_and_repeat_served_from_the_log(db_path):
         assert len(first) == 6
         task_id = store.decode_item(first[0]).task_id
         assert [bytes(e.payload) for e in proxy.store.read_task(task_id)] == first
-        ex = [e for e in proxy.store.exchanges() if e.rpc_method == "message:stream"][0]
-        assert ex.dialect == "rest" and ex.outcome == "closed" and ex.message_id == "rest-1"
+        ex = [e for e in proxy.store.exchanges() if e.rpc_method == "SendStreamingMessage"][0]
+        assert (ex.binding, ex.dialect) == ("http+json", "1.0") and ex.outcome == "closed" and ex.message_id == "rest-1"
 
         with httpx.stream("POST", proxy.url + "/message:stream", content=BODY % b"1", headers=HEADERS) as r:
             again = read_sse(r)
@@ -65,5 +65,5 @@ def test_rest_stream_recorded_and_repeat_served_from_the_log(db_path):
         # a bare REST Task (no wrapper): store.decode_item does not type it yet, so check the bytes
         assert task_id.encode() in got.content and b"TASK_STATE_COMPLETED" in got.content
         watch.wait(2)
-        rows = [e for e in proxy.store.exchanges() if e.http_method == "GET" and e.rpc_method == task_id]
-        assert rows and rows[0].status == 200 and rows[0].dialect == "rest"
+        rows = [e for e in proxy.store.exchanges() if e.http_method == "GET" and e.rpc_method == "GetTask"]
+        assert rows and rows[0].status == 200 and (rows[0].binding, rows[0].dialect) == ("http+json", "1.0")

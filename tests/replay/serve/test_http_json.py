@@ -1,0 +1,162 @@
+"""The HTTP+JSON binding replayed (issue 22): a real a2a-sdk 1.3.0 agent offering HTTP+JSON (under
+``/a2a/rest``, first in its card) and JSON-RPC, recorded by the proxy as the a2a-sdk client talks to
+it, then answered by ``serve`` and the ``ReplayTransport`` to the same client: everything the client
+sees equal to what the live agent answered (ids and times aside when the recording is another
+one), in each binding, whichever binding the recording was made in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from a2a.client import ClientConfig, ClientFactory
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+)
+from google.protobuf.json_format import MessageToDict
+from starlette.applications import Starlette
+
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.library import Library
+from a2a_tape.replay.serve.server import create_app
+from a2a_tape.replay.serve.transport import ReplayTransport
+from tests.recorder.proxy.conftest import running_proxy
+from tests.support.sdk_agents import ChunkAgent
+from tests.support.servers import bind_loopback, serve_app
+
+BINDINGS = ("HTTP+JSON", "JSONRPC")
+
+
+@contextlib.contextmanager
+def two_binding_agent():
+    """A real a2a-sdk 1.3.0 agent: HTTP+JSON at /a2a/rest (first in its card), JSON-RPC at /."""
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    card = AgentCard(
+        name="two-bindings",
+        description="HTTP+JSON first",
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text"],
+        default_output_modes=["text"],
+        supported_interfaces=[
+            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=url + "/a2a/rest"),
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
+        ],
+    )
+    handler = DefaultRequestHandler(agent_executor=ChunkAgent(), task_store=InMemoryTaskStore(), agent_card=card)
+    routes = create_agent_card_routes(card) + create_rest_routes(handler, path_prefix="/a2a/rest")
+    app = Starlette(routes=routes + create_jsonrpc_routes(handler, rpc_url="/"))
+    with serve_app(app, port=port):
+        yield url
+
+
+def _message(text: str) -> SendMessageRequest:
+    return SendMessageRequest(message=Message(message_id="m-" + text, role=Role.ROLE_USER, parts=[Part(text=text)]))
+
+
+async def _outcome(call) -> Any:
+    try:
+        return MessageToDict(await call)
+    except Exception as exc:  # noqa: BLE001 - the client's error is part of what it saw
+        return {"error": type(exc).__name__, "message": str(exc)}
+
+
+async def session(url: str, binding: str, transport: httpx.AsyncBaseTransport | None = None) -> list[Any]:
+    """What the a2a-sdk client sees of one session in ``binding``: a stream, a send, GetTask (whole
+    and with historyLength), cancel and subscribe of a finished task, an unknown task, ListTasks."""
+    async with httpx.AsyncClient(transport=transport, timeout=10) as hc:
+        seen: list[Any] = []
+        for streaming in (True, False):
+            factory = ClientFactory(
+                ClientConfig(httpx_client=hc, streaming=streaming, supported_protocol_bindings=[binding])
+            )
+            client = await factory.create_from_url(url)
+            events = [MessageToDict(ev) async for ev in client.send_message(_message(f"hello {streaming}"))]
+            seen.append(events)
+        task_id = seen[0][0]["task"]["id"]
+        seen.append(await _outcome(client.get_task(GetTaskRequest(id=task_id))))
+        seen.append(await _outcome(client.get_task(GetTaskRequest(id=task_id, history_length=1))))
+        seen.append(await _outcome(client.cancel_task(CancelTaskRequest(id=task_id))))
+        try:
+            seen.append([MessageToDict(ev) async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id))])
+        except Exception as exc:  # noqa: BLE001
+            seen.append({"error": type(exc).__name__, "message": str(exc)})
+        seen.append(await _outcome(client.get_task(GetTaskRequest(id="no-such-task"))))
+        seen.append(await _outcome(client.list_tasks(ListTasksRequest())))
+        return seen
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
+
+
+def _normalised(seen: list[Any]) -> str:
+    """The session less what differs between two runs of the agent: ids and times."""
+    text = repr(seen)
+    ids: dict[str, str] = {}
+    text = _UUID.sub(lambda m: ids.setdefault(m.group(0), f"<id{len(ids)}>"), text)
+    return _TIME.sub("<time>", text)
+
+
+def record_session(tmp_path, binding: str) -> tuple[Any, str]:
+    """(what the client saw live, the log) of one session through the proxy in ``binding``."""
+    db = tmp_path / f"{binding.replace('+', '')}.db"
+    with two_binding_agent() as agent, running_proxy(agent, db) as proxy:
+        live = anyio.run(session, proxy.url, binding)
+    return live, str(db)
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    """One session per binding, recorded through the proxy."""
+    return {b: record_session(tmp_path_factory.mktemp(b.replace("+", "")), b) for b in BINDINGS}
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+@pytest.mark.parametrize("how", ["serve", "transport"])
+def test_replay_answers_the_client_as_the_live_agent_did(recordings, binding, how):
+    live, db = recordings[binding]
+    assert live[2]["id"] and live[4].get("error") and live[6].get("error")  # the session has errors to replay
+    got = replayed(db, binding, how)
+    assert got == live
+
+
+@pytest.mark.parametrize(("recorded", "asked"), [("JSONRPC", "HTTP+JSON"), ("HTTP+JSON", "JSONRPC")])
+def test_a_recording_in_one_binding_answers_a_client_of_the_other(recordings, recorded, asked):
+    live_other, _ = recordings[asked]
+    _, db = recordings[recorded]
+    got = replayed(db, asked, "transport")
+    assert _normalised(got) == _normalised(live_other)
+
+
+def replayed(db: str, binding: str, how: str) -> list[Any]:
+    lib = Library.open(db)
+    try:
+        engine = ReplayEngine(lib)
+        if how == "transport":
+            return anyio.run(session, "http://replay.test", binding, ReplayTransport(engine=engine))
+        with serve_app(create_app(engine)) as url:
+            return anyio.run(session, url, binding)
+    finally:
+        lib.close()
