@@ -99,6 +99,7 @@ class ReplayEngine:
         )
         self.playbacks: dict[str, Playback] = {}
         self.cancelled: set[str] = set()
+        self.polls: dict[str, int] = {}  # task -> where the last recorded GetTask answer served to a poll sits
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
         # what the recording modes store is redacted as every other path does (one Redactor)
         self.forwarder = Forwarder(library, upstream, redactor) if upstream else None
@@ -239,7 +240,8 @@ class ReplayEngine:
 
     def _recorded_for_task(self, shape: Shape, dialect: str, task_id: str, operation: str) -> Episode | None:
         """A recorded answer to this request (GetTask, CancelTask) made when the task stood where
-        it stands now: what moved the task before that answer is exactly what the client has seen."""
+        it stands now: what moved the task before that answer is exactly what the client has seen.
+        Of several (an agent polled while it worked), see :meth:`_poll_step`."""
         eps = [ep for ep in self.library.answers.get(answer_key(shape, dialect), ()) if _has_answer(ep)]
         if not eps or task_id in self.cancelled:
             return None
@@ -249,12 +251,36 @@ class ReplayEngine:
         events = self.library.task_events(task_id)
         moving = [e.position for e in events if e.operation not in _PASSIVE]
         visible = [e.position for e in self._visible(task_id, events) if e.operation not in _PASSIVE]
-        for ep in eps:
-            at = ep.answer_position
-            if at is not None and [p for p in moving if p < at] == visible:
-                ep.used += 1
-                return ep
-        return None
+        fits = [
+            ep
+            for ep in eps
+            if ep.answer_position is not None and [p for p in moving if p < ep.answer_position] == visible
+        ]
+        if not fits:
+            return None
+        ep = self._poll_step(task_id, fits) if operation == "get" else fits[0]
+        ep.used += 1
+        return ep
+
+    def _poll_step(self, task_id: str, fits: list[Episode]) -> Episode:
+        """Which of the agent's recorded GetTask answers (in recorded order, all made while the task
+        stood where it stands here) a poll gets. A task this replay drives walks through them: one
+        step per poll (``instant``), or the last one the agent had given by the time elapsed since
+        the replayed send (``real``, a factor; none yet: the first); the walk ends on the last,
+        where the agent ended. A task no client drove here stands as it ended (the last)."""
+        pb = self.playbacks.get(task_id)
+        if pb is None:
+            return fits[-1]
+        if self.scale == 0:
+            served = self.polls.get(task_id, 0)
+            ep = next((ep for ep in fits if (ep.answer_position or 0) > served), fits[-1])
+        else:
+            elapsed = (time.monotonic() - pb.started) / self.scale  # in recorded seconds
+            start = pb.episode.exchange.started_at
+            due = [ep for ep in fits if ep.exchange.started_at - start <= elapsed]
+            ep = due[-1] if due else fits[0]
+        self.polls[task_id] = max(self.polls.get(task_id, 0), ep.answer_position or 0)
+        return ep
 
     def _answer(self, ep: Episode, rpc_id: Any) -> Reply:
         """A recorded answer as the agent gave it, with this request's JSON-RPC id."""
@@ -311,6 +337,7 @@ class ReplayEngine:
             pb = Playback(task_id, ep, self.scale)
             self.playbacks[task_id] = pb
             self.cancelled.discard(task_id)
+            self.polls.pop(task_id, None)
         recorded_json = (ep.exchange.content_type or "").startswith("application/json")
         if operation == "send" or recorded_json:  # a send, or a stream the agent answered with a JSON body
             items = ep.served
@@ -533,10 +560,14 @@ class ReplayEngine:
                 ep = self.library.episode(e.exchange_id)
                 driving.append((e.position, ep is not None and ep.used > 0))
         last = max((i for i, (_, used) in enumerate(driving) if used), default=None)
-        if last is None or last + 1 >= len(driving):
+        if last is None:
             return events
-        barrier = driving[last + 1][0]
-        return [e for e in events if e.position < barrier]
+        if last + 1 < len(driving):
+            barrier = driving[last + 1][0]
+            events = [e for e in events if e.position < barrier]
+        # the agent's answers to polls after the replayed drive show only as far as a poll got here
+        since, polled = driving[last][0], self.polls.get(task_id, 0)
+        return [e for e in events if not (e.operation == "get" and e.position > since and e.position > polled)]
 
     def _fold(self, task_id: str) -> RecordedTask | None:
         """The task where it stands now (the one fold, from the recorded JSON of what is visible)."""
