@@ -46,6 +46,7 @@ A2A_CODES = frozenset(range(-32009, -32000))
 """The A2A-specific codes: a2a-sdk 1.3.0 sends ``data`` (the ErrorInfo details) with each in v1.0."""
 
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
 A2A_DOMAIN = "a2a-protocol.org"
 
 

@@ -29,6 +29,7 @@ import anyio
 import msgspec
 
 from a2a_tape.store import TERMINAL_STATES, MessageItem
+from a2a_tape.store.decode import state_in
 from a2a_tape.store.methods import JSONRPC
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.wire import WireTask
@@ -44,7 +45,7 @@ from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key
 from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
 from .matching import Matcher
 from .playback import Playback, parse_timing
-from .reply import SSE_HEADERS, Reply, card_reply, error_reply, json_reply, render
+from .reply import SSE_HEADERS, Reply, card_reply, error_data, error_reply, json_reply, render
 from .shape import Shape, shape_of
 from .validation import send_problem
 
@@ -146,7 +147,8 @@ class ReplayEngine:
             return error_reply(exc.code, str(exc), exc.rpc_id)
         known = rpc.METHODS.get(req.method or "")
         if known is None:
-            recorded = self._recorded(shape, self._dialect_of(req.method, headers))
+            dialect = self._dialect_of(req.method, headers)
+            recorded = self._recorded(shape, dialect) or self._refused_method(req.method, dialect)
             if recorded is not None:
                 return self._answer(recorded, req.id)
             return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
@@ -158,11 +160,12 @@ class ReplayEngine:
                 rpc.VERSION_NOT_SUPPORTED,
                 "A2A version '0.3' is not supported by this handler. Expected version '1.0'.",
                 req.id,
+                dialect,
             )
         try:
             faults = self._request_faults(query, headers)
         except FaultError as exc:
-            return error_reply(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id)
+            return error_reply(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id, dialect)
         if self.record_all:
             return await self._forwarded(req, operation, dialect, path, headers, body)
         if operation in rpc.SEND_OPERATIONS:
@@ -174,7 +177,7 @@ class ReplayEngine:
             recorded = self._recorded(shape, dialect)
             if recorded is not None:
                 return self._answer(recorded, req.id)
-            return error_reply(rpc.bad_params_code(dialect), "Validation failed: id is required", req.id)
+            return error_reply(rpc.bad_params_code(dialect), "Validation failed: id is required", req.id, dialect)
         if operation in ("get", "cancel"):
             recorded = self._recorded_for_task(shape, dialect, task_id, operation)
             if recorded is not None:
@@ -215,7 +218,7 @@ class ReplayEngine:
         if self.forwarder is not None and (self.record_all or self.record_new):
             req = rpc.RpcRequest(jsonrpc="2.0", id=exc.rpc_id, method=exc.method)
             return await self._forwarded(req, known[0], dialect, path, headers, body)
-        return error_reply(rpc.bad_params_code(dialect), str(exc), exc.rpc_id)
+        return error_reply(rpc.bad_params_code(dialect), str(exc), exc.rpc_id, dialect)
 
     # ------------------------------------------------------------------ recorded answers
 
@@ -238,6 +241,22 @@ class ReplayEngine:
         ep.used += 1
         return ep
 
+    def _refused_method(self, method: str | None, dialect: str) -> Episode | None:
+        """The agent's last recorded refusal of this method (other params): an agent that refuses a
+        method (push notifications not supported, no extended card) refuses it whatever it is sent."""
+        refusals = [
+            ep
+            for (m, d, _), eps in self.library.answers.items()
+            if m == method and d == dialect
+            for ep in eps
+            if _has_answer(ep) and ep.refused
+        ]
+        if not refusals:
+            return None
+        ep = max(refusals, key=lambda e: e.id)
+        ep.used += 1
+        return ep
+
     def _recorded_for_task(self, shape: Shape, dialect: str, task_id: str, operation: str) -> Episode | None:
         """A recorded answer to this request (GetTask, CancelTask) made when the task stood where
         it stands now: what moved the task before that answer is exactly what the client has seen.
@@ -248,19 +267,30 @@ class ReplayEngine:
         pb = self.playbacks.get(task_id)
         if pb is not None and (operation == "get" or self.scale):  # as _get and _cancel move it on
             pb.advance()
-        events = self.library.task_events(task_id)
-        moving = [e.position for e in events if e.operation not in _PASSIVE]
-        visible = [e.position for e in self._visible(task_id, events) if e.operation not in _PASSIVE]
-        fits = [
-            ep
-            for ep in eps
-            if ep.answer_position is not None and [p for p in moving if p < ep.answer_position] == visible
-        ]
+        fits = self._fitting(task_id, eps)
         if not fits:
             return None
         ep = self._poll_step(task_id, fits) if operation == "get" else fits[0]
         ep.used += 1
         return ep
+
+    def _fitting(self, task_id: str, eps: Iterable[Episode], *, driven: bool = False) -> list[Episode]:
+        """The recorded answers among ``eps`` made when the task stood where it stands here: what
+        moved the task in the log before each (sends, streams, resubscribes, cancels; not polls) is
+        exactly what the client has seen of it. ``driven``: only what the client did to the task
+        counts (sends, streams, cancels: a resubscribe watches the agent go on by itself)."""
+        events = self.library.task_events(task_id)
+
+        def counts(e: TaskEvent) -> bool:
+            return e.operation in _DRIVING if driven else e.operation not in _PASSIVE
+
+        moving = [e.position for e in events if counts(e)]
+        visible = [e.position for e in self._visible(task_id, events) if counts(e)]
+        return [
+            ep
+            for ep in eps
+            if ep.answer_position is not None and [p for p in moving if p < ep.answer_position] == visible
+        ]
 
     def _poll_step(self, task_id: str, fits: list[Episode]) -> Episode:
         """Which of the agent's recorded GetTask answers (in recorded order, all made while the task
@@ -329,7 +359,7 @@ class ReplayEngine:
             if self.record_new:
                 return await self._forwarded(req, operation, dialect, path, headers, body)
             if problem is not None:  # refused as the agent refuses it
-                return error_reply(problem[0], problem[1], req.id)
+                return json_reply(rpc.error_body(problem.code, problem.message, req.id, problem.data()))
             return self._no_match(req, shape, operation)
         task_id = ep.task_id
         pb = None
@@ -594,11 +624,11 @@ class ReplayEngine:
         try:
             check_history_length(req.params.historyLength if req.params else None)
         except ListingError as exc:
-            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id)
+            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id, dialect)
         self._advance(task_id)
         snap = self._fold(task_id)
         if snap is None:
-            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+            return error_reply(rpc.TASK_NOT_FOUND, "Task not found", req.id, dialect)
         return json_reply(
             encode_task(with_history(snap, req.params.historyLength if req.params else None), dialect, req.id)
         )
@@ -609,9 +639,9 @@ class ReplayEngine:
             pb.advance()
         snap = self._fold(task_id)
         if snap is None:
-            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+            return error_reply(rpc.TASK_NOT_FOUND, "Task not found", req.id, dialect)
         if snap.state in TERMINAL_STATES:
-            return error_reply(rpc.TASK_NOT_CANCELABLE, f"Task cannot be canceled: {task_id} is {snap.state}", req.id)
+            return error_reply(rpc.TASK_NOT_CANCELABLE, "Task cannot be canceled", req.id, dialect)
         self._mark_cancelled(task_id)
         return json_reply(encode_task(with_state(snap, "canceled"), dialect, req.id))
 
@@ -619,19 +649,24 @@ class ReplayEngine:
         pb = self.playbacks.get(task_id)
         if pb is not None and self.scale:
             pb.advance()
-        if pb is None or pb.done:
-            recorded = next((ep for ep in self.library.subscriptions.get(task_id, ()) if not ep.used), None)
-            if recorded is not None and task_id not in self.cancelled:
-                # the recording has this resubscribe: answer as the agent did then
+        if (pb is None or pb.done) and task_id not in self.cancelled:
+            recorded = self._recorded_subscription(task_id)
+            if recorded is not None:  # the recording has this resubscribe: answer as the agent did then
                 recorded.used += 1
+                ctype = recorded.exchange.content_type or ""
+                if recorded.dialect == dialect and not ctype.startswith("text/event-stream"):
+                    return self._answer(recorded, req.id)  # a refusal, as a JSON body
                 as_recorded = self._frames(recorded.iter_served(), recorded.dialect, dialect, req.id)
                 return self._stream(as_recorded, faults, dialect, req.id, None, None)
         snap = self._fold(task_id)
         if snap is None:
-            return error_reply(rpc.TASK_NOT_FOUND, f"Task not found: {task_id}", req.id)
+            return error_reply(rpc.TASK_NOT_FOUND, "Task not found", req.id, dialect)
         if snap.state in TERMINAL_STATES:
             body = rpc.error_body(
-                rpc.UNSUPPORTED_OPERATION, f"Task {task_id} is in terminal state: {snap.state}", req.id
+                rpc.UNSUPPORTED_OPERATION,
+                f"Task {task_id} is in terminal state: {state_in(snap.state, '1.0')}",  # the SDK's words in both
+                req.id,
+                error_data(rpc.UNSUPPORTED_OPERATION, dialect),
             )
             if dialect == "1.0":
                 return json_reply(body)
@@ -660,6 +695,17 @@ class ReplayEngine:
 
         return self._stream(frames, faults, dialect, req.id, on_sent, pb)
 
+    def _recorded_subscription(self, task_id: str) -> Episode | None:
+        """A recorded resubscribe of the task made when it stood where it stands here (one not served
+        yet first); once served, only a refusal is the agent's answer again (a finished task)."""
+        fits = self._fitting(task_id, self.library.subscriptions.get(task_id, ()), driven=True)
+        fresh = [ep for ep in fits if not ep.used]
+        if fresh:
+            return fresh[0]
+        if fits and fits[-1].refused:
+            return fits[-1]
+        return None
+
     def _list(self, req: rpc.RpcRequest, shape: Shape, dialect: str) -> Reply:
         recorded = self._recorded_listing(shape, dialect)
         if recorded is not None:
@@ -683,7 +729,7 @@ class ReplayEngine:
                 status_timestamp_after=p.statusTimestampAfter,
             )
         except ListingError as exc:
-            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id)
+            return error_reply(rpc.INVALID_PARAMS, str(exc), req.id, dialect)
         keep_artifacts = bool(p.includeArtifacts)
         tasks: list[WireTask] = [
             wire_task(t.snapshot if keep_artifacts else msgspec.structs.replace(t.snapshot, artifacts=()), "1.0")

@@ -12,6 +12,7 @@ from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import HTTP_JSON
 
 from ..bindings import http_json
+from ..bindings.errors import A2A_CODES, error_info, kind_of
 from . import rpc
 
 if TYPE_CHECKING:
@@ -35,8 +36,17 @@ def json_reply(body: bytes, status: int = 200) -> Reply:
     return Reply(status=status, body=body)
 
 
-def error_reply(code: int, message: str, rpc_id: Any = None) -> Reply:
-    return json_reply(rpc.error_body(code, message, rpc_id))
+def error_reply(code: int, message: str, rpc_id: Any = None, dialect: str | None = None) -> Reply:
+    """Our error, as an a2a-sdk 1.3.0 agent sends it: in v1.0 an A2A error (and invalid params)
+    carries its ``google.rpc.ErrorInfo`` as ``data``."""
+    return json_reply(rpc.error_body(code, message, rpc_id, error_data(code, dialect)))
+
+
+def error_data(code: int, dialect: str | None) -> Any:
+    """The ``data`` of an error of ours (None: none), as :func:`error_reply` says."""
+    if dialect == "1.0" and (code in A2A_CODES or code == rpc.INVALID_PARAMS):
+        return [error_info(kind_of(code).reason)]
+    return None
 
 
 def render(reply: Reply, binding: str) -> Reply:

@@ -13,14 +13,17 @@ What the user's text asks for decides the behaviour:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Message, Part, Role, Task, TaskState, TaskStatus
 from starlette.applications import Starlette
+
+from tests.support.servers import bind_loopback, serve_app
 
 
 class ChunkAgent(AgentExecutor):
@@ -94,3 +97,29 @@ def make_agent_app(base_url: str, *, streaming: bool = True, delay: float = 0.0,
         routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)
     )
     return app, executor
+
+
+@contextlib.contextmanager
+def two_binding_agent():
+    """A real a2a-sdk 1.3.0 agent: HTTP+JSON at /a2a/rest (first in its card), JSON-RPC at /; yields its URL."""
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    card = AgentCard(
+        name="two-bindings",
+        description="HTTP+JSON first",
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text"],
+        default_output_modes=["text"],
+        supported_interfaces=[
+            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=url + "/a2a/rest"),
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
+        ],
+    )
+    handler = DefaultRequestHandler(agent_executor=ChunkAgent(), task_store=InMemoryTaskStore(), agent_card=card)
+    routes = create_agent_card_routes(card) + create_rest_routes(handler, path_prefix="/a2a/rest")
+    app = Starlette(routes=routes + create_jsonrpc_routes(handler, rpc_url="/"))
+    with serve_app(app, port=port):
+        yield url

@@ -59,7 +59,10 @@ def test_unknown_task_is_task_not_found(client, dialect):
     for op in ("get", "cancel", "subscribe"):
         item = decode_item(post(client, request_body(op, dialect, task_id="no-such-task", rpc_id=9), dialect).content)
         assert item.kind == "error" and item.body.code == -32001, op
-        assert "no-such-task" in item.body.message and item.rpc_id == 9
+        # as an a2a-sdk 1.3.0 agent answers it: its words, and in v1.0 the ErrorInfo details
+        assert item.body.message == "Task not found" and item.rpc_id == 9
+        reasons = [d["reason"] for d in item.body.data] if dialect == "1.0" else item.body.data
+        assert reasons == (["TASK_NOT_FOUND"] if dialect == "1.0" else None), op
 
 
 def test_unrecorded_request_names_the_closest_recording(client):

@@ -7,7 +7,6 @@ one), in each binding, whichever binding the recording was made in.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Any
 
@@ -15,13 +14,7 @@ import anyio
 import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import (
-    AgentCapabilities,
-    AgentCard,
-    AgentInterface,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -32,43 +25,16 @@ from a2a.types import (
     SubscribeToTaskRequest,
 )
 from google.protobuf.json_format import MessageToDict
-from starlette.applications import Starlette
 
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.replay.serve.transport import ReplayTransport
 from tests.recorder.proxy.conftest import running_proxy
-from tests.support.sdk_agents import ChunkAgent
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.sdk_agents import two_binding_agent
+from tests.support.servers import serve_app
 
 BINDINGS = ("HTTP+JSON", "JSONRPC")
-
-
-@contextlib.contextmanager
-def two_binding_agent():
-    """A real a2a-sdk 1.3.0 agent: HTTP+JSON at /a2a/rest (first in its card), JSON-RPC at /."""
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
-    url = f"http://127.0.0.1:{port}"
-    card = AgentCard(
-        name="two-bindings",
-        description="HTTP+JSON first",
-        version="1.0.0",
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text"],
-        default_output_modes=["text"],
-        supported_interfaces=[
-            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=url + "/a2a/rest"),
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
-        ],
-    )
-    handler = DefaultRequestHandler(agent_executor=ChunkAgent(), task_store=InMemoryTaskStore(), agent_card=card)
-    routes = create_agent_card_routes(card) + create_rest_routes(handler, path_prefix="/a2a/rest")
-    app = Starlette(routes=routes + create_jsonrpc_routes(handler, rpc_url="/"))
-    with serve_app(app, port=port):
-        yield url
 
 
 def _message(text: str) -> SendMessageRequest:
