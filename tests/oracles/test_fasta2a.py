@@ -76,7 +76,12 @@ def fasta2a_agent():
 
 
 def _message(text: str) -> Any:
-    return {"role": "user", "parts": [{"kind": "text", "text": text}], "kind": "message", "message_id": str(uuid.uuid4())}
+    return {
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+        "kind": "message",
+        "message_id": str(uuid.uuid4()),
+    }
 
 
 def _task(result: Any) -> Any:

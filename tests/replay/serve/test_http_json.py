@@ -7,82 +7,22 @@ one), in each binding, whichever binding the recording was made in.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import anyio
-import httpx
 import pytest
-from a2a.client import ClientConfig, ClientFactory
-from a2a.types import (
-    CancelTaskRequest,
-    GetTaskRequest,
-    ListTasksRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
-    SubscribeToTaskRequest,
-)
-from google.protobuf.json_format import MessageToDict
 
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.replay.serve.transport import ReplayTransport
 from tests.recorder.proxy.conftest import running_proxy
+from tests.support.a2a_session import normalised as _normalised
+from tests.support.a2a_session import session
 from tests.support.sdk_agents import two_binding_agent
 from tests.support.servers import serve_app
 
 BINDINGS = ("HTTP+JSON", "JSONRPC")
-
-
-def _message(text: str) -> SendMessageRequest:
-    return SendMessageRequest(message=Message(message_id="m-" + text, role=Role.ROLE_USER, parts=[Part(text=text)]))
-
-
-async def _outcome(call) -> Any:
-    try:
-        return MessageToDict(await call)
-    except Exception as exc:  # noqa: BLE001 - the client's error is part of what it saw
-        return {"error": type(exc).__name__, "message": str(exc)}
-
-
-async def session(url: str, binding: str, transport: httpx.AsyncBaseTransport | None = None) -> list[Any]:
-    """What the a2a-sdk client sees of one session in ``binding``: a stream, a send, GetTask (whole
-    and with historyLength), cancel and subscribe of a finished task, an unknown task, ListTasks."""
-    async with httpx.AsyncClient(transport=transport, timeout=10) as hc:
-        seen: list[Any] = []
-        for streaming in (True, False):
-            factory = ClientFactory(
-                ClientConfig(httpx_client=hc, streaming=streaming, supported_protocol_bindings=[binding])
-            )
-            client = await factory.create_from_url(url)
-            events = [MessageToDict(ev) async for ev in client.send_message(_message(f"hello {streaming}"))]
-            seen.append(events)
-        task_id = seen[0][0]["task"]["id"]
-        seen.append(await _outcome(client.get_task(GetTaskRequest(id=task_id))))
-        seen.append(await _outcome(client.get_task(GetTaskRequest(id=task_id, history_length=1))))
-        seen.append(await _outcome(client.cancel_task(CancelTaskRequest(id=task_id))))
-        try:
-            seen.append([MessageToDict(ev) async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id))])
-        except Exception as exc:  # noqa: BLE001
-            seen.append({"error": type(exc).__name__, "message": str(exc)})
-        seen.append(await _outcome(client.get_task(GetTaskRequest(id="no-such-task"))))
-        seen.append(await _outcome(client.list_tasks(ListTasksRequest())))
-        return seen
-
-
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
-
-
-def _normalised(seen: list[Any]) -> str:
-    """The session less what differs between two runs of the agent: ids and times."""
-    text = repr(seen)
-    ids: dict[str, str] = {}
-    text = _UUID.sub(lambda m: ids.setdefault(m.group(0), f"<id{len(ids)}>"), text)
-    return _TIME.sub("<time>", text)
 
 
 def record_session(tmp_path, binding: str) -> tuple[Any, str]:
