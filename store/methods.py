@@ -71,3 +71,11 @@ def binding_and_version(binding: str | None, dialect: str | None) -> tuple[str |
     if binding is None and dialect in ("0.3", "1.0"):
         return JSONRPC, dialect
     return binding, dialect
+
+
+def binding_label(binding: str | None, dialect: str | None) -> str | None:
+    """How people read an exchange's binding: ``HTTP+JSON 1.0``, ``JSONRPC 0.3`` (None: not an A2A call)."""
+    name, version = binding_and_version(binding, dialect)
+    if name is None:
+        return None
+    return f"{BINDING_NAMES.get(name, name)} {version}" if version else BINDING_NAMES.get(name, name)

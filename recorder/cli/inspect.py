@@ -30,6 +30,7 @@ from a2a_tape.store import (
     Undecodable,
     decode_item,
 )
+from a2a_tape.store.methods import binding_and_version, binding_label
 
 from . import options
 from .app import DbOption, JsonOption, UsageError, commands, emit_json, err, find_task, open_db, out
@@ -55,6 +56,8 @@ class ShowRow(msgspec.Struct):
     exchange_id: int | None
     data: Any  # the payload as received: msgspec.Raw when it is JSON, else the text / None
     raw: str | None = None  # the payload text when it is not JSON
+    binding: str | None = None  # the exchange's: jsonrpc / http+json / grpc (store.methods)
+    version: str | None = None  # its protocol version: 0.3 / 1.0
 
 
 @app.command("show")
@@ -95,17 +98,19 @@ def show_cmd(
         if follow:
             _follow(st, task_id, events, raw=raw, json=json, idle=idle)
             return
+        wires = _wires(st, task_id if lone is None else None, events)
     if raw:
         for ev in events:
             sys.stdout.buffer.write(bytes(ev.payload) + b"\n")
         sys.stdout.flush()
         return
-    rows = [_show_row(ev) for ev in events]
+    rows = [_show_row(ev, wires.get(ev.exchange_id or 0)) for ev in events]
     if json:
         emit_json(rows)
         return
     t0 = events[0].received_at if events else 0.0
-    table = Table(title=f"task {task_id}", show_lines=False)
+    labels = sorted({label for w in wires.values() if (label := binding_label(*w))})
+    table = Table(title=f"task {task_id}" + (f" ({', '.join(labels)})" if labels else ""), show_lines=False)
     for col in ("seq", "pos", "+s", "kind", "origin"):
         table.add_column(col, no_wrap=True)
     table.add_column("artifact / channel", overflow="fold")
@@ -130,7 +135,16 @@ def show_cmd(
         )
 
 
-def _show_row(ev: StoredEvent) -> ShowRow:
+def _wires(
+    st: ExchangeLog, task_id: str | None, events: Iterable[StoredEvent]
+) -> dict[int, tuple[str | None, str | None]]:
+    """(binding, version) of each exchange the events came in."""
+    wanted = {ev.exchange_id for ev in events if ev.exchange_id is not None}
+    found = st.exchanges(task_id) if task_id is not None else [e for i in wanted if (e := st.get_exchange(i))]
+    return {ex.id: binding_and_version(ex.binding, ex.dialect) for ex in found if ex.id in wanted}
+
+
+def _show_row(ev: StoredEvent, wire: tuple[str | None, str | None] | None = None) -> ShowRow:
     item = decode_item(ev.payload)
     body = item.body
     is_json = not isinstance(body, Undecodable) or not body.reason.startswith(("invalid JSON", "undecodable"))
@@ -144,6 +158,8 @@ def _show_row(ev: StoredEvent) -> ShowRow:
         exchange_id=ev.exchange_id,
         data=msgspec.Raw(bytes(ev.payload)) if is_json else None,
         raw=None if is_json else bytes(ev.payload).decode("utf-8", "replace"),
+        binding=wire[0] if wire else None,
+        version=wire[1] if wire else None,
     )
 
 
@@ -272,6 +288,7 @@ class TaskRow(msgspec.Struct):
     final_answer: str | None
     kind: str = "task"
     message_id: str | None = None
+    bindings: list[str] = []  # how its exchanges went: jsonrpc, http+json (store.methods.BINDINGS)
 
 
 _SENDS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
@@ -426,8 +443,11 @@ def tasks_cmd(
             and (context is None or m.context_id == context)
             and (cutoff is None or m.events[-1].received_at >= cutoff)
         ]
+        bindings: dict[str, set[str]] = {}  # task -> the bindings of its exchanges, read with them
         if isinstance(proj, _InMemory):  # a read-only log behind its projection: no index to page
-            views = sorted(proj.views(_closed(st)), key=lambda v: v.last_position, reverse=True)
+            every = st.exchanges()
+            _note_bindings(every, bindings)
+            views = sorted(proj.views(_closed_of(every)), key=lambda v: v.last_position, reverse=True)
             views = [
                 v
                 for v in views
@@ -440,9 +460,14 @@ def tasks_cmd(
         else:
             total = listing.count(st, states=wanted, context=context, since=cutoff) + len(lone)
             found = listing.newest(
-                st, limit=shown, states=wanted, context=context, since=cutoff, closed=lambda ids: _closed_for(st, ids)
+                st,
+                limit=shown,
+                states=wanted,
+                context=context,
+                since=cutoff,
+                closed=lambda ids: _closed_for(st, ids, bindings),
             )
-        rows_iter = _newest_rows(found, lone, shown)
+        rows_iter = _newest_rows(found, lone, shown, bindings)
         if json:
             _stream_json(rows_iter)
             return
@@ -465,10 +490,12 @@ _TABLE_ROWS = 500
 """Up to this many rows are one rich table; longer listings stream as aligned lines."""
 
 
-def _task_row(v: TaskView) -> TaskRow:
-    return TaskRow(
+def _task_row(v: TaskView, bindings: Iterable[str] = ()) -> TaskRow:
+    row = TaskRow(
         v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, len(v.faults), v.final_answer
     )
+    row.bindings = sorted(bindings)
+    return row
 
 
 def _message_row(m: LoneMessage) -> TaskRow:
@@ -476,12 +503,14 @@ def _message_row(m: LoneMessage) -> TaskRow:
     return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
 
 
-def _newest_rows(views: Iterable[TaskView], lone: list[LoneMessage], limit: int | None) -> Iterator[TaskRow]:
+def _newest_rows(
+    views: Iterable[TaskView], lone: list[LoneMessage], limit: int | None, bindings: Mapping[str, set[str]]
+) -> Iterator[TaskRow]:
     """Task rows (``views``: newest last event first) and lone Message rows, merged newest first."""
     import heapq
     from itertools import islice
 
-    tasks = ((v.last_position, _task_row(v)) for v in views)
+    tasks = ((v.last_position, _task_row(v, bindings.get(v.task_id, ()))) for v in views)
     messages = sorted(((m.events[-1].position, _message_row(m)) for m in lone), key=lambda p: p[0], reverse=True)
     merged = heapq.merge(tasks, messages, key=lambda p: p[0], reverse=True)
     return (row for _, row in islice(merged, limit))
@@ -492,12 +521,21 @@ def _taskless_exchanges(st: ExchangeLog) -> list[Exchange]:
     return st.exchanges_without_task()
 
 
-def _closed_for(st: ExchangeLog, task_ids: Iterable[str]) -> dict[int, float]:
-    """The ended exchanges of some tasks (a page of the listing)."""
+def _closed_for(st: ExchangeLog, task_ids: Iterable[str], bindings: dict[str, set[str]]) -> dict[int, float]:
+    """The ended exchanges of some tasks (a page of the listing); their bindings noted in ``bindings``."""
     closed: dict[int, float] = {}
     for t in task_ids:
-        closed.update(_closed(st, t))
+        exchanges = st.exchanges(t)
+        _note_bindings(exchanges, bindings)
+        closed.update(_closed_of(exchanges))
     return closed
+
+
+def _note_bindings(exchanges: Iterable[Exchange], bindings: dict[str, set[str]]) -> None:
+    for ex in exchanges:
+        name = binding_and_version(ex.binding, ex.dialect)[0]
+        if ex.task_id and name:
+            bindings.setdefault(ex.task_id, set()).add(name)
 
 
 def _stream_json(rows: Iterable[TaskRow]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from a2a_tape.store import Exchange, Recordings, StoredEvent
+from a2a_tape.store.methods import binding_label
 
 HAR_VERSION = "1.2"
 
@@ -163,7 +164,14 @@ def _entry(ex: Exchange, events: list[StoredEvent]) -> Entry:
         cache={},
         timings=Timings(send=0.0, wait=round(wait, 3), receive=round(total - wait, 3)),
         comment=" ".join(
-            x for x in (ex.rpc_method or "", f"outcome={ex.outcome}" if ex.outcome else "", ex.error or "") if x
+            x
+            for x in (
+                binding_label(ex.binding, ex.dialect) or "",
+                ex.rpc_method or "",
+                f"outcome={ex.outcome}" if ex.outcome else "",
+                ex.error or "",
+            )
+            if x
         ),
     )
 

@@ -197,7 +197,8 @@ def card_for(base_url: str, recorded: bytes | None) -> bytes:
     url = base_url.rstrip("/") + "/"
     card.url = url
     card.supportedInterfaces = [
-        CardInterface(url=url, protocolBinding="JSONRPC", protocolVersion=v) for v in ("1.0", "0.3")
+        *(CardInterface(url=url, protocolBinding="JSONRPC", protocolVersion=v) for v in ("1.0", "0.3")),
+        CardInterface(url=url.rstrip("/"), protocolBinding="HTTP+JSON", protocolVersion="1.0"),  # its routes
     ]
     card.preferredTransport = card.preferredTransport or "JSONRPC"
     card.protocolVersion = card.protocolVersion or "0.3"

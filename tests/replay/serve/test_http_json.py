@@ -7,9 +7,11 @@ one), in each binding, whichever binding the recording was made in.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from a2a_tape.replay.serve.engine import ReplayEngine
@@ -66,3 +68,57 @@ def replayed(db: str, binding: str, how: str) -> list[Any]:
             return anyio.run(session, url, binding)
     finally:
         lib.close()
+
+
+def test_the_card_names_the_replay_server_for_each_interface(recordings):
+    """The recorded card's interfaces (HTTP+JSON at /a2a/rest, JSON-RPC at /) point at the replay server,
+    each path kept; a recording with no card gets one offering both bindings at the replay server."""
+    _, db = recordings["HTTP+JSON"]
+    lib = Library.open(db)
+    try:
+        with serve_app(create_app(ReplayEngine(lib))) as url:
+            card = httpx.get(url + "/.well-known/agent-card.json").json()
+    finally:
+        lib.close()
+    assert [(i["protocolBinding"], i["url"]) for i in card["supportedInterfaces"]] == [
+        ("HTTP+JSON", url + "/a2a/rest"),
+        ("JSONRPC", url + "/"),
+    ]
+
+
+def test_a_recording_without_a_card_offers_both_bindings(tmp_path):
+    from a2a_tape.store import open_store
+
+    open_store(tmp_path / "empty.db").close()
+    lib = Library.open(tmp_path / "empty.db")
+    try:
+        with serve_app(create_app(ReplayEngine(lib))) as url:
+            card = httpx.get(url + "/.well-known/agent-card.json").json()
+            unknown = httpx.get(url + "/tasks/nope", headers={"A2A-Version": "1.0"})
+    finally:
+        lib.close()
+    assert {(i["protocolBinding"], i["url"].rstrip("/")) for i in card["supportedInterfaces"]} >= {
+        ("HTTP+JSON", url),
+        ("JSONRPC", url),
+    }
+    assert unknown.status_code == 404 and unknown.json()["error"]["status"] == "NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    ("binding", "name", "label"), [("HTTP+JSON", "http+json", "HTTP+JSON 1.0"), ("JSONRPC", "jsonrpc", "JSONRPC 1.0")]
+)
+def test_show_tasks_and_the_exports_name_the_binding(recordings, binding, name, label):
+    from typer.testing import CliRunner
+
+    from a2a_tape.recorder.cli import app
+
+    live, db = recordings[binding]
+    task_id = live[0][0]["task"]["id"]
+    run = CliRunner().invoke
+    shown = json.loads(run(app, ["show", task_id, "--db", db, "--json"]).stdout)
+    assert {(r["binding"], r["version"]) for r in shown} == {(name, "1.0")}
+    assert label in run(app, ["show", task_id, "--db", db], env={"COLUMNS": "200"}).stdout
+    tasks = json.loads(run(app, ["tasks", "--db", db, "--json"]).stdout)
+    assert {t["task_id"]: t["bindings"] for t in tasks}[task_id] == [name]
+    har = json.loads(run(app, ["export", task_id, "--format", "har", "--db", db]).stdout)
+    assert all(e["comment"].startswith(label) for e in har["log"]["entries"] if e["request"]["method"] == "POST")
