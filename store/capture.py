@@ -229,8 +229,10 @@ class Capture:
         message_id: str | None = None,
         role: str = "client",
         idempotency_key: str | None = None,
+        binding: str | None = None,
     ) -> Exchange:
-        """The exchange row to begin, redacted (URL, headers, JSON paths of the body)."""
+        """The exchange row to begin, redacted (URL, headers, JSON paths of the body). ``binding``:
+        how the request goes (:data:`store.methods.BINDINGS`); None with a version means JSON-RPC."""
         url, found = self.redactor.url_secrets(url)
         self.secrets += found  # a token in the URL must not come back in an error text either
         self.start = time.monotonic()
@@ -248,6 +250,7 @@ class Capture:
             message_id=message_id,
             idempotency_key=idempotency_key,
             role=role,
+            binding=binding,
         )
 
     # -- the response head -------------------------------------------------------------------

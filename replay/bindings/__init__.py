@@ -16,7 +16,7 @@ new module with ``read``, ``to_jsonrpc`` and the two renderers, and a line in :d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from a2a_tape.store import Exchange
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC, binding_and_version
@@ -47,7 +47,8 @@ def recorded_call(ex: Exchange) -> Call:
     binding, _ = binding_and_version(ex.binding, ex.dialect)
     if binding == HTTP_JSON or (binding is None and http_json.is_route(ex.http_method, urlsplit(ex.url).path)):
         url = urlsplit(ex.url)
-        call = http_json.read(ex.http_method, url.path, url.query, ex.request_headers, ex.request_body or b"")
+        path = unquote(url.path)  # as a server reads it (the recorded URL is as sent)
+        call = http_json.read(ex.http_method, path, url.query, ex.request_headers, ex.request_body or b"")
         if call is not None:
             return call
     return Call(binding=JSONRPC, body=ex.request_body or b"")

@@ -30,12 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote, urlencode
 
 import msgspec
 
 from a2a_tape.store.json_values import Decoder, decode_json
-from a2a_tape.store.methods import HTTP_JSON, OPERATIONS, OTHER_OPERATIONS
+from a2a_tape.store.methods import ALL_METHODS, HTTP_JSON, OPERATIONS, OTHER_OPERATIONS
 from a2a_tape.store.sse import SseParser
 
 from ..serve.frames import frame
@@ -164,6 +164,51 @@ def read(http_method: str, path: str, query: str, headers: Mapping[str, str], bo
         params = {}
     canonical = _encoder.encode({"jsonrpc": "2.0", "id": None, "method": method, "params": params})
     return Call(binding=NAME, body=canonical, version=version_of(headers), operation=operation)
+
+
+_PATH_FIELDS = {
+    "get": ("id",),
+    "cancel": ("id",),
+    "resubscribe": ("id",),
+    "push-set": ("taskId",),
+    "push-get": ("taskId", "id"),
+    "push-delete": ("taskId", "id"),
+    "push-list": ("taskId",),
+}
+_ROUTE_OF = {
+    "send": ("POST", "/message:send"),
+    "stream": ("POST", "/message:stream"),
+    "get": ("GET", "/tasks/{0}"),
+    "list": ("GET", "/tasks"),
+    "cancel": ("POST", "/tasks/{0}:cancel"),
+    "resubscribe": ("POST", "/tasks/{0}:subscribe"),
+    "push-set": ("POST", "/tasks/{0}/pushNotificationConfigs"),
+    "push-list": ("GET", "/tasks/{0}/pushNotificationConfigs"),
+    "push-get": ("GET", "/tasks/{0}/pushNotificationConfigs/{1}"),
+    "push-delete": ("DELETE", "/tasks/{0}/pushNotificationConfigs/{1}"),
+    "extended-card": ("GET", "/extendedAgentCard"),
+}
+
+
+def render_request(method: str, params: Mapping[str, Any], prefix: str = "") -> tuple[str, str, bytes]:
+    """A call (an A2A method of either version, its params as JSON-RPC spells them) as this binding
+    sends it: (HTTP method, path under ``prefix`` with its query, body). The inverse of :func:`read`:
+    path fields leave the params (percent-encoded in the path), a GET's params go in the query."""
+    operation = ALL_METHODS[method][0]
+    http_method, template = _ROUTE_OF[operation]
+    names = _PATH_FIELDS.get(operation, ())
+    path = prefix.rstrip("/") + template.format(*(quote(str(params.get(n, "")), safe="") for n in names))
+    rest = {k: v for k, v in params.items() if k not in names}
+    if http_method in ("GET", "DELETE"):
+        query = urlencode([(k, _query_value(v)) for k, v in rest.items() if v is not None])
+        return http_method, path + ("?" + query if query else ""), b""
+    return http_method, path, _encoder.encode(rest) if rest or operation in ("send", "stream") else b""
+
+
+def _query_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
 
 def method_of(operation: str) -> str | None:

@@ -51,6 +51,29 @@ def test_sdk_client_over_http(a2a_tape):
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
+@pytest.mark.a2a_tape("recordings/chunk.jsonl")
+def test_sdk_client_over_http_json(a2a_tape):
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Message, Part, Role, SendMessageRequest, TaskState
+
+    # the recorded card offers JSON-RPC only (it is served as recorded): this client is told of HTTP+JSON
+    card = AgentCard(
+        name="replay",
+        capabilities=AgentCapabilities(streaming=True),
+        supported_interfaces=[AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=a2a_tape.url)],
+    )
+
+    async def main():
+        async with httpx.AsyncClient(timeout=10) as hc:
+            config = ClientConfig(httpx_client=hc, supported_protocol_bindings=["HTTP+JSON"])
+            client = ClientFactory(config).create(card)
+            req = SendMessageRequest(message=Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="hello")]))
+            return [ev async for ev in client.send_message(req)]
+
+    events = anyio.run(main)  # a JSON-RPC recording, answered over HTTP+JSON
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 @pytest.mark.a2a_tape("recordings/chunk.jsonl", faults="drop-after=2")
 def test_faults_from_the_marker(a2a_tape):
     async def main():
@@ -72,7 +95,7 @@ def project(pytester):
 def test_marked_module_passes_offline(project):
     project.makepyfile(test_user=USER_MODULE)
     result = project.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
 
 
 def test_never_recorded_request_and_bad_markers_fail_clearly(project):
@@ -121,6 +144,6 @@ def test_command_line_switches_the_record_mode(project, monkeypatch):
     with running_sdk_agent() as agent:
         monkeypatch.setenv("A2A_TAPE_UPSTREAM", agent.url)
         result = project.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-record-mode=all", "-k", "transport")
-        result.assert_outcomes(passed=1, deselected=2)
+        result.assert_outcomes(passed=1, deselected=3)
         assert agent.executor.executions == 1
     assert (project.path / "recordings" / "chunk.jsonl").read_bytes().count(b"\n") > TAPE.read_bytes().count(b"\n")
