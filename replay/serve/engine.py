@@ -626,12 +626,42 @@ class ReplayEngine:
         except ListingError as exc:
             return error_reply(rpc.INVALID_PARAMS, str(exc), req.id, dialect)
         self._advance(task_id)
+        self._step_polls(task_id)
         snap = self._fold(task_id)
         if snap is None:
             return error_reply(rpc.TASK_NOT_FOUND, "Task not found", req.id, dialect)
         return json_reply(
             encode_task(with_history(snap, req.params.historyLength if req.params else None), dialect, req.id)
         )
+
+    def _step_polls(self, task_id: str) -> None:
+        """A GetTask no recorded answer fits as it is (another ``historyLength``, the other dialect)
+        moves a walk on as a poll does: past the agent's recorded GetTask answers made after what
+        the client has seen move, one per poll (or those due by the replay clock). The task it
+        folds then ends on the agent's own answer: history as that agent kept it."""
+        pb = self.playbacks.get(task_id)
+        if pb is None or task_id in self.cancelled:
+            return
+        events = self.library.task_events(task_id)
+        moved = max((e.position for e in self._visible(task_id, events) if e.operation not in _PASSIVE), default=0)
+        after = max(moved, self.polls.get(task_id, 0))
+        ahead = sorted(
+            {e.position: e.exchange_id for e in events if e.operation == "get" and e.position > after}.items()
+        )
+        if not ahead:
+            return
+        if self.scale == 0:
+            self.polls[task_id] = ahead[0][0]
+            return
+        elapsed = (time.monotonic() - pb.started) / self.scale
+        start = pb.episode.exchange.started_at
+        due = [
+            pos
+            for pos, ex_id in ahead
+            if (ep := self.library.episode(ex_id)) and ep.exchange.started_at - start <= elapsed
+        ]
+        if due:
+            self.polls[task_id] = due[-1]
 
     def _cancel(self, req: rpc.RpcRequest, task_id: str, dialect: str) -> Reply:
         pb = self.playbacks.get(task_id)

@@ -181,3 +181,34 @@ def test_record_no_stream_against_the_replay_of_a_polled_recording_completes(tmp
     with tape.serve(db, tmp_path / "serve.log") as srv:
         again = _record(srv.url, tmp_path / "again.db")
     assert (again["state"], again["final_answer"]) == ("completed", "the answer is 42")
+
+
+def test_a_poll_of_another_shape_walks_too_and_ends_on_the_agents_own_answer(tmp_path):
+    """Polls that no recorded request matches as they are (here ``historyLength``, which record's polls
+    did not send) walk the recorded answers as well, and the last one is the agent's: its history as
+    fasta2a keeps it (the agent's messages), not rebuilt."""
+    db = tmp_path / "fa.db"
+    with fasta2a_agent() as (url, model):
+        model.release.set()
+        live = _record(url, db)
+    from a2a_tape.store import open_store
+
+    with open_store(db) as st:
+        gets = [ex for ex in st.exchanges() if ex.rpc_method == "GetTask"]
+        last = json.loads(bytes(st.read_exchange(gets[-1].id or 0)[-1].payload))["result"]
+    headers = {"A2A-Version": "1.0"}
+    send = {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "what is the answer?"}]}}
+    with tape.serve(db, tmp_path / "serve.log") as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        sent = c.post("/", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send}, headers=headers)
+        task_id = sent.json()["result"]["task"]["id"]
+        states = []
+        for _ in range(len(gets) + 2):
+            got = c.post(
+                "/",
+                json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id, "historyLength": 10}},
+                headers=headers,
+            ).json()["result"]
+            states.append(got["status"]["state"])
+    assert live["state"] == "completed" and task_id == last["id"]
+    assert states[0] != "TASK_STATE_COMPLETED" or len(gets) == 1  # it walks: the first poll is not the end
+    assert states[-1] == "TASK_STATE_COMPLETED" and got["history"] == last["history"][-10:]
