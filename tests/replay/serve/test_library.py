@@ -71,7 +71,8 @@ def test_agent_card_is_the_recorded_one_or_made_up(db_path):
     finally:
         lib.close()
     assert card["name"] == "a2a-tape replay" and card["capabilities"]["streaming"] is True
-    assert [(i["protocolVersion"], i["url"]) for i in card["supportedInterfaces"]] == [
-        ("1.0", "http://replay.test:9/"),
-        ("0.3", "http://replay.test:9/"),
+    assert [(i["protocolBinding"], i["protocolVersion"], i["url"]) for i in card["supportedInterfaces"]] == [
+        ("JSONRPC", "1.0", "http://replay.test:9/"),
+        ("JSONRPC", "0.3", "http://replay.test:9/"),
+        ("HTTP+JSON", "1.0", "http://replay.test:9"),
     ]
