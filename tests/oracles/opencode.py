@@ -3,8 +3,8 @@ of the fake OpenCode server of :mod:`tests.oracles.fake_opencode`.
 
 Why a venv of its own: opencode-a2a 1.4.0 pins a2a-sdk 1.2.3, our test extra pins 1.3.0 (the agent and the
 client of every other test); the two cannot share an interpreter. It is installed once per version under the
-oracles' cache (``$A2A_TAPE_CACHE``, as the TCK's: :func:`tests.oracles.tck.cache_dir`), a file lock
-serialising concurrent first installs and a marker written last. Where it cannot be installed (no registry
+oracles' cache (:mod:`tests.oracles.cache`: a file lock serialising concurrent first installs, a marker
+written last). Where it cannot be installed (no registry
 reachable), the oracle tests skip saying why.
 
 :func:`running_agent` starts ``opencode-a2a serve`` on a free loopback port with the settings it requires
@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-from tests.oracles.tck import _locked, _plain_env, cache_dir
+from tests.oracles.cache import cache_dir, install_once, make_venv, plain_env
 from tests.support.servers import closed_port
 
 VERSION = "1.4.0"
@@ -32,36 +31,16 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 START_TIMEOUT = 60.0
 
 
-class OpencodeUnavailable(Exception):
-    """opencode-a2a cannot be installed here; the message says why."""
-
-
 def ensure_installed() -> Path:
-    """The ``opencode-a2a`` script of a venv holding opencode-a2a (installed once)."""
+    """The ``opencode-a2a`` script of a venv holding opencode-a2a (installed once; :class:`cache.Unavailable`
+    when it cannot be)."""
     home = cache_dir() / "opencode-a2a" / VERSION
-    script = home / "venv" / "bin" / "opencode-a2a"
-    ready = home / "installed"
-    with _locked(home.with_suffix(".lock")):
-        if ready.exists() and script.exists():
-            return script
-        home.mkdir(parents=True, exist_ok=True)
-        log = home / "install.log"
-        python = home / "venv" / "bin" / "python"
-        steps = [
-            [sys.executable, "-m", "venv", "--clear", str(home / "venv")],
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"opencode-a2a=={VERSION}"],
-        ]
-        with log.open("wb") as out:
-            for cmd in steps:
-                try:
-                    done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=900, env=_plain_env())
-                except subprocess.TimeoutExpired:
-                    raise OpencodeUnavailable(f"installing opencode-a2a took more than 900 s (log: {log})") from None
-                if done.returncode != 0:
-                    tail = log.read_text(errors="replace").strip().splitlines()[-2:]
-                    raise OpencodeUnavailable(f"installing opencode-a2a=={VERSION} failed: {' | '.join(tail)}")
-        ready.write_text(VERSION + "\n")
-        return script
+
+    def build(into: Path) -> None:
+        make_venv(into / "venv", [f"opencode-a2a=={VERSION}"], into / "install.log", f"opencode-a2a {VERSION}")
+
+    install_once(home, build)
+    return home / "venv" / "bin" / "opencode-a2a"
 
 
 @contextlib.contextmanager
@@ -70,7 +49,7 @@ def running_agent(script: Path, upstream: str, workdir: Path) -> Iterator[str]:
     port = closed_port()
     url = f"http://127.0.0.1:{port}"
     env = {
-        **_plain_env(),
+        **plain_env(),
         "A2A_HOST": "127.0.0.1",
         "A2A_PORT": str(port),
         "A2A_PUBLIC_URL": url,

@@ -25,6 +25,7 @@ from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.transport import ReplayTransport
 from tests.oracles import opencode, tape
+from tests.oracles.cache import Unavailable
 from tests.oracles.fake_opencode import ANSWER, FakeOpenCode
 from tests.support.a2a_session import normalised, session
 
@@ -37,7 +38,7 @@ BINDINGS = ("HTTP+JSON", "JSONRPC")
 def script() -> Path:
     try:
         return opencode.ensure_installed()
-    except opencode.OpencodeUnavailable as exc:
+    except Unavailable as exc:
         pytest.skip(str(exc))
 
 
