@@ -31,22 +31,18 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from fasta2a.client import A2AClient
+from fasta2a.pydantic_ai import agent_to_a2a
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-pytest.importorskip("fasta2a")
-pytest.importorskip("pydantic_ai")
-
-from fasta2a.client import A2AClient  # noqa: E402
-from fasta2a.pydantic_ai import agent_to_a2a  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.messages import ModelResponse, TextPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-
-from a2a_tape.recorder.listen import serving  # noqa: E402
-from a2a_tape.replay.serve.engine import ReplayEngine  # noqa: E402
-from a2a_tape.replay.serve.library import Library  # noqa: E402
-from a2a_tape.replay.serve.transport import ReplayTransport  # noqa: E402
-from tests.oracles import tape  # noqa: E402
-from tests.support.servers import closed_port as free_port  # noqa: E402
+from a2a_tape.recorder.listen import serving
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.library import Library
+from a2a_tape.replay.serve.transport import ReplayTransport
+from tests.oracles import tape
+from tests.support.servers import closed_port as free_port
 
 pytestmark = pytest.mark.oracle
 

@@ -69,9 +69,21 @@ _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
 
 
 def normalised(seen: list[Any]) -> str:
-    """The session less what differs between two runs of the agent: ids and times (and the order of an
-    object's keys: a protobuf Struct's map has none)."""
+    """The session less what differs between two runs of the agent: ids and times (each id named by where it
+    first shows), the order of an object's keys (a protobuf Struct's map has none), and the order of a
+    ListTasks page's tasks of equal timestamps (the agent breaks ties by id, random in each run)."""
     text = json.dumps(seen, sort_keys=True)
     ids: dict[str, str] = {}
     text = _UUID.sub(lambda m: ids.setdefault(m.group(0), f"<id{len(ids)}>"), text)
-    return _TIME.sub("<time>", text)
+    return json.dumps(_tasks_sorted(json.loads(_TIME.sub("<time>", text))), sort_keys=True)
+
+
+def _tasks_sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {k: _tasks_sorted(v) for k, v in value.items()}
+        if isinstance(out.get("tasks"), list):
+            out["tasks"] = sorted(out["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
+        return out
+    if isinstance(value, list):
+        return [_tasks_sorted(v) for v in value]
+    return value
