@@ -94,6 +94,13 @@ class EventLog(Protocol):
 
     def read_task(self, task_id: str) -> list[StoredEvent]: ...
 
+    def iter_task(
+        self, task_id: str, *, after: int = 0, limit: int | None = None, batch: int = 5000
+    ) -> Iterator[StoredEvent]:
+        """``read_task`` a page at a time: the task's events after position ``after``, in log
+        order, ``limit`` at most (a long task is shown a page at a time, never read whole)."""
+        ...
+
     def read_exchange(self, exchange_id: int) -> list[StoredEvent]: ...
 
     def iter_exchange(self, exchange_id: int, *, batch: int = 5000) -> Iterator[StoredEvent]: ...

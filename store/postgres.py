@@ -335,6 +335,14 @@ class PostgresStore(PostgresIndexes):
         rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s ORDER BY position", (task_id,))
         return [StoredEvent(*r) for r in rows]
 
+    def iter_task(
+        self, task_id: str, *, after: int = 0, limit: int | None = None, batch: int = 5000
+    ) -> Iterator[StoredEvent]:
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE task_id = %s AND position > %s ORDER BY position LIMIT %s"
+        for rows in pages(lambda pos, n: self._read(sql, (task_id, pos, n)), after, batch, limit):
+            for row in rows:
+                yield StoredEvent(*row)
+
     def read_exchange(self, exchange_id: int) -> list[StoredEvent]:
         rows = self._read(f"SELECT {_EVENT_COLS} FROM events WHERE exchange_id = %s ORDER BY position", (exchange_id,))
         return [StoredEvent(*r) for r in rows]

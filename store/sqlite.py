@@ -347,6 +347,14 @@ class SqliteStore(SqliteIndexes):
             ).fetchall()
         return [StoredEvent(*r) for r in rows]
 
+    def iter_task(
+        self, task_id: str, *, after: int = 0, limit: int | None = None, batch: int = 5000
+    ) -> Iterator[StoredEvent]:
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE task_id = ? AND position > ? ORDER BY position LIMIT ?"
+        for rows in pages(lambda pos, n: self._fetch(sql, (task_id, pos, n)), after, batch, limit):
+            for row in rows:
+                yield StoredEvent(*row)
+
     def read_exchange(self, exchange_id: int) -> list[StoredEvent]:
         with self._lock:
             rows = self._conn.execute(

@@ -1,4 +1,4 @@
-"""The store's smaller readers and registries: narrow fold reader, exchange paging, prefixes,
+"""The store's smaller readers and registries: narrow fold reader, exchange and task paging, prefixes,
 idempotency release, projection rows paged by key."""
 
 from __future__ import annotations
@@ -41,6 +41,18 @@ def test_iter_exchange_pages_like_read_exchange(log, batch):
     for x in (ex, other):
         assert list(st.iter_exchange(x, batch=batch)) == st.read_exchange(x)
     assert list(st.iter_exchange(999, batch=batch)) == []
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5000])
+def test_iter_task_pages_like_read_task(log, batch):
+    st, _, _ = log
+    for t in ("task-a0", "task-a1", "task-a2"):
+        whole = st.read_task(t)
+        assert list(st.iter_task(t, batch=batch)) == whole
+        for k, ev in enumerate(whole):  # after any of its positions, at most limit
+            assert list(st.iter_task(t, after=ev.position, batch=batch)) == whole[k + 1 :]
+            assert list(st.iter_task(t, after=ev.position, limit=1, batch=batch)) == whole[k + 1 : k + 2]
+    assert list(st.iter_task("no-such-task", batch=batch)) == []
 
 
 def test_task_ids_with_prefix(log):
