@@ -42,6 +42,7 @@ COMMANDS: dict[str, Command] = {
         "record", "Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."
     ),
     "serve": Command("serve", "Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."),
+    "ui": Command("ui", "A live local web view of the log: tasks, a task's waterfall and answer, diffs (read-only)."),
     "import": Command("tape", "Import a JSONL tape into the database, atomically (a bad line imports nothing)."),
     "export": Command("tape", "Export one task, or the whole log with --all."),
     "copy": Command("tape", "Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically."),

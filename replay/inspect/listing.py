@@ -8,6 +8,7 @@ of the newest tasks by last event, already filtered; only those rows are loaded 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 
 import msgspec
 
@@ -43,27 +44,42 @@ def newest(
     """The views of the tasks passing the filters, newest last event first, ``limit`` at most,
     read ``batch`` at a time (memory stays flat however many are listed). ``closed(task_ids)``:
     the exchanges of those tasks that ended (see :meth:`replay.fold.TaskFold.view`)."""
+    if limit is not None:
+        batch = max(1, min(batch, limit))  # a short listing reads no more rows than it shows
+    keyed = keyed_newest(store, name, states=states, context=context, since=since, batch=batch, closed=closed)
+    return (view for view, _ in islice(keyed, limit))
+
+
+def keyed_newest(
+    store: TaskIndexStore,
+    name: str = "tasks",
+    *,
+    before: int | None = None,
+    states: Iterable[str] | None = None,
+    context: str | None = None,
+    since: float | None = None,
+    batch: int = 200,
+    closed: Callable[[list[str]], Mapping[int, float]] | None = None,
+) -> Iterator[tuple[TaskView, int]]:
+    """:func:`newest` with each view's key in the index: passed back as ``before``, it goes on
+    after that task (paging by key: a page deep in a long list costs what the first one does)."""
     wanted = None if states is None else sorted(set(states))
-    before: int | None = None
-    left = limit
-    while left is None or left > 0:
-        n = batch if left is None else min(batch, left)
-        keys = store.task_index_page(name, limit=n, before=before, states=wanted, context=context, since=since)
+    while True:
+        keys = store.task_index_page(name, limit=batch, before=before, states=wanted, context=context, since=since)
         if not keys:
             return
         ids = [k for k, _ in keys]
         raw = store.projection_load(name, ids)
         ended = closed(ids) if closed is not None else None
-        for key, _ in keys:
+        for key, position in keys:
             row = raw.get(key)
             if row is None:  # pragma: no cover - rows and index rows commit together
                 continue
             try:
-                yield TaskFold.load(row).view(ended)
+                view = TaskFold.load(row).view(ended)
             except (msgspec.DecodeError, msgspec.ValidationError):  # pragma: no cover - caught by catch_up
                 continue
-        if len(keys) < n:
+            yield view, position
+        if len(keys) < batch:
             return
         before = keys[-1][1]
-        if left is not None:
-            left -= len(keys)

@@ -1,0 +1,90 @@
+"""``a2a-tape ui``: the log in a browser on this machine, read-only and live."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from typing import Annotated
+
+import typer
+
+from a2a_tape.store import ReadOnlyStore, Store, safe_location
+
+from .. import listen as listening
+from . import options
+from .app import DbOption, commands, db_location, fail, open_db
+
+app = commands()
+
+
+def _loopback(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` on this machine only (options.listen checked the form)."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if host not in ("localhost", "::1") and not host.startswith("127."):
+        fail(f"refusing to listen on {host}: the UI shows the whole log, to this machine only (127.0.0.1, ::1)")
+    return host, int(port)
+
+
+@app.command("ui")
+def ui_cmd(
+    listen: Annotated[
+        str,
+        typer.Option(help="HOST:PORT on loopback to listen on (port 0: any free port).", callback=options.listen),
+    ] = "127.0.0.1:0",
+    open_browser: Annotated[
+        bool | None,
+        typer.Option(
+            "--open/--no-open",
+            help="Open the address in a browser (default: when run in a terminal).",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """A live local web view of the log: tasks, a task's waterfall and answer, diffs (read-only).
+
+    Prints one line, the address to open: it carries a token made for this run, without which
+    every page answers 401. Stops on Ctrl-C.
+    """
+    host, port = _loopback(listen)
+    location = db_location(db)
+    st = open_db(db, readonly="fallback")  # the task projection is kept when the log can be written
+    try:
+        _catch_up(st)
+        try:
+            sock = listening.bind(host, port)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        from a2a_tape.replay.inspect.ui.app import create_app
+
+        token = secrets.token_urlsafe(24)
+        bound = sock.getsockname()[1]
+        url = f"{listening.url_of(sock)}/?token={token}"
+        app_ = create_app(st, token=token, port=bound, where=safe_location(location))
+        # the one line: the address with this run's token (not a recorded secret: it opens this
+        # process's pages, and dies with it), on stdout for people and scripts alike
+        sys.stdout.write(f"a2a-tape ui: {url}\n")
+        sys.stdout.flush()
+        if open_browser if open_browser is not None else sys.stdout.isatty():
+            import webbrowser
+
+            webbrowser.open(url)
+        listening.run(app_, sock, lifespan="on")
+    finally:
+        st.close()
+
+
+def _catch_up(st: Store) -> None:
+    """Bring the task projection up to date before the first page (a spinner on a big log)."""
+    from a2a_tape.replay.projection import Projector
+
+    from .progress import spinner
+
+    proj = Projector(st)
+    try:
+        behind = st.last_position() - proj.cursor()
+        with spinner(f"folding {behind:,} new events into the task projection", show=behind > 50_000):
+            proj.catch_up()
+    except ReadOnlyStore:
+        return
