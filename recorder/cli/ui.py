@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import secrets
+import socket
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +16,9 @@ from a2a_tape.store import ReadOnlyStore, Store, safe_location
 from .. import listen as listening
 from . import options
 from .app import DbOption, commands, db_location, fail, open_db
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 app = commands()
 
@@ -70,9 +76,26 @@ def ui_cmd(
             import webbrowser
 
             webbrowser.open(url)
-        listening.run(app_, sock, lifespan="on")
+        _serve(app_, sock, on_exit=app_.state.ui.follower.close_streams)
     finally:
         st.close()
+
+
+def _serve(app_: ASGIApp, sock: socket.socket, *, on_exit: Callable[[], None]) -> None:
+    """uvicorn on ``sock`` until Ctrl-C; ``on_exit`` is told first, so the pages' event streams
+    end at once instead of holding the shutdown for its grace period."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            on_exit()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app_, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    try:
+        Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def _catch_up(st: Store) -> None:

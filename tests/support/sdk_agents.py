@@ -7,6 +7,8 @@ What the user's text asks for decides the behaviour:
 - ``reply``: a lone Message, no task (``reply alone``: the Message names no task id either);
 - ``slow``: chunks ``SLOW_DELAY`` apart (for drop / resubscribe tests);
 - ``many N``: N chunks instead of 3;
+- ``gated``: each chunk waits for the test to release it (``executor.gate.release()``), so a
+  test can look at a task while it is being recorded, at a step it chooses;
 - anything else: three chunks, then completed.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -31,6 +34,7 @@ class ChunkAgent(AgentExecutor):
         self.delay = delay
         self.slow_delay = slow_delay
         self.executions = 0
+        self.gate = threading.Semaphore(0)  # released by a test, one chunk of a ``gated`` task each
 
     async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
         self.executions += 1
@@ -67,6 +71,8 @@ class ChunkAgent(AgentExecutor):
         for i in range(n):
             if delay:
                 await asyncio.sleep(delay)
+            if "gated" in text and not await asyncio.to_thread(self.gate.acquire, timeout=60):
+                raise RuntimeError("the test never released this chunk")
             if "boom" in text and i == 1:
                 raise RuntimeError("agent exploded mid-stream")
             await up.add_artifact(

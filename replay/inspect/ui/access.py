@@ -38,6 +38,7 @@ SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
+_SECURITY_NAMES = frozenset(name for name, _ in SECURITY_HEADERS)
 _SAFE_FETCH_SITES = frozenset({"same-origin", "none"})
 
 
@@ -64,7 +65,8 @@ class Access:
 
         async def secured(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                own = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _SECURITY_NAMES]
+                message["headers"] = [*own, *SECURITY_HEADERS]
             await send(message)
 
         refusal = self.refusal(scope)

@@ -259,8 +259,10 @@ class UI:
         return _stream(self._list_stream(f, after))
 
     async def _list_stream(self, f: Filters, after: int) -> AsyncIterator[bytes]:
-        while True:
+        while not self.follower.closing:
             upto = await self.follower.past(after, KEEPALIVE_EVERY)
+            if self.follower.closing:
+                return
             if upto <= after:
                 yield KEEPALIVE
                 continue
@@ -304,8 +306,10 @@ class UI:
 
     async def _task_stream(self, task_id: str, after: int) -> AsyncIterator[bytes]:
         last_at = await self.read(_last_time, self.store, task_id, after)
-        while True:
+        while not self.follower.closing:
             upto = await self.follower.past(after, KEEPALIVE_EVERY)
+            if self.follower.closing:
+                return
             if upto <= after:
                 yield KEEPALIVE
                 continue
@@ -351,9 +355,7 @@ def _resume(request: Request) -> int:
 
 
 def _stream(events: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(
-        events, media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"}
-    )
+    return StreamingResponse(events, media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
 
 def _with_href(row: rows.TaskListRow) -> Any:

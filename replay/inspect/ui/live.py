@@ -28,6 +28,7 @@ class Follower:
         self.keep = keep
         self.position = store.last_position() if keep is None else keep()
         self.problem: str | None = None  # why the log could not be read, the last time it could not
+        self.closing = False  # the server is stopping: every stream ends
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed = asyncio.Event()
         self._stop = threading.Event()
@@ -64,6 +65,13 @@ class Follower:
                 except RuntimeError:  # the loop closed: the server is stopping
                     return
 
+    def close_streams(self) -> None:
+        """End every stream (the server is stopping: it would otherwise wait for them). Safe to
+        call from any thread, a signal handler's included."""
+        self.closing = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._publish, self.position)
+
     def _publish(self, position: int) -> None:
         self.position = max(self.position, position)
         changed, self._changed = self._changed, asyncio.Event()
@@ -73,7 +81,7 @@ class Follower:
         """The position the log's readers may go up to, once it is past ``after`` (or as it is
         after ``timeout`` seconds)."""
         deadline = time.monotonic() + timeout
-        while self.position <= after:
+        while self.position <= after and not self.closing:
             left = deadline - time.monotonic()
             if left <= 0:
                 break

@@ -31,8 +31,9 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u20
 
 
 def _shown(char: str) -> str:
+    # no quotes: printed inside an attribute by mistake, it could not end the attribute
     code = ord(char)
-    return f'<span class="ctl">\\x{code:02x}</span>' if code < 0x100 else f'<span class="ctl">\\u{code:04x}</span>'
+    return f"<span class=ctl>\\x{code:02x}</span>" if code < 0x100 else f"<span class=ctl>\\u{code:04x}</span>"
 
 
 def text(value: Any) -> Markup:
@@ -43,6 +44,12 @@ def text(value: Any) -> Markup:
     if not _CONTROL.search(escaped):
         return escaped
     return Markup(_CONTROL.sub(lambda m: _shown(m.group(0)), str(escaped)))
+
+
+def attr(value: Any) -> Markup:
+    """``value`` for an attribute that must keep it exactly (a task id in a form's value): escaped
+    only (an attribute is never shown as text, so nothing needs to be made visible)."""
+    return escape("" if value is None else str(value))
 
 
 def when(ts: float | None) -> str:
@@ -96,7 +103,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         auto_reload=False,
     )
-    env.filters.update(when=when, seconds=seconds, cell=cell)
+    env.filters.update(attr=attr, when=when, seconds=seconds, cell=cell)
     env.globals.update(css=stylesheet)
     return env
 

@@ -1,0 +1,147 @@
+"""The UI's tests: the installed ``a2a-tape ui`` over real recordings, driven by a real browser.
+
+Playwright (pytest-playwright's ``page`` fixture) drives Debian's Chromium (``.ci/run`` installs
+it; Playwright's own browser download is not used). Each server is the installed script in a
+subprocess, read through the one line it prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.replay.inspect.builders import Tape, items
+from tests.replay.inspect.recordings import build_opencode
+
+SCRIPT = Path(sys.executable).with_name("a2a-tape")
+RECORDINGS = Path(__file__).resolve().parents[4] / "recordings"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ESCAPES = "\x1b[31mred alert\x1b[0m and \u202eevil"
+"""Text an agent sends with a terminal escape sequence and a right-to-left override in it."""
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    """Debian's Chromium, headless (pytest-playwright's fixture, pointed at it)."""
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (.ci/run installs it)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": FLAGS, "headless": True}
+
+
+@dataclass
+class Ui:
+    """A running ``a2a-tape ui``: its address with the token, and without."""
+
+    url: str  # as printed: http://127.0.0.1:PORT/?token=...
+    base: str  # http://127.0.0.1:PORT
+    token: str
+    proc: subprocess.Popen[str]
+
+    @property
+    def port(self) -> int:
+        return int(self.base.rpartition(":")[2])
+
+
+def start_ui(db: Path | str, *extra: str) -> Ui:
+    proc = subprocess.Popen(
+        [str(SCRIPT), "ui", "--db", str(db), "--no-open", "--listen", "127.0.0.1:0", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("a2a-tape ui: http://"):
+        proc.kill()
+        raise AssertionError(f"a2a-tape ui did not start: {line!r} {proc.communicate()[1][-2000:]}")
+    url = line.split(": ", 1)[1].strip()
+    base, _, token = url.partition("/?token=")
+    return Ui(url, base, token, proc)
+
+
+def stop_ui(ui: Ui) -> None:
+    ui.proc.terminate()
+    try:
+        ui.proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a server that does not stop is a failure
+        ui.proc.kill()
+        raise
+
+
+@pytest.fixture
+def serve_ui() -> Iterator:
+    """``serve_ui(db)`` starts the UI on ``db``; every one started is stopped after the test."""
+    started: list[Ui] = []
+
+    def start(db: Path | str, *extra: str) -> Ui:
+        ui = start_ui(db, *extra)
+        started.append(ui)
+        return ui
+
+    yield start
+    for ui in started:
+        stop_ui(ui)
+
+
+def run(*args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="session")
+def golden_db(tmp_path_factory) -> Path:
+    """Every golden recording (recordings/*.jsonl) in one log."""
+    db = tmp_path_factory.mktemp("golden") / "golden.db"
+    for tape in sorted(RECORDINGS.glob("*.jsonl")):
+        r = run("import", tape, "--db", db)
+        assert r.returncode == 0, r.stderr
+    return db
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory) -> Path:
+    """Two runs of ``a2a-tape demo`` (the demo agent, recorded by the real ``record``)."""
+    db = tmp_path_factory.mktemp("demo") / "demo.db"
+    for _ in range(2):
+        r = run("demo", "--db", db)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return db
+
+
+@dataclass
+class Hostile:
+    db: Path
+    opencode: str  # the opencode-blocks task: <script> in its answer, markup in its reasoning
+    escapes: str  # a task whose answer holds ESCAPES
+
+
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory) -> Hostile:
+    db = tmp_path_factory.mktemp("hostile") / "hostile.db"
+    tape = Tape(db)
+    opencode = build_opencode(tape)
+    it = items("1.0", "task-escapes-0001")
+    tape.stream(
+        it,
+        [it.task("submitted"), it.status("working"), it.artifact("art-1", ESCAPES, last=True), it.status("completed")],
+    )
+    tape.close()
+    return Hostile(db, opencode, it.task_id)

@@ -1,0 +1,54 @@
+"""``a2a-tape ui`` as a command: bad input is one line and exit 2; it listens on loopback only."""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+import pytest
+
+from tests.replay.inspect.ui.conftest import run, start_ui, stop_ui
+
+
+@pytest.mark.parametrize(
+    "listen, says",
+    [
+        ("0.0.0.0:0", "refusing to listen on 0.0.0.0"),
+        ("192.168.1.10:8080", "refusing to listen on 192.168.1.10"),
+        ("[::]:0", "refusing to listen on ::"),
+        ("example.com:80", "refusing to listen on example.com"),
+        ("127.0.0.1", "is not HOST:PORT"),
+        ("127.0.0.1:99999", "65535"),
+    ],
+)
+def test_a_listen_address_off_this_machine_or_malformed_is_refused(demo_db, listen, says):
+    r = run("ui", "--db", demo_db, "--no-open", "--listen", listen, timeout=30)
+    assert r.returncode == 2 and r.stdout == ""
+    [line] = r.stderr.strip().splitlines()
+    assert says in line and "Traceback" not in r.stderr
+
+
+def test_a_missing_log_is_one_line(tmp_path):
+    r = run("ui", "--db", tmp_path / "nothing.db", "--no-open", timeout=30)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        f"a2a-tape: error: no database at {tmp_path / 'nothing.db'} (record something first, or pass --db)"
+    ]
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:0", "localhost:0", "[::1]:0"])
+def test_it_prints_one_line_with_its_address_and_token_and_stops_on_ctrl_c(demo_db, listen):
+    ui = start_ui(demo_db, "--listen", listen)
+    try:
+        assert ui.url.startswith(("http://127.0.0.1:", "http://[::1]:")) and "/?token=" in ui.url
+        with httpx.Client(timeout=10) as c:
+            assert c.get(ui.url, follow_redirects=True).status_code == 200
+            with c.stream("GET", ui.base + "/live/tasks", cookies={f"a2a_tape_ui_{ui.port}": ui.token}) as live:
+                assert live.status_code == 200  # an open event stream does not keep it from stopping
+                ui.proc.send_signal(signal.SIGINT)
+                out, err = ui.proc.communicate(timeout=30)
+    finally:
+        if ui.proc.returncode is None:
+            stop_ui(ui)
+    assert ui.proc.returncode == 130, err  # interrupted, as every command (docs/cli.md)
+    assert out == "" and err.strip().splitlines() == ["a2a-tape: interrupted"]
