@@ -233,6 +233,7 @@ def demo_cmd(db: DbOption = None) -> None:
             (f"a2a-tape channels {short}{dbarg}", "the rebuilt channels: answer, reasoning, tool calls"),
             (f"a2a-tape show {short}{dbarg} --json", "every raw event as received"),
             (f"a2a-tape tasks{dbarg}", "every recorded task"),
+            (f"a2a-tape ui{dbarg}", "the log in a browser: waterfall, answer under a scrubber, live"),
             (f"a2a-tape serve{dbarg}", "replay the recordings as a fake A2A agent"),
             (f"a2a-tape record URL 'hello'{dbarg}", "record your own agent"),
         ):

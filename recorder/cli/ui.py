@@ -9,13 +9,14 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
+import msgspec
 import typer
 
 from a2a_tape.store import ReadOnlyStore, Store, safe_location
 
 from .. import listen as listening
 from . import options
-from .app import DbOption, commands, db_location, fail, open_db
+from .app import DbOption, JsonOption, commands, db_location, fail, open_db
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -47,11 +48,12 @@ def ui_cmd(
         ),
     ] = None,
     db: DbOption = None,
+    json: JsonOption = False,
 ) -> None:
     """A live local web view of the log: tasks, a task's waterfall and answer, diffs (read-only).
 
     Prints one line, the address to open: it carries a token made for this run, without which
-    every page answers 401. Stops on Ctrl-C.
+    every page answers 401 (--json: that line as {"url", "host", "port"}). Stops on Ctrl-C.
     """
     host, port = _loopback(listen)
     location = db_location(db)
@@ -70,7 +72,11 @@ def ui_cmd(
         app_ = create_app(st, token=token, port=bound, where=safe_location(location))
         # the one line: the address with this run's token (not a recorded secret: it opens this
         # process's pages, and dies with it), on stdout for people and scripts alike
-        sys.stdout.write(f"a2a-tape ui: {url}\n")
+        # (not emit_json: its redaction would take the token out, and the line is for opening it)
+        line = (
+            msgspec.json.encode({"url": url, "host": host, "port": bound}).decode() if json else f"a2a-tape ui: {url}"
+        )
+        sys.stdout.write(line + "\n")
         sys.stdout.flush()
         if open_browser if open_browser is not None else sys.stdout.isatty():
             import webbrowser

@@ -26,6 +26,7 @@ def test_demo_subprocess_records_one_session_and_says_what_next(tmp_path):
     assert "Traceback" not in proc.stderr
     flat = " ".join(proc.stdout.split())
     assert "a2a-tape channels" in flat and "what to try next" in flat
+    assert "a2a-tape ui" in flat  # the next step people take: the log in a browser
     with store.open_store(db) as st:
         (task,) = st.task_events()
         assert task.events == 11  # task, working, 3 reasoning, tool call, 3 answer chunks, final snapshot, completed

@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from a2a_tape.store import Store
 
+from ...views import TaskView
 from ..diff import normalised
 from ..doctor import findings as doctor_findings
 from . import diffview, pages, reading, rows
@@ -37,7 +38,7 @@ from .access import Access
 from .live import KEEPALIVE, Follower, sse
 from .reading import BadQuery, Filters
 from .render import STATIC, fragment, render
-from .scrub import Scrubber
+from .scrub import At, Scrubber
 
 KEEPALIVE_EVERY = 15.0
 """Seconds between keep-alive comments on a quiet event stream."""
@@ -134,7 +135,7 @@ class UI:
         if position is not None:
             at = self.scrubber.at_position(task_id, position, view.events)
         else:
-            at = self.scrubber.at(task_id, view.events if n is None else n, view.events)
+            at = self.scrubber.at(task_id, view.events if n is None else n, view.events, final=view)
         start = 0
         if position is not None and position > view.first_position:
             start = position - 1  # the timeline opens at the position asked for
@@ -152,8 +153,8 @@ class UI:
         return {
             "live": "/live/task?" + urlencode({**q, "after": str(cursor)}),
             "at": "/task/at?" + urlencode(q),
-            "event": "/task/event?" + urlencode(q) + "&position=",
             "findings": "/task/findings?" + urlencode(q),
+            "text": "/task/text?" + urlencode(q),
             "position": task_href(task_id) + "?position=",
             "page": task_href(task_id),
             "diff": "/diff?" + urlencode({"a": task_id}),
@@ -196,12 +197,36 @@ class UI:
         if position is not None:
             at = self.scrubber.at_position(task_id, position, view.events)
         else:
-            at = self.scrubber.at(task_id, view.events if n is None else n, view.events)
+            at = self.scrubber.at(task_id, view.events if n is None else n, view.events, final=view)
         return self._channels(view, at)
 
-    def _channels(self, view: Any, at: Any) -> str:
-        context = {"h": rows.header(view, []), "view": at.view, "tools": rows.tool_table(at.view), "at": at}
+    def _channels(self, view: TaskView, at: At) -> str:
+        context = {
+            "h": rows.header(view, []),
+            "view": at.view,
+            "tools": rows.tool_table(at.view),
+            "at": at,
+            "urls": self._task_urls(view.task_id, self.follower.position),
+        }
         return fragment("task.html", "channels", live=True, **context)
+
+    async def task_text(self, request: Request) -> Response:
+        """The whole answer (or reasoning) after ``n`` events, as plain text: what a page clips."""
+        task_id, what = request.query_params.get("task", ""), request.query_params.get("what", "answer")
+        try:
+            n = reading.parse_position(request.query_params.get("n"), "n")
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        if what not in ("answer", "reasoning"):
+            return PlainTextResponse("what: answer or reasoning\n", 400)
+
+        def read() -> str | None:
+            view = reading.task_view(self.store, task_id, self.store.exchanges(task_id))
+            at = self.scrubber.at(task_id, view.events if n is None else n, view.events, final=view)
+            return at.view.final_answer if what == "answer" else at.view.reasoning
+
+        found = await self.read(read)
+        return PlainTextResponse(found or "", headers={"content-disposition": "inline"})
 
     async def task_event(self, request: Request) -> Response:
         task_id = request.query_params.get("task", "")
@@ -330,7 +355,7 @@ class UI:
         view = reading.task_view(st, task_id, exchanges)
         context = pages.task_context(view, exchanges, new, findings=None, previous_at=last_at)
         context["urls"] = self._task_urls(task_id, upto)
-        at = self.scrubber.at(task_id, view.events, view.events)
+        at = self.scrubber.at(task_id, view.events, view.events, final=view)
         context["at"] = at
         return pages.Update(
             rows=fragment("task.html", "rows", live=True, **context),
@@ -398,6 +423,7 @@ def create_app(store: Store, *, token: str, port: int, where: str) -> Starlette:
         Route("/task/at", ui.task_at),
         Route("/task/event", ui.task_event),
         Route("/task/findings", ui.task_findings),
+        Route("/task/text", ui.task_text),
         Route("/diff", ui.diff),
         Route("/live/tasks", ui.live_tasks),
         Route("/live/task", ui.live_task),

@@ -27,8 +27,8 @@ from . import rows
 
 PAGE = 50
 """Tasks in one page of the list."""
-ROWS = 500
-"""Events in one page of a task's timeline."""
+ROWS = 100
+"""Events in one page of a task's timeline: a few screens (the next page loads as it scrolls into view)."""
 SCAN = 2000
 """Tasks (or search matches) one list page examines at most for the filters the index does not
 hold (binding, upstream, faults); the page then offers to look further from where it stopped."""
@@ -268,6 +268,8 @@ def task_view(store: Store, task_id: str, exchanges: Sequence[Exchange]) -> Task
     raw = store.projection_load("tasks", [task_id]).get(task_id)
     if raw is not None:
         fold = TaskFold.load(raw)
+        if store.projection_cursor("tasks") >= store.last_position():  # the projection has every event
+            return fold.view(closed)
         behind = list(store.iter_task(task_id, after=fold.s.last_position, limit=ROWS + 1))
         if len(behind) <= ROWS:
             for ev in behind:

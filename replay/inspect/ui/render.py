@@ -46,6 +46,25 @@ def text(value: Any) -> Markup:
     return Markup(_CONTROL.sub(lambda m: _shown(m.group(0)), str(escaped)))
 
 
+CLIP = 65_536
+"""Characters of one text a live page shows at most: the first and the last half of that (a
+browser lays out megabytes of text in seconds; the whole text is a link away, as plain text)."""
+
+
+def clip(value: Any, limit: int = CLIP) -> Markup:
+    """``value`` as :func:`text`, its middle left out past ``limit`` characters, saying how much."""
+    s = "" if value is None else str(value)
+    if len(s) <= limit:
+        return text(s)
+    half = limit // 2
+    gap = Markup('<span class="clipped">\n… {:,} characters not shown here …\n</span>').format(len(s) - 2 * half)
+    return text(s[:half]) + gap + text(s[-half:])
+
+
+def clipped(value: Any, limit: int = CLIP) -> bool:
+    return value is not None and len(str(value)) > limit
+
+
 def attr(value: Any) -> Markup:
     """``value`` for an attribute that must keep it exactly (a task id in a form's value): escaped
     only (an attribute is never shown as text, so nothing needs to be made visible)."""
@@ -103,7 +122,8 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         auto_reload=False,
     )
-    env.filters.update(attr=attr, when=when, seconds=seconds, cell=cell)
+    env.filters.update(attr=attr, clip=clip, when=when, seconds=seconds, cell=cell)
+    env.tests.update(clipped=clipped)
     env.globals.update(css=stylesheet)
     return env
 

@@ -60,9 +60,13 @@ class Scrubber:
         self._tasks: OrderedDict[str, _Task] = OrderedDict()
         self._lock = threading.Lock()
 
-    def at(self, task_id: str, n: int, total: int) -> At:
-        """The fold after ``min(n, total)`` events of ``task_id`` (``total``: its events now)."""
+    def at(self, task_id: str, n: int, total: int, *, final: TaskView | None = None) -> At:
+        """The fold after ``min(n, total)`` events of ``task_id`` (``total``: its events now).
+        ``final``: the task's view after all of them, when the caller has it (the projection's):
+        the end of a long task is then not folded again."""
         n = max(0, min(n, total))
+        if final is not None and n == total == final.events:
+            return At(total, total, final.last_position, final.last_at - final.first_at, None, final)
         return self._fold(task_id, total, lambda mark: mark[0] <= n, lambda done, _: done >= n)
 
     def at_position(self, task_id: str, position: int, total: int) -> At:

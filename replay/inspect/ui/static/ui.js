@@ -136,4 +136,16 @@
   });
 
   document.addEventListener("input", function (e) { if (e.target && e.target.id === "scrub") stop(); });
+
+  // a timeline row's raw bytes and decoded JSON, fetched the first time its details open
+  document.addEventListener("toggle", function (e) {
+    var details = e.target;
+    if (!details.matches || !details.matches("details.item") || !details.open || details.dataset.loaded) return;
+    var row = details.closest("tr[data-position]");
+    var section = $("section.task[data-task]");
+    if (!row || !section) return;
+    details.dataset.loaded = "yes";
+    var url = "/task/event?task=" + encodeURIComponent(section.dataset.task) + "&position=" + row.dataset.position;
+    htmx.ajax("GET", url, { target: details.querySelector(".raw"), swap: "innerHTML" });
+  }, true);
 })();

@@ -126,11 +126,17 @@ def demo_db(tmp_path_factory) -> Path:
     return db
 
 
+HUGE = 200_000
+"""Characters of the answer of the hostile log's long-answer task (past what a page shows)."""
+HUGE_TAIL = "<script>x</script>"
+
+
 @dataclass
 class Hostile:
     db: Path
     opencode: str  # the opencode-blocks task: <script> in its answer, markup in its reasoning
     escapes: str  # a task whose answer holds ESCAPES
+    huge: str  # a task whose answer is HUGE characters long, ending with <script>
 
 
 @pytest.fixture(scope="session")
@@ -143,5 +149,8 @@ def hostile(tmp_path_factory) -> Hostile:
         it,
         [it.task("submitted"), it.status("working"), it.artifact("art-1", ESCAPES, last=True), it.status("completed")],
     )
+    big = items("1.0", "task-huge-answer-0001")
+    text = ("0123456789" * (HUGE // 10))[: HUGE - len(HUGE_TAIL)] + HUGE_TAIL
+    tape.stream(big, [big.task("submitted"), big.artifact("art-1", text, last=True), big.status("completed")])
     tape.close()
-    return Hostile(db, opencode, it.task_id)
+    return Hostile(db, opencode, it.task_id, big.task_id)

@@ -14,9 +14,10 @@ from playwright.sync_api import ConsoleMessage, Page, expect
 
 from a2a_tape import store
 from a2a_tape.replay.fold import fold_task_events
+from a2a_tape.replay.inspect.ui.render import CLIP
 from tests.conftest import running_sdk_agent
 from tests.replay.inspect.recordings import ANSWER, REASONING
-from tests.replay.inspect.ui.conftest import ESCAPES, SCRIPT, Hostile, run
+from tests.replay.inspect.ui.conftest import ESCAPES, HUGE, HUGE_TAIL, SCRIPT, Hostile, run
 
 OUR_SCRIPTS = 3  # htmx, its SSE extension, ui.js
 
@@ -131,6 +132,25 @@ def test_recorded_markup_and_escape_sequences_show_as_text(page: Page, serve_ui,
     shown = page.locator("pre.final-answer").inner_text()
     assert shown == ESCAPES.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e")
     assert "\x1b" not in page.content() and "\u202e" not in page.content()
+
+
+def test_a_huge_answer_shows_its_ends_and_the_whole_is_a_link_away_as_plain_text(
+    page: Page, serve_ui, hostile: Hostile
+):
+    ui = serve_ui(hostile.db)
+    page.goto(ui.url)
+    page.goto(f"{ui.base}/tasks/{hostile.huge}")
+    answer = page.locator("pre.final-answer")
+    shown = answer.inner_text()
+    assert shown.startswith("0123456789") and shown.endswith(HUGE_TAIL)
+    assert f"{HUGE - CLIP:,} characters not shown here" in shown and len(shown) < CLIP + 200
+    link = page.get_by_role("link", name=re.compile("the whole answer"))
+    response = page.request.get(ui.base + link.get_attribute("href"))
+    assert (
+        response.headers["content-type"].startswith("text/plain")
+        and response.headers["x-content-type-options"] == "nosniff"
+    )
+    assert len(response.text()) == HUGE and response.text().endswith(HUGE_TAIL)
 
 
 def test_the_scrubber_shows_the_answer_at_a_middle_position(page: Page, serve_ui, hostile: Hostile):

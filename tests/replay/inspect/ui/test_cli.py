@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 
 import httpx
 import pytest
 
-from tests.replay.inspect.ui.conftest import run, start_ui, stop_ui
+from tests.replay.inspect.ui.conftest import SCRIPT, run, start_ui, stop_ui
 
 
 @pytest.mark.parametrize(
@@ -52,3 +54,19 @@ def test_it_prints_one_line_with_its_address_and_token_and_stops_on_ctrl_c(demo_
             stop_ui(ui)
     assert ui.proc.returncode == 130, err  # interrupted, as every command (docs/cli.md)
     assert out == "" and err.strip().splitlines() == ["a2a-tape: interrupted"]
+
+
+def test_json_prints_the_address_as_one_document(demo_db):
+    proc = subprocess.Popen(
+        [str(SCRIPT), "ui", "--db", str(demo_db), "--no-open", "--json"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        doc = json.loads(proc.stdout.readline())
+        assert set(doc) == {"url", "host", "port"} and doc["host"] == "127.0.0.1"
+        assert doc["url"].startswith(f"http://127.0.0.1:{doc['port']}/?token=")
+        with httpx.Client(timeout=10) as c:
+            assert c.get(doc["url"], follow_redirects=True).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
