@@ -71,11 +71,12 @@ def attr(value: Any) -> Markup:
     return escape("" if value is None else str(value))
 
 
-def when(ts: float | None) -> str:
-    """A wall-clock time in UTC, to the millisecond."""
+def when(ts: float | None, *, short: bool = False) -> str:
+    """A wall-clock time in UTC, to the millisecond (``short``: to the second, no zone)."""
     if not ts:
         return "?"
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    at = _dt.datetime.fromtimestamp(ts, _dt.UTC)
+    return at.strftime("%Y-%m-%d %H:%M:%S") if short else at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 def seconds(value: float | None) -> str:

@@ -265,7 +265,7 @@ def list_row(view: TaskView, match: str | None = None) -> TaskListRow:
     answer = None
     if view.final_answer:
         first = view.final_answer.strip().splitlines()[0] if view.final_answer.strip() else ""
-        answer = first if len(first) <= 120 else first[:119] + "…"
+        answer = first if len(first) <= 80 else first[:79] + "…"
     return TaskListRow(
         task_id=view.task_id,
         dom_id=dom_id("task", view.task_id),
