@@ -46,7 +46,7 @@ def test_the_wheel_holds_only_the_a2a_tape_namespace(tmp_path):
         ROOT,
         src,
         ignore=shutil.ignore_patterns(
-            ".git", ".venv*", "build", "*.egg-info", "*.db*", ".hypothesis", "bench-*", "node_modules"
+            ".git", ".venv*", "build", "*.egg-info", "*.db*", ".hypothesis", "bench-*", "node_modules", ".cli-cache"
         ),
     )
     subprocess.run(
@@ -63,6 +63,11 @@ def test_the_wheel_holds_only_the_a2a_tape_namespace(tmp_path):
     for sub in ("store", "replay", "recorder"):
         assert f"a2a_tape/{sub}/__init__.py" in names
     assert "a2a_tape/py.typed" in names
+    ui = "a2a_tape/replay/inspect/ui/"  # a2a-tape ui runs from the wheel alone: templates, scripts, licences
+    for part in ("templates/task.html", "templates/layout.html", "static/ui.css", "static/ui.js"):
+        assert ui + part in names
+    for vendored in ("htmx.min.js", "htmx.LICENSE", "htmx-ext-sse.min.js", "htmx-ext-sse.LICENSE"):
+        assert f"{ui}static/vendor/{vendored}" in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "a2a_tape.replay.pytest_plugin" in entry_points and "a2a_tape.recorder.cli:main" in entry_points
 

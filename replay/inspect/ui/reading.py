@@ -17,6 +17,7 @@ from typing import Protocol
 import msgspec
 
 from a2a_tape.store import Exchange, ReadOnlyStore, Store, StoredEvent, normalise_state
+from a2a_tape.store.errors import A2ATapeError
 
 from ...fold import TaskFold, fold_task_events
 from ...views import TaskView
@@ -36,7 +37,7 @@ STATES = ("submitted", "working", "input-required", "auth-required", "completed"
 BINDINGS = ("JSON-RPC", "HTTP+JSON")
 
 
-class BadQuery(ValueError):
+class BadQuery(A2ATapeError, ValueError):
     """A filter the UI cannot read (shown on the page, answered 400)."""
 
 
