@@ -20,7 +20,6 @@ store, no replay (the URL check imports httpx only when it runs, for a command t
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import re
 import sys
@@ -230,30 +229,10 @@ def header_value(ctx: typer.Context, param: typer.CallbackParam, value: str | No
 
 
 def parse_since(value: str | None) -> float | None:
-    """Unix seconds (``1796004536.5``) or an ISO time (``2026-11-30T02:08``, ``...Z``; UTC when no zone).
+    """``--since``: :func:`replay.inspect.listing.parse_since` (the one rule, with the listing it filters)."""
+    from a2a_tape.replay.inspect.listing import parse_since as parse
 
-    Raises ValueError for anything that is not a real moment (nan, inf, years out of range).
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        moment = float(text)
-    except ValueError:
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            parsed = _dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(f"'{value}' is neither unix seconds nor an ISO time (2026-11-30T02:08:00Z)") from None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=_dt.UTC)
-        return parsed.timestamp()
-    try:
-        _dt.datetime.fromtimestamp(moment, _dt.UTC)  # nan, inf and years past 9999 fail here
-    except (ValueError, OverflowError, OSError):
-        raise ValueError(f"'{value}' is not a time (unix seconds from 0 to year 9999)") from None
-    return moment
+    return parse(value)
 
 
 def since(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:

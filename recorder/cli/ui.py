@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
-from a2a_tape.store import ReadOnlyStore, Store, safe_location
+from a2a_tape.store import safe_location
 
 from .. import listen as listening
 from . import options
 from .app import DbOption, JsonOption, commands, db_location, fail, open_db
+from .inspect import _projector
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -59,7 +60,7 @@ def ui_cmd(
     location = db_location(db)
     st = open_db(db, readonly="fallback")  # the task projection is kept when the log can be written
     try:
-        _catch_up(st)
+        _projector(st)  # the task projection up to date before the first page (a spinner on a big log)
         try:
             sock = listening.bind(host, port)
         except OSError as exc:
@@ -102,18 +103,3 @@ def _serve(app_: ASGIApp, sock: socket.socket, *, on_exit: Callable[[], None]) -
         Server(config).run(sockets=[sock])
     finally:
         sock.close()
-
-
-def _catch_up(st: Store) -> None:
-    """Bring the task projection up to date before the first page (a spinner on a big log)."""
-    from a2a_tape.replay.projection import Projector
-
-    from .progress import spinner
-
-    proj = Projector(st)
-    try:
-        behind = st.last_position() - proj.cursor()
-        with spinner(f"folding {behind:,} new events into the task projection", show=behind > 50_000):
-            proj.catch_up()
-    except ReadOnlyStore:
-        return

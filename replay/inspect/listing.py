@@ -7,6 +7,7 @@ of the newest tasks by last event, already filtered; only those rows are loaded 
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 
@@ -83,3 +84,30 @@ def keyed_newest(
         if len(keys) < batch:
             return
         before = keys[-1][1]
+
+
+def parse_since(value: str | None) -> float | None:
+    """Unix seconds (``1796004536.5``) or an ISO time (``2026-11-30T02:08``, ``...Z``; UTC when no zone).
+
+    Raises ValueError for anything that is not a real moment (nan, inf, years out of range).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        moment = float(text)
+    except ValueError:
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = _dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"'{value}' is neither unix seconds nor an ISO time (2026-11-30T02:08:00Z)") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=_dt.UTC)
+        return parsed.timestamp()
+    try:
+        _dt.datetime.fromtimestamp(moment, _dt.UTC)  # nan, inf and years past 9999 fail here
+    except (ValueError, OverflowError, OSError):
+        raise ValueError(f"'{value}' is not a time (unix seconds from 0 to year 9999)") from None
+    return moment

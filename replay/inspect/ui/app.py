@@ -283,17 +283,26 @@ class UI:
             return PlainTextResponse(str(exc), 400)
         return _stream(self._list_stream(f, after))
 
-    async def _list_stream(self, f: Filters, after: int) -> AsyncIterator[bytes]:
+    async def _grown(self, after: int) -> AsyncIterator[tuple[int, int] | None]:
+        """``(from, to)`` each time the log grows past ``after`` (None after a quiet while: time for a
+        keep-alive); ends when the server stops."""
         while not self.follower.closing:
             upto = await self.follower.past(after, KEEPALIVE_EVERY)
             if self.follower.closing:
                 return
             if upto <= after:
+                yield None
+                continue
+            yield after, upto
+            after = upto
+
+    async def _list_stream(self, f: Filters, after: int) -> AsyncIterator[bytes]:
+        async for grown in self._grown(after):
+            if grown is None:
                 yield KEEPALIVE
                 continue
-            for html in await self.read(self._list_updates, f, after, upto):
-                yield sse("task", html, upto)
-            after = upto
+            for html in await self.read(self._list_updates, f, *grown):
+                yield sse("task", html, grown[1])
 
     def _list_updates(self, f: Filters, after: int, upto: int) -> list[str]:
         """The rows of the tasks with events in ``(after, upto]``, one message each: the page puts
@@ -331,20 +340,15 @@ class UI:
 
     async def _task_stream(self, task_id: str, after: int) -> AsyncIterator[bytes]:
         last_at = await self.read(_last_time, self.store, task_id, after)
-        while not self.follower.closing:
-            upto = await self.follower.past(after, KEEPALIVE_EVERY)
-            if self.follower.closing:
-                return
-            if upto <= after:
+        async for grown in self._grown(after):
+            if grown is None:
                 yield KEEPALIVE
                 continue
-            update = await self.read(self._task_update, task_id, after, upto, last_at)
+            update = await self.read(self._task_update, task_id, *grown, last_at)
             if update is not None:
                 last_at = update.last_at
-                yield sse("rows", update.rows, upto)
-                yield sse("header", update.header, upto)
-                yield sse("channels", update.channels, upto)
-            after = upto
+                for event, html in (("rows", update.rows), ("header", update.header), ("channels", update.channels)):
+                    yield sse(event, html, grown[1])
 
     def _task_update(self, task_id: str, after: int, upto: int, last_at: float | None) -> pages.Update | None:
         st = self.store

@@ -8,8 +8,6 @@ position (:meth:`store.EventLog.iter_task`); the answer at a scrubber position i
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
@@ -109,20 +107,13 @@ def _one(got: dict[str, list[str]], key: str) -> str | None:
 
 
 def parse_time(text: str) -> float:
-    """Unix seconds, or an ISO date or time (UTC when it names no zone)."""
+    """Unix seconds, or an ISO date or time (UTC when it names no zone): ``tasks --since``'s rule."""
     try:
-        value = float(text)
-    except ValueError:
-        try:
-            when = _dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise BadQuery(f"'{text}' is neither unix seconds nor an ISO date or time") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=_dt.UTC)
-        return when.timestamp()
-    if not math.isfinite(value):
-        raise BadQuery(f"'{text}' is not a time")
-    return value
+        moment = listing.parse_since(text)
+    except ValueError as exc:
+        raise BadQuery(str(exc)) from None
+    assert moment is not None
+    return moment
 
 
 def parse_position(text: str | None, name: str) -> int | None:
