@@ -41,7 +41,9 @@ def main() -> None:
             url = ui.stdout.readline().split(": ", 1)[1].strip()
             base = url.partition("/?token=")[0]
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=FLAGS)
+                browser = pw.chromium.launch(
+                    executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=FLAGS
+                )
                 page = browser.new_page(viewport={"width": 1280, "height": 820})
                 page.goto(url)
                 page.wait_for_selector("#task-rows tr.task-row")
