@@ -74,9 +74,7 @@ Progress = Callable[[int], None]
 
 
 def _anchors(task_ids: Sequence[str]) -> list[tuple[str, str]]:
-    from .ui.rows import dom_id
-
-    return [(f"#{dom_id('task', t)}", t) for t in task_ids]
+    return [(f"#task-{t}", t) for t in task_ids]
 
 
 def _section(store: Recordings, task_id: str) -> str:

@@ -175,7 +175,6 @@ class Header(msgspec.Struct, frozen=True):
     profile: str
     status_message: str | None
     error: str | None
-    dom_id: str
     terminal: bool  # completed, failed, canceled or rejected: nothing more is expected
 
 
@@ -202,7 +201,6 @@ def header(view: TaskView, exchanges: Sequence[Exchange]) -> Header:
         profile=view.profile,
         status_message=view.status_message,
         error=view.error,
-        dom_id=dom_id("task", view.task_id),
         terminal=is_terminal(view.state),
     )
 
@@ -268,7 +266,7 @@ def list_row(view: TaskView, match: str | None = None) -> TaskListRow:
         answer = first if len(first) <= 80 else first[:79] + "…"
     return TaskListRow(
         task_id=view.task_id,
-        dom_id=dom_id("task", view.task_id),
+        dom_id=dom_id("row", view.task_id),
         context_id=view.context_id,
         state=view.state,
         events=view.events,

@@ -76,7 +76,7 @@
   document.addEventListener("htmx:sseBeforeMessage", function (e) {
     var type = e.detail && e.detail.type;
     if (type === "task") {  // a task's new row replaces its old one (it goes to the top)
-      var id = /^\s*<tr id="(task-[0-9a-f]+)"/.exec(e.detail.data || "");
+      var id = /^\s*<tr id="(row-[0-9a-f]+)"/.exec(e.detail.data || "");
       var old = id && document.getElementById(id[1]);
       if (old) old.remove();
     }

@@ -1,23 +1,31 @@
 """The UI's tests: the installed ``a2a-tape ui`` over real recordings, driven by a real browser.
 
-Playwright (pytest-playwright's ``page`` fixture) drives Debian's Chromium (``.ci/run`` installs
-it; Playwright's own browser download is not used). Each server is the installed script in a
-subprocess, read through the one line it prints.
+Playwright drives Debian's Chromium (``.ci/run`` installs it; Playwright's own browser download
+is not used). Playwright runs for one test module at a time (``browser``) and is stopped after
+it: its sync API runs an event loop in the main thread while it is started, and every test
+after it that calls ``asyncio.run`` would fail (pytest-playwright keeps it for the whole
+session, which is why it is not used). Each server is the installed script in a subprocess,
+read through the one line it prints.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.replay.inspect.builders import Tape, items
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 from tests.replay.inspect.recordings import build_opencode
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
@@ -37,14 +45,31 @@ ESCAPES = "\x1b[31mred alert\x1b[0m and \u202eevil"
 """Text an agent sends with a terminal escape sequence and a right-to-left override in it."""
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
-    """Debian's Chromium, headless (pytest-playwright's fixture, pointed at it)."""
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, for one test module."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs it)")
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": FLAGS, "headless": True}
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page in a context of its own (no cookie of another test)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 @dataclass
@@ -61,12 +86,19 @@ class Ui:
         return int(self.base.rpartition(":")[2])
 
 
+def _interruptible() -> None:
+    """In the child: Ctrl-C as a terminal sends it (a test run started in the background
+    inherits SIGINT ignored, and so would the server)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_ui(db: Path | str, *extra: str) -> Ui:
     proc = subprocess.Popen(
         [str(SCRIPT), "ui", "--db", str(db), "--no-open", "--listen", "127.0.0.1:0", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
