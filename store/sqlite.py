@@ -351,7 +351,7 @@ class SqliteStore(SqliteIndexes):
         self, task_id: str, *, after: int = 0, limit: int | None = None, batch: int = 5000
     ) -> Iterator[StoredEvent]:
         sql = f"SELECT {_EVENT_COLS} FROM events WHERE task_id = ? AND position > ? ORDER BY position LIMIT ?"
-        for rows in pages(lambda pos, n: self._fetch(sql, (task_id, pos, n)), after, batch, limit):
+        for rows in pages(lambda pos, n: self._read(sql, (task_id, pos, n)), after, batch, limit):
             for row in rows:
                 yield StoredEvent(*row)
 

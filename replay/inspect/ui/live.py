@@ -77,10 +77,10 @@ class Follower:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    async def past(self, after: int, timeout: float) -> int:
+    async def past(self, after: int, keepalive: float) -> int:
         """The position the log's readers may go up to, once it is past ``after`` (or as it is
-        after ``timeout`` seconds)."""
-        deadline = time.monotonic() + timeout
+        after ``keepalive`` seconds: time for the stream to say it is alive)."""
+        deadline = time.monotonic() + keepalive
         while self.position <= after and not self.closing:
             left = deadline - time.monotonic()
             if left <= 0:

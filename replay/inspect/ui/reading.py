@@ -16,6 +16,7 @@ import msgspec
 
 from a2a_tape.store import Exchange, ReadOnlyStore, Store, StoredEvent, normalise_state
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.methods import BINDING_NAMES
 
 from ...fold import TaskFold, fold_task_events
 from ...views import TaskView
@@ -32,7 +33,8 @@ SCAN = 2000
 """Tasks (or search matches) one list page examines at most for the filters the index does not
 hold (binding, upstream, faults); the page then offers to look further from where it stopped."""
 STATES = ("submitted", "working", "input-required", "auth-required", "completed", "failed", "canceled", "rejected")
-BINDINGS = ("JSON-RPC", "HTTP+JSON")
+BINDINGS = tuple(BINDING_NAMES.values())
+"""The bindings the list filters by, as people read them (``JSONRPC``, ``HTTP+JSON``, ``GRPC``)."""
 
 
 class BadQuery(A2ATapeError, ValueError):

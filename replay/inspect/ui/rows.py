@@ -15,7 +15,7 @@ import msgspec
 
 from a2a_tape.store import Exchange, StoredEvent, decode_item
 from a2a_tape.store.events import is_terminal
-from a2a_tape.store.methods import METHODS
+from a2a_tape.store.methods import BINDING_NAMES, METHODS, binding_and_version, binding_label
 
 from ...views import TaskView
 from ..doctor import Finding
@@ -110,10 +110,10 @@ class ExchangeBar(msgspec.Struct, frozen=True):
 
 
 def binding_of(ex: Exchange) -> tuple[str, str | None]:
-    """(binding, version) of an exchange as people read them."""
-    if ex.dialect == "rest":
-        return "HTTP+JSON", "1.0"
-    return "JSON-RPC", ex.dialect
+    """(binding, version) of an exchange as people read them (``HTTP+JSON``, ``1.0``); ``?`` for
+    an exchange that was no A2A call (a card fetch)."""
+    name, version = binding_and_version(ex.binding, ex.dialect)
+    return (BINDING_NAMES.get(name, name) if name else "?"), version
 
 
 def upstream_of(ex: Exchange) -> str:
@@ -181,10 +181,7 @@ class Header(msgspec.Struct, frozen=True):
 def header(view: TaskView, exchanges: Sequence[Exchange]) -> Header:
     started = min((ex.started_at for ex in exchanges if ex.started_at), default=None)
     ttfe = None if started is None or not view.first_at else max(0.0, view.first_at - started)
-    bindings = []
-    for ex in exchanges:
-        binding, version = binding_of(ex)
-        bindings.append(binding + (f" {version}" if version else ""))
+    bindings = [label for label in (binding_label(ex.binding, ex.dialect) for ex in exchanges) if label]
     return Header(
         task_id=view.task_id,
         context_id=view.context_id,
