@@ -1,21 +1,29 @@
 """Redaction before the disk: secrets never reach the database file.
 
-Headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and any
-``X-...-Key`` / ``...-Token`` / ``...-Secret`` style name are replaced by ``[redacted]`` by
-default, plus the names the user configures. URLs: the password of a ``user:password@``
-(``%5Bredacted%5D``, the marker percent-encoded) and the value of a query parameter named like
-a secret (``api_key``, ``token``, ``access_token``, ``secret``, ``password``, ``signature``,
-``sig``, ... or a configured header name). JSON paths (``params.message.metadata.token``, ``*``
-matching any key or list index) are replaced inside request bodies, event payloads and JSON
-answers (:meth:`Redactor.payload`); a payload that has none of the configured paths keeps its
-exact bytes. A payload that is not valid JSON (one invalid UTF-8 byte is enough) but holds a
-configured key is redacted at byte level (``"key": value`` -> ``"key": "[redacted]"``) or, when
-the value cannot be delimited that way, replaced whole by :data:`MARKER`, with a note saying so:
-never stored in clear.
+Secrets are found by their shape, not from a list (docs/design.md, "Trust boundaries"):
+
+- a header whose name contains ``key``, ``token``, ``secret``, ``auth``, ``passw``/``pwd``,
+  ``signature``, ``session``, ``cookie`` or ``credential`` (``Authorization``, ``Set-Cookie``,
+  ``Ocp-Apim-Subscription-Key``, ``apikey``, ``Private-Token``, ...), and any header whose value
+  looks like a credential (``Bearer ...``, ``Basic ...``, ``Token ...``, ``Digest ...``), is
+  replaced by ``[redacted]``, plus the names the user configures. ``Idempotency-Key`` is not a
+  credential: the proxy keeps it in its own column;
+- in a URL: the password of a ``user:password@`` (``%5Bredacted%5D``, the marker
+  percent-encoded), and the value of each query parameter whose name, percent-decoded, has the
+  shape (``sslpassword``, ``id_token``; ``key``, ``sig``, ``code`` only as a whole word:
+  ``api%5Fkey`` but not ``keyword``); a URL too broken to parse (an unclosed IPv6 bracket) still loses its password.
+
+JSON paths (``params.message.metadata.token``, ``*`` matching any key or list index) are replaced
+inside request bodies, event payloads and JSON answers (:meth:`Redactor.payload`); a payload that
+has none of the configured paths keeps its exact bytes. A payload that is not valid JSON (one
+invalid UTF-8 byte is enough) but holds a configured key is redacted at byte level (``"key":
+value`` -> ``"key": "[redacted]"``) or, when the value cannot be delimited that way, replaced
+whole by :data:`MARKER`, with a note saying so: never stored in clear.
 
 Printing: :func:`safe_text` is the same URL/header redaction for every line we print (errors,
-human lines, logs, JSON documents): ``user:password@``, secret-named query parameters and
-``Authorization: Bearer ...`` style values never reach stdout or stderr either.
+human lines, logs, JSON documents, a database driver's own messages): ``user:password@``,
+secret-named query parameters and ``Authorization: Bearer ...`` style values never reach stdout
+or stderr either.
 
 Configuration comes from a ``[tool.a2a-tape]`` table in ``pyproject.toml`` of the current
 directory (``redact_headers = [...]``, ``redact_json_paths = [...]``) and from ``--redact``
@@ -30,7 +38,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import msgspec
 
@@ -40,18 +48,24 @@ from .json_values import decode_json
 REDACTED = "[redacted]"
 _REDACTED_USERINFO = "%5Bredacted%5D"  # the same marker, percent-encoded for a URL's userinfo
 DEFAULT_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
-_SECRETISH = re.compile(r"(^x-.*-(key|token|secret)$)|(-api-key$)|(^x-auth)|(-secret$)|(^x-.*-signature$)", re.I)
 
+_SECRET_WORDS = r"key|token|secret|auth|passw|pwd|signature|session|cookie|credential"
+_SECRET_NAME = re.compile(_SECRET_WORDS, re.I)  # anywhere in a header or query name
+_NOT_SECRET = frozenset({"idempotency-key"})  # the proxy's dedup key, kept in its own column
+# a value that is a credential whatever its header's name: "Bearer x", "Basic x", "Token x", "Digest x"
+_CREDENTIAL_VALUE = re.compile(r"\s*(?:bearer|basic|token|digest)\s+\S", re.I)
+# a query name: the long words anywhere ("sslpassword", "id_token"), the short ones as the whole name
+# or its last part ("key", "api_key", "apikey", "x-sig", "oauth.code"; not "monkey" nor "keyword")
 _SECRET_PARAM = re.compile(
-    r"^(.*[-_.])?(api[-_]?key|key|token|access[-_]?token|id[-_]?token|refresh[-_]?token|secret|client[-_]?secret"
-    r"|password|passwd|pwd|signature|sig|auth|authorization|credentials?|session|code)$",
+    r"(token|secret|passw|signature|session|cookie|credential)|(^(.*[-_.])?(api)?(key|sig|code|pwd|pass|auth|authorization)$)",
     re.I,
 )
 
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
-# "Authorization: Bearer T", "authorization=Basic T", "x-api-key: T" in a free text
+_USERINFO_PASSWORD = re.compile(r"^([^:/?#@]*:)([^@/?#]*)(@)")  # in what follows "scheme://"
+# "Authorization: Bearer T", "authorization=Basic T", "x-api-key: T", "sslpassword=T" in a free text
 _HEADER_IN_TEXT = re.compile(
-    r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key|api-key)(\s*[:=]\s*)"
+    r"(?i)\b([\w-]*(?:" + _SECRET_WORDS + r")[\w-]*)(\s*[:=]\s*)"
     r"((?:bearer|basic|token|digest)\s+)?([^\s,;'\"]+)"
 )
 _BEARER_IN_TEXT = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=-]{4,})")
@@ -69,15 +83,25 @@ class Redactor:
         self._keys = _key_names(self.json_paths)  # what a payload that is not JSON is searched for
 
     def is_secret_header(self, name: str) -> bool:
+        """A header (or query) name shaped like a credential's, or configured."""
         low = name.lower()
-        return low in self.headers or bool(_SECRETISH.search(low))
+        return low in self.headers or (bool(_SECRET_NAME.search(low)) and low not in _NOT_SECRET)
+
+    @staticmethod
+    def is_secret_value(value: str) -> bool:
+        """A value shaped like a credential (``Bearer ...``, ``Basic ...``) whatever its name."""
+        return _CREDENTIAL_VALUE.match(value) is not None
+
+    def is_secret(self, name: str, value: str) -> bool:
+        """Whether a header is a secret, by its name or by its value."""
+        return self.is_secret_header(name) or self.is_secret_value(value)
 
     def headers_dict(self, headers: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
         """Headers as a dict with secret values replaced (repeated names joined with ``, ``)."""
         items = headers.items() if isinstance(headers, Mapping) else headers
         out: dict[str, str] = {}
         for k, v in items:
-            value = REDACTED if self.is_secret_header(k) else v
+            value = REDACTED if self.is_secret(k, v) else v
             key = k.lower()
             out[key] = f"{out[key]}, {value}" if key in out else value
         return out
@@ -93,29 +117,34 @@ class Redactor:
             return url, []
         try:
             parts = urlsplit(url)
-        except ValueError:
-            return url, []
+        except ValueError:  # too broken to parse (an unclosed IPv6 bracket): the password still goes
+            return _broken_url(url)
         found: list[str] = []
         netloc = parts.netloc
         if "@" in netloc:
             userinfo, _, host = netloc.rpartition("@")
             user, sep, password = userinfo.partition(":")
             if sep and password:
-                found.append(password)
+                found += _spellings(password)
                 netloc = f"{user}:{_REDACTED_USERINFO}@{host}"  # brackets would read as an IPv6 host
         query = parts.query
         if query:
             fields = []
             for field in query.split("&"):
                 name, eq, value = field.partition("=")
-                if eq and value and (_SECRET_PARAM.match(name) or self.is_secret_header(name)):
-                    found.append(value)
+                if eq and value and self.is_secret_param(name):
+                    found += _spellings(value)
                     field = f"{name}={REDACTED}"
                 fields.append(field)
             query = "&".join(fields)
         if not found:
             return url, []
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)), found
+
+    def is_secret_param(self, name: str) -> bool:
+        """A query parameter's name (as written, percent-encoded or not) shaped like a secret's."""
+        plain = unquote_plus(name)
+        return bool(_SECRET_PARAM.search(plain)) or plain.lower() in self.headers
 
     def json_bytes(self, payload: bytes) -> bytes:
         """``payload`` with the configured JSON paths replaced; the same bytes when none matched.
@@ -161,7 +190,7 @@ class Redactor:
                 value = value.replace(s, REDACTED)
         if "://" in value:
             value = _URL_IN_TEXT.sub(lambda m: self.url(m.group(0)), value)
-        if "uth" in value or "ookie" in value or "key" in value or "earer" in value:
+        if _SECRET_NAME.search(value) or "earer" in value:
             value = _HEADER_IN_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{REDACTED}", value)
             value = _BEARER_IN_TEXT.sub(lambda m: f"{m.group(1)}{REDACTED}", value)
         return value
@@ -183,6 +212,21 @@ def safe_urls(text: str, redactor: Redactor | None = None) -> str:
 
 printable = safe_text
 _DEFAULT: Redactor
+
+
+def _spellings(value: str) -> list[str]:
+    """A secret as written in a URL and percent-decoded (a message may quote either)."""
+    plain = unquote_plus(value)
+    return [value] if plain == value else [value, plain]
+
+
+def _broken_url(url: str) -> tuple[str, list[str]]:
+    """A URL ``urlsplit`` refuses, with the password of its userinfo replaced all the same."""
+    scheme, sep, rest = url.partition("://")
+    m = _USERINFO_PASSWORD.match(rest) if sep else None
+    if m is None or not m.group(2):
+        return url, []
+    return f"{scheme}://{m.group(1)}{_REDACTED_USERINFO}{m.group(3)}{rest[m.end() :]}", _spellings(m.group(2))
 
 
 def _key_names(paths: tuple[tuple[str, ...], ...]) -> tuple[bytes, ...] | None:

@@ -26,6 +26,7 @@ import uvicorn
 
 from a2a_tape import store
 from a2a_tape.store.redact import build_redactor
+from tests.support.fault_agent import SHAPED_HEADERS
 from tests.support.servers import bind_loopback, serve_app
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
@@ -35,7 +36,12 @@ REQUEST = (
     b'{"jsonrpc":"2.0","id":"c-1","method":"message/stream","params":{"message":{"kind":"message",'
     b'"messageId":"m-1","role":"user","parts":[{"kind":"text","text":"hi"}],"metadata":{"token":"SEKRET-REQ"}}}}'
 )
-HEADERS = {"content-type": "application/json", "accept": "text/event-stream", "x-agent-secret": "SEKRET-HEADER"}
+HEADERS = {
+    "content-type": "application/json",
+    "accept": "text/event-stream",
+    "x-agent-secret": "SEKRET-HEADER",
+    **SHAPED_HEADERS,
+}
 
 
 @dataclass

@@ -276,7 +276,23 @@ def make_proxy_fault_app() -> Starlette:
 # is the exact stream bytes, ``items(mode)`` the payloads a faithful recorder keeps.
 
 RAW_ID = "f-1"
-SECRETS = ("SEKRET-EVENT", "SEKRET-BYTES", "SEKRET-ANSWER", "SEKRET-HEADER", "SEKRET-REQ", "SEKRET-PW", "SEKRET-QUERY")
+# credential headers known by their shape only (no configuration names them), both ways
+SHAPED_HEADERS = {
+    "ocp-apim-subscription-key": "SEKRET-SHAPE-KEY",
+    "private-token": "SEKRET-SHAPE-TOKEN",
+    "authentication": "Bearer SEKRET-SHAPE-BEARER",
+    "x-forwarded-credential": "Token SEKRET-SHAPE-VALUE",
+}
+SECRETS = (
+    "SEKRET-EVENT",
+    "SEKRET-BYTES",
+    "SEKRET-ANSWER",
+    "SEKRET-HEADER",
+    "SEKRET-REQ",
+    "SEKRET-PW",
+    "SEKRET-QUERY",
+    "SEKRET-SHAPE",
+)
 SECRET_CONFIG = """[tool.a2a-tape]
 redact_headers = ["x-agent-secret"]
 redact_json_paths = ["result.metadata.token", "params.message.metadata.token"]
@@ -425,7 +441,7 @@ class RawFaultAgent:
                 await self.hold.wait()
             if mode == "redirect":
                 return Response(status_code=301, headers={"location": "http://127.0.0.1:9/moved/"})
-            headers = {"x-agent-secret": "SEKRET-HEADER"} if mode == "secret" else {}
+            headers = {"x-agent-secret": "SEKRET-HEADER", **SHAPED_HEADERS} if mode == "secret" else {}
             if mode == "endlessanswer":  # a JSON answer that never closes, to a stream request too
                 return StreamingResponse(
                     _endless(b'{"jsonrpc":"2.0","id":1,"result":{"pad":"'), media_type="application/json"
