@@ -22,7 +22,7 @@ import inspect
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +37,7 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
+from .redact import safe_text
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,8 +101,16 @@ def _no_room(path: str) -> bool:
     return st.f_bavail == 0
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _first_line(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """A driver's message, first line, with the redaction of every line we print: libpq quotes a
+    connection URL's password (``invalid percent-encoded token: "..."``) or the whole URI in its own
+    error texts; ``secrets`` are the store's (its URL's password and secret parameters)."""
+    return safe_text((str(exc).strip().splitlines() or [type(exc).__name__])[0], secrets=secrets)
+
+
+def driver_line(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """:func:`_first_line` for a backend's own messages (a failed connection)."""
+    return _first_line(exc, secrets)
 
 
 def _sqlite_fault(exc: sqlite3.Error, where: str, busy_timeout: float | None) -> StoreError | None:

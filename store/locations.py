@@ -6,6 +6,7 @@ import os
 
 from .errors import StoreError
 from .interface import Durability, Store
+from .redact import Redactor
 from .sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
 
 DEFAULT_DB = "a2a-tape.db"
@@ -51,9 +52,10 @@ def open_store(
 
 
 def safe_location(location: str) -> str:
-    """The location without a password, fit for messages and tape headers."""
+    """The location without a password (nor a secret parameter: ``?sslpassword=``), fit for
+    messages and tape headers."""
     if "://" in location and "@" in location:
         scheme, rest = location.split("://", 1)
         creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return location
+        location = f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return Redactor().url(location) if "?" in location else location

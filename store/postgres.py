@@ -26,13 +26,14 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_values
-from .driver_errors import guard_public
+from .driver_errors import driver_line, guard_public
 from .errors import ConnectionLost, SchemaTooNew, StoreError, WouldWait
 from .interface import Durability, FoldRow
 from .locations import safe_location
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .postgres_indexes import TSV, PostgresIndexes
 from .records import Exchange, NewEvent, StoredEvent, TaskEvents
+from .redact import Redactor
 from .shared_sql import Cursor
 from .write_lock import NoWait
 
@@ -150,7 +151,8 @@ class PostgresStore(PostgresIndexes):
             )
             self._pool.open(wait=True, timeout=10)
         except Exception as exc:  # noqa: BLE001 - one readable line for the CLI
-            raise ConnectionLost(f"cannot connect to {safe_location(url)}: {_first_line(exc)}") from None
+            why = driver_line(exc, Redactor().url_secrets(url)[1])  # libpq may quote the password
+            raise ConnectionLost(f"cannot connect to {safe_location(url)}: {why}") from None
         self._local = threading.local()
         self._nowait = NoWait()  # see without_waiting
         if readonly:
@@ -458,7 +460,3 @@ def _find(cur: psycopg.Cursor[Any], key: Key, seq: int) -> StoredEvent | None:
         return None
     position, task_id, seq_, exchange_id, sse_event, payload, received_at, mono, origin = row
     return StoredEvent(position, task_id, seq_, exchange_id, sse_event, bytes(payload), received_at, mono, origin)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

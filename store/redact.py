@@ -66,7 +66,7 @@ _USERINFO_PASSWORD = re.compile(r"^([^:/?#@]*:)([^@/?#]*)(@)")  # in what follow
 # "Authorization: Bearer T", "authorization=Basic T", "x-api-key: T", "sslpassword=T" in a free text
 _HEADER_IN_TEXT = re.compile(
     r"(?i)\b([\w-]*(?:" + _SECRET_WORDS + r")[\w-]*)(\s*[:=]\s*)"
-    r"((?:bearer|basic|token|digest)\s+)?([^\s,;'\"]+)"
+    r"((?:bearer|basic|token|digest)\s+)?(?!\[redacted\])([^\s,;&'\"]+)"
 )
 _BEARER_IN_TEXT = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=-]{4,})")
 MARKER = b'{"a2a-tape":{"redacted":"the payload is not JSON and holds a configured secret key"}}'

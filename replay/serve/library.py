@@ -222,6 +222,8 @@ class Library:
         """A database file, or a JSONL tape (imported into a private temporary database).
 
         ``readonly``: nothing will be recorded; a database file is opened read-only (read-only media too)."""
+        if "://" in os.fspath(location):  # a PostgreSQL URL: no file to look at
+            return cls(open_store(location, create=create and not readonly, readonly=readonly), source=str(location))
         path = Path(location)
         if path.suffix in (".jsonl", ".tape") or _looks_like_tape(path):
             tmp = tempfile.mkdtemp(prefix="a2a-tape-")
