@@ -12,6 +12,7 @@ queries both backends run alike are written once (:mod:`a2a_tape.store.shared_sq
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -28,6 +29,7 @@ import msgspec
 from .append_plan import EXCHANGE_FIELDS, ROW_WIDTH, BatchPlan, Key, Run, exchange_values
 from .driver_errors import guard_public, on_readonly_media, translate
 from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
+from .files import create_private
 from .interface import Durability, FoldRow
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from .records import Exchange, NewEvent, StoredEvent, TaskEvents
@@ -129,6 +131,9 @@ class SqliteStore(SqliteIndexes):
         if readonly:
             self._conn = self._open_readonly()
             return
+        if create:
+            with contextlib.suppress(OSError):  # owner-only (store.files); SQLite names any failure below
+                create_private(self.path)
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:

@@ -19,6 +19,7 @@ from a2a_tape.replay.inspect.export_html import DEFAULT_TASKS, PAGE_LIMIT, write
 from a2a_tape.replay.inspect.export_mermaid import build_mermaid
 from a2a_tape.store import Store
 from a2a_tape.store.errors import ReadOnlyStore
+from a2a_tape.store.files import open_private, write_private
 
 from .app import err, fail, find_task, open_db
 from .progress import wanted
@@ -89,7 +90,7 @@ def export(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        output.write_bytes(data)
+        write_private(output, data)
         err.print(f"wrote {format} ({len(data)} bytes) to {output}", markup=False)
 
 
@@ -144,7 +145,7 @@ def _export_html(
         written = write_page(st, task_ids, sys.stdout.buffer, title=title, progress=lambda n: step(n), max_bytes=cap)
         sys.stdout.flush()
     else:
-        with output.open("wb") as fh:
+        with open_private(output) as fh:
             written = write_page(st, task_ids, fh, title=title, progress=step, max_bytes=cap)
         err.print(f"wrote html ({written.bytes} bytes) to {output}", markup=False)
     if written.cut:

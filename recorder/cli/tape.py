@@ -10,6 +10,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from a2a_tape.store import safe_location
+from a2a_tape.store.files import open_private
 from a2a_tape.store.tape import export_lines, import_tape, write_tape
 
 from . import options
@@ -114,7 +115,7 @@ def export_cmd(
             write_tape(st, sys.stdout.buffer, task_ids=task_ids)
             sys.stdout.flush()
         else:
-            with output.open("wb") as fh:
+            with open_private(output) as fh:
                 n = write_tape(st, fh, task_ids=task_ids)
             err.print(f"wrote {n - 1} lines to {output}")
 

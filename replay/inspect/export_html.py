@@ -18,6 +18,7 @@ import msgspec
 from markupsafe import Markup
 
 from a2a_tape.store import Recordings, StoredEvent
+from a2a_tape.store.files import write_private
 
 from .doctor import findings
 from .steps import task_view
@@ -169,11 +170,11 @@ def write_dir(
     for n, t in enumerate(task_ids, 1):
         top, bottom = _page(f"{title}: task {t}", 1, back=True)
         raw = (top + _section(store, t) + bottom).encode()
-        (directory / names[t]).write_bytes(raw)
+        write_private(directory / names[t], raw)
         largest = max(largest, len(raw))
         if progress is not None:
             progress(n)
     top, bottom = _page(title, len(task_ids), [(names[t], t) for t in task_ids], index=True)
     index = (top + bottom).encode()
-    (directory / "index.html").write_bytes(index)
+    write_private(directory / "index.html", index)
     return Written(len(task_ids), len(task_ids) + 1, max(largest, len(index)))
