@@ -8,7 +8,8 @@ server's). Items are counted as the client receives them (a duplicate is not cou
   can resubscribe or poll for the rest;
 - ``stall-after=N``: after N items nothing more is sent, and the connection stays open;
 - ``duplicate[=N]``: item N (default 2: the first item after the Task) is sent twice;
-- ``delay=MS``: MS milliseconds before each item, on top of the timing;
+- ``delay=MS``: MS milliseconds before each item, on top of the timing (a finite number: ``inf``,
+  ``nan`` or ``1e309`` is refused as any duration is);
 - ``error-after=N``: after N items an ``event: error`` item (JSON-RPC -32603), then the end.
 
 A whole-body answer (``message/send``, or a stream the agent answered with JSON) is one item:
@@ -17,6 +18,8 @@ response with no body, ``stall-after=0`` sends the headers and nothing more.
 """
 
 from __future__ import annotations
+
+import math
 
 import msgspec
 
@@ -63,6 +66,7 @@ class Faults(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 NO_FAULTS = Faults()
+MAX_DELAY_MS = 1e12  # milliseconds: about 31 years, the longest duration any option of ours takes
 _COUNTED = {"drop-after": "drop_after", "stall-after": "stall_after", "error-after": "error_after"}
 _HELP = "drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N"
 
@@ -105,8 +109,10 @@ def parse_faults(*specs: str | None) -> Faults:
                     ms = float(value)
                 except ValueError:
                     raise FaultError(f"fault 'delay={value}': give milliseconds, as in delay=50") from None
-                if ms < 0 or ms != ms:
-                    raise FaultError(f"fault 'delay={value}': must be 0 or more")
+                if not math.isfinite(ms) or not 0 <= ms <= MAX_DELAY_MS:  # inf would never answer
+                    raise FaultError(
+                        f"fault 'delay={value}': give a finite number of milliseconds, 0 to {MAX_DELAY_MS:g}"
+                    )
                 delay_ms = ms
             else:
                 raise FaultError(f"unknown fault '{token}' (use: {_HELP})")

@@ -259,3 +259,19 @@ def test_faults_on_a_whole_body_answer_in_process(library):
         assert decode_item(err.content).body.code == -32603
         with pytest.raises(httpx.ReadTimeout):
             c.post("http://r.test/", content=body, headers={**headers_for("1.0"), "X-A2A-Tape-Fault": "stall-after=0"})
+
+
+@pytest.mark.parametrize("spec", ["delay=1e309", "delay=inf", "delay=-inf", "delay=nan", "delay=1e300"])
+@pytest.mark.parametrize("given", ["header", "query"])
+def test_a_delay_that_never_ends_is_refused_per_request(library, spec, given):
+    """Every duration refuses infinity as it refuses NaN: a request asking for ``delay=1e309`` got a
+    stream that never answered; now it is refused at once (-32602), as a misspelled fault is."""
+    engine = ReplayEngine(library)
+    with serve_app(create_app(engine)) as url:
+        body = request_body("stream", "1.0", text="hello", rpc_id="c-1")
+        headers = {**headers_for("1.0"), **({"X-A2A-Tape-Fault": spec} if given == "header" else {})}
+        query = f"?fault={spec}" if given == "query" else ""
+        r = httpx.post(url + "/" + query, content=body, headers=headers, timeout=10.0)
+    item = decode_item(r.content)
+    assert item.kind == "error" and item.body.code == -32602, r.content
+    assert "finite number of milliseconds" in item.body.message
