@@ -11,7 +11,7 @@ import typer
 from a2a_tape.store.redact import build_redactor, safe_text
 
 from .. import listen as listening
-from ..proxy.idempotency import DEFAULT_TTL, OnKeyConflict
+from ..proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
 from ..proxy.server import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -94,6 +94,13 @@ def proxy_cmd(
             "(a local note in the log) or reject it with a JSON-RPC error."
         ),
     ] = OnKeyConflict.forward,
+    idempotency: Annotated[
+        Idempotency,
+        typer.Option(
+            help="on: a repeated messageId / Idempotency-Key from the same caller is answered from the log; "
+            "off: every request goes to the agent (and is recorded), repeats included."
+        ),
+    ] = Idempotency.on,
     connect_timeout: Annotated[
         float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
     ] = DEFAULT_CONNECT_TIMEOUT,
@@ -130,6 +137,7 @@ def proxy_cmd(
         stall_timeout=stall_timeout,
         redactor=redactor,
         on_key_conflict=on_key_conflict,
+        idempotency=idempotency,
         connect_timeout=connect_timeout,
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,

@@ -7,20 +7,33 @@ same request is served what the first one got (or attached to it while it is sti
 and the upstream is not called again. A repeat with the same key but a *different* request is,
 by default, forwarded as the new request it is (an agent is not made stricter than it is) and the
 conflict is written to the log as a local note; ``--on-key-conflict reject`` refuses it with a
-JSON-RPC error instead. Keys expire after a configurable time.
+JSON-RPC error instead. Keys expire after a configurable time. ``--idempotency off`` turns the
+gateway off: every request goes upstream, as a client that reuses its messageIds on purpose
+(the official TCK 1.0 does) expects of the agent itself.
 
 The key is the ``Idempotency-Key`` header when present, else the message's ``messageId``.
 The request hash covers the method and the params (canonical JSON) but not the JSON-RPC id:
 a client retrying with a new id is still the same request.
+
+A recording answers only the caller that made it (docs/design.md, "Trust boundaries"): the hash
+also holds the caller's *scope*, a keyed hash (HMAC-SHA256, with a random key kept in the log's
+meta table, so every proxy on one log agrees) of the request's path and query and of its
+credential headers (those :class:`~a2a_tape.store.redact.Redactor` calls secrets: by shape,
+``Authorization``, ``Cookie``, ``X-Api-Key``, ...). No secret is stored, only the digest. A repeat
+from another scope (no credentials, other credentials, another path) is the same key with a
+different request: forwarded as new, or refused under ``reject``; it is never answered with what
+another caller was answered.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
+import hmac
+import secrets
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 import msgspec
 
@@ -70,6 +83,13 @@ class OnKeyConflict(enum.StrEnum):
 
     forward = "forward"  # run it as the new request it is; a local note records the reuse
     reject = "reject"  # refuse it (-32600), as a strict gateway would
+
+
+class Idempotency(enum.StrEnum):
+    """Whether the gateway answers repeats from the log (``--idempotency``)."""
+
+    on = "on"
+    off = "off"
 
 
 class _IdOnly(msgspec.Struct):
@@ -154,13 +174,57 @@ def rpc_error(rpc_id: bytes, code: int, message: str) -> bytes:
     return msgspec.json.encode(_ErrorReply("2.0", msgspec.Raw(rpc_id or b"null"), _ErrorBody(code, message)))
 
 
+SCOPE_KEY = "idempotency-scope-key"  # the meta row holding the scope's HMAC key (hex)
+
+
+class GatewayStore(store.IdempotencyStore, store.LeasesAndMeta, store.StoreHandle, Protocol):
+    """What the gateway uses: the keys, and the meta table that holds the scope's key."""
+
+
+def caller_scope(
+    secret: bytes, target: str, headers: Iterable[tuple[str, str]], is_credential: Callable[[str, str], bool]
+) -> str:
+    """Who asks: a keyed hash of the request's target (raw path and query) and of its credential
+    headers (names lower-cased, in order; the values as received). Never the secret itself."""
+    h = hmac.new(secret, target.encode("latin-1", "replace"), hashlib.sha256)
+    for name, value in sorted((n.lower(), v) for n, v in headers if is_credential(n, v)):
+        h.update(b"\0" + name.encode("latin-1", "replace") + b"\0" + value.encode("latin-1", "replace"))
+    return h.hexdigest()[:32]
+
+
+def scoped(scope: str, req_hash: str) -> str:
+    """The hash a key is claimed with: the caller's scope, then the request's."""
+    return f"{scope}.{req_hash}"
+
+
+def same_caller(a: str, b: str) -> bool:
+    """Whether two claimed hashes come from the same scope (the part before the dot)."""
+    return a.partition(".")[0] == b.partition(".")[0]
+
+
 class Gateway:
     """Claims keys in the store and tells the proxy what to do with a request."""
 
-    def __init__(self, st: store.IdempotencyStore, *, ttl: float = DEFAULT_TTL) -> None:
+    def __init__(self, st: GatewayStore, *, ttl: float = DEFAULT_TTL) -> None:
         self.store = st
         self.ttl = ttl
         self._last_expire = 0.0
+        self._secret: bytes | None = None
+
+    @property
+    def secret(self) -> bytes:
+        """The scope's HMAC key: made once per log (in one write transaction), then read."""
+        if self._secret is None:
+            with self.store.transaction():
+                held = self.store.get_meta(SCOPE_KEY)
+                if held is None:
+                    held = secrets.token_hex(32)
+                    self.store.set_meta(SCOPE_KEY, held)
+            self._secret = bytes.fromhex(held)
+        return self._secret
+
+    def scope(self, target: str, headers: Iterable[tuple[str, str]], is_credential: Callable[[str, str], bool]) -> str:
+        return caller_scope(self.secret, target, headers, is_credential)
 
     def claim(self, key: str, req_hash: str, exchange_id: int) -> tuple[store.IdempotencyRecord, bool]:
         """Register the key for this exchange, or return the record already holding it."""
@@ -174,7 +238,7 @@ class Gateway:
         return self.store.idem_claim(record)
 
     def release(self, key: str, exchange_id: int) -> None:
-        """Forget a key whose request never reached the agent (upstream down): a retry may run."""
+        """Forget a key whose request provably never reached the agent: a retry may run."""
         held = self.store.idem_get(key)
         if held is not None and held.exchange_id == exchange_id:
             self.store.idem_release(key)
@@ -188,18 +252,20 @@ def _key_words(key: str) -> tuple[str, str]:
     return ("Idempotency-Key" if kind == "hdr" else "messageId"), value
 
 
-def conflict_message(key: str) -> str:
+def conflict_message(key: str, other_caller: bool = False) -> str:
     what, value = _key_words(key)
+    if other_caller:
+        return f"{what} '{value}' is in use by another caller; send a new {what} for a new request"
     return f"{what} '{value}' was already used for a different request; send a new {what} for a new request"
 
 
-def conflict_note(key: str, first_exchange: int | None) -> str:
+def conflict_note(key: str, first_exchange: int | None, other_caller: bool = False) -> str:
     """The local note's text for a reused key forwarded as a new request."""
     what, value = _key_words(key)
     first = f"exchange {first_exchange}" if first_exchange is not None else "an earlier request"
+    how = "another caller (other credentials or path)" if other_caller else "a different request"
     return (
-        f"{what} '{value}' was first used by {first} for a different request; "
-        "forwarded as a new request (--on-key-conflict forward)"
+        f"{what} '{value}' was first used by {first} for {how}; forwarded as a new request (--on-key-conflict forward)"
     )
 
 

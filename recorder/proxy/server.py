@@ -79,6 +79,7 @@ from .http import (
 from .idempotency import (
     BadRequest,
     Gateway,
+    Idempotency,
     OnKeyConflict,
     conflict_message,
     conflict_note,
@@ -89,6 +90,8 @@ from .idempotency import (
     request_hash,
     request_id,
     rpc_error,
+    same_caller,
+    scoped,
 )
 from .outcomes import classify, log_fault_line
 from .relay import Cut as _Cut
@@ -114,6 +117,7 @@ class ProxyConfig:
     stall_timeout: float = 30.0
     redactor: Redactor = field(default_factory=Redactor)
     on_key_conflict: OnKeyConflict = OnKeyConflict.forward
+    idempotency: Idempotency = Idempotency.on  # off: every request goes upstream, repeats included
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT  # to open the connection to the upstream
     first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
     read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
@@ -144,6 +148,7 @@ class Outgoing:
     rpc_id: bytes | None  # the JSON-RPC id to answer our own errors to (None: not JSON-RPC)
     dialect: str | None  # the protocol version
     binding: str | None = None  # store.methods.BINDINGS; None: not an A2A request
+    left: bool = False  # a byte of it may have reached the upstream (its head began to be written)
 
 
 class Proxy:
@@ -179,6 +184,8 @@ class Proxy:
         timeout = httpx.Timeout(connect=cfg.connect_timeout, read=None, write=30.0, pool=None)
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
         mark = mark_proxy(self.store)
+        if cfg.idempotency is Idempotency.on:
+            self.gateway.secret  # noqa: B018 - the scope's key, read (or made) before any request waits on it
         logging.getLogger("uvicorn.error").addFilter(QUIET_CUT)
         try:
             # one pool for every client: the relays use it as it is (no cookie jar, no auth flow:
@@ -283,13 +290,7 @@ class Proxy:
 
     def _target(self, request: Request) -> str:
         """The upstream URL of a request: the raw path and query as the client sent them."""
-        raw_path = request.scope.get("raw_path")
-        path: str = raw_path.decode("latin-1") if raw_path else request.scope["path"]
-        url = self.config.origin + path
-        query = request.scope.get("query_string", b"")
-        if query:
-            url += "?" + query.decode("latin-1")
-        return url
+        return self.config.origin + _raw_target(request)
 
     @cached_property
     def _timeouts(self) -> Timeouts:
@@ -441,7 +442,11 @@ class Proxy:
         params = parse_params(params_raw)
         low_headers = {k.lower(): v for k, v in request.headers.items()}
         key = idempotency_key(low_headers, key_name, params) if key_name else None
-        req_hash = request_hash(key_name, params_raw) if key and key_name else None
+        req_hash = None
+        if key and key_name and self.config.idempotency is Idempotency.on:
+            # whose request: the target and the credentials the agent sees (our token is not one)
+            scope = self.gateway.scope(_raw_target(request), out.headers, self.config.redactor.is_secret)
+            req_hash = scoped(scope, request_hash(key_name, params_raw))
         msg = params.message
         redactor = self.config.redactor
         ex = store.Exchange(
@@ -466,14 +471,14 @@ class Proxy:
             ex_id = await self._exchange_row(ex)
             live = Live(ex_id, None, rpc_id, single_reader=True)
             self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=None)
-            return await self._respond(live, rpc_id)
+            return await self._respond(live, rpc_id, owner=True)
 
         slot = (key, req_hash)
         attached = self.by_key.get(slot)
-        if attached is not None:  # an exact duplicate of a request this proxy is relaying
+        if attached is not None:  # an exact duplicate (same caller) of a request this proxy is relaying
             ex_id = await self._exchange_row(ex)
             await self._finish_row(ex_id, outcome="replayed")
-            return await self._respond(attached, rpc_id)
+            return await self._respond(attached, rpc_id, owner=False)
         live = Live(None, req_hash, rpc_id)
         self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
         try:
@@ -489,25 +494,27 @@ class Proxy:
         live.exchange_id = ex_id
         if claimed:
             self._start(live, ex_id, out, proxy_origin, settle_key=key, slot=slot)
-            return await self._respond(live, rpc_id)
+            return await self._respond(live, rpc_id, owner=True)
         if record.request_hash == req_hash:  # held by an earlier request (in the log, or another process)
             live.req_hash = record.request_hash
             live.rpc_id = None
             assert self._tg is not None
             self._tg.start_soon(self._replay_from_log, live, record, streaming, slot)
             await self._finish_row(ex_id, outcome="replayed")
-            return await self._respond(live, rpc_id)
-        # the same key, another request
+            return await self._respond(live, rpc_id, owner=False)
+        # the same key, another request (or another caller's)
+        other = not same_caller(record.request_hash, req_hash)
         if self.config.on_key_conflict is OnKeyConflict.reject:
             self.by_key.pop(slot, None)
-            refusal = rpc_error(rpc_id or b"null", -32600, conflict_message(key))
+            refusal = rpc_error(rpc_id or b"null", -32600, conflict_message(key, other))
             live.set_body(200 if rpc_id else 409, list(_JSON_HEADERS), refusal)
             live.finish()
-            await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
+            why = "idempotency key in use by another caller" if other else "idempotency key reused for another request"
+            await self._finish_row(ex_id, outcome="refused", error=why)
             return Response(refusal, 200 if rpc_id else 409, media_type=_JSON)
-        await self._note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id))
+        await self._note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
         self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
-        return await self._respond(live, rpc_id)
+        return await self._respond(live, rpc_id, owner=True)
 
     def _begin_and_claim(
         self, ex: store.Exchange, key: str, req_hash: str
@@ -551,16 +558,25 @@ class Proxy:
         assert self._tg is not None
         self._tg.start_soon(self._pump, live, ex_id, out, proxy_origin, settle_key, slot)
 
-    async def _respond(self, live: Live, rpc_id: bytes | None) -> Response:
+    async def _respond(self, live: Live, rpc_id: bytes | None, *, owner: bool) -> Response:
+        """``live`` for one client; ``owner``: the client whose request went upstream. Any other
+        (a duplicate attached, a repeat answered from the log) gets no per-client header: a
+        cookie, a session or a token the agent set is for the client it answered."""
         await live.ready.wait()
+        headers = live.headers if owner else [(k, v) for k, v in live.headers if not self._per_client(k, v)]
         if live.mode == "sse":
             stream = RelayedStream(live.follow(rpc_id), live.status)
-            stream.raw_headers.extend(encoded(live.headers))
+            stream.raw_headers.extend(encoded(headers))
             return stream
         await live.finished.wait()
         answer = Response(live.body_for(rpc_id), live.status)
-        answer.raw_headers.extend(encoded(live.headers))
+        answer.raw_headers.extend(encoded(headers))
         return answer
+
+    def _per_client(self, name: str, value: str) -> bool:
+        """An answer header that belongs to one client: a credential by its shape (``Set-Cookie``,
+        ``X-Session-Token``, ``Authentication-Info``, a ``Bearer`` value; :mod:`store.redact`)."""
+        return self.config.redactor.is_secret(name, value)
 
     # -- the upstream side ----------------------------------------------------------------------
 
@@ -744,6 +760,14 @@ class Proxy:
             live.finish()
             if self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
+
+
+def _raw_target(request: Request) -> str:
+    """The raw path and query of a request, as the client sent them."""
+    raw_path = request.scope.get("raw_path")
+    target: str = raw_path.decode("latin-1") if raw_path else request.scope["path"]
+    query = request.scope.get("query_string", b"")
+    return f"{target}?{query.decode('latin-1')}" if query else target
 
 
 def _error_event(out: Outgoing) -> str | None:

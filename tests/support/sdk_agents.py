@@ -84,8 +84,16 @@ class ChunkAgent(AgentExecutor):
         await TaskUpdater(q, ctx.task_id, ctx.context_id).cancel()
 
 
-def make_agent_app(base_url: str, *, streaming: bool = True, delay: float = 0.0, slow_delay: float = 0.3):
-    """An a2a-sdk agent app answering both dialects at ``/``; returns (app, executor)."""
+def make_agent_app(
+    base_url: str,
+    *,
+    streaming: bool = True,
+    delay: float = 0.0,
+    slow_delay: float = 0.3,
+    rpc_urls: tuple[str, ...] = ("/",),
+):
+    """An a2a-sdk agent app answering both dialects at ``/`` (and each other path of
+    ``rpc_urls``: one agent, one task store, behind several paths); returns (app, executor)."""
     executor = ChunkAgent(delay=delay, slow_delay=slow_delay)
     card = AgentCard(
         name="chunk-agent",
@@ -100,7 +108,8 @@ def make_agent_app(base_url: str, *, streaming: bool = True, delay: float = 0.0,
     )
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
     app = Starlette(
-        routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)
+        routes=create_agent_card_routes(card)
+        + [r for u in rpc_urls for r in create_jsonrpc_routes(handler, rpc_url=u, enable_v0_3_compat=True)]
     )
     return app, executor
 

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from a2a_tape import store
-from a2a_tape.recorder.proxy.idempotency import OnKeyConflict, request_hash
+from a2a_tape.recorder.proxy.idempotency import Gateway, OnKeyConflict, request_hash, scoped
+from a2a_tape.store.redact import Redactor
 from tests.conftest import running_sdk_agent
 from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 
@@ -191,9 +192,14 @@ def test_repeat_after_a_crash_mid_stream_is_served_from_log_and_recovery(sdk_age
     st.append_batch([store.NewEvent(payload=p, task_id=task_id, exchange_id=ex) for p in prefix])
     rpc = parse_request(body)
     past = _time.time() - 5
+    scope = Gateway(st).scope("/", [], Redactor().is_secret)  # the path, no credential: as the proxy's
     st.idem_claim(
         store.IdempotencyRecord(
-            "msg:m-crash", request_hash(rpc.method, rpc.params), ex, created_at=past, expires_at=past + 3600
+            "msg:m-crash",
+            scoped(scope, request_hash(rpc.method, rpc.params)),
+            ex,
+            created_at=past,
+            expires_at=past + 3600,
         )
     )
     report = anyio.run(recover, st)
