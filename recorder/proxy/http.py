@@ -10,8 +10,9 @@ rules for the edges of that:
 - the token is looked for in ``Authorization`` and ``Proxy-Authorization`` (``Bearer``, compared
   in constant time), and every header value that carries it is dropped before forwarding,
   whichever header it was in; other credentials go upstream as the client sent them;
-- hop-by-hop headers (RFC 9110 section 7.6.1, plus those named in ``Connection``) do not cross
-  in either direction; ``Content-Length`` and ``Content-Encoding`` of an answer are not passed on
+- headers cross as the bytes received (:func:`wire`): a value that is not ASCII is passed on, not
+  refused; hop-by-hop headers (RFC 9110 section 7.6.1, plus those named in ``Connection``) do not
+  cross in either direction; ``Content-Length`` and ``Content-Encoding`` of an answer are not passed on
   because the body the client gets is the decoded one, framed again;
 - an absolute ``Location`` on the upstream's origin is rewritten to the proxy's origin, as the
   card's URLs are, so a client that follows it stays behind the proxy;
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
+from httpcore import LocalProtocolError
 from starlette.responses import StreamingResponse
 from starlette.types import Send
 
@@ -118,9 +120,32 @@ def request_headers(headers: Iterable[tuple[str, str]], token: str | None) -> li
     return out
 
 
+def wire(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """Headers as bytes, as they were received: our server decoded them latin-1 (one character per
+    byte), so a value that is not ASCII (UTF-8 from a client) goes on byte for byte."""
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+
+
+class Departure:
+    """Whether a request may have reached the upstream, told by httpcore's trace events: from the
+    moment its head begins to be written, unless h11 refused to serialise that head (a
+    ``LocalProtocolError`` there means not one byte was written). Before that it provably never
+    left: the proxy releases its idempotency key, so a retry goes upstream."""
+
+    def __init__(self) -> None:
+        self.left = False
+
+    async def trace(self, name: str, info: dict[str, object]) -> None:
+        if name.endswith("send_request_headers.started"):
+            self.left = True
+        elif name.endswith("send_request_headers.failed") and isinstance(info.get("exception"), LocalProtocolError):
+            self.left = False
+
+
 def response_headers(headers: httpx.Headers, upstream_origin: str, proxy_origin: str) -> list[tuple[str, str]]:
-    """The agent's answer headers to pass to the client (repeated names kept, in order)."""
-    pairs = list(headers.multi_items())
+    """The agent's answer headers to pass to the client (repeated names kept, in order; each value
+    read latin-1 from its raw bytes, so :func:`encoded` gives the client the agent's bytes)."""
+    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw]
     drop = _RESPONSE_DROP | _connection_tokens(pairs)
     out = []
     for name, value in pairs:

@@ -67,6 +67,7 @@ from ..recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from ..sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
 from .http import (
     QUIET_CUT,
+    Departure,
     RelayedStream,
     Upstream,
     encoded,
@@ -74,6 +75,7 @@ from .http import (
     request_headers,
     response_headers,
     token_presented,
+    wire,
     without_userinfo,
 )
 from .idempotency import (
@@ -148,7 +150,7 @@ class Outgoing:
     rpc_id: bytes | None  # the JSON-RPC id to answer our own errors to (None: not JSON-RPC)
     dialect: str | None  # the protocol version
     binding: str | None = None  # store.methods.BINDINGS; None: not an A2A request
-    left: bool = False  # a byte of it may have reached the upstream (its head began to be written)
+    departure: Departure = field(default_factory=Departure)  # whether it may have reached the upstream
 
 
 class Proxy:
@@ -383,14 +385,22 @@ class Proxy:
         return body
 
     async def _forward(
-        self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None = None
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | None = None,
+        out: Outgoing | None = None,
     ) -> httpx.Response:
         """A client's request sent upstream on the pool itself: built as the proxy's client builds
-        it (its default headers under the client's, ``Accept-Encoding`` ours), the upstream's
-        credentials on it, and none of the client's per-response work (a cookie jar to fill, an
-        auth flow, redirect checks) on the relay's path."""
+        it (its default headers under the client's, ``Accept-Encoding`` ours; the client's as the
+        bytes it sent), the upstream's credentials on it, and none of the client's per-response
+        work (a cookie jar to fill, an auth flow, redirect checks) on the relay's path. ``out``'s
+        departure learns whether the request may have left (:class:`recorder.proxy.http.Departure`)."""
         assert self.http is not None and self._pool is not None
-        req = self.config.target.authorize(self.http.build_request(method, url, headers=headers, content=content))
+        req = self.config.target.authorize(self.http.build_request(method, url, headers=wire(headers), content=content))
+        if out is not None:
+            req.extensions["trace"] = out.departure.trace
         return await send(self._pool, req, self._timeouts)
 
     async def _exchange_row(self, ex: store.Exchange) -> int:
@@ -597,7 +607,7 @@ class Proxy:
         row: dict[str, object] = {}
         release = False
         try:
-            resp = await self._forward(out.method, out.url, out.headers, out.body)
+            resp = await self._forward(out.method, out.url, out.headers, out.body, out)
             try:
                 # an answer with no A2A reply in it (a redirect, a 405, an HTML page) leaves nothing
                 # to replay: the key is released, so a retry goes upstream again
@@ -621,7 +631,9 @@ class Proxy:
                 relay_fault = classify(exc, out.url, self._timeouts, sent=live.ready.is_set())
                 why, status = relay_fault.why, relay_fault.status
                 row.update(outcome=relay_fault.outcome, error=why)
-                release = relay_fault.release and not live.ready.is_set()
+                # the key goes when the request provably never left (unreachable, or failed before
+                # its head was written): the agent never saw it, a retry may run
+                release = (relay_fault.release or not out.departure.left) and not live.ready.is_set()
             live.fail(status, rpc_error(out.rpc_id or b"null", -32603, cap.text(why)), _error_event(out))
         finally:
             live.finish()
