@@ -8,6 +8,8 @@ serve forwards.
 TLS context trusts no CA at all (it could not complete a handshake: it fails closed), and
 builds the verifying one on the first ``https://`` request.
 
+:func:`sendable` is what a recorded header may be sent as (hostile bytes dropped).
+
 :func:`cookieless` is the cookie jar of a client that acts for many parties (the proxy's, the
 startup recovery's): it keeps nothing.
 
@@ -23,13 +25,14 @@ agents too.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
 
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.headers import header_problem
 
 MAX_BODY = 64 * 1024 * 1024
 """Bytes of an answer that is not a stream (after its content coding), at most: a card is a few
@@ -79,6 +82,24 @@ async def read_body(
     if body is None:
         raise BodyTooLarge(what, limit)
     return body
+
+
+def sendable(headers: Mapping[str, str], skip: Iterable[str] = ()) -> list[tuple[bytes, bytes]]:
+    """Recorded headers as bytes fit to send: one that cannot be an HTTP header (a name that is not
+    a token, a value holding CR, LF or NUL: a hostile tape, or a log written by hand) is dropped,
+    never sent and never a traceback; a value is sent latin-1 when it can be (as it was read), else
+    as UTF-8. ``skip``: lower-case names the server sets itself."""
+    drop = set(skip)
+    out = []
+    for name, value in headers.items():
+        if name.lower() in drop or header_problem(name, value) is not None:
+            continue
+        try:
+            raw = value.encode("latin-1")
+        except UnicodeEncodeError:
+            raw = value.encode("utf-8", "surrogateescape")
+        out.append((name.lower().encode("ascii"), raw))
+    return out
 
 
 class LazyTlsTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):

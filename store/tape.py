@@ -16,6 +16,7 @@ from typing import IO, Annotated, Any, Literal
 import msgspec
 
 from .errors import StoreError
+from .headers import header_problem
 from .interface import Recordings, RecordingStore
 from .json_values import TOO_DEEP
 from .records import Exchange, NewEvent, StoredEvent
@@ -287,10 +288,23 @@ def import_blocks(lines: Iterable[bytes]) -> Iterator[ImportBlock]:
                     )
                 )
             elif isinstance(item, TapeExchange):  # not the header
+                bad = _bad_header(item)
+                if bad is not None:
+                    raise TapeError(f"line {number}: {bad}")
                 refs.add(item.id)
                 append(ExchangeAt(number, item))
         if out:
             yield out
+
+
+def _bad_header(ex: TapeExchange) -> str | None:
+    """The first recorded header of an exchange line that is not an HTTP header, said in a line."""
+    for side, headers in (("request", ex.request_headers), ("response", ex.response_headers)):
+        for name, value in headers.items():
+            problem = header_problem(name, value)
+            if problem is not None:
+                return f"exchange {ex.id}: {side} {problem}: not an HTTP header"
+    return None
 
 
 class ImportResult(msgspec.Struct):

@@ -12,11 +12,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from ..http import MAX_REQUEST, read_request
+from ..http import MAX_REQUEST, read_request, sendable
 from .engine import ReplayEngine
 from .rpc import INVALID_REQUEST, error_body
 
-_OWN = frozenset({"date", "server"})  # uvicorn sends its own: a recorded one would be a second
+# uvicorn sends its own date and server: a recorded one would be a second; the length is the body's
+_OWN = frozenset({"date", "server", "content-length"})
 
 
 def create_app(engine: ReplayEngine) -> Starlette:
@@ -29,10 +30,14 @@ def create_app(engine: ReplayEngine) -> Starlette:
             return Response(refusal, status_code=413, media_type="application/json")
         base = f"{request.url.scheme}://{request.url.netloc}"
         reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
-        headers = {k: v for k, v in reply.headers.items() if k.lower() not in _OWN}
         media = reply.content_type or None
         if reply.stream is not None:
-            return StreamingResponse(reply.stream, status_code=reply.status, media_type=media, headers=headers)
-        return Response(reply.body, status_code=reply.status, media_type=media, headers=headers)
+            answer: Response = StreamingResponse(reply.stream, status_code=reply.status, media_type=media)
+        else:
+            answer = Response(reply.body, status_code=reply.status, media_type=media)
+        recorded = sendable(reply.headers, skip=_OWN)  # what cannot be a header is dropped
+        names = {k for k, _ in recorded}
+        answer.raw_headers = [(k, v) for k, v in answer.raw_headers if k not in names] + recorded
+        return answer
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])])

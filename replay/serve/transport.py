@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import httpx
 
+from ..http import sendable
 from .engine import ReplayEngine
 from .faults import Faults
 from .library import Library
@@ -156,9 +157,9 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         )
 
     @staticmethod
-    def _headers(reply: Reply) -> list[tuple[str, str]]:
-        own = [("content-type", reply.content_type)] if reply.content_type else []
-        return [*own, *reply.headers.items()]
+    def _headers(reply: Reply) -> list[tuple[bytes, bytes]]:
+        own = [(b"content-type", reply.content_type.encode("latin-1"))] if reply.content_type else []
+        return [*own, *sendable(reply.headers)]  # what cannot be a header is dropped, as serve does
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()

@@ -102,4 +102,3 @@ def test_departure_tells_whether_a_request_may_have_left(headers, left):
         departure, error = anyio.run(_departure, url + "/echo/", headers)
     assert departure.left is left, error
     assert (error is None) is left
-

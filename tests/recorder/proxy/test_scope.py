@@ -76,7 +76,9 @@ def test_a_repeat_from_another_caller_is_not_answered_from_the_log(db_path, call
         watch.wait(1)
         second = _call(proxy.url + "/", body, {**h, **CALLERS[caller]}, stream)
         watch.wait(2)
-        same = _call(proxy.url + "/", body, {**h, "Authorization": "Bearer alice"}, stream)  # its row: before the answer
+        same = _call(
+            proxy.url + "/", body, {**h, "Authorization": "Bearer alice"}, stream
+        )  # its row: before the answer
         rows = [e for e in proxy.store.exchanges() if e.rpc_method]
         note = store.decode_item(proxy.store.read_exchange(rows[1].id)[0].payload).body
     assert a.executor.executions == 2  # the other caller's request ran; alice's exact repeat did not
