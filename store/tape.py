@@ -15,6 +15,7 @@ from typing import IO, Annotated, Any, Literal
 
 import msgspec
 
+from .decode import decode_item
 from .errors import StoreError
 from .headers import header_problem
 from .interface import Recordings, RecordingStore
@@ -357,16 +358,22 @@ def _import(
         last_pos = store.last_position()
         append = pending.append
         last_task: str | None = None
+        contexts = OneContext(store)
+        unsettled = contexts.unsettled
         for item in chain.from_iterable(blocks):
             if type(item) is NewEvent:  # the hot case first
                 ref = item.exchange_id
                 if ref is not None:
                     item.exchange_id = ex_map[ref]  # import_blocks checked the tape holds it
                 task_id = item.task_id
-                append(item)
                 if task_id != last_task and task_id is not None:  # a tape's events come a task at a time
+                    if task_id not in tasks:
+                        contexts.first_seen(task_id)
                     tasks[task_id] = None
                     last_task = task_id
+                if unsettled and task_id in unsettled:  # a task the log holds: its context is checked
+                    contexts.check(task_id, item.payload)
+                append(item)
                 if len(pending) >= batch:
                     flush()
                     if progress:
@@ -392,6 +399,44 @@ def _import(
     result.events = added
     result.task_ids = list(tasks)
     return result
+
+
+class OneContext:
+    """One task, one context: a tape cannot graft events onto a task the log holds unless they are
+    of the task's own context (a task id reused by another agent, or a tape made to look so,
+    would take over its final answer). Only tasks the log already holds are looked at: an import
+    of new tasks decodes nothing here."""
+
+    def __init__(self, store: Recordings) -> None:
+        self.store = store
+        self.held: dict[str, str] = {}  # task id -> the context the log has for it
+        self.unsettled: set[str] = set()  # tasks the log holds whose context in the tape is not known yet
+
+    def first_seen(self, task_id: str) -> None:
+        if not self.store.has_task(task_id):
+            return
+        context = next((c for c in map(_context_of, self.store.read_task(task_id)) if c), None)
+        if context is not None:
+            self.held[task_id] = context
+            self.unsettled.add(task_id)
+
+    def check(self, task_id: str, payload: bytes) -> None:
+        context = _context_of(payload)
+        if context is None:
+            return
+        self.unsettled.discard(task_id)
+        held = self.held[task_id]
+        if context != held:
+            raise TapeError(
+                f"task {task_id} is in the log with context {held}, and the tape has events for it of "
+                f"context {context}: not imported (one task, one context; docs/tape-format.md says how "
+                "to import it under another id)"
+            )
+
+
+def _context_of(event: StoredEvent | bytes) -> str | None:
+    payload = event if isinstance(event, bytes) else event.payload
+    return decode_item(payload).context_id
 
 
 _ExchangeKey = tuple[float, str, bytes]
