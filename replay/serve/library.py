@@ -27,6 +27,7 @@ from ..bindings import http_json, recorded_call
 from .frames import Splitter, frame, render_frames
 from .rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
 from .shape import Shape, shape_of
+from .write_back import Mark, mark_of, write_back
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
@@ -205,6 +206,7 @@ class Library:
         self.store = store
         self.source = source or str(store.path)
         self._tempdir = tempdir
+        self._mark: Mark | None = None  # a tape's: where this run's own recordings begin
         self.episodes: list[Episode] = []
         self.subscriptions: dict[str, list[Episode]] = {}  # recorded resubscribes, by task
         self.cards: list[RecordedCard] = []  # in recorded order
@@ -240,7 +242,9 @@ class Library:
                 st.close()
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise StoreError(f"no recording at {path}")
-            return cls(st, source=str(path), tempdir=tmp)
+            library = cls(st, source=str(path), tempdir=tmp)
+            library._mark = mark_of(st)  # what follows is this run's own (written back at save)
+            return library
         if not create and not path.exists():
             raise StoreError(f"no recording at {path}")
         return cls(open_store(path, create=create and not readonly, readonly=readonly), source=str(path))
@@ -252,17 +256,12 @@ class Library:
             self._tempdir = None
 
     def save(self) -> bool:
-        """Write what was recorded back to the tape it came from; False when nothing to do."""
-        if not self.dirty or not self._tempdir:
+        """Merge what was recorded into the tape it came from, as that tape is now (other writers
+        may share it: :mod:`replay.serve.write_back`); False when nothing to do."""
+        if not self.dirty or not self._tempdir or self._mark is None:
             return False
-        from a2a_tape.store.tape import write_tape
-
-        target = Path(self.source)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        with tmp.open("wb") as fh:
-            write_tape(self.store, fh, source="a2a-tape replay")
-        os.replace(tmp, target)
+        write_back(self.store, Path(self.source), self._mark)
+        self._mark = mark_of(self.store)
         self.dirty = False
         return True
 

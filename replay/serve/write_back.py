@@ -1,0 +1,106 @@
+"""Writing what a replay recorded back into its tape, when several writers share the tape.
+
+A tape (a JSONL file) opened by ``serve``, a ``ReplayTransport`` or the pytest plugin in a record
+mode is imported into a private database; what the run records goes there, and at the end it is
+written back. Several such writers may share one tape (pytest-xdist workers, two transports, two
+``serve`` processes): each one's write-back must keep what the others wrote meanwhile. So the
+write-back
+
+1. takes an exclusive lock (``flock`` on the directory that holds the tape: the tape file itself
+   is replaced, so it cannot carry the lock; the lock goes with the process if it dies);
+2. reads the tape *as it is now* into a fresh database and imports into it only what this run
+   recorded (the exchanges and events after the mark taken when the tape was read), so the others'
+   recordings are kept and nothing of this run is written twice;
+3. writes the merged tape to a unique temporary file beside it (the file's own mode kept, owner-only
+   for a new tape), flushes it to disk and renames it over the tape: a reader sees the old tape or
+   the new one, never half of one. A symlinked tape stays a symlink: its target is what is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from a2a_tape.store import Recordings, open_store
+from a2a_tape.store.tape import TapeHeader, event_line, exchange_line, import_tape, write_tape
+
+
+class Mark(msgspec.Struct, frozen=True):
+    """Where a run's own recordings begin in its private database: after the tape as it was read."""
+
+    position: int
+    exchange_id: int
+
+
+def mark_of(store: Recordings) -> Mark:
+    return Mark(store.last_position(), max((ex.id or 0 for ex in store.exchanges()), default=0))
+
+
+def write_back(recorded: Recordings, target: Path, since: Mark) -> None:
+    """Merge what ``recorded`` holds after ``since`` into the tape at ``target`` (see the module)."""
+    real = Path(os.path.realpath(target))
+    real.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(real.parent):
+        work = tempfile.mkdtemp(prefix="a2a-tape-merge-")
+        try:
+            merged = open_store(Path(work) / "merged.db", durability="normal")
+            try:
+                if real.exists():
+                    with real.open("rb") as fh:
+                        import_tape(merged, fh)
+                else:  # gone meanwhile: what this run read of it is written again, with the rest
+                    since = Mark(0, 0)
+                import_tape(merged, _lines_since(recorded, since))
+                _replace(real, merged)
+            finally:
+                merged.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor closes (the process dies too)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _lines_since(store: Recordings, since: Mark) -> Iterator[bytes]:
+    """A tape of what was recorded after ``since``: its exchanges (and any earlier exchange one of
+    its events arrived on: the import finds it again rather than adding it twice), then its events."""
+    encode = msgspec.json.encode
+    events = list(store.read_from(since.position))
+    wanted = {ev.exchange_id for ev in events if ev.exchange_id is not None}
+    exchanges = [ex for ex in store.exchanges() if (ex.id or 0) > since.exchange_id or ex.id in wanted]
+    yield encode(TapeHeader(a2a_tape=1, exchanges=len(exchanges), events=len(events))) + b"\n"
+    for ex in exchanges:
+        yield encode(exchange_line(ex)) + b"\n"
+    for ev in events:
+        yield encode(event_line(ev)) + b"\n"
+
+
+def _replace(real: Path, merged: Recordings) -> None:
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")  # 0600, unique
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.fchmod(fd, stat.S_IMODE(real.stat().st_mode))  # the tape's own mode, kept
+        with os.fdopen(fd, "wb") as fh:
+            write_tape(merged, fh, source="a2a-tape replay")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
