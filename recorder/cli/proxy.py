@@ -8,6 +8,7 @@ from typing import Annotated
 import anyio
 import typer
 
+from a2a_tape.replay.loopback import Guard
 from a2a_tape.store.redact import build_redactor, safe_text
 
 from .. import listen as listening
@@ -55,8 +56,12 @@ def proxy_cmd(
         str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
     ] = "127.0.0.1:8080",
     allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
+        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
     ] = False,
+    allow_host: Annotated[
+        list[str],
+        typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
+    ] = [],
     token: Annotated[
         str | None,
         typer.Option(
@@ -141,6 +146,7 @@ def proxy_cmd(
         connect_timeout=connect_timeout,
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,
+        guard=Guard.of(allow_host, any_host=allow_remote),
     )
     asgi, _proxy = build_app(st, config)
     try:

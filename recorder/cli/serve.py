@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from a2a_tape.replay.loopback import Guard, is_loopback
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import parse_faults
 from a2a_tape.replay.serve.library import Library
@@ -20,8 +21,6 @@ from .options import MatchMode, RecordMode
 
 app = commands()
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     """``HOST:PORT`` -> (host, port); a non-loopback host needs ``--allow-remote``."""
@@ -29,7 +28,7 @@ def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     if not sep or not port.isdigit() or int(port) > 65535:  # pragma: no cover - options.listen checked it
         fail(f"--listen must be HOST:PORT, got '{listen}'")
     host = host.strip("[]") or "127.0.0.1"
-    if host not in _LOOPBACK and not host.startswith("127.") and not allow_remote:
+    if not is_loopback(host) and not allow_remote:
         fail(f"refusing to listen on {host}: the replay server is for this machine; add --allow-remote to mean it")
     return host, int(port)
 
@@ -40,8 +39,12 @@ def serve_cmd(
         str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
     ] = "127.0.0.1:8765",
     allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address.")
+        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
     ] = False,
+    allow_host: Annotated[
+        list[str],
+        typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
+    ] = [],
     timing: Annotated[
         str,
         typer.Option(
@@ -112,7 +115,7 @@ def serve_cmd(
             + (f", upstream {upstream}" if upstream else "")
         )
         sys.stderr.flush()
-        listening.run(create_app(engine), sock)
+        listening.run(create_app(engine, Guard.of(allow_host, any_host=allow_remote)), sock)
     finally:
         library.save()
         library.close()

@@ -47,6 +47,7 @@ import anyio
 import httpx
 from anyio.abc import TaskGroup
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -54,6 +55,7 @@ from starlette.routing import Route
 from a2a_tape import store
 from a2a_tape.replay.bindings import http_json
 from a2a_tape.replay.http import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
+from a2a_tape.replay.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard, is_loopback
 from a2a_tape.replay.serve import frames
 from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
@@ -123,6 +125,7 @@ class ProxyConfig:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT  # to open the connection to the upstream
     first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
     read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
+    guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (replay.loopback)
 
     @cached_property
     def target(self) -> Upstream:
@@ -177,7 +180,11 @@ class Proxy:
 
     def app(self) -> Starlette:
         methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-        return Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)], lifespan=self._lifespan)
+        return Starlette(
+            routes=[Route("/{path:path}", self.handle, methods=methods)],
+            lifespan=self._lifespan,
+            middleware=[Middleware(LoopbackGuard, guard=self.config.guard)],
+        )
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -300,8 +307,8 @@ class Proxy:
         return Timeouts(connect=cfg.connect_timeout, first_byte=cfg.first_byte_timeout, read=cfg.read_timeout)
 
     def _proxy_origin(self, request: Request) -> str:
-        host = request.headers.get("host")
-        return f"{request.scope['scheme']}://{host if host is not None else request.url.netloc}"
+        """What the proxy names itself as in a card or a ``Location``: never a Host a client made up."""
+        return self.config.guard.base_url(request.scope)
 
     def _stored_url(self, url: str) -> str:
         return self.config.redactor.url(url)
@@ -799,6 +806,6 @@ def check_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise ValueError(f"--listen must be HOST:PORT, got '{listen}'")
     host = host.strip("[]") or "127.0.0.1"
-    if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127.") and not allow_remote:
+    if not is_loopback(host) and not allow_remote:
         raise ValueError(f"refusing to listen on {host}: the proxy forwards credentials; add --allow-remote to mean it")
     return host, int(port)

@@ -8,11 +8,13 @@ it with uvicorn; the pytest plugin runs it on 127.0.0.1 for a test.
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ..http import MAX_REQUEST, read_request, sendable
+from ..loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 from .engine import ReplayEngine
 from .rpc import INVALID_REQUEST, error_body
 
@@ -20,15 +22,16 @@ from .rpc import INVALID_REQUEST, error_body
 _OWN = frozenset({"date", "server", "content-length"})
 
 
-def create_app(engine: ReplayEngine) -> Starlette:
-    """A Starlette app serving ``engine`` on every path (``/`` and the agent card)."""
+def create_app(engine: ReplayEngine, guard: Guard = LOOPBACK_ONLY) -> Starlette:
+    """A Starlette app serving ``engine`` on every path (``/`` and the agent card), to loopback
+    clients, not web pages (:mod:`replay.loopback`; ``guard``: what else it may serve)."""
 
     async def endpoint(request: Request) -> Response:
         body = await read_request(request.stream(), request.headers.get("content-length"))
         if body is None:  # a client cannot take serve's memory either
             refusal = error_body(INVALID_REQUEST, f"request body larger than serve's limit of {MAX_REQUEST} bytes")
             return Response(refusal, status_code=413, media_type="application/json")
-        base = f"{request.url.scheme}://{request.url.netloc}"
+        base = guard.base_url(request.scope)  # never a Host a client made up
         reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
         media = reply.content_type or None
         if reply.stream is not None:
@@ -40,4 +43,7 @@ def create_app(engine: ReplayEngine) -> Starlette:
         answer.raw_headers = [(k, v) for k, v in answer.raw_headers if k not in names] + recorded
         return answer
 
-    return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])])
+    return Starlette(
+        routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])],
+        middleware=[Middleware(LoopbackGuard, guard=guard)],
+    )
