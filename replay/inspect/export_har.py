@@ -16,6 +16,7 @@ import msgspec
 
 from a2a_tape.store import Exchange, Recordings, StoredEvent
 from a2a_tape.store.methods import binding_label
+from a2a_tape.store.redact import REDACTED, Redactor
 
 HAR_VERSION = "1.2"
 
@@ -97,12 +98,17 @@ class Har(msgspec.Struct):
     log: Log
 
 
+_SHAPE = Redactor()  # the default rule: every header a secret by its name or value
+
+
 def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _headers(h: dict[str, str]) -> list[NameValue]:
-    return [NameValue(k, v) for k, v in h.items()]
+    """Stored headers (redacted when recorded); a log recorded before secrets were found by their
+    shape may hold one in clear: the export redacts by the same rule again."""
+    return [NameValue(k, REDACTED if _SHAPE.is_secret(k, v) else v) for k, v in h.items()]
 
 
 def sse_body(events: Iterable[StoredEvent]) -> bytes:
