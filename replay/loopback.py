@@ -67,7 +67,7 @@ class Guard:
         if name in self.allow_hosts or is_loopback(name):
             return True
         server = scope.get("server")
-        return bool(server) and name == str(server[0]).lower()
+        return server is not None and name == str(server[0]).lower()
 
     def refusal(self, scope: Scope) -> str | None:
         """Why this request is refused (one line), or None."""
