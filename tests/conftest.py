@@ -9,15 +9,18 @@ from tests.support.servers import bind_loopback, serve_app
 
 
 class Agent:
-    """A running agent: its base URL and its executor (to count executions)."""
+    """A running agent: its base URL, its executor (to count executions) and the app served."""
 
-    def __init__(self, url: str, executor) -> None:
+    def __init__(self, url: str, executor, app=None) -> None:
         self.url = url
         self.executor = executor
+        self.app = app
 
 
 @contextlib.contextmanager
-def running_sdk_agent(**kw) -> Iterator[Agent]:
+def running_sdk_agent(*, wrap=None, **kw) -> Iterator[Agent]:
+    """A real a2a-sdk agent on 127.0.0.1; ``wrap``: an ASGI middleware class put in front of it
+    (what a load balancer adds, a counter of what reached it)."""
     from tests.support.sdk_agents import make_agent_app
 
     sock = bind_loopback()
@@ -25,9 +28,11 @@ def running_sdk_agent(**kw) -> Iterator[Agent]:
     sock.close()
     url = f"http://127.0.0.1:{port}"
     app, executor = make_agent_app(url, **kw)
+    if wrap is not None:
+        app = wrap(app)
     with serve_app(app, port=port) as served:
         assert served == url
-        yield Agent(url, executor)
+        yield Agent(url, executor, app)
 
 
 @pytest.fixture

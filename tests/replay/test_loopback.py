@@ -24,9 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import running_sdk_agent
 from tests.oracles.tape import TapeProcess, running
-from tests.support.sdk_agents import make_agent_app
-from tests.support.servers import bind_loopback, serve_app
 
 TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
 CHROMIUM = shutil.which("chromium")
@@ -53,14 +52,8 @@ class Counting:
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[tuple[str, Counting]]:
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
-    url = f"http://127.0.0.1:{port}"
-    app, _ = make_agent_app(url)
-    counting = Counting(app)
-    with serve_app(counting, port=port):
-        yield url, counting
+    with running_sdk_agent(wrap=Counting) as agent:
+        yield agent.url, agent.app
 
 
 @contextlib.contextmanager
@@ -263,9 +256,13 @@ def test_a_cross_site_navigation_is_refused_and_a_typed_url_is_not(tmp_path, ups
             with page.expect_navigation() as nav:
                 page.click("#go")
             clicked = nav.value
+            assert clicked is not None
+            clicked_status, clicked_text = clicked.status, clicked.text()
             typed = page.goto(proc.url + CARD)
+            assert typed is not None
+            typed_status = typed.status
         finally:
             page.close()
-    assert clicked is not None and clicked.status == 403, clicked and clicked.text()
-    assert "Sec-Fetch-Site: cross-site" in clicked.text()
-    assert typed is not None and typed.status == 200
+    assert clicked_status == 403, clicked_text
+    assert "Sec-Fetch-Site: cross-site" in clicked_text
+    assert typed_status == 200

@@ -85,4 +85,3 @@ def test_later_events_of_the_same_context_are_imported(tmp_path):
     assert r.returncode == 0, r.stderr
     with store.open_store(db) as st:
         assert st.count_events() == 8
-

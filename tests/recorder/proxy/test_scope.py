@@ -4,21 +4,17 @@ off`` makes the proxy transparent to clients that reuse messageIds. A real a2a-s
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from a2a_tape import store
 from a2a_tape.recorder.proxy.idempotency import Idempotency, OnKeyConflict
-from tests.conftest import Agent
+from tests.conftest import running_sdk_agent
 from tests.oracles.tape import running
 from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
-from tests.support.sdk_agents import make_agent_app
-from tests.support.servers import bind_loopback, serve_app
 
 
 class SetsCookies:
@@ -43,16 +39,9 @@ class SetsCookies:
         await self.app(scope, receive, with_cookie)
 
 
-@contextlib.contextmanager
-def agent(**kw) -> Iterator[Agent]:
+def agent(**kw):
     """A real a2a-sdk agent (``rpc_urls``: more paths to the same agent), answers setting cookies."""
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
-    url = f"http://127.0.0.1:{port}"
-    app, executor = make_agent_app(url, **kw)
-    with serve_app(SetsCookies(app), port=port):
-        yield Agent(url, executor)
+    return running_sdk_agent(wrap=SetsCookies, **kw)
 
 
 CALLERS = {
