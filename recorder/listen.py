@@ -9,6 +9,7 @@ a stream's first small item can sit ~40 ms in the kernel.
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
 from collections.abc import Iterator
@@ -46,11 +47,23 @@ def server(app: ASGIApp, *, lifespan: Lifespan = "off") -> uvicorn.Server:
 
 
 def run(app: ASGIApp, sock: socket.socket, *, lifespan: Lifespan = "off") -> None:
-    """Serve ``app`` on ``sock`` in this thread until interrupted; the socket is closed after."""
+    """Serve ``app`` on ``sock`` in this thread until interrupted; the socket is closed after.
+
+    SIGTERM (``kill``, a service manager, a test's stop) ends it as Ctrl-C does: uvicorn shuts
+    down gracefully, then hands the signal back; it ends here as a clean exit instead of killing
+    the process, so the caller's cleanup runs (serve writes a tape back, the proxy closes its log)."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         server(app, lifespan=lifespan).run(sockets=[sock])
     finally:
         sock.close()
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from a2a_tape import store
@@ -87,6 +88,32 @@ def test_two_processes_recording_into_one_tape_keep_both(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     with store.open_store(tmp_path / "check.db") as st, tape.open("rb") as fh:
         import_tape(st, fh)  # the merged tape is a whole tape
+
+
+def test_two_serve_processes_recording_into_one_tape_keep_both(tmp_path):
+    """Both have read the tape when they start; each records one send; each writes back when stopped."""
+    from tests.oracles.tape import running
+
+    tape = tmp_path / "shared.jsonl"
+    shutil.copy(TAPE, tape)
+    before = _texts(tape, tmp_path)
+    with running_sdk_agent() as agent:
+        args = ["serve", "--db", str(tape), "--listen", "127.0.0.1:0", "--record-mode", "new_episodes", "--upstream"]
+        with running([*args, agent.url], tmp_path / "a.log") as a, running([*args, agent.url], tmp_path / "b.log") as b:
+            for proc, text in ((a, "via-serve-a"), (b, "via-serve-b")):
+                body = (
+                    '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"'
+                    + text
+                    + '","role":"ROLE_USER","parts":[{"text":"'
+                    + text
+                    + '"}]}}}'
+                )
+                r = httpx.post(
+                    proc.url + "/", content=body, headers={"A2A-Version": "1.0", "content-type": "application/json"}
+                )
+                assert b"TASK_STATE" in r.content, r.content
+            assert a.stop() == 0 and b.stop() == 0
+    assert _texts(tape, tmp_path) == sorted([*before, "via-serve-a", "via-serve-b"])
 
 
 def test_a_symlinked_tape_stays_a_symlink(tmp_path):
