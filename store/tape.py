@@ -305,6 +305,8 @@ def _bad_header(ex: TapeExchange) -> str | None:
             problem = header_problem(name, value)
             if problem is not None:
                 return f"exchange {ex.id}: {side} {problem}: not an HTTP header"
+    if ex.content_type is not None and header_problem("content-type", ex.content_type) is not None:
+        return f"exchange {ex.id}: content_type holds a line break or NUL: not an HTTP header"
     return None
 
 

@@ -13,6 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from a2a_tape.store.headers import header_problem
+
 from ..http import MAX_REQUEST, read_request, sendable
 from ..loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 from .engine import ReplayEngine
@@ -34,6 +36,8 @@ def create_app(engine: ReplayEngine, guard: Guard = LOOPBACK_ONLY) -> Starlette:
         base = guard.base_url(request.scope)  # never a Host a client made up
         reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
         media = reply.content_type or None
+        if media is not None and header_problem("content-type", media) is not None:
+            media = None  # a log written by hand: what cannot be a header is dropped
         if reply.stream is not None:
             answer: Response = StreamingResponse(reply.stream, status_code=reply.status, media_type=media)
         else:

@@ -158,7 +158,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     @staticmethod
     def _headers(reply: Reply) -> list[tuple[bytes, bytes]]:
-        own = [(b"content-type", reply.content_type.encode("latin-1"))] if reply.content_type else []
+        own = sendable({"content-type": reply.content_type}) if reply.content_type else []
         return [*own, *sendable(reply.headers)]  # what cannot be a header is dropped, as serve does
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

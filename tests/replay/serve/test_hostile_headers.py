@@ -30,6 +30,7 @@ HOSTILE = {
     "lf": {"x-note": "a\nb"},
     "nul": {"x-note": "a\x00b"},
     "name": {"x bad: y": "v"},
+    "content type": {"content-type": "application/json\r\nX-Injected: 1"},
 }
 
 
