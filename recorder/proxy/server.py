@@ -12,9 +12,13 @@ aside, :mod:`recorder.proxy.http`), SSE fields and comments.
 - the upstream is read by a task of the proxy, not of the client's request: when the client
   disconnects, the proxy keeps reading to the end so the recording is complete;
 - one exchange row per request, with status, headers, content type and outcome;
-- an exact duplicate (same key, same request less its JSON-RPC id) is answered from the log; a
-  reused key with another request is forwarded with a local note, or refused under
-  ``--on-key-conflict reject`` (:mod:`recorder.proxy.idempotency`);
+- an exact duplicate (same key, same request less its JSON-RPC id, same caller: path and
+  credentials) is answered from the log, without the per-client headers of the first answer; a
+  reused key with another request or from another caller is forwarded with a local note, or
+  refused under ``--on-key-conflict reject``; ``--idempotency off`` relays every request
+  (:mod:`recorder.proxy.idempotency`);
+- loopback clients only, not web pages: a foreign ``Host`` or a browser's cross-site request is
+  refused before anything else (:mod:`replay.loopback`);
 - faults are answers: a log that cannot be written, an upstream that cannot be reached, that
   goes silent past a timeout or sends an undecodable body, gets the client a JSON-RPC error (the
   whole answer, or the last item of a stream under way), never a clean end that looks like
