@@ -274,8 +274,8 @@ class Library:
             if ex.http_method == "GET" and recorded_call(ex).binding != HTTP_JSON:
                 self._add_card(ex)
                 continue
-            if ex.role == "replay":
-                continue
+            if ex.role == "replay" or ex.outcome == "replayed":
+                continue  # our own replays, and a gateway's answers from the log: the agent never saw them
             ep = Episode(self, ex)
             self.operations[ep.id] = ep.operation
             self.by_id[ep.id] = ep

@@ -10,7 +10,10 @@
 - ``order``: the next recorded send, in recorded order, whatever it says.
 
 Unused episodes are preferred; once all matching ones were played, the last is played again
-(a client that retries gets the same answer). When nothing matches, :meth:`Matcher.closest`
+(a client that retries gets the same answer). Among unused ones of the same text, the one whose
+recorded messageId shares the longest word prefix with the request's comes first (a suite that
+names its messages ``<purpose>-<run>`` sends one text for several purposes; a random id shares no
+word with another), else the first recorded. When nothing matches, :meth:`Matcher.closest`
 names the nearest recording and the first field that differs, for the error message.
 """
 
@@ -51,16 +54,20 @@ class Matcher:
         exact = [ep for ep in same if ep.operation == operation]
         return exact or same
 
-    def _pick(self, found: list[Episode]) -> Episode | None:
+    def _pick(self, found: list[Episode], message_id: str | None = None) -> Episode | None:
         if not found:
             return None
         fresh = [ep for ep in found if ep.used == 0]
+        if len(fresh) > 1 and message_id:
+            best = max(_word_prefix(message_id, _message_id(ep)) for ep in fresh)
+            if best:
+                fresh = [ep for ep in fresh if _word_prefix(message_id, _message_id(ep)) == best]
         ep = fresh[0] if fresh else found[-1]
         ep.used += 1
         return ep
 
     def match(self, req: RpcRequest, shape: Shape, operation: str) -> Episode | None:
-        return self._pick(self._candidates(req, shape, operation))
+        return self._pick(self._candidates(req, shape, operation), _request_message_id(req))
 
     def match_shape(self, shape: Shape, operation: str) -> Episode | None:
         """A recording of exactly this request (one an a2a-sdk agent refuses: its params
@@ -81,3 +88,34 @@ class Matcher:
 
         best = max(self.episodes, key=score)
         return best, first_difference(shape.params, best.shape.params)
+
+
+_SEPARATORS = "-_:./"
+
+
+def _request_message_id(req: RpcRequest | None) -> str | None:
+    if req is None or req.params is None or req.params.message is None:
+        return None
+    return req.params.message.messageId
+
+
+def _message_id(ep: Episode) -> str | None:
+    return _request_message_id(ep.request)
+
+
+def _word_prefix(a: str, b: str | None) -> int:
+    """How much of ``a`` ``b`` repeats, in whole words: the same id counts past any prefix; else
+    the common prefix up to its last separator (``tck-input-required-`` of two runs' ids), so
+    that two random ids, which share a character or two by chance, share nothing."""
+    if not b:
+        return 0
+    if a == b:
+        return len(a) + 1
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    while n and a[n - 1] not in _SEPARATORS:
+        n -= 1
+    return n

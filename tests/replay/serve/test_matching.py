@@ -213,3 +213,53 @@ def test_a_recorded_refusal_answers_only_the_request_it_refused(tmp_path, sdk_ag
         lib.close()
     assert valid.kind == "error" and valid.body.code == -32099
     assert again.content == live.content
+
+
+# --- recordings made through the proxy (a real a2a-sdk 1.3.0 agent behind it) ---------------------
+
+
+def _proxied_sends(db_path, sends: list[tuple[str, str]]) -> list[str]:
+    """Send each (text, messageId) through the proxy (a send, v1.0); the task id each one got."""
+    from tests.conftest import running_sdk_agent
+    from tests.recorder.proxy.conftest import running_proxy, send_body
+
+    tasks = []
+    with running_sdk_agent() as agent, running_proxy(agent.url, db_path) as proxy:
+        for text, message_id in sends:
+            body, headers = send_body(text, dialect="1.0", stream=False, message_id=message_id)
+            tasks.append(decode_item(httpx.post(proxy.url + "/", content=body, headers=headers).content).task_id)
+    return tasks
+
+
+def _replay_send(c: httpx.Client, text: str, message_id: str):
+    from tests.recorder.proxy.conftest import send_body
+
+    body, headers = send_body(text, dialect="1.0", stream=False, message_id=message_id)
+    return decode_item(c.post("http://agent.test/", content=body, headers=headers).content)
+
+
+def test_a_gateway_answer_from_the_log_is_not_an_episode(db_path):
+    """A repeat the proxy answered from its log (outcome ``replayed``) never reached the agent and
+    holds no answer of its own: replay serves the agent's answer for it, not "no answer recorded"."""
+    first, again = _proxied_sends(db_path, [("hello", "m-dup"), ("hello", "m-dup")])
+    assert first == again  # the gateway answered the repeat with the first task
+    with ReplayTransport(db_path) as transport, httpx.Client(transport=transport) as c:
+        answers = [_replay_send(c, "hello", "m-new") for _ in range(2)]
+    assert [a.kind for a in answers] == ["task", "task"], answers
+    assert {a.task_id for a in answers} == {first}
+
+
+def test_a_shared_word_prefix_of_the_message_id_breaks_a_tie_between_equal_texts(db_path):
+    """A suite that names its messages ``<purpose>-<run>`` and sends one text for several purposes
+    (the official TCK 1.0 does) gets, in another run, the recording made for the same purpose
+    whatever order it asks in; a random id keeps recorded order."""
+    asked, done = _proxied_sends(
+        db_path, [("same text", "tck-input-required-run1"), ("same text", "tck-complete-run1")]
+    )
+    assert asked != done
+    with ReplayTransport(db_path) as transport, httpx.Client(transport=transport) as c:
+        assert _replay_send(c, "same text", "tck-complete-run2").task_id == done
+        assert _replay_send(c, "same text", "tck-input-required-run2").task_id == asked
+    with ReplayTransport(db_path) as transport, httpx.Client(transport=transport) as c:
+        assert _replay_send(c, "same text", "0f3c2a9e-5d1b-4c7e-9a2f-1b2c3d4e5f60").task_id == asked
+        assert _replay_send(c, "same text", "0f3c2a9e-aaaa-4c7e-9a2f-1b2c3d4e5f60").task_id == done
