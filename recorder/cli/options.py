@@ -149,8 +149,10 @@ def parse_port(text: str, *, allow_zero: bool) -> int:
     return int(text)
 
 
-def listen(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
-    """``HOST:PORT`` to listen on; the port 0-65535 (0: any free port)."""
+def listen(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """``HOST:PORT`` to listen on; the port 0-65535 (0: any free port). None: not asked for."""
+    if value is None:
+        return None
     host, sep, port = value.rpartition(":")
     if not sep or (host.startswith("[") != host.endswith("]")):
         raise _bad(ctx, param, f"'{value}' is not HOST:PORT (e.g. 127.0.0.1:8080)")

@@ -121,6 +121,21 @@ def proxy_cmd(
             help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
         ),
     ] = DEFAULT_READ_TIMEOUT,
+    grpc_listen: Annotated[
+        str | None,
+        typer.Option(
+            help="Also listen for gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
+            show_default=False,
+            callback=options.listen,
+        ),
+    ] = None,
+    grpc_upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="The agent's gRPC address, HOST:PORT (default: the gRPC interface of its card).",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
@@ -131,6 +146,7 @@ def proxy_cmd(
     except ValueError as exc:
         fail(str(exc))
     redactor = build_redactor(redact)
+    grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     config = ProxyConfig(
         upstream=upstream,
@@ -148,7 +164,11 @@ def proxy_cmd(
         read_timeout=read_timeout,
         guard=Guard.of(allow_host, any_host=allow_remote),
     )
-    asgi, _proxy = build_app(st, config)
+    asgi, proxy = build_app(st, config)
+    if grpc_side is not None:
+        from ..proxy.grpc_server import attach
+
+        attach(asgi, proxy, *grpc_side)
     try:
         sock = listening.bind(host, port)
     except OSError as exc:
@@ -163,6 +183,45 @@ def proxy_cmd(
         listening.run(asgi, sock, lifespan="on")
     finally:
         st.close()
+
+
+def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remote: bool) -> tuple[str, str, int]:
+    """(the agent's gRPC target, host, port) for ``--grpc-listen``, or exit 2 with the reason."""
+    from a2a_tape.replay.grpc_wire import GrpcUnavailable, require
+
+    from ..proxy.grpc_server import grpc_target
+
+    try:
+        require()
+        host, port = check_listen(listen, allow_remote)
+    except (ValueError, GrpcUnavailable) as exc:
+        fail(str(exc).replace("--listen", "--grpc-listen"))
+    try:
+        listening.bind(host, port).close()  # said now, in one line, rather than by the server later
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    if upstream is None:
+        found = _card_grpc_url(http_upstream)
+        if found is None:
+            fail("the agent's card names no gRPC interface: give its address with --grpc-upstream HOST:PORT")
+        upstream = found
+    return grpc_target(upstream), host, port
+
+
+def _card_grpc_url(http_upstream: str) -> str | None:
+    """The first gRPC interface of the agent's card (exit 2 when the card cannot be read)."""
+    import httpx
+
+    from .. import client as a2a
+    from ..proxy.grpc_server import grpc_interfaces
+
+    try:
+        resp = httpx.get(a2a.card_url(http_upstream), timeout=10.0, follow_redirects=True)
+        card = a2a.parse_card(resp.content, "the agent card")
+    except (httpx.HTTPError, a2a.NotAnAgent) as exc:
+        fail(safe_text(f"cannot read the agent's card for its gRPC address: {exc}"))
+    urls = grpc_interfaces(card)
+    return urls[0] if urls else None
 
 
 @app.command("recover")

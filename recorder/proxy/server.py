@@ -71,6 +71,7 @@ from a2a_tape.store.writer import write_soon
 from .. import client as a2a
 from ..recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from ..sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
+from .grpc_server import grpc_interfaces, rewrite_grpc_urls
 from .http import (
     QUIET_CUT,
     Departure,
@@ -179,6 +180,7 @@ class Proxy:
         # called (on the proxy's event loop) with each exchange id once its row is final: lets a
         # caller wait for "the recording of this exchange is complete" without polling
         self.on_settled: Callable[[int], None] | None = None
+        self.grpc_address: str | None = None  # HOST:PORT of the gRPC proxy beside this one (proxy --grpc-listen)
 
     # -- the ASGI app -------------------------------------------------------------------------
 
@@ -384,8 +386,10 @@ class Proxy:
         origins = {self.config.origin}
         try:
             card = a2a.parse_card(body, "upstream")
+            # the gRPC interfaces name the gRPC proxy, or stay the agent's (never the HTTP proxy)
+            body, grpc_urls = rewrite_grpc_urls(body, grpc_interfaces(card), self.grpc_address)
             for u in [card.url, *(i.url for i in card.supportedInterfaces + card.additionalInterfaces)]:
-                if u:
+                if u and u not in grpc_urls:
                     p = urlsplit(u)
                     if p.scheme and p.netloc:
                         origins.add(f"{p.scheme}://{p.netloc}")

@@ -1,0 +1,192 @@
+"""One gRPC call on its way to the log: what the gRPC recording paths (the proxy and the client
+interceptor) share, on top of the capture core (:mod:`store.capture`).
+
+- the exchange row of a call: the method, its request in the proto3 JSON mapping (the v1.0 JSON
+  shape: what the replay's matching, the idempotency gateway and every inspection read), the
+  request metadata as headers (redacted by header name, ``-bin`` values in base64);
+- each answer message as an event: its JSON mapping, redacted and filed under its task by
+  :class:`store.capture.Capture` (the exact protobuf bytes go on to the client as they came);
+- the call's end: the status (an error item in the log for a non-OK status, ``google.rpc.Status``
+  with its details), trailers on the row beside the initial metadata, one outcome word.
+
+Why here and not in ``store/``: the capture core stays binding-free (no protobuf); this module
+is the gRPC side of it, as :mod:`recorder.sending` is the HTTP side.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from a2a_tape import store
+from a2a_tape.replay import grpc_wire
+from a2a_tape.store.capture import Capture, Outcome
+from a2a_tape.store.redact import Redactor
+
+GRPC_CONTENT_TYPE = "application/grpc"
+DIALECT = "1.0"  # gRPC exists in A2A 1.0 only
+_SKIP = frozenset({"user-agent", "grpc-timeout", "grpc-accept-encoding", "grpc-encoding", "te", "content-type"})
+"""Request metadata the gRPC library sets itself on every call (a forwarded copy would be refused
+or doubled): recorded, not forwarded."""
+
+
+def metadata_pairs(metadata: Iterable[Any] | None) -> list[tuple[str, str]]:
+    """gRPC metadata as header pairs for the log: ``-bin`` values (bytes) in base64."""
+    out: list[tuple[str, str]] = []
+    for key, value in metadata or ():
+        if isinstance(value, bytes):
+            value = base64.b64encode(value).decode()
+        out.append((key, value))
+    return out
+
+
+def forwardable(metadata: Iterable[Any] | None, drop: frozenset[str] = frozenset()) -> list[tuple[str, Any]]:
+    """The metadata a relay passes on: all of it but what gRPC sets itself and ``drop``."""
+    return [(k, v) for k, v in metadata or () if k not in _SKIP and k not in drop and not k.startswith(":")]
+
+
+def target_url(target: str, path: str) -> str:
+    """The URL an exchange row names for a call: ``grpc://HOST:PORT/package.Service/Method``."""
+    host = target.split("://", 1)[-1].rstrip("/")
+    return f"grpc://{host}{path}"
+
+
+class GrpcCapture:
+    """The capture of one gRPC call (request, messages, status), for a path that moves the bytes."""
+
+    def __init__(self, redactor: Redactor, path: str, *, role: str) -> None:
+        self.redactor = redactor
+        self.path = path
+        self.method = grpc_wire.method(path)
+        self.role = role
+        self.cap = Capture(redactor)
+        self.request_json: bytes | None = None
+        self.head: list[tuple[str, str]] = []
+
+    @property
+    def streaming(self) -> bool:
+        return self.method.streaming if self.method is not None else False
+
+    def request(self, target: str, raw: bytes | None, metadata: Iterable[Any] | None) -> store.Exchange:
+        """The exchange row to begin (redacted). ``raw``: the request message's exact bytes
+        (None for a client-streaming call the relay does not read ahead)."""
+        m = self.method
+        body = b""
+        if m is not None and raw is not None:
+            try:
+                self.request_json = body = grpc_wire.to_json(m.request_type, raw)
+            except grpc_wire.NotTheMessage:
+                body = raw  # kept as it came: the agent judges it
+        ids = _request_ids(self.request_json)
+        self.cap.task_id = ids.get("task_id")
+        ex = self.cap.request(
+            url=target_url(target, self.path),
+            rpc_method=m.name if m is not None else self.path.rsplit("/", 1)[-1],
+            dialect=DIALECT if m is not None else None,
+            streaming=self.streaming,
+            headers=metadata_pairs(metadata),
+            body=body,
+            message_id=ids.get("message_id"),
+            role=self.role,
+        )
+        ex.context_id = ids.get("context_id")
+        ex.task_id = self.cap.task_id
+        ex.content_type = GRPC_CONTENT_TYPE
+        return ex
+
+    def message_events(self, raws: Sequence[bytes], arrived: Sequence[float] | None = None) -> list[store.NewEvent]:
+        """The rows of answer messages: each in its JSON mapping (a message that does not parse
+        as the method's answer, or any message of a method we do not know, is not an A2A item:
+        it is not in the log, only counted on the row)."""
+        m = self.method
+        if m is None:
+            return []
+        kind = "lf.a2a.v1.StreamResponse" if m.streaming else m.response_type
+        items: list[tuple[bytes, str | None]] = []
+        for raw in raws:
+            try:
+                items.append((grpc_wire.to_json(kind, raw), None))
+            except grpc_wire.NotTheMessage as exc:
+                self.cap.notes.append(str(exc))
+        if not items:
+            return []
+        new, _ = self.cap.events(items, arrived, peek=True)
+        return new
+
+    def status_event(self, code: int, details: str | None, trailers: Iterable[Any] | None) -> store.NewEvent | None:
+        """The error item of a call that ended with a non-OK status (None for OK)."""
+        if code == 0:
+            return None
+        payload = grpc_wire.error_item(code, details, list(trailers or ()))
+        new, _ = self.cap.events([(payload, None)])
+        return new[0]
+
+    def end(
+        self,
+        outcome: Outcome,
+        *,
+        code: int | None,
+        details: str | None,
+        initial: Iterable[Any] | None,
+        trailers: Iterable[Any] | None,
+        error: str | None = None,
+    ) -> dict[str, object]:
+        """The row's closing fields: the response metadata and trailers (``grpc-status`` and
+        ``grpc-message`` among them, as a gRPC server sends them), the outcome."""
+        headers = metadata_pairs(initial) + metadata_pairs(trailers)
+        if code is not None:
+            headers.append(("grpc-status", str(code)))
+            if details:
+                headers.append(("grpc-message", details))
+        fields: dict[str, object] = {
+            "status": 200 if code is not None else None,
+            "content_type": GRPC_CONTENT_TYPE if code is not None else None,
+            "response_headers": self.redactor.headers_dict(headers),
+        }
+        return self.cap.end(outcome, error, **fields)
+
+
+def outcome_of(code: int, streaming: bool, messages: int) -> Outcome:
+    """The outcome word of a call that ended with ``code`` (docs/tape-format.md)."""
+    if code == 0:
+        return "closed" if streaming else "ok"
+    if code == 14 and messages:  # UNAVAILABLE mid-stream: the connection went
+        return "dropped"
+    if code == 4:
+        return "timeout"
+    return "error"
+
+
+def local_note(ex_id: int, action: str, detail: str, task_id: str | None) -> store.NewEvent:
+    return store.NewEvent(
+        payload=store.local_note(action, detail, task_id),
+        task_id=task_id,
+        exchange_id=ex_id,
+        received_at=time.time(),
+        origin="local",
+    )
+
+
+def _request_ids(request_json: bytes | None) -> dict[str, str]:
+    """The ids a request names (``message.messageId``/``taskId``/``contextId``, or a task ``id``)."""
+    if not request_json:
+        return {}
+    import msgspec
+
+    try:
+        doc = msgspec.json.decode(request_json)
+    except msgspec.DecodeError:
+        return {}
+    out: dict[str, str] = {}
+    msg = doc.get("message") if isinstance(doc, dict) else None
+    if isinstance(msg, dict):
+        for key, name in (("messageId", "message_id"), ("taskId", "task_id"), ("contextId", "context_id")):
+            if isinstance(msg.get(key), str):
+                out[name] = msg[key]
+    if isinstance(doc, dict):
+        for key in ("taskId", "id"):  # a push config names its task taskId, its own id id
+            if isinstance(doc.get(key), str) and "task_id" not in out:
+                out["task_id"] = doc[key]
+    return out

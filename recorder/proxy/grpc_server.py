@@ -1,0 +1,650 @@
+"""The recording gRPC proxy: ``a2a-tape proxy --grpc-listen``, the HTTP proxy's twin for gRPC clients.
+
+It serves every gRPC path with one generic handler on raw bytes and forwards each call to the
+agent's gRPC address unchanged: the exact request and answer messages, request metadata, the
+agent's initial metadata, status, details and trailers (``grpc-status-details-bin`` included).
+A method it does not know is forwarded the same way (bidirectional, bytes as they are); an A2A
+method (:mod:`replay.grpc_wire`) is recorded: its request and each answer message in the proto3
+JSON mapping (the v1.0 JSON shape the fold, channels, doctor and exports read), through the
+capture core (:mod:`recorder.grpc_calls`).
+
+The promises are the HTTP proxy's (:mod:`recorder.proxy.server`), from the same core: its store,
+group-commit writer, redactor, idempotency gateway and settling of rows.
+
+- write-ahead: each answer message is in the log before the client gets it (read and commit
+  run apart, so the messages that arrive during a commit form the next batch);
+- the upstream is read by a task of the proxy: a client that goes away does not cut the recording;
+- an exact duplicate of a keyed SendMessage/SendStreamingMessage (``idempotency-key`` metadata, or
+  the messageId) is answered from the log; a reused key with another request is forwarded with a
+  local note, or refused (INVALID_ARGUMENT) under ``--on-key-conflict reject``;
+- faults are answers, as gRPC statuses: the log cannot be written (UNAVAILABLE), the agent cannot
+  be reached (UNAVAILABLE), sends nothing within ``--first-byte-timeout`` or goes silent for
+  ``--read-timeout`` (DEADLINE_EXCEEDED); a stream the agent cuts is cut for the client too;
+- its token (``authorization: Bearer TOKEN`` metadata, stripped before forwarding) and its body
+  limit (``--max-body``: RESOURCE_EXHAUSTED, said by gRPC itself) are the only things it answers
+  for itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from a2a_tape import store
+from a2a_tape.replay import grpc_wire
+from a2a_tape.store.writer import write_soon
+
+from ..grpc_calls import GrpcCapture, forwardable, outcome_of
+from ..sending import store_fault
+from .http import token_presented
+from .idempotency import OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
+from .outcomes import log_fault_line
+
+OK, DEADLINE_EXCEEDED, INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE = 0, 4, 3, 16, 14
+_AUTH = frozenset({"authorization", "proxy-authorization"})
+
+
+class GrpcLive:
+    """One relayed call as it goes: the head, the messages published so far (durable first), the
+    end. The client's handler and any duplicate attached to it read the same one."""
+
+    def __init__(self) -> None:
+        self.head: tuple[Any, ...] | None = None
+        self.messages: list[bytes] = []
+        self.end: tuple[int, str, tuple[Any, ...]] | None = None
+        self._wake = anyio.Event()
+
+    def set_head(self, metadata: Any) -> None:
+        self.head = tuple(metadata or ())
+        self._poke()
+
+    def publish(self, raws: list[bytes]) -> None:
+        self.messages += raws
+        self._poke()
+
+    def finish(self, code: int, details: str, trailers: Any = ()) -> None:
+        if self.end is None:
+            self.end = (code, details, tuple(trailers or ()))
+        self._poke()
+
+    def _poke(self) -> None:
+        self._wake.set()
+        self._wake = anyio.Event()
+
+    async def follow(self, context: Any) -> AsyncIterator[bytes]:
+        """The messages as they are published, then the status on ``context``."""
+        sent_head = False
+        i = 0
+        while True:
+            wake = self._wake
+            if not sent_head and (self.head is not None or self.end is not None):
+                await context.send_initial_metadata(self.head or ())
+                sent_head = True
+            while i < len(self.messages):
+                yield self.messages[i]
+                i += 1
+            if self.end is not None and i >= len(self.messages):
+                break
+            await wake.wait()
+        assert self.end is not None
+        code, details, trailers = self.end
+        if trailers:
+            context.set_trailing_metadata(trailers)
+        if code != OK:
+            context.set_code(_status(code))
+            context.set_details(details)
+
+
+def _status(code: int) -> Any:
+    import grpc
+
+    return next((s for s in grpc.StatusCode if s.value[0] == code), grpc.StatusCode.UNKNOWN)
+
+
+class GrpcProxy:
+    """The gRPC side of a running :class:`recorder.proxy.server.Proxy` (its store, writer, config)."""
+
+    def __init__(self, core: Any, upstream: str) -> None:
+        self.grpc = grpc_wire.require()
+        self.core = core
+        self.upstream = upstream  # HOST:PORT of the agent's gRPC interface
+        self.by_key: dict[tuple[str, str], GrpcLive] = {}
+        self.port: int | None = None
+        self._tg: TaskGroup | None = None
+        self._channel: Any = None
+
+    @property
+    def config(self) -> Any:
+        return self.core.config
+
+    # -- running ---------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def serving(self, host: str, port: int) -> AsyncIterator[int]:
+        """Serve on ``host:port`` (0: any free port) while inside; yields the port."""
+        grpc = self.grpc
+        limit = self.config.max_body
+        server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)],
+        )
+        server.add_generic_rpc_handlers((_Handler(self),))
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.port = server.add_insecure_port(address)
+        if not self.port:
+            raise OSError(f"cannot listen on {host}:{port}")
+        self._channel = grpc.aio.insecure_channel(
+            self.upstream,
+            options=[("grpc.max_receive_message_length", -1), ("grpc.enable_retries", 0)],
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await server.start()
+                try:
+                    yield self.port
+                finally:
+                    await server.stop(2)
+                    tg.cancel_scope.cancel()
+        finally:
+            await self._channel.close()
+
+    # -- one call --------------------------------------------------------------------------------
+
+    def _refusal(self, metadata: Any) -> str | None:
+        token = self.config.token
+        if token and not token_presented([(k, v) for k, v in metadata if isinstance(v, str)], token):
+            return "missing or wrong proxy token (send 'authorization: Bearer <token>' metadata)"
+        return None
+
+    async def call(self, path: str, request: bytes, context: Any) -> AsyncIterator[bytes]:
+        """A unary or server-streaming call: recorded, relayed (or answered from the log)."""
+        metadata = tuple(context.invocation_metadata() or ())
+        refusal = self._refusal(metadata)
+        if refusal is not None:
+            await context.abort(_status(UNAUTHENTICATED), refusal)
+        gc = GrpcCapture(self.config.redactor, path, role="proxy")
+        ex = gc.request(self.upstream, request, metadata)
+        try:
+            live = await self._begin(gc, ex, request, metadata, context.time_remaining())
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            await context.abort(_status(UNAVAILABLE), self.config.redactor.text(log_fault_line(fault)))
+        async for raw in live.follow(context):
+            yield raw
+
+    async def _begin(
+        self, gc: GrpcCapture, ex: store.Exchange, request: bytes, metadata: Any, remaining: Any
+    ) -> GrpcLive:
+        """The exchange row (and the key's claim), then the relay or the answer from the log."""
+        st = self.core.store
+        live = GrpcLive()
+        m = gc.method
+        key = _key(metadata, m, gc.request_json)
+        if key is None or gc.request_json is None or m is None:
+            gc.cap.exchange_id = await write_soon(st, st.begin_exchange, ex)
+            self._start(live, gc, request, metadata, remaining, settle_key=None, slot=None)
+            return live
+        ex.idempotency_key = key
+        req_hash = request_hash(m.name, gc.request_json)
+        slot = (key, req_hash)
+        attached = self.by_key.get(slot)
+        if attached is not None:  # an exact duplicate of a call this proxy is relaying
+            ex_id = await write_soon(st, st.begin_exchange, ex)
+            await self._finish_row(ex_id, outcome="replayed")
+            return attached  # the same relay: head, messages, end
+        self.by_key[slot] = live
+        try:
+            ex_id, record, claimed = await write_soon(st, _begin_and_claim, st, self.core.gateway, ex, key, req_hash)
+        except BaseException:
+            self.by_key.pop(slot, None)
+            raise
+        gc.cap.exchange_id = ex_id
+        if claimed:
+            self._start(live, gc, request, metadata, remaining, settle_key=key, slot=slot)
+        elif record.request_hash == req_hash:  # held by an earlier call (in the log, or another process)
+            self.by_key.pop(slot, None)
+            await self._from_log(live, m, record)
+            await self._finish_row(ex_id, outcome="replayed")
+        elif self.config.on_key_conflict is OnKeyConflict.reject:
+            self.by_key.pop(slot, None)
+            live.finish(INVALID_ARGUMENT, conflict_message(key))
+            await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
+        else:
+            assert self.core.writer is not None
+            note = conflict_note(key, record.exchange_id)
+            await self.core.writer.append(_note(ex_id, "idempotency-key-reused", self.config.redactor.text(note)))
+            self._start(live, gc, request, metadata, remaining, settle_key=None, slot=slot)
+        return live
+
+    def _start(
+        self,
+        live: GrpcLive,
+        gc: GrpcCapture,
+        request: bytes,
+        metadata: Any,
+        remaining: Any,
+        *,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+    ) -> None:
+        assert self._tg is not None
+        token = self.config.token
+        drop = _AUTH if token else frozenset()
+        outgoing = [
+            (k, v) for k, v in forwardable(metadata) if k not in drop or not token_presented([(k, str(v))], token or "")
+        ]
+        self._tg.start_soon(self._pump, live, gc, request, outgoing, remaining, settle_key, slot)
+
+    async def _finish_row(self, ex_id: int, **fields: object) -> None:
+        st = self.core.store
+        await anyio.to_thread.run_sync(lambda: st.update_exchange(ex_id, ended_at=time.time(), **fields))
+
+    async def _from_log(self, live: GrpcLive, m: grpc_wire.Method, record: store.IdempotencyRecord) -> None:
+        """A repeat of a call the log answers: its recorded answers, as messages of this method."""
+        st = self.core.store
+        events = await anyio.to_thread.run_sync(recorded_items, st, record)
+        if not events:
+            live.finish(
+                UNAVAILABLE,
+                "the first request with this key was interrupted before any reply was recorded; "
+                "its outcome is unknown, send a new messageId to try again",
+            )
+            return
+        live.set_head(())
+        kind = "lf.a2a.v1.StreamResponse" if m.streaming else m.response_type
+        for e in events if m.streaming else events[:1]:
+            body = _unwrapped(bytes(e.payload))
+            if isinstance(body, tuple):
+                live.finish(*body)
+                return
+            try:
+                live.publish([grpc_wire.from_json(kind, body)])
+            except grpc_wire.NotTheMessage as exc:
+                live.finish(UNAVAILABLE, f"the recorded answer does not fit {kind}: {exc}")
+                return
+        live.finish(OK, "")
+
+    # -- the upstream side -----------------------------------------------------------------------
+
+    async def _pump(
+        self,
+        live: GrpcLive,
+        gc: GrpcCapture,
+        request: bytes,
+        metadata: list[tuple[str, Any]],
+        remaining: float | None,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+    ) -> None:
+        """Relay one call upstream; runs in the proxy's task group (outlives the client)."""
+        grpc = self.grpc
+        cfg = self.config
+        relay = _Relay(live, gc, self.core.writer)
+        release = False
+        try:
+            if gc.streaming:
+                call = self._channel.unary_stream(gc.path)(request, metadata=metadata, timeout=remaining)
+            else:
+                call = self._channel.unary_unary(gc.path)(request, metadata=metadata, timeout=remaining)
+            await relay.run(call, cfg.first_byte_timeout, cfg.read_timeout)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code().value[0]
+            if code == UNAVAILABLE and not relay.received and not exc.initial_metadata():
+                release = True  # never reached the agent: a retry may run
+                relay.ours(UNAVAILABLE, "error", f"upstream agent unreachable: {exc.details()}")
+            else:
+                await relay.agent_status(code, exc.details() or "", exc.initial_metadata(), exc.trailing_metadata())
+        except TimeoutError:
+            first = not relay.received
+            limit = cfg.first_byte_timeout if first else cfg.read_timeout
+            why = (
+                f"the upstream agent accepted the request but sent no answer within {limit:g} s (--first-byte-timeout)"
+                if first
+                else f"the upstream agent went silent for {limit:g} s mid-answer (--read-timeout)"
+            )
+            relay.ours(DEADLINE_EXCEEDED, "timeout", why)
+        except anyio.get_cancelled_exc_class():
+            relay.ours(UNAVAILABLE, "incomplete", "the proxy stopped before the upstream's answer ended")
+            raise
+        except Exception as exc:  # noqa: BLE001 - one bad relay must not take the proxy down
+            fault = store_fault(exc)
+            if fault is None:
+                relay.ours(UNAVAILABLE, "error", f"proxy error: {type(exc).__name__}: {exc}")
+            else:
+                relay.ours(UNAVAILABLE, "error", log_fault_line(fault))
+        finally:
+            live.finish(
+                relay.code if relay.code is not None else UNAVAILABLE, gc.cap.text(relay.details), relay.trailers
+            )
+            with anyio.CancelScope(shield=True):
+                await self._settle(gc, relay, settle_key, slot, live, release)
+
+    async def _settle(
+        self,
+        gc: GrpcCapture,
+        relay: _Relay,
+        settle_key: str | None,
+        slot: tuple[str, str] | None,
+        live: GrpcLive,
+        release: bool,
+    ) -> None:
+        ex_id = gc.cap.exchange_id
+        assert ex_id is not None
+        fields = gc.end(
+            relay.outcome,
+            code=relay.code,
+            details=relay.details,
+            initial=relay.initial,
+            trailers=relay.trailers,
+            error=relay.error,
+        )
+        try:
+            notes = [_note(ex_id, "redacted", n, gc.cap.task_id) for n in gc.cap.notes]
+            if notes and self.core.writer is not None:
+                await self.core.writer.append_many(notes)
+
+            def work() -> None:
+                with self.core.store.transaction():
+                    self.core._settle_rows(ex_id, fields, settle_key, release, gc.cap.task_id)
+
+            await anyio.to_thread.run_sync(work)
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            line = gc.cap.text(log_fault_line(fault))
+            print(f"a2a-tape proxy: gRPC exchange {ex_id} not finalised: {line}", file=sys.stderr)
+        finally:
+            if slot is not None and self.by_key.get(slot) is live:
+                self.by_key.pop(slot, None)
+            if self.core.on_settled is not None:
+                self.core.on_settled(ex_id)
+
+    async def generic(self, path: str, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        """A method that is not A2A's: forwarded both ways as bytes, the exchange row kept."""
+        metadata = tuple(context.invocation_metadata() or ())
+        refusal = self._refusal(metadata)
+        if refusal is not None:
+            await context.abort(_status(UNAUTHENTICATED), refusal)
+        gc = GrpcCapture(self.config.redactor, path, role="proxy")
+        st = self.core.store
+        gc.cap.exchange_id = ex_id = await write_soon(st, st.begin_exchange, gc.request(self.upstream, None, metadata))
+        relay = _Relay(GrpcLive(), gc, None)
+        call = self._channel.stream_stream(path)(
+            requests, metadata=forwardable(metadata), timeout=context.time_remaining()
+        )
+        try:
+            relay.initial = await call.initial_metadata()
+            await context.send_initial_metadata(relay.initial)
+            async for raw in call:
+                relay.received += 1
+                yield raw
+            relay.code, relay.details = OK, ""
+            relay.trailers = await call.trailing_metadata()
+            relay.outcome = "ok"
+        except self.grpc.aio.AioRpcError as exc:
+            relay.code, relay.details, relay.trailers = (
+                exc.code().value[0],
+                exc.details() or "",
+                exc.trailing_metadata(),
+            )
+            relay.outcome = "error"
+        finally:
+            fields = gc.end(
+                relay.outcome, code=relay.code, details=relay.details, initial=relay.initial, trailers=relay.trailers
+            )
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await anyio.to_thread.run_sync(lambda: st.update_exchange(ex_id, **fields))
+        if relay.trailers:
+            context.set_trailing_metadata(tuple(relay.trailers))
+        if relay.code:
+            context.set_code(_status(relay.code))
+            context.set_details(relay.details)
+
+
+class _Relay:
+    """The upstream side of one relayed call: read, commit, publish; what it ended with."""
+
+    def __init__(self, live: GrpcLive, gc: GrpcCapture, writer: store.GroupCommitWriter | None) -> None:
+        self.live, self.gc, self.writer = live, gc, writer
+        self.code: int | None = None
+        self.details = ""
+        self.initial: Any = ()
+        self.trailers: Any = ()
+        self.received = 0
+        self.outcome: Any = "error"
+        self.error: str | None = None
+
+    async def run(self, call: Any, first_byte: float, read: float) -> None:
+        with anyio.fail_after(first_byte):
+            self.initial = await call.initial_metadata()
+        self.live.set_head(self.initial)
+        if self.gc.streaming:
+            await self._stream(call, first_byte, read)
+        else:
+            with anyio.fail_after(first_byte):
+                raw = await call
+            self.received = 1
+            await self._commit([raw])
+        code = await call.code()
+        await self.agent_status(code.value[0], await call.details() or "", None, await call.trailing_metadata())
+
+    async def _stream(self, call: Any, first_byte: float, read: float) -> None:
+        """Read and commit apart: the messages that arrive while a batch commits form the next."""
+        import grpc
+
+        pending: list[bytes] = []
+        state: dict[str, Any] = {"wake": anyio.Event(), "eof": False, "error": None}
+
+        async def reader() -> None:
+            try:
+                while True:
+                    with anyio.fail_after(first_byte if not self.received else read):
+                        raw = await call.read()
+                    if raw is grpc.aio.EOF:
+                        return
+                    self.received += 1
+                    pending.append(raw)
+                    state["wake"].set()
+            except BaseException as exc:
+                state["error"] = exc
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                state["eof"] = True
+                state["wake"].set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            while True:
+                if not pending:
+                    if state["eof"]:
+                        break
+                    await state["wake"].wait()
+                    state["wake"] = anyio.Event()
+                    continue
+                batch = pending[:]
+                pending.clear()
+                try:
+                    await self._commit(batch)
+                except BaseException:
+                    tg.cancel_scope.cancel()
+                    call.cancel()
+                    raise
+        if state["error"] is not None:
+            raise state["error"]
+
+    async def _commit(self, raws: list[bytes]) -> None:
+        """Write-ahead: the batch's rows durable, then the exact bytes published."""
+        events = self.gc.message_events(raws)
+        if events:
+            assert self.writer is not None
+            await self.writer.append_many(events)
+        self.live.publish(raws)
+
+    async def agent_status(self, code: int, details: str, initial: Any, trailers: Any) -> None:
+        """The agent's own status: an error item in the log (write-ahead) for a non-OK one."""
+        self.code, self.details, self.trailers = code, details, tuple(trailers or ())
+        if initial is not None and not self.initial:
+            self.initial = initial
+            if self.live.head is None:
+                self.live.set_head(initial)
+        self.outcome = outcome_of(code, self.gc.streaming, self.received)
+        if code != OK:
+            self.error = f"gRPC status {grpc_wire.status_name(code)}: {details}"
+            event = self.gc.status_event(code, details, self.trailers)
+            if event is not None and self.writer is not None and self.gc.method is not None:
+                await self.writer.append(event)
+
+    def ours(self, code: int, outcome: Any, why: str) -> None:
+        """A status of the proxy's own (a timeout, the log, an unreachable agent): told to the
+        client, on the row, not an item of the agent's."""
+        self.code, self.details, self.outcome, self.error = code, why, outcome, why
+
+
+def _key(metadata: Any, m: grpc_wire.Method | None, request_json: bytes | None) -> str | None:
+    """``hdr:<idempotency-key>`` or ``msg:<messageId>`` for a sending call; None otherwise."""
+    if m is None or m.operation not in ("send", "stream") or request_json is None:
+        return None
+    for k, v in metadata:
+        if k == "idempotency-key" and isinstance(v, str) and v.strip():
+            return "hdr:" + v.strip()
+    try:
+        doc = msgspec.json.decode(request_json)
+    except msgspec.DecodeError:
+        return None
+    msg = doc.get("message") if isinstance(doc, dict) else None
+    mid = msg.get("messageId") if isinstance(msg, dict) else None
+    return f"msg:{mid}" if isinstance(mid, str) and mid else None
+
+
+def _begin_and_claim(
+    st: store.Store, gateway: Any, ex: store.Exchange, key: str, req_hash: str
+) -> tuple[int, store.IdempotencyRecord, bool]:
+    """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
+    with st.transaction():
+        ex_id = st.begin_exchange(ex)
+        record, claimed = gateway.claim(key, req_hash, ex_id)
+    return ex_id, record, claimed
+
+
+def _note(ex_id: int, action: str, detail: str, task_id: str | None = None) -> store.NewEvent:
+    return store.NewEvent(
+        payload=store.local_note(action, detail, task_id),
+        task_id=task_id,
+        exchange_id=ex_id,
+        received_at=time.time(),
+        origin="local",
+    )
+
+
+def _unwrapped(payload: bytes) -> bytes | tuple[int, str]:
+    """A recorded answer as the bare message JSON (a JSON-RPC envelope's ``result``), or the
+    status of a recorded error."""
+    try:
+        doc = msgspec.json.decode(payload)
+    except msgspec.DecodeError:
+        return payload
+    if not isinstance(doc, dict):
+        return payload
+    error = doc.get("error")
+    if isinstance(error, dict):
+        code = error.get("code")
+        if doc.get("jsonrpc") is not None or not isinstance(error.get("status"), str):
+            code = 2  # a JSON-RPC error code is not a gRPC one
+        return grpc_wire.status_code(code if isinstance(code, int) else 2), str(error.get("message") or "")
+    if "result" in doc:
+        return msgspec.json.encode(doc["result"])
+    return payload
+
+
+class _Handler:
+    """Every path: A2A's unary and server-streaming methods by their cardinality, the rest generic."""
+
+    def __init__(self, proxy: GrpcProxy) -> None:
+        self.proxy = proxy
+
+    def service(self, details: Any) -> Any:
+        grpc = self.proxy.grpc
+        path: str = details.method
+        m = grpc_wire.method(path)
+        proxy = self.proxy
+        if m is None:
+
+            async def generic(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+                async for raw in proxy.generic(path, requests, context):
+                    yield raw
+
+            return grpc.stream_stream_rpc_method_handler(generic)
+        if m.streaming:
+
+            async def streaming(request: bytes, context: Any) -> AsyncIterator[bytes]:
+                async for raw in proxy.call(path, request, context):  # grpc.aio wants an async generator function
+                    yield raw
+
+            return grpc.unary_stream_rpc_method_handler(streaming)
+
+        async def unary(request: bytes, context: Any) -> bytes | None:
+            out = None
+            async for raw in proxy.call(path, request, context):
+                out = raw
+            return out
+
+        return grpc.unary_unary_rpc_method_handler(unary)
+
+
+def grpc_interfaces(card: Any) -> list[str]:
+    """The URLs of a card's gRPC interfaces, in the card's order of preference."""
+    return [
+        i.url
+        for i in card.supportedInterfaces + card.additionalInterfaces
+        if i.url and (i.protocolBinding or i.transport or "").upper() == "GRPC"
+    ]
+
+
+def rewrite_grpc_urls(body: bytes, urls: list[str], ours: str | None) -> tuple[bytes, set[str]]:
+    """A card whose gRPC interfaces name the gRPC proxy at ``ours`` (``HOST:PORT``), in the form
+    the card wrote them (with a scheme, or none). Returns the new body and the URLs it handled,
+    which the HTTP origin rewrite must leave alone; with no gRPC proxy (``ours`` None) they are
+    left as the agent wrote them: a proxy rewrites only the interfaces it fronts."""
+    handled: set[str] = set()
+    for url in urls:
+        scheme, sep, _rest = url.partition("://")
+        new = f"{scheme}://{ours}" if sep else ours
+        if ours is not None:
+            body = body.replace(msgspec.json.encode(url), msgspec.json.encode(new))
+        handled.add(url)
+    return body, handled
+
+
+def grpc_target(url: str) -> str:
+    """A card's gRPC interface URL as a channel target: ``HOST:PORT`` (a scheme, a path dropped)."""
+    rest = url.partition("://")[2] or url
+    return rest.split("/", 1)[0]
+
+
+def attach(app: Any, core: Any, upstream: str, host: str, port: int) -> GrpcProxy:
+    """Run a gRPC proxy beside the HTTP proxy ``core`` (same store, writer, config): started and
+    stopped with ``app``'s lifespan; the card ``core`` serves names it for the gRPC interface."""
+    proxy = GrpcProxy(core, upstream)
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[None]:
+        async with inner(app_), proxy.serving(host, port) as bound:
+            shown = f"[{host}]" if ":" in host else host
+            core.grpc_address = f"{shown}:{bound}"
+            print(f"a2a-tape proxy: gRPC on {core.grpc_address} -> {upstream}", file=sys.stderr, flush=True)
+            yield
+
+    app.router.lifespan_context = lifespan
+    return proxy

@@ -1,0 +1,235 @@
+"""The gRPC binding on the wire (docs/design.md section 15): A2A's ``lf.a2a.v1.A2AService``.
+
+What a gRPC call looks like, for every layer that meets one (the recording proxy, the
+client interceptor, the replay server): the method table (path -> operation, cardinality,
+message types), a message's exact protobuf bytes <-> its proto3 JSON mapping (which is the
+v1.0 JSON shape the log, the fold and every inspection read), and a gRPC status <-> the error
+item the log keeps (``{"error": {"code", "status", "message", "details"}}``: ``google.rpc.Status``
+in the JSON mapping, the shape HTTP+JSON errors have).
+
+The message types are a2a-sdk's generated code (``a2a.types.a2a_pb2``), loaded on first use:
+``import a2a_tape`` and every path that does not speak gRPC never import grpc or protobuf
+(docs/design.md section 15 says why a2a-sdk's code and not a descriptor of our own). Without the
+``grpc`` extra, :func:`require` raises :class:`GrpcUnavailable` with the line to install it.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import msgspec
+
+from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.methods import METHODS
+
+SERVICE = "lf.a2a.v1.A2AService"
+PREFIX = f"/{SERVICE}/"
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+"""The trailer holding a ``google.rpc.Status`` with the error's details (ErrorInfo, BadRequest)."""
+
+STATUS_NAMES = (
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+)
+"""gRPC status codes by number (the numbers are the protocol's, stable)."""
+
+
+class GrpcUnavailable(A2ATapeError):
+    """gRPC was asked for and the ``grpc`` extra is not installed."""
+
+
+def require() -> Any:
+    """``grpc``, or :class:`GrpcUnavailable` naming the extra to install."""
+    try:
+        import grpc
+
+        _pb2()
+    except ImportError as exc:
+        raise GrpcUnavailable(
+            f"gRPC needs the grpc extra (pip install 'a2a-tape[grpc]'): {exc.name or exc} is not installed"
+        ) from None
+    return grpc
+
+
+@functools.cache
+def _pb2() -> ModuleType:
+    from a2a.types import a2a_pb2
+
+    return a2a_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One method of the A2A service: its path, what it does, how many answers it sends."""
+
+    name: str  # "SendStreamingMessage": also the v1.0 JSON-RPC method name
+    path: str  # "/lf.a2a.v1.A2AService/SendStreamingMessage"
+    streaming: bool  # server-streaming (StreamResponse items)
+    request_type: str  # "lf.a2a.v1.SendMessageRequest"
+    response_type: str
+
+    @property
+    def operation(self) -> str | None:
+        """``send``, ``stream``, ``get``, ... (:data:`store.methods.METHODS`); None for the others."""
+        known = METHODS.get(self.name)
+        return known[0] if known else None
+
+
+@functools.cache
+def methods() -> dict[str, Method]:
+    """Every method of the service by path (from the descriptor of a2a-sdk's generated code)."""
+    service = _pb2().DESCRIPTOR.services_by_name["A2AService"]
+    return {
+        PREFIX + m.name: Method(
+            m.name, PREFIX + m.name, m.server_streaming, m.input_type.full_name, m.output_type.full_name
+        )
+        for m in service.methods
+    }
+
+
+def method(path: str) -> Method | None:
+    """The A2A method at ``path``; None for a path that is not one (forwarded all the same)."""
+    return methods().get(path)
+
+
+def by_name(name: str) -> Method | None:
+    return methods().get(PREFIX + name)
+
+
+@functools.cache
+def _message_class(full_name: str) -> Any:
+    from google.protobuf import message_factory
+    from google.protobuf.descriptor_pool import Default
+
+    _pb2()  # registers the A2A messages in the default pool
+    from google.protobuf import empty_pb2  # noqa: F401 - DeleteTaskPushNotificationConfig answers Empty
+
+    return message_factory.GetMessageClass(Default().FindMessageTypeByName(full_name))
+
+
+_json = msgspec.json.Encoder()
+
+
+class NotTheMessage(A2ATapeError):
+    """Bytes that do not parse as the method's message type (kept as they came, not as JSON)."""
+
+
+def to_json(full_name: str, raw: bytes) -> bytes:
+    """The proto3 JSON mapping of a message's exact bytes (camelCase names, enum names, defaults
+    left out: the v1.0 JSON shape). Raises :class:`NotTheMessage` for bytes that do not parse."""
+    from google.protobuf import json_format
+    from google.protobuf.message import DecodeError
+
+    msg = _message_class(full_name)()
+    try:
+        msg.ParseFromString(raw)
+    except DecodeError as exc:
+        raise NotTheMessage(f"not a {full_name}: {exc}") from None
+    return _json.encode(json_format.MessageToDict(msg))
+
+
+def from_json(full_name: str, data: bytes | str) -> bytes:
+    """A message's bytes from its JSON (a recording, whatever binding made it): fields the
+    proto does not know are left out; raises :class:`NotTheMessage` for JSON that does not fit."""
+    from google.protobuf import json_format
+
+    msg = _message_class(full_name)()
+    try:
+        json_format.Parse(data, msg, ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise NotTheMessage(f"not a {full_name}: {exc}") from None
+    return bytes(msg.SerializeToString())
+
+
+# -- status <-> the log's error item -------------------------------------------------------------
+
+
+def status_name(code: int) -> str:
+    return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else str(code)
+
+
+def status_code(name: str | int | None) -> int:
+    """A status code from its number or name (UNKNOWN for anything else)."""
+    if isinstance(name, int):
+        return name if 0 <= name < len(STATUS_NAMES) else 2
+    try:
+        return STATUS_NAMES.index(str(name))
+    except ValueError:
+        return 2
+
+
+def _details(raw: bytes) -> list[Any]:
+    """The details of a ``grpc-status-details-bin`` trailer in the JSON mapping (a detail whose
+    type is not known here is kept as its ``@type`` and base64 ``value``)."""
+    from google.protobuf import json_format
+    from google.rpc import error_details_pb2, status_pb2  # noqa: F401 - registers ErrorInfo, BadRequest, ...
+
+    status = status_pb2.Status()
+    try:
+        status.ParseFromString(raw)
+    except Exception:  # noqa: BLE001 - a broken trailer is kept whole, below
+        return [{"@type": "grpc-status-details-bin", "value": base64.b64encode(raw).decode()}]
+    out: list[Any] = []
+    for any_ in status.details:
+        try:
+            out.append(json_format.MessageToDict(any_))
+        except (TypeError, KeyError, json_format.Error):
+            out.append({"@type": any_.type_url, "value": base64.b64encode(any_.value).decode()})
+    return out
+
+
+def error_item(code: int, message: str | None, trailers: Sequence[tuple[str, str | bytes]] = ()) -> bytes:
+    """The log's item for a call that ended with a non-OK status: ``google.rpc.Status`` in the
+    JSON mapping, under ``error`` (``code`` is the gRPC code; ``status`` its name)."""
+    error: dict[str, Any] = {"code": code, "status": status_name(code), "message": message or ""}
+    for key, value in trailers:
+        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
+            error["details"] = _details(value)
+    return _json.encode({"error": error})
+
+
+def status_details(code: int, message: str, details: Sequence[Any]) -> bytes | None:
+    """A ``grpc-status-details-bin`` trailer for recorded details (None when there are none we
+    can encode): a replayed error carries the ErrorInfo the agent sent."""
+    if not details:
+        return None
+    from google.protobuf import any_pb2, json_format
+    from google.rpc import error_details_pb2, status_pb2  # noqa: F401
+
+    status = status_pb2.Status(code=code, message=message)
+    for d in details:
+        if not isinstance(d, dict):
+            continue
+        any_ = any_pb2.Any()
+        try:
+            json_format.ParseDict(d, any_)
+        except (json_format.ParseError, TypeError, KeyError):
+            value, type_url = d.get("value"), d.get("@type")
+            if not isinstance(value, str) or not isinstance(type_url, str):
+                continue
+            try:
+                any_ = any_pb2.Any(type_url=type_url, value=base64.b64decode(value))
+            except ValueError:
+                continue
+        status.details.append(any_)
+    return bytes(status.SerializeToString()) if status.details else None

@@ -1,0 +1,83 @@
+"""gRPC fixtures: a real a2a-sdk agent over gRPC, the recording proxy (HTTP and gRPC) in front of it."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+
+from a2a_tape import store
+from a2a_tape.recorder.proxy.grpc_server import attach
+from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
+from tests.support.grpc_agents import GrpcAgent, running_grpc_agent
+from tests.support.servers import bind_loopback
+
+pytest.importorskip("grpc")
+
+
+class RunningGrpcProxy:
+    def __init__(self, url: str, target: str, proxy, st: store.SqliteStore) -> None:
+        self.url = url  # the HTTP proxy (card, JSON-RPC)
+        self.target = target  # HOST:PORT of the gRPC proxy
+        self.proxy = proxy
+        self.store = st
+        self.settled: dict[int, threading.Event] = {}
+        self._lock = threading.Lock()
+        proxy.on_settled = self._settled
+
+    def _settled(self, ex_id: int) -> None:
+        self.event(ex_id).set()
+
+    def event(self, ex_id: int) -> threading.Event:
+        with self._lock:
+            return self.settled.setdefault(ex_id, threading.Event())
+
+    def wait_settled(self, ex_id: int, timeout: float = 10.0) -> None:
+        assert self.event(ex_id).wait(timeout), f"exchange {ex_id} never settled"
+
+
+@contextlib.contextmanager
+def running_grpc_proxy(upstream_url: str, grpc_target: str, db_path, **config) -> Iterator[RunningGrpcProxy]:
+    """The HTTP proxy with its gRPC side, in front of an agent; startup recovery off unless asked."""
+    config.setdefault("recover_on_start", False)
+    st = store.open_store(db_path, durability=config.get("durability", "full"))
+    asgi, proxy = build_app(st, ProxyConfig(upstream=upstream_url, **config))
+    attach(asgi, proxy, grpc_target, "127.0.0.1", 0)
+    started = threading.Event()
+    inner = asgi.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        async with inner(app):
+            started.set()
+            yield
+
+    asgi.router.lifespan_context = lifespan
+    sock = bind_loopback()
+    host, port = sock.getsockname()[:2]
+    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        assert started.wait(10), "the proxy did not start"
+        yield RunningGrpcProxy(f"http://{host}:{port}", proxy.grpc_address, proxy, st)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        st.close()
+
+
+@pytest.fixture
+def grpc_agent() -> Iterator[GrpcAgent]:
+    with running_grpc_agent() as agent:
+        yield agent
+
+
+@pytest.fixture
+def grpc_proxied(grpc_agent, db_path) -> Iterator[tuple[GrpcAgent, RunningGrpcProxy]]:
+    with running_grpc_proxy(grpc_agent.url, grpc_agent.target, db_path) as p:
+        yield grpc_agent, p

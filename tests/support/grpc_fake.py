@@ -1,0 +1,146 @@
+"""A hand-written gRPC agent on raw bytes, for what a real one cannot be made to send on demand.
+
+a2a-sdk's server encodes its messages itself (canonical bytes, no unknown fields), sets no
+metadata of its own, never stalls or goes silent: to check that the proxy passes the exact bytes,
+every piece of metadata, the status, its details and the trailers, and that its timeouts answer,
+this agent sends them as told by the request metadata ``x-fake-mode``:
+
+- ``exact``: initial metadata (text and ``-bin``), two StreamResponse messages with an unknown
+  field (number 999) and fields in a non-canonical order, trailers, OK;
+- ``error``: NOT_FOUND with a ``grpc-status-details-bin`` trailer holding an ErrorInfo;
+- ``stall``: initial metadata, one message, then nothing until the call is cancelled;
+- ``silent``: nothing at all (no initial metadata) until cancelled;
+- ``echo``: echoes the metadata it was sent as its initial metadata (``echo-`` prefixed), one
+  message, OK.
+
+Any other path (``/other.Echo/Reverse``) is a bidirectional echo of reversed messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from a2a.types import a2a_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+TASK = "t-fake"
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def exact_messages() -> list[bytes]:
+    """Two StreamResponse messages as no protobuf library writes them: an unknown field 999 and
+    the status update's fields in reverse order."""
+    first = a2a_pb2.StreamResponse(
+        status_update=a2a_pb2.TaskStatusUpdateEvent(
+            task_id=TASK, context_id="c-fake", status=a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_WORKING)
+        )
+    ).SerializeToString()
+    unknown = _varint((999 << 3) | 2) + _varint(5) + b"extra"
+    status = a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_COMPLETED).SerializeToString()
+    # TaskStatusUpdateEvent: status (3) first, then context_id (2), then task_id (1)
+    inner = (
+        _varint((3 << 3) | 2)
+        + _varint(len(status))
+        + status
+        + _varint((2 << 3) | 2)
+        + _varint(6)
+        + b"c-fake"
+        + _varint((1 << 3) | 2)
+        + _varint(len(TASK))
+        + TASK.encode()
+    )
+    field = a2a_pb2.StreamResponse.DESCRIPTOR.fields_by_name["status_update"].number
+    second = _varint((field << 3) | 2) + _varint(len(inner)) + inner + unknown
+    return [first + unknown, second]
+
+
+def error_details() -> bytes:
+    info = error_details_pb2.ErrorInfo(reason="TASK_NOT_FOUND", domain="a2a-protocol.org", metadata={"taskId": "nope"})
+    status = status_pb2.Status(code=5, message="task nope not found")
+    status.details.add().Pack(info)
+    return status.SerializeToString()
+
+
+class _Handler:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def service(self, details):
+        import grpc
+
+        if details.method.startswith("/lf.a2a.v1."):
+
+            async def a2a(request: bytes, context):
+                self.calls += 1
+                md = dict(context.invocation_metadata())
+                mode = md.get("x-fake-mode", "exact")
+                if mode == "silent":
+                    await asyncio.Event().wait()
+                if mode == "echo":
+                    echoed = [(f"echo-{k}", v) for k, v in context.invocation_metadata() if k != "user-agent"]
+                    await context.send_initial_metadata(echoed)
+                    # one message after: grpc 1.85 can lose the initial metadata of an answer
+                    # that ends right after it with no message (seen directly, without the proxy)
+                    yield exact_messages()[0]
+                    return
+                await context.send_initial_metadata((("x-agent", "fake"), ("x-agent-bin", b"\x00\x01\xff")))
+                if mode == "error":
+                    context.set_trailing_metadata(
+                        (("x-trailer", "after"), ("grpc-status-details-bin", error_details()))
+                    )
+                    context.set_code(grpc.StatusCode.NOT_FOUND)
+                    context.set_details("task nope not found")
+                    return
+                for k, m in enumerate(exact_messages()):
+                    yield m
+                    if mode == "stall" and k == 0:
+                        await asyncio.Event().wait()
+                context.set_trailing_metadata((("x-trailer", "after"), ("x-trailer-bin", b"\xfe")))
+
+            return grpc.unary_stream_rpc_method_handler(a2a)
+
+        async def echo(requests, context):
+            async for r in requests:
+                yield r[::-1]
+
+        return grpc.stream_stream_rpc_method_handler(echo)
+
+
+@contextlib.contextmanager
+def running_fake_grpc_agent() -> Iterator[tuple[str, _Handler]]:
+    """(HOST:PORT, the handler: its ``calls``)."""
+    import grpc
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    handler = _Handler()
+    box: dict[str, object] = {}
+
+    async def start() -> None:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((handler,))
+        box["port"] = server.add_insecure_port("127.0.0.1:0")
+        box["server"] = server
+        await server.start()
+
+    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    try:
+        yield f"127.0.0.1:{box['port']}", handler
+    finally:
+        asyncio.run_coroutine_threadsafe(box["server"].stop(0), loop).result(timeout=10)  # type: ignore[attr-defined]
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
