@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from a2a_tape.recorder.grpc_interceptor import RecordingInterceptor
     from a2a_tape.recorder.transport import RecordingTransport
     from a2a_tape.replay.projection import ArtifactView, Fault, Projector, TaskFold, TaskView, ToolCall, fold_events
     from a2a_tape.replay.serve.faults import Faults
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     # recording and replaying with any httpx client
     "RecordingTransport": "a2a_tape.recorder.transport",
+    # the same for any grpc.aio client (the grpc extra; grpc loads when one is made)
+    "RecordingInterceptor": "a2a_tape.recorder.grpc_interceptor",
     "ReplayTransport": "a2a_tape.replay.serve.transport",
     "Faults": "a2a_tape.replay.serve.faults",
     # the event log

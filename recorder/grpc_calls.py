@@ -63,7 +63,7 @@ class GrpcCapture:
         self.role = role
         self.cap = Capture(redactor)
         self.request_json: bytes | None = None
-        self.head: list[tuple[str, str]] = []
+        self.undecodable: list[str] = []  # answer messages that are not the method's message type
 
     @property
     def streaming(self) -> bool:
@@ -96,10 +96,10 @@ class GrpcCapture:
         ex.content_type = GRPC_CONTENT_TYPE
         return ex
 
-    def message_events(self, raws: Sequence[bytes], arrived: Sequence[float] | None = None) -> list[store.NewEvent]:
-        """The rows of answer messages: each in its JSON mapping (a message that does not parse
-        as the method's answer, or any message of a method we do not know, is not an A2A item:
-        it is not in the log, only counted on the row)."""
+    def message_events(self, raws: Sequence[Any], arrived: Sequence[float] | None = None) -> list[store.NewEvent]:
+        """The rows of answer messages (exact bytes, or the message objects a client's stub
+        made of them): each in its JSON mapping. A message that does not parse as the method's
+        answer is not an A2A item: a note says so; a method we do not know records no items."""
         m = self.method
         if m is None:
             return []
@@ -107,9 +107,11 @@ class GrpcCapture:
         items: list[tuple[bytes, str | None]] = []
         for raw in raws:
             try:
-                items.append((grpc_wire.to_json(kind, raw), None))
+                payload = grpc_wire.to_json(kind, raw) if isinstance(raw, bytes) else grpc_wire.message_json(raw)
             except grpc_wire.NotTheMessage as exc:
-                self.cap.notes.append(str(exc))
+                self.undecodable.append(str(exc))
+            else:
+                items.append((payload, None))
         if not items:
             return []
         new, _ = self.cap.events(items, arrived, peek=True)
@@ -147,6 +149,16 @@ class GrpcCapture:
         }
         return self.cap.end(outcome, error, **fields)
 
+    def notes(self) -> list[store.NewEvent]:
+        """The local notes the call left, once: payloads redacted at byte level, answers that were
+        not the method's message type."""
+        ex_id = self.cap.exchange_id
+        assert ex_id is not None
+        found = [("redacted", n) for n in dict.fromkeys(self.cap.notes)]
+        found += [("undecodable", n) for n in dict.fromkeys(self.undecodable)]
+        self.cap.notes, self.undecodable = [], []
+        return [local_note(ex_id, action, detail, self.cap.task_id) for action, detail in found]
+
 
 def outcome_of(code: int, streaming: bool, messages: int) -> Outcome:
     """The outcome word of a call that ended with ``code`` (docs/tape-format.md)."""
@@ -159,7 +171,8 @@ def outcome_of(code: int, streaming: bool, messages: int) -> Outcome:
     return "error"
 
 
-def local_note(ex_id: int, action: str, detail: str, task_id: str | None) -> store.NewEvent:
+def local_note(ex_id: int, action: str, detail: str, task_id: str | None = None) -> store.NewEvent:
+    """A decision or finding of ours in an exchange's log (origin ``local``)."""
     return store.NewEvent(
         payload=store.local_note(action, detail, task_id),
         task_id=task_id,

@@ -148,6 +148,14 @@ def to_json(full_name: str, raw: bytes) -> bytes:
     return _json.encode(json_format.MessageToDict(msg))
 
 
+def message_json(message: Any) -> bytes:
+    """The JSON mapping of a message object (what a client's stub hands over): :func:`to_json`
+    without the parse."""
+    from google.protobuf import json_format
+
+    return _json.encode(json_format.MessageToDict(message))
+
+
 def from_json(full_name: str, data: bytes | str) -> bytes:
     """A message's bytes from its JSON (a recording, whatever binding made it): fields the
     proto does not know are left out; raises :class:`NotTheMessage` for JSON that does not fit."""

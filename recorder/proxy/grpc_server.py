@@ -41,7 +41,7 @@ from a2a_tape import store
 from a2a_tape.replay import grpc_wire
 from a2a_tape.store.writer import write_soon
 
-from ..grpc_calls import GrpcCapture, forwardable, outcome_of
+from ..grpc_calls import GrpcCapture, forwardable, local_note, outcome_of
 from ..sending import store_fault
 from .http import token_presented
 from .idempotency import OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
@@ -221,7 +221,7 @@ class GrpcProxy:
         else:
             assert self.core.writer is not None
             note = conflict_note(key, record.exchange_id)
-            await self.core.writer.append(_note(ex_id, "idempotency-key-reused", self.config.redactor.text(note)))
+            await self.core.writer.append(local_note(ex_id, "idempotency-key-reused", self.config.redactor.text(note)))
             self._start(live, gc, request, metadata, remaining, settle_key=None, slot=slot)
         return live
 
@@ -348,7 +348,7 @@ class GrpcProxy:
             error=relay.error,
         )
         try:
-            notes = [_note(ex_id, "redacted", n, gc.cap.task_id) for n in gc.cap.notes]
+            notes = gc.notes()
             if notes and self.core.writer is not None:
                 await self.core.writer.append_many(notes)
 
@@ -535,16 +535,6 @@ def _begin_and_claim(
         ex_id = st.begin_exchange(ex)
         record, claimed = gateway.claim(key, req_hash, ex_id)
     return ex_id, record, claimed
-
-
-def _note(ex_id: int, action: str, detail: str, task_id: str | None = None) -> store.NewEvent:
-    return store.NewEvent(
-        payload=store.local_note(action, detail, task_id),
-        task_id=task_id,
-        exchange_id=ex_id,
-        received_at=time.time(),
-        origin="local",
-    )
 
 
 def _unwrapped(payload: bytes) -> bytes | tuple[int, str]:

@@ -1,0 +1,184 @@
+"""``RecordingInterceptor``: record every A2A call of a ``grpc.aio`` client, the gRPC twin of
+:class:`recorder.transport.RecordingTransport`.
+
+    recording = RecordingInterceptor("a2a-tape.db")
+    config = ClientConfig(grpc_channel_factory=recording.channel)      # the a2a-sdk client
+    channel = grpc.aio.insecure_channel(target, interceptors=recording.interceptors(target))  # any client
+
+grpc.aio takes one interceptor object per kind of call, so :meth:`interceptors` gives the
+unary-unary and the unary-stream ones (A2A has no other kind), bound to the target they name in
+the log. Each call of an A2A method (:mod:`replay.grpc_wire`) is recorded through the capture
+core (:mod:`recorder.grpc_calls`): its exchange row (the request in the proto3 JSON mapping, the
+metadata as headers, redacted) before the request goes out, each answer message before the caller
+gets it (write-ahead), its status and trailers at the end; a call of any other method passes
+untouched. Writes never make the caller's event loop wait for the log's lock
+(:func:`store.writer.write_soon`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from a2a_tape import store
+from a2a_tape.replay import grpc_wire
+from a2a_tape.store.redact import Redactor, build_redactor
+from a2a_tape.store.writer import write_soon
+
+from .grpc_calls import GrpcCapture, outcome_of
+
+
+class RecordingInterceptor:
+    """Records the A2A calls of the gRPC channels it makes or is put on (see the module docstring).
+
+    ``db``: a path (opened here, durability ``normal`` unless said) or an open store;
+    ``redact``/``redactor``: as :class:`RecordingTransport` takes them (metadata keys are header names).
+    """
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str] | store.Store,
+        *,
+        redactor: Redactor | None = None,
+        redact: Iterable[str] = (),
+        durability: store.Durability = "normal",
+    ) -> None:
+        self.grpc = grpc_wire.require()
+        redact = list(redact)
+        if redactor is not None and redact:
+            raise TypeError("RecordingInterceptor takes redactor= or redact=, not both")
+        self._owns_store = isinstance(db, (str, os.PathLike))
+        self.store: store.Store = (
+            db if not isinstance(db, (str, os.PathLike)) else store.open_store(db, durability=durability)
+        )
+        self.redactor = redactor or build_redactor(redact)
+        self.task_ids: list[str] = []  # every task these calls named, in order
+
+    def interceptors(self, target: str) -> list[Any]:
+        """The interceptors to give a ``grpc.aio`` channel to ``target`` (``HOST:PORT``)."""
+        grpc = self.grpc
+
+        class Unary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]  # grpc is untyped
+            async def intercept_unary_unary(inner, continuation: Any, details: Any, request: Any) -> Any:
+                return await self._unary(target, continuation, details, request)
+
+        class Streaming(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+            async def intercept_unary_stream(inner, continuation: Any, details: Any, request: Any) -> Any:
+                return await self._streaming(target, continuation, details, request)
+
+        return [Unary(), Streaming()]
+
+    def channel(self, target: str, *, credentials: Any = None, options: Any = None) -> Any:
+        """A recording ``grpc.aio`` channel to ``target``: the a2a-sdk client's ``grpc_channel_factory``
+        (a card's URL with a scheme, ``grpc://HOST:PORT``, is taken as ``HOST:PORT``)."""
+        host = target.partition("://")[2] or target
+        host = host.split("/", 1)[0]
+        make = self.grpc.aio.secure_channel if credentials is not None else self.grpc.aio.insecure_channel
+        args = (host, credentials) if credentials is not None else (host,)
+        return make(*args, options=options, interceptors=self.interceptors(host))
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+    # -- one call --------------------------------------------------------------------------------
+
+    async def _begin(self, target: str, details: Any, request: Any) -> GrpcCapture | None:
+        path = details.method.decode() if isinstance(details.method, bytes) else str(details.method)
+        if grpc_wire.method(path) is None:
+            return None  # not A2A: passed on untouched
+        gc = GrpcCapture(self.redactor, path, role="client")
+        raw = request if isinstance(request, bytes) else request.SerializeToString()  # what the stub sends
+        ex = gc.request(target, raw, details.metadata)
+        gc.cap.exchange_id = await write_soon(self.store, self.store.begin_exchange, ex)
+        return gc
+
+    async def _unary(self, target: str, continuation: Any, details: Any, request: Any) -> Any:
+        gc = await self._begin(target, details, request)
+        call = await continuation(details, request)
+        if gc is None:
+            return call
+        try:
+            response = await call
+        except self.grpc.aio.AioRpcError as exc:
+            await self._end(gc, exc.code().value[0], exc.details(), exc.initial_metadata(), exc.trailing_metadata(), 0)
+            raise
+        except BaseException as exc:
+            await self._broken(gc, exc)
+            raise
+        await self._record(gc, [response])
+        code = await call.code()
+        await self._end(
+            gc, code.value[0], await call.details(), await call.initial_metadata(), await call.trailing_metadata(), 1
+        )
+        return response
+
+    async def _streaming(self, target: str, continuation: Any, details: Any, request: Any) -> Any:
+        gc = await self._begin(target, details, request)
+        call = await continuation(details, request)
+        if gc is None:
+            return call
+        return self._follow(gc, call)
+
+    async def _follow(self, gc: GrpcCapture, call: Any) -> AsyncIterator[Any]:
+        """The stream's messages, each in the log before the caller gets it."""
+        received = 0
+        try:
+            async for message in call:
+                await self._record(gc, [message])
+                received += 1
+                yield message
+        except self.grpc.aio.AioRpcError as exc:
+            await self._end(
+                gc, exc.code().value[0], exc.details(), exc.initial_metadata(), exc.trailing_metadata(), received
+            )
+            raise
+        except BaseException as exc:  # the caller stopped reading (a break, a cancel)
+            await self._broken(gc, exc)
+            raise
+        code = await call.code()
+        await self._end(
+            gc,
+            code.value[0],
+            await call.details(),
+            await call.initial_metadata(),
+            await call.trailing_metadata(),
+            received,
+        )
+
+    async def _record(self, gc: GrpcCapture, messages: list[Any]) -> None:
+        events = gc.message_events(messages)
+        if events:
+            await write_soon(self.store, self.store.append_batch, events)
+        if gc.cap.task_id and gc.cap.task_id not in self.task_ids:
+            self.task_ids.append(gc.cap.task_id)
+
+    async def _end(
+        self, gc: GrpcCapture, code: int, details: str | None, initial: Any, trailers: Any, received: int
+    ) -> None:
+        event = gc.status_event(code, details, trailers)
+        if event is not None:
+            await write_soon(self.store, self.store.append_batch, [event])
+        outcome = outcome_of(code, gc.streaming, received)
+        error = None if code == 0 else f"gRPC status {grpc_wire.status_name(code)}: {details or ''}"
+        fields = gc.end(outcome, code=code, details=details, initial=initial, trailers=trailers, error=error)
+        await self._finish(gc, fields)
+
+    async def _broken(self, gc: GrpcCapture, exc: BaseException) -> None:
+        why = "the caller stopped reading before the answer ended" if not isinstance(exc, Exception) else str(exc)
+        fields = gc.end("incomplete", code=None, details=None, initial=None, trailers=None, error=why)
+        await self._finish(gc, fields)
+
+    async def _finish(self, gc: GrpcCapture, fields: dict[str, object]) -> None:
+        ex_id = gc.cap.exchange_id
+        assert ex_id is not None
+        notes = gc.notes()
+
+        def work() -> None:
+            with self.store.transaction():
+                self.store.update_exchange(ex_id, **fields)
+                if notes:
+                    self.store.append_batch(notes)
+
+        await write_soon(self.store, work)
