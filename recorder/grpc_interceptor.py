@@ -57,17 +57,20 @@ class RecordingInterceptor:
 
     def interceptors(self, target: str) -> list[Any]:
         """The interceptors to give a ``grpc.aio`` channel to ``target`` (``HOST:PORT``)."""
-        grpc = self.grpc
+        aio = self.grpc.aio
 
-        class Unary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]  # grpc is untyped
-            async def intercept_unary_unary(inner, continuation: Any, details: Any, request: Any) -> Any:
-                return await self._unary(target, continuation, details, request)
+        async def unary(_self: Any, continuation: Any, details: Any, request: Any) -> Any:
+            return await self._unary(target, continuation, details, request)
 
-        class Streaming(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-            async def intercept_unary_stream(inner, continuation: Any, details: Any, request: Any) -> Any:
-                return await self._streaming(target, continuation, details, request)
+        async def streaming(_self: Any, continuation: Any, details: Any, request: Any) -> Any:
+            return await self._streaming(target, continuation, details, request)
 
-        return [Unary(), Streaming()]
+        # grpc.aio sorts interceptors by their base class, one kind each
+        unary_cls = type("RecordingUnary", (aio.UnaryUnaryClientInterceptor,), {"intercept_unary_unary": unary})
+        stream_cls = type(
+            "RecordingStreaming", (aio.UnaryStreamClientInterceptor,), {"intercept_unary_stream": streaming}
+        )
+        return [unary_cls(), stream_cls()]
 
     def channel(self, target: str, *, credentials: Any = None, options: Any = None) -> Any:
         """A recording ``grpc.aio`` channel to ``target``: the a2a-sdk client's ``grpc_channel_factory``
