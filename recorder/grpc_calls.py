@@ -94,6 +94,7 @@ class GrpcCapture:
         ex.context_id = ids.get("context_id")
         ex.task_id = self.cap.task_id
         ex.content_type = GRPC_CONTENT_TYPE
+        ex.binding = GRPC
         return ex
 
     def message_events(self, raws: Sequence[Any], arrived: Sequence[float] | None = None) -> list[store.NewEvent]:

@@ -241,3 +241,93 @@ def status_details(code: int, message: str, details: Sequence[Any]) -> bytes | N
                 continue
         status.details.append(any_)
     return bytes(status.SerializeToString()) if status.details else None
+
+
+# -- a JSON-RPC error as a gRPC status (a2a-sdk 1.3.0's mapping, its ErrorInfo reasons) -----------
+
+JSONRPC_STATUS: dict[int, tuple[str, str]] = {
+    -32001: ("NOT_FOUND", "TASK_NOT_FOUND"),
+    -32002: ("FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
+    -32003: ("FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+    -32004: ("FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"),
+    -32005: ("INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED"),
+    -32006: ("INTERNAL", "INVALID_AGENT_RESPONSE"),
+    -32007: ("FAILED_PRECONDITION", "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
+    -32008: ("FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED"),
+    -32009: ("FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED"),
+    -32602: ("INVALID_ARGUMENT", "INVALID_PARAMS"),
+    -32600: ("INVALID_ARGUMENT", "INVALID_REQUEST"),
+    -32601: ("NOT_FOUND", "METHOD_NOT_FOUND"),
+    -32603: ("INTERNAL", "INTERNAL_ERROR"),
+}
+"""A JSON-RPC (or HTTP+JSON) error code -> the gRPC status and ErrorInfo reason an a2a-sdk 1.3.0
+gRPC server answers the same error with (``a2a.utils.errors``, ``GrpcHandler``)."""
+ERROR_DOMAIN = "a2a-protocol.org"
+
+
+def status_of_error(error: dict[str, Any], *, jsonrpc: bool) -> tuple[int, str, bytes | None]:
+    """(gRPC code, details, ``grpc-status-details-bin``) answering a recorded error item: a gRPC
+    recording's own status as it was; a JSON-RPC error as a2a-sdk's gRPC server maps it (an
+    ErrorInfo with its reason, or the details the agent sent)."""
+    message = str(error.get("message") or "")
+    code = error.get("code")
+    details = error.get("details")
+    if not jsonrpc and isinstance(error.get("status"), str) and isinstance(code, int) and 0 <= code < 17:
+        return code, message, status_details(code, message, details if isinstance(details, list) else [])
+    name, reason = JSONRPC_STATUS.get(code if isinstance(code, int) else 0, ("UNKNOWN", ""))
+    grpc_code = status_code(name)
+    data = error.get("data")
+    recorded = [d for d in data if isinstance(d, dict) and "@type" in d] if isinstance(data, list) else []
+    if not recorded and reason:
+        recorded = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": ERROR_DOMAIN}]
+    return grpc_code, message, status_details(grpc_code, message, recorded)
+
+
+def jsonrpc_request(method: str, params: bytes, rpc_id: int = 1) -> bytes:
+    """A v1.0 JSON-RPC request carrying a gRPC request's JSON as its params (how replay asks its
+    engine, and reads a gRPC recording's request)."""
+    return b'{"jsonrpc":"2.0","id":%d,"method":%s,"params":%s}' % (rpc_id, _json.encode(method), params or b"{}")
+
+
+# -- the gRPC interfaces of an agent card -------------------------------------------------------
+
+
+class _Interface(msgspec.Struct):
+    url: str | None = None
+    protocolBinding: str | None = None
+    transport: str | None = None  # v0.3 spelling
+
+
+class _Card(msgspec.Struct):
+    supportedInterfaces: list[_Interface] = []
+    additionalInterfaces: list[_Interface] = []
+
+
+_card = msgspec.json.Decoder(_Card)
+
+
+def card_grpc_urls(body: bytes) -> list[str]:
+    """The URLs of a card's gRPC interfaces, in the card's order of preference ([] for a body
+    that is not a card)."""
+    try:
+        card = _card.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return []
+    return [
+        i.url
+        for i in card.supportedInterfaces + card.additionalInterfaces
+        if i.url and (i.protocolBinding or i.transport or "").upper() == "GRPC"
+    ]
+
+
+def rewrite_grpc_urls(body: bytes, ours: str | None) -> tuple[bytes, set[str]]:
+    """A card whose gRPC interfaces name ``ours`` (``HOST:PORT``: a gRPC proxy or replay server),
+    in the form the card wrote them (with a scheme, or none). Returns the new body and the URLs
+    it found, which an HTTP origin rewrite must leave alone: with no gRPC server of ours (``ours``
+    None) they stay as the agent wrote them, never pointing a gRPC client at an HTTP server."""
+    urls = card_grpc_urls(body)
+    for url in urls:
+        scheme, sep, _rest = url.partition("://")
+        if ours is not None:
+            body = body.replace(_json.encode(url), _json.encode(f"{scheme}://{ours}" if sep else ours))
+    return body, set(urls)

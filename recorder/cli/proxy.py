@@ -212,15 +212,16 @@ def _card_grpc_url(http_upstream: str) -> str | None:
     """The first gRPC interface of the agent's card (exit 2 when the card cannot be read)."""
     import httpx
 
+    from a2a_tape.replay.grpc_wire import card_grpc_urls
+
     from .. import client as a2a
-    from ..proxy.grpc_server import grpc_interfaces
 
     try:
         resp = httpx.get(a2a.card_url(http_upstream), timeout=10.0, follow_redirects=True)
-        card = a2a.parse_card(resp.content, "the agent card")
+        a2a.parse_card(resp.content, "the agent card")
     except (httpx.HTTPError, a2a.NotAnAgent) as exc:
         fail(safe_text(f"cannot read the agent's card for its gRPC address: {exc}"))
-    urls = grpc_interfaces(card)
+    urls = card_grpc_urls(resp.content)
     return urls[0] if urls else None
 
 

@@ -33,6 +33,22 @@ def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     return host, int(port)
 
 
+def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
+    """(host, port) for ``--grpc-listen``, or exit 2: the extra missing, a remote host, a busy port."""
+    from a2a_tape.replay.grpc_wire import GrpcUnavailable, require
+
+    try:
+        require()
+    except GrpcUnavailable as exc:
+        fail(str(exc))
+    host, port = parse_listen(listen, allow_remote)
+    try:
+        listening.bind(host, port).close()  # said now, in one line, rather than by the server later
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    return host, port
+
+
 @app.command("serve")
 def serve_cmd(
     listen: Annotated[
@@ -79,6 +95,14 @@ def serve_cmd(
             help="Record modes: also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).",
         ),
     ] = None,
+    grpc_listen: Annotated[
+        str | None,
+        typer.Option(
+            help="Also answer gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
+            show_default=False,
+            callback=options.listen,
+        ),
+    ] = None,
     db: Annotated[
         str | None,
         typer.Option(
@@ -88,6 +112,7 @@ def serve_cmd(
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
     host, port = parse_listen(listen, allow_remote)
+    grpc_at = _grpc_listen(grpc_listen, allow_remote) if grpc_listen else None
     faults = parse_faults(*fault)  # options.faults checked the specs
     if record_mode in ("new_episodes", "all") and not upstream:
         fail(f"--record-mode {record_mode} needs --upstream URL (the live agent to record)")
@@ -115,7 +140,12 @@ def serve_cmd(
             + (f", upstream {upstream}" if upstream else "")
         )
         sys.stderr.flush()
-        listening.run(create_app(engine, Guard.of(allow_host, any_host=allow_remote)), sock)
+        asgi = create_app(engine, Guard.of(allow_host, any_host=allow_remote))
+        if grpc_at is not None:
+            from a2a_tape.replay.serve.grpc_server import attach
+
+            attach(asgi, engine, *grpc_at, on_ready=lambda at: say(f"a2a-tape serve: gRPC on {at}"))
+        listening.run(asgi, sock, lifespan="on" if grpc_at is not None else "off")
     finally:
         library.save()
         library.close()

@@ -592,30 +592,6 @@ class _Handler:
         return grpc.unary_unary_rpc_method_handler(unary)
 
 
-def grpc_interfaces(card: Any) -> list[str]:
-    """The URLs of a card's gRPC interfaces, in the card's order of preference."""
-    return [
-        i.url
-        for i in card.supportedInterfaces + card.additionalInterfaces
-        if i.url and (i.protocolBinding or i.transport or "").upper() == "GRPC"
-    ]
-
-
-def rewrite_grpc_urls(body: bytes, urls: list[str], ours: str | None) -> tuple[bytes, set[str]]:
-    """A card whose gRPC interfaces name the gRPC proxy at ``ours`` (``HOST:PORT``), in the form
-    the card wrote them (with a scheme, or none). Returns the new body and the URLs it handled,
-    which the HTTP origin rewrite must leave alone; with no gRPC proxy (``ours`` None) they are
-    left as the agent wrote them: a proxy rewrites only the interfaces it fronts."""
-    handled: set[str] = set()
-    for url in urls:
-        scheme, sep, _rest = url.partition("://")
-        new = f"{scheme}://{ours}" if sep else ours
-        if ours is not None:
-            body = body.replace(msgspec.json.encode(url), msgspec.json.encode(new))
-        handled.add(url)
-    return body, handled
-
-
 def grpc_target(url: str) -> str:
     """A card's gRPC interface URL as a channel target: ``HOST:PORT`` (a scheme, a path dropped)."""
     rest = url.partition("://")[2] or url

@@ -58,6 +58,7 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.replay.bindings import http_json
+from a2a_tape.replay.grpc_wire import rewrite_grpc_urls
 from a2a_tape.replay.http import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.replay.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard, is_loopback
 from a2a_tape.replay.serve import frames
@@ -71,7 +72,6 @@ from a2a_tape.store.writer import write_soon
 from .. import client as a2a
 from ..recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from ..sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
-from .grpc_server import grpc_interfaces, rewrite_grpc_urls
 from .http import (
     QUIET_CUT,
     Departure,
@@ -387,7 +387,7 @@ class Proxy:
         try:
             card = a2a.parse_card(body, "upstream")
             # the gRPC interfaces name the gRPC proxy, or stay the agent's (never the HTTP proxy)
-            body, grpc_urls = rewrite_grpc_urls(body, grpc_interfaces(card), self.grpc_address)
+            body, grpc_urls = rewrite_grpc_urls(body, self.grpc_address)
             for u in [card.url, *(i.url for i in card.supportedInterfaces + card.additionalInterfaces)]:
                 if u and u not in grpc_urls:
                     p = urlsplit(u)

@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from a2a_tape.store import Exchange
-from a2a_tape.store.methods import HTTP_JSON, JSONRPC, binding_and_version
+from a2a_tape.store.methods import GRPC, HTTP_JSON, JSONRPC, binding_and_version
 
+from ..grpc_wire import jsonrpc_request
 from . import http_json, jsonrpc
 from .call import Call
 
@@ -51,4 +52,6 @@ def recorded_call(ex: Exchange) -> Call:
         call = http_json.read(ex.http_method, path, url.query, ex.request_headers, ex.request_body or b"")
         if call is not None:
             return call
+    if binding == GRPC and ex.rpc_method:  # its request's proto3 JSON is the v1.0 params (replay.grpc_wire)
+        return Call(binding=GRPC, body=jsonrpc_request(ex.rpc_method, ex.request_body or b"{}"), version="1.0")
     return Call(binding=JSONRPC, body=ex.request_body or b"")

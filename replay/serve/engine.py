@@ -104,6 +104,7 @@ class ReplayEngine:
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
         # what the recording modes store is redacted as every other path does (one Redactor)
         self.forwarder = Forwarder(library, upstream, redactor) if upstream else None
+        self.grpc_address: str | None = None  # HOST:PORT of serve --grpc-listen: the card names it
 
     # ------------------------------------------------------------------ entry point
 
@@ -229,7 +230,7 @@ class ReplayEngine:
         if rec is None:
             return json_reply(rpc.card_for(base_url, None))
         inm = next((v for k, v in headers.items() if k.lower() == "if-none-match"), None)
-        return card_reply(rec, base_url, inm)
+        return card_reply(rec, base_url, inm, self.grpc_address)
 
     def _recorded(self, shape: Shape, dialect: str) -> Episode | None:
         """The agent's recorded answer to this exact request (state aside)."""

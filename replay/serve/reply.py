@@ -13,6 +13,7 @@ from a2a_tape.store.methods import HTTP_JSON
 
 from ..bindings import http_json
 from ..bindings.errors import A2A_CODES, error_info, kind_of
+from ..grpc_wire import rewrite_grpc_urls
 from . import rpc
 
 if TYPE_CHECKING:
@@ -111,16 +112,18 @@ def _origin(url: str | None) -> str | None:
     return f"{p.scheme}://{p.netloc}" if p.scheme and p.netloc else None
 
 
-def rewrite_card_urls(body: bytes, fetched_from: str, base_url: str) -> bytes:
+def rewrite_card_urls(body: bytes, fetched_from: str, base_url: str, grpc_address: str | None = None) -> bytes:
     """The card's bytes with the agent's origins (where it was fetched, its ``url``, each
-    interface's ``url``) replaced by ours; every other byte as recorded."""
+    interface's ``url``) replaced by ours, and its gRPC interfaces by ``grpc_address`` (serve
+    --grpc-listen; without it they stay as recorded); every other byte as recorded."""
+    body, grpc_urls = rewrite_grpc_urls(body, grpc_address)
     origins = {o for o in (_origin(fetched_from),) if o}
     try:
         card = _card_urls.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         card = _CardUrls()
     for u in [card.url, *(i.url for i in card.supportedInterfaces + card.additionalInterfaces)]:
-        o = _origin(u)
+        o = _origin(u) if u not in grpc_urls else None
         if o:
             origins.add(o)
     ours = (_origin(base_url) or base_url.rstrip("/")).encode()
@@ -135,7 +138,7 @@ def _etag_hits(if_none_match: str, etag: str) -> bool:
     return "*" in tags or any(t.removeprefix("W/") == etag.removeprefix("W/") for t in tags)
 
 
-def card_reply(card: RecordedCard, base_url: str, if_none_match: str | None) -> Reply:
+def card_reply(card: RecordedCard, base_url: str, if_none_match: str | None, grpc_address: str | None = None) -> Reply:
     """A recorded card as the agent served it (status, headers, body), its URLs rewritten to
     ``base_url``; a 304 with the same headers when ``If-None-Match`` names its ETag."""
     headers = {k: v for k, v in card.headers.items() if k not in _NOT_REPLAYED}
@@ -145,6 +148,6 @@ def card_reply(card: RecordedCard, base_url: str, if_none_match: str | None) -> 
     return Reply(
         status=card.status,
         content_type=card.content_type or "application/json",
-        body=rewrite_card_urls(card.body, card.url, base_url),
+        body=rewrite_card_urls(card.body, card.url, base_url, grpc_address),
         headers=headers,
     )

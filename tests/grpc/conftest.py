@@ -81,3 +81,38 @@ def grpc_agent() -> Iterator[GrpcAgent]:
 def grpc_proxied(grpc_agent, db_path) -> Iterator[tuple[GrpcAgent, RunningGrpcProxy]]:
     with running_grpc_proxy(grpc_agent.url, grpc_agent.target, db_path) as p:
         yield grpc_agent, p
+
+
+class RunningServe:
+    def __init__(self, url: str, target: str, engine) -> None:
+        self.url = url  # the HTTP side (card, JSON-RPC)
+        self.target = target  # HOST:PORT of the gRPC side
+        self.engine = engine
+
+
+@contextlib.contextmanager
+def running_serve(location, **engine_kw) -> Iterator[RunningServe]:
+    """``a2a-tape serve --grpc-listen`` in-process over the recordings at ``location``."""
+    from a2a_tape.replay.serve.engine import ReplayEngine
+    from a2a_tape.replay.serve.grpc_server import attach as attach_replay
+    from a2a_tape.replay.serve.library import Library
+    from a2a_tape.replay.serve.server import create_app
+
+    library = Library.open(location, readonly=True)
+    engine = ReplayEngine(library, **engine_kw)
+    app = create_app(engine)
+    ready = threading.Event()
+    attach_replay(app, engine, "127.0.0.1", 0, on_ready=lambda _at: ready.set())
+    sock = bind_loopback()
+    host, port = sock.getsockname()[:2]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(10), "serve did not start"
+        yield RunningServe(f"http://{host}:{port}", engine.grpc_address, engine)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        library.close()

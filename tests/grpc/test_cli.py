@@ -1,0 +1,98 @@
+"""The installed CLI: ``proxy --grpc-listen`` records a gRPC client, ``tasks`` shows it, ``serve
+--grpc-listen`` answers a gRPC client from it; bad gRPC options are one line and exit 2."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.grpc.clients import sdk_send
+from tests.grpc.test_proxy import _strip_ids
+from tests.support.servers import bind_loopback
+
+SCRIPT = Path(sys.executable).with_name("a2a-tape")
+
+
+@contextlib.contextmanager
+def _running(argv: list[str], wait_for: str) -> Iterator[tuple[subprocess.Popen, list[str]]]:
+    """The CLI running until it printed ``wait_for`` (a regex) on stderr; SIGINT at the end."""
+    proc = subprocess.Popen(
+        [str(SCRIPT), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the condition waited for: the line saying where it listens
+            lines.append(line)
+            if re.search(wait_for, line):
+                break
+        else:
+            raise AssertionError(f"{argv[0]} ended before listening: {''.join(lines)}")
+        yield proc, lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _url(lines: list[str]) -> str:
+    return re.search(r"(http://127\.0\.0\.1:\d+)", "".join(lines)).group(1)  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+def test_proxy_then_tasks_then_serve_over_grpc(grpc_agent, tmp_path):
+    db = tmp_path / "cli.db"
+    argv = ["proxy", grpc_agent.url, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--db", str(db)]
+    with _running([*argv, "--no-recover"], r"gRPC on 127\.0\.0\.1:\d+ -> " + re.escape(grpc_agent.target)) as (
+        _proc,
+        lines,
+    ):
+        live = sdk_send(_url(lines), "hello", message_id="m-cli")
+    tasks = subprocess.run([str(SCRIPT), "tasks", "--db", str(db), "--json"], capture_output=True, text=True)
+    (task,) = json.loads(tasks.stdout)
+    assert task["state"] == "completed" and task["task_id"] == live[0]["task"]["id"]
+    serve = ["serve", "--db", str(db), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
+    with _running(serve, r"gRPC on 127\.0\.0\.1:\d+") as (_proc, lines):
+        assert sdk_send(_url(lines), "hello", message_id="m-cli") == live
+    assert _strip_ids(live)[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["proxy", "http://127.0.0.1:9", "--grpc-listen", "nope"], "is not HOST:PORT"),
+        (["proxy", "http://127.0.0.1:9", "--grpc-listen", "10.1.2.3:0"], "--allow-remote"),
+        (["proxy", "http://127.0.0.1:9", "--grpc-listen", "127.0.0.1:BUSY"], "cannot listen on"),
+        (["proxy", "http://127.0.0.1:9", "--grpc-listen", "127.0.0.1:0"], "cannot read the agent's card"),
+        (["serve", "--grpc-listen", "127.0.0.1:BUSY"], "cannot listen on"),
+    ],
+)
+def test_bad_grpc_options_are_one_line_and_exit_2(argv, said, tmp_path):
+    busy = bind_loopback()
+    try:
+        argv = [a.replace("BUSY", str(busy.getsockname()[1])) for a in argv]
+        done = subprocess.run(
+            [str(SCRIPT), *argv, "--db", str(tmp_path / "x.db")], capture_output=True, text=True, timeout=60
+        )
+    finally:
+        busy.close()
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.db").exists()
