@@ -322,12 +322,30 @@ def card_grpc_urls(body: bytes) -> list[str]:
 
 def rewrite_grpc_urls(body: bytes, ours: str | None) -> tuple[bytes, set[str]]:
     """A card whose gRPC interfaces name ``ours`` (``HOST:PORT``: a gRPC proxy or replay server),
-    in the form the card wrote them (with a scheme, or none). Returns the new body and the URLs
-    it found, which an HTTP origin rewrite must leave alone: with no gRPC server of ours (``ours``
-    None) they stay as the agent wrote them, never pointing a gRPC client at an HTTP server."""
+    in the form the card wrote them (with a scheme, or none); a card with none gets ours added.
+    Returns the new body and the URLs it found, which an HTTP origin rewrite must leave alone:
+    with no gRPC server of ours (``ours`` None) they stay as the agent wrote them, never pointing
+    a gRPC client at an HTTP server."""
     urls = card_grpc_urls(body)
+    if not urls and ours is not None:
+        return _with_grpc_interface(body, ours), set()
     for url in urls:
         scheme, sep, _rest = url.partition("://")
         if ours is not None:
             body = body.replace(_json.encode(url), _json.encode(f"{scheme}://{ours}" if sep else ours))
     return body, set(urls)
+
+
+def _with_grpc_interface(body: bytes, ours: str) -> bytes:
+    """A card that names no gRPC interface, with ours added last (a recording made over JSON-RPC or
+    HTTP+JSON served to gRPC clients too: a client that follows the card finds it). A body that
+    is not a card object is left as it is."""
+    try:
+        card = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return body
+    if not isinstance(card, dict) or not isinstance(card.get("supportedInterfaces", []), list):
+        return body
+    interfaces = card.setdefault("supportedInterfaces", [])
+    interfaces.append({"url": ours, "protocolBinding": "GRPC", "protocolVersion": "1.0"})
+    return _json.encode(card)

@@ -2,7 +2,8 @@
 
 Mark a test with the recording it runs against, ask for the ``a2a_tape`` fixture, and point the
 client under test at ``a2a_tape.url`` (a replay server on 127.0.0.1) or hand it
-``a2a_tape.transport`` (an httpx transport, sync and async, no sockets)::
+``a2a_tape.transport`` (an httpx transport, sync and async, no sockets); a gRPC client dials
+``a2a_tape.grpc_target`` (``HOST:PORT``, the ``grpc`` extra; the card at ``a2a_tape.url`` names it)::
 
     @pytest.mark.a2a_tape("recordings/sdk-v10-stream.jsonl", record_mode="none")
     def test_client(a2a_tape):
@@ -98,8 +99,36 @@ class _Server:
         self.sock.close()
 
 
+class _GrpcServer:
+    """The gRPC replay server (:mod:`replay.serve.grpc_server`) on 127.0.0.1, on an event loop of
+    its own in a thread."""
+
+    def __init__(self, engine: ReplayEngine) -> None:
+        import asyncio
+
+        from .serve.grpc_server import GrpcReplay
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="a2a-tape-grpc-replay")
+        self.thread.start()
+        self.serving = GrpcReplay(engine).serving("127.0.0.1", 0)
+        port = asyncio.run_coroutine_threadsafe(self.serving.__aenter__(), self.loop).result(timeout=30)
+        self.target = f"127.0.0.1:{port}"
+        engine.grpc_address = self.target  # the card served at .url names it
+
+    def stop(self) -> None:
+        import asyncio
+
+        try:
+            asyncio.run_coroutine_threadsafe(self.serving.__aexit__(None, None, None), self.loop).result(timeout=10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+            self.loop.close()
+
+
 class A2ATape:
-    """What the ``a2a_tape`` fixture yields: a replay server URL and in-process transports."""
+    """What the ``a2a_tape`` fixture yields: a replay server URL, a gRPC address and in-process transports."""
 
     def __init__(self, engine: ReplayEngine) -> None:
         from .serve.transport import ReplayTransport
@@ -110,6 +139,7 @@ class A2ATape:
         self.transport = ReplayTransport(engine=engine)
         self.async_transport = self.transport  # one object speaks both httpx interfaces
         self._server: _Server | None = None
+        self._grpc: _GrpcServer | None = None
 
     @property
     def url(self) -> str:
@@ -121,6 +151,14 @@ class A2ATape:
         return self._server.url
 
     @property
+    def grpc_target(self) -> str:
+        """``HOST:PORT`` of a gRPC replay server on 127.0.0.1 (started on first use; the ``grpc``
+        extra): the same recordings for a gRPC client, e.g. ``grpc.aio.insecure_channel(a2a_tape.grpc_target)``."""
+        if self._grpc is None:
+            self._grpc = _GrpcServer(self.engine)
+        return self._grpc.target
+
+    @property
     def unmatched(self) -> list[str]:
         return self.engine.unmatched
 
@@ -128,6 +166,9 @@ class A2ATape:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        if self._grpc is not None:
+            self._grpc.stop()
+            self._grpc = None
         self.transport.close()
 
 

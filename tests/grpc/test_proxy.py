@@ -201,3 +201,29 @@ def test_the_token_is_required_and_never_forwarded_and_secrets_stay_off_the_disk
             assert ("echo-x-api-key", "k-123") in got.initial  # the agent's own credentials cross
     raw = db_path.read_bytes()
     assert b"s3cret" not in raw and b"k-123" not in raw
+
+
+@pytest.mark.parametrize("grpc_url", ["grpc://127.0.0.1:9002", "127.0.0.1:9002", "http://127.0.0.1:9002"])
+@pytest.mark.parametrize("ours", [None, "127.0.0.1:7000"])
+def test_a_cards_grpc_interface_names_the_grpc_proxy_or_stays_the_agents(db_path, grpc_url, ours):
+    """Never the HTTP proxy: a gRPC client sent there gets no gRPC server (before, a gRPC URL with
+    a scheme was rewritten to the HTTP proxy's origin like any other)."""
+    from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
+
+    card = msgspec.json.encode(
+        {
+            "name": "a",
+            "supportedInterfaces": [
+                {"url": "http://127.0.0.1:9001/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            ],
+        }
+    )
+    with store.open_store(db_path) as st:
+        proxy = Proxy(st, ProxyConfig(upstream="http://127.0.0.1:9001"))
+        proxy.grpc_address = ours
+        out = msgspec.json.decode(proxy._rewrite_card(card, "http://127.0.0.1:8080"))
+    jsonrpc, grpc_itf = out["supportedInterfaces"]
+    assert jsonrpc["url"] == "http://127.0.0.1:8080/"
+    scheme = grpc_url.partition("://")[0] + "://" if "://" in grpc_url else ""
+    assert grpc_itf["url"] == (grpc_url if ours is None else scheme + ours)
