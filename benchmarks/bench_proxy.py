@@ -9,7 +9,12 @@ Targets (issue 14 item 6; the first proxy issue asked 0.5x and < 5 ms):
   pass-through on the same stack (uvicorn, starlette, httpx) making the same two durable commits
   and nothing else (``floor_app``), so the proxy's own share of the figure shows.
 
-    .venv/bin/python benchmarks/bench_proxy.py [--events 20000] [--rounds 5] [--streams 16]
+    .venv/bin/python benchmarks/bench_proxy.py [--events 20000] [--rounds 5] [--streams 16] [--grpc-events N]
+
+gRPC rows (issue 24; ``--grpc-events 0`` skips them; :mod:`benchmarks.grpc_parts`): the recording gRPC
+proxy (``--grpc-listen``) against calling a synthetic gRPC agent directly, throughput >= 0.8x on one
+stream and on 16; the proxy's own share of the first message over a bare gRPC pass-through making the
+same two durable commits: <= 1 ms.
 
 Wall time on a shared machine moves with other jobs: the proxy process's CPU time per event
 (from ``/proc``) is printed beside the ratios, with the load average.
@@ -63,6 +68,8 @@ CARD = (
 THROUGHPUT_TARGET = 1.0  # proxy / direct, one stream (issue 14 item 6)
 CONCURRENT_TARGET = 0.8  # proxy / direct, 16 streams at durability full
 FIRST_TARGET_MS = 2.0  # added to the first event of a slow stream, median of 15
+GRPC_THROUGHPUT_TARGET = 0.8  # gRPC proxy / direct, one stream and 16 (issue 24)
+GRPC_OWN_FIRST_MS = 1.0  # the gRPC proxy's own share of the first message, over the bare pass-through
 
 
 def upstream_app(base: list[str]) -> Starlette:
@@ -307,8 +314,16 @@ def main() -> int:
         default=2000,
         help="also stream this many events from a real a2a-sdk agent, direct and through the proxy (0: skip)",
     )
+    ap.add_argument("--grpc-events", type=int, default=20000, help="gRPC rows: messages of the one stream (0: skip)")
     ap.add_argument("--floor-serve", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--grpc-floor-serve", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.grpc_floor_serve:
+        from benchmarks.grpc_parts import floor_serve
+
+        up, port, db, durability = args.grpc_floor_serve
+        floor_serve(up, int(port), db, durability)
+        return 0
     if args.floor_serve:
         up, port, db, durability = args.floor_serve
         uvicorn.run(floor_app(up, Path(db), durability), host="127.0.0.1", port=int(port), log_level="warning")
@@ -366,6 +381,26 @@ def main() -> int:
                 proxy.stop()
         sdk_ratio = statistics.median(p) / statistics.median(d)
 
+    grpc_rows = None
+    if args.grpc_events:
+        from benchmarks.grpc_parts import rows
+
+        with tempfile.TemporaryDirectory() as tmp:
+            grpc_rows = rows(
+                upstream,
+                tmp,
+                rounds=args.rounds,
+                events=args.grpc_events,
+                streams=args.streams,
+                per_stream=args.per_stream,
+                first_rounds=args.first_rounds,
+                durability=args.durability,
+            )
+            if args.sdk_events:
+                from benchmarks import grpc_parts
+
+                grpc_rows["sdk"] = grpc_parts.sdk_ratio(tmp, args.sdk_events, args.durability)
+
     med = statistics.median
     ratio = med(proxy_tp) / med(direct_tp)
     added_ms = (med(proxy_first) - med(direct_first)) * 1000
@@ -396,8 +431,45 @@ def main() -> int:
     if sdk_ratio is not None:
         print(f"real a2a-sdk 1.3.0 agent, {args.sdk_events:,} events: proxy/direct throughput ratio {sdk_ratio:.2f}")
     ok = ratio >= THROUGHPUT_TARGET and conc_ratio >= CONCURRENT_TARGET and added_ms <= FIRST_TARGET_MS
+    if grpc_rows is not None:
+        ok = _grpc_report(grpc_rows, args) and ok
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
+
+
+def _grpc_report(g: dict[str, float], args: argparse.Namespace) -> bool:
+    """Print the gRPC rows; whether their targets are met."""
+    one = g["proxy"] / g["direct"]
+    many = g["proxy_conc"] / g["direct_conc"]
+    added = (g["first_proxy"] - g["first_direct"]) * 1000
+    floor = (g["first_floor"] - g["first_direct"]) * 1000
+    own = added - floor
+    print(
+        f"gRPC, one stream of {args.grpc_events:,} messages: direct {g['direct']:,.0f} msg/s, proxy "
+        f"{g['proxy']:,.0f} msg/s -> ratio {one:.2f} (target >= {GRPC_THROUGHPUT_TARGET:.2f}); "
+        f"proxy CPU {g['cpu'] * 1e6:.1f} us/message"
+    )
+    print(
+        f"gRPC, {args.streams} concurrent streams x {args.per_stream:,} messages: direct {g['direct_conc']:,.0f} "
+        f"msg/s, proxy {g['proxy_conc']:,.0f} msg/s -> ratio {many:.2f} (target >= {GRPC_THROUGHPUT_TARGET:.2f})"
+    )
+    print(
+        f"gRPC, time to first message ({int(g['first_samples'])} requests each side): direct "
+        f"{g['first_direct'] * 1000:.2f} ms, proxy {g['first_proxy'] * 1000:.2f} ms (adds {added:.2f} ms), "
+        f"bare pass-through with the same two commits adds {floor:.2f} ms -> the proxy's own share "
+        f"{own:+.2f} ms (target <= {GRPC_OWN_FIRST_MS:g} ms)"
+    )
+    print(
+        f"  the floor, a bare gRPC pass-through (grpc.aio, raw bytes, the same two commits; not a target): "
+        f"{g['floor']:,.0f} msg/s on one stream ({g['floor'] / g['direct']:.2f}x direct), {g['floor_conc']:,.0f} "
+        f"on {args.streams} ({g['floor_conc'] / g['direct_conc']:.2f}x): the proxy records at "
+        f"{g['proxy'] / g['floor']:.2f}x and {g['proxy_conc'] / g['floor_conc']:.2f}x of it"
+    )
+    if "sdk" in g:
+        print(
+            f"gRPC, real a2a-sdk 1.3.0 agent, {args.sdk_events:,} messages: proxy/direct throughput ratio {g['sdk']:.2f}"
+        )
+    return one >= GRPC_THROUGHPUT_TARGET and many >= GRPC_THROUGHPUT_TARGET and own <= GRPC_OWN_FIRST_MS
 
 
 if __name__ == "__main__":

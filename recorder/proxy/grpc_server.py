@@ -463,6 +463,7 @@ class _Relay:
                 state["eof"] = True
                 state["wake"].set()
 
+        committed = 0
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader)
             while True:
@@ -472,8 +473,11 @@ class _Relay:
                     await state["wake"].wait()
                     state["wake"] = anyio.Event()
                     continue
+                if committed:  # the messages already readable join this batch (the first goes at once)
+                    await _drain(pending)
                 batch = pending[:]
                 pending.clear()
+                committed += len(batch)
                 try:
                     await self._commit(batch)
                 except BaseException:
@@ -509,6 +513,18 @@ class _Relay:
         """A status of the proxy's own (a timeout, the log, an unreachable agent): told to the
         client, on the row, not an item of the agent's."""
         self.code, self.details, self.outcome, self.error = code, why, outcome, why
+
+
+async def _drain(pending: list[bytes], rounds: int = 64) -> None:
+    """Let the reader take what gRPC has buffered already: a few turns of the loop while
+    ``pending`` still grows. Each read is one message (an SSE chunk brings many), and a commit of a
+    small batch runs on the loop (store.GroupCommitWriter's inline batch), so without this every
+    message of a fast stream was a commit of its own."""
+    for _ in range(rounds):
+        before = len(pending)
+        await anyio.sleep(0)
+        if len(pending) == before:
+            return
 
 
 def _key(metadata: Any, m: grpc_wire.Method | None, request_json: bytes | None) -> str | None:
