@@ -40,10 +40,12 @@ class RunningGrpcProxy:
 
 
 @contextlib.contextmanager
-def running_grpc_proxy(upstream_url: str, grpc_target: str, db_path, **config) -> Iterator[RunningGrpcProxy]:
+def running_grpc_proxy(
+    upstream_url: str, grpc_target: str, db_path, *, busy_timeout: float | None = None, **config
+) -> Iterator[RunningGrpcProxy]:
     """The HTTP proxy with its gRPC side, in front of an agent; startup recovery off unless asked."""
     config.setdefault("recover_on_start", False)
-    st = store.open_store(db_path, durability=config.get("durability", "full"))
+    st = store.open_store(db_path, durability=config.get("durability", "full"), busy_timeout=busy_timeout)
     asgi, proxy = build_app(st, ProxyConfig(upstream=upstream_url, **config))
     attach(asgi, proxy, grpc_target, "127.0.0.1", 0)
     started = threading.Event()

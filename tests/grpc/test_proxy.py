@@ -227,3 +227,46 @@ def test_a_cards_grpc_interface_names_the_grpc_proxy_or_stays_the_agents(db_path
     assert jsonrpc["url"] == "http://127.0.0.1:8080/"
     scheme = grpc_url.partition("://")[0] + "://" if "://" in grpc_url else ""
     assert grpc_itf["url"] == (grpc_url if ours is None else scheme + ours)
+
+
+def test_a_log_that_cannot_be_written_is_unavailable_and_nothing_is_forwarded(grpc_agent, db_path):
+    from tests.support.locks import write_lock_held
+
+    with running_grpc_proxy(grpc_agent.url, grpc_agent.target, db_path, busy_timeout=0.3) as proxy:
+        with write_lock_held(db_path):
+            got = raw_call(proxy.target, "SendStreamingMessage", send_request("hello", "m-locked"), streaming=True)
+    assert got.code == "UNAVAILABLE" and "cannot write its log (another process holds its write lock)" in got.details
+    assert grpc_agent.executor.executions == 0
+
+
+def test_a_stream_the_proxy_left_is_recovered_at_its_next_start(grpc_agent, db_path):
+    """The proxy stops mid-stream (the row ends incomplete, the task working); the next proxy on
+    the same log finishes the task at startup (over the agent's JSON-RPC interface)."""
+    import threading
+
+    started = threading.Event()
+    with running_grpc_proxy(grpc_agent.url, grpc_agent.target, db_path) as proxy:
+        box: dict = {}
+
+        def client() -> None:
+            box["got"] = raw_call(
+                proxy.target,
+                "SendStreamingMessage",
+                send_request("slow many 30", "m-slow"),
+                streaming=True,
+                after_each=lambda k: started.set(),
+            )
+
+        t = threading.Thread(target=client)
+        t.start()
+        assert started.wait(20)
+    t.join(20)
+    with store.open_store(db_path) as st:
+        (ex,) = _exchanges(st)
+        assert ex.outcome == "incomplete" and ex.task_id
+        assert fold_events(st.read_task(ex.task_id))[ex.task_id].state != "completed"
+    with running_grpc_proxy(grpc_agent.url, grpc_agent.target, db_path, recover_on_start=True) as proxy:
+        assert proxy.proxy.recovered.wait(30)
+        report = proxy.proxy.recovery_report
+        assert report is not None and report.resumed == [ex.task_id]
+        assert fold_events(proxy.store.read_task(ex.task_id))[ex.task_id].state == "completed"
