@@ -390,3 +390,20 @@ def install_plain_values() -> bool:
     build_runtime_param.plain_values = True  # type: ignore[attr-defined]  # a mark on the function: patched once
     typer_core.build_runtime_param = build_runtime_param  # type: ignore[attr-defined]  # typer's internal hook, replaced
     return True
+
+
+def grpc_listen_problem(host: str, port: int) -> str | None:
+    """Why ``--grpc-listen HOST:PORT`` cannot be served (the grpc extra missing, the port taken), as
+    one line; None when it can. Said before anything starts, rather than by the server later."""
+    from a2a_tape.replay.grpc_wire import GrpcUnavailable, require
+
+    from .. import listen as listening
+
+    try:
+        require()
+        listening.bind(host, port).close()
+    except GrpcUnavailable as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None

@@ -187,19 +187,15 @@ def proxy_cmd(
 
 def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remote: bool) -> tuple[str, str, int]:
     """(the agent's gRPC target, host, port) for ``--grpc-listen``, or exit 2 with the reason."""
-    from a2a_tape.replay.grpc_wire import GrpcUnavailable, require
-
     from ..proxy.grpc_server import grpc_target
 
     try:
-        require()
         host, port = check_listen(listen, allow_remote)
-    except (ValueError, GrpcUnavailable) as exc:
+    except ValueError as exc:
         fail(str(exc).replace("--listen", "--grpc-listen"))
-    try:
-        listening.bind(host, port).close()  # said now, in one line, rather than by the server later
-    except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    problem = options.grpc_listen_problem(host, port)
+    if problem is not None:
+        fail(problem)
     if upstream is None:
         found = _card_grpc_url(http_upstream)
         if found is None:

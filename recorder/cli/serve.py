@@ -34,18 +34,11 @@ def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
 
 
 def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
-    """(host, port) for ``--grpc-listen``, or exit 2: the extra missing, a remote host, a busy port."""
-    from a2a_tape.replay.grpc_wire import GrpcUnavailable, require
-
-    try:
-        require()
-    except GrpcUnavailable as exc:
-        fail(str(exc))
+    """(host, port) for ``--grpc-listen``, or exit 2: a remote host, the extra missing, a busy port."""
     host, port = parse_listen(listen, allow_remote)
-    try:
-        listening.bind(host, port).close()  # said now, in one line, rather than by the server later
-    except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    problem = options.grpc_listen_problem(host, port)
+    if problem is not None:
+        fail(problem)
     return host, port
 
 

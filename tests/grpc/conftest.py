@@ -58,19 +58,28 @@ def running_grpc_proxy(
             yield
 
     asgi.router.lifespan_context = lifespan
+    try:
+        with _uvicorn(asgi) as url:
+            assert started.wait(10), "the proxy did not start"
+            yield RunningGrpcProxy(url, proxy.grpc_address, proxy, st)
+    finally:
+        st.close()
+
+
+@contextlib.contextmanager
+def _uvicorn(app) -> Iterator[str]:
+    """``app`` served by uvicorn (lifespan on) in a thread on 127.0.0.1; its base URL."""
     sock = bind_loopback()
     host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        assert started.wait(10), "the proxy did not start"
-        yield RunningGrpcProxy(f"http://{host}:{port}", proxy.grpc_address, proxy, st)
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
-        st.close()
 
 
 @pytest.fixture
@@ -105,16 +114,9 @@ def running_serve(location, **engine_kw) -> Iterator[RunningServe]:
     app = create_app(engine)
     ready = threading.Event()
     attach_replay(app, engine, "127.0.0.1", 0, on_ready=lambda _at: ready.set())
-    sock = bind_loopback()
-    host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
     try:
-        assert ready.wait(10), "serve did not start"
-        yield RunningServe(f"http://{host}:{port}", engine.grpc_address, engine)
+        with _uvicorn(app) as url:
+            assert ready.wait(10), "serve did not start"
+            yield RunningServe(url, engine.grpc_address, engine)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
         library.close()
