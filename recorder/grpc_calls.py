@@ -20,9 +20,12 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
+
 from a2a_tape import store
 from a2a_tape.replay import grpc_wire
 from a2a_tape.store.capture import Capture, Outcome
+from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.redact import Redactor
 
 GRPC_CONTENT_TYPE = "application/grpc"
@@ -76,7 +79,8 @@ class GrpcCapture:
         body = b""
         if m is not None and raw is not None:
             try:
-                self.request_json = body = grpc_wire.to_json(m.request_type, raw)
+                self.request_json = grpc_wire.to_json(m.request_type, raw)
+                body = redacted_as(self.redactor, b"params", self.request_json)
             except grpc_wire.NotTheMessage:
                 body = raw  # kept as it came: the agent judges it
         ids = _request_ids(self.request_json)
@@ -109,6 +113,7 @@ class GrpcCapture:
         for raw in raws:
             try:
                 payload = grpc_wire.to_json(kind, raw) if isinstance(raw, bytes) else grpc_wire.message_json(raw)
+                payload = redacted_as(self.redactor, b"result", payload)
             except grpc_wire.NotTheMessage as exc:
                 self.undecodable.append(str(exc))
             else:
@@ -161,6 +166,20 @@ class GrpcCapture:
         return [local_note(ex_id, action, detail, self.cap.task_id) for action, detail in found]
 
 
+def redacted_as(redactor: Redactor, member: bytes, payload: bytes) -> bytes:
+    """A gRPC message's JSON with the configured JSON paths redacted as they are written for the
+    JSON-RPC form (``params.message.metadata.token``, ``result.artifact...``): the message read as
+    the ``params`` of a request or the ``result`` of an answer, so one ``[tool.a2a-tape]`` table
+    covers every binding. (The capture core then applies the paths to the bare JSON as well.)"""
+    if not redactor.json_paths:
+        return payload
+    wrapped = b'{"' + member + b'":' + payload + b"}"
+    out, _ = redactor.payload(wrapped)
+    if out is wrapped:
+        return payload
+    return msgspec.json.encode(decode_json(out)[member.decode()])
+
+
 def outcome_of(code: int, streaming: bool, messages: int) -> Outcome:
     """The outcome word of a call that ended with ``code`` (docs/tape-format.md)."""
     if code == 0:
@@ -187,8 +206,6 @@ def _request_ids(request_json: bytes | None) -> dict[str, str]:
     """The ids a request names (``message.messageId``/``taskId``/``contextId``, or a task ``id``)."""
     if not request_json:
         return {}
-    import msgspec
-
     try:
         doc = msgspec.json.decode(request_json)
     except msgspec.DecodeError:

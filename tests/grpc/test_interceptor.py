@@ -125,3 +125,30 @@ def test_metadata_secrets_are_redacted_before_the_disk(db_path):
         recording.close()
         raw = db_path.read_bytes()
         assert b"tok-123" not in raw and b"v-456" not in raw
+
+
+def test_json_paths_written_for_jsonrpc_redact_grpc_messages_too(db_path):
+    """One [tool.a2a-tape] table for every binding: ``params.message.metadata.token`` and
+    ``result.artifactUpdate...`` (the JSON-RPC form) redact a gRPC request and its answers."""
+    from a2a.types import Message, Part, Role, SendMessageRequest
+    from google.protobuf.struct_pb2 import Struct
+
+    from a2a_tape.recorder.grpc_calls import GrpcCapture
+    from a2a_tape.store.redact import build_redactor
+
+    meta = Struct()
+    meta.update({"token": "SEKRET-META", "keep": "shown"})
+    msg = Message(message_id="m-r", role=Role.ROLE_USER, parts=[Part(text="x")], metadata=meta)
+    redactor = build_redactor(["params.message.metadata.token", "result.artifactUpdate.taskId"])
+    gc = GrpcCapture(redactor, PATH + "SendStreamingMessage", role="client")
+    ex = gc.request("127.0.0.1:1", SendMessageRequest(message=msg).SerializeToString(), ())
+    assert b"SEKRET-META" not in ex.request_body and b"shown" in ex.request_body
+    assert msgspec.json.decode(gc.request_json)["message"]["metadata"]["token"] == "SEKRET-META"  # hashed as sent
+    gc.cap.exchange_id = 1
+    (event,) = gc.message_events([exact_messages()[0]])
+    assert b"t-fake" in event.payload  # a statusUpdate: the artifactUpdate path does not touch it
+    from a2a.types import a2a_pb2
+
+    art = a2a_pb2.StreamResponse(artifact_update=a2a_pb2.TaskArtifactUpdateEvent(task_id="SEKRET-TASK"))
+    (event,) = gc.message_events([art.SerializeToString()])
+    assert b"SEKRET-TASK" not in event.payload and b"artifactUpdate" in event.payload

@@ -270,3 +270,47 @@ def test_a_stream_the_proxy_left_is_recovered_at_its_next_start(grpc_agent, db_p
         report = proxy.proxy.recovery_report
         assert report is not None and report.resumed == [ex.task_id]
         assert fold_events(proxy.store.read_task(ex.task_id))[ex.task_id].state == "completed"
+
+
+def test_a_client_that_goes_away_does_not_cut_the_recording(grpc_proxied):
+    """The client cancels after the first message; the proxy reads the agent's stream to its end."""
+    import asyncio
+
+    import grpc
+
+    agent, proxy = grpc_proxied
+
+    async def first_only() -> None:
+        async with grpc.aio.insecure_channel(proxy.target) as channel:
+            call = channel.unary_stream("/lf.a2a.v1.A2AService/SendStreamingMessage")(
+                send_request("slow", "m-gone"), metadata=(("a2a-version", "1.0"),)
+            )
+            await call.read()
+            call.cancel()
+
+    asyncio.run(first_only())
+    (ex,) = _exchanges(proxy.store)
+    proxy.wait_settled(ex.id, timeout=30)
+    ex = proxy.store.get_exchange(ex.id)
+    assert ex.outcome == "closed"
+    assert fold_events(proxy.store.read_task(ex.task_id))[ex.task_id].state == "completed"
+
+
+def test_a_duplicate_sent_while_the_first_is_relayed_attaches_to_it(grpc_proxied):
+    """Two calls with one messageId at once: the agent runs it once, both clients get every message."""
+    import concurrent.futures
+    import time
+
+    agent, proxy = grpc_proxied
+    req = send_request("slow", "m-both")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(raw_call, proxy.target, "SendStreamingMessage", req, streaming=True)
+        while not _exchanges(proxy.store):  # the first call's row is in: the second is a duplicate
+            time.sleep(0.001)
+        second = pool.submit(raw_call, proxy.target, "SendStreamingMessage", req, streaming=True)
+        a, b = first.result(), second.result()
+    assert agent.executor.executions == 1
+    assert a.messages == b.messages and len(a.messages) == 6 and a.code == b.code == "OK"
+    first_row, second_row = _exchanges(proxy.store)
+    proxy.wait_settled(first_row.id)
+    assert [proxy.store.get_exchange(e.id).outcome for e in (first_row, second_row)] == ["closed", "replayed"]
