@@ -78,12 +78,15 @@ def raw_call(
     metadata: tuple[tuple[str, Any], ...] = (("a2a-version", "1.0"),),
     timeout: float = 20.0,
     after_each=None,
+    interceptors=None,
 ) -> Raw:
-    """A call on bytes; ``after_each(k)`` runs after the k-th message arrived (k from 1)."""
+    """A call on bytes; ``after_each(k)`` runs after the k-th message arrived (k from 1);
+    ``interceptors(target)`` gives the channel's interceptors (a recording client)."""
 
     async def run() -> Raw:
         out = Raw()
-        async with grpc.aio.insecure_channel(target) as channel:
+        chosen = interceptors(target) if interceptors is not None else None
+        async with grpc.aio.insecure_channel(target, interceptors=chosen) as channel:
             path = method if method.startswith("/") else PATH + method
             if streaming:
                 call = channel.unary_stream(path)(request, metadata=metadata, timeout=timeout)
