@@ -299,6 +299,7 @@ class _Interface(msgspec.Struct):
 
 
 class _Card(msgspec.Struct):
+    url: str | None = None
     supportedInterfaces: list[_Interface] = []
     additionalInterfaces: list[_Interface] = []
 
@@ -306,34 +307,66 @@ class _Card(msgspec.Struct):
 _card = msgspec.json.Decoder(_Card)
 
 
+def _is_grpc(i: _Interface) -> bool:
+    return (i.protocolBinding or i.transport or "").upper() == "GRPC"
+
+
+def _read_card(body: bytes) -> _Card | None:
+    try:
+        return _card.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+
+
 def card_grpc_urls(body: bytes) -> list[str]:
     """The URLs of a card's gRPC interfaces, in the card's order of preference ([] for a body
     that is not a card)."""
-    try:
-        card = _card.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    card = _read_card(body)
+    if card is None:
         return []
-    return [
-        i.url
-        for i in card.supportedInterfaces + card.additionalInterfaces
-        if i.url and (i.protocolBinding or i.transport or "").upper() == "GRPC"
-    ]
+    return [i.url for i in card.supportedInterfaces + card.additionalInterfaces if i.url and _is_grpc(i)]
 
 
 def rewrite_grpc_urls(body: bytes, ours: str | None) -> tuple[bytes, set[str]]:
     """A card whose gRPC interfaces name ``ours`` (``HOST:PORT``: a gRPC proxy or replay server),
     in the form the card wrote them (with a scheme, or none); a card with none gets ours added.
-    Returns the new body and the URLs it found, which an HTTP origin rewrite must leave alone:
-    with no gRPC server of ours (``ours`` None) they stay as the agent wrote them, never pointing
-    a gRPC client at an HTTP server."""
-    urls = card_grpc_urls(body)
-    if not urls and ours is not None:
-        return _with_grpc_interface(body, ours), set()
-    for url in urls:
-        scheme, sep, _rest = url.partition("://")
-        if ours is not None:
-            body = body.replace(_json.encode(url), _json.encode(f"{scheme}://{ours}" if sep else ours))
-    return body, set(urls)
+    Returns the new body and the URLs only gRPC interfaces use, which an HTTP origin rewrite must
+    leave alone: with no gRPC server of ours (``ours`` None) they stay as the agent wrote them,
+    never pointing a gRPC client at an HTTP server. The bytes are replaced where they stand; a URL
+    that a gRPC interface shares with another (one port for both) is set in the gRPC entries alone."""
+    card = _read_card(body)
+    if card is None:
+        return body, set()
+    interfaces = card.supportedInterfaces + card.additionalInterfaces
+    urls = [i.url for i in interfaces if i.url and _is_grpc(i)]
+    if not urls:
+        return (_with_grpc_interface(body, ours) if ours is not None else body), set()
+    others = {card.url} | {i.url for i in interfaces if not _is_grpc(i)}
+    if ours is not None:
+        if others.intersection(urls):
+            body = _set_grpc_urls(body, ours)
+        else:
+            for url in urls:
+                body = body.replace(_json.encode(url), _json.encode(_ours_as(url, ours)))
+    return body, set(urls) - others
+
+
+def _ours_as(url: str, ours: str) -> str:
+    """``ours`` in the form ``url`` is written: with its scheme, or none."""
+    scheme, sep, _rest = url.partition("://")
+    return f"{scheme}://{ours}" if sep else ours
+
+
+def _set_grpc_urls(body: bytes, ours: str) -> bytes:
+    """The card with each gRPC interface's URL set to ``ours`` (decoded and encoded again)."""
+    doc = msgspec.json.decode(body)
+    for key in ("supportedInterfaces", "additionalInterfaces"):
+        for itf in doc.get(key) or []:
+            if not isinstance(itf, dict) or not isinstance(itf.get("url"), str):
+                continue
+            if str(itf.get("protocolBinding") or itf.get("transport") or "").upper() == "GRPC":
+                itf["url"] = _ours_as(itf["url"], ours)
+    return _json.encode(doc)
 
 
 def _with_grpc_interface(body: bytes, ours: str) -> bytes:

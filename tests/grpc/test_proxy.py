@@ -314,3 +314,25 @@ def test_a_duplicate_sent_while_the_first_is_relayed_attaches_to_it(grpc_proxied
     first_row, second_row = _exchanges(proxy.store)
     proxy.wait_settled(first_row.id)
     assert [proxy.store.get_exchange(e.id).outcome for e in (first_row, second_row)] == ["closed", "replayed"]
+
+
+def test_a_grpc_interface_on_the_agents_http_port_names_the_grpc_proxy_and_the_rest_the_http_one(db_path):
+    """One URL for JSON-RPC and gRPC (one port serving both): each interface names the proxy of
+    its own binding (a byte replacement of the URL would send JSON-RPC clients to the gRPC proxy)."""
+    from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
+
+    same = "http://127.0.0.1:9001"
+    card = msgspec.json.encode(
+        {
+            "name": "a",
+            "supportedInterfaces": [
+                {"url": same, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": same, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            ],
+        }
+    )
+    with store.open_store(db_path) as st:
+        proxy = Proxy(st, ProxyConfig(upstream=same))
+        proxy.grpc_address = "127.0.0.1:7000"
+        out = msgspec.json.decode(proxy._rewrite_card(card, "http://127.0.0.1:8080"))
+    assert [i["url"] for i in out["supportedInterfaces"]] == ["http://127.0.0.1:8080", "http://127.0.0.1:7000"]
