@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.sse import SseParser
 
 from .. import grpc_wire
@@ -34,7 +35,7 @@ from .faults import FAULT_HEADER, FaultError, Faults, parse_faults
 OK, INVALID_ARGUMENT, UNIMPLEMENTED, UNAVAILABLE, INTERNAL = 0, 3, 12, 14, 13
 
 
-class Answered(Exception):
+class Answered(A2ATapeError):
     """A call ends with this status (raised inside a call, turned into the status on its context)."""
 
     def __init__(self, code: int, details: str, status_bin: bytes | None = None) -> None:

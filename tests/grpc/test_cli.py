@@ -23,14 +23,10 @@ SCRIPT = Path(sys.executable).with_name("a2a-tape")
 
 @contextlib.contextmanager
 def _running(argv: list[str], wait_for: str) -> Iterator[tuple[subprocess.Popen, list[str]]]:
-    """The CLI running until it printed ``wait_for`` (a regex) on stderr; SIGINT at the end."""
-    proc = subprocess.Popen(
-        [str(SCRIPT), *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    """The CLI running until it printed ``wait_for`` (a regex) on stderr; SIGTERM at the end (uvicorn
+    shuts down on it as on Ctrl-C). No ``preexec_fn``: this process has grpc's threads running (the
+    agent fixture), and Python code run between fork and exec in such a process can die there."""
+    proc = subprocess.Popen([str(SCRIPT), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     try:
         assert proc.stderr is not None
@@ -42,7 +38,7 @@ def _running(argv: list[str], wait_for: str) -> Iterator[tuple[subprocess.Popen,
             raise AssertionError(f"{argv[0]} ended before listening: {''.join(lines)}")
         yield proc, lines
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
