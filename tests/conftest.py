@@ -1,11 +1,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.servers import bind_loopback, serve_app
+
+# Before anything imports grpc (a2a-sdk's server package does, once the grpc extra is installed): a
+# test process that has run gRPC calls forks children (subprocess with preexec_fn) whose grpc fork
+# handlers can kill them between fork and exec ('epoll_wait error: Bad file descriptor', 2 children
+# in 60). Our children exec a new program at once: they need no gRPC state from us.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
 class Agent:
