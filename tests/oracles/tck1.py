@@ -59,7 +59,7 @@ SUT = ROOT / "tests" / "support" / "tck1_sut.py"
 SUT_REQUIREMENTS = ("a2a-sdk[http-server,grpc]==1.3.0", "uvicorn", "starlette")
 
 TRANSPORTS = ("jsonrpc", "http_json", "grpc")  # the TCK's names for JSON-RPC, HTTP+JSON and gRPC
-WIRED = ("jsonrpc", "http_json")  # the transports this harness runs through a2a-tape (gRPC: issue 24)
+WIRED = ("jsonrpc", "http_json", "grpc")  # the transports this harness runs through a2a-tape
 JUDGED_LEVEL = "must"  # against serve, what a user relies on: the TCK's MUST tests
 RUN_TIMEOUT = 600.0  # seconds for one TCK run; one takes about 35 s on 2 cores
 START_TIMEOUT = 60.0  # seconds for the SUT to answer its card
@@ -193,15 +193,20 @@ def proxy_has_option(name: str) -> bool:
 def proxy_args(upstream: str, db: Path) -> list[str]:
     """``a2a-tape proxy`` in front of ``upstream``, recording into ``db``; its gateway (answering a repeated
     messageId from the log) off when it can be: the TCK sends each set-up task as the same message."""
-    args = ["proxy", upstream, "--listen", "127.0.0.1:0", "--db", str(db), "--no-recover"]
+    args = ["proxy", upstream, "--listen", "127.0.0.1:0", "--db", str(db), "--no-recover", *_GRPC]
     if proxy_has_option("--idempotency"):
         args += ["--idempotency", "off"]
     return args
 
 
+_GRPC = ["--grpc-listen", "127.0.0.1:0"]
+"""The gRPC side of the proxy and of serve (issue 24): the card then names it, so the TCK's gRPC tests go
+through it; the gRPC upstream is the card's gRPC interface."""
+
+
 def serve_args(db: Path) -> list[str]:
     """``a2a-tape serve`` over ``db``, replay only (``--record-mode none``): every answer comes from the log."""
-    return ["serve", "--listen", "127.0.0.1:0", "--db", str(db), "--record-mode", "none"]
+    return ["serve", "--listen", "127.0.0.1:0", "--db", str(db), "--record-mode", "none", *_GRPC]
 
 
 def _copy_db(src: Path, dst: Path) -> None:
