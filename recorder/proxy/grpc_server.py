@@ -43,7 +43,7 @@ from a2a_tape.store.writer import write_soon
 
 from ..grpc_calls import GrpcCapture, forwardable, local_note, outcome_of
 from ..sending import store_fault
-from .http import token_presented
+from .http import carries_token, token_presented
 from .idempotency import OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
 from .outcomes import log_fault_line
 
@@ -238,9 +238,10 @@ class GrpcProxy:
     ) -> None:
         assert self._tg is not None
         token = self.config.token
-        drop = _AUTH if token else frozenset()
-        outgoing = [
-            (k, v) for k, v in forwardable(metadata) if k not in drop or not token_presented([(k, str(v))], token or "")
+        outgoing = [  # our token stays here; every other piece of metadata goes to the agent
+            (k, v)
+            for k, v in forwardable(metadata)
+            if not (token and k in _AUTH and isinstance(v, str) and carries_token(v, token))
         ]
         self._tg.start_soon(self._pump, live, gc, request, outgoing, remaining, settle_key, slot)
 
@@ -354,7 +355,7 @@ class GrpcProxy:
 
             def work() -> None:
                 with self.core.store.transaction():
-                    self.core._settle_rows(ex_id, fields, settle_key, release, gc.cap.task_id)
+                    self.core.settle_rows(ex_id, fields, settle_key, release, gc.cap.task_id)
 
             await anyio.to_thread.run_sync(work)
         except Exception as exc:

@@ -721,7 +721,7 @@ class Proxy:
             if cap.task_id:
                 fields.update(task_id=cap.task_id, context_id=cap.context_id)
             with self.store.transaction():
-                self._settle_rows(ex_id, fields, settle_key, release, cap.task_id)
+                self.settle_rows(ex_id, fields, settle_key, release, cap.task_id)
 
         try:
             await anyio.to_thread.run_sync(work)
@@ -738,9 +738,11 @@ class Proxy:
             if self.on_settled is not None:
                 self.on_settled(ex_id)
 
-    def _settle_rows(
+    def settle_rows(
         self, ex_id: int, fields: dict[str, object], key: str | None, release: bool, task_id: str | None
     ) -> None:
+        """An exchange's final row and its key's fate (released: a retry may run; else done), inside the
+        caller's write transaction: one rule for the HTTP relay and the gRPC one (:mod:`.grpc_server`)."""
         error = fields.get("error")
         if isinstance(error, str):
             fields["error"] = self.config.redactor.text(error)
