@@ -39,6 +39,7 @@ from anyio.abc import TaskGroup
 
 from a2a_tape import store
 from a2a_tape.replay import grpc_wire
+from a2a_tape.replay.http import MAX_BODY
 from a2a_tape.store.writer import write_soon
 
 from ..grpc_calls import GrpcCapture, forwardable, local_note, outcome_of
@@ -47,7 +48,11 @@ from .http import carries_token, token_presented
 from .idempotency import OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
 from .outcomes import log_fault_line
 
-OK, DEADLINE_EXCEEDED, INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE = 0, 4, 3, 16, 14
+OK, DEADLINE_EXCEEDED, INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE, RESOURCE_EXHAUSTED = 0, 4, 3, 16, 14, 8
+MAX_MESSAGE = MAX_BODY
+"""The largest answer message the proxy takes from the agent (an answer that is not a stream, over HTTP, has the
+same bound): a message without end cannot take the proxy's memory."""
+_TOO_LARGE = "Received message larger than max"  # grpc's own words when MAX_MESSAGE stops a message
 _AUTH = frozenset({"authorization", "proxy-authorization"})
 
 
@@ -141,7 +146,7 @@ class GrpcProxy:
             raise OSError(f"cannot listen on {host}:{port}")
         self._channel = grpc.aio.insecure_channel(
             self.upstream,
-            options=[("grpc.max_receive_message_length", -1), ("grpc.enable_retries", 0)],
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.enable_retries", 0)],
         )
         try:
             async with anyio.create_task_group() as tg:
@@ -299,7 +304,10 @@ class GrpcProxy:
             await relay.run(call, cfg.first_byte_timeout, cfg.read_timeout)
         except grpc.aio.AioRpcError as exc:
             code = exc.code().value[0]
-            if code == UNAVAILABLE and not relay.received and not exc.initial_metadata():
+            if code == RESOURCE_EXHAUSTED and _TOO_LARGE in (exc.details() or ""):
+                outcome = "dropped" if relay.received else "error"
+                relay.ours(UNAVAILABLE, outcome, f"the upstream agent's answer was cut off: {exc.details()}")
+            elif code == UNAVAILABLE and not relay.received and not exc.initial_metadata():
                 release = True  # never reached the agent: a retry may run
                 relay.ours(UNAVAILABLE, "error", f"upstream agent unreachable: {exc.details()}")
             else:

@@ -336,3 +336,21 @@ def test_a_grpc_interface_on_the_agents_http_port_names_the_grpc_proxy_and_the_r
         proxy.grpc_address = "127.0.0.1:7000"
         out = msgspec.json.decode(proxy._rewrite_card(card, "http://127.0.0.1:8080"))
     assert [i["url"] for i in out["supportedInterfaces"]] == ["http://127.0.0.1:8080", "http://127.0.0.1:7000"]
+
+
+def test_a_message_past_the_limit_cuts_the_answer_off_not_the_proxys_memory(db_path, monkeypatch):
+    """The agent's answer messages are bounded as HTTP answers are (64 MiB): a larger one is not taken,
+    the client gets the messages before it and UNAVAILABLE naming why, the row says the answer broke off."""
+    from a2a_tape.recorder.proxy import grpc_server
+
+    monkeypatch.setattr(grpc_server, "MAX_MESSAGE", 16)  # below each message the agent sends
+    with running_fake_grpc_agent() as (target, _fake):
+        with running_grpc_proxy(f"http://127.0.0.1:{closed_port()}", target, db_path) as proxy:
+            got = raw_call(proxy.target, "SendStreamingMessage", send_request("x", "m-big"), streaming=True)
+            assert got.messages == [] and got.code == "UNAVAILABLE", got
+            assert got.details.startswith("the upstream agent's answer was cut off")
+            (ex,) = _exchanges(proxy.store)
+            proxy.wait_settled(ex.id)
+            ex = proxy.store.get_exchange(ex.id)
+            assert ex.outcome == "error" and "cut off" in ex.error
+            assert proxy.store.read_exchange(ex.id) == []  # no error item: the status is the proxy's, not the agent's
