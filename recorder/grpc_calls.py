@@ -26,6 +26,7 @@ from a2a_tape import store
 from a2a_tape.replay import grpc_wire
 from a2a_tape.store.capture import Capture, Outcome
 from a2a_tape.store.json_values import decode_json
+from a2a_tape.store.methods import GRPC
 from a2a_tape.store.redact import Redactor
 
 GRPC_CONTENT_TYPE = "application/grpc"

@@ -382,3 +382,38 @@ def _with_grpc_interface(body: bytes, ours: str) -> bytes:
     interfaces = card.setdefault("supportedInterfaces", [])
     interfaces.append({"url": ours, "protocolBinding": "GRPC", "protocolVersion": "1.0"})
     return _json.encode(card)
+
+
+def to_jsonrpc(payload: bytes) -> bytes:
+    """A recorded gRPC item (a message's JSON, or the error item of a status) as a JSON-RPC response
+    with id null, as the replay engine serves every binding's items: the result is the recorded
+    bytes themselves; an error takes the JSON-RPC code of its ErrorInfo reason (else of its status,
+    as a2a-sdk maps them) with the ``details`` as ``data``."""
+    try:
+        doc = msgspec.json.decode(payload)
+    except msgspec.DecodeError:
+        doc = None
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(error, dict):
+        details = error.get("details")
+        code = _jsonrpc_code(error.get("status"), details)
+        rpc_error: dict[str, Any] = {"code": code, "message": error.get("message", "")}
+        if details is not None:
+            rpc_error["data"] = details
+        return _json.encode({"jsonrpc": "2.0", "id": None, "error": rpc_error})
+    return b'{"jsonrpc":"2.0","id":null,"result":' + payload + b"}"
+
+
+def _jsonrpc_code(status: Any, details: Any) -> int:
+    """The JSON-RPC code of a gRPC error: its ErrorInfo reason names one error; else the first code
+    a2a-sdk maps to its status (NOT_FOUND: task not found), else internal error."""
+    if isinstance(details, list):
+        for d in details:
+            if isinstance(d, dict) and isinstance(d.get("reason"), str):
+                for code, (_name, reason) in JSONRPC_STATUS.items():
+                    if reason == d["reason"]:
+                        return code
+    for code, (name, _reason) in JSONRPC_STATUS.items():
+        if name == status:
+            return code
+    return -32603

@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
@@ -531,7 +532,7 @@ async def _drain(pending: list[bytes], rounds: int = 64) -> None:
     message of a fast stream was a commit of its own."""
     for _ in range(rounds):
         before = len(pending)
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         if len(pending) == before:
             return
 

@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 import msgspec
 
 from a2a_tape.store import Exchange, Item, Store, StoredEvent, StoreError, decode_item, open_store
-from a2a_tape.store.methods import HTTP_JSON, binding_and_version
+from a2a_tape.store.methods import GRPC, HTTP_JSON, binding_and_version
 from a2a_tape.store.tape import import_tape
 
+from .. import grpc_wire
 from ..bindings import http_json, recorded_call
 from .frames import Splitter, frame, render_frames
 from .rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
@@ -193,6 +194,10 @@ class Episode:
         return f"exchange #{self.id} ({self.method or '?'}, text {text!r}, task {self.task_id or '-'})"
 
 
+_TO_JSONRPC = {HTTP_JSON: http_json.to_jsonrpc, GRPC: grpc_wire.to_jsonrpc}
+"""An item recorded in another binding, in the JSON-RPC form the engine serves (each binding's module says how)."""
+
+
 def message_text(req: RpcRequest | None) -> str:
     if req is None or req.params is None or req.params.message is None:
         return ""
@@ -339,9 +344,7 @@ class Library:
         started = exchange.started_at
         # an item recorded in another binding is served in the JSON-RPC form the engine writes
         # (replay.bindings renders it back for a client of that binding)
-        to_jsonrpc = (
-            http_json.to_jsonrpc if binding_and_version(exchange.binding, exchange.dialect)[0] == HTTP_JSON else None
-        )
+        to_jsonrpc = _TO_JSONRPC.get(binding_and_version(exchange.binding, exchange.dialect)[0] or "")
         base: float | None = None
         for ev in self.store.iter_exchange(exchange.id or 0):
             if ev.origin == "local":
