@@ -27,6 +27,8 @@ import msgspec
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import METHODS
 
+from .bindings import errors
+
 SERVICE = "lf.a2a.v1.A2AService"
 PREFIX = f"/{SERVICE}/"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -243,26 +245,7 @@ def status_details(code: int, message: str, details: Sequence[Any]) -> bytes | N
     return bytes(status.SerializeToString()) if status.details else None
 
 
-# -- a JSON-RPC error as a gRPC status (a2a-sdk 1.3.0's mapping, its ErrorInfo reasons) -----------
-
-JSONRPC_STATUS: dict[int, tuple[str, str]] = {
-    -32001: ("NOT_FOUND", "TASK_NOT_FOUND"),
-    -32002: ("FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
-    -32003: ("FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED"),
-    -32004: ("FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"),
-    -32005: ("INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED"),
-    -32006: ("INTERNAL", "INVALID_AGENT_RESPONSE"),
-    -32007: ("FAILED_PRECONDITION", "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
-    -32008: ("FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED"),
-    -32009: ("FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED"),
-    -32602: ("INVALID_ARGUMENT", "INVALID_PARAMS"),
-    -32600: ("INVALID_ARGUMENT", "INVALID_REQUEST"),
-    -32601: ("NOT_FOUND", "METHOD_NOT_FOUND"),
-    -32603: ("INTERNAL", "INTERNAL_ERROR"),
-}
-"""A JSON-RPC (or HTTP+JSON) error code -> the gRPC status and ErrorInfo reason an a2a-sdk 1.3.0
-gRPC server answers the same error with (``a2a.utils.errors``, ``GrpcHandler``)."""
-ERROR_DOMAIN = "a2a-protocol.org"
+# -- a JSON-RPC error as a gRPC status (replay.bindings.errors: a2a-sdk 1.3.0's table) ------------------
 
 
 def status_of_error(error: dict[str, Any], *, jsonrpc: bool) -> tuple[int, str, bytes | None]:
@@ -274,12 +257,12 @@ def status_of_error(error: dict[str, Any], *, jsonrpc: bool) -> tuple[int, str, 
     details = error.get("details")
     if not jsonrpc and isinstance(error.get("status"), str) and isinstance(code, int) and 0 <= code < 17:
         return code, message, status_details(code, message, details if isinstance(details, list) else [])
-    name, reason = JSONRPC_STATUS.get(code if isinstance(code, int) else 0, ("UNKNOWN", ""))
-    grpc_code = status_code(name)
+    kind = errors.kind_of(code)  # an unknown code is an internal error, as on the other bindings
+    grpc_code = status_code(kind.status)
     data = error.get("data")
     recorded = [d for d in data if isinstance(d, dict) and "@type" in d] if isinstance(data, list) else []
-    if not recorded and reason:
-        recorded = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": ERROR_DOMAIN}]
+    if not recorded:
+        recorded = [errors.error_info(kind.reason)]
     return grpc_code, message, status_details(grpc_code, message, recorded)
 
 
@@ -407,13 +390,7 @@ def to_jsonrpc(payload: bytes) -> bytes:
 def _jsonrpc_code(status: Any, details: Any) -> int:
     """The JSON-RPC code of a gRPC error: its ErrorInfo reason names one error; else the first code
     a2a-sdk maps to its status (NOT_FOUND: task not found), else internal error."""
-    if isinstance(details, list):
-        for d in details:
-            if isinstance(d, dict) and isinstance(d.get("reason"), str):
-                for code, (_name, reason) in JSONRPC_STATUS.items():
-                    if reason == d["reason"]:
-                        return code
-    for code, (name, _reason) in JSONRPC_STATUS.items():
-        if name == status:
-            return code
-    return -32603
+    by_reason = errors.code_from(None, details)
+    if by_reason != errors.INTERNAL.code or not isinstance(status, str):
+        return by_reason
+    return next((k.code for k in errors.BY_CODE.values() if k.status == status), errors.INTERNAL.code)

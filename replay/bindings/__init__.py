@@ -21,7 +21,6 @@ from urllib.parse import unquote, urlsplit
 from a2a_tape.store import Exchange
 from a2a_tape.store.methods import GRPC, HTTP_JSON, JSONRPC, binding_and_version
 
-from ..grpc_wire import jsonrpc_request
 from . import http_json, jsonrpc
 from .call import Call
 
@@ -53,5 +52,7 @@ def recorded_call(ex: Exchange) -> Call:
         if call is not None:
             return call
     if binding == GRPC and ex.rpc_method:  # its request's proto3 JSON is the v1.0 params (replay.grpc_wire)
+        from ..grpc_wire import jsonrpc_request  # here: grpc_wire reads this package's error table
+
         return Call(binding=GRPC, body=jsonrpc_request(ex.rpc_method, ex.request_body or b"{}"), version="1.0")
     return Call(binding=JSONRPC, body=ex.request_body or b"")
