@@ -62,6 +62,9 @@ def test_proxy_then_tasks_then_serve_over_grpc(grpc_agent, tmp_path):
     tasks = subprocess.run([str(SCRIPT), "tasks", "--db", str(db), "--json"], capture_output=True, text=True)
     (task,) = json.loads(tasks.stdout)
     assert task["state"] == "completed" and task["task_id"] == live[0]["task"]["id"]
+    assert task["bindings"] == ["grpc"]  # tasks and show name the binding of every exchange
+    show = subprocess.run([str(SCRIPT), "show", task["task_id"], "--db", str(db), "--json"], capture_output=True)
+    assert {(e["binding"], e["version"]) for e in json.loads(show.stdout)} == {("grpc", "1.0")}
     serve = ["serve", "--db", str(db), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
     with _running(serve, r"gRPC on 127\.0\.0\.1:\d+") as (_proc, lines):
         assert sdk_send(_url(lines), "hello", message_id="m-cli") == live
