@@ -30,6 +30,8 @@ from a2a_tape.store.methods import GRPC
 from a2a_tape.store.redact import Redactor
 
 GRPC_CONTENT_TYPE = "application/grpc"
+DEADLINE_EXCEEDED = 4
+CLIENT_DEADLINE = "the client's deadline passed before the agent's answer ended"
 DIALECT = "1.0"  # gRPC exists in A2A 1.0 only
 _SKIP = frozenset({"user-agent", "grpc-timeout", "grpc-accept-encoding", "grpc-encoding", "te", "content-type"})
 """Request metadata the gRPC library sets itself on every call (a forwarded copy would be refused
@@ -68,6 +70,17 @@ class GrpcCapture:
         self.cap = Capture(redactor)
         self.request_json: bytes | None = None
         self.undecodable: list[str] = []  # answer messages that are not the method's message type
+        self.deadline: float | None = None  # the client's own deadline (monotonic), when it set one
+
+    def set_deadline(self, timeout: float | None) -> None:
+        """The client's deadline, ``timeout`` seconds from now (None: it set none)."""
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    def deadline_passed(self, code: int) -> bool:
+        """A DEADLINE_EXCEEDED that is the client's own deadline passing (gRPC ends the call at both
+        ends then): not an answer of the agent's, and never recorded as one (a replay would answer
+        every later client with it)."""
+        return code == DEADLINE_EXCEEDED and self.deadline is not None and time.monotonic() >= self.deadline - 0.01
 
     @property
     def streaming(self) -> bool:

@@ -23,10 +23,11 @@ from typing import Any
 
 from a2a_tape import store
 from a2a_tape.replay import grpc_wire
+from a2a_tape.store.capture import Outcome
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import write_soon
 
-from .grpc_calls import GrpcCapture, outcome_of
+from .grpc_calls import CLIENT_DEADLINE, GrpcCapture, outcome_of
 
 
 class RecordingInterceptor:
@@ -94,6 +95,7 @@ class RecordingInterceptor:
         gc = GrpcCapture(self.redactor, path, role="client")
         raw = request if isinstance(request, bytes) else request.SerializeToString()  # what the stub sends
         ex = gc.request(target, raw, details.metadata)
+        gc.set_deadline(details.timeout)
         gc.cap.exchange_id = await write_soon(self.store, self.store.begin_exchange, ex)
         return gc
 
@@ -160,11 +162,15 @@ class RecordingInterceptor:
     async def _end(
         self, gc: GrpcCapture, code: int, details: str | None, initial: Any, trailers: Any, received: int
     ) -> None:
-        event = gc.status_event(code, details, trailers)
-        if event is not None:
-            await write_soon(self.store, self.store.append_batch, [event])
-        outcome = outcome_of(code, gc.streaming, received)
-        error = None if code == 0 else f"gRPC status {grpc_wire.status_name(code)}: {details or ''}"
+        if gc.deadline_passed(code):  # the caller's own deadline: no answer of the agent's
+            outcome: Outcome = "incomplete"
+            error: str | None = CLIENT_DEADLINE
+        else:
+            event = gc.status_event(code, details, trailers)
+            if event is not None:
+                await write_soon(self.store, self.store.append_batch, [event])
+            outcome = outcome_of(code, gc.streaming, received)
+            error = None if code == 0 else f"gRPC status {grpc_wire.status_name(code)}: {details or ''}"
         fields = gc.end(outcome, code=code, details=details, initial=initial, trailers=trailers, error=error)
         await self._finish(gc, fields)
 

@@ -43,7 +43,7 @@ from a2a_tape.replay import grpc_wire
 from a2a_tape.replay.http import MAX_BODY
 from a2a_tape.store.writer import write_soon
 
-from ..grpc_calls import GrpcCapture, forwardable, local_note, outcome_of
+from ..grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, local_note, outcome_of
 from ..sending import store_fault
 from .http import carries_token, token_presented
 from .idempotency import OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
@@ -297,6 +297,7 @@ class GrpcProxy:
         cfg = self.config
         relay = _Relay(live, gc, self.core.writer)
         release = False
+        gc.set_deadline(remaining)
         try:
             if gc.streaming:
                 call = self._channel.unary_stream(gc.path)(request, metadata=metadata, timeout=remaining)
@@ -308,6 +309,8 @@ class GrpcProxy:
             if code == RESOURCE_EXHAUSTED and _TOO_LARGE in (exc.details() or ""):
                 outcome = "dropped" if relay.received else "error"
                 relay.ours(UNAVAILABLE, outcome, f"the upstream agent's answer was cut off: {exc.details()}")
+            elif gc.deadline_passed(code):
+                relay.ours(DEADLINE_EXCEEDED, "incomplete", CLIENT_DEADLINE)
             elif code == UNAVAILABLE and not relay.received and not exc.initial_metadata():
                 release = True  # never reached the agent: a retry may run
                 relay.ours(UNAVAILABLE, "error", f"upstream agent unreachable: {exc.details()}")

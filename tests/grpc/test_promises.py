@@ -94,3 +94,40 @@ def test_no_secret_reaches_the_disk(path, db_path):
         call("exact", "m-secret")
     raw = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
     assert b"SEKRET" not in raw
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_the_clients_own_deadline_is_not_recorded_as_the_agents_answer(path, db_path):
+    """A stall the client gives up on by its deadline: the row ends incomplete saying so, and no
+    DEADLINE_EXCEEDED item is in the log (a replay served it to every later client as the agent's)."""
+    with running_fake_grpc_agent() as (target, _fake):
+        if path == "proxy":
+            with running_grpc_proxy(f"http://127.0.0.1:{closed_port()}", target, db_path) as proxy:
+                got = raw_call(
+                    proxy.target,
+                    "SendStreamingMessage",
+                    send_request("x", "m-dl"),
+                    streaming=True,
+                    metadata=(("x-fake-mode", "stall"),),
+                    timeout=0.5,
+                )
+                (ex,) = _grpc_rows(proxy.store)
+                proxy.wait_settled(ex.id)
+                ex, events = proxy.store.get_exchange(ex.id), proxy.store.read_exchange(ex.id)
+        else:
+            with store.open_store(db_path) as st:
+                recording = RecordingInterceptor(st)
+                got = raw_call(
+                    target,
+                    "SendStreamingMessage",
+                    send_request("x", "m-dl"),
+                    streaming=True,
+                    metadata=(("x-fake-mode", "stall"),),
+                    timeout=0.5,
+                    interceptors=recording.interceptors,
+                )
+                (ex,) = _grpc_rows(st)
+                events = st.read_exchange(ex.id)
+    assert got.code == "DEADLINE_EXCEEDED" and len(got.messages) == 1
+    assert ex.outcome == "incomplete" and "the client's deadline passed" in ex.error
+    assert [store.decode_item(e.payload).kind for e in events] == ["status"]
