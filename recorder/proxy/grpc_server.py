@@ -46,7 +46,7 @@ from a2a_tape.store.writer import write_soon
 from ..grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, local_note, outcome_of
 from ..sending import store_fault
 from .http import carries_token, token_presented
-from .idempotency import OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
+from .idempotency import Idempotency, OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
 from .outcomes import log_fault_line
 
 OK, DEADLINE_EXCEEDED, INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE, RESOURCE_EXHAUSTED = 0, 4, 3, 16, 14, 8
@@ -194,7 +194,7 @@ class GrpcProxy:
         st = self.core.store
         live = GrpcLive()
         m = gc.method
-        key = _key(metadata, m, gc.request_json)
+        key = _key(metadata, m, gc.request_json) if self.config.idempotency is Idempotency.on else None
         if key is None or gc.request_json is None or m is None:
             gc.cap.exchange_id = await write_soon(st, st.begin_exchange, ex)
             self._start(live, gc, request, metadata, remaining, settle_key=None, slot=None)
