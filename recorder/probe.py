@@ -25,7 +25,8 @@ from a2a_tape.replay.http import LazyTlsTransport
 from a2a_tape.store.redact import Redactor, build_redactor
 
 from . import client as a2a
-from .recovery import Unreachable, Upstream, is_open
+from .recovery import is_open
+from .upstream import Unreachable, Upstream
 
 
 class ProbeResult(msgspec.Struct):

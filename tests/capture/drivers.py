@@ -222,7 +222,7 @@ def run_recover(base: str, mode: str, cwd: Path) -> Outcome:
     """``a2a-tape recover`` on a task left WORKING by a proxy (its GetTask answer recorded), then
     the recovery's stream reader (``Upstream.stream``, what a resubscribe uses) on the mode."""
     from a2a_tape.recorder.client import send_request
-    from a2a_tape.recorder.recovery import Upstream
+    from a2a_tape.recorder.upstream import Upstream
 
     db = cwd / "tape.db"
     t0 = time.monotonic()
