@@ -12,7 +12,7 @@ recording modes (``replay/serve/forward.py``) use the same one. This module adds
   blaming the host that answered;
 - :func:`body_chunks`: the decoded body bytes of a response (the raw chunks when there is no
   content coding: the record hot path), a coding that does not decode raising
-  :class:`recorder.codings.DecodingError` with a readable reason;
+  :class:`replay.codings.DecodingError` with a readable reason;
 - :func:`describe`: a transport error as one readable line, redacted;
 - :func:`store_fault`: a driver error of the log (disk full, locked, read-only) as the
   :class:`store.StoreError` subclass that names it, so commands exit 2 with one line.
@@ -36,17 +36,19 @@ from __future__ import annotations
 
 import errno
 import sqlite3
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
-import anyio
-import httpx
-
+from a2a_tape.replay.codings import DecodingError
+from a2a_tape.replay.http import (
+    FirstByteTimeout,
+    Timeouts,
+    body_chunks,
+    describe,
+    is_redirect,
+    redirect_message,
+    send,
+)
 from a2a_tape.store.capture import CUT, OUTCOMES, Capture, Outcome, TaskContext, plan_events
-from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
-from a2a_tape.store.redact import Redactor, safe_text
-
-from .codings import Decoding, DecodingError
+from a2a_tape.store.errors import DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
 
 __all__ = [
     "CUT",
@@ -65,126 +67,6 @@ __all__ = [
     "send",
     "store_fault",
 ]
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds for one upstream call. ``read``: between two reads of the body (None: no limit,
-    for a stream watched by a stall watchdog); ``first_byte``: from the request sent to the
-    response head."""
-
-    connect: float = 10.0
-    first_byte: float = 30.0
-    read: float | None = 30.0
-    write: float = 30.0
-
-    def httpx(self) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.connect)
-
-
-class FirstByteTimeout(httpx.ReadTimeout, A2ATapeError):
-    """The agent accepted the request and sent no response head within the timeout (an httpx
-    timeout, so callers that handle those handle it)."""
-
-
-async def send(
-    http: httpx.AsyncClient | httpx.AsyncBaseTransport, request: httpx.Request, timeouts: Timeouts
-) -> httpx.Response:
-    """Send ``request`` (streamed response, redirects not followed) within ``timeouts``: the
-    response head must come within ``first_byte`` seconds of the request sent (the connection
-    within ``connect``). The caller closes the response.
-
-    ``http`` is a client, or a transport (a connection pool) used as it is: no cookie jar, no
-    auth flow, no redirect handling, the request sent as built (the proxy's relays)."""
-    request.extensions["timeout"] = timeouts.httpx().as_dict()
-    outer = request.extensions.get("trace")
-    with anyio.CancelScope(deadline=anyio.current_time() + timeouts.connect + timeouts.first_byte) as scope:
-
-        async def trace(name: str, info: dict[str, object]) -> None:
-            if name.endswith("send_request_body.complete"):  # sent: the head is due within first_byte
-                scope.deadline = anyio.current_time() + timeouts.first_byte
-            if outer is not None:
-                await outer(name, info)
-
-        request.extensions["trace"] = trace
-        if isinstance(http, httpx.AsyncClient):
-            return await http.send(request, stream=True, follow_redirects=False)
-        response = await http.handle_async_request(request)
-        response.request = request
-        return response
-    raise FirstByteTimeout(
-        f"no response head within {timeouts.first_byte:g} s (the connection was accepted)", request=request
-    )
-
-
-def is_redirect(resp: httpx.Response) -> bool:
-    return resp.status_code in (301, 302, 303, 307, 308)
-
-
-def redirect_message(resp: httpx.Response, what: str, redactor: Redactor | None = None) -> str:
-    """The one line for a redirect we do not follow: where it points."""
-    where = resp.headers.get("location")
-    to = f"a redirect to {where}" if where else "a redirect without a Location"
-    return safe_text(f"{what} answered HTTP {resp.status_code} ({to}): not followed; use the URL it names", redactor)
-
-
-def body_chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
-    """The body's decoded bytes as they arrive: the raw chunks when there is no content coding
-    (httpx's own iterator, no decoder layers and no generator of ours on the hot path), else
-    undone by :class:`recorder.codings.Decoding` (gzip, deflate, br, zstd). A coding that cannot
-    be undone or bytes that do not decode raise :class:`DecodingError` saying why (when the
-    iteration starts, as before)."""
-    coding = resp.headers.get("content-encoding", "").strip().lower()
-    if coding in ("", "identity"):
-        return _raw_chunks(resp)
-    return _decoded_chunks(resp, coding)
-
-
-def _raw_chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
-    """The response's byte stream itself (``Response.stream``, what ``aiter_raw`` iterates): one
-    generator and one chunker call fewer per chunk than ``aiter_raw``, about 1 us per event of a
-    long stream. Transport errors still arrive as httpx exceptions (the transport maps them),
-    without ``.request`` attached (nothing here reads it). A response already read or closed goes
-    through ``aiter_raw``, which says so."""
-    stream = resp.stream
-    if resp.is_stream_consumed or resp.is_closed or not isinstance(stream, httpx.AsyncByteStream):
-        return resp.aiter_raw()
-    resp.is_stream_consumed = True
-    return stream.__aiter__()
-
-
-async def _decoded_chunks(resp: httpx.Response, coding: str) -> AsyncIterator[bytes]:
-    dec = Decoding(coding)
-    if dec.unsupported:
-        raise DecodingError(dec.unsupported)
-    async for chunk in resp.aiter_raw():
-        data = dec.decode(chunk)
-        if data:
-            yield data
-    rest = dec.flush()
-    if rest:
-        yield rest
-
-
-def describe(exc: BaseException, url: str, capture: Capture | None = None) -> str:
-    """A transport error as one readable line, its secrets (URL, header values) redacted."""
-    if isinstance(exc, FirstByteTimeout):
-        text = f"{url} accepted the connection but sent no response head in time ({exc})"
-    elif isinstance(exc, httpx.ConnectTimeout):
-        text = f"cannot connect to {url}: no connection within the connect timeout"
-    elif isinstance(exc, httpx.TimeoutException):
-        text = f"{url} did not answer in time ({type(exc).__name__})"
-    elif isinstance(exc, httpx.ConnectError):
-        text = f"cannot connect to {url}: {_short(exc) or 'connection refused'}"
-    elif isinstance(exc, httpx.UnsupportedProtocol):
-        text = f"not an http(s) URL: {url}"
-    elif isinstance(exc, DecodingError):
-        text = f"{url}: the body does not decode: {_short(exc)}"
-    elif isinstance(exc, A2ATapeError):  # ours, already one readable line (a body or a line past its limit)
-        text = f"{url}: {exc}"
-    else:
-        text = f"{url}: {type(exc).__name__}: {_short(exc)}"
-    return capture.text(text) if capture is not None else safe_text(text)
 
 
 def store_fault(exc: BaseException) -> StoreError | None:
@@ -206,8 +88,3 @@ def store_fault(exc: BaseException) -> StoreError | None:
     if isinstance(exc, OSError) and exc.errno == errno.EROFS:
         return ReadOnlyStore(f"the log is on read-only storage ({exc.strerror})")
     return None
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:160] if text else ""

@@ -24,6 +24,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.replay.codings import Decoding, DecodingError
 from a2a_tape.replay.http import MAX_BODY, BodyTooLarge, LazyTlsTransport
 from a2a_tape.store.capture import Outcome, media_type_of
 from a2a_tape.store.json_values import Decoder
@@ -34,7 +35,6 @@ from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 from a2a_tape.store.writer import Writes, run_writes, run_writes_soon, writing_now
 
 from .client import CARD_PATH
-from .codings import Decoding, DecodingError
 from .sending import describe
 from .session import Session
 
