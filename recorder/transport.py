@@ -32,7 +32,7 @@ from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
-from a2a_tape.store.writer import Writes, run_writes, run_writes_soon, writing_now
+from a2a_tape.store.writer import Writes, run_writes, writer_of, writing_now
 
 from .client import CARD_PATH
 from .sending import describe
@@ -141,11 +141,11 @@ class _Exchange:
 
     async def chunks_soon(self, chunks: list[bytes]) -> None:
         """:meth:`chunks` from an event loop, which never waits for the log's lock meanwhile."""
-        await run_writes_soon(self.session.store, self.chunks_writes(chunks))
+        await writer_of(self.session.store).run(self.chunks_writes(chunks))
 
     async def finish_soon(self, outcome: Outcome, error: str | None = None) -> None:
         """:meth:`finish` from an event loop (as :meth:`chunks_soon`)."""
-        await run_writes_soon(self.session.store, self.finish_writes(outcome, error))
+        await writer_of(self.session.store).run(self.finish_writes(outcome, error))
 
 
 _AHEAD = 1024  # chunks read ahead of the log at most: memory stays bounded while a write waits for the lock
@@ -361,14 +361,14 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             self._async = LazyTlsTransport()  # no CA bundle for a plain-HTTP agent
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             await request.aread()
-        begun = await run_writes_soon(self.store, self._begin_writes(request))
+        begun = await writer_of(self.store).run(self._begin_writes(request))
         if begun is None:
             return await self._async.handle_async_request(request)
         session, ex_id, is_rpc = begun
         try:
             resp = await self._async.handle_async_request(request)
         except httpx.HTTPError as exc:
-            await run_writes_soon(self.store, _failed(session, ex_id, request, exc))
+            await writer_of(self.store).run(_failed(session, ex_id, request, exc))
             raise
         ex = self._respond(session, ex_id, is_rpc, resp)
         return httpx.Response(

@@ -1,59 +1,54 @@
-"""Group commit for many concurrent async producers (anyio).
+"""How the log is written: one commit mechanism for every path, and the batching of a stream.
 
-One writer task drains a queue of pending appends, appends their events in one transaction on
-a worker thread (one thread hop per batch, not per event), then wakes every producer of the
-batch. A producer's ``await writer.append(event)`` returns only once its event is durable
-at the store's durability setting; ``append_many`` queues a producer's events as one entry (one
-wake-up for all of them, not one per event) and is all or nothing. A small batch is committed on
-the event loop when that needs no wait for the log's lock, else on a worker thread; a caller's own
-small transaction (the proxy's key claim) goes the same way through :func:`write_soon`: the loop
-never waits for a lock, neither another process's nor a batch's being committed on a thread.
+The rule: nothing waits for the log's lock on an event loop, and what arrives while a commit is
+under way goes to the log together, in the next one.
 
-    async with GroupCommitWriter(store) as writer:
+- :data:`Writes`: code that writes, written once for both kinds of caller (a generator yielding
+  each write transaction, a :data:`Write`); :func:`run_writes` runs it in a plain call,
+  :meth:`GroupCommitWriter.run` from an event loop.
+- :class:`GroupCommitWriter`: the one way an event loop writes. Each write (an append, or a
+  caller's own transaction: an exchange row, a key's claim) is queued; the producer that finds no
+  commit under way leads: it commits everything queued, in queue order, in one transaction, on
+  the event loop when the batch is small and the log's lock is free (``Store.without_waiting``),
+  else on a worker thread, and hands the lead to the next producer waiting. A producer's
+  ``await`` returns once its write is durable at the store's durability setting. There is no
+  writer task: it works on any event loop, for as long as anyone writes (a transport has no
+  lifetime of its own to run one in).
+- :class:`Batcher`: one stream's items, read ahead of the log and committed in batches, each
+  batch handed on only once it is in the log (write-ahead). Record, the recorded-upstream client
+  (:mod:`replay.recorded_call`), the proxy and ``RecordingTransport`` read their streams through it.
+
+    async with GroupCommitWriter(store) as writer:   # or without ``async with``: it needs no task
         stored = await writer.append(NewEvent(payload=b"...", task_id="t1"))
 """
 
 from __future__ import annotations
 
+import collections
 import functools
-import math
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .driver_errors import translate
-from .errors import AppendConflict, StoreError, WouldWait
-from .interface import AppendLog, StoreHandle
+from .errors import WouldWait
+from .interface import AppendLog
 from .records import NewEvent, StoredEvent
 
 P = ParamSpec("P")
 T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741 - an item of a batch
 
 Write: TypeAlias = Callable[[], Any]
-"""One write transaction, safe to run twice: nothing changes before its BEGIN (see :func:`write_soon`)."""
+"""One write transaction, safe to run twice: nothing changes before its BEGIN."""
 
 Writes: TypeAlias = Generator[Write, Any, T]
 """Code that writes, written once for both kinds of caller: it yields each :data:`Write` and is
 sent its result (or has its exception thrown in), and returns ``T``. :func:`run_writes` drives it
-in a plain call, :func:`run_writes_soon` from an event loop that must not wait for the lock."""
-
-
-async def write_soon(store: StoreHandle, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)``, ONE write transaction on ``store``, from an event loop that must
-    not wait for the log's lock: run at once on the loop when the lock is free
-    (``Store.without_waiting``), else on a worker thread, where it waits as the busy timeout says.
-    For a server's own writes (the proxy's claims and exchange rows, serve's recording modes).
-    Its errors are the store's, raised here."""
-    try:
-        with store.without_waiting():
-            return fn(*args, **kwargs)
-    except WouldWait:  # nothing was written: the same transaction again, where waiting is harmless
-        pass
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+in a plain call, :meth:`GroupCommitWriter.run` from an event loop that must not wait for the lock."""
 
 
 def run_writes(steps: Writes[T]) -> T:
@@ -71,21 +66,6 @@ def run_writes(steps: Writes[T]) -> T:
         return stop.value  # type: ignore[no-any-return]  # a Writes[T] returns T
 
 
-async def run_writes_soon(store: StoreHandle, steps: Writes[T]) -> T:
-    """Each write of ``steps`` through :func:`write_soon`: the event loop never waits for the lock."""
-    try:
-        write = next(steps)
-        while True:
-            try:
-                result = await write_soon(store, write)
-            except BaseException as exc:  # noqa: BLE001 - as in run_writes
-                write = steps.throw(exc)
-            else:
-                write = steps.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]  # a Writes[T] returns T
-
-
 def writing_now(steps: Callable[P, Writes[T]]) -> Callable[P, T]:
     """The plain-call form of a :data:`Writes` function (``begin = writing_now(begin_writes)``)."""
 
@@ -96,168 +76,205 @@ def writing_now(steps: Callable[P, Writes[T]]) -> Callable[P, T]:
     return now
 
 
+# -- the one commit mechanism ------------------------------------------------------------------
+
+
 class _Slot:
-    """One producer's call: its events, stored together in one batch (all or nothing)."""
+    """One producer's write: its events (stored together, all or nothing), or its own transaction."""
 
-    __slots__ = ("events", "done", "result", "error")
+    __slots__ = ("events", "write", "size", "woken", "finished", "result", "error")
 
-    def __init__(self, events: Sequence[NewEvent]) -> None:
+    def __init__(self, events: Sequence[NewEvent] = (), write: Write | None = None) -> None:
         self.events = events
-        self.done = anyio.Event()
-        self.result: list[StoredEvent] | None = None
+        self.write = write
+        self.size = len(events) if write is None else 1
+        self.woken = anyio.Event()  # set when it is finished, or when it is handed the lead
+        self.finished = False
+        self.result: Any = None
         self.error: BaseException | None = None
+
+    def run(self, store: AppendLog) -> None:
+        self.result = self.write() if self.write is not None else store.append_batch(self.events)
 
 
 class GroupCommitWriter:
+    """The one way an event loop writes the log (see the module docstring)."""
+
     def __init__(self, store: AppendLog, *, max_batch: int = 2048, inline_batch: int = 8) -> None:
         self.store = store
         self.max_batch = max_batch
-        # a batch this small (a stream's first item, a note) is committed on the event loop when
-        # the lock is free: the commit costs less than the two thread handoffs would on a busy
-        # machine, and that wait is the first event's latency. Bigger batches, and a small one
-        # that would wait for the lock, go to a worker thread.
+        # a batch this small (a stream's first item, a note, a claim) is committed on the event loop
+        # when the lock is free: the commit costs less than two thread handoffs on a busy machine,
+        # and that wait is the first event's latency. Bigger batches, and a small one that would
+        # wait for the lock, go to a worker thread.
         self.inline_batch = inline_batch
-        self._send: MemoryObjectSendStream[_Slot] | None = None
-        self._recv: MemoryObjectReceiveStream[_Slot] | None = None
-        self._tg: TaskGroup | None = None
+        self._queue: collections.deque[_Slot] = collections.deque()
+        self._leader: _Slot | None = None
         self.batches = 0
         self.events = 0
 
     async def __aenter__(self) -> GroupCommitWriter:
-        self._send, self._recv = anyio.create_memory_object_stream[_Slot](math.inf)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._run)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._send is not None and self._tg is not None
-        await self._send.aclose()  # the writer drains what is queued, then ends
-        await self._tg.__aexit__(exc_type, exc, tb)
+        return None  # every producer waited for its own write: nothing is left queued
 
     async def append(self, event: NewEvent) -> StoredEvent:
-        """Queue one event; return it as stored once it is durable."""
-        return (await self._append([event]))[0]
+        """One event; returned as stored once it is durable."""
+        stored: list[StoredEvent] = await self._submit(_Slot([event]))
+        return stored[0]
 
     async def append_many(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
-        """Queue several events of one producer; they are stored in this order, in one
-        transaction, all or none (a conflict or a fault raises and stores none of them)."""
+        """Several events of one producer, stored in this order in one transaction, all or none (a
+        conflict or a fault raises and stores none of them)."""
         if not events:
             return []
-        return await self._append(list(events))
+        stored: list[StoredEvent] = await self._submit(_Slot(list(events)))
+        return stored
 
-    async def _append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
-        if self._send is None:
-            raise StoreError("the writer is not running (use 'async with GroupCommitWriter(...)')")
-        slot = _Slot(events)
-        self._queue(slot)
-        await slot.done.wait()
-        if slot.error is not None:
-            raise slot.error
-        assert slot.result is not None  # set with done, unless error is
-        return slot.result
+    async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(*args, **kwargs)``: one write transaction of the caller's, committed with the
+        others queued (it must be safe to run twice: nothing changes before its BEGIN). Its
+        errors are the store's, raised here."""
+        result: T = await self._submit(_Slot(write=functools.partial(fn, *args, **kwargs)))
+        return result
 
-    def _queue(self, slot: _Slot) -> None:
-        assert self._send is not None
+    async def run(self, steps: Writes[T]) -> T:
+        """Each write of ``steps`` through :meth:`write`: the event loop never waits for the lock."""
         try:
-            self._send.send_nowait(slot)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise StoreError("the group-commit writer has stopped: the event was not stored") from None
-
-    async def _run(self) -> None:
-        assert self._recv is not None
-        batch: list[_Slot] = []
-        async with self._recv:
-            try:
-                while True:
-                    try:
-                        first = await self._recv.receive()
-                    except anyio.EndOfStream:
-                        return
-                    batch = [first]
-                    size = len(first.events)
-                    while size < self.max_batch:
-                        try:
-                            slot = self._recv.receive_nowait()
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
-                        batch.append(slot)
-                        size += len(slot.events)
-                    if size > self.inline_batch or not self._commit_now(batch):
-                        await anyio.to_thread.run_sync(self._commit, batch)
-                    self.batches += 1
-                    self.events += size
-                    for s in batch:
-                        s.done.set()
-                    batch = []
-            except BaseException as exc:
-                # the writer itself ends (cancelled, or a bug): no producer may wait for it forever
-                self._fail_waiting(batch, exc)
-                raise
-
-    def _fail_waiting(self, batch: list[_Slot], exc: BaseException) -> None:
-        error = StoreError(f"the group-commit writer stopped ({type(exc).__name__}): the event was not stored")
-        pending = list(batch)
-        if self._recv is not None:
+            write = next(steps)
             while True:
                 try:
-                    pending.append(self._recv.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                    break
-        for s in pending:
-            if not s.done.is_set():
-                if s.result is None and s.error is None:  # a committed batch keeps its answers
-                    s.error = error
-                s.done.set()
+                    result = await self.write(write)
+                except BaseException as exc:  # noqa: BLE001 - as in run_writes
+                    write = steps.throw(exc)
+                else:
+                    write = steps.send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]  # a Writes[T] returns T
+
+    # -- leading -------------------------------------------------------------------------------
+
+    async def _submit(self, slot: _Slot) -> Any:
+        self._queue.append(slot)
+        try:
+            if self._leader is None:
+                self._leader = slot
+                # one turn of the loop before the batch is taken: producers that are ready queue too
+                await anyio.lowlevel.checkpoint()
+            while not slot.finished:
+                if self._leader is slot:
+                    await self._commit_next()
+                else:
+                    await slot.woken.wait()
+        finally:
+            if not slot.finished and slot in self._queue:  # cancelled before its batch was taken
+                self._queue.remove(slot)
+            if self._leader is slot:  # the lead goes to the oldest producer still waiting
+                self._leader = self._queue[0] if self._queue else None
+                if self._leader is not None:
+                    self._leader.woken.set()
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    async def _commit_next(self) -> None:
+        batch = [self._queue.popleft()]
+        size = batch[0].size
+        while self._queue and size + self._queue[0].size <= self.max_batch:
+            slot = self._queue.popleft()
+            batch.append(slot)
+            size += slot.size
+        with anyio.CancelScope(shield=True):  # a batch taken is a batch written
+            if size > self.inline_batch or not self._commit_now(batch):
+                await anyio.to_thread.run_sync(self._commit, batch)
+        self.batches += 1
+        self.events += sum(len(s.events) for s in batch)
+        for s in batch:
+            s.finished = True
+            s.woken.set()
 
     def _commit_now(self, batch: list[_Slot]) -> bool:
-        """A small batch committed on the loop if that needs no wait for a lock (another process's
-        transaction): False, with nothing written, when it would."""
+        """The batch committed on the loop if that needs no wait for a lock (another thread's or
+        process's transaction): False, with nothing written, when it would (or when a producer's
+        write failed in a batch of several: each is then retried alone, where waiting is harmless)."""
         try:
             with self.store.without_waiting():
-                self._append_all(batch)
+                self._together(batch)
         except WouldWait:
             return False
-        except AppendConflict as conflict:
-            self._isolate(batch, conflict)  # rare: each producer's events alone (on the loop, waiting)
-        except BaseException as exc:  # noqa: BLE001 - every producer of the batch learns it
+        except BaseException as exc:  # noqa: BLE001 - the producers learn it
+            if len(batch) > 1:
+                return False
             self._fail(batch, exc)
         return True
 
     def _commit(self, batch: list[_Slot]) -> None:
         try:
-            self._append_all(batch)
-        except AppendConflict as conflict:
-            self._isolate(batch, conflict)
+            self._together(batch)
         except BaseException as exc:  # noqa: BLE001 - every producer of the batch learns it
-            self._fail(batch, exc)
+            if len(batch) == 1:
+                self._fail(batch, exc)
+            else:
+                self._alone(batch)  # a conflict, or one producer's own transaction refused
 
-    def _append_all(self, batch: list[_Slot]) -> None:
-        """The batch in one transaction, each producer's result set (AppendConflict: none)."""
+    def _together(self, batch: list[_Slot]) -> None:
+        """The batch in one transaction, each producer's result set; the events of neighbouring
+        appends in one ``append_batch`` (one multi-row insert)."""
         if len(batch) == 1:
-            batch[0].result = self.store.append_batch(batch[0].events)
+            batch[0].run(self.store)
             return
-        results = self.store.append_batch([e for s in batch for e in s.events])
-        i = 0
-        for s in batch:
-            s.result = results[i : i + len(s.events)]
-            i += len(s.events)
+        with self.store.transaction():
+            i = 0
+            while i < len(batch):
+                if batch[i].write is not None:
+                    batch[i].run(self.store)
+                    i += 1
+                    continue
+                j = i
+                while j < len(batch) and batch[j].write is None:
+                    j += 1
+                run = batch[i:j]
+                stored = self.store.append_batch([e for s in run for e in s.events])
+                k = 0
+                for s in run:
+                    s.result = stored[k : k + len(s.events)]
+                    k += len(s.events)
+                i = j
 
-    def _isolate(self, batch: list[_Slot], conflict: AppendConflict) -> None:
-        """After a conflict: each producer's events alone, so the others still get their answer."""
-        if len(batch) == 1:
-            batch[0].error = conflict
-            return
+    def _alone(self, batch: list[_Slot]) -> None:
+        """After a conflict (or one producer's own failed transaction): each producer's write in a
+        transaction of its own, so the others still get their answer."""
         for s in batch:
+            s.result = None
             try:
-                s.result = self.store.append_batch(s.events)
+                s.run(self.store)
             except BaseException as exc:  # noqa: BLE001 - handed to that producer
-                s.error = exc
+                s.error = translate(exc, self.store.location, self.store.busy_timeout) or exc
 
     def _fail(self, batch: list[_Slot], exc: BaseException) -> None:
         # the store maps its driver's errors already; a store that does not is mapped here
         mapped = translate(exc, self.store.location, self.store.busy_timeout)
         for s in batch:
+            s.result = None
             s.error = mapped or exc
+
+
+_shared: weakref.WeakKeyDictionary[object, GroupCommitWriter] = weakref.WeakKeyDictionary()
+
+
+def writer_of(store: AppendLog) -> GroupCommitWriter:
+    """The store's shared writer: every path of this process that writes ``store`` from an event
+    loop without a writer of its own goes through this one, so their writes group."""
+    writer = _shared.get(store)
+    if writer is None:
+        writer = _shared[store] = GroupCommitWriter(store)
+    return writer
+
+
+async def write_soon(store: AppendLog, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)``, one write transaction on ``store``, from an event loop that must not
+    wait for the log's lock: :meth:`GroupCommitWriter.write` of the store's shared writer."""
+    return await writer_of(store).write(fn, *args, **kwargs)

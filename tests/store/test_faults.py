@@ -145,32 +145,6 @@ def test_group_commit_producers_receive_disk_full(small_fs):
     st.close()
 
 
-def test_a_producer_never_waits_for_a_writer_that_has_stopped(tmp_path):
-    """The writer task ends (here: cancelled) while a producer of another task (a proxy's request
-    handler) appends: the producer gets a StoreError, it is not left waiting or handed anyio's own."""
-    st = SqliteStore(tmp_path / "log.db")
-    got: list[BaseException] = []
-
-    async def producer(w: GroupCommitWriter) -> None:
-        try:
-            await w.append(NewEvent(payload=payload(0), task_id="t"))
-        except BaseException as exc:  # noqa: BLE001 - the test looks at what arrived
-            got.append(exc)
-
-    async def main() -> None:
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as handlers:
-                async with GroupCommitWriter(st) as w:
-                    assert w._tg is not None
-                    w._tg.cancel_scope.cancel()  # the writer ends at its next checkpoint
-                    handlers.start_soon(producer, w)  # a task outside the writer's scope
-
-    anyio.run(main)
-    assert len(got) == 1 and isinstance(got[0], StoreError) and "writer" in str(got[0])
-    assert st.count_events() == 0
-    st.close()
-
-
 def _tape(tmp_path: Path, events: int) -> Path:
     """A JSONL tape of ``events`` events of one task (written from a db on the ordinary disk)."""
     src = tmp_path / "src.db"

@@ -144,10 +144,15 @@ def test_append_many_is_all_or_nothing_and_spares_the_other_producers(backend):
     assert [e.payload for e in st.read_task("held")] == [b"original"]
 
 
-def test_append_outside_the_context_is_a_clear_error(backend):
-    w = GroupCommitWriter(backend.open())
-    with pytest.raises(StoreError, match="not running"):
-        anyio.run(w.append, NewEvent(payload=b"x", task_id="t"))
+def test_the_writer_needs_no_context_and_no_task_of_its_own(backend):
+    """No writer task: a producer that finds no commit under way commits itself, on whatever loop
+    it runs (a transport's, a test's), with or without ``async with``; one writer serves two runs."""
+    st = backend.open()
+    w = GroupCommitWriter(st)
+    first = anyio.run(w.append, NewEvent(payload=b"x", task_id="t"))
+    second = anyio.run(w.append_many, [NewEvent(payload=b"y", task_id="t"), NewEvent(payload=b"z", task_id="t")])
+    assert [first.seq, *(e.seq for e in second)] == [1, 2, 3]
+    assert [e.payload for e in st.read_task("t")] == [b"x", b"y", b"z"]
 
 
 def test_events_queued_before_close_are_all_stored(backend):
@@ -194,10 +199,12 @@ class _GatedLog:
 def test_write_soon_runs_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thread(backend):
     """``write_soon`` (the proxy's key claim, its exchange rows): on the event loop when the log is
     free; tried there, then run on a worker thread, while a big batch being committed on a thread
-    holds the lock (the loop must not wait for it); its result or error comes back either way."""
+    holds the lock (the loop must not wait for it); a write queued behind one that waits is
+    answered after it; its result or error comes back either way."""
     st = backend.open()
     log = _GatedLog(st)
     tries: dict[str, list[int]] = {"idle": [], "busy": []}
+    answered: list[str] = []
 
     def append(name: str) -> StoredEvent:
         tries[name].append(threading.get_ident())
@@ -217,9 +224,17 @@ def test_write_soon_runs_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thr
                 with anyio.fail_after(10):
                     while len(tries["busy"]) < 2:  # tried on the loop, then on a worker thread
                         await anyio.lowlevel.checkpoint()
-                with pytest.raises(StoreError, match="refused"):
-                    await write_soon(st, broken)
+
+                async def refused() -> None:  # queued behind the write waiting for the lock: answered after it
+                    with pytest.raises(StoreError, match="refused"):
+                        await write_soon(st, broken)
+                    answered.append("refused")
+
+                tg.start_soon(refused)
+                await anyio.lowlevel.checkpoint()
+                assert answered == []
                 log.gate.set()
+            assert answered == ["refused"]
             with pytest.raises(StoreError, match="refused"):
                 await write_soon(st, broken)
 
@@ -228,3 +243,35 @@ def test_write_soon_runs_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thr
     assert tries["idle"] == [loop_thread]
     assert tries["busy"][0] == loop_thread and tries["busy"][1] != loop_thread and len(tries["busy"]) == 2
     assert [e.task_id for e in st.read_from(0)] == ["idle", *["big"] * 9, "busy"]
+
+
+def test_a_leader_cancelled_mid_commit_writes_its_batch_and_hands_the_lead_on(backend):
+    """No writer task can die, but a producer leading a commit can be cancelled (a client gone):
+    the batch it took is still written (shielded), and the producers queued behind it are
+    answered by the next leader, not left waiting."""
+    st = backend.open()
+    log = _GatedLog(st)
+    w = GroupCommitWriter(log)
+    got: dict[str, object] = {}
+
+    async def lead(scope: anyio.CancelScope) -> None:
+        with scope:
+            got["lead"] = await w.append_many([NewEvent(payload=bytes([i]), task_id="a") for i in range(9)])
+
+    async def queued() -> None:
+        got["queued"] = await w.append(NewEvent(payload=b"b", task_id="b"))
+
+    async def main() -> None:
+        scope = anyio.CancelScope()
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lead, scope)
+                await anyio.to_thread.run_sync(log.entered.wait)  # the batch is on its thread
+                tg.start_soon(queued)
+                await anyio.lowlevel.checkpoint()
+                scope.cancel()
+                log.gate.set()
+
+    anyio.run(main)
+    assert isinstance(got["queued"], StoredEvent)
+    assert [e.task_id for e in st.read_from(0)] == ["a"] * 9 + ["b"]  # its batch was written all the same
