@@ -43,9 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from a2a_tape import store
 from a2a_tape.recorder.client import send_request
 from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status
-from a2a_tape.recorder.record import RecordOptions, record
+from a2a_tape.recorder.record import Recorder, RecordOptions
 from a2a_tape.recorder.session import Session
 from a2a_tape.recorder.transport import RecordingTransport
+from a2a_tape.replay.http import LazyTlsTransport
 from benchmarks.local_server import free_port, wait_listening
 
 batches: list[int] = []
@@ -89,19 +90,23 @@ async def recorded(url: str, db: Path, durability: str = "normal") -> tuple[floa
     try:
         marks: dict[str, float] = {}
 
-        class TimedSession(Session):
-            def begin(self, **kw):  # type: ignore[override]
-                if kw.get("rpc_method") == "SendStreamingMessage":
-                    marks["send"] = time.perf_counter()
-                return super().begin(**kw)
-
         def changed(_s: Session) -> None:  # where the terminal would be redrawn
             marks.setdefault("first", time.perf_counter())
 
-        session = TimedSession(st, on_change=changed)
+        session = Session(st, on_change=changed)
         t0 = time.perf_counter()
         c0 = time.process_time()
-        res = await record(session, RecordOptions(url=url, text="go", stall_timeout=60))
+        async with httpx.AsyncClient(transport=LazyTlsTransport(), follow_redirects=False) as http:
+            rec = Recorder(http, session, RecordOptions(url=url, text="go", stall_timeout=60))
+            exchange = rec.up.exchange
+
+            async def timed(req, *args, **kwargs):  # the send's row is begun right after this mark
+                if req.method == "SendStreamingMessage":
+                    marks["send"] = time.perf_counter()
+                return await exchange(req, *args, **kwargs)
+
+            rec.up.exchange = timed  # type: ignore[method-assign]
+            res = await rec.run()
         st.close()
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0

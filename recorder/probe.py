@@ -155,31 +155,30 @@ async def run_probes(
 ) -> ProbeReport:
     """Run every probe against ``url``; each exchange is recorded in ``st`` (role ``probe``),
     through the capture core, redacted by ``redactor`` (default: ``[tool.a2a-tape]``). Every call
-    has connect, first-byte and read timeouts (:meth:`recorder.recovery.Upstream.timeouts`);
+    has connect, first-byte and read timeouts (:meth:`recorder.upstream.Upstream.timeouts`);
     every detail text is redacted as the disk is (the token, a URL's password or key)."""
     redactor = redactor or build_redactor()
     headers = {"authorization": f"Bearer {token}"} if token else {}
     limits = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
     async with httpx.AsyncClient(transport=LazyTlsTransport(), headers=headers, timeout=limits) as http:
-        async with store.GroupCommitWriter(st) as writer:
-            up = Upstream(st, url, http, writer, role="probe", redactor=redactor)
-            up.call_timeout = timeout  # every call's head and reads: no probe waits past what it was given
+        up = Upstream(st, url, http, role="probe", redactor=redactor)
+        up.call_timeout = timeout  # every call's head and reads: no probe waits past what it was given
+        try:
+            await up.load_card()
+        except Unreachable as exc:
+            return ProbeReport(False, [ProbeResult("agent-card", False, redactor.text(str(exc)))])
+        dialect, endpoint = up.endpoint(None)
+        results: list[ProbeResult] = []
+        probes: list[tuple[str, Callable[[], Awaitable[ProbeResult]]]] = [
+            ("duplicate-message", lambda: probe_duplicate(up, dialect, endpoint)),
+            ("dropped-stream", lambda: probe_dropped_stream(up, dialect, endpoint, timeout)),
+            ("stall", lambda: probe_stall(up, dialect, endpoint, timeout)),
+        ]
+        for name, probe in probes:
             try:
-                await up.load_card()
+                results.append(await probe())
             except Unreachable as exc:
-                return ProbeReport(False, [ProbeResult("agent-card", False, redactor.text(str(exc)))])
-            dialect, endpoint = up.endpoint(None)
-            results: list[ProbeResult] = []
-            probes: list[tuple[str, Callable[[], Awaitable[ProbeResult]]]] = [
-                ("duplicate-message", lambda: probe_duplicate(up, dialect, endpoint)),
-                ("dropped-stream", lambda: probe_dropped_stream(up, dialect, endpoint, timeout)),
-                ("stall", lambda: probe_stall(up, dialect, endpoint, timeout)),
-            ]
-            for name, probe in probes:
-                try:
-                    results.append(await probe())
-                except Unreachable as exc:
-                    results.append(ProbeResult(name, False, str(exc)))
+                results.append(ProbeResult(name, False, str(exc)))
     secrets = [token] if token else []
     for r in results:
         r.detail = redactor.text(r.detail, secrets)

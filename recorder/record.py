@@ -17,16 +17,17 @@ Every decision is appended as an ``origin="local"`` event before it is acted on,
 
 from __future__ import annotations
 
-import contextlib
-import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import anyio
 import httpx
 
-from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport, read_body
-from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, NewEvent, StoredEvent, Undecodable
+from a2a_tape.replay.codings import DecodingError
+from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport
+from a2a_tape.replay.recorded_call import Batching, StallWatch
+from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
+from a2a_tape.store.capture import Outcome
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
@@ -37,36 +38,22 @@ from .client import (
     NotAnAgent,
     ProtocolChoice,
     Request,
-    card_url,
     choose_endpoint,
-    dialect_headers,
-    explain_not_json,
     join_path,
-    media_type,
-    parse_card,
     send_request,
     task_request,
 )
-from .sending import (
-    DecodingError,
-    Outcome,
-    Timeouts,
-    body_chunks,
-    describe,
-    is_redirect,
-    redirect_message,
-    send,
-    store_fault,
-)
 from .session import Session
 from .settle import Backoff, settle
+from .upstream import Unreachable, Upstream
 
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
-MAX_BODY = 1024 * 1024
-FIRST_BATCH = 8  # what we keep of a non-A2A body (an HTML page, an error text)
-BATCH = 2048  # a fast stream's events per commit: fewer, bigger commits cost less per event
-BATCH_WAIT = 0.02  # seconds an event read may wait for its batch to fill before it is committed
-READ_AHEAD = 16384  # events read and not yet in the log at most: the reader waits (a commit waits for the lock)
+BATCHING = Batching(
+    first=8,  # the first event reaches the screen after one small commit, not after a burst
+    size=2048,  # a fast stream's events per commit: fewer, bigger commits cost less per event
+    wait=0.02,  # seconds an event read may wait for its batch to fill before it is committed
+    ahead=16384,  # events read and not yet in the log at most: the reader waits (a commit waits for the lock)
+)
 
 
 @dataclass
@@ -95,7 +82,6 @@ class RecordOptions:
 class CallResult:
     outcome: Outcome
     errors: list[ErrorItem] = field(default_factory=list)
-    keepalives: int = 0
 
 
 @dataclass
@@ -131,10 +117,24 @@ class Recorder:
         self.stalled = False
         self.error: str | None = None
         self._resent = False
-        self._settled_at: float | None = None
         self._last_streaming = False
         # the values of the secret headers the user gave (an API key) never come back in a text
         session.secrets = [v for k, v in opts.headers if session.redactor.is_secret_header(k)]
+        self.up = up = Upstream(
+            session.store,
+            self.base_url,
+            http,
+            role="client",
+            redactor=session.redactor,
+            headers=opts.headers,
+            secrets=session.secrets,
+            ctx=session,
+            max_line=opts.max_line,
+        )
+        up.connect_timeout, up.call_timeout = opts.connect_timeout, opts.call_timeout
+        # an agent that accepts and stays silent is stalled by then
+        first = opts.first_byte_timeout
+        up.first_byte = first if first is not None else min(opts.call_timeout, opts.stall_timeout)
 
     # -- the tree ----------------------------------------------------------------------------
 
@@ -241,62 +241,21 @@ class Recorder:
             error=self.error,
         )
 
-    # -- HTTP --------------------------------------------------------------------------------
+    # -- calls -------------------------------------------------------------------------------
 
-    def timeouts(self, *, streaming: bool = False) -> Timeouts:
-        """Connect, first-byte and read timeouts of every call of this run."""
-        o = self.opts
-        first = o.first_byte_timeout if o.first_byte_timeout is not None else min(o.call_timeout, o.stall_timeout)
-        return Timeouts(
-            connect=o.connect_timeout,
-            first_byte=first,
-            read=None if streaming else o.call_timeout,
-            write=o.call_timeout,
+    def watch(self) -> StallWatch:
+        """No progress for ``stall_timeout`` while the task is active (keep-alives are not
+        progress): stalled; open ``close_grace`` after it settled: closed by us."""
+        s, o = self.session, self.opts
+        return StallWatch(
+            o.stall_timeout, lambda: s.last_progress, settled=lambda: s.state in SETTLED, grace=o.close_grace
         )
-
-    def headers(self, dialect: str | None = None) -> list[tuple[str, str]]:
-        hs = list(self.opts.headers)
-        if dialect == "1.0":
-            hs += list(dialect_headers("1.0").items())
-        return hs
 
     async def fetch_card(self) -> AgentCard:
-        s = self.session
-        url = card_url(self.base_url)
-        ex = s.begin(
-            url=url, rpc_method="agent-card", dialect=None, streaming=False, headers=self.headers(), http_method="GET"
-        )
         try:
-            resp = await send(self.http, self.http.build_request("GET", url, headers=self.headers()), self.timeouts())
-            try:
-                content = await read_body(resp, "the agent card")
-            finally:
-                await resp.aclose()
-        except (httpx.HTTPError, BodyTooLarge) as exc:
-            msg = describe(exc, url, s.capture(ex))
-            s.finish(ex, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", error=msg)
-            raise NotAnAgent(msg) from None
-        s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-        body = content[:MAX_BODY]
-        if is_redirect(resp):
-            msg = redirect_message(resp, f"the agent card URL {url}", self.session.redactor)
-            s.finish(ex, "error", error=msg)
-            raise NotAnAgent(s.capture(ex).text(msg))
-        if resp.status_code == 404:
-            msg = f"no agent card at {url} (HTTP 404): is this an A2A agent?"
-            s.finish(ex, "error", error=msg, response_body=body)
-            raise NotAnAgent(msg)
-        if resp.status_code >= 400 or "json" not in media_type(resp):
-            msg = explain_not_json(resp, url)
-            s.finish(ex, "error", error=msg, response_body=body)
-            raise NotAnAgent(msg)
-        try:
-            card = parse_card(content, url)
-        except NotAnAgent as exc:
-            s.finish(ex, "error", error=str(exc), response_body=body)
-            raise
-        s.finish(ex, "ok", response_body=body)
-        return card
+            return await self.up.load_card(recorded=True)
+        except Unreachable as exc:
+            raise NotAnAgent(str(exc)) from None
 
     async def call(self, req: Request, *, first: bool = False) -> CallResult:
         """Post one JSON-RPC request, record everything that comes back, return how it ended.
@@ -304,246 +263,48 @@ class Recorder:
         ``first``: the send itself; a transport error or a non-A2A answer then means the URL
         is not a working agent (exit 2). Later calls report failures to the tree instead.
         """
-        s = self.session
         self._last_streaming = req.streaming
-        headers = self.headers(req.dialect)
-        headers.append(("Content-Type", "application/json"))
-        if req.streaming:
-            headers.append(("Accept", "text/event-stream"))
-        ex = s.begin(
-            url=self.endpoint,
-            rpc_method=req.method,
-            dialect=req.dialect,
-            streaming=req.streaming,
-            headers=headers,
-            body=req.body,
-            message_id=req.message_id,
-        )
-        # a stream is read without a read timeout: the stall watchdog decides
-        timeouts = self.timeouts(streaming=req.streaming)
-        received = 0
-        try:
-            request = self.http.build_request("POST", self.endpoint, content=req.body, headers=headers)
-            async with contextlib.aclosing(_Closing(await send(self.http, request, timeouts))) as held:
-                resp = held.resp
-                s.response(ex, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-                ct = media_type(resp)
-                if is_redirect(resp):
-                    msg = redirect_message(resp, f"{req.method} at {self.endpoint}", s.redactor)
-                    s.finish(ex, "error", error=msg)
-                    if first:
-                        raise NotAnAgent(s.capture(ex).text(msg))
-                    return CallResult("error")
-                if (
-                    resp.status_code >= 400
-                    and ct != "application/json"
-                    or ct not in ("text/event-stream", "application/json")
-                ):
-                    body = await _read_capped(resp)
-                    msg = explain_not_json(resp, f"{req.method} at {self.endpoint}")
-                    s.finish(ex, "error", error=msg, response_body=body)
-                    if first:
-                        raise NotAnAgent(msg)
-                    return CallResult("error")
-                if ct == "application/json":
-                    body = await read_body(resp, f"the answer to {req.method}")
-                    pairs = s.record_items(ex, [(body, None)])
-                    received = len(pairs)
-                    item = pairs[0][1]
-                    if item.kind in ("undecodable", "other") or (resp.status_code >= 400 and item.kind != "error"):
-                        answer = item.body
-                        why = answer.reason[:60] if isinstance(answer, Undecodable) else f"HTTP {resp.status_code}"
-                        msg = f"{req.method} at {self.endpoint} returned a body that is not an A2A answer ({why})"
-                        s.finish(ex, "error", error=msg)
-                        if first:
-                            raise NotAnAgent(msg)
-                        return CallResult("error")
-                    errors = [i.body for _, i in pairs if isinstance(i.body, ErrorItem)]
-                    s.finish(ex, "error" if errors else "ok")
-                    return CallResult("ok", errors)
-                return await self._consume(req, ex, resp)
-        except SseLineTooLong as exc:
-            msg = f"{req.method} at {self.endpoint}: {exc} (raise it with --max-line-bytes)"
-            s.finish(ex, "error", error=msg)
-            raise NotAnAgent(s.capture(ex).text(msg)) from None
-        except BodyTooLarge as exc:
-            msg = describe(exc, self.endpoint, s.capture(ex))
-            s.finish(ex, "error", error=msg)
-            raise NotAnAgent(msg) from None
-        except DecodingError as exc:
-            msg = f"{req.method} at {self.endpoint}: the body does not decode ({exc})"
-            s.finish(ex, "error", error=msg)
-            raise NotAnAgent(s.capture(ex).text(msg)) from None
-        except httpx.HTTPError as exc:
-            msg = describe(exc, self.endpoint, s.capture(ex))
-            if first and received == 0 and not s.store.read_exchange(ex):
-                s.finish(ex, "error", error=msg)
-                raise NotAnAgent(msg) from None
-            outcome: Outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "dropped"
-            s.finish(ex, outcome, error=msg)
-            return CallResult(outcome)
+        sink = _Fold(self.session)
+        up = self.up
+        # a stream is read without a read timeout: the stall watch decides
+        timeouts = up.timeouts(stream_first_byte=up.first_byte) if req.streaming else None
+        ended = await up.exchange(req, self.endpoint, sink, timeouts=timeouts, watch=self.watch(), batching=BATCHING)
+        fault = ended.fault
+        if isinstance(fault, SseLineTooLong):
+            raise NotAnAgent(f"{ended.error} (raise it with --max-line-bytes)")
+        if isinstance(fault, (BodyTooLarge, DecodingError)):
+            raise NotAnAgent(ended.error or "")
+        if fault is not None:  # the connection: no agent there (the send), else the tree recovers
+            if first and ended.items == 0:
+                raise NotAnAgent(ended.error or "")
+            return CallResult(ended.outcome)
+        if ended.outcome == "error" and not ended.errors and not sink.errors:  # a redirect, no A2A answer
+            if first:
+                raise NotAnAgent(ended.error or "")
+            return CallResult("error")
+        if ended.stopped == "stalled":
+            return CallResult("stalled", sink.errors)
+        return CallResult("closed" if ended.outcome == "closed" else "ok", sink.errors)
 
-    async def _consume(self, req: Request, ex: int, resp: httpx.Response) -> CallResult:
+
+class _Fold:
+    """The session as the sink of one call: its items folded (and shown) once in the log, the
+    errors among them kept for the tree."""
+
+    peek = True  # plain text chunks are folded as they are (the bulk of a stream)
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.errors: list[ErrorItem] = []
+
+    def take(self, stored: Sequence[StoredEvent], items: Sequence[Item | TextChunk]) -> None:
+        self.errors += self.session.apply(stored, items)
+
+    def early_close(self) -> str | None:
         s = self.session
-        cap = s.capture(ex)
-        cap.max_line = self.opts.max_line
-        result = CallResult("ok")
-        stopped: list[str] = []
-        self._settled_at = None
-
-        async def watchdog(scope: anyio.CancelScope) -> None:
-            while True:
-                now = time.monotonic()
-                if s.state in SETTLED:
-                    if self._settled_at is None:
-                        self._settled_at = now
-                    left = self._settled_at + self.opts.close_grace - now
-                    if left <= 0:
-                        stopped.append("settled")
-                        scope.cancel()
-                        return
-                else:
-                    left = s.last_progress + self.opts.stall_timeout - now
-                    if left <= 0:
-                        stopped.append("stalled")
-                        scope.cancel()
-                        return
-                await anyio.sleep(min(left, 0.5) if s.state in SETTLED else left)
-
-        # Group commit, write-ahead: the reader parses chunks as they arrive and queues them; the
-        # committer appends everything queued in one transaction (on a worker thread at durability
-        # full, so reading goes on during the fsync), and only then folds, renders and decides. The
-        # first batch is committed at once (the first event waits for one small commit); later
-        # ones when BATCH events are queued or BATCH_WAIT after the oldest arrived, whichever
-        # comes first (a slow stream's event is shown at most BATCH_WAIT later than it could be).
-        failure: list[Exception] = []
-        pending: list[tuple[bytes, str | None]] = []
-        arrived: list[float] = []
-        reading = [True]
-        wake = [anyio.Event()]
-        room = [anyio.Event()]  # set when the committer takes what is pending: the reader may go on
-        asleep = [False]  # the committer waits on wake[0]: the reader sets it only then
-        want = [1]  # ... and once this many events are pending
-        committed = anyio.Event()
-        # an fsync per commit (durability full) costs milliseconds: keep it off the event loop;
-        # a WAL commit without fsync costs less than the thread hop, so it runs inline
-        threaded = getattr(s.store, "durability", "full") == "full"
-
-        first_batch = [True]
-
-        def take() -> tuple[list[NewEvent], list[Item | TextChunk]]:
-            # the first batch is kept small: the first event reaches the screen after one small
-            # commit, not after a burst the agent wrote in one go
-            n = min(len(pending), FIRST_BATCH) if first_batch[0] else len(pending)
-            first_batch[0] = False
-            raw, times = pending[:n], arrived[:n]
-            del pending[:n]
-            del arrived[:n]
-            room[0].set()
-            return s.prepare(ex, raw, times)
-
-        def applied(stored: list[StoredEvent], items: list[Item | TextChunk]) -> None:
-            result.errors += s.apply(stored, items)
-
-        async def committer(scope: anyio.CancelScope) -> None:
-            try:
-                while True:
-                    if not pending:
-                        if not reading[0]:
-                            return
-                        want[0] = 1
-                        asleep[0] = True
-                        await wake[0].wait()
-                        wake[0] = anyio.Event()
-                        continue
-                    if reading[0] and not first_batch[0] and len(pending) < BATCH:
-                        # a fast stream: let the batch fill (BATCH events, or BATCH_WAIT after its
-                        # oldest event arrived); nothing is shown or decided before its commit
-                        left = arrived[0] + BATCH_WAIT - time.monotonic()
-                        if left > 0:
-                            want[0] = BATCH
-                            asleep[0] = True
-                            with anyio.move_on_after(left):
-                                await wake[0].wait()
-                            asleep[0] = False
-                            wake[0] = anyio.Event()
-                            continue
-                    with anyio.CancelScope(shield=True):  # a batch taken is a batch written
-                        new, items = take()
-                        if threaded:
-                            stored = await anyio.to_thread.run_sync(s.commit, ex, new)
-                        else:
-                            stored = s.commit(ex, new)
-                        applied(stored, items)
-            except Exception as exc:  # noqa: BLE001 - a store failure stops the stream, reported below
-                failure.append(exc)
-                scope.cancel()
-            finally:
-                committed.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watchdog, tg.cancel_scope)
-            tg.start_soon(committer, tg.cancel_scope)
-            try:
-                feed = cap.feeder()
-                monotonic = time.monotonic
-                arrival = arrived.append
-                # no content coding (the usual stream): the raw chunks, without decoder layers
-                async for chunk in body_chunks(resp):
-                    before = len(pending)
-                    keepalives = feed(chunk, pending)
-                    if keepalives:
-                        result.keepalives += keepalives
-                    added = len(pending) - before
-                    if added == 1:
-                        arrival(monotonic())
-                    elif added:
-                        arrived += [monotonic()] * added
-                    else:
-                        continue
-                    if asleep[0] and len(pending) >= want[0]:
-                        asleep[0] = False
-                        wake[0].set()
-                    if len(pending) >= READ_AHEAD:  # the log is far behind (another writer holds it)
-                        room[0] = anyio.Event()
-                        await room[0].wait()
-                for it in cap.close():  # a last item cut by the close is kept (marked incomplete)
-                    if not it.comment:
-                        pending.append((it.data, it.event))
-                        arrived.append(time.monotonic())
-            except (httpx.HTTPError, SseLineTooLong, DecodingError) as exc:
-                failure.append(exc)  # raised below, outside the task group (no exception group)
-            finally:
-                reading[0] = False
-                wake[0].set()
-            await committed.wait()
-            tg.cancel_scope.cancel()
-        if pending and not (failure and store_fault(failure[0])):  # the watchdog cancelled: it still goes to the log
-            new, items = take()
-            applied(s.commit(ex, new), items)
-        if failure:
-            raise failure[0]
-        if stopped and stopped[0] == "stalled":
-            s.finish(ex, "stalled", error=f"no progress for {self.opts.stall_timeout:g} s")
-            result.outcome = "stalled"
-        elif stopped:
-            s.finish(ex, "ok", error="the agent kept the stream open after the task settled: closed by a2a-tape")
-        elif s.state in SETTLED or result.errors or (s.state == "unknown" and s.fold.reply is not None):
-            s.finish(ex, "ok")
-        else:
-            s.finish(ex, "closed", error=f"stream closed while the task was {s.state}")
-            result.outcome = "closed"
-        return result
-
-
-class _Closing:
-    """A streamed response closed by ``contextlib.aclosing``."""
-
-    def __init__(self, resp: httpx.Response) -> None:
-        self.resp = resp
-
-    async def aclose(self) -> None:
-        await self.resp.aclose()
+        if s.state in SETTLED or self.errors or (s.state == "unknown" and s.fold.reply is not None):
+            return None
+        return f"stream closed while the task was {s.state}"
 
 
 class _Follow:
@@ -594,15 +355,6 @@ def _why(res: CallResult) -> str:
         e = res.errors[-1]
         return f"error {e.code}: {e.message}"
     return res.outcome
-
-
-async def _read_capped(resp: httpx.Response) -> bytes:
-    buf = bytearray()
-    async for chunk in resp.aiter_bytes():
-        buf += chunk
-        if len(buf) >= MAX_BODY:
-            break
-    return bytes(buf[:MAX_BODY])
 
 
 async def record(

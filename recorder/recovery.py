@@ -38,6 +38,7 @@ from a2a_tape.replay.http import LazyTlsTransport, cookieless
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import is_interrupted, is_terminal
 from a2a_tape.store.redact import Redactor, build_redactor
+from a2a_tape.store.writer import writer_of
 
 from . import client as a2a
 from .settle import Backoff, settle
@@ -312,6 +313,79 @@ def settle_keys(st: store.Store, before: float) -> list[str]:
     return replayed
 
 
+class _Upstreams:
+    """The upstream of each base URL, its card read once (or why it cannot be used); the HTTP
+    client is made only when a task needs one, and closed with this if it was made here."""
+
+    def __init__(self, st: store.Store, http: httpx.AsyncClient | None, redactor: Redactor) -> None:
+        self.st, self.http, self.redactor = st, http, redactor
+        self.own_http = http is None
+        self.by_base: dict[str, Upstream | str] = {}
+
+    async def get(self, base: str) -> Upstream | str:
+        base = base.rstrip("/")
+        up = self.by_base.get(base)
+        if up is None:
+            if self.http is None:
+                self.http = httpx.AsyncClient(
+                    transport=LazyTlsTransport(),
+                    cookies=cookieless(),  # the tasks resumed are many clients'
+                    timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),
+                )
+            candidate = Upstream(self.st, base, self.http, redactor=self.redactor)
+            try:
+                await candidate.load_card()
+                up = candidate
+            except Unreachable as exc:
+                up = f"recorder restarted and the upstream is unusable: {exc}"
+            self.by_base[base] = up
+        return up
+
+    async def aclose(self) -> None:
+        if self.own_http and self.http is not None:
+            await self.http.aclose()
+
+
+async def _wait_for_lease(st: store.Store, owner: str, wait: float) -> None:
+    deadline = time.monotonic() + wait
+    while True:
+        holder = await anyio.to_thread.run_sync(take_lease, st, owner)
+        if holder is None:
+            return
+        if time.monotonic() > deadline:
+            raise RecoveryBusy(f"another recovery is running ({holder}); try again when it ends")
+        await anyio.sleep(0.1)
+
+
+async def _recover_task(view: TaskState, upstreams: _Upstreams, base: str | None, stall: float) -> str | None:
+    """Resume one task upstream; None when it was resumed, else why it could not be."""
+    if base is None:
+        return "recorder restarted and no upstream is known for the task (pass --upstream)"
+    up = await upstreams.get(base)
+    return up if isinstance(up, str) else await _resume(up, view, stall)
+
+
+async def _account(st: store.Store, view: TaskState, reason: str | None, report: RecoveryReport) -> None:
+    """What became of one task, in the report and (when it failed) in its log."""
+    writer = writer_of(st)
+    if reason is None:
+        report.resumed.append(view.task_id)
+    elif await writer.write(fail_if_open, st, view.task_id, view.context_id, reason):
+        report.failed.append(FailedTask(view.task_id, reason))
+    elif reason.endswith(CANCEL_SUFFIX):
+        # our cancel ended it upstream (canceled is terminal): keep why, as a local note
+        note = store.NewEvent(
+            payload=store.local_note("recovery-cancel", reason, view.task_id),
+            task_id=view.task_id,
+            received_at=time.time(),
+            origin="local",
+        )
+        await writer.append(note)
+        report.failed.append(FailedTask(view.task_id, reason))
+    else:
+        report.resumed.append(view.task_id)  # it ended meanwhile (another writer)
+
+
 async def recover(
     st: store.Store,
     upstream: str | None = None,
@@ -330,69 +404,23 @@ async def recover(
     ``roles``: only tasks recorded by exchanges of these roles (the proxy resumes what proxies
     recorded, not fixtures imported into the same file). ``redactor``: the run's (default:
     ``[tool.a2a-tape]`` of the current directory), for every exchange and item recorded."""
-    redactor = redactor or build_redactor()
     owner = _owner()
-    deadline = time.monotonic() + lease_wait
-    while True:
-        holder = await anyio.to_thread.run_sync(take_lease, st, owner)
-        if holder is None:
-            break
-        if time.monotonic() > deadline:
-            raise RecoveryBusy(f"another recovery is running ({holder}); try again when it ends")
-        await anyio.sleep(0.1)
+    await _wait_for_lease(st, owner, lease_wait)
     started = time.time()
     report = RecoveryReport()
-    own_http = http is None
+    upstreams = _Upstreams(st, http, redactor or build_redactor())
     try:
         report.replayed = await anyio.to_thread.run_sync(settle_keys, st, started)
         tasks = await anyio.to_thread.run_sync(lambda: open_tasks(st, up_to=up_to))
         if roles is not None:
             tasks = [t for t in tasks if any(ex.role in roles for ex in st.exchanges(t.task_id))]
-        async with store.GroupCommitWriter(st) as writer:
-            uppers: dict[str, Upstream | str] = {}
-            for view in tasks:
-                await anyio.to_thread.run_sync(take_lease, st, owner)  # renew
-                base = upstream or await anyio.to_thread.run_sync(upstream_of, st, view.task_id)
-                reason: str | None
-                if base is None:
-                    reason = "recorder restarted and no upstream is known for the task (pass --upstream)"
-                else:
-                    base = base.rstrip("/")
-                    up = uppers.get(base)
-                    if up is None:
-                        if http is None:  # made only when a task needs it
-                            http = httpx.AsyncClient(
-                                transport=LazyTlsTransport(),
-                                cookies=cookieless(),  # the tasks resumed are many clients'
-                                timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),
-                            )
-                        candidate = Upstream(st, base, http, writer, redactor=redactor)
-                        try:
-                            await candidate.load_card()
-                            up = candidate
-                        except Unreachable as exc:
-                            up = f"recorder restarted and the upstream is unusable: {exc}"
-                        uppers[base] = up
-                    reason = up if isinstance(up, str) else await _resume(up, view, stall_timeout)
-                if reason is None:
-                    report.resumed.append(view.task_id)
-                elif await anyio.to_thread.run_sync(fail_if_open, st, view.task_id, view.context_id, reason):
-                    report.failed.append(FailedTask(view.task_id, reason))
-                elif reason.endswith(CANCEL_SUFFIX):
-                    # our cancel ended it upstream (canceled is terminal): keep why, as a local note
-                    note = store.NewEvent(
-                        payload=store.local_note("recovery-cancel", reason, view.task_id),
-                        task_id=view.task_id,
-                        received_at=time.time(),
-                        origin="local",
-                    )
-                    await anyio.to_thread.run_sync(st.append, note)
-                    report.failed.append(FailedTask(view.task_id, reason))
-                else:
-                    report.resumed.append(view.task_id)  # it ended meanwhile (another writer)
+        for view in tasks:
+            await anyio.to_thread.run_sync(take_lease, st, owner)  # renew
+            base = upstream or await anyio.to_thread.run_sync(upstream_of, st, view.task_id)
+            reason = await _recover_task(view, upstreams, base, stall_timeout)
+            await _account(st, view, reason, report)
     finally:
-        if own_http and http is not None:
-            await http.aclose()
+        await upstreams.aclose()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(drop_lease, st, owner)
     return report

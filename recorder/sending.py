@@ -43,7 +43,6 @@ from a2a_tape.replay.http import (
     Timeouts,
     body_chunks,
     describe,
-    is_redirect,
     redirect_message,
     send,
 )
@@ -61,7 +60,6 @@ __all__ = [
     "Timeouts",
     "body_chunks",
     "describe",
-    "is_redirect",
     "plan_events",
     "redirect_message",
     "send",

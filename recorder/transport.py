@@ -16,7 +16,6 @@ Headers and configured JSON paths are redacted before the disk (:mod:`store.reda
 from __future__ import annotations
 
 import asyncio
-import collections
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 
@@ -26,17 +25,16 @@ import msgspec
 from a2a_tape import store
 from a2a_tape.replay.codings import Decoding, DecodingError
 from a2a_tape.replay.http import MAX_BODY, BodyTooLarge, LazyTlsTransport
-from a2a_tape.store.capture import Outcome, media_type_of
+from a2a_tape.store.capture import Capture, Outcome, RawItem, media_type_of
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
-from a2a_tape.store.writer import Writes, run_writes, writer_of, writing_now
+from a2a_tape.store.writer import Batcher, Writes, run_writes, writer_of, writing_now
 
 from .client import CARD_PATH
 from .sending import describe
-from .session import Session
 
 
 class _Msg(msgspec.Struct):
@@ -59,17 +57,16 @@ _rpc_decoder = Decoder(_Rpc)  # a body nested too deep is not A2A: passed on unt
 
 
 class _Exchange:
-    """One recorded request/response: its session, capture core (SSE items, redaction, outcome)
-    and body decoder."""
+    """One recorded request/response: its capture core (SSE items, redaction, the writes of the
+    steps, the outcome) and its body decoder. What differs from the other paths is only where its
+    bytes come from (the wrapped transport) and go to (the client, unchanged)."""
 
-    def __init__(self, session: Session, ex_id: int, sse: bool, max_line: int, encoding: str, as_event: bool) -> None:
-        self.session = session
+    def __init__(self, owner: RecordingTransport, cap: Capture, encoding: str, as_event: bool) -> None:
+        self.owner = owner
+        self.log = owner.store
+        self.cap = cap
         self.as_event = as_event  # a JSON-RPC answer (an event) rather than a card or an error page
-        self.ex_id = ex_id
-        self.sse = sse
-        self.capture = session.capture(ex_id)
-        self.capture.max_line = max_line
-        self.parser = self.capture if sse else None
+        self.sse = cap.sse
         self.body = bytearray()
         self.done = False
         self.decoding = Decoding(encoding)
@@ -81,19 +78,24 @@ class _Exchange:
         client still gets every chunk."""
         if self.failed:
             return
-        raw: list[tuple[bytes, str | None]] = []
+        raw: list[RawItem] = []
         try:
             for data in chunks:
                 self._take(self.decoding.decode(data), raw)
         except (DecodingError, SseLineTooLong, BodyTooLarge) as exc:
             self.failed = f"not recorded from here on: {exc}"
-        if raw:
-            yield from self.session.record_stream_writes(self.ex_id, raw)
+        yield from self._items_writes(raw)
 
-    def _take(self, data: bytes, raw: list[tuple[bytes, str | None]]) -> None:
+    def _items_writes(self, raw: list[RawItem]) -> Writes[None]:
+        if raw:
+            new, _ = self.cap.events(raw, peek=True)  # the items are not looked at: the narrow decoder
+            yield from self.cap.commit_writes(self.log, new)
+            self.owner.saw(self.cap.task_id)
+
+    def _take(self, data: bytes, raw: list[RawItem]) -> None:
         """Decoded bytes: the SSE items they complete onto ``raw``, or onto the JSON body."""
-        if self.parser is not None:
-            raw += [(it.data, it.event) for it in self.parser.feed(data) if not it.comment]
+        if self.sse:
+            raw += [(it.data, it.event) for it in self.cap.feed(data) if not it.comment]
         else:
             if len(self.body) + len(data) > MAX_BODY:  # the client reads on; we stop keeping it
                 self.body = bytearray()
@@ -104,48 +106,50 @@ class _Exchange:
         if self.done:
             return
         self.done = True
-        s = self.session
+        cap = self.cap
         if not self.failed and self.decoding.steps:
-            raw: list[tuple[bytes, str | None]] = []
+            raw: list[RawItem] = []
             try:
                 self._take(self.decoding.flush(), raw)  # the codings' rest at the end of the body
             except (DecodingError, SseLineTooLong, BodyTooLarge) as exc:
                 self.failed = f"not recorded from here on: {exc}"
             else:
-                yield from s.record_stream_writes(self.ex_id, raw)
+                yield from self._items_writes(raw)
         if self.failed:
             error = self.failed if error is None else f"{error}; {self.failed}"
-            yield from s.finish_writes(self.ex_id, "error", error=error)
-            return
-        if self.parser is not None:
-            # the close: a last item without its blank line is kept, and the exchange says so
-            raw = [(it.data, it.event) for it in self.capture.close() if not it.comment]
-            yield from s.record_stream_writes(self.ex_id, raw)
-            yield from s.finish_writes(self.ex_id, outcome, error=error)
-            return
-        body = bytes(self.body)
-        if not self.as_event:
-            yield from s.finish_writes(self.ex_id, outcome, error=error, response_body=body[: 1 << 20])
-            return
-        if outcome == "ok" and body:
-            pairs = yield from s.record_items_writes(self.ex_id, [(body, None)])
-            if pairs and pairs[0][1].kind == "undecodable":
-                yield from s.finish_writes(
-                    self.ex_id, "error", error="the body is not A2A JSON", response_body=body[: 1 << 20]
-                )
+            yield from cap.end_writes(self.log, "error", error)
+        elif self.sse:  # the close: a last item without its blank line is kept, and the exchange says so
+            yield from self._items_writes([(it.data, it.event) for it in cap.close() if not it.comment])
+            yield from cap.end_writes(self.log, outcome, error)
+        else:
+            yield from self._answer_writes(outcome, error)
+
+    def _answer_writes(self, outcome: Outcome, error: str | None) -> Writes[None]:
+        """A whole answer: an event when it is a JSON-RPC answer, else kept on the row."""
+        cap, body = self.cap, bytes(self.body)
+        if self.as_event and outcome == "ok" and body:
+            new, _ = cap.answer(body)
+            if new is None:
+                error = "the body is not A2A JSON"
+                yield from cap.end_writes(self.log, "error", error, response_body=cap.response_body(body))
                 return
-        yield from s.finish_writes(self.ex_id, outcome, error=error)
+            yield from cap.commit_writes(self.log, [new])
+            self.owner.saw(cap.task_id)
+        elif not self.as_event:
+            yield from cap.end_writes(self.log, outcome, error, response_body=cap.response_body(body))
+            return
+        yield from cap.end_writes(self.log, outcome, error)
 
     chunks = writing_now(chunks_writes)
     finish = writing_now(finish_writes)
 
     async def chunks_soon(self, chunks: list[bytes]) -> None:
         """:meth:`chunks` from an event loop, which never waits for the log's lock meanwhile."""
-        await writer_of(self.session.store).run(self.chunks_writes(chunks))
+        await self.owner.writer.run(self.chunks_writes(chunks))
 
     async def finish_soon(self, outcome: Outcome, error: str | None = None) -> None:
         """:meth:`finish` from an event loop (as :meth:`chunks_soon`)."""
-        await writer_of(self.session.store).run(self.finish_writes(outcome, error))
+        await self.owner.writer.run(self.finish_writes(outcome, error))
 
 
 _AHEAD = 1024  # chunks read ahead of the log at most: memory stays bounded while a write waits for the lock
@@ -154,17 +158,17 @@ _AHEAD = 1024  # chunks read ahead of the log at most: memory stays bounded whil
 class _AsyncTee(httpx.AsyncByteStream):
     """Hands each chunk up only once its items are in the log.
 
-    Under asyncio a reader task reads ahead while the client works on the last chunks, so the
-    chunks that piled up meanwhile go to the log in one transaction (group commit) instead of
-    one each; the client never waits for more than what has already arrived. Elsewhere (trio),
-    each chunk is committed on its own.
+    Under asyncio a reader task reads ahead while the client works on the last chunks
+    (:class:`store.writer.Batcher`, pulled), so the chunks that piled up meanwhile go to the log
+    in one transaction instead of one each; the client never waits for more than what has already
+    arrived. Elsewhere (trio), each chunk is committed on its own.
     """
 
     def __init__(self, inner: httpx.AsyncByteStream, ex: _Exchange) -> None:
         self.inner = inner
         self.ex = ex
         self._reader: asyncio.Task[None] | None = None
-        self._ahead: collections.deque[bytes] = collections.deque()  # read, not yet handed up
+        self._ahead: Batcher[bytes] = Batcher(_no_commit, ahead=_AHEAD)  # read, not yet handed up
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -173,38 +177,26 @@ class _AsyncTee(httpx.AsyncByteStream):
             async for chunk in self._inline():
                 yield chunk
             return
-        chunks = self._ahead
-        ready, room = asyncio.Event(), asyncio.Event()
-        room.set()
+        ahead = self._ahead
         end: list[BaseException | None] = []
 
         async def read_ahead() -> None:
             try:
                 async for chunk in self.inner:
-                    chunks.append(chunk)
-                    ready.set()
-                    if len(chunks) >= _AHEAD:  # the log is behind (another writer holds it): wait a moment
-                        room.clear()
-                        await room.wait()
+                    ahead.pending.append(chunk)
+                    if ahead.added(1):  # the log is behind (another writer holds it): wait a moment
+                        await ahead.room()
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer below
                 end.append(exc)
             else:
                 end.append(None)
-            ready.set()
+            ahead.close()
 
         self._reader = loop.create_task(read_ahead())
-        while True:
-            if not chunks:
-                if end:
-                    break
-                ready.clear()
-                await ready.wait()
-                continue
-            batch = list(chunks)
-            chunks.clear()
-            room.set()
-            await self.ex.chunks_soon(batch)  # one transaction for all of them, then hand them up
-            for chunk in batch:
+        while (batch := await ahead.next()) is not None:
+            chunks = batch[0]
+            await self.ex.chunks_soon(chunks)  # one transaction for all of them, then hand them up
+            for chunk in chunks:
                 yield chunk
         exc = end[0]
         if exc is None:
@@ -225,10 +217,11 @@ class _AsyncTee(httpx.AsyncByteStream):
         await self.ex.finish_soon("ok")
 
     async def aclose(self) -> None:
-        if self._ahead and not self.ex.done:
+        left = self._ahead.pending
+        if left and not self.ex.done:
             # the agent sent them: they belong in the log, even if the client stopped reading
-            chunks = list(self._ahead)
-            self._ahead.clear()
+            chunks = list(left)
+            left.clear()
             await self.ex.chunks_soon(chunks)
         await self.ex.finish_soon("incomplete", "the client closed the response before its end")
         if self._reader is not None and not self._reader.done():
@@ -238,6 +231,10 @@ class _AsyncTee(httpx.AsyncByteStream):
             except BaseException:  # noqa: BLE001 - its end does not matter any more
                 pass
         await self.inner.aclose()
+
+
+async def _no_commit(batch: list[bytes], arrived: list[float]) -> None:
+    """The transport's batches are pulled (:meth:`store.writer.Batcher.next`), never driven."""
 
 
 class _SyncTee(httpx.SyncByteStream):
@@ -298,12 +295,12 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
         self._sync = transport if isinstance(transport, httpx.BaseTransport) else None
         self.task_ids: list[str] = []  # every task this transport saw, in order
+        self.writer = writer_of(self.store)  # the one commit mechanism, for the async side
 
     # -- what to record ----------------------------------------------------------------------
 
-    def _begin_writes(self, request: httpx.Request) -> Writes[tuple[Session, int, bool] | None]:
-        """Open the exchange row of an A2A request: (session, exchange id, is a JSON-RPC call)."""
-        url = str(request.url)
+    def _begin_writes(self, request: httpx.Request) -> Writes[tuple[Capture, bool] | None]:
+        """Begin the exchange row of an A2A request: (its capture core, is a JSON-RPC call)."""
         body = request.content if request.method == "POST" else b""
         if request.method == "GET" and request.url.path.endswith(CARD_PATH):
             method, dialect, streaming, params = "agent-card", None, False, _Params()
@@ -319,12 +316,15 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             streaming = method in STREAMING_METHODS
         else:
             return None
-        session = Session(self.store, self.redactor, on_change=self._saw, folding=False)
         msg = params.message
-        session.task_id = params.id or (msg.taskId if msg else None)
-        session.context_id = msg.contextId if msg else None
-        ex_id = yield from session.begin_writes(
-            url=url,
+        cap = Capture(
+            self.redactor,
+            max_line=self.max_line,
+            task_id=params.id or (msg.taskId if msg else None),
+            context_id=msg.contextId if msg else None,
+        )
+        exchange = cap.request(
+            url=str(request.url),
             rpc_method=method,
             dialect=dialect,
             streaming=streaming,
@@ -334,23 +334,17 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             message_id=msg.messageId if msg else None,
             role="client",
         )
-        return session, ex_id, method != "agent-card"
+        yield from cap.begin_writes(self.store, exchange)
+        return cap, method != "agent-card"
 
-    def _saw(self, session: Session) -> None:
-        if session.task_id and session.task_id not in self.task_ids:
-            self.task_ids.append(session.task_id)
+    def saw(self, task_id: str | None) -> None:
+        if task_id and task_id not in self.task_ids:
+            self.task_ids.append(task_id)
 
-    def _respond(self, session: Session, ex_id: int, is_rpc: bool, resp: httpx.Response) -> _Exchange:
-        session.response(ex_id, resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-        ct = media_type_of(resp.headers.get("content-type"))
-        return _Exchange(
-            session,
-            ex_id,
-            ct == "text/event-stream",
-            self.max_line,
-            resp.headers.get("content-encoding", ""),
-            is_rpc and ct == "application/json",
-        )
+    def _respond(self, cap: Capture, is_rpc: bool, resp: httpx.Response) -> _Exchange:
+        cap.head(resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
+        as_event = is_rpc and media_type_of(resp.headers.get("content-type")) == "application/json"
+        return _Exchange(self, cap, resp.headers.get("content-encoding", ""), as_event)
 
     # -- async -------------------------------------------------------------------------------
 
@@ -361,16 +355,16 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             self._async = LazyTlsTransport()  # no CA bundle for a plain-HTTP agent
         if request.method == "POST" and not isinstance(request.stream, httpx.ByteStream):
             await request.aread()
-        begun = await writer_of(self.store).run(self._begin_writes(request))
+        begun = await self.writer.run(self._begin_writes(request))
         if begun is None:
             return await self._async.handle_async_request(request)
-        session, ex_id, is_rpc = begun
+        cap, is_rpc = begun
         try:
             resp = await self._async.handle_async_request(request)
         except httpx.HTTPError as exc:
-            await writer_of(self.store).run(_failed(session, ex_id, request, exc))
+            await self.writer.run(_failed(self.store, cap, request, exc))
             raise
-        ex = self._respond(session, ex_id, is_rpc, resp)
+        ex = self._respond(cap, is_rpc, resp)
         return httpx.Response(
             resp.status_code,
             headers=resp.headers,
@@ -396,13 +390,13 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         begun = run_writes(self._begin_writes(request))
         if begun is None:
             return self._sync.handle_request(request)
-        session, ex_id, is_rpc = begun
+        cap, is_rpc = begun
         try:
             resp = self._sync.handle_request(request)
         except httpx.HTTPError as exc:
-            run_writes(_failed(session, ex_id, request, exc))
+            run_writes(_failed(self.store, cap, request, exc))
             raise
-        ex = self._respond(session, ex_id, is_rpc, resp)
+        ex = self._respond(cap, is_rpc, resp)
         return httpx.Response(
             resp.status_code,
             headers=resp.headers,
@@ -417,10 +411,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             self.store.close()
 
 
-def _failed(session: Session, ex_id: int, request: httpx.Request, exc: httpx.HTTPError) -> Writes[None]:
+def _failed(log: store.Store, cap: Capture, request: httpx.Request, exc: httpx.HTTPError) -> Writes[None]:
     """The exchange of a request that got no answer: timed out or failed, and why (redacted)."""
-    yield from session.finish_writes(
-        ex_id,
-        "timeout" if isinstance(exc, httpx.TimeoutException) else "error",
-        error=describe(exc, url_of(request), session.capture(ex_id)),
-    )
+    outcome: Outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
+    yield from cap.end_writes(log, outcome, describe(exc, url_of(request), cap))

@@ -1,91 +1,170 @@
-"""Talking to an agent, recorded: every exchange and every item it answers goes to the log first.
+"""One agent, called through recorded calls: the recorder's face of the recorded-upstream client.
 
-Used by the startup recovery and ``a2a-tape recover`` (:mod:`recorder.recovery`) and by
-``a2a-tape probe`` (:mod:`recorder.probe`).
+``record`` (:mod:`recorder.record`), the startup recovery and ``a2a-tape recover``
+(:mod:`recorder.recovery`) and ``a2a-tape probe`` (:mod:`recorder.probe`) talk to their agent
+through an :class:`Upstream`: it reads the card, picks the endpoint, builds each JSON-RPC request
+(:mod:`recorder.client`) and makes the call a :class:`replay.recorded_call.RecordedCall` (the
+row first, every item in the log before anyone sees it, one outcome, timeouts on everything).
+Serve's recording modes make the same calls from ``replay/`` (:mod:`replay.serve.forward`).
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-import anyio
 import httpx
 
 from a2a_tape import store
-from a2a_tape.replay.http import BodyTooLarge, read_body
+from a2a_tape.replay.http import Timeouts, describe, redirect_message
+from a2a_tape.replay.recorded_call import (
+    FAULTS,
+    Batching,
+    Collect,
+    Ended,
+    HttpSource,
+    RecordedCall,
+    Sink,
+    StallWatch,
+    not_an_answer,
+)
+from a2a_tape.store.capture import Capture, Outcome, TaskContext
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.sse import SseLineTooLong
+from a2a_tape.store.sse import DEFAULT_MAX_LINE
+from a2a_tape.store.writer import GroupCommitWriter, writer_of
 
 from . import client as a2a
-from .sending import (
-    Capture,
-    DecodingError,
-    Outcome,
-    Timeouts,
-    body_chunks,
-    describe,
-    is_redirect,
-    redirect_message,
-    send,
-)
 
 
 class Unreachable(A2ATapeError):
     """The upstream agent cannot be used (down, not an agent)."""
 
 
-# -- talking to the upstream, recorded ------------------------------------------------------
-
-
 _PROTOCOL_OF: dict[str | None, a2a.ProtocolChoice] = {"0.3": "0.3", "1.0": "1.0"}
 """A recorded dialect as the protocol to ask the card for."""
 
+SETTLED = store.TERMINAL_STATES | store.INTERRUPTED_STATES
+
 
 class Upstream:
-    """Calls one agent and records every exchange and every item it answers (write-ahead)."""
+    """Calls one agent and records every exchange and every item it answers (write-ahead).
+
+    ``headers``: added to every request (the user's ``--header``); ``secrets``: values never to
+    appear in a stored or printed text; ``ctx``: learns the task ids across calls (a session);
+    ``max_line``: the longest SSE line or event read.
+    """
 
     def __init__(
         self,
-        st: store.ExchangeLog,
+        st: store.RecordingStore,
         base_url: str,
         http: httpx.AsyncClient,
-        writer: store.GroupCommitWriter,
+        writer: GroupCommitWriter | None = None,
         *,
         role: str = "recovery",
         redactor: Redactor | None = None,
+        headers: Sequence[tuple[str, str]] = (),
+        secrets: Sequence[str] = (),
+        ctx: TaskContext | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
         self.store = st
         self.redactor = redactor or Redactor()  # URLs and error texts: no token from a query string on disk
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url if "?" in base_url else base_url.rstrip("/")
         self.http = http
-        self.writer = writer
+        self.writer = writer or writer_of(st)
         self.role = role
+        self.headers = list(headers)
+        self.secrets = secrets if isinstance(secrets, list) else list(secrets)  # a session's: shared
+        self.ctx = ctx
+        self.max_line = max_line
         self.card: a2a.AgentCard | None = None
-        self.call_timeout = 30.0  # a request/response call never waits forever (streams use ``stall``)
+        self.connect_timeout = 10.0
+        self.call_timeout = 30.0  # a request/response call never waits forever (streams use their stall timeout)
+        self.first_byte: float | None = None  # the head of any call (None: ``call_timeout``)
 
-    async def load_card(self) -> a2a.AgentCard:
+    def timeouts(self, *, stream_first_byte: float | None = None) -> Timeouts:
+        """Every call: connect, the head within ``first_byte`` (a stream's: ``stream_first_byte``
+        when given), reads within ``call_timeout`` (a stream's: none, its stall watch decides)."""
+        first = self.first_byte if self.first_byte is not None else self.call_timeout
+        if stream_first_byte is not None:
+            return Timeouts(self.connect_timeout, stream_first_byte, None, self.call_timeout)
+        return Timeouts(self.connect_timeout, first, self.call_timeout, self.call_timeout)
+
+    def learn(self, cap: Capture) -> None:
+        """A secret found in a call's URL (a token parameter) is never shown in any later text."""
+        self.secrets += [s for s in cap.secrets if s not in self.secrets]
+
+    def capture(self, task_id: str | None = None) -> Capture:
+        ctx = self.ctx
+        return Capture(
+            self.redactor,
+            max_line=self.max_line,
+            task_id=task_id if ctx is None else ctx.task_id,
+            context_id=None if ctx is None else ctx.context_id,
+            secrets=self.secrets,
+        )
+
+    # -- the card --------------------------------------------------------------------------
+
+    async def load_card(self, *, recorded: bool = False) -> a2a.AgentCard:
+        """The agent card at the base URL (:class:`Unreachable` when it is none). ``recorded``: its
+        exchange goes to the log too (``record`` keeps it; recovery and probe do not)."""
         url = a2a.card_url(self.base_url)
+        cap = self.capture()
+        call = RecordedCall(
+            self.store,
+            self.writer,
+            cap,
+            HttpSource(self.http, self.http.build_request("GET", url, headers=self.headers), self.timeouts()),
+            url=url,
+            what="the agent card",
+            ctx=self.ctx,
+        )
+        if recorded:
+            await call.begin(
+                url=url, rpc_method="agent-card", dialect=None, streaming=False, headers=self.headers, http_method="GET"
+            )
+            self.learn(cap)
+        ended = Ended("error")
         try:
-            resp = await send(self.http, self.http.build_request("GET", url), self.timeouts())
-            try:
-                content = await read_body(resp, "the agent card")
-            finally:
-                await resp.aclose()
-        except (httpx.HTTPError, BodyTooLarge) as exc:
-            raise Unreachable(describe(exc, url, Capture(self.redactor))) from None
-        if is_redirect(resp):
-            raise Unreachable(redirect_message(resp, url, self.redactor))
-        if resp.status_code != 200 or a2a.media_type(resp) != "application/json":
-            raise Unreachable(a2a.explain_not_json(resp, url))
+            self.card = await self._card(call, url, ended)
+            ended.outcome = "ok"
+            return self.card
+        finally:
+            await call.source.aclose()
+            if recorded:
+                await call.end(ended.outcome, ended.error, response_body=ended.body[: 1 << 20])
+
+    async def _card(self, call: RecordedCall, url: str, ended: Ended) -> a2a.AgentCard:
         try:
-            self.card = a2a.parse_card(content, url)
+            answer = await call.send()
+            head = call.head
+            assert head is not None
+            if answer == "redirect":
+                where = f"the agent card URL {url}"
+                ended.error = redirect_message(head.status, head.header("location"), where, self.redactor)
+                raise Unreachable(call.capture.text(ended.error))
+            ended.body = await call.source.body("the agent card")
+        except FAULTS as exc:
+            ended.error = describe(exc, url, call.capture)
+            ended.outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
+            raise Unreachable(ended.error) from None
+        if head.status == 404:
+            ended.error = f"no agent card at {url} (HTTP 404): is this an A2A agent?"
+        elif head.status >= 400 or "json" not in (head.content_type or "").lower():
+            ended.error = not_an_answer(head, url)
+        if ended.error is not None:
+            raise Unreachable(call.capture.text(ended.error))
+        try:
+            return a2a.parse_card(ended.body, url)
         except a2a.NotAnAgent as exc:
-            raise Unreachable(str(exc)) from None
-        return self.card
+            ended.error = str(exc)
+            raise Unreachable(ended.error) from None
 
     def endpoint(self, dialect: str | None) -> tuple[a2a.Dialect, str]:
+        """The dialect and JSON-RPC URL for a task of ``dialect`` (None: what the card prefers)."""
         assert self.card is not None
         proto = _PROTOCOL_OF.get(dialect, "auto")  # the task's recorded dialect, else what the card prefers
         d, url = a2a.choose_endpoint(self.card, self.base_url + "/", proto)
@@ -93,143 +172,87 @@ class Upstream:
         p = urlsplit(url)
         return d, self.base_url + (p.path or "/")
 
-    async def _begin(self, req: a2a.Request, url: str, task_id: str | None) -> Capture:
-        """The exchange row, begun through the capture core (URL, headers, body redacted)."""
-        cap = Capture(self.redactor, task_id=task_id)
-        ex = cap.request(
+    # -- calls -----------------------------------------------------------------------------
+
+    async def exchange(
+        self,
+        req: a2a.Request,
+        url: str,
+        sink: Sink,
+        *,
+        task_id: str | None = None,
+        timeouts: Timeouts | None = None,
+        watch: StallWatch | None = None,
+        batching: Batching = Batching(),
+        limit: int | None = None,
+    ) -> Ended:
+        """One JSON-RPC call, recorded; its items go to ``sink``; how it ended (never raises for
+        the upstream's faults: they are in :class:`replay.recorded_call.Ended`)."""
+        headers = [*self.headers, *a2a.dialect_headers(req.dialect).items(), ("Content-Type", "application/json")]
+        if req.streaming:
+            headers.append(("Accept", "text/event-stream"))
+        request = self.http.build_request("POST", url, content=req.body, headers=headers)
+        call = RecordedCall(
+            self.store,
+            self.writer,
+            self.capture(task_id),
+            HttpSource(self.http, request, timeouts or self.timeouts()),
+            url=url,
+            what=req.method,
+            ctx=self.ctx,
+        )
+        await call.begin(
             url=url,
             rpc_method=req.method,
             dialect=req.dialect,
             streaming=req.streaming,
-            headers=self._headers(req),
+            headers=headers,
             body=req.body,
             message_id=req.message_id,
             role=self.role,
         )
-        cap.exchange_id = await anyio.to_thread.run_sync(self.store.begin_exchange, ex)
-        return cap
-
-    async def _end(self, cap: Capture, outcome: Outcome, error: str | None = None, **fields: object) -> None:
-        done = cap.end(outcome, error, **fields)
-        ex_id = cap.exchange_id
-        assert ex_id is not None
-        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, **done))
-        for note in dict.fromkeys(cap.notes):  # a payload that was not JSON and had to be redacted
-            await self.writer.append(
-                store.NewEvent(
-                    payload=store.local_note("redacted", note, cap.task_id),
-                    task_id=cap.task_id,
-                    exchange_id=cap.exchange_id,
-                    received_at=time.time(),
-                    origin="local",
-                )
-            )
-
-    def _headers(self, req: a2a.Request) -> dict[str, str]:
-        h = {"content-type": "application/json", **a2a.dialect_headers(req.dialect)}
-        if req.streaming:
-            h["accept"] = "text/event-stream"
-        return h
-
-    def timeouts(self, *, stream_first_byte: float | None = None) -> Timeouts:
-        """Every call: connect 10 s, the head within ``call_timeout`` (a stream's: its stall
-        timeout when it has one), reads within ``call_timeout`` (a stream's: none, its stall
-        deadline decides)."""
-        if stream_first_byte is not None:
-            return Timeouts(connect=10.0, first_byte=stream_first_byte, read=None, write=self.call_timeout)
-        return Timeouts(connect=10.0, first_byte=self.call_timeout, read=self.call_timeout, write=self.call_timeout)
+        self.learn(call.capture)
+        return await call.run(sink, batching=batching, watch=watch, limit=limit)
 
     async def call(self, req: a2a.Request, url: str, task_id: str | None = None) -> store.Item:
         """One request/response call; the answer is recorded and returned decoded."""
-        cap = await self._begin(req, url, task_id)
-        request = self.http.build_request("POST", url, content=req.body, headers=self._headers(req))
-        try:
-            resp = await send(self.http, request, self.timeouts())
-            try:
-                data = await read_body(resp, f"the answer to {req.method}")
-            finally:
-                await resp.aclose()
-        except (httpx.HTTPError, BodyTooLarge) as exc:
-            why = describe(exc, url, cap)
-            await self._end(cap, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", why)
-            raise Unreachable(why) from None
-        cap.head(resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-        if is_redirect(resp):
-            why = redirect_message(resp, url, self.redactor)
-            await self._end(cap, "error", why)
-            raise Unreachable(cap.text(why))
-        new, item = cap.answer(data)
-        if new is None:
-            why = a2a.explain_not_json(resp, url)
-            await self._end(cap, "error", why, response_body=cap.response_body(data))
-            raise Unreachable(cap.text(why))
-        await self.writer.append(new)
-        await self._end(cap, "error" if isinstance(item.body, store.ErrorItem) else "ok")
-        return item
+        sink = Collect()
+        ended = await self.exchange(req, url, sink, task_id=task_id)
+        if ended.item is None:
+            raise Unreachable(ended.error or ended.outcome)
+        return ended.item
 
     async def stream(
         self, req: a2a.Request, url: str, task_id: str | None, *, stall: float | None, stop_after: int | None = None
     ) -> tuple[list[store.Item], Outcome]:
         """A streaming call, each item recorded as it arrives. Ends when the server closes, after
         ``stop_after`` items (a deliberate drop), or after ``stall`` seconds without an item.
-        Returns (items, outcome) with outcome ok / closed / incomplete / dropped / stalled /
-        timeout / error."""
-        cap = await self._begin(req, url, task_id)
-        items: list[store.Item] = []
-        outcome: Outcome = "closed"
-        error: str | None = None
-        fields: dict[str, object] = {}
-        request = self.http.build_request("POST", url, content=req.body, headers=self._headers(req))
-        try:
-            with anyio.CancelScope() as scope:
-                resp = await send(self.http, request, self.timeouts(stream_first_byte=stall or self.call_timeout))
-                try:
-                    if stall is not None:
-                        scope.deadline = anyio.current_time() + stall
-                    cap.head(resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-                    if is_redirect(resp):
-                        outcome, error = "error", redirect_message(resp, url, self.redactor)
-                        return items, outcome
-                    if not cap.sse:
-                        data = await read_body(resp, f"the answer to {req.method}")
-                        new, item = cap.answer(data)
-                        if new is None:
-                            fields.update(response_body=cap.response_body(data))
-                            outcome = "error"
-                        else:
-                            await self.writer.append(new)
-                            items.append(item)
-                            outcome = "error" if isinstance(item.body, store.ErrorItem) else "ok"
-                        return items, outcome
-                    async for chunk in body_chunks(resp):
-                        got = [it for it in cap.feed(chunk) if not it.comment]  # a keep-alive is not progress
-                        if not got:
-                            continue
-                        if stop_after is not None:
-                            got = got[: stop_after - len(items)]
-                        batch, decoded = cap.events(got)
-                        await self.writer.append_many(batch)
-                        items += decoded
-                        if stall is not None:
-                            scope.deadline = anyio.current_time() + stall
-                        if stop_after is not None and len(items) >= stop_after:
-                            outcome = "dropped"
-                            error = f"closed by a2a-tape after {len(items)} item(s), on purpose (a dropped stream)"
-                            return items, outcome
-                    rest = [it for it in cap.close() if not it.comment]  # a cut last item: kept, marked
-                    if rest:
-                        batch, decoded = cap.events(rest)
-                        await self.writer.append_many(batch)
-                        items += decoded
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await resp.aclose()
-            if scope.cancelled_caught:
-                outcome = "stalled"
-        except (httpx.HTTPError, DecodingError, SseLineTooLong, BodyTooLarge) as exc:
-            outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
-            error = describe(exc, url, cap)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._end(cap, outcome, error, **fields)
-        return items, outcome
+        Returns (items, outcome): ok / closed / incomplete / dropped / stalled / timeout / error."""
+        sink = Collect(_open_at_close)
+        ended = await self.exchange(
+            req,
+            url,
+            sink,
+            task_id=task_id,
+            timeouts=self.timeouts(stream_first_byte=stall or self.call_timeout),
+            watch=StallWatch(stall) if stall is not None else None,
+            limit=stop_after,
+        )
+        if ended.item is not None and not sink.items:
+            sink.items.append(ended.item)
+        return sink.items, ended.outcome
+
+
+def _open_at_close(items: Sequence[store.Item]) -> str | None:
+    """A stream that ended while its task, by its last state, was still active: closed early."""
+    state = next((s for s in (_state(i) for i in reversed(items)) if s is not None), None)
+    if state in SETTLED or any(i.kind == "error" for i in items[-1:]):
+        return None
+    return f"stream closed while the task was {state or 'unknown'}"
+
+
+def _state(item: store.Item) -> str | None:
+    body = item.body
+    if isinstance(body, (store.TaskSnapshot, store.StatusUpdate)):
+        return body.state
+    return None

@@ -211,15 +211,10 @@ async def send(
     )
 
 
-def is_redirect(resp: httpx.Response) -> bool:
-    return resp.status_code in (301, 302, 303, 307, 308)
-
-
-def redirect_message(resp: httpx.Response, what: str, redactor: Redactor | None = None) -> str:
+def redirect_message(status: int, location: str | None, what: str, redactor: Redactor | None = None) -> str:
     """The one line for a redirect we do not follow: where it points."""
-    where = resp.headers.get("location")
-    to = f"a redirect to {where}" if where else "a redirect without a Location"
-    return safe_text(f"{what} answered HTTP {resp.status_code} ({to}): not followed; use the URL it names", redactor)
+    to = f"a redirect to {location}" if location else "a redirect without a Location"
+    return safe_text(f"{what} answered HTTP {status} ({to}): not followed; use the URL it names", redactor)
 
 
 def body_chunks(resp: httpx.Response) -> AsyncIterator[bytes]:

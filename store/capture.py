@@ -37,15 +37,20 @@ store faults as one-line errors) is :mod:`recorder.sending`, which re-exports th
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal, Protocol, get_args, overload
+from typing import TYPE_CHECKING, Literal, Protocol, get_args, overload
 
-from .decode import TextChunk, decode_item, peek_text_chunk
+from .decode import TextChunk, decode_item, local_note, peek_text_chunk
 from .events import Item, Undecodable
-from .records import Exchange, NewEvent
+from .records import Exchange, NewEvent, StoredEvent
 from .redact import Redactor
 from .sse import DEFAULT_MAX_LINE, SseItem, SseParser
+
+if TYPE_CHECKING:
+    from .interface import RecordingStore
+    from .writer import Writes
 
 Outcome = Literal[
     "ok",  # answered whole: the JSON answer, or a stream that ended with the task settled
@@ -306,6 +311,7 @@ class Capture:
         arrived: Sequence[float] | None = None,
         *,
         peek: Literal[False] = False,
+        ctx: TaskContext | None = None,
     ) -> tuple[list[NewEvent], list[Item]]: ...
 
     @overload
@@ -315,6 +321,7 @@ class Capture:
         arrived: Sequence[float] | None = None,
         *,
         peek: bool,
+        ctx: TaskContext | None = None,
     ) -> tuple[list[NewEvent], list[Item | TextChunk]]: ...
 
     def events(
@@ -323,8 +330,10 @@ class Capture:
         arrived: Sequence[float] | None = None,
         *,
         peek: bool = False,
+        ctx: TaskContext | None = None,
     ) -> tuple[list[NewEvent], list[Item]] | tuple[list[NewEvent], list[Item | TextChunk]]:
-        """The rows of these items (comments skipped), redacted, with their decoded items."""
+        """The rows of these items (comments skipped), redacted, with their decoded items. The
+        task ids learnt are the exchange's, or ``ctx``'s (a session that spans several exchanges)."""
         raw: list[RawItem] = []
         for it in items:
             if isinstance(it, SseItem):
@@ -333,13 +342,20 @@ class Capture:
             else:
                 raw.append(it)
         return plan_events(
-            self, raw, self.exchange_id, self.redactor, start=self.start, arrived=arrived, peek=peek, notes=self.notes
+            ctx or self,
+            raw,
+            self.exchange_id,
+            self.redactor,
+            start=self.start,
+            arrived=arrived,
+            peek=peek,
+            notes=self.notes,
         )
 
-    def answer(self, body: bytes) -> tuple[NewEvent | None, Item]:
+    def answer(self, body: bytes, ctx: TaskContext | None = None) -> tuple[NewEvent | None, Item]:
         """A JSON answer (not a stream): its row when it is an A2A item (None when the body is
         not: keep it as the exchange's ``response_body``), and the decoded item."""
-        new, items = self.events([(body, None)])
+        new, items = self.events([(body, None)], ctx=ctx)
         item = items[0]
         assert isinstance(item, Item)
         if isinstance(item.body, Undecodable):
@@ -386,3 +402,65 @@ class Capture:
         if note is not None:
             self.notes.append(note)
         return out
+
+    # -- the writes of the steps (one transaction each; a plain call or a GroupCommitWriter runs them)
+
+    def begin_writes(self, log: RecordingStore, exchange: Exchange) -> Writes[int]:
+        """Begin: the exchange row (from :meth:`request`), written before the request goes out."""
+        self.exchange_id = yield functools.partial(log.begin_exchange, exchange)
+        return self.exchange_id
+
+    def commit_writes(self, log: RecordingStore, new: Sequence[NewEvent]) -> Writes[list[StoredEvent]]:
+        """A batch of rows (from :meth:`events`) in one transaction, with the response head when
+        it is not written yet (the first batch carries it: one commit, not two)."""
+        head = self.pending_head()
+        stored: list[StoredEvent]
+        if head:
+            assert self.exchange_id is not None
+            stored = yield functools.partial(_head_and_events, log, self.exchange_id, head, new)
+        else:
+            stored = yield Appends(log, new)
+        return stored
+
+    def end_writes(
+        self, log: RecordingStore, outcome: Outcome, error: str | None = None, **fields: object
+    ) -> Writes[None]:
+        """End: the row's closing fields (:meth:`end`), then the redaction notes as local notes."""
+        assert self.exchange_id is not None
+        yield functools.partial(log.update_exchange, self.exchange_id, **self.end(outcome, error, **fields))
+        yield from self.notes_writes(log)
+
+    def notes_writes(self, log: RecordingStore) -> Writes[None]:
+        """Each redaction note not written yet (a payload that was not JSON and had to be redacted),
+        as a local note of the exchange."""
+        notes, self.notes = self.notes, []
+        for note in dict.fromkeys(notes):
+            new = NewEvent(
+                payload=local_note("redacted", note, self.task_id),
+                task_id=self.task_id,
+                exchange_id=self.exchange_id,
+                received_at=time.time(),
+                origin="local",
+            )
+            yield functools.partial(log.append, new)
+
+
+class Appends:
+    """A write that only appends events (``log.append_batch``): a
+    :class:`store.writer.GroupCommitWriter` merges it with its neighbours' into one insert."""
+
+    __slots__ = ("log", "events")
+
+    def __init__(self, log: RecordingStore, events: Sequence[NewEvent]) -> None:
+        self.log, self.events = log, events
+
+    def __call__(self) -> list[StoredEvent]:
+        return self.log.append_batch(self.events)
+
+
+def _head_and_events(
+    log: RecordingStore, exchange_id: int, head: dict[str, object], new: Sequence[NewEvent]
+) -> list[StoredEvent]:
+    with log.transaction():
+        log.update_exchange(exchange_id, **head)
+        return log.append_batch(new)

@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
+import time
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec, TypeAlias, TypeVar
+from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
 
 import anyio
 
+from .capture import Appends
 from .driver_errors import translate
 from .errors import WouldWait
 from .interface import AppendLog
@@ -147,7 +150,10 @@ class GroupCommitWriter:
             write = next(steps)
             while True:
                 try:
-                    result = await self.write(write)
+                    if isinstance(write, Appends):  # merged with its neighbours' appends (one insert)
+                        result = await self.append_many(write.events)
+                    else:
+                        result = await self.write(write)
                 except BaseException as exc:  # noqa: BLE001 - as in run_writes
                     write = steps.throw(exc)
                 else:
@@ -278,3 +284,154 @@ async def write_soon(store: AppendLog, fn: Callable[P, T], *args: P.args, **kwar
     """``fn(*args, **kwargs)``, one write transaction on ``store``, from an event loop that must not
     wait for the log's lock: :meth:`GroupCommitWriter.write` of the store's shared writer."""
     return await writer_of(store).write(fn, *args, **kwargs)
+
+
+# -- the batching of one stream ----------------------------------------------------------------
+
+
+class Batcher(Generic[I]):
+    """One stream's items, read ahead of the log and committed in batches (write-ahead).
+
+    A reader puts items on :attr:`pending` (a plain list: the hot loop appends to it directly)
+    and calls :meth:`added`; the committer (:meth:`drive` runs both) takes them in batches and
+    calls ``commit`` with each batch and its arrival times; ``commit`` writes the batch to the log
+    and only then hands it on (folds it, publishes its bytes). The batches:
+
+    1. the first is taken at once and kept to ``first`` items: the first event waits for one small
+       commit, not for a burst the agent wrote in one go;
+    2. later ones when ``size`` items are pending, or ``wait`` seconds after the oldest of them
+       arrived, whichever comes first (``wait`` 0: whatever piled up during the last commit);
+    3. the reader waits once ``ahead`` items are pending (the log is behind: another writer holds
+       it), so memory stays bounded;
+    4. when the reader ends (its end, its error, or a cancel from outside such as a stall
+       watchdog) what it read is still committed, unless the log itself failed; the reader's error
+       is raised after that, the log's at once (the reader is stopped).
+    """
+
+    def __init__(
+        self,
+        commit: Callable[[list[I], list[float]], Awaitable[None]],
+        *,
+        first: int = 8,
+        size: int = 2048,
+        wait: float = 0.0,
+        ahead: int = 16384,
+    ) -> None:
+        self.commit = commit
+        self.first, self.size, self.wait, self.ahead = first, size, wait, ahead
+        self.pending: list[I] = []
+        self.arrived: list[float] = []  # monotonic arrival time of each pending item
+        self.last_arrival = time.monotonic()  # of the newest item read (a stall watchdog's progress)
+        self._want = 1  # pending items that wake the committer
+        self._asleep = False
+        self._wake = anyio.Event()
+        self._room = anyio.Event()
+        self._reading = True
+        self._first = True
+
+    def added(self, count: int) -> bool:
+        """The reader put ``count`` items on :attr:`pending`; True when it must wait (:meth:`room`)."""
+        pending = len(self.pending)
+        now = self.last_arrival = time.monotonic()
+        if count == 1:
+            self.arrived.append(now)
+        else:
+            self.arrived += [now] * count
+        if self._asleep and pending >= self._want:
+            self._asleep = False
+            self._wake.set()
+        return pending >= self.ahead
+
+    async def room(self) -> None:
+        """Wait until the committer has taken what is pending."""
+        self._room = anyio.Event()
+        await self._room.wait()
+
+    async def drive(
+        self,
+        read: Callable[[], Awaitable[None]],
+        watch: Callable[[anyio.CancelScope], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        """Run ``read`` (which fills this batcher) and the committer until both are done (4.).
+        ``watch``, when given, runs beside them and may stop the reading (a stall watchdog: it is
+        handed the scope to cancel)."""
+        log_failed: list[Exception] = []
+        read_failed: list[Exception] = []
+        committed = anyio.Event()
+        async with anyio.create_task_group() as tg:
+
+            async def committer() -> None:
+                try:
+                    await self._commit_all()
+                except Exception as exc:  # noqa: BLE001 - the log failed: the reader stops, raised below
+                    log_failed.append(exc)
+                    tg.cancel_scope.cancel()
+                finally:
+                    committed.set()
+
+            tg.start_soon(committer)
+            if watch is not None:
+                tg.start_soon(watch, tg.cancel_scope)
+            try:
+                await read()
+            except Exception as exc:  # noqa: BLE001 - raised once what was read is in (below)
+                read_failed.append(exc)
+            finally:
+                self.close()
+            await committed.wait()
+            tg.cancel_scope.cancel()
+        if log_failed:
+            raise log_failed[0]
+        if self.pending:  # the reading was stopped (a watchdog): what was read still goes in
+            await self._commit_batch()
+        if read_failed:
+            raise read_failed[0]
+
+    async def _commit_all(self) -> None:
+        while True:
+            if not self.pending:
+                if not self._reading:
+                    return
+                await self._sleep(1, None)
+                continue
+            if self._reading and not self._first and len(self.pending) < self.size and self.wait > 0:
+                left = self.arrived[0] + self.wait - time.monotonic()
+                if left > 0:  # a fast stream: let the batch fill (2.)
+                    await self._sleep(self.size, left)
+                    continue
+            with anyio.CancelScope(shield=True):  # a batch taken is a batch written
+                await self._commit_batch()
+
+    async def _sleep(self, want: int, timeout: float | None) -> None:
+        self._want, self._asleep = want, True
+        with anyio.move_on_after(math.inf if timeout is None else timeout):
+            await self._wake.wait()
+        self._asleep = False
+        self._wake = anyio.Event()
+
+    def close(self) -> None:
+        """The reader is done: :meth:`next` returns what is left, then None."""
+        self._reading = False
+        self._wake.set()
+
+    async def next(self) -> tuple[list[I], list[float]] | None:
+        """For a consumer that pulls instead of :meth:`drive` (a client reading a transport's
+        stream, whose reader is a task of the caller's): the next batch as soon as anything is
+        pending, with its arrival times; None once the reader is done and nothing is left."""
+        while not self.pending:
+            if not self._reading:
+                return None
+            await self._sleep(1, None)
+        return self._take()
+
+    def _take(self) -> tuple[list[I], list[float]]:
+        n = min(len(self.pending), self.first) if self._first else len(self.pending)
+        self._first = False
+        batch, times = self.pending[:n], self.arrived[:n]
+        del self.pending[:n]
+        del self.arrived[:n]
+        self._room.set()
+        return batch, times
+
+    async def _commit_batch(self) -> None:
+        await self.commit(*self._take())

@@ -1,39 +1,38 @@
 """The recording modes' way upstream: a request the recordings do not answer goes to the live
 agent, and what comes back is recorded (write-ahead, exact bytes) as it is passed on.
 
-Recorded through the capture core (:class:`store.capture.Capture`), as every other path: the
-request row redacted (headers, URL secrets, configured JSON paths), SSE items per the HTML
-standard (a BOM, CR line ends, ``id``/``retry``/comments, a cut last item kept and marked
-incomplete), every payload redacted as configured (``[tool.a2a-tape]`` and ``--redact``), one
-outcome word. The client gets the stream's exact bytes (each item's ``raw``), after the items
-are in the log. The client's end-to-end headers go upstream, its credentials included (the
-agent may want them); the log keeps them redacted.
+A :class:`replay.recorded_call.RecordedCall`, as every call of ours to an agent: the request row
+redacted (headers, URL secrets, configured JSON paths), SSE items per the HTML standard (a BOM, CR
+line ends, ``id``/``retry``/comments, a cut last item kept and marked incomplete), every payload
+redacted as configured (``[tool.a2a-tape]`` and ``--redact``), one outcome word. What differs
+from ``record`` is where the items go: to the client, as the stream's exact bytes (each item's
+``raw``), once they are in the log. The client's end-to-end headers go upstream, its credentials
+included (the agent may want them); the log keeps them redacted. The answer is the agent's,
+whatever it is (a redirect, an error page): this path is transparent.
 
 Timeouts: connect and write 30 s, the response head within 30 s of the request (an agent that
 accepts and says nothing does not hang the client), no read timeout on a stream (an agent may
-think for long; its keep-alives are passed on). The HTTP side of :mod:`recorder.sending` is not
-importable from here (store <- replay <- recorder), hence the few lines of :func:`_send`.
+think for long; its keep-alives are passed on).
 
-The writes never make the server's event loop wait for the log's lock
-(:func:`store.writer.write_soon`): a request being recorded while another process holds the log
-waits alone, and replayed answers go on.
+The writes go through the store's shared :class:`store.writer.GroupCommitWriter`: they never make
+the server's event loop wait for the log's lock; a request being recorded while another process
+holds the log waits alone, and replayed answers go on.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 
-import anyio
 import httpx
 
 from a2a_tape.store.capture import Capture, Outcome
 from a2a_tape.store.events import ErrorItem
 from a2a_tape.store.methods import STREAMING_OPERATIONS
 from a2a_tape.store.redact import Redactor, build_redactor
-from a2a_tape.store.sse import SseLineTooLong
-from a2a_tape.store.writer import write_soon
+from a2a_tape.store.writer import writer_of
 
-from ..http import BodyTooLarge, LazyTlsTransport, read_body
+from ..http import LazyTlsTransport, Timeouts
+from ..recorded_call import FAULTS, HttpSource, RecordedCall
 from . import rpc
 from .faults import FAULT_HEADER
 from .library import Library
@@ -58,12 +57,6 @@ _NOT_FORWARDED = frozenset(
 )  # hop-by-hop headers, and our own fault header
 
 
-async def _send(client: httpx.AsyncClient, request: httpx.Request, first_byte: float) -> httpx.Response:
-    with anyio.move_on_after(first_byte):
-        return await client.send(request, stream=True)
-    raise httpx.ReadTimeout(f"no response head within {first_byte:g} s", request=request)
-
-
 class Forwarder:
     """Forwards to ``upstream`` and records into ``library``'s store; counts what it recorded.
     ``redactor``: the run's (default: ``[tool.a2a-tape]`` of the current directory)."""
@@ -84,92 +77,79 @@ class Forwarder:
         # want them); the log keeps them redacted
         fwd = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
         st = self.library.store
-        msg = req.params.message if req.params else None
-        cap = Capture(self.redactor)
-        ex_id = await write_soon(
-            st,
-            st.begin_exchange,
-            cap.request(
-                url=url,
-                rpc_method=req.method,
-                dialect=dialect,
-                streaming=operation in STREAMING_OPERATIONS,
-                headers=fwd,
-                body=body,
-                message_id=msg.messageId if msg else None,
-                role="proxy",
-            ),
-        )
-        cap.exchange_id = ex_id
-        self.library.dirty = True
         # a client of its own per request (no cookie of one request rides along with another's);
         # no CA bundle for a plain-HTTP agent: that cost ~20 ms per forwarded request
-        client = httpx.AsyncClient(transport=LazyTlsTransport(), timeout=httpx.Timeout(30.0, read=None))
+        client = httpx.AsyncClient(transport=LazyTlsTransport())
+        timeouts = Timeouts(connect=30.0, first_byte=self.first_byte, read=None, write=30.0)
+        source = HttpSource(client, client.build_request("POST", url, content=body, headers=fwd), timeouts)
+        call = RecordedCall(
+            st, writer_of(st), Capture(self.redactor), source, url=url, what=req.method or "the request"
+        )
+        msg = req.params.message if req.params else None
+        await call.begin(
+            url=url,
+            rpc_method=req.method,
+            dialect=dialect,
+            streaming=operation in STREAMING_OPERATIONS,
+            headers=fwd,
+            body=body,
+            message_id=msg.messageId if msg else None,
+            role="proxy",
+        )
+        self.library.dirty = True
         try:
-            resp = await _send(client, client.build_request("POST", url, content=body, headers=fwd), self.first_byte)
-        except httpx.HTTPError as exc:
+            await call.send()  # transparent: the answer goes on whatever the binding calls it
+        except FAULTS as exc:
             await client.aclose()
-            why = cap.text(f"upstream {url} unreachable: {exc or type(exc).__name__}")
-            outcome: Outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
-            await write_soon(st, st.update_exchange, ex_id, **cap.end(outcome, why))
+            why = call.capture.text(f"upstream {url} unreachable: {exc or type(exc).__name__}")
+            await call.end("timeout" if isinstance(exc, httpx.TimeoutException) else "error", why)
             return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {why}", req.id)
-        ctype = resp.headers.get("content-type", "")
-        cap.head(resp.status_code, ctype or None, resp.headers.multi_items())
+        if call.capture.sse:
+            return self._stream(call, client)
+        return await self._whole(call, client, url, req.id)
 
-        async def finish(outcome: Outcome, error: str | None = None, **fields: object) -> None:
-            await write_soon(st, st.update_exchange, ex_id, **cap.end(outcome, error, **fields))
-            self.recorded += 1
-            for ep in self.library.refresh():
-                ep.used += 1
+    async def _finish(self, call: RecordedCall, outcome: Outcome, error: str | None = None, **fields: object) -> None:
+        await call.end(outcome, error, **fields)
+        self.recorded += 1
+        for ep in self.library.refresh():
+            ep.used += 1
 
-        if not cap.sse:
-            try:
-                data = await read_body(resp, "the answer")
-            except (httpx.HTTPError, BodyTooLarge) as exc:  # cut off, or without end: named, nothing half-served
-                why = cap.text(f"upstream {url}: {exc or type(exc).__name__}")
-                await finish("timeout" if isinstance(exc, httpx.TimeoutException) else "error", why)
-                return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {why}", req.id)
-            finally:
-                await resp.aclose()
-                await client.aclose()
-            fields: dict[str, bytes] = {}  # response_body, when the answer is not an event
-            failed = resp.status_code >= 400
-            if data:
-                new, item = cap.answer(data)  # redacted as configured: a JSON answer is an event too
-                if new is not None:
-                    await write_soon(st, st.append, new)
-                    failed = failed or isinstance(item.body, ErrorItem)
-                else:
-                    fields["response_body"] = cap.response_body(data)
-            await finish("error" if failed else "ok", None, **fields)
-            return Reply(status=resp.status_code, content_type=ctype or "application/json", body=data)
+    async def _whole(self, call: RecordedCall, client: httpx.AsyncClient, url: str, rpc_id: object) -> Reply:
+        """An answer that is not a stream: recorded (an event when it is one), then passed on whole."""
+        head = call.head
+        assert head is not None
+        try:
+            item, data, logged = await call.answer()
+        except FAULTS as exc:  # cut off, or without end: named, nothing half-served
+            why = call.capture.text(f"upstream {url}: {exc or type(exc).__name__}")
+            await self._finish(call, "timeout" if isinstance(exc, httpx.TimeoutException) else "error", why)
+            return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {why}", rpc_id)
+        finally:
+            await call.source.aclose()
+            await client.aclose()
+        failed = head.status >= 400 or (logged and isinstance(item.body, ErrorItem))
+        fields = {} if logged or not data else {"response_body": call.capture.response_body(data)}
+        await self._finish(call, "error" if failed else "ok", None, **fields)
+        return Reply(status=head.status, content_type=head.content_type or "application/json", body=data)
+
+    def _stream(self, call: RecordedCall, client: httpx.AsyncClient) -> Reply:
+        """A stream: each chunk's items in the log, then its exact bytes to the client."""
 
         async def gen() -> AsyncGenerator[bytes, None]:
             outcome: Outcome = "ok"
             error: str | None = None
             try:
-                async for chunk in resp.aiter_bytes():
-                    items = cap.feed(chunk)
-                    if not items:
-                        continue
-                    new, _ = cap.events(items)
-                    if new:
-                        await write_soon(st, st.append_batch, new)  # write-ahead: in the log before the client sees it
-                    yield b"".join(it.raw for it in items)  # the exact bytes: id, retry, comments
-                items = cap.close()  # a last item cut by the close: kept, marked incomplete
-                new, _ = cap.events(items)
-                if new:
-                    await write_soon(st, st.append_batch, new)
-                rest = b"".join(it.raw for it in items) + (cap.parser.tail if cap.parser else b"")
-                if rest:
-                    yield rest
-            except (httpx.HTTPError, SseLineTooLong) as exc:
+                async for data in call.relay():
+                    yield data
+            except FAULTS as exc:
                 outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "dropped"
                 error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
-                await resp.aclose()
+                await call.source.aclose()
                 await client.aclose()
-                await finish(outcome, error)
+                await self._finish(call, outcome, error)
 
-        return Reply(status=resp.status_code, content_type=ctype, stream=gen(), headers=dict(SSE_HEADERS))
+        head = call.head
+        assert head is not None
+        return Reply(status=head.status, content_type=head.content_type or "", stream=gen(), headers=dict(SSE_HEADERS))

@@ -1,9 +1,10 @@
 """The recorder's fast path (issue 3, record speed) shows exactly what the general path shows.
 
-``Session.record_stream`` reads a plain text chunk with the narrow decoder and folds it with
-``TaskFold.apply_text``; ``Session.record_items`` decodes everything. Recording the same items
-both ways must store the same rows and give the same live view, the same errors and the same
-task id, on every committed recording, split into batches anywhere, and on hand-made edge cases.
+``record`` plans a stream's batches with ``peek`` (:meth:`store.capture.Capture.events`): a plain
+text chunk is read with the narrow decoder and folded with ``TaskFold.apply_text``; without it
+everything is decoded. Recording the same items both ways (the capture core's commit, then
+``Session.apply``) must store the same rows and give the same live view, the same errors and the
+same task id, on every committed recording, split into batches anywhere, and on hand-made edge cases.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from hypothesis import strategies as hs
 from a2a_tape.recorder.session import Session
 from a2a_tape.replay.projection import encode_view
 from a2a_tape.store import open_store
+from a2a_tape.store.capture import Capture
+from a2a_tape.store.redact import Redactor
 from a2a_tape.store.tape import import_tape
+from a2a_tape.store.writer import run_writes
 
 from ..replay.test_fast_path import NOT_PLAIN, PLAIN, TAPES, _tmp_store
 
@@ -41,18 +45,30 @@ def _payload_groups() -> list[list[bytes]]:
 GROUPS = _payload_groups()
 
 
+def _begin(st, s: Session, method: str = "SendStreamingMessage") -> Capture:
+    cap = Capture(Redactor())
+    ex = cap.request(url="http://agent/", rpc_method=method, dialect="1.0", streaming=True, headers={})
+    run_writes(cap.begin_writes(st, ex))
+    return cap
+
+
+def _commit(st, s: Session, cap: Capture, raw, *, peek: bool):
+    """One batch as ``record`` commits it: planned (task ids learnt by the session), in the log,
+    then folded."""
+    new, items = cap.events(raw, peek=peek, ctx=s)
+    stored = run_writes(cap.commit_writes(st, new))
+    return stored, items, s.apply(stored, items)
+
+
 def _record(tmp: Path, name: str, payloads: list[bytes], cuts: list[int], *, fast: bool):
     st = open_store(tmp / f"{name}.db")
     s = Session(st)
-    ex = s.begin(url="http://agent/", rpc_method="SendStreamingMessage", dialect="1.0", streaming=True, headers={})
+    cap = _begin(st, s)
     errors = []
     bounds = [0, *sorted(set(c for c in cuts if 0 < c < len(payloads))), len(payloads)]
     for a, b in zip(bounds, bounds[1:]):
         raw = [(p, None) for p in payloads[a:b]]
-        if fast:
-            errors += s.record_stream(ex, raw)
-        else:
-            errors += [i.body for _, i in s.record_items(ex, raw) if i.kind == "error"]
+        errors += _commit(st, s, cap, raw, peek=fast)[2]
     rows = [(e.task_id, e.seq, e.payload) for e in st.read_from(0)]
     view = s.fold.view()
     shown = None
@@ -92,17 +108,15 @@ def test_a_stream_of_plain_chunks_takes_the_fast_path(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "decode_item", lambda p: calls.append(p) or real(p))
     st = open_store(tmp_path / "t.db")
     s = Session(st)
-    ex = s.begin(url="http://agent/", rpc_method="SendStreamingMessage", dialect="1.0", streaming=True, headers={})
-    s.record_stream(ex, [(p, None) for p in PLAIN[:3]])
+    _commit(st, s, _begin(st, s), [(p, None) for p in PLAIN[:3]], peek=True)
     assert calls == [] and s.events == 3 and s.task_id == "t1"
     st.close()
 
 
 @pytest.mark.parametrize("payload", PLAIN[:2])
-def test_record_items_still_hands_back_decoded_items(tmp_path, payload):
+def test_without_peek_the_items_come_back_decoded(tmp_path, payload):
     st = open_store(tmp_path / "t.db")
     s = Session(st)
-    ex = s.begin(url="http://agent/", rpc_method="SendMessage", dialect="1.0", streaming=False, headers={})
-    [(ev, item)] = s.record_items(ex, [(payload, None)])
+    [ev], [item], _ = _commit(st, s, _begin(st, s, "SendMessage"), [(payload, None)], peek=False)
     assert item.kind == "artifact" and ev.payload == payload
     st.close()

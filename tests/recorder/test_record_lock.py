@@ -1,5 +1,5 @@
 """``record --durability full`` while another process holds the log's write lock: its commits
-wait on a worker thread and the reader goes on reading, but not past ``READ_AHEAD`` events not yet
+wait on a worker thread and the reader goes on reading, but not past ``BATCHING.ahead`` events not yet
 in the log, so a fast stream does not fill the memory for the whole busy timeout."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from a2a_tape.recorder import record as rec
 from a2a_tape.recorder.session import Session
 from tests.support.locks import wait_for_a_lock_waiter, write_lock_held
 
-TOTAL = 6 * rec.READ_AHEAD
+TOTAL = 6 * rec.BATCHING.ahead
 WORKING = b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"t-fast","contextId":"c","status":{"state":"working"},"final":false}}\n\n'
 DONE = b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"t-fast","contextId":"c","status":{"state":"completed"},"final":true}}\n\n'
 

@@ -297,16 +297,6 @@ def test_ctrl_c_during_a_large_import_stops_the_reader_and_imports_nothing(tmp_p
     assert count_events(db) == 0
 
 
-def _waiting_in_a_sleep(pid: int) -> bool:
-    """The process is blocked in a sleep (clock_nanosleep / nanosleep): a wait for a lock,
-    whether ours or SQLite's busy handler."""
-    try:
-        syscall = Path(f"/proc/{pid}/syscall").read_text().split()
-    except OSError:
-        return False
-    return bool(syscall) and syscall[0] in ("230", "35")  # x86_64 clock_nanosleep, nanosleep
-
-
 @pytest.mark.parametrize("command", ["record", "import"])
 def test_ctrl_c_while_a_command_waits_for_a_locked_log_ends_it_at_once(command, sdk_agent, tmp_path):
     """Another process holds the log's write lock (an import, a rebuild): ``record`` (an asyncio
@@ -338,7 +328,7 @@ def test_ctrl_c_while_a_command_waits_for_a_locked_log_ends_it_at_once(command, 
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's background job ignores it
         )
         deadline = time.monotonic() + 30
-        while not _waiting_in_a_sleep(proc.pid):  # the condition waited for: record waits for the lock
+        while not _a_thread_waits_in_a_sleep(proc.pid):  # the condition waited for: it waits for the lock
             assert proc.poll() is None and time.monotonic() < deadline, f"{command} never waited for the lock"
             time.sleep(0.005)
         sent = time.monotonic()
