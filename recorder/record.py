@@ -25,7 +25,7 @@ import httpx
 
 from a2a_tape.replay.codings import DecodingError
 from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport
-from a2a_tape.replay.recorded_call import Batching, StallWatch
+from a2a_tape.replay.recorded_call import CLOSE_GRACE, Batching, StallWatch
 from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
 from a2a_tape.store.capture import Outcome
 from a2a_tape.store.decode import TextChunk
@@ -74,7 +74,7 @@ class RecordOptions:
     # call_timeout and stall_timeout: an agent that accepts and stays silent is stalled by then)
     poll_initial: float = 0.2
     poll_max: float = 5.0
-    close_grace: float = 5.0  # how long a settled stream may stay open before we close it
+    close_grace: float = CLOSE_GRACE  # how long a settled stream may stay open before we close it
     max_resubscribes: int = 5
 
 

@@ -11,15 +11,18 @@ Serve's recording modes make the same calls from ``replay/`` (:mod:`replay.serve
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from a2a_tape import store
 from a2a_tape.replay.http import Timeouts, describe, redirect_message
 from a2a_tape.replay.recorded_call import (
+    CLOSE_GRACE,
     FAULTS,
+    JSON_RPC,
     Batching,
+    Binding,
     Collect,
     Ended,
     HttpSource,
@@ -44,15 +47,14 @@ class Unreachable(A2ATapeError):
 _PROTOCOL_OF: dict[str | None, a2a.ProtocolChoice] = {"0.3": "0.3", "1.0": "1.0"}
 """A recorded dialect as the protocol to ask the card for."""
 
-SETTLED = store.TERMINAL_STATES | store.INTERRUPTED_STATES
-
 
 class Upstream:
     """Calls one agent and records every exchange and every item it answers (write-ahead).
 
     ``headers``: added to every request (the user's ``--header``); ``secrets``: values never to
     appear in a stored or printed text; ``ctx``: learns the task ids across calls (a session);
-    ``max_line``: the longest SSE line or event read.
+    ``max_line``: the longest SSE line or event read; ``binding``: how requests and answers look
+    on the wire (:class:`replay.recorded_call.Binding`).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class Upstream:
         secrets: Sequence[str] = (),
         ctx: TaskContext | None = None,
         max_line: int = DEFAULT_MAX_LINE,
+        binding: Binding = JSON_RPC,
     ) -> None:
         self.store = st
         self.redactor = redactor or Redactor()  # URLs and error texts: no token from a query string on disk
@@ -79,10 +82,12 @@ class Upstream:
         self.secrets = secrets if isinstance(secrets, list) else list(secrets)  # a session's: shared
         self.ctx = ctx
         self.max_line = max_line
+        self.binding = binding  # how a request is built and an answer read (JSON-RPC today)
         self.card: a2a.AgentCard | None = None
         self.connect_timeout = 10.0
         self.call_timeout = 30.0  # a request/response call never waits forever (streams use their stall timeout)
         self.first_byte: float | None = None  # the head of any call (None: ``call_timeout``)
+        self.close_grace = CLOSE_GRACE  # a stream kept open after its task settled is closed after it
 
     def timeouts(self, *, stream_first_byte: float | None = None) -> Timeouts:
         """Every call: connect, the head within ``first_byte`` (a stream's: ``stream_first_byte``
@@ -167,10 +172,11 @@ class Upstream:
         """The dialect and JSON-RPC URL for a task of ``dialect`` (None: what the card prefers)."""
         assert self.card is not None
         proto = _PROTOCOL_OF.get(dialect, "auto")  # the task's recorded dialect, else what the card prefers
-        d, url = a2a.choose_endpoint(self.card, self.base_url + "/", proto)
-        # the card may name the agent by another host name: keep the scheme/host we were given
-        p = urlsplit(url)
-        return d, self.base_url + (p.path or "/")
+        d, url = a2a.choose_endpoint(self.card, a2a.join_path(self.base_url, "/"), proto)
+        # the card may name the agent by another host name: its path, on the scheme, host and
+        # query we were given (an agent under a path prefix keeps it, once)
+        base = urlsplit(self.base_url)
+        return d, urlunsplit((base.scheme, base.netloc, urlsplit(url).path or "/", base.query, ""))
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -188,10 +194,9 @@ class Upstream:
     ) -> Ended:
         """One JSON-RPC call, recorded; its items go to ``sink``; how it ended (never raises for
         the upstream's faults: they are in :class:`replay.recorded_call.Ended`)."""
-        headers = [*self.headers, *a2a.dialect_headers(req.dialect).items(), ("Content-Type", "application/json")]
-        if req.streaming:
-            headers.append(("Accept", "text/event-stream"))
-        request = self.http.build_request("POST", url, content=req.body, headers=headers)
+        method, url, wire_headers, body = self.binding.request(req.op, req.dialect, url, req.body)
+        headers = [*self.headers, *wire_headers]
+        request = self.http.build_request(method, url, content=body, headers=headers)
         call = RecordedCall(
             self.store,
             self.writer,
@@ -199,6 +204,7 @@ class Upstream:
             HttpSource(self.http, request, timeouts or self.timeouts()),
             url=url,
             what=req.method,
+            binding=self.binding,
             ctx=self.ctx,
         )
         await call.begin(
@@ -207,7 +213,8 @@ class Upstream:
             dialect=req.dialect,
             streaming=req.streaming,
             headers=headers,
-            body=req.body,
+            body=body,
+            http_method=method,
             message_id=req.message_id,
             role=self.role,
         )
@@ -228,31 +235,19 @@ class Upstream:
         """A streaming call, each item recorded as it arrives. Ends when the server closes, after
         ``stop_after`` items (a deliberate drop), or after ``stall`` seconds without an item.
         Returns (items, outcome): ok / closed / incomplete / dropped / stalled / timeout / error."""
-        sink = Collect(_open_at_close)
+        sink = Collect()
+        watch = None
+        if stall is not None:  # no item for `stall` s, or open `close_grace` s after the task settled
+            watch = StallWatch(stall, settled=sink.settled, grace=self.close_grace)
         ended = await self.exchange(
             req,
             url,
             sink,
             task_id=task_id,
             timeouts=self.timeouts(stream_first_byte=stall or self.call_timeout),
-            watch=StallWatch(stall) if stall is not None else None,
+            watch=watch,
             limit=stop_after,
         )
         if ended.item is not None and not sink.items:
             sink.items.append(ended.item)
         return sink.items, ended.outcome
-
-
-def _open_at_close(items: Sequence[store.Item]) -> str | None:
-    """A stream that ended while its task, by its last state, was still active: closed early."""
-    state = next((s for s in (_state(i) for i in reversed(items)) if s is not None), None)
-    if state in SETTLED or any(i.kind == "error" for i in items[-1:]):
-        return None
-    return f"stream closed while the task was {state or 'unknown'}"
-
-
-def _state(item: store.Item) -> str | None:
-    body = item.body
-    if isinstance(body, (store.TaskSnapshot, store.StatusUpdate)):
-        return body.state
-    return None

@@ -43,8 +43,9 @@ import httpx
 
 from a2a_tape.store.capture import Capture, Outcome, RawItem, TaskContext, media_type_of
 from a2a_tape.store.decode import TextChunk
-from a2a_tape.store.events import ErrorItem, Item
+from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
 from a2a_tape.store.interface import RecordingStore
+from a2a_tape.store.methods import STREAMING_OPERATIONS
 from a2a_tape.store.records import StoredEvent
 from a2a_tape.store.sse import SseLineTooLong
 from a2a_tape.store.writer import Batcher, GroupCommitWriter
@@ -54,6 +55,12 @@ from .http import BodyTooLarge, Timeouts, body_chunks, describe, read_body, redi
 
 Answer = Literal["stream", "json", "redirect", "other"]
 """How an answer comes, by its head: an SSE stream, a whole JSON body, a redirect, anything else."""
+
+SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
+"""A task in one of these states has ended, or waits for its user: a stream of it may close."""
+
+CLOSE_GRACE = 5.0
+"""Seconds a stream may stay open after its task settled before we close it."""
 
 KEPT = 1 << 20
 """Bytes of a body that is no answer (an HTML page, an error text) kept on the exchange row."""
@@ -107,7 +114,15 @@ class Sink(Protocol):
 
 
 class Binding(Protocol):
-    """How the answers of one A2A binding look on the wire."""
+    """How one A2A binding looks on the wire, for a client: how a request is built, how an answer
+    is classified. (An HTTP+JSON binding maps the operation to its route and method; a gRPC one
+    frames the body and reads its status from the trailers.)"""
+
+    def request(
+        self, op: str, dialect: str | None, url: str, body: bytes
+    ) -> tuple[str, str, list[tuple[str, str]], bytes]:
+        """An operation (``send``, ``stream``, ``get``, ...; :mod:`store.methods`) of ``dialect`` at
+        the endpoint ``url`` with its JSON-RPC ``body``: the HTTP method, URL, headers and body."""
 
     def answer(self, head: Head) -> Answer:
         """How the answer comes, by its head."""
@@ -117,7 +132,18 @@ class Binding(Protocol):
 
 
 class JsonRpc:
-    """The JSON-RPC binding: answers are JSON-RPC responses, whole or as SSE ``data``."""
+    """The JSON-RPC binding: every request a POST of its JSON-RPC body to the endpoint; answers are
+    JSON-RPC responses, whole or as SSE ``data``. A v1.0 request says so (``A2A-Version``:
+    without it a v1.0 server assumes 0.3)."""
+
+    def request(
+        self, op: str, dialect: str | None, url: str, body: bytes
+    ) -> tuple[str, str, list[tuple[str, str]], bytes]:
+        headers = [("A2A-Version", "1.0")] if dialect == "1.0" else []
+        headers.append(("Content-Type", "application/json"))
+        if op in STREAMING_OPERATIONS:
+            headers.append(("Accept", "text/event-stream"))
+        return "POST", url, headers, body
 
     def answer(self, head: Head) -> Answer:
         media = media_type_of(head.content_type)
@@ -186,6 +212,7 @@ class StallWatch:
         self.progress_at = progress_at
         self.settled = settled
         self.grace = grace
+        self.poll = min(0.5, grace)
         self.stopped: Literal["stalled", "settled"] | None = None
 
     async def run(self, scope: anyio.CancelScope) -> None:
@@ -204,7 +231,7 @@ class StallWatch:
                 self.stopped = why
                 scope.cancel()
                 return
-            await anyio.sleep(min(left, 0.5) if why == "settled" else left)
+            await anyio.sleep(min(left, self.poll))  # a task that settles meanwhile is seen within it
 
 
 @dataclass
@@ -435,18 +462,31 @@ class RecordedCall:
 
 
 class Collect:
-    """A sink that keeps every item (recovery, probe): :attr:`items` in order."""
+    """A sink that keeps every item (recovery, probe): :attr:`items` in order, and the task's last
+    state among them (:attr:`state`), so a stream that ends, or stays open, after the task settled
+    is told from one that closed while it was still active."""
 
-    def __init__(self, settled: Callable[[Sequence[Item]], str | None] | None = None) -> None:
-        self.peek = False
+    peek = False
+
+    def __init__(self) -> None:
         self.items: list[Item] = []
-        self._early = settled
+        self.state: str | None = None
 
     def take(self, stored: Sequence[StoredEvent], items: Sequence[Item | TextChunk]) -> None:
-        self.items += [i for i in items if isinstance(i, Item)]
+        for item in items:
+            if isinstance(item, Item):
+                self.items.append(item)
+                body = item.body
+                if isinstance(body, (TaskSnapshot, StatusUpdate)):
+                    self.state = body.state
+
+    def settled(self) -> bool:
+        return self.state in SETTLED
 
     def early_close(self) -> str | None:
-        return self._early(self.items) if self._early is not None else None
+        if self.settled() or (self.items and isinstance(self.items[-1].body, ErrorItem)):
+            return None
+        return f"stream closed while the task was {self.state or 'unknown'}"
 
 
 class HttpSource:

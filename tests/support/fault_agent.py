@@ -16,7 +16,9 @@ demand: this agent does, and only that. It builds on :class:`recorder.demo_agent
 - ``json404``: every POST answers HTTP 404 with a JSON body that is no JSON-RPC answer;
 - ``nonsse``: a streaming call answers 200 text/plain;
 - ``badjson`` / ``nonutf8`` / ``longline``: one bad ``data:`` line among good ones, then completed;
-- ``gzip``: streams with ``Content-Encoding: gzip``, each frame flushed as it is written.
+- ``gzip``: streams with ``Content-Encoding: gzip``, each frame flushed as it is written;
+- ``openend``: the stream stays open (keep-alive comments) after the task completed;
+- ``notrpc``: GetTask answers 200 with JSON that is no JSON-RPC answer.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ MODES = (
     "nonutf8",
     "longline",
     "gzip",
+    "openend",
+    "notrpc",
 )
 LONG_LINE = 4096
 
@@ -86,6 +90,8 @@ class FaultHost(AgentHost):
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         if self.mode == "nonsse" and op == "stream":
             return PlainTextResponse("hello, I am not an event stream")
+        if self.mode == "notrpc" and op == "get":
+            return JSONResponse({"hello": "this is not a JSON-RPC answer"})
         if op == "cancel":
             self.cancels += 1
         resp = await super().dispatch(op, req, dialect, request)
@@ -130,6 +136,9 @@ class FaultHost(AgentHost):
                     if self.mode == "cut" and first and sent == 2:
                         raise ConnectionAbortedError("fault agent: cutting the stream mid-way")
                 if isinstance(ev, Status) and ev.state in ("completed", "failed", "canceled", "input-required"):
+                    while self.mode == "openend":  # the task settled; the stream does not end
+                        await asyncio.sleep(self.step / 3)
+                        yield b": ping - still here\r\n\r\n"
                     return
         finally:
             task.unsubscribe(q)
