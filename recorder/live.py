@@ -112,8 +112,13 @@ class LiveFold:
         return (v.state, tuple((a.artifact_id, a.text) for a in v.artifacts), tuple(repr(t) for t in v.tool_calls))
 
 
-def render(fold: LiveFold, *, title: str = "", done: bool = False) -> RenderableType:
-    """The live view: the answer as the main panel, reasoning dimmed, tool calls as a table."""
+def render(fold: LiveFold, *, title: str = "", done: bool = False, plain: bool = False) -> RenderableType:
+    """The live view: the answer as the main panel, reasoning dimmed, tool calls as a table.
+
+    ``plain``: for an output that is not a terminal (a pipe, a log file), the answer is a heading
+    and its text as it came, no panel: a long answer is not wrapped line by line for a box (that
+    took more time than recording it), and a log keeps the agent's own lines. Print it with
+    ``soft_wrap=True``."""
     parts: list[RenderableType] = []
     v = fold.view()
     if v is not None and v.reasoning:
@@ -131,5 +136,10 @@ def render(fold: LiveFold, *, title: str = "", done: bool = False) -> Renderable
     body = Text(answer if answer else ("(waiting for the answer…)" if not done else "(no answer)"))
     status = v.status_message if v is not None else None
     subtitle = fold.state if not status else f"{fold.state}: {status[:80]}"
-    parts.append(Panel(body, title=title or "answer", subtitle=subtitle, title_align="left", subtitle_align="right"))
+    if plain:
+        parts += [Text(f"{title or 'answer'} ({subtitle}):", style="bold"), body]
+    else:
+        parts.append(
+            Panel(body, title=title or "answer", subtitle=subtitle, title_align="left", subtitle_align="right")
+        )
     return Group(*parts)

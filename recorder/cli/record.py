@@ -123,7 +123,8 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
             }
         )
     else:
-        out.print(render(session.fold, title=title, done=True))
+        plain = not out.is_terminal  # a pipe or a file: the answer unboxed and unwrapped
+        out.print(render(session.fold, title=title, done=True, plain=plain), soft_wrap=plain)
         where = f"task {result.task_id}" if result.task_id else "the exchange"
         what = "a lone message, no task" if lone else result.state
         say(
