@@ -1,35 +1,12 @@
-"""The capture core's HTTP side: how every recording path of ``recorder/`` talks upstream.
+"""What the recorder's paths import to talk upstream, in one place, and the log's faults as errors.
 
-The core itself (begin -> head -> body bytes -> SSE items -> redaction -> append plan ->
-outcome) is :mod:`store.capture`, re-exported here: it needs nothing above the store, so serve's
-recording modes (``replay/serve/forward.py``) use the same one. This module adds what needs httpx:
-
-- :class:`Timeouts`: connect, first byte (the response head) and read timeouts for every
-  upstream call; :func:`send` enforces them, so an agent that accepts the connection and never
-  answers cannot hang a caller past the timeouts it was given (httpx alone waits for the head
-  with the read timeout, and streams are read with none);
-- redirects are not followed: :func:`redirect_message` says where the agent points instead of
-  blaming the host that answered;
-- :func:`body_chunks`: the decoded body bytes of a response (the raw chunks when there is no
-  content coding: the record hot path), a coding that does not decode raising
-  :class:`replay.codings.DecodingError` with a readable reason;
-- :func:`describe`: a transport error as one readable line, redacted;
-- :func:`store_fault`: a driver error of the log (disk full, locked, read-only) as the
-  :class:`store.StoreError` subclass that names it, so commands exit 2 with one line.
-
-Usage, for a path that reads a stream::
-
-    cap = Capture(redactor)
-    ex_id = st.begin_exchange(cap.request(url=..., rpc_method=..., dialect=..., streaming=True, headers=h, body=b))
-    cap.exchange_id = ex_id
-    resp = await send(http, http.build_request("POST", url, headers=h, content=b), Timeouts(read=None))
-    cap.head(resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-    async for chunk in body_chunks(resp):
-        items = cap.feed(chunk)             # exact bytes; item.raw is what to pass on
-        new, decoded = cap.events(items)    # redacted rows, task ids learnt
-        st.append_batch(new)                # the caller's append (one transaction, a writer, ...)
-    new, decoded = cap.events(cap.close())  # a cut last item is kept, marked incomplete
-    st.update_exchange(ex_id, **cap.end("ok"))
+The capture core (begin -> head -> body bytes -> SSE items -> redaction -> append plan ->
+outcome) is :mod:`store.capture`; its HTTP side (timeouts on connect, first byte and reads,
+redirects named and never followed, decoded body bytes, transport errors as one line) is
+:mod:`replay.http`, where serve's recording modes reach it too; the recorded-upstream client
+made of them is :mod:`replay.recorded_call`. This module re-exports them for ``recorder/`` and
+adds :func:`store_fault`: a driver error of the log (disk full, locked, read-only) as the
+:class:`store.StoreError` subclass that names it, so commands exit 2 with one line.
 """
 
 from __future__ import annotations

@@ -1,17 +1,20 @@
 """The capture core: one recorded exchange, written once for every path that writes the log.
 
-Every recording path goes through it: ``record`` and ``RecordingTransport`` (through
-:class:`recorder.session.Session`), startup recovery, ``recover`` and ``probe``
-(:class:`recorder.recovery.Upstream`), the proxy, and serve's recording modes
-(:mod:`replay.serve.forward`). The pipeline (docs/design.md section 11)::
+Every recording path goes through it: ``record``, startup recovery, ``recover``, ``probe`` and
+serve's recording modes (each call a :class:`replay.recorded_call.RecordedCall`), the proxy
+(:mod:`recorder.proxy.tee`) and ``RecordingTransport``. The pipeline (docs/design.md section 11)::
 
     begin -> response head -> body bytes -> SSE items (exact bytes) -> redaction -> batched append -> outcome
-    request()   head()          feed()/close()                       events()/answer()   (caller)     end()
+    request()   head()          feed()/close()                       events()/answer()   commit_writes() end()
+
+The writes of the steps are here too (:meth:`Capture.begin_writes`, :meth:`Capture.commit_writes`,
+:meth:`Capture.end_writes`): each one transaction, yielded (:data:`store.writer.Writes`), so the
+same steps run in a plain call (:func:`store.writer.run_writes`) or from an event loop
+(:meth:`store.writer.GroupCommitWriter.run`).
 
 :class:`Capture` holds one exchange and does no I/O: the caller moves the bytes (httpx, a
-Starlette response, a test) and writes the rows it hands back (a sync store, a
-:class:`store.GroupCommitWriter`, one transaction or many: the append is the caller's, the plan
-is the core's). What it promises, whoever calls it:
+wrapped transport's stream, a test) and runs the writes it hands back. What it promises,
+whoever calls it:
 
 - the request row is redacted: headers, URL (a userinfo password, secret-named query
   parameters), configured JSON paths in the request body (:class:`store.redact.Redactor`);
@@ -31,8 +34,8 @@ is the core's). What it promises, whoever calls it:
 
 Why in ``store/``: serve's recording modes live in ``replay/``, and the imports go store <-
 replay <- recorder; the core needs nothing above the store (no httpx, no event loop). The
-HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors;
-store faults as one-line errors) is :mod:`recorder.sending`, which re-exports this module.
+HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors) is
+:mod:`replay.http`.
 """
 
 from __future__ import annotations
