@@ -129,7 +129,15 @@ class Upstream:
         )
         if recorded:
             await call.begin(
-                url=url, rpc_method="agent-card", dialect=None, streaming=False, headers=self.headers, http_method="GET"
+                cap.request(
+                    url=url,
+                    rpc_method="agent-card",
+                    dialect=None,
+                    streaming=False,
+                    headers=self.headers,
+                    http_method="GET",
+                    role=self.role,
+                )
             )
             self.learn(cap)
         ended = Ended("error")
@@ -208,15 +216,17 @@ class Upstream:
             ctx=self.ctx,
         )
         await call.begin(
-            url=url,
-            rpc_method=req.method,
-            dialect=req.dialect,
-            streaming=req.streaming,
-            headers=headers,
-            body=body,
-            http_method=method,
-            message_id=req.message_id,
-            role=self.role,
+            call.capture.request(
+                url=url,
+                rpc_method=req.method,
+                dialect=req.dialect,
+                streaming=req.streaming,
+                headers=headers,
+                body=body,
+                http_method=method,
+                message_id=req.message_id,
+                role=self.role,
+            )
         )
         self.learn(call.capture)
         return await call.run(sink, batching=batching, watch=watch, limit=limit)

@@ -46,7 +46,7 @@ from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
 from a2a_tape.store.interface import RecordingStore
 from a2a_tape.store.methods import STREAMING_OPERATIONS
-from a2a_tape.store.records import StoredEvent
+from a2a_tape.store.records import Exchange, StoredEvent
 from a2a_tape.store.sse import SseLineTooLong
 from a2a_tape.store.writer import Batcher, GroupCommitWriter
 
@@ -283,9 +283,8 @@ class RecordedCall:
 
     # 1. begin ---------------------------------------------------------------------------------
 
-    async def begin(self, **request: object) -> int:
-        """The exchange row (:meth:`store.capture.Capture.request`'s fields), in the log first."""
-        exchange = self.capture.request(**request)  # type: ignore[arg-type]  # the fields of Capture.request
+    async def begin(self, exchange: Exchange) -> int:
+        """The exchange row (from :meth:`store.capture.Capture.request`: redacted), in the log first."""
         return await self.writer.run(self.capture.begin_writes(self.log, exchange))
 
     # 2., 3. send, head -------------------------------------------------------------------------

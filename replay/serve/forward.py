@@ -87,14 +87,16 @@ class Forwarder:
         )
         msg = req.params.message if req.params else None
         await call.begin(
-            url=url,
-            rpc_method=req.method,
-            dialect=dialect,
-            streaming=operation in STREAMING_OPERATIONS,
-            headers=fwd,
-            body=body,
-            message_id=msg.messageId if msg else None,
-            role="proxy",
+            call.capture.request(
+                url=url,
+                rpc_method=req.method,
+                dialect=dialect,
+                streaming=operation in STREAMING_OPERATIONS,
+                headers=fwd,
+                body=body,
+                message_id=msg.messageId if msg else None,
+                role="proxy",
+            )
         )
         self.library.dirty = True
         try:
