@@ -108,9 +108,12 @@ class GroupCommitWriter:
         self.max_batch = max_batch
         # a batch this small (a stream's first item, a note, a claim) is committed on the event loop
         # when the lock is free: the commit costs less than two thread handoffs on a busy machine,
-        # and that wait is the first event's latency. Bigger batches, and a small one that would
-        # wait for the lock, go to a worker thread.
-        self.inline_batch = inline_batch
+        # and that wait is the first event's latency. Bigger batches go to a worker thread when each
+        # commit is an fsync (durability full: milliseconds, off the loop); without one (a WAL
+        # commit at durability normal) any batch costs less than the thread hop, and stays on the
+        # loop. A batch that would wait for the lock always goes to a worker thread.
+        syncs = getattr(store, "durability", "full") == "full"
+        self.inline_batch: float = inline_batch if syncs else math.inf
         self._queue: collections.deque[_Slot] = collections.deque()
         self._leader: _Slot | None = None
         self.batches = 0
