@@ -25,7 +25,7 @@ import httpx
 
 from a2a_tape.replay.codings import DecodingError
 from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport
-from a2a_tape.replay.recorded_call import CLOSE_GRACE, Batching, StallWatch
+from a2a_tape.replay.upstream_call import CLOSE_GRACE, Batching, StallWatch
 from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
 from a2a_tape.store.capture import Outcome
 from a2a_tape.store.decode import TextChunk

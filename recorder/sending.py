@@ -4,7 +4,7 @@ The capture core (begin -> head -> body bytes -> SSE items -> redaction -> appen
 outcome) is :mod:`store.capture`; its HTTP side (timeouts on connect, first byte and reads,
 redirects named and never followed, decoded body bytes, transport errors as one line) is
 :mod:`replay.http`, where serve's recording modes reach it too; the recorded-upstream client
-made of them is :mod:`replay.recorded_call`. This module re-exports them for ``recorder/`` and
+made of them is :mod:`replay.upstream_call`. This module re-exports them for ``recorder/`` and
 adds :func:`store_fault`: a driver error of the log (disk full, locked, read-only) as the
 :class:`store.StoreError` subclass that names it, so commands exit 2 with one line.
 """

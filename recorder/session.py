@@ -1,7 +1,7 @@
 """One ``record`` run: what its calls learn and what the user watches, written ahead of it.
 
 A :class:`Session` is the context of a run's calls (:class:`recorder.upstream.Upstream` makes
-them, each a :class:`replay.recorded_call.RecordedCall`): the task and context ids learnt across
+them, each a :class:`replay.upstream_call.UpstreamCall`): the task and context ids learnt across
 them (it is their :class:`store.capture.TaskContext`), the secrets never to print, the fold the
 live view draws (:class:`recorder.live.LiveFold`), and the decisions the recorder takes, appended
 as ``origin="local"`` events (:func:`store.local_note`, :func:`store.local_failed`). Its

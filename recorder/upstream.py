@@ -3,7 +3,7 @@
 ``record`` (:mod:`recorder.record`), the startup recovery and ``a2a-tape recover``
 (:mod:`recorder.recovery`) and ``a2a-tape probe`` (:mod:`recorder.probe`) talk to their agent
 through an :class:`Upstream`: it reads the card, picks the endpoint, builds each JSON-RPC request
-(:mod:`recorder.client`) and makes the call a :class:`replay.recorded_call.RecordedCall` (the
+(:mod:`recorder.client`) and makes the call a :class:`replay.upstream_call.UpstreamCall` (the
 row first, every item in the log before anyone sees it, one outcome, timeouts on everything).
 Serve's recording modes make the same calls from ``replay/`` (:mod:`replay.serve.forward`).
 """
@@ -17,7 +17,7 @@ import httpx
 
 from a2a_tape import store
 from a2a_tape.replay.http import Timeouts, describe, redirect_message
-from a2a_tape.replay.recorded_call import (
+from a2a_tape.replay.upstream_call import (
     CLOSE_GRACE,
     FAULTS,
     JSON_RPC,
@@ -26,9 +26,9 @@ from a2a_tape.replay.recorded_call import (
     Collect,
     Ended,
     HttpSource,
-    RecordedCall,
     Sink,
     StallWatch,
+    UpstreamCall,
     not_an_answer,
 )
 from a2a_tape.store.capture import Capture, Outcome, TaskContext
@@ -54,7 +54,7 @@ class Upstream:
     ``headers``: added to every request (the user's ``--header``); ``secrets``: values never to
     appear in a stored or printed text; ``ctx``: learns the task ids across calls (a session);
     ``max_line``: the longest SSE line or event read; ``binding``: how requests and answers look
-    on the wire (:class:`replay.recorded_call.Binding`).
+    on the wire (:class:`replay.upstream_call.Binding`).
     """
 
     def __init__(
@@ -118,7 +118,7 @@ class Upstream:
         exchange goes to the log too (``record`` keeps it; recovery and probe do not)."""
         url = a2a.card_url(self.base_url)
         cap = self.capture()
-        call = RecordedCall(
+        call = UpstreamCall(
             self.store,
             self.writer,
             cap,
@@ -150,7 +150,7 @@ class Upstream:
             if recorded:
                 await call.end(ended.outcome, ended.error, response_body=ended.body[: 1 << 20])
 
-    async def _card(self, call: RecordedCall, url: str, ended: Ended) -> a2a.AgentCard:
+    async def _card(self, call: UpstreamCall, url: str, ended: Ended) -> a2a.AgentCard:
         try:
             answer = await call.send()
             head = call.head
@@ -201,11 +201,11 @@ class Upstream:
         limit: int | None = None,
     ) -> Ended:
         """One JSON-RPC call, recorded; its items go to ``sink``; how it ended (never raises for
-        the upstream's faults: they are in :class:`replay.recorded_call.Ended`)."""
+        the upstream's faults: they are in :class:`replay.upstream_call.Ended`)."""
         method, url, wire_headers, body = self.binding.request(req.op, req.dialect, url, req.body)
         headers = [*self.headers, *wire_headers]
         request = self.http.build_request(method, url, content=body, headers=headers)
-        call = RecordedCall(
+        call = UpstreamCall(
             self.store,
             self.writer,
             self.capture(task_id),

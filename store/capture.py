@@ -1,7 +1,7 @@
 """The capture core: one recorded exchange, written once for every path that writes the log.
 
 Every recording path goes through it: ``record``, startup recovery, ``recover``, ``probe`` and
-serve's recording modes (each call a :class:`replay.recorded_call.RecordedCall`), the proxy
+serve's recording modes (each call a :class:`replay.upstream_call.UpstreamCall`), the proxy
 (:mod:`recorder.proxy.tee`) and ``RecordingTransport``. The pipeline (docs/design.md section 11)::
 
     begin -> response head -> body bytes -> SSE items (exact bytes) -> redaction -> batched append -> outcome

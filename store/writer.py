@@ -16,7 +16,7 @@ under way goes to the log together, in the next one.
   lifetime of its own to run one in).
 - :class:`Batcher`: one stream's items, read ahead of the log and committed in batches, each
   batch handed on only once it is in the log (write-ahead). Record, the recorded-upstream client
-  (:mod:`replay.recorded_call`), the proxy and ``RecordingTransport`` read their streams through it.
+  (:mod:`replay.upstream_call`), the proxy and ``RecordingTransport`` read their streams through it.
 
     async with GroupCommitWriter(store) as writer:   # or without ``async with``: it needs no task
         stored = await writer.append(NewEvent(payload=b"...", task_id="t1"))
@@ -43,7 +43,7 @@ from .records import NewEvent, StoredEvent
 
 P = ParamSpec("P")
 T = TypeVar("T")
-I = TypeVar("I")  # noqa: E741 - an item of a batch
+Item_ = TypeVar("Item_")  # an item of a batch
 
 Write: TypeAlias = Callable[[], Any]
 """One write transaction, safe to run twice: nothing changes before its BEGIN."""
@@ -292,7 +292,7 @@ async def write_soon(store: AppendLog, fn: Callable[P, T], *args: P.args, **kwar
 # -- the batching of one stream ----------------------------------------------------------------
 
 
-class Batcher(Generic[I]):
+class Batcher(Generic[Item_]):
     """One stream's items, read ahead of the log and committed in batches (write-ahead).
 
     A reader puts items on :attr:`pending` (a plain list: the hot loop appends to it directly)
@@ -313,7 +313,7 @@ class Batcher(Generic[I]):
 
     def __init__(
         self,
-        commit: Callable[[list[I], list[float]], Awaitable[None]],
+        commit: Callable[[list[Item_], list[float]], Awaitable[None]],
         *,
         first: int = 8,
         size: int = 2048,
@@ -322,7 +322,7 @@ class Batcher(Generic[I]):
     ) -> None:
         self.commit = commit
         self.first, self.size, self.wait, self.ahead = first, size, wait, ahead
-        self.pending: list[I] = []
+        self.pending: list[Item_] = []
         self.arrived: list[float] = []  # monotonic arrival time of each pending item
         self.last_arrival = time.monotonic()  # of the newest item read (a stall watchdog's progress)
         self._want = 1  # pending items that wake the committer
@@ -405,9 +405,10 @@ class Batcher(Generic[I]):
             with anyio.CancelScope(shield=True):  # a batch taken is a batch written
                 await self._commit_batch()
 
-    async def _sleep(self, want: int, timeout: float | None) -> None:
+    async def _sleep(self, want: int, at_most: float | None) -> None:
+        """Until ``want`` items are pending (the reader wakes it), for ``at_most`` seconds."""
         self._want, self._asleep = want, True
-        with anyio.move_on_after(math.inf if timeout is None else timeout):
+        with anyio.move_on_after(math.inf if at_most is None else at_most):
             await self._wake.wait()
         self._asleep = False
         self._wake = anyio.Event()
@@ -417,7 +418,7 @@ class Batcher(Generic[I]):
         self._reading = False
         self._wake.set()
 
-    async def next(self) -> tuple[list[I], list[float]] | None:
+    async def next(self) -> tuple[list[Item_], list[float]] | None:
         """For a consumer that pulls instead of :meth:`drive` (a client reading a transport's
         stream, whose reader is a task of the caller's): the next batch as soon as anything is
         pending, with its arrival times; None once the reader is done and nothing is left."""
@@ -427,7 +428,7 @@ class Batcher(Generic[I]):
             await self._sleep(1, None)
         return self._take()
 
-    def _take(self) -> tuple[list[I], list[float]]:
+    def _take(self) -> tuple[list[Item_], list[float]]:
         n = min(len(self.pending), self.first) if self._first else len(self.pending)
         self._first = False
         batch, times = self.pending[:n], self.arrived[:n]

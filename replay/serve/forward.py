@@ -1,7 +1,7 @@
 """The recording modes' way upstream: a request the recordings do not answer goes to the live
 agent, and what comes back is recorded (write-ahead, exact bytes) as it is passed on.
 
-A :class:`replay.recorded_call.RecordedCall`, as every call of ours to an agent: the request row
+A :class:`replay.upstream_call.UpstreamCall`, as every call of ours to an agent: the request row
 redacted (headers, URL secrets, configured JSON paths), SSE items per the HTML standard (a BOM, CR
 line ends, ``id``/``retry``/comments, a cut last item kept and marked incomplete), every payload
 redacted as configured (``[tool.a2a-tape]`` and ``--redact``), one outcome word. What differs
@@ -32,7 +32,7 @@ from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
 
 from ..http import LazyTlsTransport, Timeouts
-from ..recorded_call import FAULTS, HttpSource, RecordedCall
+from ..upstream_call import FAULTS, HttpSource, UpstreamCall
 from . import rpc
 from .faults import FAULT_HEADER
 from .library import Library
@@ -82,7 +82,7 @@ class Forwarder:
         client = httpx.AsyncClient(transport=LazyTlsTransport())
         timeouts = Timeouts(connect=30.0, first_byte=self.first_byte, read=None, write=30.0)
         source = HttpSource(client, client.build_request("POST", url, content=body, headers=fwd), timeouts)
-        call = RecordedCall(
+        call = UpstreamCall(
             st, writer_of(st), Capture(self.redactor), source, url=url, what=req.method or "the request"
         )
         msg = req.params.message if req.params else None
@@ -110,13 +110,13 @@ class Forwarder:
             return self._stream(call, client)
         return await self._whole(call, client, url, req.id)
 
-    async def _finish(self, call: RecordedCall, outcome: Outcome, error: str | None = None, **fields: object) -> None:
+    async def _finish(self, call: UpstreamCall, outcome: Outcome, error: str | None = None, **fields: object) -> None:
         await call.end(outcome, error, **fields)
         self.recorded += 1
         for ep in self.library.refresh():
             ep.used += 1
 
-    async def _whole(self, call: RecordedCall, client: httpx.AsyncClient, url: str, rpc_id: object) -> Reply:
+    async def _whole(self, call: UpstreamCall, client: httpx.AsyncClient, url: str, rpc_id: object) -> Reply:
         """An answer that is not a stream: recorded (an event when it is one), then passed on whole."""
         head = call.head
         assert head is not None
@@ -134,7 +134,7 @@ class Forwarder:
         await self._finish(call, "error" if failed else "ok", None, **fields)
         return Reply(status=head.status, content_type=head.content_type or "application/json", body=data)
 
-    def _stream(self, call: RecordedCall, client: httpx.AsyncClient) -> Reply:
+    def _stream(self, call: UpstreamCall, client: httpx.AsyncClient) -> Reply:
         """A stream: each chunk's items in the log, then its exact bytes to the client."""
 
         async def gen() -> AsyncGenerator[bytes, None]:

@@ -17,7 +17,7 @@ keep them, serve passes their bytes on). A :class:`Binding` is how the answers o
 look on the wire (:data:`JSON_RPC` today): an HTTP+JSON or gRPC binding plugs in here, beside its
 request builder (JSON-RPC's is :mod:`recorder.client`).
 
-The steps (:class:`RecordedCall`; :meth:`RecordedCall.run` takes them in order):
+The steps (:class:`UpstreamCall`; :meth:`UpstreamCall.run` takes them in order):
 
 1. begin: the exchange row, redacted, written before the request goes out;
 2. send: the request, within the connect and first-byte timeouts;
@@ -254,7 +254,7 @@ class Ended:
         return self.item is not None and isinstance(self.item.body, ErrorItem)
 
 
-class RecordedCall:
+class UpstreamCall:
     """One call to an agent, recorded by the steps of the module docstring.
 
     ``writer`` commits every write (the row, each batch, the end); ``capture`` is the exchange's
