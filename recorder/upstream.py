@@ -226,6 +226,7 @@ class Upstream:
                 http_method=method,
                 message_id=req.message_id,
                 role=self.role,
+                binding=self.binding.name,
             )
         )
         self.learn(call.capture)

@@ -45,7 +45,7 @@ from a2a_tape.store.capture import Capture, Outcome, RawItem, TaskContext, media
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
 from a2a_tape.store.interface import RecordingStore
-from a2a_tape.store.methods import STREAMING_OPERATIONS
+from a2a_tape.store.methods import JSONRPC, STREAMING_OPERATIONS
 from a2a_tape.store.records import Exchange, StoredEvent
 from a2a_tape.store.sse import SseLineTooLong
 from a2a_tape.store.writer import Batcher, GroupCommitWriter
@@ -115,8 +115,11 @@ class Sink(Protocol):
 
 class Binding(Protocol):
     """How one A2A binding looks on the wire, for a client: how a request is built, how an answer
-    is classified. (An HTTP+JSON binding maps the operation to its route and method; a gRPC one
-    frames the body and reads its status from the trailers.)"""
+    is classified. (An HTTP+JSON binding maps the operation to its route and method, as
+    :func:`replay.bindings.http_json.render_request` does; a gRPC one frames the body and reads
+    its status from the trailers.)"""
+
+    name: str  # the exchange row's ``binding`` (store.methods.BINDINGS)
 
     def request(
         self, op: str, dialect: str | None, url: str, body: bytes
@@ -135,6 +138,8 @@ class JsonRpc:
     """The JSON-RPC binding: every request a POST of its JSON-RPC body to the endpoint; answers are
     JSON-RPC responses, whole or as SSE ``data``. A v1.0 request says so (``A2A-Version``:
     without it a v1.0 server assumes 0.3)."""
+
+    name = JSONRPC
 
     def request(
         self, op: str, dialect: str | None, url: str, body: bytes

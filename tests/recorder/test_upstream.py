@@ -67,6 +67,7 @@ def test_a_stream_kept_open_after_its_task_settled_is_closed_and_recorded_ok(fau
     assert state == "completed"
     (ex,) = streams
     assert ex.outcome == "ok" and "closed by a2a-tape" in (ex.error or ""), (ex.outcome, ex.error)
+    assert ex.binding == "jsonrpc"  # the binding the client spoke, on its row
 
 
 def _seed_working_task(db: Path, base: str) -> None:
