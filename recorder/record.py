@@ -143,7 +143,7 @@ class Recorder:
         self.dialect, self.endpoint = choose_endpoint(self.card, join_path(self.base_url, "/"), self.opts.protocol)
         streaming = self.opts.stream and self.card.streaming
         if self.opts.stream and not self.card.streaming:
-            self.session.note(
+            await self.session.note(
                 "no streaming", "the agent card does not offer streaming: sending message/send and polling"
             )
         req = send_request(
@@ -163,8 +163,8 @@ class Recorder:
         if res.errors:
             e = res.errors[-1]
             self.error = f"agent error {e.code}: {e.message}"
-            s.note("agent error", self.error)
-            s.fail_locally(self.error)
+            await s.note("agent error", self.error)
+            await s.fail_locally(self.error)
             return
         if res.outcome == "stalled":
             await self.on_stall()
@@ -177,12 +177,12 @@ class Recorder:
             return
         if s.task_id is None:
             self.error = "the stream ended before the agent named a task: nothing to recover"
-            s.note("gave up", self.error)
+            await s.note("gave up", self.error)
             return
         # the stream ended (or the reply came back) while the task is still active
         if res.outcome != "ok" or self._last_streaming:
             self.recovered.append(res.outcome)
-            s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {state}")
+            await s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {state}")
         done = await settle(
             _Follow(self),
             streaming=self.card.streaming and self.opts.stream,
@@ -191,9 +191,9 @@ class Recorder:
             max_resubscribes=self.opts.max_resubscribes,
         )
         if done.how == "lost":
-            s.note("gave up", done.why)
+            await s.note("gave up", done.why)
             self.error = done.why
-            s.fail_locally(f"recorder lost the task ({done.why})")
+            await s.fail_locally(f"recorder lost the task ({done.why})")
         elif done.how == "stalled":
             await self.on_stall()
 
@@ -203,22 +203,22 @@ class Recorder:
         s = self.session
         self.stalled = True
         self.recovered.append("stalled")
-        s.note("stalled", f"no progress for {self.opts.stall_timeout:g} s while the task was {s.state}")
+        await s.note("stalled", f"no progress for {self.opts.stall_timeout:g} s while the task was {s.state}")
         if s.task_id is None:
             self.error = "stalled before the agent named a task"
-            s.note("gave up", self.error)
+            await s.note("gave up", self.error)
             return
         canceled = await self.call(task_request("cancel", self.dialect, s.task_id))
         if canceled.errors or s.state not in TERMINAL_STATES:
             why = _why(canceled) if canceled.errors else f"state is still {s.state}"
-            s.note("cancel failed", why)
-            s.fail_locally(f"stalled for {self.opts.stall_timeout:g} s; cancel failed ({why})")
+            await s.note("cancel failed", why)
+            await s.fail_locally(f"stalled for {self.opts.stall_timeout:g} s; cancel failed ({why})")
         else:
-            s.note("canceled", f"CancelTask -> {s.state}")
+            await s.note("canceled", f"CancelTask -> {s.state}")
         if self.opts.on_stall == "resend" and not self._resent:
             self._resent = True
             ctx = s.context_id
-            s.note("resend", f"sending the message again in a new task, contextId {ctx}")
+            await s.note("resend", f"sending the message again in a new task, contextId {ctx}")
             s.reset_for_new_task()
             self.stalled = False
             req = send_request(
@@ -328,7 +328,7 @@ class _Follow:
         if got.errors or got.outcome not in ("ok", "closed"):
             return f"GetTask failed: {_why(got)}"
         if s.state in SETTLED:
-            s.note("got final state", f"GetTask says {s.state}")
+            await s.note("got final state", f"GetTask says {s.state}")
         return None
 
     async def resubscribe(self) -> str | None:
@@ -341,13 +341,13 @@ class _Follow:
             return f"{e.code}: {e.message}"
         if res.outcome != "stalled" and s.state not in SETTLED:  # a stall is settle()'s to see
             rec.recovered.append(res.outcome)
-            s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {s.state}")
+            await s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {s.state}")
         return None
 
     async def note(self, action: str, detail: str) -> None:
         if action == "polling":
             self.rec.recovered.append("polled")
-        self.s.note(action, detail)
+        await self.s.note(action, detail)
 
 
 def _why(res: CallResult) -> str:

@@ -4,12 +4,14 @@ A :class:`Session` is the context of a run's calls (:class:`recorder.upstream.Up
 them, each a :class:`replay.upstream_call.UpstreamCall`): the task and context ids learnt across
 them (it is their :class:`store.capture.TaskContext`), the secrets never to print, the fold the
 live view draws (:class:`recorder.live.LiveFold`), and the decisions the recorder takes, appended
-as ``origin="local"`` events (:func:`store.local_note`, :func:`store.local_failed`). Its
+as ``origin="local"`` events (:func:`store.local_note`, :func:`store.local_failed`), through
+the one commit mechanism (:class:`store.writer.GroupCommitWriter`). Its
 :meth:`Session.apply` runs only once a batch is in the log: nothing the user saw is missing from it.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import cast
@@ -18,6 +20,7 @@ from a2a_tape import store
 from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.redact import Redactor
+from a2a_tape.store.writer import Writes, run_writes, writer_of
 
 from .live import LiveFold
 
@@ -87,32 +90,41 @@ class Session:
         """What a poll must change to count as progress (a repeated snapshot is not)."""
         return self.fold.signature()
 
-    def note(self, action: str, detail: str = "", ex_id: int | None = None) -> StoredEvent:
-        """Record a decision of ours (origin ``local``) in the task's log."""
+    def note_writes(self, action: str, detail: str = "", ex_id: int | None = None) -> Writes[StoredEvent]:
+        """Record a decision of ours (origin ``local``) in the task's log, before it is acted on."""
         payload = store.local_note(action, self.redactor.text(detail, self.secrets), self.task_id)
         new = NewEvent(
             payload=payload, task_id=self.task_id, exchange_id=ex_id, received_at=time.time(), origin="local"
         )
-        ev = self.store.append(new)
+        ev: StoredEvent = yield functools.partial(self.store.append, new)
         self.local_events += 1
         if self.on_change is not None:
             self.on_change(self)
         return ev
 
-    def fail_locally(self, reason: str) -> None:
+    async def note(self, action: str, detail: str = "", ex_id: int | None = None) -> StoredEvent:
+        """:meth:`note_writes` through the one commit mechanism (the loop never waits for the lock)."""
+        return await writer_of(self.store).run(self.note_writes(action, detail, ex_id))
+
+    def fail_locally_writes(self, reason: str) -> Writes[None]:
         """A synthetic FAILED (origin ``local``), so the log never leaves the task WORKING."""
         if self.task_id is None:
             return
         payload = store.local_failed(self.task_id, self.context_id, self.redactor.text(reason, self.secrets))
-        ev = self.store.append(NewEvent(payload=payload, task_id=self.task_id, received_at=time.time(), origin="local"))
+        new = NewEvent(payload=payload, task_id=self.task_id, received_at=time.time(), origin="local")
+        ev: StoredEvent = yield functools.partial(self.store.append, new)
         self.fold.apply(ev, store.decode_item(payload))
         self.local_events += 1
 
+    async def fail_locally(self, reason: str) -> None:
+        """:meth:`fail_locally_writes` through the one commit mechanism."""
+        await writer_of(self.store).run(self.fail_locally_writes(reason))
+
     def abandon(self, reason: str) -> None:
-        """The run stops early (Ctrl-C): say so in the task's log (each call open then ended its
-        own exchange as ``interrupted``)."""
+        """The run stops early (Ctrl-C), outside its event loop: say so in the task's log, at once
+        (each call open then ended its own exchange as ``interrupted``)."""
         if self.task_id is not None:
-            self.note("interrupted", reason)
+            run_writes(self.note_writes("interrupted", reason))
 
     def reset_for_new_task(self) -> None:
         """``--on-stall resend``: the next items belong to a new task in the same context."""
