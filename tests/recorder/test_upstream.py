@@ -24,6 +24,7 @@ from a2a_tape.recorder.record import RecordOptions, record
 from a2a_tape.recorder.session import Session
 from a2a_tape.recorder.upstream import Upstream
 from tests.capture.drivers import cli
+from tests.recorder.proxy.test_recovery import fake_task, seed
 from tests.support.fault_agent import FaultHost
 from tests.support.servers import serve_app
 
@@ -70,36 +71,12 @@ def test_a_stream_kept_open_after_its_task_settled_is_closed_and_recorded_ok(fau
     assert ex.binding == "jsonrpc"  # the binding the client spoke, on its row
 
 
-def _seed_working_task(db: Path, base: str) -> None:
-    """A task a proxy left WORKING in the log (its upstream: ``base``)."""
-    with store.open_store(db, create=True) as st:
-        ex = st.begin_exchange(
-            store.Exchange(
-                started_at=time.time(),
-                url=base + "/",
-                rpc_method="message/stream",
-                outcome="ok",
-                streaming=True,
-                role="proxy",
-                task_id="t-1",
-            )
-        )
-        st.append(
-            store.NewEvent(
-                payload=b'{"jsonrpc":"2.0","id":"x","result":{"kind":"task","id":"t-1",'
-                b'"contextId":"c-1","status":{"state":"working"}}}',
-                task_id="t-1",
-                exchange_id=ex,
-                received_at=time.time(),
-            )
-        )
-
-
 def _recover(workdir: Path) -> str:
     """Recovery resumes a task from the origin it was recorded from: the agent at the root."""
     with serve_app(Starlette(routes=FaultHost("notrpc", 0.1).routes())) as base:
         db = workdir / "tape.db"
-        _seed_working_task(db, base)
+        with store.open_store(db, create=True) as st:
+            seed(st, base, [fake_task("t-1")])  # a task a proxy left WORKING (its upstream: base)
         run = cli(["recover", "--db", str(db), "--stall-timeout", str(PATIENCE), "--json"], workdir)
     assert run.returncode in (0, 1), run.stderr
     (failed,) = json.loads(run.stdout)["failed"]
