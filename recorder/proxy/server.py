@@ -90,6 +90,7 @@ from .idempotency import (
     Gateway,
     Idempotency,
     OnKeyConflict,
+    RpcParams,
     conflict_message,
     conflict_note,
     idempotency_key,
@@ -472,24 +473,7 @@ class Proxy:
             # whose request: the target and the credentials the agent sees (our token is not one)
             scope = self.gateway.scope(_raw_target(request), out.headers, self.config.redactor.is_secret)
             req_hash = scoped(scope, request_hash(key_name, params_raw))
-        msg = params.message
-        redactor = self.config.redactor
-        ex = store.Exchange(
-            started_at=time.time(),
-            url=self._stored_url(out.url),
-            http_method=out.method,
-            rpc_method=name,
-            dialect=out.dialect,
-            binding=out.binding,
-            streaming=streaming,
-            request_headers=redactor.headers_dict(request.headers.items()),
-            request_body=redactor.json_bytes(out.body),
-            task_id=params.id or (msg.taskId if msg else None),
-            context_id=msg.contextId if msg else None,
-            message_id=msg.messageId if msg else None,
-            idempotency_key=key,
-            role="proxy",
-        )
+        ex = self._exchange_of(request, out, params, name=name, key=key, streaming=streaming)
         proxy_origin = self._proxy_origin(request)
         rpc_id = out.rpc_id
         if key is None or req_hash is None:
@@ -540,6 +524,29 @@ class Proxy:
         await self._note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
         self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
         return await self._respond(live, rpc_id, owner=True)
+
+    def _exchange_of(
+        self, request: Request, out: Outgoing, params: RpcParams, *, name: str | None, key: str | None, streaming: bool
+    ) -> store.Exchange:
+        """The exchange row of a client's request, redacted (its URL, headers and JSON paths)."""
+        msg = params.message
+        redactor = self.config.redactor
+        return store.Exchange(
+            started_at=time.time(),
+            url=self._stored_url(out.url),
+            http_method=out.method,
+            rpc_method=name,
+            dialect=out.dialect,
+            binding=out.binding,
+            streaming=streaming,
+            request_headers=redactor.headers_dict(request.headers.items()),
+            request_body=redactor.json_bytes(out.body),
+            task_id=params.id or (msg.taskId if msg else None),
+            context_id=msg.contextId if msg else None,
+            message_id=msg.messageId if msg else None,
+            idempotency_key=key,
+            role="proxy",
+        )
 
     def _begin_and_claim(
         self, ex: store.Exchange, key: str, req_hash: str
