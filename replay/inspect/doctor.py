@@ -437,6 +437,3 @@ def diagnose(store: Recordings, task_id: str | None = None) -> Report:
         found.extend(findings(tid, store.read_task(tid), store.exchanges(tid)))
     errors = sum(1 for f in found if f.level == "error")
     return Report(tasks=len(ids), errors=errors, warnings=len(found) - errors, findings=found)
-
-
-diagnose_task = findings  # the former name
