@@ -110,6 +110,17 @@ BusyTimeoutOption = Annotated[
         callback=options.seconds,
     ),
 ]
+ListenOption = Annotated[
+    str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
+]
+AllowRemoteOption = Annotated[
+    bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
+]
+AllowHostOption = Annotated[
+    list[str],
+    typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
+]
+TaskArgument = Annotated[str, typer.Argument(help="Task id (or a unique prefix).")]
 
 
 class UsageError(A2ATapeError):

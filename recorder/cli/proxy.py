@@ -20,15 +20,17 @@ from ..proxy.server import (
     DEFAULT_READ_TIMEOUT,
     ProxyConfig,
     build_app,
-    check_listen,
 )
 from ..recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
 from . import options
 from .app import (
     EXIT_FAILED,
+    AllowHostOption,
+    AllowRemoteOption,
     BusyTimeoutOption,
     DbOption,
     JsonOption,
+    ListenOption,
     commands,
     db_location,
     emit_json,
@@ -52,16 +54,9 @@ def proxy_cmd(
     upstream: Annotated[
         str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
     ],
-    listen: Annotated[
-        str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
-    ] = "127.0.0.1:8080",
-    allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
-    ] = False,
-    allow_host: Annotated[
-        list[str],
-        typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
-    ] = [],
+    listen: ListenOption = "127.0.0.1:8080",
+    allow_remote: AllowRemoteOption = False,
+    allow_host: AllowHostOption = [],
     token: Annotated[
         str | None,
         typer.Option(
@@ -142,7 +137,7 @@ def proxy_cmd(
     """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
     upstream = _check_url(upstream, "UPSTREAM")
     try:
-        host, port = check_listen(listen, allow_remote)
+        host, port = listening.listen_address(listen, allow_remote=allow_remote, why="the proxy forwards credentials")
     except ValueError as exc:
         fail(str(exc))
     redactor = build_redactor(redact)
@@ -190,9 +185,9 @@ def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remo
     from ..proxy.grpc_server import grpc_target
 
     try:
-        host, port = check_listen(listen, allow_remote)
+        host, port = listening.listen_address(listen, allow_remote=allow_remote, why="the proxy forwards credentials")
     except ValueError as exc:
-        fail(str(exc).replace("--listen", "--grpc-listen"))
+        fail(f"--grpc-listen: {exc}")
     problem = options.grpc_listen_problem(host, port)
     if problem is not None:
         fail(problem)
