@@ -7,35 +7,32 @@ from typing import Annotated
 
 import typer
 
-from a2a_tape.replay.loopback import Guard, is_loopback
+from a2a_tape.replay.loopback import Guard
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import parse_faults
 from a2a_tape.replay.serve.library import Library
+from a2a_tape.replay.serve.modes import MatchMode, RecordMode
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.store.redact import build_redactor
 
 from .. import listen as listening
 from . import options
-from .app import commands, db_location, fail, say
-from .options import MatchMode, RecordMode
+from .app import AllowHostOption, AllowRemoteOption, ListenOption, commands, db_location, fail, say
 
 app = commands()
 
 
-def parse_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
-    """``HOST:PORT`` -> (host, port); a non-loopback host needs ``--allow-remote``."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:  # pragma: no cover - options.listen checked it
-        fail(f"--listen must be HOST:PORT, got '{listen}'")
-    host = host.strip("[]") or "127.0.0.1"
-    if not is_loopback(host) and not allow_remote:
-        fail(f"refusing to listen on {host}: the replay server is for this machine; add --allow-remote to mean it")
-    return host, int(port)
+def _listen_address(listen: str, allow_remote: bool, option: str = "--listen") -> tuple[str, int]:
+    """(host, port) of a listen option, or exit 2: a host off this machine without --allow-remote."""
+    try:
+        return listening.listen_address(listen, allow_remote=allow_remote, why="the replay server is for this machine")
+    except ValueError as exc:
+        fail(f"{option}: {exc}" if option != "--listen" else str(exc))
 
 
 def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     """(host, port) for ``--grpc-listen``, or exit 2: a remote host, the extra missing, a busy port."""
-    host, port = parse_listen(listen, allow_remote)
+    host, port = _listen_address(listen, allow_remote, "--grpc-listen")
     problem = options.grpc_listen_problem(host, port)
     if problem is not None:
         fail(problem)
@@ -44,16 +41,9 @@ def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
 
 @app.command("serve")
 def serve_cmd(
-    listen: Annotated[
-        str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
-    ] = "127.0.0.1:8765",
-    allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
-    ] = False,
-    allow_host: Annotated[
-        list[str],
-        typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
-    ] = [],
+    listen: ListenOption = "127.0.0.1:8765",
+    allow_remote: AllowRemoteOption = False,
+    allow_host: AllowHostOption = [],
     timing: Annotated[
         str,
         typer.Option(
@@ -104,22 +94,23 @@ def serve_cmd(
     ] = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
-    host, port = parse_listen(listen, allow_remote)
+    host, port = _listen_address(listen, allow_remote)
     grpc_at = _grpc_listen(grpc_listen, allow_remote) if grpc_listen else None
     faults = parse_faults(*fault)  # options.faults checked the specs
-    if record_mode in ("new_episodes", "all") and not upstream:
+    if record_mode.needs_upstream and not upstream:
         fail(f"--record-mode {record_mode} needs --upstream URL (the live agent to record)")
     location = db_location(db)
-    library = Library.open(location, create=record_mode != "none", readonly=record_mode == "none")
+    records = record_mode.records(upstream)
+    library = Library.open(location, create=records, readonly=not records)
     try:
-        if not library.episodes and not (upstream and record_mode != "none"):
+        if not library.episodes and not records:
             fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
         engine = ReplayEngine(
             library,
             timing=timing,
             faults=faults,
-            match=match.value,
-            record_mode=record_mode.value,
+            match=match,
+            record_mode=record_mode,
             upstream=upstream,
             redactor=build_redactor(redact or []),
         )
