@@ -30,18 +30,9 @@ from a2a_tape.store import (
 )
 
 from ..fold import TaskFold
+from ..profiles import channel_of, crossed_channel, is_answer_channel
 from ..views import TaskView
-from .steps import (
-    FINAL,
-    Step,
-    channel_of,
-    closed_exchanges,
-    decode_events,
-    id_channel,
-    is_interrupted,
-    is_terminal,
-    state_of,
-)
+from .steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
 
 Level = Literal["error", "warning"]
 Add = Callable[[str, Level, str, Iterable[int]], None]
@@ -111,7 +102,7 @@ def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Ex
     view = fold.view(closed_exchanges(exchanges) if exchanges else None)
     _check_lifecycle(upstream, steps, add)
     _check_streams(_streams(upstream), steps, ex_by_id, add)
-    _check_artifacts(upstream, steps, add)
+    _check_artifacts(task_id, upstream, steps, add)
     _check_sequences(upstream, add)
     _check_answer(view, _streams(upstream), ex_by_id, add)
     _fold_faults(view, add)
@@ -211,7 +202,7 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
         )
 
 
-def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
+def _check_artifacts(task_id: str, upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
     channels: dict[str, dict[str, list[int]]] = {}
     closed: dict[str, bool] = {}
     for s in upstream:
@@ -219,10 +210,10 @@ def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add: Add) 
         if not isinstance(body, ArtifactUpdate):
             continue
         art = body.artifact
-        ch = channel_of(art)
+        ch = channel_of(task_id, art)
         channels.setdefault(art.artifact_id, {}).setdefault(ch, []).append(s.position)
-        named = id_channel(art.artifact_id)
-        if named is not None and named != ch:
+        named = crossed_channel(task_id, art)
+        if named is not None:
             add(
                 "text-crosses-channels",
                 "error",
@@ -312,7 +303,7 @@ def _fold_faults(view: TaskView, add: Add) -> None:
             add(f.code, "error" if f.level == "error" else "warning", f.message, f.positions)
 
 
-def naive_client_view(stream: Sequence[Step]) -> tuple[str, list[int]]:
+def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[int]]:
     """What a naive client shows of one stream: every answer chunk's text concatenated, the
     stream's Task snapshots included. (The careful view is the fold's, :class:`TaskView`.)"""
     text: list[str] = []
@@ -325,13 +316,13 @@ def naive_client_view(stream: Sequence[Step]) -> tuple[str, list[int]]:
         elif isinstance(body, TaskSnapshot):
             arts = list(body.artifacts)
         for art in arts:
-            if channel_of(art) in (FINAL, "artifact") and art.text:
+            if is_answer_channel(channel_of(task_id, art)) and art.text:
                 text.append(art.text)
                 positions.append(s.position)
     return "".join(text), positions
 
 
-def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
+def _resent_appends(task_id: str, upstream: Sequence[Step]) -> list[Step]:
     """Answer updates that append the whole text streamed so far (built from two chunks or more).
 
     That is a snapshot sent as a chunk with no ``final_snapshot`` marker: every client, careful
@@ -346,7 +337,7 @@ def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
         if isinstance(body, TaskSnapshot):
             bufs = {a.artifact_id: (a.text, 1) for a in body.artifacts}
             continue
-        if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
+        if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(task_id, body.artifact)):
             continue
         art = body.artifact
         if art.meta.event_id is not None:
@@ -374,7 +365,7 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
     resent = [
         s
         for stream in streams
-        for s in _resent_appends(stream)
+        for s in _resent_appends(view.task_id, stream)
         if isinstance(s.item.body, ArtifactUpdate)  # what _resent_appends returns
         and answer
         and answer.count(s.item.body.artifact.text) >= 2
@@ -398,7 +389,7 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
         streamed: set[str] = set()
         for s in stream:
             body = s.item.body
-            if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
+            if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(view.task_id, body.artifact)):
                 continue
             art = body.artifact
             if art.meta.source == "final_snapshot":
@@ -406,7 +397,7 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
                     traps.append(s.position)
             elif art.text:
                 streamed.add(art.artifact_id)
-        naive, positions = naive_client_view(stream)
+        naive, positions = naive_client_view(view.task_id, stream)
         if answer and naive != answer and naive.count(answer) >= 2:
             traps += [
                 p
