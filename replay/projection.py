@@ -228,7 +228,7 @@ class Projector:
             if fresh:
                 queried &= folded
             loaded = store.projection_load(name, queried) if queried else {}
-            for pos, row_task, seq, exchange_id, at, payload in rows:
+            for pos, row_task, seq, exchange_id, at, payload, origin in rows:
                 tid, chunk, item = route(row_task, payload)  # the hot case without the full decode
                 if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
                     continue
@@ -255,7 +255,7 @@ class Projector:
                             index[old_id] = _index_row(old.s)
                 else:
                     cache.move_to_end(tid)
-                fold.fold(pos, seq, exchange_id, at, payload, chunk, item)
+                fold.fold(pos, seq, exchange_id, at, payload, chunk, item, local=origin == "local")
             read += len(rows)
             position = rows[-1][0]
             since_commit += len(rows)
