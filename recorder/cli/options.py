@@ -193,6 +193,15 @@ def headers(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | N
     return list(value or [])  # a list, never None: typer < 0.29 takes len() of what a callback returns
 
 
+def header_pairs(values: list[str]) -> list[tuple[str, str]]:
+    """``Name: value`` options (checked by :func:`headers`) as ``(name, value)`` pairs, both stripped."""
+    pairs = []
+    for h in values:
+        name, _, value = h.partition(":")
+        pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
 def header_value(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
     """A value sent in an HTTP header (a token): printable ASCII."""
     if value is None:

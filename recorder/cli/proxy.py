@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import anyio
@@ -11,7 +10,6 @@ import typer
 from a2a_tape.replay.loopback import Guard
 from a2a_tape.store.redact import build_redactor, safe_text
 
-from .. import listen as listening
 from ..proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
 from ..proxy.server import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -35,18 +33,31 @@ from .app import (
     db_location,
     emit_json,
     fail,
+    listen_address,
+    listen_and_serve,
     open_db,
     out,
-    say,
 )
 from .options import Durability
 
 app = commands()
 
-
-def _check_url(url: str, what: str) -> str:
-    """The URL without its trailing slash (options.url checked it already)."""
-    return url.rstrip("/")
+# how long the proxy waits for the upstream agent
+ConnectTimeout = Annotated[
+    float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
+]
+FirstByteTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Seconds the upstream may take to start its answer (a whole message/send).", callback=options.seconds
+    ),
+]
+ReadTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
+    ),
+]
 
 
 @app.command("proxy")
@@ -101,21 +112,9 @@ def proxy_cmd(
             "off: every request goes to the agent (and is recorded), repeats included."
         ),
     ] = Idempotency.on,
-    connect_timeout: Annotated[
-        float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
-    ] = DEFAULT_CONNECT_TIMEOUT,
-    first_byte_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds the upstream may take to start its answer (a whole message/send).", callback=options.seconds
-        ),
-    ] = DEFAULT_FIRST_BYTE_TIMEOUT,
-    read_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
-        ),
-    ] = DEFAULT_READ_TIMEOUT,
+    connect_timeout: ConnectTimeout = DEFAULT_CONNECT_TIMEOUT,
+    first_byte_timeout: FirstByteTimeout = DEFAULT_FIRST_BYTE_TIMEOUT,
+    read_timeout: ReadTimeout = DEFAULT_READ_TIMEOUT,
     grpc_listen: Annotated[
         str | None,
         typer.Option(
@@ -135,16 +134,12 @@ def proxy_cmd(
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
-    upstream = _check_url(upstream, "UPSTREAM")
-    try:
-        host, port = listening.listen_address(listen, allow_remote=allow_remote, why="the proxy forwards credentials")
-    except ValueError as exc:
-        fail(str(exc))
+    host, port = listen_address(listen, allow_remote=allow_remote, why="the proxy forwards credentials")
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     config = ProxyConfig(
-        upstream=upstream,
+        upstream=upstream.rstrip("/"),  # options.url checked it
         durability=durability.mode,
         token=token,
         max_body=max_body,
@@ -165,17 +160,15 @@ def proxy_cmd(
 
         attach(asgi, proxy, *grpc_side)
     try:
-        sock = listening.bind(host, port)
-    except OSError as exc:
-        st.close()
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    say(
-        f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {config.shown_upstream} "
-        f"(recording to {db_location(db)})"
-    )
-    sys.stderr.flush()
-    try:
-        listening.run(asgi, sock, lifespan="on")
+        listen_and_serve(
+            asgi,
+            host,
+            port,
+            lambda url: (
+                f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)})"
+            ),
+            lifespan="on",
+        )
     finally:
         st.close()
 
@@ -184,10 +177,9 @@ def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remo
     """(the agent's gRPC target, host, port) for ``--grpc-listen``, or exit 2 with the reason."""
     from ..proxy.grpc_server import grpc_target
 
-    try:
-        host, port = listening.listen_address(listen, allow_remote=allow_remote, why="the proxy forwards credentials")
-    except ValueError as exc:
-        fail(f"--grpc-listen: {exc}")
+    host, port = listen_address(
+        listen, allow_remote=allow_remote, why="the proxy forwards credentials", option="--grpc-listen"
+    )
     problem = options.grpc_listen_problem(host, port)
     if problem is not None:
         fail(problem)
@@ -235,7 +227,7 @@ def recover_cmd(
 ) -> None:
     """Run the startup recovery once: resume or FAIL every task left in flight; say what was done."""
     if upstream is not None:
-        upstream = _check_url(upstream, "--upstream")
+        upstream = upstream.rstrip("/")  # options.url checked it
     st = open_db(db)
     live = running_proxy(st)
     if live is not None:
@@ -281,7 +273,7 @@ def probe_cmd(
     """Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall."""
     from ..probe import run_probes
 
-    url = _check_url(url, "URL")
+    url = url.rstrip("/")  # options.url checked it
     st = open_db(db, create=True)
     try:
         result = anyio.run(lambda: run_probes(st, url, timeout=timeout, token=token))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -15,24 +14,27 @@ from a2a_tape.replay.serve.modes import MatchMode, RecordMode
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.store.redact import build_redactor
 
-from .. import listen as listening
 from . import options
-from .app import AllowHostOption, AllowRemoteOption, ListenOption, commands, db_location, fail, say
+from .app import (
+    AllowHostOption,
+    AllowRemoteOption,
+    ListenOption,
+    commands,
+    db_location,
+    fail,
+    listen_address,
+    listen_and_serve,
+    say,
+)
 
 app = commands()
 
 
-def _listen_address(listen: str, allow_remote: bool, option: str = "--listen") -> tuple[str, int]:
-    """(host, port) of a listen option, or exit 2: a host off this machine without --allow-remote."""
-    try:
-        return listening.listen_address(listen, allow_remote=allow_remote, why="the replay server is for this machine")
-    except ValueError as exc:
-        fail(f"{option}: {exc}" if option != "--listen" else str(exc))
-
-
 def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     """(host, port) for ``--grpc-listen``, or exit 2: a remote host, the extra missing, a busy port."""
-    host, port = _listen_address(listen, allow_remote, "--grpc-listen")
+    host, port = listen_address(
+        listen, allow_remote=allow_remote, why="the replay server is for this machine", option="--grpc-listen"
+    )
     problem = options.grpc_listen_problem(host, port)
     if problem is not None:
         fail(problem)
@@ -94,7 +96,7 @@ def serve_cmd(
     ] = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
-    host, port = _listen_address(listen, allow_remote)
+    host, port = listen_address(listen, allow_remote=allow_remote, why="the replay server is for this machine")
     grpc_at = _grpc_listen(grpc_listen, allow_remote) if grpc_listen else None
     faults = parse_faults(*fault)  # options.faults checked the specs
     if record_mode.needs_upstream and not upstream:
@@ -114,22 +116,19 @@ def serve_cmd(
             upstream=upstream,
             redactor=build_redactor(redact or []),
         )
-        try:
-            sock = listening.bind(host, port)
-        except OSError as exc:
-            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-        say(
-            f"a2a-tape serve: {listening.url_of(sock)} replaying {len(library.episodes)} recorded sends from "
-            f"{location} (timing {timing}, faults {faults.describe()}, match {match}, record mode {record_mode})"
+        said = (
+            f"replaying {len(library.episodes)} recorded sends from {location} (timing {timing}, faults "
+            f"{faults.describe()}, match {match}, record mode {record_mode})"
             + (f", upstream {upstream}" if upstream else "")
         )
-        sys.stderr.flush()
         asgi = create_app(engine, Guard.of(allow_host, any_host=allow_remote))
         if grpc_at is not None:
             from a2a_tape.replay.serve.grpc_server import attach
 
             attach(asgi, engine, *grpc_at, on_ready=lambda at: say(f"a2a-tape serve: gRPC on {at}"))
-        listening.run(asgi, sock, lifespan="on" if grpc_at is not None else "off")
+        listen_and_serve(
+            asgi, host, port, lambda url: f"a2a-tape serve: {url} {said}", lifespan="on" if grpc_at else "off"
+        )
     finally:
         library.save()
         library.close()

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
+from a2a_tape.replay.inspect.task_views import task_projection
 from a2a_tape.store import safe_location
 
 from .. import listen as listening
 from . import options
 from .app import DbOption, JsonOption, commands, db_location, fail, open_db
-from .inspect import _projector
+from .progress import folding
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -60,7 +61,7 @@ def ui_cmd(
     location = db_location(db)
     st = open_db(db, readonly="fallback")  # the task projection is kept when the log can be written
     try:
-        _projector(st)  # the task projection up to date before the first page (a spinner on a big log)
+        task_projection(st, folding=folding)  # up to date before the first page (a spinner on a big log)
         try:
             sock = listening.bind(host, port)
         except OSError as exc:

@@ -188,3 +188,14 @@ def _examine(location: str, durability: Durability, task_ids: list[str]) -> list
 
         st = _worker_stores[location] = open_store(location, create=False, durability=durability)
     return [r for r in (task_row(st, t) for t in task_ids) if r is not None]
+
+
+def doctor_report(store: Store, task_id: str | None = None, *, progress: Progress | None = None) -> _doctor.Report:
+    """What ``a2a-tape doctor`` reports: one task examined afresh; every task from the findings
+    kept in the log, brought up to date first (``progress(done, total)``: tasks examined), or
+    examined afresh when the log cannot keep them (read-only)."""
+    if task_id is None:
+        index = DoctorIndex(store)
+        if index.catch_up(progress=progress) is not None:
+            return index.report()
+    return _doctor.diagnose(store, task_id)
