@@ -16,32 +16,30 @@ which name the choices when it is none of them.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
-from typing import TypeVar
-
-_Mode = TypeVar("_Mode", bound=StrEnum)
+from typing import Self
 
 
-def _of(kind: type[_Mode], what: str, value: str) -> _Mode:
-    try:
-        return kind(value)
-    except ValueError:
-        choices = ", ".join(m.value for m in kind)
-        raise ValueError(f"unknown {what} {value!r} (use one of: {choices})") from None
+class _Vocabulary(StrEnum):
+    @classmethod
+    def of(cls, value: str) -> Self:
+        """The member named ``value``; ValueError naming the choices for any other string."""
+        try:
+            return cls(value)
+        except ValueError:
+            what = re.sub(r"(?<!^)(?=[A-Z])", " ", cls.__name__).lower()  # RecordMode: "record mode"
+            choices = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown {what} {value!r} (use one of: {choices})") from None
 
 
-class RecordMode(StrEnum):
+class RecordMode(_Vocabulary):
     """What a replay does with a request its recordings do not answer."""
 
     none = "none"
     once = "once"
     new_episodes = "new_episodes"
     all = "all"
-
-    @classmethod
-    def of(cls, value: str) -> RecordMode:
-        """The mode named ``value``; ValueError naming the choices for any other string."""
-        return _of(cls, "record mode", value)
 
     @property
     def needs_upstream(self) -> bool:
@@ -54,14 +52,9 @@ class RecordMode(StrEnum):
         return self is not RecordMode.none and bool(upstream)
 
 
-class MatchMode(StrEnum):
+class MatchMode(_Vocabulary):
     """How a request is matched to a recorded one (:class:`replay.serve.matching.Matcher`)."""
 
     method_text = "method-text"
     strict = "strict"
     order = "order"
-
-    @classmethod
-    def of(cls, value: str) -> MatchMode:
-        """The mode named ``value``; ValueError naming the choices for any other string."""
-        return _of(cls, "match mode", value)
