@@ -173,7 +173,9 @@ def follow(st: FollowedLog, task_id: str, events: list[StoredEvent], *, idle: fl
     for ev in events:
         fold.apply(ev)
         yield ev
-    cursor = st.last_position()
+    # go on from the last event given, not from the log's end now: what another writer committed
+    # while those were read or printed is read, not skipped
+    cursor = events[-1].position if events else st.last_position()
     quiet_since = time.monotonic()
     while not is_terminal(fold.s.state):
         wait = 1.0 if idle is None else max(0.0, min(1.0, idle - (time.monotonic() - quiet_since)))

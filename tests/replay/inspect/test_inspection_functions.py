@@ -74,7 +74,7 @@ def test_lone_messages_are_found_by_message_id_context_id_or_prefix(log):
 
 @given(st.lists(st.sampled_from(STATES + [s.upper().replace("-", "_") for s in STATES]), min_size=1, max_size=4))
 def test_states_are_read_in_either_spelling(words):
-    assert parse_states([",".join(words)]) == {w.lower().replace("_", "-") for w in words}
+    assert parse_states([",".join(words)]) == tuple(dict.fromkeys(w.lower().replace("_", "-") for w in words))
 
 
 def test_a_word_that_is_no_state_is_named():
@@ -83,8 +83,12 @@ def test_a_word_that_is_no_state_is_named():
 
 
 def test_the_timeline_gives_each_event_its_row_channel_and_preview(log):
-    entries = list(timeline.entries("task-a", log.read_task("task-a")))
+    events = log.read_task("task-a")
+    wires = timeline.wires(log, "task-a", events)
+    entries = list(timeline.entries("task-a", events, wires))
     assert [e.row.kind for e in entries] == ["task", "status", "artifact", "status"]
+    assert {(e.row.binding, e.row.version) for e in entries} == {("jsonrpc", "1.0")}
+    assert timeline.labels(wires) == ["JSONRPC 1.0"]
     assert entries[2].where == "x [artifact]" and entries[2].what == "replace, last chunk: 'the answer'"
     assert entries[3].what == "completed" and not any(e.local for e in entries)
 
@@ -111,3 +115,17 @@ def test_follow_yields_what_another_writer_commits_until_the_task_ends(tmp_path)
         writer.join()
     tape.close()
     assert [e.position for e in rest] == [3]
+
+
+def test_follow_reads_what_was_committed_while_the_task_so_far_was_printed(tmp_path):
+    """The events given are printed first; one committed meanwhile comes next, never skipped
+    (follow went on from the log's end once they were printed: that event was lost)."""
+    it = items("1.0", "task-live")
+    tape = Tape(tmp_path / "live.db")
+    ex = tape.stream(it, [it.task(), it.status("working")])
+    with store.open_store(tmp_path / "live.db") as reader:
+        followed = timeline.follow(reader, "task-live", reader.read_task("task-live"), idle=5)
+        assert [next(followed).position for _ in range(2)] == [1, 2]
+        tape.add("task-live", [it.status("completed")], exchange_id=ex)  # while the second was printed
+        assert [e.position for e in followed] == [3]
+    tape.close()
