@@ -53,10 +53,10 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 def listen_address(text: str, *, allow_remote: bool, why: str) -> tuple[str, int]:
     """:func:`parse_listen`, and a host off this machine refused unless ``allow_remote``
-    (``why``: what the server would expose, said in the refusal)."""
+    (``why``: what the server would expose, and how to mean it, said in the refusal)."""
     host, port = parse_listen(text)
     if not allow_remote and not is_loopback(host):
-        raise ValueError(f"refusing to listen on {host}: {why}; add --allow-remote to mean it")
+        raise ValueError(f"refusing to listen on {host}: {why}")
     return host, port
 
 

@@ -144,7 +144,7 @@ def tasks_cmd(
     --json prints every task unless --limit is given. Rows are streamed.
     """
     try:
-        states = parse_states(state) if state else None
+        states = frozenset(parse_states(state)) if state else None
     except ValueError as exc:
         raise UsageError(f"--state: {exc}") from None
     if all_ and limit is not None:

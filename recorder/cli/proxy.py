@@ -41,6 +41,7 @@ from .app import (
 from .options import Durability
 
 app = commands()
+WHY_LOCAL = "the proxy forwards credentials; add --allow-remote to mean it"  # why --listen stays on this machine
 
 # how long the proxy waits for the upstream agent
 ConnectTimeout = Annotated[
@@ -134,7 +135,7 @@ def proxy_cmd(
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
-    host, port = listen_address(listen, allow_remote=allow_remote, why="the proxy forwards credentials")
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
@@ -177,9 +178,7 @@ def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remo
     """(the agent's gRPC target, host, port) for ``--grpc-listen``, or exit 2 with the reason."""
     from ..proxy.grpc_server import grpc_target
 
-    host, port = listen_address(
-        listen, allow_remote=allow_remote, why="the proxy forwards credentials", option="--grpc-listen"
-    )
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL, option="--grpc-listen")
     problem = options.grpc_listen_problem(host, port)
     if problem is not None:
         fail(problem)

@@ -28,13 +28,12 @@ from .app import (
 )
 
 app = commands()
+WHY_LOCAL = "the replay server is for this machine; add --allow-remote to mean it"  # why --listen stays on this machine
 
 
 def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     """(host, port) for ``--grpc-listen``, or exit 2: a remote host, the extra missing, a busy port."""
-    host, port = listen_address(
-        listen, allow_remote=allow_remote, why="the replay server is for this machine", option="--grpc-listen"
-    )
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL, option="--grpc-listen")
     problem = options.grpc_listen_problem(host, port)
     if problem is not None:
         fail(problem)
@@ -96,7 +95,7 @@ def serve_cmd(
     ] = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
-    host, port = listen_address(listen, allow_remote=allow_remote, why="the replay server is for this machine")
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     grpc_at = _grpc_listen(grpc_listen, allow_remote) if grpc_listen else None
     faults = parse_faults(*fault)  # options.faults checked the specs
     if record_mode.needs_upstream and not upstream:

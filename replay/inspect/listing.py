@@ -170,10 +170,10 @@ class TaskFilter(msgspec.Struct, frozen=True):
         )
 
 
-def parse_states(values: Iterable[str]) -> frozenset[str]:
-    """Task states as a user writes them (repeated, or comma-separated; either dialect's spelling).
-    ValueError names a word that is no task state."""
-    states: set[str] = set()
+def parse_states(values: Iterable[str]) -> tuple[str, ...]:
+    """Task states as a user writes them (repeated, or comma-separated; either dialect's spelling),
+    each once, in the order given. ValueError names a word that is no task state."""
+    states: dict[str, None] = {}
     for value in values:
         for word in (w.strip() for w in value.split(",")):
             if not word:
@@ -181,8 +181,8 @@ def parse_states(values: Iterable[str]) -> frozenset[str]:
             state = normalise_state(word)
             if state == "unknown" and word.lower() != "unknown":
                 raise ValueError(f"unknown task state '{word}'")
-            states.add(state)
-    return frozenset(states)
+            states[state] = None
+    return tuple(states)
 
 
 class Listing(NamedTuple):

@@ -17,8 +17,9 @@ from a2a_tape.recorder.cli import app
 from a2a_tape.recorder.listen import is_loopback, listen_address, parse_listen
 
 SERVERS = {
-    "serve": (["serve"], "the replay server is for this machine"),
-    "proxy": (["proxy", "http://127.0.0.1:9"], "the proxy forwards credentials"),
+    "serve": (["serve"], "the replay server is for this machine; add --allow-remote to mean it"),
+    "proxy": (["proxy", "http://127.0.0.1:9"], "the proxy forwards credentials; add --allow-remote to mean it"),
+    "ui": (["ui"], "the UI shows the whole log, to this machine only (127.0.0.1, ::1)"),
 }
 
 
@@ -65,7 +66,7 @@ def test_loopback_hosts(host):
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "example.com", "128.0.0.1"])
 def test_a_host_off_this_machine_needs_allow_remote(host):
     text = f"[{host}]:80" if ":" in host else f"{host}:80"
-    with pytest.raises(ValueError, match=f"refusing to listen on {host}: why; add --allow-remote"):
+    with pytest.raises(ValueError, match=f"refusing to listen on {host}: why"):
         listen_address(text, allow_remote=False, why="why")
     assert listen_address(text, allow_remote=True, why="why") == (host, 80)
 
