@@ -100,32 +100,37 @@ def test_follow_ends_with_the_task_or_after_idle_seconds(log):
     assert list(timeline.follow(log, "task-b", waiting, idle=0.05)) == waiting  # input-required: idles out
 
 
-def test_follow_yields_what_another_writer_commits_until_the_task_ends(tmp_path):
+@pytest.fixture
+def working(tmp_path):
+    """A task left working (two events), the writer that goes on with it, and a reader of the log."""
     it = items("1.0", "task-live")
     tape = Tape(tmp_path / "live.db")
     ex = tape.stream(it, [it.task(), it.status("working")])
+
+    def finish() -> None:
+        tape.add("task-live", [it.status("completed")], exchange_id=ex)
+
     with store.open_store(tmp_path / "live.db") as reader:
-        followed = timeline.follow(reader, "task-live", reader.read_task("task-live"), idle=30)
-        assert [next(followed).position for _ in range(2)] == [1, 2]
-        writer = threading.Thread(
-            target=tape.add, args=("task-live", [it.status("completed")]), kwargs={"exchange_id": ex}
-        )
-        writer.start()
-        rest = list(followed)  # waits on the store for the commit, then ends: the task is completed
-        writer.join()
+        yield reader, finish
     tape.close()
+
+
+def test_follow_yields_what_another_writer_commits_until_the_task_ends(working):
+    reader, finish = working
+    followed = timeline.follow(reader, "task-live", reader.read_task("task-live"), idle=30)
+    assert [next(followed).position for _ in range(2)] == [1, 2]
+    writer = threading.Thread(target=finish)
+    writer.start()
+    rest = list(followed)  # waits on the store for the commit, then ends: the task is completed
+    writer.join()
     assert [e.position for e in rest] == [3]
 
 
-def test_follow_reads_what_was_committed_while_the_task_so_far_was_printed(tmp_path):
+def test_follow_reads_what_was_committed_while_the_task_so_far_was_printed(working):
     """The events given are printed first; one committed meanwhile comes next, never skipped
     (follow went on from the log's end once they were printed: that event was lost)."""
-    it = items("1.0", "task-live")
-    tape = Tape(tmp_path / "live.db")
-    ex = tape.stream(it, [it.task(), it.status("working")])
-    with store.open_store(tmp_path / "live.db") as reader:
-        followed = timeline.follow(reader, "task-live", reader.read_task("task-live"), idle=5)
-        assert [next(followed).position for _ in range(2)] == [1, 2]
-        tape.add("task-live", [it.status("completed")], exchange_id=ex)  # while the second was printed
-        assert [e.position for e in followed] == [3]
-    tape.close()
+    reader, finish = working
+    followed = timeline.follow(reader, "task-live", reader.read_task("task-live"), idle=5)
+    assert [next(followed).position for _ in range(2)] == [1, 2]
+    finish()  # while the second was printed
+    assert [e.position for e in followed] == [3]
