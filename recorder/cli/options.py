@@ -124,11 +124,13 @@ def line_bytes(ctx: typer.Context, param: typer.CallbackParam, value: int) -> in
     return value
 
 
-def listen(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
-    """``HOST:PORT`` to listen on; the port 0-65535 (0: any free port). Read by
-    :func:`recorder.listen.parse_listen`, the one parser of addresses to listen on."""
+def listen(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """``HOST:PORT`` to listen on; the port 0-65535 (0: any free port); None: not asked for
+    (``--grpc-listen``). Read by :func:`recorder.listen.parse_listen`, the one parser of addresses."""
     from ..listen import parse_listen  # here: only the servers take --listen
 
+    if value is None:
+        return None
     try:
         parse_listen(value)
     except ValueError as exc:
