@@ -120,6 +120,14 @@ AllowHostOption = Annotated[
     list[str],
     typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
 ]
+GrpcListenOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Also answer gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
+        show_default=False,
+        callback=options.listen,
+    ),
+]
 TaskArgument = Annotated[str, typer.Argument(help="Task id (or a unique prefix).")]
 
 

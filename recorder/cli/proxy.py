@@ -27,6 +27,7 @@ from .app import (
     AllowRemoteOption,
     BusyTimeoutOption,
     DbOption,
+    GrpcListenOption,
     JsonOption,
     ListenOption,
     commands,
@@ -43,6 +44,61 @@ from .options import Durability
 app = commands()
 WHY_LOCAL = "the proxy forwards credentials; add --allow-remote to mean it"  # why --listen stays on this machine
 
+# the proxy's options (one alias each keeps proxy_cmd a parse-call-print)
+UpstreamArgument = Annotated[
+    str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="A2A_TAPE_PROXY_TOKEN",
+        help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
+        show_default=False,
+        callback=options.header_value,
+    ),
+]
+DurabilityOption = Annotated[
+    Durability,
+    typer.Option(
+        help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
+    ),
+]
+MaxBodyOption = Annotated[
+    int, typer.Option(help="Refuse request bodies larger than this many bytes.", callback=options.count)
+]
+IdempotencyTtlOption = Annotated[
+    float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.", callback=options.seconds)
+]
+StallTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Startup recovery: seconds without progress before a task is cancelled and FAILED.",
+        callback=options.seconds,
+    ),
+]
+NoRecoverOption = Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")]
+RedactOption = Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")]
+OnKeyConflictOption = Annotated[
+    OnKeyConflict,
+    typer.Option(
+        help="A reused messageId / Idempotency-Key with another request: forward it as a new request "
+        "(a local note in the log) or reject it with a JSON-RPC error."
+    ),
+]
+IdempotencyOption = Annotated[
+    Idempotency,
+    typer.Option(
+        help="on: a repeated messageId / Idempotency-Key from the same caller is answered from the log; "
+        "off: every request goes to the agent (and is recorded), repeats included."
+    ),
+]
+GrpcUpstreamOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The agent's gRPC address, HOST:PORT (default: the gRPC interface of its card).",
+        show_default=False,
+    ),
+]
 # how long the proxy waits for the upstream agent
 ConnectTimeout = Annotated[
     float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
@@ -63,74 +119,24 @@ ReadTimeout = Annotated[
 
 @app.command("proxy")
 def proxy_cmd(
-    upstream: Annotated[
-        str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
-    ],
+    upstream: UpstreamArgument,
     listen: ListenOption = "127.0.0.1:8080",
     allow_remote: AllowRemoteOption = False,
     allow_host: AllowHostOption = [],
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="A2A_TAPE_PROXY_TOKEN",
-            help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
-            show_default=False,
-            callback=options.header_value,
-        ),
-    ] = None,
-    durability: Annotated[
-        Durability,
-        typer.Option(
-            help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
-        ),
-    ] = Durability.full,
-    max_body: Annotated[
-        int, typer.Option(help="Refuse request bodies larger than this many bytes.", callback=options.count)
-    ] = DEFAULT_MAX_BODY,
-    idempotency_ttl: Annotated[
-        float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.", callback=options.seconds)
-    ] = DEFAULT_TTL,
-    stall_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Startup recovery: seconds without progress before a task is cancelled and FAILED.",
-            callback=options.seconds,
-        ),
-    ] = DEFAULT_STALL,
-    no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
-    redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
-    on_key_conflict: Annotated[
-        OnKeyConflict,
-        typer.Option(
-            help="A reused messageId / Idempotency-Key with another request: forward it as a new request "
-            "(a local note in the log) or reject it with a JSON-RPC error."
-        ),
-    ] = OnKeyConflict.forward,
-    idempotency: Annotated[
-        Idempotency,
-        typer.Option(
-            help="on: a repeated messageId / Idempotency-Key from the same caller is answered from the log; "
-            "off: every request goes to the agent (and is recorded), repeats included."
-        ),
-    ] = Idempotency.on,
+    token: TokenOption = None,
+    durability: DurabilityOption = Durability.full,
+    max_body: MaxBodyOption = DEFAULT_MAX_BODY,
+    idempotency_ttl: IdempotencyTtlOption = DEFAULT_TTL,
+    stall_timeout: StallTimeoutOption = DEFAULT_STALL,
+    no_recover: NoRecoverOption = False,
+    redact: RedactOption = [],
+    on_key_conflict: OnKeyConflictOption = OnKeyConflict.forward,
+    idempotency: IdempotencyOption = Idempotency.on,
     connect_timeout: ConnectTimeout = DEFAULT_CONNECT_TIMEOUT,
     first_byte_timeout: FirstByteTimeout = DEFAULT_FIRST_BYTE_TIMEOUT,
     read_timeout: ReadTimeout = DEFAULT_READ_TIMEOUT,
-    grpc_listen: Annotated[
-        str | None,
-        typer.Option(
-            help="Also listen for gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
-            show_default=False,
-            callback=options.listen,
-        ),
-    ] = None,
-    grpc_upstream: Annotated[
-        str | None,
-        typer.Option(
-            help="The agent's gRPC address, HOST:PORT (default: the gRPC interface of its card).",
-            show_default=False,
-        ),
-    ] = None,
+    grpc_listen: GrpcListenOption = None,
+    grpc_upstream: GrpcUpstreamOption = None,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:

@@ -18,6 +18,7 @@ from . import options
 from .app import (
     AllowHostOption,
     AllowRemoteOption,
+    GrpcListenOption,
     ListenOption,
     commands,
     db_location,
@@ -29,6 +30,46 @@ from .app import (
 
 app = commands()
 WHY_LOCAL = "the replay server is for this machine; add --allow-remote to mean it"  # why --listen stays on this machine
+
+# serve's options (one alias each keeps serve_cmd a parse-call-print)
+TimingOption = Annotated[
+    str,
+    typer.Option(help="instant, real (the recorded gaps) or a factor (10: ten times faster).", callback=options.timing),
+]
+FaultOption = Annotated[
+    list[str],
+    typer.Option(
+        help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).",
+        callback=options.faults,
+    ),
+]
+RecordModeOption = Annotated[
+    RecordMode, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")
+]
+UpstreamOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The live agent that unmatched requests go to (record modes).",
+        show_default=False,
+        callback=options.url,
+    ),
+]
+MatchOption = Annotated[
+    MatchMode, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
+]
+RedactOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--redact",
+        help="Record modes: also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).",
+    ),
+]
+TapeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False
+    ),
+]
 
 
 def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
@@ -45,54 +86,14 @@ def serve_cmd(
     listen: ListenOption = "127.0.0.1:8765",
     allow_remote: AllowRemoteOption = False,
     allow_host: AllowHostOption = [],
-    timing: Annotated[
-        str,
-        typer.Option(
-            help="instant, real (the recorded gaps) or a factor (10: ten times faster).", callback=options.timing
-        ),
-    ] = "instant",
-    fault: Annotated[
-        list[str],
-        typer.Option(
-            help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).",
-            callback=options.faults,
-        ),
-    ] = [],
-    record_mode: Annotated[
-        RecordMode, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")
-    ] = RecordMode.none,
-    upstream: Annotated[
-        str | None,
-        typer.Option(
-            help="The live agent that unmatched requests go to (record modes).",
-            show_default=False,
-            callback=options.url,
-        ),
-    ] = None,
-    match: Annotated[
-        MatchMode, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
-    ] = MatchMode.method_text,
-    redact: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--redact",
-            help="Record modes: also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).",
-        ),
-    ] = None,
-    grpc_listen: Annotated[
-        str | None,
-        typer.Option(
-            help="Also answer gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
-            show_default=False,
-            callback=options.listen,
-        ),
-    ] = None,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False
-        ),
-    ] = None,
+    timing: TimingOption = "instant",
+    fault: FaultOption = [],
+    record_mode: RecordModeOption = RecordMode.none,
+    upstream: UpstreamOption = None,
+    match: MatchOption = MatchMode.method_text,
+    redact: RedactOption = None,
+    grpc_listen: GrpcListenOption = None,
+    db: TapeOption = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
     host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
