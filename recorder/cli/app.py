@@ -67,9 +67,9 @@ class _LazyConsole:
     def _get(self) -> Console:
         console: Console | None = object.__getattribute__(self, "_console")
         if console is None:
-            from rich.console import Console
+            from .console import VisibleConsole
 
-            console = Console(**object.__getattribute__(self, "_kwargs"))
+            console = VisibleConsole(**object.__getattribute__(self, "_kwargs"))
             object.__setattr__(self, "_console", console)
         return console
 
@@ -365,8 +365,11 @@ class TapeGroup(typer.core.TyperGroup):
 
 
 def _say(line: str) -> None:
-    """One line on stderr: never wrapped, never styled, redacted as the disk is (no secret printed)."""
-    sys.stderr.write(" ".join(safe_text(line).splitlines()) + "\n")
+    """One line on stderr: never wrapped, never styled, redacted as the disk is (no secret printed),
+    nothing in it acting on the terminal (replay.inspect.visible)."""
+    from a2a_tape.replay.inspect.visible import visible
+
+    sys.stderr.write(visible(" ".join(safe_text(line).splitlines()), lines=False) + "\n")
     sys.stderr.flush()
 
 
