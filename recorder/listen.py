@@ -1,9 +1,15 @@
-"""Serving an ASGI app with uvicorn on a socket we bind ourselves.
+"""Where a server of ours listens (``--listen HOST:PORT``), and serving an ASGI app with uvicorn
+on a socket we bind ourselves.
+
+One parser reads ``--listen`` for every server (``serve``, ``proxy``): :func:`parse_listen`
+(checked before the command runs, ``recorder.cli.options.listen``) and :func:`listen_address`,
+which also keeps a server on this machine unless ``--allow-remote`` says otherwise.
 
 Binding first means the port is known (``:0`` picks a free one) and usable at once:
 connections made before uvicorn accepts wait in the backlog, so nobody polls or sleeps.
 The socket is made with ``IPPROTO_TCP`` so asyncio turns Nagle off (TCP_NODELAY): without it
-a stream's first small item can sit ~40 ms in the kernel.
+a stream's first small item can sit ~40 ms in the kernel. uvicorn is imported when a server
+starts, not to read an address.
 """
 
 from __future__ import annotations
@@ -13,10 +19,45 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import uvicorn
-from starlette.types import ASGIApp
+from a2a_tape.replay.loopback import is_loopback
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def parse_port(text: str, *, allow_zero: bool) -> int:
+    """A TCP port from its decimal digits: 1-65535 (0 too when ``allow_zero``: any free port)."""
+    low = 0 if allow_zero else 1
+    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= 65535:
+        raise ValueError(f"port {text!r} is not a number from {low} to 65535")
+    return int(text)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; no host: 127.0.0.1; port 0: any free port) ->
+    ``(host, port)``; ValueError saying what is wrong."""
+    host, sep, port = text.rpartition(":")
+    if not sep or host.startswith("[") != host.endswith("]") or not host.isprintable():
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
+    try:
+        number = parse_port(port, allow_zero=True)
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+    return host.strip("[]") or DEFAULT_HOST, number
+
+
+def listen_address(text: str, *, allow_remote: bool, why: str) -> tuple[str, int]:
+    """:func:`parse_listen`, and a host off this machine refused unless ``allow_remote``
+    (``why``: what the server would expose, and how to mean it, said in the refusal)."""
+    host, port = parse_listen(text)
+    if not allow_remote and not is_loopback(host):
+        raise ValueError(f"refusing to listen on {host}: {why}")
+    return host, port
 
 
 def bind(host: str = "127.0.0.1", port: int = 0, *, backlog: int = 512) -> socket.socket:
@@ -43,6 +84,8 @@ Lifespan = Literal["auto", "on", "off"]
 
 
 def server(app: ASGIApp, *, lifespan: Lifespan = "off") -> uvicorn.Server:
+    import uvicorn
+
     return uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=2))
 
 

@@ -22,10 +22,7 @@ appended only after re-reading the task's state inside the same write transactio
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-import uuid
 from urllib.parse import urlsplit
 
 import anyio
@@ -37,6 +34,8 @@ from a2a_tape.replay.fold import TaskState, fold_task_events
 from a2a_tape.replay.http import LazyTlsTransport, cookieless
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import is_interrupted, is_terminal
+from a2a_tape.store.leases import new_owner as _owner
+from a2a_tape.store.leases import owner_alive as _alive
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
 
@@ -108,27 +107,6 @@ def fail_if_open(st: store.AppendLog, task_id: str, context_id: str | None, reas
 
 
 # -- the lease ---------------------------------------------------------------------------------
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _alive(owner: str) -> bool:
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return True
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def take_lease(st: store.LeasesAndMeta, owner: str, ttl: float = LEASE_TTL) -> str | None:

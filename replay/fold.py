@@ -25,11 +25,17 @@ Rules (docs/design.md section 4; profiles in :mod:`replay.profiles`):
   all, the last agent Message (a message-only reply). Never text joined across artifacts.
   ``reasoning`` is the reasoning buffers (one per artifact, joined by a blank line when several).
 
-Task state follows the log (the latest state reported wins) and lifecycle faults are noted:
+Task state follows the log (the latest state reported wins, our own synthetic FAILED included) and
+lifecycle faults are noted. The faults of the agent's lifecycle are judged on the agent's events
+only (origin ``local`` events, ours, never make one), from the first terminal state it reported;
+doctor reports these, under its own codes, and adds only what a fold cannot see:
 
-- ``after-terminal``: an artifact update or message after the task reached a terminal state;
 - ``terminal-changed``: a terminal state replaced by another terminal state (completed -> failed);
+  the new one is the reference from then on;
 - ``terminal-reopened``: a finished task that goes back to an active or interrupted state;
+- ``after-terminal``: an artifact update, a message, or a status update on the stream that
+  ended the task, after the task reached a terminal state (the same state repeated by another
+  exchange, a GetTask or a resubscribe, is fine). Each starts its positions with the terminal's;
 - ``stream-closed-active``: an exchange that delivered stream updates ended while the task was
   still submitted/working. A stream ends when its exchange ends (the exchange's ended row, passed
   to ``view``); with the log alone, when the task's later events all came on other exchanges.
@@ -86,6 +92,12 @@ from .profiles import (
 from .views import ArtifactView, Fault, IgnoredEvent, RecordedTask, TaskView, ToolCall
 
 _ACTIVE = ACTIVE_STATES
+_AFTER_TERMINAL: dict[type, str] = {
+    ArtifactUpdate: "an artifact update",
+    MessageItem: "a message",
+    StatusUpdate: "a status update",
+}
+"""What an event after the terminal state is called in the ``after-terminal`` fault."""
 _MAX_POSITIONS = 50  # positions kept per fault (the count stays exact)
 
 
@@ -155,14 +167,16 @@ class TaskState(msgspec.Struct, array_like=True):
     agent_message: str | None = None
     error: str | None = None
     faults: dict[str, _Fault] = {}
-    terminal: str | None = None
+    terminal: str | None = None  # the agent's terminal state, once it reported one (lifecycle faults)
     undecodable: int = 0
     dialect: str | None = None  # the wire dialect of the first upstream item ("0.3" / "1.0")
     streams: dict[int, _Stream] = {}  # exchanges that delivered stream updates (key 0: unknown exchange)
     changes: list[_Change] = []  # when the state changed (wall clock), to know it when a stream closed
+    terminal_position: int = 0  # where the agent reported ``terminal``
+    terminal_exchange: int | None = None  # on which exchange
 
 
-STATE_VERSION = "2"
+STATE_VERSION = "3"
 """Bump when the fold's rules or :class:`TaskState` change: stored rows are then rebuilt."""
 
 _state_encoder = msgspec.msgpack.Encoder()
@@ -331,7 +345,7 @@ class TaskFold:
     ) -> None:
         """Fold one event (as :func:`route` found it): a plain text chunk without the full decode
         when it can, else the decoded item. The only way events enter a fold."""
-        if chunk is not None and self.doc is None and self.apply_text(pos, exchange_id, at, chunk):
+        if chunk is not None and self.doc is None and not local and self.apply_text(pos, exchange_id, at, chunk):
             return
         if item is None:
             item = decode_item(payload)
@@ -424,8 +438,8 @@ class TaskFold:
             buf.channel = ARTIFACT
             if buf.closed and replace is False:
                 self._fault("after-last-chunk", "warning", pos, f"artifact {aid} got text after lastChunk")
-        if s.state in TERMINAL_STATES:
-            self._fault("after-terminal", "warning", pos, f"an artifact update arrived after the task was {s.state}")
+        if s.terminal is not None:
+            self._after_terminal(pos, "an artifact update")
         buf.updated = s.tick = s.tick + 1
         parts = art.parts
         if replace:
@@ -455,7 +469,14 @@ class TaskFold:
             self.fold(ev.position, ev.seq, ev.exchange_id, ev.received_at, ev.payload, chunk)
             i += 1
             art = chunk.artifact
-            if i == n or art is None or self.doc is not None or s.context_id is None or s.state in TERMINAL_STATES:
+            if (
+                i == n
+                or art is None
+                or self.doc is not None
+                or s.context_id is None
+                or s.terminal is not None
+                or s.state in TERMINAL_STATES
+            ):
                 continue
             aid = art.artifactId or ""
             buf = s.buffers.get(aid)
@@ -501,6 +522,8 @@ class TaskFold:
         body = item.body
         # exact-type checks, not isinstance: isinstance on a Struct class costs several times more,
         # and this dispatch runs once per event of a rebuild (mypy narrows `type(x) is C` alike)
+        if not local and (s.terminal is not None or type(body) is StatusUpdate or type(body) is TaskSnapshot):
+            self._lifecycle(pos, exchange_id, body)
         streamed = False
         if type(body) is ArtifactUpdate:
             streamed = True
@@ -513,7 +536,7 @@ class TaskFold:
                 s.context_id = body.context_id
             # the status message follows the last status: one without a message clears it
             s.status_message = (body.message.text or None) if body.message is not None else None
-            self._state(pos, body.state)
+            self._state(body.state)
         elif type(body) is TaskSnapshot:
             if s.context_id is None:
                 s.context_id = body.context_id
@@ -525,8 +548,6 @@ class TaskFold:
             if msg.role == "user":
                 s.user_texts.append(msg.text)
             else:
-                if s.terminal is not None and s.state in TERMINAL_STATES:
-                    self._fault("after-terminal", "warning", pos, f"a message arrived after the task was {s.state}")
                 s.agent_message = msg.text
         elif type(body) is ErrorItem:
             code = "" if body.code is None else f"{body.code} "
@@ -539,11 +560,12 @@ class TaskFold:
         # Note / Other: counted as events, nothing to fold
         self._on_stream(pos, exchange_id, at, streamed)
 
-    def _fault(self, code: str, level: str, pos: int, message: str) -> None:
+    def _fault(self, code: str, level: str, pos: int, message: str, since: int | None = None) -> None:
+        """Note a fault at ``pos`` (``since``: the position it follows from, kept first)."""
         faults = self.s.faults
         f = faults.get(code)
         if f is None:
-            faults[code] = _Fault(code, level, message, [pos], 1)
+            faults[code] = _Fault(code, level, message, [pos] if since is None or since == pos else [since, pos], 1)
             return
         f.count += 1
         f.message = message
@@ -552,20 +574,40 @@ class TaskFold:
         if len(f.positions) < _MAX_POSITIONS:
             f.positions.append(pos)
 
-    def _state(self, pos: int, new: str) -> None:
+    def _lifecycle(self, pos: int, exchange_id: int | None, body: object) -> None:
+        """The agent's lifecycle faults (module docstring): called for the agent's events that
+        report a state, and for all of them once it reported a terminal one."""
+        s = self.s
+        kind = type(body)
+        state = body.state if isinstance(body, (StatusUpdate, TaskSnapshot)) else None
+        if s.terminal is None:
+            if state in TERMINAL_STATES:
+                s.terminal, s.terminal_position, s.terminal_exchange = state, pos, exchange_id
+            return
+        if state is not None and state not in ("unknown", s.terminal):
+            was, since = s.terminal, s.terminal_position
+            if state in TERMINAL_STATES:
+                self._fault("terminal-changed", "error", pos, f"terminal state changed: {was} -> {state}", since)
+                s.terminal, s.terminal_position, s.terminal_exchange = state, pos, exchange_id
+            else:
+                self._fault("terminal-reopened", "error", pos, f"a finished task went back: {was} -> {state}", since)
+            return
+        if state == s.terminal and exchange_id != s.terminal_exchange:
+            return  # a GetTask / resubscribe answer repeating the final state
+        what = _AFTER_TERMINAL.get(kind)
+        if what is not None:
+            self._after_terminal(pos, what)
+
+    def _after_terminal(self, pos: int, what: str) -> None:
+        s = self.s
+        self._fault(
+            "after-terminal", "error", pos, f"{what} arrived after the task was {s.terminal}", s.terminal_position
+        )
+
+    def _state(self, new: str) -> None:
         s = self.s
         if new == "unknown":
             return
-        term = s.terminal
-        if term is not None and new != s.state:
-            if new in TERMINAL_STATES:
-                if new != term:
-                    self._fault("terminal-changed", "error", pos, f"terminal state changed: {s.state} -> {new}")
-                s.terminal = new
-            elif s.state in TERMINAL_STATES:
-                self._fault("terminal-reopened", "error", pos, f"a finished task went back: {s.state} -> {new}")
-        elif term is None and new in TERMINAL_STATES:
-            s.terminal = new
         if new != s.state:
             changes = s.changes
             if len(changes) >= _MAX_CHANGES:
@@ -581,7 +623,7 @@ class TaskFold:
                 if text and text not in s.user_texts:
                     s.user_texts.append(text)
         s.status_message = (body.status_message.text or None) if body.status_message is not None else None
-        self._state(s.last_position, body.state)
+        self._state(body.state)
         closed = s.state in TERMINAL_STATES
         buffers: dict[str, _Buf] = {}
         for art in body.artifacts:
@@ -635,8 +677,6 @@ class TaskFold:
             buf.channel = chunk.channel
             if buf.closed and not chunk.replace:
                 self._fault("after-last-chunk", "warning", pos, f"artifact {aid} got text after lastChunk")
-        if s.state in TERMINAL_STATES:
-            self._fault("after-terminal", "warning", pos, f"an artifact update arrived after the task was {s.state}")
         s.tick += 1
         buf.updated = s.tick
         self._fill(buf, art, chunk.replace)

@@ -70,8 +70,10 @@ def lane_of(task_id: str | None, artifact_id: str) -> str | None:
     return None
 
 
-def _channel_from_id(task_id: str | None, artifact_id: str) -> str | None:
-    """opencode channels ids: ``{task}:stream`` / ``:stream:reasoning`` / ``:stream:tool_call``."""
+def id_channel(task_id: str | None, artifact_id: str) -> str | None:
+    """The channel an artifact id names by itself, or None for a free-form id: opencode channels
+    ids (``{task}:stream`` / ``:stream:reasoning`` / ``:stream:tool_call``) and lanes
+    (:func:`lane_of`). Only the task's own ids name a channel: ``other:stream`` is free-form."""
     if task_id and artifact_id.startswith(task_id):
         rest = artifact_id[len(task_id) :]
         if rest == ":stream":
@@ -83,6 +85,27 @@ def _channel_from_id(task_id: str | None, artifact_id: str) -> str | None:
     return lane_of(task_id, artifact_id)
 
 
+def channel_of(task_id: str | None, artifact: Artifact) -> str:
+    """The channel the fold puts this artifact's text in (the one classifier: doctor, the
+    timeline and the exports ask it too)."""
+    return classify_artifact(task_id, artifact, True).channel
+
+
+def crossed_channel(task_id: str | None, artifact: Artifact) -> str | None:
+    """The channel an artifact's id names when its metadata puts the text in another one, else
+    None (an id alone never crosses: without metadata the id is the channel, or no lane at all)."""
+    meta = artifact.meta
+    if not (meta.has_opencode or meta.has_blocks):
+        return None
+    named = id_channel(task_id, artifact.artifact_id)
+    return named if named is not None and named != channel_of(task_id, artifact) else None
+
+
+def is_answer_channel(channel: str) -> bool:
+    """What a user reads as the answer: the final answer, or a generic artifact's text."""
+    return channel in (FINAL_ANSWER, ARTIFACT)
+
+
 def classify(task_id: str | None, update: ArtifactUpdate) -> Chunk:
     """Choose the profile of one artifact update and say what it means for its buffer."""
     return classify_artifact(task_id, update.artifact, update.append)
@@ -91,9 +114,7 @@ def classify(task_id: str | None, update: ArtifactUpdate) -> Chunk:
 def classify_artifact(task_id: str | None, artifact: Artifact, append: bool) -> Chunk:
     meta = artifact.meta
     if meta.has_opencode:
-        channel = (
-            _OPENCODE_CHANNELS.get(meta.channel or "") or _channel_from_id(task_id, artifact.artifact_id) or ARTIFACT
-        )
+        channel = _OPENCODE_CHANNELS.get(meta.channel or "") or id_channel(task_id, artifact.artifact_id) or ARTIFACT
         snapshot = meta.source == "final_snapshot"
         ignore = None
         if not meta.message_id:
@@ -104,7 +125,7 @@ def classify_artifact(task_id: str | None, artifact: Artifact, append: bool) -> 
             CHANNELS, channel, replace=snapshot or not append, snapshot=snapshot, ignore=ignore, dedup=_dedup(artifact)
         )
     if meta.has_blocks:
-        channel = _BLOCK_TYPES.get(meta.block_type or "") or _channel_from_id(task_id, artifact.artifact_id) or ARTIFACT
+        channel = _BLOCK_TYPES.get(meta.block_type or "") or id_channel(task_id, artifact.artifact_id) or ARTIFACT
         snapshot = meta.source == "final_snapshot"
         ignore = "user echo (role user)" if meta.role == "user" else None
         return Chunk(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import socket
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 
@@ -17,6 +16,7 @@ import msgspec
 from a2a_tape.store import Durability, Projections, ProjectionStore, StoreError
 from a2a_tape.store.indexes import TaskIndexRow
 from a2a_tape.store.interface import FoldRow
+from a2a_tape.store.leases import new_owner, owner_alive, release_owner
 from a2a_tape.store.paging import TaskRange, in_range
 
 from .catch_up import ProjectionMoved
@@ -148,7 +148,7 @@ class Projector:
         get_meta = self.store.get_meta
         marker = get_meta(self._rebuild_key)
         if marker:
-            if _alive(marker):
+            if owner_alive(marker):
                 raise ProjectionBusy(f"projection '{self.name}' is being rebuilt by another process ({marker})")
             # a parallel rebuild died half way: its rows are not a consistent state
             _reset_rows(self.store, self.name)
@@ -228,7 +228,7 @@ class Projector:
             if fresh:
                 queried &= folded
             loaded = store.projection_load(name, queried) if queried else {}
-            for pos, row_task, seq, exchange_id, at, payload in rows:
+            for pos, row_task, seq, exchange_id, at, payload, origin in rows:
                 tid, chunk, item = route(row_task, payload)  # the hot case without the full decode
                 if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
                     continue
@@ -255,7 +255,7 @@ class Projector:
                             index[old_id] = _index_row(old.s)
                 else:
                     cache.move_to_end(tid)
-                fold.fold(pos, seq, exchange_id, at, payload, chunk, item)
+                fold.fold(pos, seq, exchange_id, at, payload, chunk, item, local=origin == "local")
             read += len(rows)
             position = rows[-1][0]
             since_commit += len(rows)
@@ -304,7 +304,8 @@ class Projector:
         if len(ranges) < 2:  # one task, or nearly: nothing to share
             self._reset()
             return 1
-        st.set_meta(self._rebuild_key, _owner())
+        owner = new_owner()
+        st.set_meta(self._rebuild_key, owner)
         try:
             ctx = multiprocessing.get_context("spawn")  # never fork a process holding SQLite connections
             with concurrent.futures.ProcessPoolExecutor(len(ranges) - 1, mp_context=ctx) as pool:
@@ -329,6 +330,7 @@ class Projector:
             self._reset()
             raise
         finally:
+            release_owner(owner)  # first: a marker left here if the next line fails is then stale
             st.set_meta(self._rebuild_key, "")
 
     def fold(self, task_id: str) -> TaskFold | None:
@@ -390,23 +392,3 @@ def _fold_range(location: str, durability: Durability, name: str, tasks: TaskRan
         return Projector(st, name, tasks=tasks, upto=end)._catch_up()
     finally:
         st.close()
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(owner: str) -> bool:
-    """Whether the process named ``host:pid`` still runs (another host's: assumed so)."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    if int(pid) == os.getpid():
-        return False  # our own marker, left by a rebuild of ours that failed
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .serve.modes import RecordMode
+
 if TYPE_CHECKING:  # imported when a test asks for the fixture: pytest starts as fast without it
     import pluggy
 
     from .serve.engine import ReplayEngine
 
-RECORD_MODES = ("none", "once", "new_episodes", "all")  # replay.serve.engine.RECORD_MODES
 _OPTION = "--a2a-tape-record-mode"
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()
 
@@ -44,7 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         _OPTION,
         action="store",
         default=None,
-        choices=RECORD_MODES,
+        choices=[m.value for m in RecordMode],
         help="Record mode for every @pytest.mark.a2a_tape test (overrides the markers): none, once, new_episodes, all.",
     )
 
@@ -69,7 +70,7 @@ def pytest_runtest_makereport(
         return
     item.stash[_CALL_REPORT] = rep
     tape = getattr(item, "funcargs", {}).get("a2a_tape")
-    if rep.passed and isinstance(tape, A2ATape) and tape.record_mode == "none" and tape.unmatched:
+    if rep.passed and isinstance(tape, A2ATape) and tape.record_mode is RecordMode.none and tape.unmatched:
         rep.outcome = "failed"
         rep.longrepr = "\n".join(tape.unmatched)
 
@@ -197,21 +198,21 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
             "a2a-tape: the a2a_tape fixture needs @pytest.mark.a2a_tape('path/to/recording.jsonl')", pytrace=False
         )
     kw = dict(marker.kwargs)
-    record_mode = request.config.getoption(_OPTION) or kw.pop("record_mode", "none")
+    named = request.config.getoption(_OPTION) or kw.pop("record_mode", "none")
     kw.pop("record_mode", None)
-    if record_mode not in RECORD_MODES:
-        pytest.fail(
-            f"a2a-tape: unknown record_mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})", pytrace=False
-        )
+    try:
+        record_mode = RecordMode.of(named)
+    except ValueError as exc:
+        pytest.fail(f"a2a-tape: record_mode: {exc}", pytrace=False)
     upstream = kw.pop("upstream", None) or os.environ.get("A2A_TAPE_UPSTREAM")
     path = _find_recording(request, str(marker.args[0]))
-    if record_mode in ("new_episodes", "all") and not upstream:
+    if record_mode.needs_upstream and not upstream:
         pytest.fail(
             f"a2a-tape: record_mode {record_mode} needs an upstream agent (upstream=... or $A2A_TAPE_UPSTREAM)",
             pytrace=False,
         )
     try:
-        library = Library.open(path, create=record_mode != "none" and upstream is not None)
+        library = Library.open(path, create=record_mode.records(upstream))
     except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback
         pytest.fail(f"a2a-tape: cannot open recording {path}: {exc}", pytrace=False)
     try:
@@ -227,6 +228,6 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
         library.save()
         library.close()
     call = request.node.stash.get(_CALL_REPORT, None)
-    if engine.unmatched and record_mode == "none" and call is None:
+    if engine.unmatched and record_mode is RecordMode.none and call is None:
         # the call never reported (a request made by another fixture): say it here
         pytest.fail("\n".join(engine.unmatched), pytrace=False)

@@ -28,8 +28,8 @@ from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEve
 Durability = Literal["full", "normal"]
 """``full``: every commit is on disk before it returns; ``normal``: it may be lost on power loss."""
 
-FoldRow = tuple[int, str | None, int, int | None, float, bytes]
-"""``(position, task_id, seq, exchange_id, received_at, payload)``: what a fold reads of an event."""
+FoldRow = tuple[int, str | None, int, int | None, float, bytes, str]
+"""``(position, task_id, seq, exchange_id, received_at, payload, origin)``: what a fold reads of an event."""
 
 
 class StoreHandle(Protocol):

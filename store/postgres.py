@@ -317,10 +317,10 @@ class PostgresStore(PostgresIndexes):
         self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
     ) -> Iterator[list[FoldRow]]:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
-        received_at, payload)`` tuples, in log order (the narrow reader of a rebuild); ``upto``
+        received_at, payload, origin)`` tuples, in log order (the narrow reader of a rebuild); ``upto``
         and ``tasks`` as in :meth:`store.sqlite.SqliteStore.read_fold_rows`."""
         cond, extra = fold_rows_filter(upto, tasks, "%s", ' COLLATE "C"')
-        sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > %s{cond}"
+        sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload, origin FROM events WHERE position > %s{cond}"
         sql += " ORDER BY position LIMIT %s"
         return pages(lambda after, n: self._read(sql, (after, *extra, n)), position, batch)
 

@@ -308,7 +308,7 @@ class SqliteStore(SqliteIndexes):
         self, position: int = 0, *, batch: int = 5000, upto: int | None = None, tasks: TaskRange | None = None
     ) -> Iterator[list[FoldRow]]:
         """The log after ``position`` as batches of ``(position, task_id, seq, exchange_id,
-        received_at, payload)`` tuples, in log order.
+        received_at, payload, origin)`` tuples, in log order.
 
         The narrow reader of a projection rebuild: six columns and plain tuples (building a
         nine-field :class:`StoredEvent` per row costs more than reading it). ``upto``: stop at
@@ -317,7 +317,7 @@ class SqliteStore(SqliteIndexes):
         the caller knows which task, if any, their payload names).
         """
         cond, extra = fold_rows_filter(upto, tasks, "?")
-        sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload FROM events WHERE position > ?{cond}"
+        sql = f"SELECT position, task_id, seq, exchange_id, received_at, payload, origin FROM events WHERE position > ?{cond}"
         sql += " ORDER BY position LIMIT ?"
         return pages(lambda after, n: self._read(sql, (after, *extra, n)), position, batch)
 

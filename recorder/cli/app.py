@@ -17,7 +17,7 @@ import importlib
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
@@ -67,9 +67,9 @@ class _LazyConsole:
     def _get(self) -> Console:
         console: Console | None = object.__getattribute__(self, "_console")
         if console is None:
-            from rich.console import Console
+            from .console import VisibleConsole
 
-            console = Console(**object.__getattribute__(self, "_kwargs"))
+            console = VisibleConsole(**object.__getattribute__(self, "_kwargs"))
             object.__setattr__(self, "_console", console)
         return console
 
@@ -110,6 +110,25 @@ BusyTimeoutOption = Annotated[
         callback=options.seconds,
     ),
 ]
+ListenOption = Annotated[
+    str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
+]
+AllowRemoteOption = Annotated[
+    bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
+]
+AllowHostOption = Annotated[
+    list[str],
+    typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
+]
+GrpcListenOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Also answer gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
+        show_default=False,
+        callback=options.listen,
+    ),
+]
+TaskArgument = Annotated[str, typer.Argument(help="Task id (or a unique prefix).")]
 
 
 class UsageError(A2ATapeError):
@@ -172,6 +191,32 @@ def find_task(st: store.EventLog, task_id: str) -> str:
     fail(f"unknown task: {task_id} (see 'a2a-tape tasks')")
 
 
+def listen_address(text: str, *, allow_remote: bool, why: str, option: str = "--listen") -> tuple[str, int]:
+    """``--listen`` (or ``option``: ``--grpc-listen``, named in a refusal) as ``(host, port)``; off
+    this machine only with ``--allow-remote`` (one line, exit 2)."""
+    from ..listen import listen_address as parse  # here: only the servers take --listen
+
+    try:
+        return parse(text, allow_remote=allow_remote, why=why)
+    except ValueError as exc:
+        fail(str(exc) if option == "--listen" else f"{option}: {exc}")
+
+
+def listen_and_serve(
+    asgi: Any, host: str, port: int, banner: Callable[[str], str], *, lifespan: Literal["auto", "on", "off"] = "off"
+) -> None:
+    """Bind ``host:port`` (a refusal: one line, exit 2), say ``banner(url)`` on stderr, serve until Ctrl-C."""
+    from .. import listen as listening  # uvicorn, for the servers only
+
+    try:
+        sock = listening.bind(host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    say(banner(listening.url_of(sock)))
+    sys.stderr.flush()
+    listening.run(asgi, sock, lifespan=lifespan)
+
+
 def emit_json(value: Any) -> None:
     """Print one JSON document on stdout (msgspec Structs, lists, dicts); a URL in it with a
     secret (a password, a token parameter) is redacted as on the disk."""
@@ -182,6 +227,22 @@ def emit_json(value: Any) -> None:
         doc = safe_urls(doc.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
     sys.stdout.buffer.write(doc + b"\n")
     sys.stdout.flush()
+
+
+def stream_json(rows: Iterable[Any]) -> int:
+    """One JSON list on stdout, written a row at a time (memory stays flat); returns how many rows."""
+    import msgspec
+
+    enc = msgspec.json.Encoder()
+    write = sys.stdout.buffer.write
+    write(b"[")
+    n = 0
+    for row in rows:
+        write(enc.encode(row) if n == 0 else b"," + enc.encode(row))
+        n += 1
+    write(b"]\n")
+    sys.stdout.flush()
+    return n
 
 
 def say(message: str) -> None:
@@ -304,8 +365,11 @@ class TapeGroup(typer.core.TyperGroup):
 
 
 def _say(line: str) -> None:
-    """One line on stderr: never wrapped, never styled, redacted as the disk is (no secret printed)."""
-    sys.stderr.write(" ".join(safe_text(line).splitlines()) + "\n")
+    """One line on stderr: never wrapped, never styled, redacted as the disk is (no secret printed),
+    nothing in it acting on the terminal (replay.inspect.visible)."""
+    from a2a_tape.replay.inspect.visible import visible
+
+    sys.stderr.write(visible(" ".join(safe_text(line).splitlines()), lines=False) + "\n")
     sys.stderr.flush()
 
 

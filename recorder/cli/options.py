@@ -82,23 +82,6 @@ class OnStall(StrEnum):
         return self.value
 
 
-class RecordMode(StrEnum):
-    """``serve --record-mode`` (the values of ``replay.serve.engine.RECORD_MODES``)."""
-
-    none = "none"
-    once = "once"
-    new_episodes = "new_episodes"
-    all = "all"
-
-
-class MatchMode(StrEnum):
-    """``serve --match`` (the values of ``replay.serve.matching.MATCH_MODES``)."""
-
-    method_text = "method-text"
-    strict = "strict"
-    order = "order"
-
-
 class ExportFormat(StrEnum):
     jsonl = "jsonl"
     har = "har"
@@ -141,25 +124,17 @@ def line_bytes(ctx: typer.Context, param: typer.CallbackParam, value: int) -> in
     return value
 
 
-def parse_port(text: str, *, allow_zero: bool) -> int:
-    """A TCP port from its decimal digits: 1-65535 (0 too when ``allow_zero``: any free port)."""
-    low = 0 if allow_zero else 1
-    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= 65535:
-        raise ValueError(f"port '{text}' is not a number from {low} to 65535")
-    return int(text)
-
-
 def listen(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
-    """``HOST:PORT`` to listen on; the port 0-65535 (0: any free port). None: not asked for."""
+    """``HOST:PORT`` to listen on; the port 0-65535 (0: any free port); None: not asked for
+    (``--grpc-listen``). Read by :func:`recorder.listen.parse_listen`, the one parser of addresses."""
+    from ..listen import parse_listen  # here: only the servers take --listen
+
     if value is None:
         return None
-    host, sep, port = value.rpartition(":")
-    if not sep or (host.startswith("[") != host.endswith("]")):
-        raise _bad(ctx, param, f"'{value}' is not HOST:PORT (e.g. 127.0.0.1:8080)")
     try:
-        parse_port(port, allow_zero=True)
+        parse_listen(value)
     except ValueError as exc:
-        raise _bad(ctx, param, f"'{value}': {exc}") from None
+        raise _bad(ctx, param, str(exc)) from None
     return value
 
 
@@ -218,6 +193,15 @@ def headers(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | N
         if problem:
             raise _bad(ctx, param, f"the value of header '{name.strip()}' {problem}")
     return list(value or [])  # a list, never None: typer < 0.29 takes len() of what a callback returns
+
+
+def header_pairs(values: list[str]) -> list[tuple[str, str]]:
+    """``Name: value`` options (checked by :func:`headers`) as ``(name, value)`` pairs, both stripped."""
+    pairs = []
+    for h in values:
+        name, _, value = h.partition(":")
+        pairs.append((name.strip(), value.strip()))
+    return pairs
 
 
 def header_value(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:

@@ -23,7 +23,8 @@ ProgressOption = Annotated[
     ),
 ]
 
-Report = Callable[[int, int], None]
+Report = Callable[[int, int | None], None]
+"""``report(done, total)``: how far a long job is (``total`` None: not known)."""
 
 
 def wanted(asked: bool = False) -> bool:
@@ -31,9 +32,9 @@ def wanted(asked: bool = False) -> bool:
 
 
 @contextlib.contextmanager
-def bar(label: str, *, asked: bool = False, unit: str = "") -> Iterator[Report]:
-    """A progress bar; yields ``report(done, total)``. Does nothing unless :func:`wanted`."""
-    if not wanted(asked):
+def bar(label: str, *, asked: bool = False, unit: str = "", show: bool = True) -> Iterator[Report]:
+    """A progress bar; yields ``report(done, total)``. Does nothing unless :func:`wanted` (or when not ``show``)."""
+    if not show or not wanted(asked):
         yield lambda done, total: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -45,10 +46,16 @@ def bar(label: str, *, asked: bool = False, unit: str = "") -> Iterator[Report]:
     with Progress(*columns, console=err, transient=err.is_terminal) as progress:
         job = progress.add_task(label, total=None)
 
-        def report(done: int, total: int) -> None:
+        def report(done: int, total: int | None) -> None:
             progress.update(job, completed=done, total=total)
 
         yield report
+
+
+def folding(behind: int) -> contextlib.AbstractContextManager[None]:
+    """A spinner while a projection folds ``behind`` new events (past 50,000 of them), for
+    :func:`a2a_tape.replay.inspect.task_views.task_projection`."""
+    return spinner(f"folding {behind:,} new events into the task projection", show=behind > 50_000)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import anyio
@@ -11,7 +10,6 @@ import typer
 from a2a_tape.replay.loopback import Guard
 from a2a_tape.store.redact import build_redactor, safe_text
 
-from .. import listen as listening
 from ..proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
 from ..proxy.server import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -20,136 +18,135 @@ from ..proxy.server import (
     DEFAULT_READ_TIMEOUT,
     ProxyConfig,
     build_app,
-    check_listen,
 )
 from ..recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
 from . import options
 from .app import (
     EXIT_FAILED,
+    AllowHostOption,
+    AllowRemoteOption,
     BusyTimeoutOption,
     DbOption,
+    GrpcListenOption,
     JsonOption,
+    ListenOption,
     commands,
     db_location,
     emit_json,
     fail,
+    listen_address,
+    listen_and_serve,
     open_db,
     out,
-    say,
 )
 from .options import Durability
 
 app = commands()
+WHY_LOCAL = "the proxy forwards credentials; add --allow-remote to mean it"  # why --listen stays on this machine
 
-
-def _check_url(url: str, what: str) -> str:
-    """The URL without its trailing slash (options.url checked it already)."""
-    return url.rstrip("/")
+# the proxy's options (one alias each keeps proxy_cmd a parse-call-print)
+UpstreamArgument = Annotated[
+    str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="A2A_TAPE_PROXY_TOKEN",
+        help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
+        show_default=False,
+        callback=options.header_value,
+    ),
+]
+DurabilityOption = Annotated[
+    Durability,
+    typer.Option(
+        help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
+    ),
+]
+MaxBodyOption = Annotated[
+    int, typer.Option(help="Refuse request bodies larger than this many bytes.", callback=options.count)
+]
+IdempotencyTtlOption = Annotated[
+    float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.", callback=options.seconds)
+]
+StallTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Startup recovery: seconds without progress before a task is cancelled and FAILED.",
+        callback=options.seconds,
+    ),
+]
+NoRecoverOption = Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")]
+RedactOption = Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")]
+OnKeyConflictOption = Annotated[
+    OnKeyConflict,
+    typer.Option(
+        help="A reused messageId / Idempotency-Key with another request: forward it as a new request "
+        "(a local note in the log) or reject it with a JSON-RPC error."
+    ),
+]
+IdempotencyOption = Annotated[
+    Idempotency,
+    typer.Option(
+        help="on: a repeated messageId / Idempotency-Key from the same caller is answered from the log; "
+        "off: every request goes to the agent (and is recorded), repeats included."
+    ),
+]
+GrpcUpstreamOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The agent's gRPC address, HOST:PORT (default: the gRPC interface of its card).",
+        show_default=False,
+    ),
+]
+# how long the proxy waits for the upstream agent
+ConnectTimeout = Annotated[
+    float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
+]
+FirstByteTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Seconds the upstream may take to start its answer (a whole message/send).", callback=options.seconds
+    ),
+]
+ReadTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
+    ),
+]
 
 
 @app.command("proxy")
 def proxy_cmd(
-    upstream: Annotated[
-        str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
-    ],
-    listen: Annotated[
-        str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
-    ] = "127.0.0.1:8080",
-    allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
-    ] = False,
-    allow_host: Annotated[
-        list[str],
-        typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
-    ] = [],
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="A2A_TAPE_PROXY_TOKEN",
-            help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
-            show_default=False,
-            callback=options.header_value,
-        ),
-    ] = None,
-    durability: Annotated[
-        Durability,
-        typer.Option(
-            help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
-        ),
-    ] = Durability.full,
-    max_body: Annotated[
-        int, typer.Option(help="Refuse request bodies larger than this many bytes.", callback=options.count)
-    ] = DEFAULT_MAX_BODY,
-    idempotency_ttl: Annotated[
-        float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.", callback=options.seconds)
-    ] = DEFAULT_TTL,
-    stall_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Startup recovery: seconds without progress before a task is cancelled and FAILED.",
-            callback=options.seconds,
-        ),
-    ] = DEFAULT_STALL,
-    no_recover: Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")] = False,
-    redact: Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")] = [],
-    on_key_conflict: Annotated[
-        OnKeyConflict,
-        typer.Option(
-            help="A reused messageId / Idempotency-Key with another request: forward it as a new request "
-            "(a local note in the log) or reject it with a JSON-RPC error."
-        ),
-    ] = OnKeyConflict.forward,
-    idempotency: Annotated[
-        Idempotency,
-        typer.Option(
-            help="on: a repeated messageId / Idempotency-Key from the same caller is answered from the log; "
-            "off: every request goes to the agent (and is recorded), repeats included."
-        ),
-    ] = Idempotency.on,
-    connect_timeout: Annotated[
-        float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
-    ] = DEFAULT_CONNECT_TIMEOUT,
-    first_byte_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds the upstream may take to start its answer (a whole message/send).", callback=options.seconds
-        ),
-    ] = DEFAULT_FIRST_BYTE_TIMEOUT,
-    read_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
-        ),
-    ] = DEFAULT_READ_TIMEOUT,
-    grpc_listen: Annotated[
-        str | None,
-        typer.Option(
-            help="Also listen for gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
-            show_default=False,
-            callback=options.listen,
-        ),
-    ] = None,
-    grpc_upstream: Annotated[
-        str | None,
-        typer.Option(
-            help="The agent's gRPC address, HOST:PORT (default: the gRPC interface of its card).",
-            show_default=False,
-        ),
-    ] = None,
+    upstream: UpstreamArgument,
+    listen: ListenOption = "127.0.0.1:8080",
+    allow_remote: AllowRemoteOption = False,
+    allow_host: AllowHostOption = [],
+    token: TokenOption = None,
+    durability: DurabilityOption = Durability.full,
+    max_body: MaxBodyOption = DEFAULT_MAX_BODY,
+    idempotency_ttl: IdempotencyTtlOption = DEFAULT_TTL,
+    stall_timeout: StallTimeoutOption = DEFAULT_STALL,
+    no_recover: NoRecoverOption = False,
+    redact: RedactOption = [],
+    on_key_conflict: OnKeyConflictOption = OnKeyConflict.forward,
+    idempotency: IdempotencyOption = Idempotency.on,
+    connect_timeout: ConnectTimeout = DEFAULT_CONNECT_TIMEOUT,
+    first_byte_timeout: FirstByteTimeout = DEFAULT_FIRST_BYTE_TIMEOUT,
+    read_timeout: ReadTimeout = DEFAULT_READ_TIMEOUT,
+    grpc_listen: GrpcListenOption = None,
+    grpc_upstream: GrpcUpstreamOption = None,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
-    upstream = _check_url(upstream, "UPSTREAM")
-    try:
-        host, port = check_listen(listen, allow_remote)
-    except ValueError as exc:
-        fail(str(exc))
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     config = ProxyConfig(
-        upstream=upstream,
+        upstream=upstream.rstrip("/"),  # options.url checked it
         durability=durability.mode,
         token=token,
         max_body=max_body,
@@ -170,17 +167,15 @@ def proxy_cmd(
 
         attach(asgi, proxy, *grpc_side)
     try:
-        sock = listening.bind(host, port)
-    except OSError as exc:
-        st.close()
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    say(
-        f"a2a-tape proxy: listening on {listening.url_of(sock)} -> {config.shown_upstream} "
-        f"(recording to {db_location(db)})"
-    )
-    sys.stderr.flush()
-    try:
-        listening.run(asgi, sock, lifespan="on")
+        listen_and_serve(
+            asgi,
+            host,
+            port,
+            lambda url: (
+                f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)})"
+            ),
+            lifespan="on",
+        )
     finally:
         st.close()
 
@@ -189,10 +184,7 @@ def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remo
     """(the agent's gRPC target, host, port) for ``--grpc-listen``, or exit 2 with the reason."""
     from ..proxy.grpc_server import grpc_target
 
-    try:
-        host, port = check_listen(listen, allow_remote)
-    except ValueError as exc:
-        fail(str(exc).replace("--listen", "--grpc-listen"))
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL, option="--grpc-listen")
     problem = options.grpc_listen_problem(host, port)
     if problem is not None:
         fail(problem)
@@ -240,7 +232,7 @@ def recover_cmd(
 ) -> None:
     """Run the startup recovery once: resume or FAIL every task left in flight; say what was done."""
     if upstream is not None:
-        upstream = _check_url(upstream, "--upstream")
+        upstream = upstream.rstrip("/")  # options.url checked it
     st = open_db(db)
     live = running_proxy(st)
     if live is not None:
@@ -286,7 +278,7 @@ def probe_cmd(
     """Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall."""
     from ..probe import run_probes
 
-    url = _check_url(url, "URL")
+    url = url.rstrip("/")  # options.url checked it
     st = open_db(db, create=True)
     try:
         result = anyio.run(lambda: run_probes(st, url, timeout=timeout, token=token))

@@ -27,14 +27,6 @@ from .options import Dialect, Durability, OnStall
 app = commands()
 
 
-def parse_header(value: str) -> tuple[str, str]:
-    name, sep, val = value.partition(":")
-    name = name.strip()
-    if not sep or not name or any(c.isspace() for c in name):
-        fail(f"bad --header {value!r}: expected 'Name: value'")
-    return name, val.strip()
-
-
 class _LiveView:
     """Redraws the channels after each recorded chunk (the log already has it), at most every 50 ms."""
 
@@ -196,7 +188,7 @@ def record_cmd(
         stream=not no_stream,
         context_id=context_id,
         message_id=message_id,
-        headers=[parse_header(h) for h in header or []],
+        headers=options.header_pairs(header or []),
         stall_timeout=stall_timeout,
         on_stall=on_stall.choice,
         max_line=max_line_bytes,

@@ -7,16 +7,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn
 
 from a2a_tape.store import safe_location
 from a2a_tape.store.files import open_private
-from a2a_tape.store.tape import export_lines, import_tape, write_tape
+from a2a_tape.store.tape import ImportResult, export_lines, import_tape, write_tape
 
 from . import options
 from .app import BusyTimeoutOption, DbOption, JsonOption, commands, emit_json, err, fail, find_task, open_db
 from .options import ExportFormat
-from .progress import ProgressOption, wanted
+from .progress import ProgressOption, bar
 
 app = commands()
 
@@ -35,26 +34,19 @@ def import_cmd(
     st = open_db(db, create=True, busy_timeout=busy_timeout)
     with st:
         src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
-        with (
-            src,
-            Progress(
-                TextColumn("importing"),
-                BarColumn(),
-                TextColumn("{task.completed} events"),
-                console=err,
-                transient=True,
-                disable=not wanted(progress),
-            ) as bar,
-        ):
-            job = bar.add_task("import", total=None)
-            result = import_tape(st, src, progress=lambda n: bar.update(job, completed=n))
+        with src, bar("importing", asked=progress, unit="events") as report:
+            result = import_tape(st, src, progress=lambda n: report(n, None))
+    _report("imported", result, json=json)
+
+
+def _report(done: str, result: ImportResult, *, json: bool) -> None:
     if json:
         emit_json(result)
-    else:
-        err.print(
-            f"imported {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
-            + (f" ({result.skipped} already present)" if result.skipped else "")
-        )
+        return
+    err.print(
+        f"{done} {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
+        + (f" ({result.skipped} already present)" if result.skipped else "")
+    )
 
 
 @app.command("export")
@@ -95,17 +87,10 @@ def export_cmd(
     if limit is not None and no_limit:
         fail("--limit and --no-limit do not go together")
     if format != "jsonl":
-        from . import export_formats as cmd_export_formats  # other formats live with the inspection views
+        from .export_formats import export  # other formats live with the inspection views
 
-        cmd_export_formats.export(
-            task=task,
-            all_=all_,
-            format=format.value,
-            output=output,
-            db=db,
-            limit=limit,
-            no_limit=no_limit,
-            progress=progress,
+        export(
+            task=task, all_=all_, format=format, output=output, db=db, limit=limit, no_limit=no_limit, progress=progress
         )
         return
     st = open_db(db, readonly=True)
@@ -137,25 +122,7 @@ def copy_cmd(
     with source:
         total = source.count_events()
         target = open_db(dst, create=True, busy_timeout=busy_timeout)
-        with (
-            target,
-            Progress(
-                TextColumn("copying"),
-                BarColumn(),
-                TextColumn("{task.completed}/{task.total} events"),
-                console=err,
-                transient=True,
-                disable=not wanted(progress),
-            ) as bar,
-        ):
-            job = bar.add_task("copy", total=total)
-            result = import_tape(
-                target, export_lines(source, source=safe_location(src)), progress=lambda n: bar.update(job, completed=n)
-            )
-    if json:
-        emit_json(result)
-    else:
-        err.print(
-            f"copied {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
-            + (f" ({result.skipped} already present)" if result.skipped else "")
-        )
+        with target, bar("copying", asked=progress, unit="events") as report:
+            lines = export_lines(source, source=safe_location(src))
+            result = import_tape(target, lines, progress=lambda n: report(n, total))
+    _report("copied", result, json=json)

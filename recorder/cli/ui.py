@@ -12,26 +12,18 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
+from a2a_tape.replay.inspect.task_views import task_projection
 from a2a_tape.store import safe_location
 
 from .. import listen as listening
 from . import options
-from .app import DbOption, JsonOption, commands, db_location, fail, open_db
-from .inspect import _projector
+from .app import DbOption, JsonOption, commands, db_location, fail, listen_address, open_db
+from .progress import folding
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 app = commands()
-
-
-def _loopback(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` on this machine only (options.listen checked the form)."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    if host not in ("localhost", "::1") and not host.startswith("127."):
-        fail(f"refusing to listen on {host}: the UI shows the whole log, to this machine only (127.0.0.1, ::1)")
-    return host, int(port)
 
 
 @app.command("ui")
@@ -56,11 +48,12 @@ def ui_cmd(
     Prints one line, the address to open: it carries a token made for this run, without which
     every page answers 401 (--json: that line as {"url", "host", "port"}). Stops on Ctrl-C.
     """
-    host, port = _loopback(listen)
+    why = "the UI shows the whole log, to this machine only (127.0.0.1, ::1)"
+    host, port = listen_address(listen, allow_remote=False, why=why)
     location = db_location(db)
     st = open_db(db, readonly="fallback")  # the task projection is kept when the log can be written
     try:
-        _projector(st)  # the task projection up to date before the first page (a spinner on a big log)
+        task_projection(st, folding=folding)  # up to date before the first page (a spinner on a big log)
         try:
             sock = listening.bind(host, port)
         except OSError as exc:

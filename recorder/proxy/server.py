@@ -60,7 +60,7 @@ from a2a_tape import store
 from a2a_tape.replay.bindings import http_json
 from a2a_tape.replay.grpc_wire import rewrite_grpc_urls
 from a2a_tape.replay.http import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
-from a2a_tape.replay.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard, is_loopback
+from a2a_tape.replay.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 from a2a_tape.replay.serve import frames
 from a2a_tape.store.capture import is_json_type, media_type_of
 from a2a_tape.store.errors import StoreError
@@ -815,14 +815,3 @@ def _error_event(out: Outgoing) -> str | None:
 def build_app(st: store.Store, config: ProxyConfig) -> tuple[Starlette, Proxy]:
     proxy = Proxy(st, config)
     return proxy.app(), proxy
-
-
-def check_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
-    """``HOST:PORT`` -> (host, port); a non-loopback host needs ``allow_remote``."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--listen must be HOST:PORT, got '{listen}'")
-    host = host.strip("[]") or "127.0.0.1"
-    if not is_loopback(host) and not allow_remote:
-        raise ValueError(f"refusing to listen on {host}: the proxy forwards credentials; add --allow-remote to mean it")
-    return host, int(port)

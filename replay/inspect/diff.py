@@ -178,18 +178,12 @@ def request_key(events: Sequence[StoredEvent]) -> str:
     return ""
 
 
-def diff_stores(store_a: EventLog, store_b: EventLog) -> DiffResult:
-    """Pair the tasks of two databases by request (in log order) and diff each pair."""
-    pairs = list(iter_store_pairs(store_a, store_b))
-    return DiffResult(equal=all(p.equal for p in pairs), pairs=pairs)
-
-
 def iter_store_pairs(
     store_a: EventLog, store_b: EventLog, *, progress: Callable[[int, int], None] | None = None
 ) -> Iterator[PairDiff]:
-    """:func:`diff_stores` a pair at a time: memory holds the two request maps (a key and a
-    task id per task) and one pair, however long the logs are. ``progress(done, total)``:
-    pairs so far, of at most ``total``."""
+    """Pair the tasks of two databases by request (in log order) and diff each pair, a pair at
+    a time: memory holds the two request maps (a key and a task id per task) and one pair,
+    however long the logs are. ``progress(done, total)``: pairs so far, of at most ``total``."""
 
     def keyed(st: EventLog) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

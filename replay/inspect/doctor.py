@@ -21,27 +21,16 @@ from a2a_tape.store import (
     ArtifactUpdate,
     ErrorItem,
     Exchange,
-    MessageItem,
     Recordings,
-    StatusUpdate,
     StoredEvent,
     TaskSnapshot,
     Undecodable,
 )
 
 from ..fold import TaskFold
+from ..profiles import channel_of, crossed_channel, is_answer_channel
 from ..views import TaskView
-from .steps import (
-    FINAL,
-    Step,
-    channel_of,
-    closed_exchanges,
-    decode_events,
-    id_channel,
-    is_interrupted,
-    is_terminal,
-    state_of,
-)
+from .steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
 
 Level = Literal["error", "warning"]
 Add = Callable[[str, Level, str, Iterable[int]], None]
@@ -109,9 +98,9 @@ def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Ex
     for step in steps:
         fold.apply(step.event, step.item)
     view = fold.view(closed_exchanges(exchanges) if exchanges else None)
-    _check_lifecycle(upstream, steps, add)
+    _check_waiting(steps, add)
     _check_streams(_streams(upstream), steps, ex_by_id, add)
-    _check_artifacts(upstream, steps, add)
+    _check_artifacts(task_id, upstream, steps, add)
     _check_sequences(upstream, add)
     _check_answer(view, _streams(upstream), ex_by_id, add)
     _fold_faults(view, add)
@@ -122,42 +111,9 @@ def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Ex
     return found
 
 
-def _check_lifecycle(upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
-    terminal: Step | None = None
-    changed: list[int] = []
-    after: list[int] = []
-    for s in upstream:
-        state = state_of(s)
-        if terminal is None:
-            if is_terminal(state):
-                terminal = s
-            continue
-        t_state = state_of(terminal)
-        if state is not None and state != t_state:
-            changed.append(s.position)
-            if is_terminal(state):
-                terminal = s  # report each change once; the new terminal state is the reference
-            continue
-        if state == t_state and s.event.exchange_id != terminal.event.exchange_id:
-            continue  # a GetTask / resubscribe answer repeating the final state is fine
-        if isinstance(s.item.body, (ArtifactUpdate, MessageItem, StatusUpdate)):
-            after.append(s.position)
-    first_terminal = next((s for s in upstream if is_terminal(state_of(s))), None)
-    if changed and first_terminal is not None:
-        add(
-            "terminal-changed",
-            "error",
-            f"the task was {state_of(first_terminal)} at position {first_terminal.position}, "
-            f"then became {state_of(next(s for s in upstream if s.position == changed[0]))}",
-            [first_terminal.position, *changed],
-        )
-    if after and first_terminal is not None:
-        add(
-            "events-after-terminal",
-            "error",
-            f"{len(after)} event(s) after the task was {state_of(first_terminal)} at position {first_terminal.position}",
-            [first_terminal.position, *after],
-        )
+def _check_waiting(steps: Sequence[Step], add: Add) -> None:
+    """The task waits for input or auth and nothing followed: not a fault of the fold (a task may
+    rightly wait), a question about the recording, asked once it ended."""
     # the last known state, local decisions included (a synthetic FAILED settles a task)
     states = [s for s in steps if state_of(s) is not None]
     if states and is_interrupted(state_of(states[-1])):
@@ -211,7 +167,7 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
         )
 
 
-def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
+def _check_artifacts(task_id: str, upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
     channels: dict[str, dict[str, list[int]]] = {}
     closed: dict[str, bool] = {}
     for s in upstream:
@@ -219,10 +175,10 @@ def _check_artifacts(upstream: Sequence[Step], steps: Sequence[Step], add: Add) 
         if not isinstance(body, ArtifactUpdate):
             continue
         art = body.artifact
-        ch = channel_of(art)
+        ch = channel_of(task_id, art)
         channels.setdefault(art.artifact_id, {}).setdefault(ch, []).append(s.position)
-        named = id_channel(art.artifact_id)
-        if named is not None and named != ch:
+        named = crossed_channel(task_id, art)
+        if named is not None:
             add(
                 "text-crosses-channels",
                 "error",
@@ -299,20 +255,24 @@ def _check_sequences(upstream: Sequence[Step], add: Add) -> None:
             last_seq[scope] = (meta.sequence, s.position)
 
 
-# faults the projection's fold notes that the checks above do not already cover
-_FOLD_ONLY = {
-    "after-last-chunk": "text appended to an artifact after its lastChunk",
-    "rpc-error": "a JSON-RPC error arrived on the task's stream",
+_FROM_FOLD = {
+    "terminal-changed": "terminal-changed",
+    "terminal-reopened": "terminal-changed",
+    "after-terminal": "events-after-terminal",
+    "after-last-chunk": "after-last-chunk",
+    "rpc-error": "rpc-error",
 }
+"""The faults the fold notes (replay/fold.py holds their rules), under doctor's codes (CHECKS)."""
 
 
 def _fold_faults(view: TaskView, add: Add) -> None:
     for f in view.faults:
-        if f.code in _FOLD_ONLY:
-            add(f.code, "error" if f.level == "error" else "warning", f.message, f.positions)
+        code = _FROM_FOLD.get(f.code)
+        if code is not None:
+            add(code, "error" if f.level == "error" else "warning", f.message, f.positions)
 
 
-def naive_client_view(stream: Sequence[Step]) -> tuple[str, list[int]]:
+def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[int]]:
     """What a naive client shows of one stream: every answer chunk's text concatenated, the
     stream's Task snapshots included. (The careful view is the fold's, :class:`TaskView`.)"""
     text: list[str] = []
@@ -325,13 +285,13 @@ def naive_client_view(stream: Sequence[Step]) -> tuple[str, list[int]]:
         elif isinstance(body, TaskSnapshot):
             arts = list(body.artifacts)
         for art in arts:
-            if channel_of(art) in (FINAL, "artifact") and art.text:
+            if is_answer_channel(channel_of(task_id, art)) and art.text:
                 text.append(art.text)
                 positions.append(s.position)
     return "".join(text), positions
 
 
-def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
+def _resent_appends(task_id: str, upstream: Sequence[Step]) -> list[Step]:
     """Answer updates that append the whole text streamed so far (built from two chunks or more).
 
     That is a snapshot sent as a chunk with no ``final_snapshot`` marker: every client, careful
@@ -346,7 +306,7 @@ def _resent_appends(upstream: Sequence[Step]) -> list[Step]:
         if isinstance(body, TaskSnapshot):
             bufs = {a.artifact_id: (a.text, 1) for a in body.artifacts}
             continue
-        if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
+        if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(task_id, body.artifact)):
             continue
         art = body.artifact
         if art.meta.event_id is not None:
@@ -374,7 +334,7 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
     resent = [
         s
         for stream in streams
-        for s in _resent_appends(stream)
+        for s in _resent_appends(view.task_id, stream)
         if isinstance(s.item.body, ArtifactUpdate)  # what _resent_appends returns
         and answer
         and answer.count(s.item.body.artifact.text) >= 2
@@ -398,7 +358,7 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
         streamed: set[str] = set()
         for s in stream:
             body = s.item.body
-            if not isinstance(body, ArtifactUpdate) or channel_of(body.artifact) not in (FINAL, "artifact"):
+            if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(view.task_id, body.artifact)):
                 continue
             art = body.artifact
             if art.meta.source == "final_snapshot":
@@ -406,7 +366,7 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
                     traps.append(s.position)
             elif art.text:
                 streamed.add(art.artifact_id)
-        naive, positions = naive_client_view(stream)
+        naive, positions = naive_client_view(view.task_id, stream)
         if answer and naive != answer and naive.count(answer) >= 2:
             traps += [
                 p
@@ -437,6 +397,3 @@ def diagnose(store: Recordings, task_id: str | None = None) -> Report:
         found.extend(findings(tid, store.read_task(tid), store.exchanges(tid)))
     errors = sum(1 for f in found if f.level == "error")
     return Report(tasks=len(ids), errors=errors, warnings=len(found) - errors, findings=found)
-
-
-diagnose_task = findings  # the former name

@@ -1,7 +1,7 @@
 """Doctor's findings kept per task, as a projection: ``a2a-tape doctor`` (every task) reads
 them instead of examining the whole log again.
 
-One row per task: its findings (what :func:`replay.inspect.doctor.diagnose_task` says, called as it is:
+One row per task: its findings (what :func:`replay.inspect.doctor.findings` says, called as it is:
 the rules stay in :mod:`replay.inspect.doctor`), their counts, the task's first position (the report's
 order) and whether the task is *settled* (every exchange of it has ended). Bringing it up to
 date re-examines only the tasks with events after the cursor (``projection_cursors``, name
@@ -16,7 +16,7 @@ index kept incrementally and one rebuilt from nothing hold the same rows. When t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -53,7 +53,7 @@ def task_row(store: Recordings, task_id: str) -> FindingsRow | None:
     if not events:
         return None
     exchanges = store.exchanges(task_id)
-    findings = _doctor.diagnose_task(task_id, events, exchanges)
+    findings = _doctor.findings(task_id, events, exchanges)
     errors = sum(1 for f in findings if f.level == "error")
     settled = all(ex.ended_at is not None for ex in exchanges)
     first = min(ev.position for ev in events)
@@ -190,6 +190,12 @@ def _examine(location: str, durability: Durability, task_ids: list[str]) -> list
     return [r for r in (task_row(st, t) for t in task_ids) if r is not None]
 
 
-def iter_findings(rows: Sequence[FindingsRow]) -> Iterator[_doctor.Finding]:
-    for row in rows:
-        yield from _decode(row[5])
+def doctor_report(store: Store, task_id: str | None = None, *, progress: Progress | None = None) -> _doctor.Report:
+    """What ``a2a-tape doctor`` reports: one task examined afresh; every task from the findings
+    kept in the log, brought up to date first (``progress(done, total)``: tasks examined), or
+    examined afresh when the log cannot keep them (read-only)."""
+    if task_id is None:
+        index = DoctorIndex(store)
+        if index.catch_up(progress=progress) is not None:
+            return index.report()
+    return _doctor.diagnose(store, task_id)

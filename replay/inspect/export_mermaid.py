@@ -62,7 +62,7 @@ def build_mermaid(store: Recordings, task_ids: Iterable[str], *, progress: Calla
                     lines.append(f"    Recorder->>Agent: {what}")
             item = decode_item(bytes(ev.payload))
             # the task id is in the Note above: drop it from artifact ids so the text fits
-            text = label(f"[{ev.position}] {item.kind} {summary(item).replace(task_id + ':', '…:')}", limit=90)
+            text = label(f"[{ev.position}] {item.kind} {summary(item, task_id).replace(task_id + ':', '…:')}", limit=90)
             if ev.origin == "local":
                 lines.append(f"    Recorder-->>Client: {text}")
             else:

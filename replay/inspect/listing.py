@@ -3,20 +3,29 @@
 ``a2a-tape tasks`` costs what it shows: the task index (``store.task_index_*``, kept by
 :class:`replay.projection.Projector` in the same transaction as the task rows) gives the keys
 of the newest tasks by last event, already filtered; only those rows are loaded and viewed.
+:func:`list_tasks` merges in the lone Message replies (:mod:`replay.inspect.messages`), which
+have no task to index, and reads the fold in memory when the index cannot be brought up to date.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
+from typing import NamedTuple
 
 import msgspec
 
-from a2a_tape.store import TaskIndexStore
+from a2a_tape.store import Exchange, ReadOnlyStore, Recordings, Store, TaskIndexStore, normalise_state
+from a2a_tape.store.methods import binding_and_version
 
 from ..fold import TaskFold
+from ..projection import Projector
 from ..views import TaskView
+from .messages import LoneMessage, lone_messages
+from .steps import closed_exchanges
+from .task_views import Folding, InMemoryProjection, quietly, task_projection
 
 
 def count(
@@ -111,3 +120,151 @@ def parse_since(value: str | None) -> float | None:
     except (ValueError, OverflowError, OSError):
         raise ValueError(f"'{value}' is not a time (unix seconds from 0 to year 9999)") from None
     return moment
+
+
+# -- the listing of ``tasks``: tasks and lone Message replies, newest first -------------------------
+
+
+class TaskRow(msgspec.Struct):
+    """One line of ``tasks --json``: a task, or a lone Message reply (``kind`` ``message``: no
+    task, so ``task_id`` and ``state`` are null; ``message_id`` / ``context_id`` name it)."""
+
+    task_id: str | None
+    context_id: str | None
+    state: str | None
+    events: int
+    first_at: float
+    last_at: float
+    profile: str
+    faults: int
+    final_answer: str | None
+    kind: str = "task"
+    message_id: str | None = None
+    bindings: list[str] = []  # how its exchanges went: jsonrpc, http+json (store.methods.BINDINGS)
+
+
+class TaskFilter(msgspec.Struct, frozen=True):
+    """Which tasks a listing keeps: in one of ``states``, of ``context``, active ``since`` (unix seconds)."""
+
+    states: frozenset[str] | None = None
+    context: str | None = None
+    since: float | None = None
+
+    @property
+    def filters(self) -> bool:
+        return bool(self.states) or self.context is not None or self.since is not None
+
+    def keeps(self, v: TaskView) -> bool:
+        return (
+            (self.states is None or v.state in self.states)
+            and (self.context is None or v.context_id == self.context)
+            and (self.since is None or v.last_at >= self.since)
+        )
+
+    def keeps_message(self, m: LoneMessage) -> bool:
+        """A lone Message has no task state: a filter on states leaves it out."""
+        return (
+            self.states is None
+            and (self.context is None or m.context_id == self.context)
+            and (self.since is None or m.events[-1].received_at >= self.since)
+        )
+
+
+def parse_states(values: Iterable[str]) -> tuple[str, ...]:
+    """Task states as a user writes them (repeated, or comma-separated; either dialect's spelling),
+    each once, in the order given. ValueError names a word that is no task state."""
+    states: dict[str, None] = {}
+    for value in values:
+        for word in (w.strip() for w in value.split(",")):
+            if not word:
+                continue
+            state = normalise_state(word)
+            if state == "unknown" and word.lower() != "unknown":
+                raise ValueError(f"unknown task state '{word}'")
+            states[state] = None
+    return tuple(states)
+
+
+class Listing(NamedTuple):
+    total: int  # how many rows pass the filter (tasks and lone Messages)
+    rows: Iterator[TaskRow]  # the newest ``limit`` of them, newest last event first, read as they are iterated
+
+
+def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Folding = quietly) -> Listing:
+    """Tasks and lone Message replies passing ``where``, newest (by last event) first.
+
+    Tasks come from the task index, a page at a time; on a log that cannot be written and whose
+    projection is behind, from the fold in memory (every task, then sorted)."""
+    proj = task_projection(st, folding=folding)
+    lone = [m for m in lone_messages(st, st.exchanges_without_task()) if where.keeps_message(m)]
+    bindings: dict[str, set[str]] = {}  # task -> the bindings of its exchanges, read with them
+    if isinstance(proj, InMemoryProjection):  # no index to page
+        every = st.exchanges()
+        _note_bindings(every, bindings)
+        views = [v for v in proj.views(closed_exchanges(every)) if where.keeps(v)]
+        views.sort(key=lambda v: v.last_position, reverse=True)
+        return Listing(len(views) + len(lone), _newest_rows(iter(views), lone, limit, bindings))
+    states, context, since = where.states, where.context, where.since
+    total = count(st, states=states, context=context, since=since) + len(lone)
+    found = newest(
+        st, limit=limit, states=states, context=context, since=since, closed=lambda ids: _closed(st, ids, bindings)
+    )
+    return Listing(total, _newest_rows(found, lone, limit, bindings))
+
+
+def _closed(st: Store, task_ids: Iterable[str], bindings: dict[str, set[str]]) -> dict[int, float]:
+    """The ended exchanges of some tasks (a page of the listing); their bindings noted in ``bindings``."""
+    ended: dict[int, float] = {}
+    for t in task_ids:
+        exchanges = st.exchanges(t)
+        _note_bindings(exchanges, bindings)
+        ended.update(closed_exchanges(exchanges))
+    return ended
+
+
+def _note_bindings(exchanges: Iterable[Exchange], bindings: dict[str, set[str]]) -> None:
+    for ex in exchanges:
+        name = binding_and_version(ex.binding, ex.dialect)[0]
+        if ex.task_id and name:
+            bindings.setdefault(ex.task_id, set()).add(name)
+
+
+def _task_row(v: TaskView, bindings: Iterable[str] = ()) -> TaskRow:
+    row = TaskRow(
+        v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, len(v.faults), v.final_answer
+    )
+    row.bindings = sorted(bindings)
+    return row
+
+
+def _message_row(m: LoneMessage) -> TaskRow:
+    first, last = m.events[0].received_at, m.events[-1].received_at
+    return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
+
+
+def _newest_rows(
+    views: Iterator[TaskView], lone: list[LoneMessage], limit: int | None, bindings: Mapping[str, set[str]]
+) -> Iterator[TaskRow]:
+    """Task rows (``views``: newest last event first) and lone Message rows, merged newest first."""
+    tasks = ((v.last_position, _task_row(v, bindings.get(v.task_id, ()))) for v in views)
+    messages = sorted(((m.events[-1].position, _message_row(m)) for m in lone), key=lambda p: p[0], reverse=True)
+    merged = heapq.merge(tasks, messages, key=lambda p: p[0], reverse=True)
+    return (row for _, row in islice(merged, limit))
+
+
+def newest_ids(st: Store, limit: int | None) -> tuple[list[str], int | None]:
+    """The newest ``limit`` task ids (every one: None) by last event, newest first, and how many
+    tasks the log holds. A log that cannot be written, with its task index behind, is ordered
+    from the log itself, and the count is None."""
+    try:
+        Projector(st).catch_up()
+    except ReadOnlyStore:
+        events = sorted(st.task_events(), key=lambda t: t.last_position, reverse=True)
+        return [t.task_id for t in (events if limit is None else events[:limit])], None
+    return [v.task_id for v in newest(st, limit=limit)], count(st)
+
+
+def log_order_ids(st: Recordings, limit: int | None = None) -> list[str]:
+    """Every task id in log order (of first appearance); the last ``limit`` of them."""
+    ids = [t.task_id for t in st.task_events()]
+    return ids if limit is None else ids[-limit:]

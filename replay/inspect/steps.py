@@ -2,8 +2,8 @@
 
 Doctor, diff, grep and the exports all walk the same thing: the stored events of a task in log
 order, each decoded with :func:`store.decode_item`, and the channel an artifact belongs to. This
-module holds that walk so the views agree on it. The channel rules follow docs/design.md
-(opencode channels, blocks and lanes, else a generic artifact).
+module holds that walk so the views agree on it. Which channel an artifact is in is the fold's
+own classifier (:func:`replay.profiles.channel_of`), never a second copy here.
 
 What a task *shows* (final answer, reasoning, tool calls, artifacts, state, the last status
 message) is never folded here: :func:`task_view` is the view of the one fold,
@@ -18,7 +18,6 @@ from typing import Any
 import msgspec
 
 from a2a_tape.store import (
-    Artifact,
     ArtifactUpdate,
     ErrorItem,
     Exchange,
@@ -34,27 +33,19 @@ from a2a_tape.store import (
 from a2a_tape.store.events import is_interrupted, is_terminal
 
 from ..fold import fold_task_events
+from ..profiles import channel_of
 from ..views import TaskView
 
 __all__ = [
     "Step",
-    "channel_of",
     "closed_exchanges",
     "decode_events",
-    "id_channel",
-    "is_answer_channel",
     "is_interrupted",
     "is_terminal",
     "state_of",
     "summary",
     "task_view",
 ]
-
-FINAL = "final_answer"
-REASONING = "reasoning"
-TOOL = "tool_call"
-ERROR = "error"
-GENERIC = "artifact"
 
 
 class Step(msgspec.Struct, frozen=True):
@@ -74,41 +65,6 @@ class Step(msgspec.Struct, frozen=True):
 
 def decode_events(events: Iterable[StoredEvent]) -> list[Step]:
     return [Step(ev, decode_item(bytes(ev.payload))) for ev in events]
-
-
-def channel_of(artifact: Artifact) -> str:
-    """final_answer / reasoning / tool_call / error / artifact, from metadata, else from the id."""
-    meta = artifact.meta
-    if meta.channel in (FINAL, REASONING, TOOL):
-        return meta.channel
-    if meta.block_type:
-        return {"text": FINAL, "reasoning": REASONING, "tool_call": TOOL}.get(meta.block_type, GENERIC)
-    aid = artifact.artifact_id
-    if aid.endswith(":stream:reasoning"):
-        return REASONING
-    if ":stream:tool" in aid:
-        return TOOL
-    if aid.endswith(":stream:text") or aid.endswith(":stream"):
-        return FINAL
-    if aid.endswith(":error"):
-        return ERROR
-    return GENERIC
-
-
-def id_channel(artifact_id: str) -> str | None:
-    """The channel an artifact id names by itself (opencode ids), or None for free-form ids."""
-    if artifact_id.endswith(":stream:reasoning"):
-        return REASONING
-    if ":stream:tool" in artifact_id:
-        return TOOL
-    if artifact_id.endswith(":stream:text") or artifact_id.endswith(":stream"):
-        return FINAL
-    return None
-
-
-def is_answer_channel(channel: str) -> bool:
-    """What a user reads as the answer: the final answer, or a generic artifact's text."""
-    return channel in (FINAL, GENERIC)
 
 
 def state_of(step: Step) -> str | None:
@@ -142,8 +98,8 @@ def _short_json(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def summary(item: Item) -> str:
-    """One short line saying what an item is (timeline, Mermaid, HAR comments)."""
+def summary(item: Item, task_id: str | None) -> str:
+    """One short line saying what an item of task ``task_id`` is (timeline, Mermaid, HAR comments)."""
     b = item.body
     if isinstance(b, ArtifactUpdate):
         art = b.artifact
@@ -152,7 +108,7 @@ def summary(item: Item) -> str:
             mode += " (final snapshot)"
         data = " ".join(_short_json(p.data) for p in art.parts if p.kind == "data")
         text = " ".join(x for x in (art.text, data) if x)
-        return f"{art.artifact_id} [{channel_of(art)}] {mode}{' last' if b.last_chunk else ''}: {text}"
+        return f"{art.artifact_id} [{channel_of(task_id, art)}] {mode}{' last' if b.last_chunk else ''}: {text}"
     if isinstance(b, (StatusUpdate, TaskSnapshot)):
         msg = b.message if isinstance(b, StatusUpdate) else b.status_message
         return b.state + (f": {msg.text}" if msg is not None and msg.text else "")

@@ -44,12 +44,12 @@ from .frames import comment, frame
 from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
 from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
 from .matching import Matcher
+from .modes import RecordMode
 from .playback import Playback, parse_timing
 from .reply import SSE_HEADERS, Reply, card_reply, error_data, error_reply, json_reply, render
 from .shape import Shape, shape_of
 from .validation import send_problem
 
-RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
 _BATCH = 256  # frames joined into one body chunk when nothing waits between them
 
 
@@ -83,20 +83,19 @@ class ReplayEngine:
         upstream: str | None = None,
         redactor: Redactor | None = None,
     ) -> None:
-        if record_mode not in RECORD_MODES:
-            raise ValueError(f"unknown record mode {record_mode!r} (use one of: {', '.join(RECORD_MODES)})")
-        if record_mode in ("new_episodes", "all") and not upstream:
-            raise ValueError(f"record mode {record_mode} needs an upstream agent URL (--upstream)")
+        mode = RecordMode.of(record_mode)
+        if mode.needs_upstream and not upstream:
+            raise ValueError(f"record mode {mode} needs an upstream agent URL (--upstream)")
         self.library = library
         self.scale = parse_timing(timing)
         self.faults = parse_faults(faults) if isinstance(faults, str) else (faults or NO_FAULTS)
         self.matcher = Matcher(library.episodes, match)
-        self.record_mode = record_mode
+        self.record_mode = mode
         self.upstream = upstream.rstrip("/") if upstream else None
-        self.record_all = record_mode == "all"
+        self.record_all = mode is RecordMode.all
         # once: a recording that was empty at the start records what does not match (vcrpy's "once")
-        self.record_new = record_mode == "new_episodes" or (
-            record_mode == "once" and not library.episodes and bool(upstream)
+        self.record_new = mode is RecordMode.new_episodes or (
+            mode is RecordMode.once and not library.episodes and bool(upstream)
         )
         self.playbacks: dict[str, Playback] = {}
         self.cancelled: set[str] = set()

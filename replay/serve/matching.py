@@ -20,22 +20,17 @@ names the nearest recording and the first field that differs, for the error mess
 from __future__ import annotations
 
 import difflib
-from typing import Literal
 
 from .library import Episode, message_text
+from .modes import MatchMode
 from .rpc import RpcRequest
 from .shape import Shape, common_fields, first_difference
-
-MatchMode = Literal["method-text", "strict", "order"]
-MATCH_MODES: tuple[str, ...] = ("method-text", "strict", "order")
 
 
 class Matcher:
     def __init__(self, episodes: list[Episode], mode: str = "method-text") -> None:
-        if mode not in MATCH_MODES:
-            raise ValueError(f"unknown match mode {mode!r} (use one of: {', '.join(MATCH_MODES)})")
         self.episodes = episodes
-        self.mode = mode
+        self.mode = MatchMode.of(mode)
 
     def _candidates(self, req: RpcRequest, shape: Shape, operation: str) -> list[Episode]:
         if self.mode == "order":

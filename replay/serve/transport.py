@@ -28,6 +28,7 @@ from ..http import sendable
 from .engine import ReplayEngine
 from .faults import Faults
 from .library import Library
+from .modes import RecordMode
 from .reply import Reply
 
 
@@ -136,7 +137,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         if engine is None:
             if recording is None:
                 raise ValueError("ReplayTransport needs a recording (a database or a JSONL tape) or an engine")
-            lib = Library.open(recording, create=record_mode in ("once", "all"))
+            lib = Library.open(recording, create=RecordMode.of(record_mode).records(upstream))
             self._owns_library = lib
             engine = ReplayEngine(
                 lib, timing=timing, faults=faults, match=match, record_mode=record_mode, upstream=upstream

@@ -19,6 +19,7 @@ def log(st):
                 task_id=("task-a%d" % (i % 3)) if i != 4 else None,
                 exchange_id=ex if i % 2 == 0 else other,
                 received_at=100.0 + i,
+                origin="local" if i == 7 else "upstream",  # the fold must know our own events
             )
             for i in range(11)
         ]
@@ -27,10 +28,12 @@ def log(st):
 
 
 @pytest.mark.parametrize("start, batch", [(0, 5000), (0, 3), (0, 1), (4, 4), (11, 2)])
-def test_read_fold_rows_is_read_from_in_six_columns(log, start, batch):
+def test_read_fold_rows_is_read_from_in_seven_columns(log, start, batch):
     st, _, _ = log
     rows = [r for b in st.read_fold_rows(start, batch=batch) for r in b]
-    expected = [(e.position, e.task_id, e.seq, e.exchange_id, e.received_at, e.payload) for e in st.read_from(start)]
+    expected = [
+        (e.position, e.task_id, e.seq, e.exchange_id, e.received_at, e.payload, e.origin) for e in st.read_from(start)
+    ]
     assert [tuple(r) for r in rows] == expected
     assert all(len(b) <= batch for b in st.read_fold_rows(start, batch=batch))
 

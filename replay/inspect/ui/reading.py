@@ -14,7 +14,7 @@ from typing import Protocol
 
 import msgspec
 
-from a2a_tape.store import Exchange, ReadOnlyStore, Store, StoredEvent, normalise_state
+from a2a_tape.store import Exchange, ReadOnlyStore, Store, StoredEvent
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import BINDING_NAMES
 
@@ -77,13 +77,10 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filters:
         value = value.strip()
         if value:
             got.setdefault(key, []).append(value)
-    states = []
-    for s in got.get("state", []):
-        for one in s.split(","):
-            norm = normalise_state(one.strip())
-            if norm == "unknown" and one.strip().lower() != "unknown":
-                raise BadQuery(f"unknown task state '{one.strip()}'")
-            states.append(norm)
+    try:
+        states = listing.parse_states(got.get("state", []))  # the CLI's --state rule
+    except ValueError as exc:
+        raise BadQuery(str(exc)) from None
     level = _one(got, "level")
     if level not in (None, "error", "warning"):
         raise BadQuery(f"faults: 'error' or 'warning', not '{level}'")
@@ -93,7 +90,7 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filters:
     since_text = _one(got, "since")
     return Filters(
         q=_one(got, "q"),
-        states=tuple(dict.fromkeys(states)),
+        states=states,
         context=_one(got, "context"),
         binding=binding,
         upstream=_one(got, "upstream"),

@@ -65,7 +65,7 @@ def event_rows(
     prev = previous_at
     for ev in events:
         item = decode_item(bytes(ev.payload))
-        what = summary(item)
+        what = summary(item, ev.task_id if ev.task_id is not None else item.task_id)
         if item.kind == "undecodable":
             what += ": " + bytes(ev.payload).decode("utf-8", "backslashreplace")
         if preview is not None and len(what) > preview:

@@ -12,6 +12,7 @@ import typer.main
 from hypothesis import given
 from hypothesis import strategies as st
 
+from a2a_tape.recorder import listen
 from a2a_tape.recorder.cli import app as _app  # noqa: F401 - installs the plain converter
 from a2a_tape.recorder.cli import options
 
@@ -45,10 +46,10 @@ def test_ports(value):
     for allow_zero in (False, True):
         low = 0 if allow_zero else 1
         if low <= value <= 65535:
-            assert options.parse_port(str(value), allow_zero=allow_zero) == value
+            assert listen.parse_port(str(value), allow_zero=allow_zero) == value
         else:
             with pytest.raises(ValueError):
-                options.parse_port(str(value), allow_zero=allow_zero)
+                listen.parse_port(str(value), allow_zero=allow_zero)
 
 
 @given(st.datetimes(min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(9998, 12, 31)))

@@ -29,14 +29,18 @@ def test_the_summary_in_the_table_is_the_first_paragraph_of_the_command_help():
         assert " ".join(first.split()) == entry.summary, name
 
 
-def test_choices_are_the_engine_choices():
-    from a2a_tape.recorder.cli.export_formats import FORMATS
-    from a2a_tape.replay.serve.engine import RECORD_MODES
-    from a2a_tape.replay.serve.matching import MATCH_MODES
+def test_serve_offers_the_replay_servers_own_modes():
+    """One definition per vocabulary: serve's --record-mode and --match are the enums the engine,
+    the transport and the pytest plugin read (replay/serve/modes.py), not copies of them."""
+    import typing
 
-    assert tuple(m.value for m in options.RecordMode) == RECORD_MODES
-    assert tuple(m.value for m in options.MatchMode) == MATCH_MODES
-    assert tuple(f.value for f in options.ExportFormat) == FORMATS
+    from a2a_tape.recorder.cli.serve import serve_cmd
+    from a2a_tape.replay.serve.modes import MatchMode, RecordMode
+
+    hints = typing.get_type_hints(serve_cmd, include_extras=True)
+    assert typing.get_args(hints["record_mode"])[0] is RecordMode
+    assert typing.get_args(hints["match"])[0] is MatchMode
+    assert not hasattr(options, "RecordMode") and not hasattr(options, "MatchMode")
 
 
 def test_the_exception_classes_come_from_the_click_typer_runs_on():

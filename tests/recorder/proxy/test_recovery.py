@@ -209,8 +209,10 @@ def test_lease_of_a_dead_recovery_is_taken_over_a_live_one_is_respected(db_path,
     assert take_lease(st, "me:1:x") is None  # its owner is gone: taken over at once
     assert st.lease_holder(LEASE_KEY) == "me:1:x"
     st.lease_release(LEASE_KEY, "me:1:x")
-    alive = f"{host}:{__import__('os').getpid()}:other"
-    assert st.lease_acquire(LEASE_KEY, alive, ttl=600)  # a live holder
+    from a2a_tape.store.leases import new_owner
+
+    alive = new_owner()  # a live holder (in this process)
+    assert st.lease_acquire(LEASE_KEY, alive, ttl=600)
     try:
         anyio.run(lambda: recover(st, lease_wait=0.2))
         raise AssertionError("a live lease was ignored")

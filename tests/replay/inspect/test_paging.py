@@ -51,9 +51,9 @@ def test_tasks_shows_the_newest_50_and_says_how_to_see_more(many):
 
 
 def test_tasks_all_streams_aligned_pages_past_one_table(many, monkeypatch):
-    from a2a_tape.recorder.cli import inspect as cmd_inspect
+    from a2a_tape.recorder.cli import render
 
-    monkeypatch.setattr(cmd_inspect, "_TABLE_ROWS", 100)
+    monkeypatch.setattr(render, "TABLE_ROWS", 100)
     r = cli("tasks", "--all", "--db", many)
     lines = [line for line in r.stdout.splitlines() if "task-0" in line]
     assert len(lines) == 260 and r.stderr == ""
@@ -248,7 +248,7 @@ def test_a_listing_past_one_table_with_a_lone_message_reply_keeps_its_columns(tm
     not (``len(None)``: an internal error); its shown name ``message <id>`` is measured instead."""
     import shutil
 
-    from a2a_tape.recorder.cli import inspect as cmd_inspect
+    from a2a_tape.recorder.cli import render
 
     db = tmp_path / "m.db"
     shutil.copy(many, db)
@@ -258,7 +258,7 @@ def test_a_listing_past_one_table_with_a_lone_message_reply_keeps_its_columns(tm
             Exchange(started_at=3e9, url="http://127.0.0.1:1/", rpc_method="SendMessage", ended_at=3e9 + 1)
         )
         st.append(NewEvent(payload=json.dumps(reply).encode(), exchange_id=ex, received_at=3e9))
-    monkeypatch.setattr(cmd_inspect, "_TABLE_ROWS", 100)
+    monkeypatch.setattr(render, "TABLE_ROWS", 100)
     r = cli("tasks", "--all", "--db", db)
     assert r.code == 0, r.stderr
     lines = [line for line in r.stdout.splitlines() if "task-0" in line or "m-lone" in line]

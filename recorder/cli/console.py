@@ -1,0 +1,46 @@
+"""The rich Console every human output of the CLI goes through: what it lays out is made visible
+first (:func:`a2a_tape.replay.inspect.visible.visible`), so nothing of a recording acts on the
+terminal, whichever command printed it and however (a string, a ``Text``, a table cell, a panel).
+
+Strings are never read as rich markup nor emoji codes: an agent's ``[link=...]`` is text, not a
+link. Made by ``app._LazyConsole`` on first use (``--json`` never imports rich).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console, ConsoleOptions
+from rich.segment import Segment
+from rich.text import Text
+
+from a2a_tape.replay.inspect.visible import visible
+
+
+class VisibleConsole(Console):
+    """A Console whose strings and ``Text`` are made visible before they are laid out."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)
+        kwargs.setdefault("emoji", False)
+        super().__init__(**kwargs)
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(visible(text), **kwargs)
+
+    def render(self, renderable: Any, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        if isinstance(renderable, Text):
+            renderable = _visible_text(self, renderable)
+        return super().render(renderable, options)
+
+
+def _visible_text(console: Console, text: Text) -> Text:
+    """``text`` made visible, its styles kept (each styled run is escaped on its own)."""
+    if visible(text.plain) == text.plain:
+        return text
+    shown = Text(justify=text.justify, overflow=text.overflow, no_wrap=text.no_wrap, end=text.end)
+    shown.tab_size = text.tab_size
+    for seg in text.render(console, end=""):
+        shown.append(visible(seg.text), seg.style)
+    return shown

@@ -1,0 +1,92 @@
+"""One parser of addresses to listen on (recorder/listen.py), for every server we start.
+
+``serve`` and ``proxy`` each had one (``cmd_serve.parse_listen``, ``proxy.check_listen``), next to
+the command line's own check (``options.listen``): the proxy's accepted any digits as a port
+(``int('99999')``, ``int('８０')``), kept away from a socket only by the option check running
+first. Now the option check, ``serve`` and ``proxy`` read the address with the same function.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from a2a_tape.recorder.cli import app
+from a2a_tape.recorder.listen import is_loopback, listen_address, parse_listen
+
+SERVERS = {
+    "serve": (["serve"], "the replay server is for this machine; add --allow-remote to mean it"),
+    "proxy": (["proxy", "http://127.0.0.1:9"], "the proxy forwards credentials; add --allow-remote to mean it"),
+    "ui": (["ui"], "the UI shows the whole log, to this machine only (127.0.0.1, ::1)"),
+}
+
+
+@given(st.text(max_size=40))
+def test_any_text_is_an_address_with_a_port_in_range_or_one_reason(text):
+    try:
+        host, port = parse_listen(text)
+    except ValueError as exc:
+        assert str(exc).isprintable()  # one line, and nothing of the input reaches a terminal as a control
+        return
+    assert 0 <= port <= 65535 and host.isprintable()
+    assert text.endswith(f":{port}") and text.rpartition(":")[2].isascii()
+    try:
+        listen_address(text, allow_remote=False, why="why")
+    except ValueError as exc:
+        assert str(exc).isprintable()
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+        (":0", ("127.0.0.1", 0)),
+        ("[::1]:9", ("::1", 9)),
+        ("localhost:65535", ("localhost", 65535)),
+    ],
+)
+def test_addresses(text, expected):
+    assert parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1", "127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:８０", "[::1:80", "x:"])
+def test_not_addresses(text):
+    with pytest.raises(ValueError):
+        parse_listen(text)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "localhost", "::1"])
+def test_loopback_hosts(host):
+    assert is_loopback(host)
+    assert listen_address(f"[{host}]:0" if ":" in host else f"{host}:0", allow_remote=False, why="w") == (host, 0)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "example.com", "128.0.0.1"])
+def test_a_host_off_this_machine_needs_allow_remote(host):
+    text = f"[{host}]:80" if ":" in host else f"{host}:80"
+    with pytest.raises(ValueError, match=f"refusing to listen on {host}: why"):
+        listen_address(text, allow_remote=False, why="why")
+    assert listen_address(text, allow_remote=True, why="why") == (host, 80)
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("127.0.0.1:99999", "is not a number from 0 to 65535"),
+        ("127.0.0.1:８０", "is not a number from 0 to 65535"),
+        ("nonsense", "is not HOST:PORT"),
+        ("10.1.2.3:0", "refusing to listen on 10.1.2.3"),
+    ],
+)
+def test_every_server_reads_listen_alike(tmp_path, server, value, needle):
+    argv, why = SERVERS[server]
+    res = CliRunner().invoke(app, [*argv, "--listen", value, "--db", str(tmp_path / "x.db")])
+    assert res.exit_code == 2, res.output
+    [line] = res.stderr.strip().splitlines()
+    assert needle in line and "Traceback" not in line
+    if needle.startswith("refusing"):
+        assert why in line
+    assert not (tmp_path / "x.db").exists()

@@ -1,0 +1,127 @@
+"""Lifecycle faults are the fold's (replay/fold.py): ``channels`` lists them, doctor reports the same
+ones under its codes (terminal-changed, events-after-terminal) and adds only what a fold cannot see.
+
+doctor kept its own copy of the rules, and the two had drifted:
+- our own synthetic FAILED (origin local) made the fold blame the agent for going on afterwards
+  (``after-terminal``, ``terminal-changed`` in ``channels``); doctor rightly did not;
+- the same terminal status sent again on the stream that ended the task, and everything after a
+  finished task went back to working, were events after the terminal state for doctor only;
+- the fold's ``after-terminal`` was a warning, doctor's an error (the contract says a terminal
+  state is final: an error);
+- a status update with a state nobody knows, after the end, was a "terminal state change" for
+  doctor only (it is an event after the terminal state).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from a2a_tape.replay.fold import fold_task_events
+from a2a_tape.replay.inspect.doctor import findings
+from a2a_tape.store import Exchange, StoredEvent, local_failed
+from tests.replay.inspect.builders import Tape, items
+from tests.replay.inspect.conftest import cli
+
+LIFECYCLE = {"terminal-changed": "terminal-changed", "terminal-reopened": "terminal-changed"}
+LIFECYCLE["after-terminal"] = "events-after-terminal"
+
+
+def both(tmp_path, build, dialect="1.0"):
+    """(the fold's lifecycle faults as channels --json shows them, doctor's lifecycle findings)."""
+    it = items(dialect)
+    tape = Tape(tmp_path / "t.db")
+    build(tape, it)
+    tape.close()
+    view = cli("channels", it.task_id, "--db", tmp_path / "t.db", "--json").json()
+    doc = cli("doctor", it.task_id, "--db", tmp_path / "t.db", "--json").json()
+    fold = {(f["code"], f["level"]): f["positions"] for f in view["faults"] if f["code"] in LIFECYCLE}
+    doctor = {(f["code"], f["level"]): f["positions"] for f in doc["findings"] if f["code"] in LIFECYCLE.values()}
+    assert {(LIFECYCLE[c], level) for c, level in fold} == set(doctor)  # the same faults, doctor's codes
+    return fold, doctor
+
+
+def stream(it, *tail):
+    return [it.task("submitted"), it.status("working"), it.artifact("a1", "hi", last=True), *tail]
+
+
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+def test_our_own_failed_is_no_fault_of_the_agent_that_goes_on(tmp_path, dialect):
+    def build(t, it):
+        ex = t.stream(it, stream(it)[:2])
+        t.add(it.task_id, [local_failed(it.task_id, it.context_id, "stalled")], origin="local")
+        t.add(it.task_id, [it.artifact("a1", "late", last=True), it.status("completed")], exchange_id=ex)
+
+    assert both(tmp_path, build, dialect) == ({}, {})
+
+
+def test_the_terminal_status_sent_again_on_its_stream_is_an_event_after_the_end(tmp_path):
+    fold, _ = both(tmp_path, lambda t, it: t.stream(it, stream(it, it.status("completed"), it.status("completed"))))
+    assert fold == {("after-terminal", "error"): [4, 5]}  # the end at 4; the repeat at 5
+
+
+def test_a_repeat_by_another_exchange_is_fine(tmp_path):
+    def build(t, it):
+        t.stream(it, stream(it, it.status("completed")))
+        t.add(it.task_id, [it.task("completed")], exchange_id=t.exchange(streaming=False, rpc_method="GetTask"))
+
+    assert both(tmp_path, build) == ({}, {})
+
+
+def test_what_follows_a_finished_task_that_went_back_is_after_its_end(tmp_path):
+    fold, doctor = both(
+        tmp_path,
+        lambda t, it: t.stream(it, stream(it, it.status("completed"), it.status("working"), it.artifact("a2", "x"))),
+    )
+    assert fold == {("terminal-reopened", "error"): [4, 5], ("after-terminal", "error"): [4, 6]}
+    assert doctor == {("terminal-changed", "error"): [4, 5], ("events-after-terminal", "error"): [4, 6]}
+
+
+def test_a_state_nobody_knows_after_the_end_is_an_event_after_it(tmp_path):
+    def build(t, it):
+        odd = it.status("completed").replace(b"TASK_STATE_COMPLETED", b"TASK_STATE_SOMETHING_NEW")
+        t.stream(it, stream(it, it.status("completed"), odd))
+
+    assert both(tmp_path, build)[1] == {("events-after-terminal", "error"): [4, 5]}
+
+
+# -- the rule, on any sequence ----------------------------------------------------------------------
+
+STEP = st.one_of(
+    st.tuples(st.just("status"), st.sampled_from(["working", "input-required", "completed", "failed", "canceled"])),
+    st.tuples(st.just("task"), st.sampled_from(["working", "completed", "failed"])),
+    st.tuples(st.just("artifact"), st.just("")),
+    st.tuples(st.just("message"), st.just("")),
+    st.tuples(st.just("local-failed"), st.just("")),
+)
+
+
+def _payload(it, kind: str, state: str) -> bytes:
+    if kind == "status":
+        return it.status(state)
+    if kind == "task":
+        return it.task(state)
+    if kind == "artifact":
+        return it.artifact("a1", "x", append=True)
+    return it._wrap("message", {"messageId": "m", "role": "ROLE_AGENT", "parts": []}, "message")
+
+
+@settings(max_examples=300, deadline=None)  # a rule, not a timing: a loaded machine may take 200 ms for one example
+@given(st.lists(st.tuples(STEP, st.sampled_from([1, 2])), max_size=12))
+def test_doctor_reports_the_folds_lifecycle_faults_and_no_others(steps):
+    it = items("1.0", "t-1")
+    events, exchanges = [], [Exchange(id=n, url="http://a/", streaming=True, task_id="t-1") for n in (1, 2)]
+    for pos, ((kind, state), ex) in enumerate(steps, 1):
+        if kind == "local-failed":
+            payload, origin, ex_id = local_failed("t-1", "ctx", "ours"), "local", None
+        else:
+            payload = _payload(it, kind, state)
+            origin, ex_id = "upstream", ex
+        events.append(StoredEvent(pos, "t-1", pos, ex_id, None, payload, float(pos), None, origin))
+    view = fold_task_events("t-1", events).view()
+    expected = sorted((LIFECYCLE[f.code], sorted(set(f.positions))) for f in view.faults if f.code in LIFECYCLE)
+    found = sorted((f.code, f.positions) for f in findings("t-1", events, exchanges) if f.code in LIFECYCLE.values())
+    assert found == expected
+    locals_at = {e.position for e in events if e.origin == "local"}
+    assert not any(set(p) <= locals_at for _, p in found)  # our own events are never the fault
