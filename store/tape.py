@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from itertools import chain
 from typing import IO, Annotated, Any, Literal
 
@@ -335,11 +336,11 @@ def import_tape(
     from . import tape_reader  # both ends of the reader's pipe (it imports this module)
 
     fd = tape_reader.reader_fd(lines, reader)
-    proc = None if fd is None else tape_reader.start_reader(fd)
-    if proc is None:
-        return _import(store, import_blocks(lines), progress, batch)
-    with tape_reader.reader_blocks(proc) as blocks:
-        return _import(store, blocks, progress, batch)
+    with ExitStack() as stack:
+        with tape_reader.interrupts_held():  # no Ctrl-C between the reader's start and its stop's guard
+            proc = None if fd is None else tape_reader.start_reader(fd)
+            blocks = None if proc is None else stack.enter_context(tape_reader.reader_blocks(proc))
+        return _import(store, import_blocks(lines) if blocks is None else blocks, progress, batch)
 
 
 def _import(

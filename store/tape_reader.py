@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import IO
@@ -84,6 +86,24 @@ def start_reader(fd: int) -> subprocess.Popen[bytes] | None:
     return proc
 
 
+_HELD = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait (in the main thread) until the block is left: a reader process
+    started inside it is under :func:`reader_blocks` (which stops it) before an interrupt can land.
+    Without it, an interrupt between the fork and that block left the reader running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held interrupt is raised here, or just after
+
+
 @contextmanager
 def reader_blocks(proc: subprocess.Popen[bytes]) -> Iterator[Iterator[ImportBlock]]:
     """The blocks the reader process sends: the same checks and errors as :func:`import_blocks`
@@ -124,6 +144,7 @@ def _send(out: int, encode: msgspec.msgpack.Encoder, frame: Frame, buf: bytearra
 
 
 def main(argv: list[str]) -> int:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)  # started under interrupts_held: its mask is inherited
     encoder = msgspec.msgpack.Encoder()
     buf = bytearray()
     out = sys.stdout.fileno()
