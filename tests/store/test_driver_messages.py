@@ -19,20 +19,21 @@ SECRET = "SEKRETpw"
 pytest.importorskip("psycopg")
 
 
-def _urls() -> list[str]:
-    port = closed_port()
-    return [
-        f"postgresql://a2a:Ab%zz{SECRET}@127.0.0.1:{port}/db",  # libpq: invalid percent-encoded token: "Ab%zz..."
-        f"postgresql://a2a:{SECRET}@[::1:{port}/db",  # libpq quotes the whole URI: the bracket is not closed
-        f"postgresql://a2a@127.0.0.1:{port}/db?sslpassword={SECRET}",
-        f"postgresql://a2a@127.0.0.1:{port}/db?password={SECRET}&connect_timeout=5",
-        f"postgresql://a2a:{SECRET}@127.0.0.1:{port}/db",
-    ]
+# PORT is a port nothing listens on, chosen when the test runs: the test ids stay the same in every
+# collection (pytest-xdist's workers must collect the same ids)
+URLS = [
+    f"postgresql://a2a:Ab%zz{SECRET}@127.0.0.1:PORT/db",  # libpq: invalid percent-encoded token: "Ab%zz..."
+    f"postgresql://a2a:{SECRET}@[::1:PORT/db",  # libpq quotes the whole URI: the bracket is not closed
+    f"postgresql://a2a@127.0.0.1:PORT/db?sslpassword={SECRET}",
+    f"postgresql://a2a@127.0.0.1:PORT/db?password={SECRET}&connect_timeout=5",
+    f"postgresql://a2a:{SECRET}@127.0.0.1:PORT/db",
+]
 
 
-@pytest.mark.parametrize("url", _urls())
+@pytest.mark.parametrize("url", URLS)
 @pytest.mark.parametrize("command", [["tasks"], ["show", "t-1"], ["export", "--all"], ["serve"], ["doctor"]])
 def test_no_driver_message_prints_the_password(tmp_path, url, command):
+    url = url.replace("PORT", str(closed_port()))
     env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_TAPE")}
     r = subprocess.run([CLI, *command, "--db", url], cwd=tmp_path, capture_output=True, timeout=60, env=env)
     assert r.returncode == 2, r.stderr
