@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from typing import Annotated
 
@@ -10,7 +11,6 @@ import anyio
 import typer
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from a2a_tape.store.errors import WouldWait
 from a2a_tape.store.redact import build_redactor, safe_text
@@ -202,12 +202,43 @@ DEMO_TEXT = "What does a2a-tape record?"
 
 
 @app.command("demo")
-def demo_cmd(db: DbOption = None) -> None:
+def demo_cmd(
+    agent_only: Annotated[
+        bool,
+        typer.Option(
+            "--agent-only", help="Only run the demo agent, until Ctrl-C, for your own client (prints its URL)."
+        ),
+    ] = False,
+    listen: Annotated[
+        str,
+        typer.Option(
+            help="HOST:PORT for the demo agent (port 0: any free port); loopback only.", callback=options.listen
+        ),
+    ] = "127.0.0.1:0",
+    db: DbOption = None,
+) -> None:
     """Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."""
-    from ..demo_agent import make_demo_app
-    from ..listen import serving
+    from a2a_tape.replay.loopback import is_loopback
 
-    with serving(make_demo_app()) as url:
+    from .. import listen as listening
+    from ..demo_agent import make_demo_app
+    from ..demo_steps import free_port, lines, next_steps
+
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not is_loopback(host):
+        fail(f"refusing to listen on {host}: the demo agent is for this machine (loopback only)")
+    try:
+        sock = listening.bind(host, int(port))
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    if agent_only:
+        say(f"a2a-tape demo: the demo agent at {listening.url_of(sock)} (Ctrl-C stops it)")
+        sys.stderr.flush()
+        listening.run(make_demo_app(), sock)
+        return
+    sock.close()
+    with listening.serving(make_demo_app(), host, int(port)) as url:
         err.print(f"demo agent listening on {url} (in this process)", markup=False)
         opts = RecordOptions(url=url, text=DEMO_TEXT, stall_timeout=30.0)
         result, session = run_record(opts, db, [], json=False, title=f"demo agent: {DEMO_TEXT}")
@@ -216,20 +247,7 @@ def demo_cmd(db: DbOption = None) -> None:
         from .inspect import show_cmd
 
         show_cmd(task=result.task_id, raw=False, db=db, json=False)
-        short = result.task_id[:8]
-        dbarg = f" --db {db}" if db else ""
-        out.print("\nwhat to try next:", markup=False)
-        nxt = Table.grid(padding=(0, 2))
-        nxt.add_column(no_wrap=True)
-        nxt.add_column(style="dim")
-        for cmd, what in (
-            (f"a2a-tape channels {short}{dbarg}", "the rebuilt channels: answer, reasoning, tool calls"),
-            (f"a2a-tape show {short}{dbarg} --json", "every raw event as received"),
-            (f"a2a-tape tasks{dbarg}", "every recorded task"),
-            (f"a2a-tape ui{dbarg}", "the log in a browser: waterfall, answer under a scrubber, live"),
-            (f"a2a-tape serve{dbarg}", "replay the recordings as a fake A2A agent"),
-            (f"a2a-tape record URL 'hello'{dbarg}", "record your own agent"),
-        ):
-            nxt.add_row("  " + cmd, what)
-        out.print(nxt)
+        out.print("\nwhat to try next (each line runs as printed):", markup=False)
+        for line in lines(next_steps(result.task_id, db, db_location(db), DEMO_TEXT, free_port())):
+            out.print("  " + line, markup=False, soft_wrap=True, highlight=False)
     raise typer.Exit(result.exit_code)
