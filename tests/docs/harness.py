@@ -33,11 +33,12 @@ def reader_env(home: Path) -> dict[str, str]:
 class Background:
     """A long-lived command (a shell line) until :meth:`stop`; its output is collected as it comes."""
 
-    def __init__(self, line: str, cwd: Path, env: dict[str, str], ready: str) -> None:
+    def __init__(self, line: str, cwd: Path, env: dict[str, str], ready: str, *, shell_script: bool = False) -> None:
+        """``line``: one command; or (``shell_script``) a script whose last command execs the server."""
         self.line = line
         # exec: the shell becomes the command, so SIGTERM reaches the server itself
         self.proc = subprocess.Popen(
-            ["bash", "-c", f"exec {line}"],
+            ["bash", "-e", "-c", line if shell_script else f"exec {line}"],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
@@ -87,6 +88,14 @@ class Background:
         while (line := self._lines.get(timeout=10)) is not None:
             self.output.append(line)
         return code
+
+
+def stopped_cleanly(script: str, code: int) -> bool:
+    """Stopped by SIGTERM as by Ctrl-C: serve, proxy and the demo agent exit 0 (recorder/listen.py);
+    ``a2a-tape ui`` runs its own uvicorn loop, which hands the signal back and ends by it
+    (recorder/cli/ui.py; reported, not ours to change here)."""
+    last = [line for line in script.strip().splitlines() if line.strip()][-1].split()
+    return code == 0 or (code == -signal.SIGTERM and "ui" in last[:3] and last[-1] != "--agent-only")
 
 
 def run_line(line: str, cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import subprocess
 import httpx
 import pytest
 
-from tests.docs.harness import BIN, Background, reader_env, run_line
+from tests.docs.harness import BIN, Background, reader_env, run_line, stopped_cleanly
 
 SCRIPT = BIN / "a2a-tape"
 LONG_LIVED = "until Ctrl-C"  # what the demo says of a step that runs until stopped
@@ -59,10 +59,7 @@ def test_the_demo_next_steps_run_as_printed(tmp_path):
             assert "Traceback" not in run.stderr
     finally:
         codes = {bg.line: bg.stop() for bg in running}
-    # stopped with SIGTERM: serve and the demo agent end on it as on Ctrl-C (exit 0); ui's own uvicorn
-    # loop hands the signal back and ends by it (recorder/cli/ui.py, not listen.run)
-    stopped = {line: code for line, code in codes.items() if not (line.split()[1] == "ui" and code == -15)}
-    assert codes and all(code == 0 for code in stopped.values()), (codes, [bg.text for bg in running])
+    assert codes and all(stopped_cleanly(line, code) for line, code in codes.items()), [bg.text for bg in running]
     assert doctor_errors("a2a-tape.db", tmp_path, env) == []
     assert doctor_errors("replayed.db", tmp_path, env) == []
     tasks = json.loads(run_line("a2a-tape tasks --json", tmp_path, env).stdout)
