@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from typing import Annotated
 
@@ -21,7 +20,22 @@ from ..live import render
 from ..record import RecordOptions, RecordResult, record
 from ..session import Session
 from . import options
-from .app import BusyTimeoutOption, DbOption, JsonOption, commands, db_location, emit_json, err, fail, open_db, out, say
+from .app import (
+    BusyTimeoutOption,
+    DbOption,
+    JsonOption,
+    ListenOption,
+    commands,
+    db_location,
+    emit_json,
+    err,
+    fail,
+    listen_address,
+    listen_and_serve,
+    open_db,
+    out,
+    say,
+)
 from .options import Dialect, Durability, OnStall
 
 app = commands()
@@ -209,36 +223,21 @@ def demo_cmd(
             "--agent-only", help="Only run the demo agent, until Ctrl-C, for your own client (prints its URL)."
         ),
     ] = False,
-    listen: Annotated[
-        str,
-        typer.Option(
-            help="HOST:PORT for the demo agent (port 0: any free port); loopback only.", callback=options.listen
-        ),
-    ] = "127.0.0.1:0",
+    listen: ListenOption = "127.0.0.1:0",
     db: DbOption = None,
 ) -> None:
     """Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."""
-    from a2a_tape.replay.loopback import is_loopback
-
     from .. import listen as listening
     from ..demo_agent import make_demo_app
     from ..demo_steps import free_port, lines, next_steps
 
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    if not is_loopback(host):
-        fail(f"refusing to listen on {host}: the demo agent is for this machine (loopback only)")
-    try:
-        sock = listening.bind(host, int(port))
-    except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    host, port = listen_address(listen, allow_remote=False, why="the demo agent is for this machine (loopback only)")
     if agent_only:
-        say(f"a2a-tape demo: the demo agent at {listening.url_of(sock)} (Ctrl-C stops it)")
-        sys.stderr.flush()
-        listening.run(make_demo_app(), sock)
+        listen_and_serve(
+            make_demo_app(), host, port, lambda url: f"a2a-tape demo: the demo agent at {url} (Ctrl-C stops it)"
+        )
         return
-    sock.close()
-    with listening.serving(make_demo_app(), host, int(port)) as url:
+    with listening.serving(make_demo_app(), host, port) as url:
         err.print(f"demo agent listening on {url} (in this process)", markup=False)
         opts = RecordOptions(url=url, text=DEMO_TEXT, stall_timeout=30.0)
         result, session = run_record(opts, db, [], json=False, title=f"demo agent: {DEMO_TEXT}")
