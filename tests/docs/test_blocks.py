@@ -8,32 +8,19 @@ recorded); pages take a lock, since their servers listen on the ports the docs n
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.docs.blocks import ROOT, SHELL, Block, blocks_of, commands, documents, shell_problems
 from tests.docs.harness import Background, reader_env, stopped_cleanly
+from tests.oracles.cache import locked
 
 VENV = Path(sys.executable).parents[1]
 LOCK = Path("/tmp/a2a-tape-doc-blocks.lock")
-
-
-@contextlib.contextmanager
-def docs_ports() -> Iterator[None]:
-    """The docs' fixed ports (9999, 8080, 8765, ...) for one page at a time on this machine."""
-    with LOCK.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def reader_dir(tmp_path: Path) -> Path:
@@ -105,7 +92,7 @@ def test_every_block_runs_as_pasted(page, tmp_path):
     if not any(b.not_run is None for b in blocks_of(page)):
         pytest.skip(f"{page.name}: no block to run")
     cwd = reader_dir(tmp_path)
-    with docs_ports():
+    with locked(LOCK):  # the docs' fixed ports (9999, 8080, 8765, ...): one page at a time on this machine
         problems = run_page(page, cwd, reader_env(tmp_path / "home"))
     assert not problems, "\n\n".join(problems)
 
