@@ -229,7 +229,7 @@ def demo_cmd(
     """Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."""
     from .. import listen as listening
     from ..demo_agent import make_demo_app
-    from ..demo_steps import free_port, lines, next_steps
+    from ..demo_steps import free_port, lines, next_steps, program
 
     host, port = listen_address(listen, allow_remote=False, why="the demo agent is for this machine (loopback only)")
     if agent_only:
@@ -247,6 +247,6 @@ def demo_cmd(
 
         show_cmd(task=result.task_id, raw=False, db=db, json=False)
         out.print("\nwhat to try next (each line runs as printed):", markup=False)
-        for line in lines(next_steps(result.task_id, db, db_location(db), DEMO_TEXT, free_port())):
+        for line in lines(next_steps(result.task_id, db, db_location(db), DEMO_TEXT, free_port(), program())):
             out.print("  " + line, markup=False, soft_wrap=True, highlight=False)
     raise typer.Exit(result.exit_code)

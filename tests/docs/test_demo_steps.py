@@ -7,6 +7,7 @@ the demo's task grew to 22 events and doctor failed; ``record URL 'hello'`` coul
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 
@@ -29,19 +30,26 @@ def printed_steps(stdout: str) -> list[str]:
 
 
 def doctor_errors(db: str, cwd, env) -> list[dict]:
-    run = run_line(f"a2a-tape doctor --db {db} --json", cwd, env)
+    run = run_line(f"{SCRIPT} doctor --db {db} --json", cwd, env)
     assert run.returncode == 0, run.stdout + run.stderr
     doc = json.loads(run.stdout)
     findings = doc["findings"] if isinstance(doc, dict) else doc
     return [f for f in findings if f.get("level") == "error"]
 
 
-def test_the_demo_next_steps_run_as_printed(tmp_path):
+@pytest.mark.parametrize("started_as", ["a2a-tape", ".venv/bin/a2a-tape"])
+def test_the_demo_next_steps_run_as_printed(tmp_path, started_as):
+    """Started as ``a2a-tape`` (on PATH), or as ``.venv/bin/a2a-tape`` before the virtual
+    environment is activated (README's first command): the steps name the program so."""
     env = reader_env(tmp_path)
-    demo = run_line("a2a-tape demo", tmp_path, env)
+    if started_as != "a2a-tape":  # not on PATH: the steps must say where it is
+        (tmp_path / ".venv").symlink_to(BIN.parent)
+        env["PATH"] = env["PATH"].split(os.pathsep, 1)[1]
+    demo = run_line(f"{started_as} demo", tmp_path, env)
     assert demo.returncode == 0, demo.stderr
     steps = printed_steps(demo.stdout)
     words = [shlex.split(step, comments=True) for step in steps]
+    assert {w[0] for w in words} == {started_as}
     assert any(w[1] == "doctor" for w in words) and any(w[1] == "ui" for w in words)
     running: list[Background] = []
     try:
@@ -62,7 +70,7 @@ def test_the_demo_next_steps_run_as_printed(tmp_path):
     assert codes and all(stopped_cleanly(line, code) for line, code in codes.items()), [bg.text for bg in running]
     assert doctor_errors("a2a-tape.db", tmp_path, env) == []
     assert doctor_errors("replayed.db", tmp_path, env) == []
-    tasks = json.loads(run_line("a2a-tape tasks --json", tmp_path, env).stdout)
+    tasks = json.loads(run_line(f"{started_as} tasks --json", tmp_path, env).stdout)
     assert [t["events"] for t in tasks] == [11]  # the demo's task alone, as the demo recorded it
 
 
