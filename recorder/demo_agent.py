@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from a2a_tape.replay.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 from a2a_tape.store.decode import state_in
 from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_tape.store.json_values import Decoder
@@ -466,8 +467,11 @@ async def demo_script(host: AgentHost, task: HostedTask, delay: float = 0.08) ->
     host.emit(task, Status("completed"))
 
 
-def make_demo_app(delay: float = 0.08) -> Starlette:
+def make_demo_app(delay: float = 0.08, guard: Guard = LOOPBACK_ONLY) -> LoopbackGuard:
+    """The demo agent, behind the loopback guard every local server of ours has
+    (:mod:`replay.loopback`): programs on this machine, not web pages, may drive it."""
+
     async def script(host: AgentHost, task: HostedTask) -> None:
         await demo_script(host, task, delay)
 
-    return AgentHost(script).app()
+    return LoopbackGuard(AgentHost(script).app(), guard)

@@ -10,7 +10,8 @@ client under test at ``a2a_tape.url`` (a replay server on 127.0.0.1) or hand it
         ...
 
 The marker takes the recording (a database or a JSONL tape; a relative path is looked up next
-to the test module, then from the rootdir) and, as keywords, ``record_mode`` (none, once,
+to the test module, then from the rootdir, then from each folder above the test module up to the
+project's root: :func:`lookup_folders`) and, as keywords, ``record_mode`` (none, once,
 new_episodes, all), ``timing``, ``faults``, ``match`` and ``upstream`` (the live agent for the
 record modes; default ``$A2A_TAPE_UPSTREAM``). ``--a2a-tape-record-mode`` switches the record
 mode of a whole run. Under ``none`` a request that was never recorded gets a JSON-RPC error
@@ -173,17 +174,38 @@ class A2ATape:
         self.transport.close()
 
 
-def _find_recording(request: pytest.FixtureRequest, name: str) -> Path:
+PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "pytest.ini", ".git")
+
+
+def lookup_folders(test_dir: Path, rootdir: Path) -> list[Path]:
+    """The folders a relative recording name is looked up from, in order: next to the test file, from the
+    rootdir, then from each folder above the test file, nearest first, up to the project's root
+    (the first folder holding one of :data:`PROJECT_MARKERS`; else the filesystem root). Pytest
+    run from ``tests/`` of a project without a config file has ``tests/`` as its rootdir: the
+    walk up still finds the project's ``recordings/``."""
+    bases = [test_dir, rootdir]
+    for folder in test_dir.parents:
+        bases.append(folder)
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            break
+    return list(dict.fromkeys(bases))
+
+
+def _find_recording(request: pytest.FixtureRequest, name: str, *, create: bool) -> Path:
+    """The recording's path; a missing one fails the test with one line naming where it looked
+    (unless ``create``: then it is made next to the test file)."""
     path = Path(name)
     if path.is_absolute():
         return path
-    here = Path(str(request.node.fspath)).parent / path
-    if here.exists():
-        return here
-    root = Path(str(request.config.rootpath)) / path
-    if root.exists():
-        return root
-    return here
+    test_dir = Path(str(request.node.fspath)).parent
+    folders = lookup_folders(test_dir, Path(str(request.config.rootpath)))
+    found = next((folder / path for folder in folders if (folder / path).exists()), None)
+    if found is not None:
+        return found
+    if create:
+        return test_dir / path
+    looked = ", ".join(str(folder) for folder in folders)
+    pytest.fail(f"a2a-tape: recording {name!r} not found under any of: {looked}", pytrace=False)
 
 
 @pytest.fixture
@@ -205,16 +227,20 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
     except ValueError as exc:
         pytest.fail(f"a2a-tape: record_mode: {exc}", pytrace=False)
     upstream = kw.pop("upstream", None) or os.environ.get("A2A_TAPE_UPSTREAM")
-    path = _find_recording(request, str(marker.args[0]))
     if record_mode.needs_upstream and not upstream:
         pytest.fail(
             f"a2a-tape: record_mode {record_mode} needs an upstream agent (upstream=... or $A2A_TAPE_UPSTREAM)",
             pytrace=False,
         )
+    create = record_mode.records(upstream)
+    path = _find_recording(request, str(marker.args[0]), create=create)
+    problem = None
     try:
-        library = Library.open(path, create=record_mode.records(upstream))
+        library = Library.open(path, create=create)
     except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback
-        pytest.fail(f"a2a-tape: cannot open recording {path}: {exc}", pytrace=False)
+        problem = f"a2a-tape: cannot open recording {path}: {exc}"
+    if problem is not None:  # outside the except: no chained exception text
+        pytest.fail(problem, pytrace=False)
     try:
         engine = ReplayEngine(library, record_mode=record_mode, upstream=upstream, **kw)
     except (TypeError, ValueError) as exc:

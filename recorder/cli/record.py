@@ -10,7 +10,6 @@ import anyio
 import typer
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from a2a_tape.store.errors import WouldWait
 from a2a_tape.store.redact import build_redactor, safe_text
@@ -21,7 +20,22 @@ from ..live import render
 from ..record import RecordOptions, RecordResult, record
 from ..session import Session
 from . import options
-from .app import BusyTimeoutOption, DbOption, JsonOption, commands, db_location, emit_json, err, fail, open_db, out, say
+from .app import (
+    BusyTimeoutOption,
+    DbOption,
+    JsonOption,
+    ListenOption,
+    commands,
+    db_location,
+    emit_json,
+    err,
+    fail,
+    listen_address,
+    listen_and_serve,
+    open_db,
+    out,
+    say,
+)
 from .options import Dialect, Durability, OnStall
 
 app = commands()
@@ -202,12 +216,28 @@ DEMO_TEXT = "What does a2a-tape record?"
 
 
 @app.command("demo")
-def demo_cmd(db: DbOption = None) -> None:
+def demo_cmd(
+    agent_only: Annotated[
+        bool,
+        typer.Option(
+            "--agent-only", help="Only run the demo agent, until Ctrl-C, for your own client (prints its URL)."
+        ),
+    ] = False,
+    listen: ListenOption = "127.0.0.1:0",
+    db: DbOption = None,
+) -> None:
     """Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."""
+    from .. import listen as listening
     from ..demo_agent import make_demo_app
-    from ..listen import serving
+    from ..demo_steps import free_port, lines, next_steps, program
 
-    with serving(make_demo_app()) as url:
+    host, port = listen_address(listen, allow_remote=False, why="the demo agent is for this machine (loopback only)")
+    if agent_only:
+        listen_and_serve(
+            make_demo_app(), host, port, lambda url: f"a2a-tape demo: the demo agent at {url} (Ctrl-C stops it)"
+        )
+        return
+    with listening.serving(make_demo_app(), host, port) as url:
         err.print(f"demo agent listening on {url} (in this process)", markup=False)
         opts = RecordOptions(url=url, text=DEMO_TEXT, stall_timeout=30.0)
         result, session = run_record(opts, db, [], json=False, title=f"demo agent: {DEMO_TEXT}")
@@ -216,20 +246,7 @@ def demo_cmd(db: DbOption = None) -> None:
         from .inspect import show_cmd
 
         show_cmd(task=result.task_id, raw=False, db=db, json=False)
-        short = result.task_id[:8]
-        dbarg = f" --db {db}" if db else ""
-        out.print("\nwhat to try next:", markup=False)
-        nxt = Table.grid(padding=(0, 2))
-        nxt.add_column(no_wrap=True)
-        nxt.add_column(style="dim")
-        for cmd, what in (
-            (f"a2a-tape channels {short}{dbarg}", "the rebuilt channels: answer, reasoning, tool calls"),
-            (f"a2a-tape show {short}{dbarg} --json", "every raw event as received"),
-            (f"a2a-tape tasks{dbarg}", "every recorded task"),
-            (f"a2a-tape ui{dbarg}", "the log in a browser: waterfall, answer under a scrubber, live"),
-            (f"a2a-tape serve{dbarg}", "replay the recordings as a fake A2A agent"),
-            (f"a2a-tape record URL 'hello'{dbarg}", "record your own agent"),
-        ):
-            nxt.add_row("  " + cmd, what)
-        out.print(nxt)
+        out.print("\nwhat to try next (each line runs as printed):", markup=False)
+        for line in lines(next_steps(result.task_id, db, db_location(db), DEMO_TEXT, free_port(), program())):
+            out.print("  " + line, markup=False, soft_wrap=True, highlight=False)
     raise typer.Exit(result.exit_code)

@@ -132,7 +132,7 @@ def test_missing(a2a_tape):
         [
             "*a2a-tape: no recording matches SendMessage with text 'something new'*closest recording: exchange #*",
             "*needs @pytest.mark.a2a_tape*",
-            "*cannot open recording*nope.jsonl*",
+            "*a2a-tape: recording 'recordings/nope.jsonl' not found under any of: *",
         ]
     )
     assert "Traceback" not in result.stdout.str()
@@ -147,3 +147,58 @@ def test_command_line_switches_the_record_mode(project, monkeypatch):
         result.assert_outcomes(passed=1, deselected=3)
         assert agent.executor.executions == 1
     assert (project.path / "recordings" / "chunk.jsonl").read_bytes().count(b"\n") > TAPE.read_bytes().count(b"\n")
+
+
+LOOKUP_MODULE = """
+import pytest
+
+
+@pytest.mark.a2a_tape("recordings/chunk.jsonl")
+def test_found(a2a_tape):
+    assert a2a_tape.library.source.endswith("chunk.jsonl")
+"""
+
+HOSTILE_MODULE = """
+import pytest
+
+
+@pytest.mark.a2a_tape("recordings/nope.jsonl")
+def test_missing(a2a_tape):
+    pass
+
+
+@pytest.mark.a2a_tape("recordings/broken.jsonl")
+def test_broken(a2a_tape):
+    pass
+"""
+
+
+@pytest.mark.parametrize("run_from", [".", "tests"])
+def test_tape_lookup_from_the_root_or_tests(project, monkeypatch, run_from):
+    """A project without pyproject.toml or pytest.ini: the tape in ``recordings/`` at its root is
+    found whether pytest runs from the root or from ``tests/`` (there the rootdir is ``tests/``: the
+    walk up from the test file finds it). Before, from ``tests/``, set-up failed."""
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_user.py").write_text(LOOKUP_MODULE)
+    monkeypatch.chdir(project.path / run_from)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("run_from", [".", "tests"])
+def test_missing_or_broken_tape_is_one_line(project, monkeypatch, run_from):
+    """A missing tape is one line naming every folder it was looked for in, the path said once; a
+    tape that does not read is one line too: no chained-exception text, no traceback."""
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_user.py").write_text(HOSTILE_MODULE)
+    (project.path / "recordings" / "broken.jsonl").write_text('{"type": "header", "a2a_tape": 99}\n')
+    monkeypatch.chdir(project.path / run_from)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    tests_dir, root = project.path / "tests", project.path
+    looked = f"a2a-tape: recording 'recordings/nope.jsonl' not found under any of: {tests_dir}, {root}"
+    assert looked in out
+    assert out.count("nope.jsonl") == 1  # once: in the line (the summary cuts it short)
+    result.stdout.fnmatch_lines(["*a2a-tape: cannot open recording *broken.jsonl: *"])
+    assert "During handling" not in out and "Traceback" not in out
