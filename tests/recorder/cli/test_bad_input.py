@@ -255,14 +255,18 @@ def test_a_large_tape_through_the_installed_script(tmp_path):
     assert count_events(fresh) == 0
 
 
-def _tape_readers() -> list[int]:
-    """The pids of the tape reader processes running now."""
+def _tape_readers(tape: Path) -> list[int]:
+    """The pids of the tape reader processes running now that have ``tape`` open (another
+    engineer's or test's imports on the same machine are not this test's)."""
     pids = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if b"a2a_tape.store.tape_reader" in cmdline.read_bytes():
+            if b"a2a_tape.store.tape_reader" not in cmdline.read_bytes():
+                continue
+            fds = cmdline.parent / "fd"
+            if any(os.readlink(fd) == str(tape) for fd in fds.iterdir()):
                 pids.append(int(cmdline.parent.name))
-        except OSError:  # gone meanwhile
+        except OSError:  # gone meanwhile, or not ours to look into
             continue
     return pids
 
@@ -278,7 +282,7 @@ def test_ctrl_c_during_a_large_import_stops_the_reader_and_imports_nothing(tmp_p
     tape = tmp_path / "large.jsonl"
     tape.write_bytes(b"".join(_large_tape(300_000)))
     db = tmp_path / "log.db"
-    before = set(_tape_readers())
+    before = set(_tape_readers(tape))
     proc = subprocess.Popen(
         [str(script), "import", str(tape), "--db", str(db)],
         stdout=subprocess.PIPE,
@@ -286,14 +290,14 @@ def test_ctrl_c_during_a_large_import_stops_the_reader_and_imports_nothing(tmp_p
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's background job ignores it
     )
     deadline = time.monotonic() + 30
-    while not set(_tape_readers()) - before:  # the condition waited for: the reader is running
+    while not set(_tape_readers(tape)) - before:  # the condition waited for: the reader is running
         assert proc.poll() is None and time.monotonic() < deadline, "no tape reader started"
         time.sleep(0.005)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.decode().strip().splitlines()[-1] == "a2a-tape: interrupted" and b"Traceback" not in err
-    assert not set(_tape_readers()) - before
+    assert not set(_tape_readers(tape)) - before
     assert count_events(db) == 0
 
 
