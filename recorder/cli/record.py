@@ -158,7 +158,7 @@ def record_cmd(
     ] = False,
     context_id: Annotated[str | None, typer.Option("--context-id", help="Continue this context.")] = None,
     message_id: Annotated[
-        str | None, typer.Option("--message-id", help="Use this messageId (default: a new UUID).")
+        str | None, typer.Option("--message-id", help="Use this messageId.", show_default="a new UUID")
     ] = None,
     header: Annotated[
         list[str] | None,
@@ -178,7 +178,7 @@ def record_cmd(
         ),
     ] = 120.0,
     on_stall: Annotated[
-        OnStall, typer.Option("--on-stall", help="cancel (default) or resend (a new task, same contextId).")
+        OnStall, typer.Option("--on-stall", help="cancel the task, or resend (a new task, same contextId).")
     ] = OnStall.cancel,
     redact: Annotated[
         list[str] | None,

@@ -54,9 +54,7 @@ UpstreamOption = Annotated[
         callback=options.url,
     ),
 ]
-MatchOption = Annotated[
-    MatchMode, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
-]
+MatchOption = Annotated[MatchMode, typer.Option(help="method-text, strict (whole request less its ids) or order.")]
 RedactOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -67,7 +65,10 @@ RedactOption = Annotated[
 TapeOption = Annotated[
     str | None,
     typer.Option(
-        "--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False
+        "--db",
+        metavar="PATH",
+        help="Database file or JSONL tape.",
+        show_default="$A2A_TAPE_DB, else ./a2a-tape.db",
     ),
 ]
 
