@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
+from a2a_tape.replay.inspect.words import count
 from a2a_tape.store.errors import WouldWait
 from a2a_tape.store.redact import build_redactor, safe_text
 from a2a_tape.store.sse import DEFAULT_MAX_LINE
@@ -134,7 +135,7 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
         where = f"task {result.task_id}" if result.task_id else "the exchange"
         what = "a lone message, no task" if lone else result.state
         say(
-            f"recorded {result.events} events of {where} ({what}) into {db_location(db)}"
+            f"recorded {count(result.events, 'event')} of {where} ({what}) into {db_location(db)}"
             + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else "")
         )
     if result.exit_code != 0:

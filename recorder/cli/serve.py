@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from a2a_tape.replay.inspect.words import count
 from a2a_tape.replay.loopback import Guard
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import parse_faults
@@ -118,7 +119,7 @@ def serve_cmd(
             redactor=build_redactor(redact or []),
         )
         said = (
-            f"replaying {len(library.episodes)} recorded sends from {location} (timing {timing}, faults "
+            f"replaying {count(len(library.episodes), 'recorded send')} from {location} (timing {timing}, faults "
             f"{faults.describe()}, match {match}, record mode {record_mode})"
             + (f", upstream {upstream}" if upstream else "")
         )
