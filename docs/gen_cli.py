@@ -20,7 +20,8 @@ HEADER = """# a2a-tape command line reference
 Generated from `a2a-tape --help` and `a2a-tape COMMAND --help` by `python docs/gen_cli.py`;
 do not edit by hand (a test fails when this file and the help disagree).
 
-Every command takes `--db PATH` (default: `$A2A_TAPE_DB`, else `./a2a-tape.db`). Read-only
+Every command takes `--db PATH`: a SQLite file or a postgresql:// URL, `$A2A_TAPE_DB` if set, else
+`./a2a-tape.db`. Read-only
 commands take `--json`: one JSON document on stdout, nothing else there. `a2a-tape --version`
 prints the version. Human output never hands a terminal a recording's control characters,
 escape sequences or bidirectional overrides: they are shown as `\\x1b`, `\\x9b`, `\\u202e`

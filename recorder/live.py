@@ -125,12 +125,13 @@ def render(fold: LiveFold, *, title: str = "", done: bool = False, plain: bool =
         shown = v.reasoning if len(v.reasoning) < 400 else "…" + v.reasoning[-400:]
         parts.append(Text(f"reasoning: {shown}", style="dim italic"))
     if v is not None and v.tool_calls:
+        from a2a_tape.replay.inspect import tool_calls  # one rendering of a tool call (channels shows it so)
+
         table = Table(title="tool calls", title_justify="left", show_edge=False)
-        for col in ("tool", "status", "call"):
+        for col in tool_calls.COLUMNS:
             table.add_column(col)
         for c in v.tool_calls:
-            detail = c.text or (repr(c.input) if c.input is not None else "")
-            table.add_row(c.tool or c.artifact_id.rsplit(":", 1)[-1], c.status or "", detail[:120])
+            table.add_row(*tool_calls.cells(c))
         parts.append(table)
     answer = fold.final_answer
     body = Text(answer if answer else ("(waiting for the answer…)" if not done else "(no answer)"))

@@ -95,8 +95,9 @@ DbOption = Annotated[
     str | None,
     typer.Option(
         "--db",
-        help="The log: a SQLite file or a postgresql:// URL (default: $A2A_TAPE_DB, else ./a2a-tape.db).",
-        show_default=False,
+        metavar="PATH",
+        help="The log: a SQLite file or a postgresql:// URL.",
+        show_default="$A2A_TAPE_DB, else ./a2a-tape.db",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -105,25 +106,29 @@ BusyTimeoutOption = Annotated[
     typer.Option(
         "--busy-timeout",
         metavar="SECONDS",
-        help="How long a write waits for another process's write lock on the log before it fails (default: 30).",
-        show_default=False,
+        help="How long a write waits for another process's write lock on the log before it fails.",
+        show_default="30",
         callback=options.seconds,
     ),
 ]
 ListenOption = Annotated[
-    str, typer.Option(help="HOST:PORT to listen on (port 0: any free port).", callback=options.listen)
+    str,
+    typer.Option(metavar="HOST:PORT", help="Where to listen (port 0: any free port).", callback=options.listen),
 ]
 AllowRemoteOption = Annotated[
     bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
 ]
 AllowHostOption = Annotated[
     list[str],
-    typer.Option(help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."),
+    typer.Option(
+        metavar="HOST", help="Also answer requests naming this host (Host header, or a web page's Origin); repeatable."
+    ),
 ]
 GrpcListenOption = Annotated[
     str | None,
     typer.Option(
-        help="Also answer gRPC clients on HOST:PORT (needs the grpc extra); the card names it.",
+        metavar="HOST:PORT",
+        help="Also answer gRPC clients here (needs the grpc extra); the card names it.",
         show_default=False,
         callback=options.listen,
     ),
@@ -298,6 +303,8 @@ class TapeGroup(typer.core.TyperGroup):
         return list(self.table)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        from .notation import uniform  # one notation in every --help (UPPER metavars)
+
         if cmd_name not in self.table:
             return None
         loaded = self.__dict__.setdefault("_loaded", {})
@@ -305,7 +312,7 @@ class TapeGroup(typer.core.TyperGroup):
             module = importlib.import_module(f"{__package__}.{self.table[cmd_name].module}")
             built = typer.main.get_command(module.app)
             found = getattr(built, "commands", None)
-            loaded[cmd_name] = found[cmd_name] if found is not None else built
+            loaded[cmd_name] = uniform(found[cmd_name] if found is not None else built)
         return loaded[cmd_name]
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:

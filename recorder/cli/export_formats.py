@@ -17,6 +17,7 @@ from a2a_tape.replay.inspect.export_har import build_har, encode_har
 from a2a_tape.replay.inspect.export_html import DEFAULT_TASKS, PAGE_LIMIT, write_dir, write_page
 from a2a_tape.replay.inspect.export_mermaid import build_mermaid
 from a2a_tape.replay.inspect.listing import log_order_ids, newest_ids
+from a2a_tape.replay.inspect.words import count
 from a2a_tape.store import Store
 from a2a_tape.store.files import open_private, write_private
 
@@ -107,7 +108,7 @@ def _export_html(
     if to_dir:
         assert output is not None
         written = write_dir(st, task_ids, output, title=title, progress=step)
-        _said(f"wrote html: {written.pages} page(s) ({written.tasks} task(s) and index.html) to {output}")
+        _said(f"wrote html: {count(written.pages, 'page')} ({count(written.tasks, 'task')} and index.html) to {output}")
         return
     cap = None if asked_all else PAGE_LIMIT
     if output is None:

@@ -18,6 +18,7 @@ from a2a_tape.replay.inspect import timeline
 from a2a_tape.replay.inspect.listing import TaskFilter, list_tasks, parse_states
 from a2a_tape.replay.inspect.messages import find_message
 from a2a_tape.replay.inspect.task_views import task_view
+from a2a_tape.replay.inspect.words import count
 from a2a_tape.store import StoredEvent
 
 from . import options, render
@@ -163,7 +164,7 @@ def tasks_cmd(
     elif found.total > printed:
         more = found.total - printed
         err.print(
-            f"{more} more task(s) not shown (newest {printed} of {found.total}): --limit N to see more, --all for every one",
+            f"{count(more, 'more task')} not shown (newest {printed} of {found.total}): --limit N to see more, --all for every one",
             markup=False,
             soft_wrap=True,
         )

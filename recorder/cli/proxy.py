@@ -95,8 +95,9 @@ IdempotencyOption = Annotated[
 GrpcUpstreamOption = Annotated[
     str | None,
     typer.Option(
-        help="The agent's gRPC address, HOST:PORT (default: the gRPC interface of its card).",
-        show_default=False,
+        metavar="HOST:PORT",
+        help="The agent's gRPC address.",
+        show_default="the gRPC interface of its card",
     ),
 ]
 # how long the proxy waits for the upstream agent
@@ -218,8 +219,9 @@ def recover_cmd(
     upstream: Annotated[
         str | None,
         typer.Option(
-            help="Agent to resume tasks from (default: where each task was recorded from).",
-            show_default=False,
+            metavar="URL",
+            help="Agent to resume tasks from.",
+            show_default="where each task was recorded from",
             callback=options.url,
         ),
     ] = None,

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
+from a2a_tape.replay.inspect.words import count
 from a2a_tape.store.errors import WouldWait
 from a2a_tape.store.redact import build_redactor, safe_text
 from a2a_tape.store.sse import DEFAULT_MAX_LINE
@@ -134,7 +135,7 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
         where = f"task {result.task_id}" if result.task_id else "the exchange"
         what = "a lone message, no task" if lone else result.state
         say(
-            f"recorded {result.events} events of {where} ({what}) into {db_location(db)}"
+            f"recorded {count(result.events, 'event')} of {where} ({what}) into {db_location(db)}"
             + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else "")
         )
     if result.exit_code != 0:
@@ -158,7 +159,7 @@ def record_cmd(
     ] = False,
     context_id: Annotated[str | None, typer.Option("--context-id", help="Continue this context.")] = None,
     message_id: Annotated[
-        str | None, typer.Option("--message-id", help="Use this messageId (default: a new UUID).")
+        str | None, typer.Option("--message-id", help="Use this messageId.", show_default="a new UUID")
     ] = None,
     header: Annotated[
         list[str] | None,
@@ -178,7 +179,7 @@ def record_cmd(
         ),
     ] = 120.0,
     on_stall: Annotated[
-        OnStall, typer.Option("--on-stall", help="cancel (default) or resend (a new task, same contextId).")
+        OnStall, typer.Option("--on-stall", help="cancel the task, or resend (a new task, same contextId).")
     ] = OnStall.cancel,
     redact: Annotated[
         list[str] | None,

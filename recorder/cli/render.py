@@ -12,11 +12,13 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from rich import box
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from a2a_tape.replay.inspect import tool_calls
+from a2a_tape.replay.inspect.words import count
 
 from .app import err, out
 
@@ -174,7 +176,7 @@ def channels(view: TaskView, *, show_reasoning: bool, show_ignored: bool) -> Non
             (view.task_id, "bold"),
             "  ",
             state_text(view.state),
-            f"  {view.events} events  profile {view.profile}",
+            f"  {count(view.events, 'event')}  profile {view.profile}",
             *((f"  context {view.context_id}",) if view.context_id else ()),
         )
     )
@@ -192,9 +194,9 @@ def channels(view: TaskView, *, show_reasoning: bool, show_ignored: bool) -> Non
     for f in view.faults:
         style = "red" if f.level == "error" else "yellow"
         where = ", ".join(str(p) for p in f.positions[:5]) + (" ..." if len(f.positions) > 5 else "")
-        count = f" (x{f.count})" if f.count > 1 else ""
-        out.print(Text(f"{f.level}: {f.code}{count}: {f.message} [position {where}]", style=style))
-    if view.ignored_events:
+        times = f" (x{f.count})" if f.count > 1 else ""
+        out.print(Text(f"{f.level}: {f.code}{times}: {f.message} [position {where}]", style=style))
+    if view.ignored_events or show_ignored:
         _ignored(view, show_ignored)
 
 
@@ -208,17 +210,10 @@ def _reasoning(reasoning: str, show: bool) -> None:
 
 def _tool_calls(view: TaskView) -> None:
     table = Table(title="tool calls", title_justify="left")
-    for col in ("tool", "status", "title / text", "input", "output / error"):
+    for col in tool_calls.COLUMNS:
         table.add_column(col, overflow="fold")
     for tc in view.tool_calls:
-        result = tc.error if tc.error is not None else tc.output
-        table.add_row(
-            tc.tool or tc.call_id or tc.artifact_id,
-            tc.status or "",
-            tc.title or tc.text,
-            _brief(tc.input),
-            _brief(result),
-        )
+        table.add_row(*tool_calls.cells(tc))
     out.print(table)
 
 
@@ -235,7 +230,10 @@ def _artifacts(view: TaskView) -> None:
 
 def _ignored(view: TaskView, show: bool) -> None:
     if not show:
-        out.print(Text(f"{view.ignored_events} ignored events (--ignored to list them)", style="dim"))
+        out.print(Text(f"{count(view.ignored_events, 'ignored event')} (--ignored to list them)", style="dim"))
+        return
+    if not view.ignored:
+        out.print(Text("no ignored events: the contract took every event", style="dim"))
         return
     table = Table(title=f"ignored events ({view.ignored_events})", title_justify="left")
     for col in ("position", "seq", "reason"):
@@ -245,22 +243,15 @@ def _ignored(view: TaskView, show: bool) -> None:
     out.print(table)
 
 
-def _brief(value: Any) -> str:
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
 # -- doctor, diff, grep -------------------------------------------------------------------------------
 
 
 def doctor(report: Report) -> None:
     """doctor's findings as a table, and the counts."""
     if not report.findings:
-        out.print(f"doctor: {report.tasks} task(s), no faults found")
+        out.print(f"doctor: {count(report.tasks, 'task')}, no faults found")
         return
-    table = Table(title=f"doctor: {report.tasks} task(s)")
+    table = Table(title=f"doctor: {count(report.tasks, 'task')}")
     for col in ("level", "task", "fault", "positions"):
         table.add_column(col, no_wrap=True)
     table.add_column("what", overflow="fold")
@@ -273,7 +264,7 @@ def doctor(report: Report) -> None:
             f.message,
         )
     out.print(table)
-    out.print(f"{report.errors} error(s), {report.warnings} warning(s)")
+    out.print(f"{count(report.errors, 'error')}, {count(report.warnings, 'warning')}")
 
 
 def _line(text: str) -> None:
@@ -302,7 +293,7 @@ def grep_matches(pattern: str, matches: Sequence[Match]) -> None:
     if not matches:
         _line(f"no match for {pattern!r}")
         return
-    table = Table(title=f"{len(matches)} match(es) for {pattern!r}")
+    table = Table(title=f"{count(len(matches), 'match')} for {pattern!r}")
     for col in ("task", "pos", "seq", "kind", "where", "text"):
         table.add_column(col)
     for m in matches:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from a2a_tape.replay.inspect.words import count
 from a2a_tape.replay.loopback import Guard
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import parse_faults
@@ -54,9 +55,7 @@ UpstreamOption = Annotated[
         callback=options.url,
     ),
 ]
-MatchOption = Annotated[
-    MatchMode, typer.Option(help="method-text (default), strict (whole request less its ids) or order.")
-]
+MatchOption = Annotated[MatchMode, typer.Option(help="method-text, strict (whole request less its ids) or order.")]
 RedactOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -67,7 +66,10 @@ RedactOption = Annotated[
 TapeOption = Annotated[
     str | None,
     typer.Option(
-        "--db", help="Database file or JSONL tape (default: $A2A_TAPE_DB, else ./a2a-tape.db).", show_default=False
+        "--db",
+        metavar="PATH",
+        help="Database file or JSONL tape.",
+        show_default="$A2A_TAPE_DB, else ./a2a-tape.db",
     ),
 ]
 
@@ -117,7 +119,7 @@ def serve_cmd(
             redactor=build_redactor(redact or []),
         )
         said = (
-            f"replaying {len(library.episodes)} recorded sends from {location} (timing {timing}, faults "
+            f"replaying {count(len(library.episodes), 'recorded send')} from {location} (timing {timing}, faults "
             f"{faults.describe()}, match {match}, record mode {record_mode})"
             + (f", upstream {upstream}" if upstream else "")
         )

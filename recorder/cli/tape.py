@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from a2a_tape.replay.inspect.words import count
 from a2a_tape.store import safe_location
 from a2a_tape.store.files import open_private
 from a2a_tape.store.tape import ImportResult, export_lines, import_tape, write_tape
@@ -44,7 +45,7 @@ def _report(done: str, result: ImportResult, *, json: bool) -> None:
         emit_json(result)
         return
     err.print(
-        f"{done} {result.events} events, {result.exchanges} exchanges, {len(result.task_ids)} tasks"
+        f"{done} {count(result.events, 'event')}, {count(result.exchanges, 'exchange')}, {count(len(result.task_ids), 'task')}"
         + (f" ({result.skipped} already present)" if result.skipped else "")
     )
 
@@ -102,7 +103,7 @@ def export_cmd(
         else:
             with open_private(output) as fh:
                 n = write_tape(st, fh, task_ids=task_ids)
-            err.print(f"wrote {n - 1} lines to {output}")
+            err.print(f"wrote {count(n - 1, 'line')} to {output}")
 
 
 @app.command("copy")

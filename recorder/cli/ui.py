@@ -36,8 +36,8 @@ def ui_cmd(
         bool | None,
         typer.Option(
             "--open/--no-open",
-            help="Open the address in a browser (default: when run in a terminal).",
-            show_default=False,
+            help="Open the address in a browser.",
+            show_default="when run in a terminal",
         ),
     ] = None,
     db: DbOption = None,

@@ -31,6 +31,7 @@ from ..fold import TaskFold
 from ..profiles import channel_of, crossed_channel, is_answer_channel
 from ..views import TaskView
 from .steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
+from .words import count
 
 Level = Literal["error", "warning"]
 Add = Callable[[str, Level, str, Iterable[int]], None]
@@ -146,7 +147,7 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
             add(
                 "first-item",
                 "error",
-                f"the stream began with a lone Message, then sent {len(content) - 1} more item(s)",
+                f"the stream began with a lone Message, then sent {count(len(content) - 1, 'more item')}",
                 [content[0].position, content[1].position],
             )
         if not streaming:
@@ -248,7 +249,7 @@ def _check_sequences(upstream: Sequence[Step], add: Add) -> None:
                 add(
                     "sequence-gap",
                     "error",
-                    f"sequence jumps from {prev_seq} to {meta.sequence}: {meta.sequence - prev_seq - 1} event(s) missing",
+                    f"sequence jumps from {prev_seq} to {meta.sequence}: {count(meta.sequence - prev_seq - 1, 'event')} missing",
                     [prev_pos, s.position],
                 )
         if prev is None or meta.sequence > prev[0]:

@@ -34,6 +34,7 @@ from a2a_tape.store.methods import binding_and_version, binding_label
 
 from ..fold import TaskFold
 from ..profiles import classify
+from .words import count
 
 
 class FollowedLog(EventLog, Following, Protocol):
@@ -141,14 +142,14 @@ def preview(item: Item, payload: bytes = b"") -> str:
         if b.artifact.meta.source == "final_snapshot":
             mode += " (final snapshot)"
         data = sum(1 for p in b.artifact.parts if p.kind == "data")
-        extra = f" +{data} data part(s)" if data else ""
+        extra = f" +{count(data, 'data part')}" if data else ""
         return f"{mode}{', last chunk' if b.last_chunk else ''}: {_clip(b.artifact.text)!r}{extra}"
     if isinstance(b, StatusUpdate):
         msg = b.message
         return b.state + (f": {_clip(msg.text)}" if msg is not None and msg.text else "")
     if isinstance(b, TaskSnapshot):
         msg = b.status_message
-        arts = f", {len(b.artifacts)} artifact(s)" if b.artifacts else ""
+        arts = f", {count(len(b.artifacts), 'artifact')}" if b.artifacts else ""
         return b.state + arts + (f": {_clip(msg.text)}" if msg is not None and msg.text else "")
     if isinstance(b, MessageItem):
         return f"{b.message.role}: {_clip(b.message.text)}"

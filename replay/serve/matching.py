@@ -82,6 +82,8 @@ class Matcher:
             return (ep.operation == operation, s, common_fields(shape.params, ep.shape.params))
 
         best = max(self.episodes, key=score)
+        if best.text != text:  # what a reader changed; the fields in key order would name an id first
+            return best, first_difference(text, best.text, "the text")
         return best, first_difference(shape.params, best.shape.params)
 
 

@@ -147,7 +147,7 @@ def test_channels_human_answer_main_reasoning_collapsed_tools_table(db):
     assert "--reasoning" in text
     assert "grep_files" in text and "3 hits" in text
     assert "junk" not in text
-    assert "1 ignored events" in text
+    assert "1 ignored event (--ignored" in text
     full = run("channels", "t-old", "--db", db, "--reasoning").stdout
     assert "because because because because because because" in full.replace("\n", " ").replace("  ", " ")
 

@@ -110,7 +110,7 @@ def test_grep_finds_text_across_tasks_with_positions(live):
     shown = cli("show", hits[0]["task_id"], "--json", "--db", live.db).json()
     assert any(row["position"] == hits[0]["position"] and row["seq"] == hits[0]["seq"] for row in shown)
     human = cli("grep", "chunk-1", "--db", live.db)
-    assert human.code == 0 and "2 match(es)" in human.stdout
+    assert human.code == 0 and "2 matches" in human.stdout
 
 
 def test_grep_searches_metadata_data_parts_and_history(tmp_path):

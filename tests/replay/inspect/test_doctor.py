@@ -56,7 +56,7 @@ def test_doctor_without_task_checks_every_task_and_prints_a_table(live):
     r = cli("doctor", "--db", live.db)
     assert r.code == 1  # the two crashed tasks: stream closed while working + the error item, each
     assert "closed-while-working" in r.stdout and "interrupted-no-follow-up" in r.stdout
-    assert "4 error(s), 4 warning(s)" in r.stdout
+    assert "4 errors, 4 warnings" in r.stdout
     doc = doctor_json(live.db).json()
     assert doc["tasks"] == 8 and doc["errors"] == 4 and doc["ok"] is False
 

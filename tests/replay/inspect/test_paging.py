@@ -44,7 +44,7 @@ def test_tasks_shows_the_newest_50_and_says_how_to_see_more(many):
     assert r.code == 0
     assert "task-000259" in r.stdout and "task-000210" in r.stdout and "task-000209" not in r.stdout
     assert r.stdout.index("task-000259") < r.stdout.index("task-000210")
-    assert "210 more task(s) not shown" in r.stderr and "--limit N" in r.stderr and "--all" in r.stderr
+    assert "210 more tasks not shown" in r.stderr and "--limit N" in r.stderr and "--all" in r.stderr
     assert "task-000000" in cli("tasks", "--all", "--db", many).stdout
     r = cli("tasks", "--limit", "3", "--db", many)
     assert r.stdout.count("task-0") == 3 and "257 more" in r.stderr

@@ -153,6 +153,14 @@ def test_a_strict_miss_names_the_first_field_that_differs(library):
     assert "first difference: params.configuration.returnImmediately: true != absent" in blocking.body.message
 
 
+def test_a_miss_on_another_text_names_the_text(library):
+    """The nearest recording has another text: the message says so (it named a messageId before)."""
+    with httpx.Client(transport=ReplayTransport(engine=ReplayEngine(library))) as c:
+        got = send(c, request_body("stream", "0.3", text="please ask me twice"), "0.3")
+    assert got.kind == "error" and got.body.code == -32099
+    assert 'first difference: the text: "please ask me twice" != "please ask me"' in got.body.message
+
+
 @pytest.fixture
 def text_less_recording(tmp_path, sdk_agent):
     """A live agent's recording holding one send with a data part only (no text): a completed task."""
