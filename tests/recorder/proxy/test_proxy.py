@@ -141,7 +141,9 @@ def test_agent_error_mid_stream_is_recorded_on_its_task(proxied, dialect):
 def test_resubscribe_through_the_proxy_is_recorded_to_the_end_after_the_client_leaves(db_path):
     from tests.conftest import running_sdk_agent
 
-    with running_sdk_agent(slow_delay=0.05) as agent, running_proxy(agent.url, db_path) as proxy:
+    # chunks 0.3 s apart: the task is still working when the resubscribe arrives, even on a loaded
+    # machine (at 0.05 s it had ended under a load of 10, and the resubscribe got no stream)
+    with running_sdk_agent(slow_delay=0.3) as agent, running_proxy(agent.url, db_path) as proxy:
         watch = SettleWatch(proxy.proxy)
         body, headers = send_body("slow many 6")
         with httpx.stream("POST", agent.url + "/", content=body, headers=headers) as r:  # directly, not proxied
