@@ -24,6 +24,7 @@ import pytest
 
 from a2a_tape import store
 from a2a_tape.store import Exchange
+from a2a_tape.store.tape import import_tape
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
 TAPE = Path(__file__).resolve().parents[3] / "recordings" / "sdk-v10-stream.jsonl"
@@ -96,7 +97,7 @@ def _argv(argv: list[str], log: Path, other: Path) -> list[str]:
 def good_db(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("good") / "good.db"
     with store.open_store(path) as st, TAPE.open("rb") as fh:
-        store.tape.import_tape(st, fh)
+        import_tape(st, fh)
     return path
 
 
