@@ -278,7 +278,7 @@ class SqliteStore(SqliteIndexes):
         """No event, and no exchange but agent-card reads (what a command does before it records)."""
         try:
             with self._lock:
-                return self._conn.execute(_RECORDED_SQL).fetchone()[0] == 0
+                return bool(self._conn.execute(_RECORDED_SQL).fetchone()[0] == 0)
         except sqlite3.Error:  # closed, or unreadable now: keep the file
             return False
 

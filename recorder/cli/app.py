@@ -14,7 +14,6 @@ app, with typer's usual decorators.
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -164,10 +163,8 @@ def open_db(
     (the persisted projection of ``tasks`` and ``channels``): opened for writing, read-only only
     when the log cannot be written here. Either reads a tape as it reads a database, and refuses
     a file that holds no log (:func:`a2a_tape.store.open_for_reading` decides both).
-    ``busy_timeout``: ``--busy-timeout``, checked here first.
+    ``busy_timeout``: ``--busy-timeout`` (checked by :func:`options.seconds`, the one duration rule).
     """
-    if busy_timeout is not None and not (math.isfinite(busy_timeout) and busy_timeout > 0):
-        fail(f"--busy-timeout must be a number of seconds above 0, got {busy_timeout:g}")
     loc = db_location(db)
     if not create and "://" not in loc and not Path(loc).exists():
         fail(f"no database at {loc} (record something first, or pass --db)")

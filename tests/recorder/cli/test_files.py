@@ -261,3 +261,111 @@ def test_a_failed_import_into_an_existing_log_keeps_it(tmp_path, good_db):
     one_error_line(cli(tmp_path, "import", _bad_tape(tmp_path), "--db", db))
     with store.open_store(db, readonly=True) as st:
         assert st.count_events() == 6
+
+
+# -- output files ---------------------------------------------------------------------------
+
+FORMATS = ["jsonl", "har", "mermaid", "html"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_empty_output_is_bad_usage_and_the_current_directory_is_left_alone(tmp_path, good_db, fmt):
+    (tmp_path / "index.html").write_text("mine")
+    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "", "--db", good_db)
+    one_error_line(r, "'-o'", "an empty path names no file")
+    assert (tmp_path / "index.html").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "tmp"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_dash_is_standard_output(tmp_path, good_db, fmt):
+    plain = cli(tmp_path, "export", "--all", "--format", fmt, "--db", good_db)
+    dash = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "-", "--db", good_db)
+    assert dash.returncode == plain.returncode == 0, dash.stderr
+    assert _normalised(dash.stdout, good_db) == _normalised(plain.stdout, good_db) and dash.stdout
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_an_output_error_names_the_output_not_the_log(tmp_path, good_db, fmt):
+    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "/dev/full", "--db", good_db)
+    line = one_error_line(r, "cannot write /dev/full")
+    assert "log" not in line
+    with open("/dev/full", "wb") as full:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_TAPE")}
+        piped = subprocess.run(
+            [CLI, "export", "--all", "--format", fmt, "--db", str(good_db)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            env=env,
+        )
+    assert piped.returncode == 2 and piped.stderr.decode().splitlines() == [
+        "a2a-tape: error: cannot write standard output: No space left on device"
+    ]
+
+
+def test_a_page_of_a_directory_export_that_cannot_be_written_is_named(tmp_path, good_db):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").mkdir()  # the index cannot be written: a directory stands there
+    r = cli(tmp_path, "export", "--all", "--format", "html", "-o", f"{site}/", "--db", good_db)
+    one_error_line(r, f"cannot write {site / 'index.html'}")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("log", ["database", "tape"])
+def test_the_output_is_never_the_log_being_read(tmp_path, good_db, fmt, log):
+    path = tmp_path / ("x.db" if log == "database" else "x.jsonl")
+    path.write_bytes(good_db.read_bytes() if log == "database" else TAPE.read_bytes())
+    before = path.read_bytes()
+    (tmp_path / "link").symlink_to(path)
+    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "link", "--db", path)
+    one_error_line(r, "-o link is the log being read")
+    assert path.read_bytes() == before
+
+
+# -- durations ------------------------------------------------------------------------------
+
+
+def _duration_options() -> list[tuple[str, str]]:
+    """Every option of every command read by the one duration rule (options.seconds)."""
+    import typer
+
+    from a2a_tape.recorder.cli import COMMANDS, app, options
+
+    root = typer.main.get_command(app)
+    found = []
+    for name in COMMANDS:
+        command = root.get_command(None, name)  # type: ignore[attr-defined]
+        for param in command.params:
+            rule = getattr(param, "callback", None)
+            rule = getattr(rule, "__wrapped__", rule)  # typer wraps each callback
+            if rule is options.seconds:
+                found.append((name, param.opts[0]))
+    return found
+
+
+FILLERS = {  # each command's arguments: the bad duration is refused before they are used
+    "show": [TASK],
+    "proxy": ["http://127.0.0.1:9"],
+    "probe": ["http://127.0.0.1:9"],
+    "record": ["http://127.0.0.1:9", "hi"],
+    "import": ["x.jsonl"],
+    "copy": ["a.db", "b.db"],
+}
+DURATIONS = [*_duration_options(), ("serve", "--fault delay="), ("serve", "--timing")]
+
+
+def test_the_duration_options_are_found():
+    assert len(DURATIONS) >= 12 and ("serve", "--fault delay=") in DURATIONS
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "Infinity", "1e309", "nan"])
+@pytest.mark.parametrize(("command", "option"), DURATIONS, ids=[" ".join(d) for d in DURATIONS])
+def test_every_duration_refuses_infinity_as_it_refuses_nan(tmp_path, command, option, value):
+    given = ["--fault", f"delay={value}"] if option.endswith("=") else [option, value]
+    r = cli(tmp_path, command, *FILLERS.get(command, []), *given, "--db", tmp_path / "x.db", timeout=60)
+    one_error_line(r)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
