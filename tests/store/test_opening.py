@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,29 +18,26 @@ from a2a_tape.store.tape_copy import TapeCopy
 TAPE = Path(__file__).resolve().parents[2] / "recordings" / "sdk-v10-stream.jsonl"
 
 
-def _foreign_sqlite(path: Path) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE notes (body TEXT)")
-    conn.execute("INSERT INTO notes VALUES ('mine')")
-    conn.commit()
-    conn.close()
+def _sqlite(*statements: str) -> Callable[[Path], None]:
+    """Another program's SQLite database, made by ``statements``."""
 
+    def make(path: Path) -> None:
+        conn = sqlite3.connect(path)
+        for sql in statements:
+            conn.execute(sql)
+        conn.commit()
+        conn.close()
 
-def _schema_only(path: Path) -> None:
-    """An SQLite database whose user_version says 3 but that holds no log of ours."""
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 3")
-    conn.execute("CREATE TABLE other (x)")
-    conn.commit()
-    conn.close()
+    return make
 
 
 NOT_OURS = {
     "empty file": lambda p: p.write_bytes(b""),
     "text file": lambda p: p.write_bytes(b"hello, not a database\n"),
     "random bytes": lambda p: p.write_bytes(os.urandom(4096)),
-    "another program's SQLite": _foreign_sqlite,
-    "SQLite with a foreign user_version": _schema_only,
+    "another program's SQLite": _sqlite("CREATE TABLE notes (body TEXT)", "INSERT INTO notes VALUES ('mine')"),
+    # its user_version says 3, but it holds no log of ours
+    "SQLite with a foreign user_version": _sqlite("PRAGMA user_version = 3", "CREATE TABLE other (x)"),
 }
 OPENS = {
     "open_for_reading": lambda p: open_for_reading(p),
