@@ -265,21 +265,28 @@ class SqliteStore(SqliteIndexes):
     def __exit__(self, *exc: object) -> None:
         """Close; a file this store created is removed again when an error ends its use before
         anything was recorded in it (a ``record`` whose agent cannot be reached, a failed
-        ``import``): a failed command leaves no empty log behind."""
-        if exc and exc[0] is not None and self.created and self._holds_nothing():
-            self.close()
-            for suffix in ("", "-wal", "-shm", "-journal"):
+        ``import``): a failed command leaves no empty log behind. Never while another connection
+        has the file open (another process may be about to record into it)."""
+        if exc and exc[0] is not None and self.created and self._alone_and_empty():
+            for suffix in ("", "-wal", "-shm", "-journal"):  # under the exclusive lock taken below
                 with contextlib.suppress(OSError):
                     os.unlink(f"{self.path}{suffix}")
-            return
         self.close()
 
-    def _holds_nothing(self) -> bool:
-        """No event, and no exchange but agent-card reads (what a command does before it records)."""
+    def _alone_and_empty(self) -> bool:
+        """Nothing recorded (no event, no exchange but agent-card reads), and no other connection
+        to the file: SQLite takes a database out of WAL mode only for its sole connection, and the
+        exclusive lock then taken (released by :meth:`close`) keeps newcomers out until it is gone."""
         try:
             with self._lock:
+                self._conn.execute("PRAGMA busy_timeout = 0")
+                if self._conn.execute(_RECORDED_SQL).fetchone()[0]:
+                    return False
+                if self._conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] != "delete":
+                    return False  # another connection has it open
+                self._conn.execute("BEGIN EXCLUSIVE")
                 return bool(self._conn.execute(_RECORDED_SQL).fetchone()[0] == 0)
-        except sqlite3.Error:  # closed, or unreadable now: keep the file
+        except sqlite3.Error:  # locked by another connection, closed, unreadable: keep the file
             return False
 
     def _write(self) -> _WriteTxn:

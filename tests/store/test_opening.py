@@ -160,3 +160,16 @@ def test_reading_an_empty_database_of_either_backend_initialises_nothing(backend
 
         with psycopg.connect(location) as conn:
             assert conn.execute("SELECT to_regclass('a2a_tape_schema')").fetchone()[0] is None
+
+
+def test_a_log_another_connection_has_open_is_never_removed(tmp_path):
+    """Another process may be about to record into the file this use created: it stays."""
+    path = tmp_path / "shared.db"
+    with pytest.raises(RuntimeError), store.open_store(path) as st:
+        other = store.open_store(path)  # opened after it was created: it did not create it
+        raise RuntimeError("the first use fails")
+    assert st.created and not other.created
+    other.append(NewEvent(payload=b"{}", task_id="t", received_at=1.0))
+    other.close()
+    with store.open_store(path, readonly=True) as again:
+        assert again.count_events() == 1
