@@ -21,11 +21,11 @@ Generated from `a2a-tape --help` and `a2a-tape COMMAND --help` by `python docs/g
 do not edit by hand (a test fails when this file and the help disagree).
 
 Every command takes `--db PATH`: a SQLite file or a postgresql:// URL, `$A2A_TAPE_DB` if set, else
-`./a2a-tape.db`. Read-only
-commands take `--json`: one JSON document on stdout, nothing else there. `a2a-tape --version`
-prints the version. Human output never hands a terminal a recording's control characters,
-escape sequences or bidirectional overrides: they are shown as `\\x1b`, `\\x9b`, `\\u202e`
-(`--json` and `--raw` print the recording exactly).
+`./a2a-tape.db`; a command that only reads takes a JSONL tape there too. Read-only commands take
+`--json`: one JSON document on stdout, nothing else there. `a2a-tape --version` prints the version.
+Human output never hands a terminal a recording's control characters, escape sequences or
+bidirectional overrides: they are shown as `\\x1b`, `\\x9b`, `\\u202e` (`--json` and `--raw` print
+the recording exactly).
 
 ## Exit codes
 
@@ -33,7 +33,7 @@ escape sequences or bidirectional overrides: they are shown as `\\x1b`, `\\x9b`,
 |---|---|
 | 0 | done as asked |
 | 1 | the task or check failed: a FAILED task, a diff found, a doctor error, no grep match |
-| 2 | bad usage or bad input: a missing argument, an unknown option or command, a bad value (a number that is not finite or out of range, a port outside 1-65535, a URL that cannot be sent to, an argument that is not UTF-8), a missing or unreadable database; one line on stderr, no traceback, and nothing was sent or written |
+| 2 | bad usage or bad input: a missing argument, an unknown option or command, a bad value (a number that is not finite or out of range, a port outside 1-65535, a URL that cannot be sent to, an argument that is not UTF-8), a missing or unreadable database, or a file that holds no a2a-tape log (never initialised by a command that reads); one line on stderr, no traceback, and nothing was sent or written |
 | 70 | a bug in a2a-tape: one line `a2a-tape: internal error: ...` on stderr; `A2A_TAPE_DEBUG=1` shows the traceback. Never the answer to bad input: please report it |
 | 130 | interrupted (Ctrl-C); what was recorded stays |
 

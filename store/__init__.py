@@ -78,6 +78,7 @@ from .interface import (
     TaskIndexStore,
 )
 from .locations import DEFAULT_DB, default_db, open_store, safe_location
+from .open_reading import open_for_reading
 from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from .sqlite import SqliteStore
 
@@ -144,6 +145,7 @@ __all__ = [
     "local_failed",
     "local_note",
     "normalise_state",
+    "open_for_reading",
     "open_store",
     "safe_location",
 ]

@@ -27,7 +27,8 @@ def open_store(
 ) -> Store:
     """Open the event log at ``location``: a file path (SQLite) or a ``postgresql://`` URL.
 
-    ``busy_timeout``: seconds a write waits for another writer's lock before :class:`DatabaseLocked`
+    ``create=False``: the log must exist (a file or database that holds none is :class:`NotADatabase`,
+    left as it was: nothing is initialised). ``busy_timeout``: seconds a write waits for another writer's lock before :class:`DatabaseLocked`
     (SQLite: 30 by default; PostgreSQL: its ``lock_timeout``, unbounded by default). ``readonly``:
     nothing is created, migrated or written (a write raises :class:`ReadOnlyStore`); SQLite opens
     ``mode=ro``, or ``immutable=1`` on read-only media.
@@ -36,7 +37,7 @@ def open_store(
     if loc.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStore
 
-        return PostgresStore(loc, durability=durability, busy_timeout=busy_timeout, readonly=readonly)
+        return PostgresStore(loc, create=create, durability=durability, busy_timeout=busy_timeout, readonly=readonly)
     if "://" in loc and not loc.startswith("file:"):
         scheme = loc.split("://", 1)[0]
         raise StoreError(f"no store backend for '{scheme}://' (use a file path or postgresql://...)")

@@ -27,7 +27,7 @@ from typing import Any
 
 from .append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_values
 from .driver_errors import driver_line, guard_public
-from .errors import ConnectionLost, SchemaTooNew, StoreError, WouldWait
+from .errors import ConnectionLost, NotADatabase, SchemaTooNew, StoreError, WouldWait
 from .interface import Durability, FoldRow
 from .locations import safe_location
 from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
@@ -103,7 +103,9 @@ class PostgresStore(PostgresIndexes):
     ``busy_timeout``: when given, a statement waits that many seconds for a lock another session
     holds (``lock_timeout``), then :class:`DatabaseLocked`; by default it waits as PostgreSQL does.
     ``readonly``: every transaction is read-only (a write raises :class:`ReadOnlyStore`) and the
-    schema is neither created nor migrated. ``pool_timeout``: how long a call waits for a connection
+    schema is neither created nor migrated. ``create=False``: the database must hold a log already
+    (one of an older schema is migrated; a database without one is :class:`NotADatabase`, left as
+    it was). ``pool_timeout``: how long a call waits for a connection
     (all in use, or the server gone) before :class:`ConnectionLost`.
     """
 
@@ -115,6 +117,7 @@ class PostgresStore(PostgresIndexes):
         self,
         url: str,
         *,
+        create: bool = True,
         durability: Durability = "full",
         max_size: int = 8,
         busy_timeout: float | None = None,
@@ -155,9 +158,9 @@ class PostgresStore(PostgresIndexes):
             raise ConnectionLost(f"cannot connect to {safe_location(url)}: {why}") from None
         self._local = threading.local()
         self._nowait = NoWait()  # see without_waiting
-        if readonly:
-            self._check_schema()
-        else:
+        if readonly or not create:
+            self._check_schema(migrating=not readonly)
+        if not readonly:
             self._migrate()
 
     @property
@@ -220,11 +223,15 @@ class PostgresStore(PostgresIndexes):
         """Concurrent transactions on ``key`` take turns: a transaction-scoped advisory lock."""
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
-    def _check_schema(self) -> None:
-        """A read-only open: the schema must be there already, at a version we read."""
+    def _check_schema(self, *, migrating: bool = False) -> None:
+        """An open that creates nothing: the schema must be there already, at a version we read
+        (``migrating``: or an older one, which the open then migrates)."""
         rows = self._read("SELECT to_regclass('a2a_tape_schema') IS NOT NULL")
         found = self._read("SELECT version FROM a2a_tape_schema")[0][0] if rows[0][0] else 0
-        if found != SCHEMA_VERSION:
+        if found == 0:
+            self._pool.close()
+            raise NotADatabase(f"not an a2a-tape database: {self.location}")
+        if found != SCHEMA_VERSION and not (migrating and found < SCHEMA_VERSION):
             self._pool.close()
             raise StoreError(
                 f"{self.location} has schema version {found}, this a2a-tape reads {SCHEMA_VERSION}"

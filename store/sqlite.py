@@ -86,6 +86,41 @@ def _insert_run(cur: sqlite3.Cursor, run: Run) -> None:
         i += size
 
 
+_RECORDED_SQL = (
+    "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM events LIMIT 1)) + (SELECT COUNT(*) FROM (SELECT 1 FROM exchanges "
+    "WHERE NOT (http_method = 'GET' AND (url LIKE '%/.well-known/agent-card.json%' "
+    "OR url LIKE '%/.well-known/agent.json%')) LIMIT 1))"
+)
+"""Non-zero when something was recorded: an event, or an exchange other than an agent-card read."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _not_ours(path: Path) -> NotADatabase:
+    return NotADatabase(f"not an a2a-tape database: {path}")
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """An existing file to read: refuse one that is empty or no SQLite database (SQLite would take
+    an empty file as a new database, and a writer would initialise it)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except OSError:  # unreadable: SQLite's own error says why, below
+        return
+    if head != _SQLITE_MAGIC:
+        raise _not_ours(path)
+
+
+def _check_ours(conn: sqlite3.Connection, path: Path) -> None:
+    """An SQLite database of a2a-tape's: a schema version and the events table (another
+    program's database, or one whose creation never committed, is not a log)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    events = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+    if version == 0 or events is None:
+        raise _not_ours(path)
+
+
 def _row_event(row: tuple[Any, ...]) -> StoredEvent:
     return StoredEvent(*row)
 
@@ -118,12 +153,15 @@ class SqliteStore(SqliteIndexes):
         self.busy_timeout: float | None = busy_timeout
         self.readonly = readonly
         self.immutable = False
+        self.created = False  # this store made its file (see __exit__)
         if (readonly or not create) and not self.path.exists():
             raise StoreNotFound(f"no database at {self.path}")
         if create and not readonly and not self.path.parent.exists():
             raise StoreError(f"cannot create {self.path}: directory {self.path.parent} does not exist")
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database file")
+        if readonly or not create:
+            _check_sqlite_file(self.path)
         self._lock = threading.RLock()
         self._nowait = NoWait()  # see without_waiting
         self._depth = 0
@@ -133,12 +171,14 @@ class SqliteStore(SqliteIndexes):
             return
         if create:
             with contextlib.suppress(OSError):  # owner-only (store.files); SQLite names any failure below
-                create_private(self.path)
+                self.created = create_private(self.path)
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise self._fault(exc, "open") from None
         try:
+            if not create:  # before WAL mode is set: that alone rewrites the file's header
+                _check_ours(self._conn, self.path)  # an existing log is migrated, never another file initialised
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
             self._conn.execute("PRAGMA foreign_keys=OFF")
@@ -146,6 +186,9 @@ class SqliteStore(SqliteIndexes):
         except sqlite3.Error as exc:
             self._conn.close()
             raise self._fault(exc, "use") from None
+        except StoreError:
+            self._conn.close()
+            raise
 
     def _fault(self, exc: sqlite3.Error, doing: str) -> StoreError:
         return translate(exc, self.location, self.busy_timeout) or StoreError(f"cannot {doing} {self.path}: {exc}")
@@ -181,6 +224,11 @@ class SqliteStore(SqliteIndexes):
                     break
                 continue
             self.immutable = "immutable" in query
+            try:
+                _check_ours(conn, self.path)
+            except BaseException:
+                conn.close()
+                raise
             if found > SCHEMA_VERSION:
                 conn.close()
                 migrate_error = f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}"
@@ -215,7 +263,31 @@ class SqliteStore(SqliteIndexes):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close; a file this store created is removed again when an error ends its use before
+        anything was recorded in it (a ``record`` whose agent cannot be reached, a failed
+        ``import``): a failed command leaves no empty log behind. Never while another connection
+        has the file open (another process may be about to record into it)."""
+        if exc and exc[0] is not None and self.created and self._alone_and_empty():
+            for suffix in ("", "-wal", "-shm", "-journal"):  # under the exclusive lock taken below
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{self.path}{suffix}")
         self.close()
+
+    def _alone_and_empty(self) -> bool:
+        """Nothing recorded (no event, no exchange but agent-card reads), and no other connection
+        to the file: SQLite takes a database out of WAL mode only for its sole connection, and the
+        exclusive lock then taken (released by :meth:`close`) keeps newcomers out until it is gone."""
+        try:
+            with self._lock:
+                self._conn.execute("PRAGMA busy_timeout = 0")
+                if self._conn.execute(_RECORDED_SQL).fetchone()[0]:
+                    return False
+                if self._conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] != "delete":
+                    return False  # another connection has it open
+                self._conn.execute("BEGIN EXCLUSIVE")
+                return bool(self._conn.execute(_RECORDED_SQL).fetchone()[0] == 0)
+        except sqlite3.Error:  # locked by another connection, closed, unreadable: keep the file
+            return False
 
     def _write(self) -> _WriteTxn:
         return _WriteTxn(self)

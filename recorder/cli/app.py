@@ -14,7 +14,6 @@ app, with typer's usual decorators.
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -167,21 +166,18 @@ def open_db(
     ``readonly``: the command only reads (nothing is created, migrated or written; works on
     read-only media). ``"fallback"``: the command reads, but keeps a cache in the log when it can
     (the persisted projection of ``tasks`` and ``channels``): opened for writing, read-only only
-    when the log cannot be written here. ``busy_timeout``: ``--busy-timeout``, checked here first.
+    when the log cannot be written here. Either reads a tape as it reads a database, and refuses
+    a file that holds no log (:func:`a2a_tape.store.open_for_reading` decides both).
+    ``busy_timeout``: ``--busy-timeout`` (checked by :func:`options.seconds`, the one duration rule).
     """
-    if busy_timeout is not None and not (math.isfinite(busy_timeout) and busy_timeout > 0):
-        fail(f"--busy-timeout must be a number of seconds above 0, got {busy_timeout:g}")
     loc = db_location(db)
     if not create and "://" not in loc and not Path(loc).exists():
         fail(f"no database at {loc} (record something first, or pass --db)")
-    if readonly == "fallback":
-        try:
-            return store.open_store(loc, create=False, durability=durability, busy_timeout=busy_timeout)
-        except store.ReadOnlyStore:  # read-only media, or a read-only server: read it as it is
-            readonly = True
-    return store.open_store(
-        loc, create=create and not readonly, durability=durability, readonly=readonly, busy_timeout=busy_timeout
-    )
+    if readonly:
+        return store.open_for_reading(
+            loc, keep_cache=readonly == "fallback", durability=durability, busy_timeout=busy_timeout
+        )
+    return store.open_store(loc, create=create, durability=durability, busy_timeout=busy_timeout)
 
 
 def find_task(st: store.EventLog, task_id: str) -> str:

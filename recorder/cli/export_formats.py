@@ -7,11 +7,8 @@ it wrote on stderr.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 from a2a_tape.replay.inspect.export_har import build_har, encode_har
 from a2a_tape.replay.inspect.export_html import DEFAULT_TASKS, PAGE_LIMIT, write_dir, write_page
@@ -19,10 +16,10 @@ from a2a_tape.replay.inspect.export_mermaid import build_mermaid
 from a2a_tape.replay.inspect.listing import log_order_ids, newest_ids
 from a2a_tape.replay.inspect.words import count
 from a2a_tape.store import Store
-from a2a_tape.store.files import open_private, write_private
 
-from .app import err, fail, find_task, open_db
+from .app import err, find_task, open_db
 from .options import ExportFormat
+from .output import Output
 from .progress import bar
 
 
@@ -42,18 +39,12 @@ def export(
     task: str | None,
     all_: bool,
     format: ExportFormat,
-    output: Path | None,
+    output: Output,
     db: str | None,
     limit: int | None = None,
     no_limit: bool = False,
     progress: bool = False,
 ) -> None:
-    # a directory: one that exists, or a path typed with a trailing slash (the parsed Path drops it)
-    to_dir = output is not None and (
-        output.is_dir() or any(a.endswith(("/", os.sep)) and Path(a) == output for a in sys.argv[1:])
-    )
-    if to_dir and format != "html":
-        fail(f"-o {output}: a directory is only for --format html (a page per task)")
     # html of --all reads the task index (kept when the log can be written), the rest only reads
     st = open_db(db, readonly="fallback" if all_ and format == "html" else True)
     with st:
@@ -66,18 +57,16 @@ def export(
 
             if format == "html":
                 title = "a2a-tape report" + ("" if all_ else f": task {task_ids[0]}")
-                _export_html(st, task_ids, output, to_dir=to_dir, title=title, step=step, asked_all=no_limit)
+                _export_html(st, task_ids, output, title=title, step=step, asked_all=no_limit)
                 return
             if format == "har":
                 data = encode_har(build_har(st, None if all_ and limit is None else task_ids, version=_version()))
             else:
                 data = build_mermaid(st, task_ids, progress=step).encode()
-    if output is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    else:
-        write_private(output, data)
-        err.print(f"wrote {format} ({len(data)} bytes) to {output}", markup=False)
+    with output.stream() as fh:
+        fh.write(data)
+    if not output.to_stdout:
+        _said(f"wrote {format} ({len(data)} bytes) to {output.name}")
 
 
 def _chosen(st: Store, task: str | None, format: ExportFormat, limit: int | None, no_limit: bool) -> list[str]:
@@ -98,26 +87,25 @@ def _chosen(st: Store, task: str | None, format: ExportFormat, limit: int | None
 def _export_html(
     st: Store,
     task_ids: list[str],
-    output: Path | None,
+    output: Output,
     *,
-    to_dir: bool,
     title: str,
     step: Callable[[int], None],
     asked_all: bool,
 ) -> None:
-    if to_dir:
-        assert output is not None
-        written = write_dir(st, task_ids, output, title=title, progress=step)
-        _said(f"wrote html: {count(written.pages, 'page')} ({count(written.tasks, 'task')} and index.html) to {output}")
+    if output.directory:
+        try:
+            written = write_dir(st, task_ids, output.path, title=title, progress=step)
+        except OSError as exc:
+            output.failed(exc)
+        pages, tasks = count(written.pages, "page"), count(written.tasks, "task")
+        _said(f"wrote html: {pages} ({tasks} and index.html) to {output.name}")
         return
     cap = None if asked_all else PAGE_LIMIT
-    if output is None:
-        written = write_page(st, task_ids, sys.stdout.buffer, title=title, progress=step, max_bytes=cap)
-        sys.stdout.flush()
-    else:
-        with open_private(output) as fh:
-            written = write_page(st, task_ids, fh, title=title, progress=step, max_bytes=cap)
-        err.print(f"wrote html ({written.bytes} bytes) to {output}", markup=False)
+    with output.stream() as fh:
+        written = write_page(st, task_ids, fh, title=title, progress=step, max_bytes=cap)
+    if not output.to_stdout:
+        _said(f"wrote html ({written.bytes} bytes) to {output.name}")
     if written.cut:
         _said(
             f"the page stops at {written.tasks} of {len(task_ids)} tasks ({PAGE_LIMIT // 1_000_000} MB): "

@@ -167,7 +167,7 @@ def proxy_cmd(
         from ..proxy.grpc_server import attach
 
         attach(asgi, proxy, *grpc_side)
-    try:
+    with st:  # a failed start (the port taken) leaves no log this run created and never wrote (store)
         listen_and_serve(
             asgi,
             host,
@@ -177,8 +177,6 @@ def proxy_cmd(
             ),
             lifespan="on",
         )
-    finally:
-        st.close()
 
 
 def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remote: bool) -> tuple[str, str, int]:

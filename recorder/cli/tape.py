@@ -10,12 +10,24 @@ import typer
 
 from a2a_tape.replay.inspect.words import count
 from a2a_tape.store import safe_location
-from a2a_tape.store.files import open_private
 from a2a_tape.store.tape import ImportResult, export_lines, import_tape, write_tape
 
 from . import options
-from .app import BusyTimeoutOption, DbOption, JsonOption, commands, emit_json, err, fail, find_task, open_db
+from . import output as output_rules
+from .app import (
+    BusyTimeoutOption,
+    DbOption,
+    JsonOption,
+    commands,
+    db_location,
+    emit_json,
+    err,
+    fail,
+    find_task,
+    open_db,
+)
 from .options import ExportFormat
+from .output import Output
 from .progress import ProgressOption, bar
 
 app = commands()
@@ -62,9 +74,13 @@ def export_cmd(
         ),
     ] = ExportFormat.jsonl,
     output: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "-o", "--output", help="Write to FILE instead of stdout; html: DIR/ writes index.html and a page per task."
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="Write to FILE instead of stdout ('-': stdout); html: DIR/ writes index.html and a page per task.",
+            callback=output_rules.checked,
         ),
     ] = None,
     limit: Annotated[
@@ -87,23 +103,24 @@ def export_cmd(
         fail("name a TASK or pass --all (not both)")
     if limit is not None and no_limit:
         fail("--limit and --no-limit do not go together")
+    out = Output(output)
+    if out.directory and format != "html":
+        fail(f"-o {output}: a directory is only for --format html (a page per task)")
+    out.check_apart_from(db_location(db))
     if format != "jsonl":
         from .export_formats import export  # other formats live with the inspection views
 
         export(
-            task=task, all_=all_, format=format, output=output, db=db, limit=limit, no_limit=no_limit, progress=progress
+            task=task, all_=all_, format=format, output=out, db=db, limit=limit, no_limit=no_limit, progress=progress
         )
         return
     st = open_db(db, readonly=True)
     with st:
         task_ids = None if task is None else [find_task(st, task)]  # a TASK or --all, checked above
-        if output is None:
-            write_tape(st, sys.stdout.buffer, task_ids=task_ids)
-            sys.stdout.flush()
-        else:
-            with open_private(output) as fh:
-                n = write_tape(st, fh, task_ids=task_ids)
-            err.print(f"wrote {count(n - 1, 'line')} to {output}")
+        with out.stream() as fh:
+            n = write_tape(st, fh, task_ids=task_ids)
+    if not out.to_stdout:
+        err.print(f"wrote {count(n - 1, 'line')} to {output}")
 
 
 @app.command("copy")

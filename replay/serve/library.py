@@ -1,7 +1,7 @@
 """What the recordings offer: episodes (one recorded request and its events) and tasks.
 
 A recording is an a2a-tape database or a JSONL tape; a tape is imported into a private
-temporary database (:func:`store.tape.import_tape`) so both are read the same way. An
+temporary database (:class:`store.tape_copy.TapeCopy`) so both are read the same way. An
 *episode* is one recorded send (``message/send``, ``message/stream``, ``SendMessage``,
 ``SendStreamingMessage``): its request, decoded once, and its upstream events, read and cut
 around their JSON-RPC id on first use. Events a2a-tape wrote itself (``origin = "local"``:
@@ -11,8 +11,6 @@ notes, a recovery FAILED) are never served: the agent did not send them.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,7 +19,7 @@ import msgspec
 
 from a2a_tape.store import Exchange, Item, Store, StoredEvent, StoreError, decode_item, open_store
 from a2a_tape.store.methods import GRPC, HTTP_JSON, binding_and_version
-from a2a_tape.store.tape import import_tape
+from a2a_tape.store.tape_copy import TapeCopy, is_tape
 
 from .. import grpc_wire
 from ..bindings import http_json, recorded_call
@@ -207,10 +205,9 @@ def message_text(req: RpcRequest | None) -> str:
 class Library:
     """The recordings behind one replay server or transport."""
 
-    def __init__(self, store: Store, *, source: str = "", tempdir: str | None = None) -> None:
+    def __init__(self, store: Store, *, source: str = "") -> None:
         self.store = store
         self.source = source or str(store.path)
-        self._tempdir = tempdir
         self._mark: Mark | None = None  # a tape's: where this run's own recordings begin
         self.episodes: list[Episode] = []
         self.subscriptions: dict[str, list[Episode]] = {}  # recorded resubscribes, by task
@@ -232,22 +229,11 @@ class Library:
         if "://" in os.fspath(location):  # a PostgreSQL URL: no file to look at
             return cls(open_store(location, create=create and not readonly, readonly=readonly), source=str(location))
         path = Path(location)
-        if path.suffix in (".jsonl", ".tape") or _looks_like_tape(path):
-            tmp = tempfile.mkdtemp(prefix="a2a-tape-")
-            st = open_store(Path(tmp) / "tape.db", durability="normal")
-            if path.exists():
-                try:
-                    with path.open("rb") as fh:
-                        import_tape(st, fh)
-                except BaseException:
-                    st.close()
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
-            elif not create:
-                st.close()
-                shutil.rmtree(tmp, ignore_errors=True)
+        if is_tape(path):
+            if not path.exists() and not create:
                 raise StoreError(f"no recording at {path}")
-            library = cls(st, source=str(path), tempdir=tmp)
+            st = TapeCopy(path if path.exists() else None)
+            library = cls(st, source=str(path))
             library._mark = mark_of(st)  # what follows is this run's own (written back at save)
             return library
         if not create and not path.exists():
@@ -255,15 +241,12 @@ class Library:
         return cls(open_store(path, create=create and not readonly, readonly=readonly), source=str(path))
 
     def close(self) -> None:
-        self.store.close()
-        if self._tempdir:
-            shutil.rmtree(self._tempdir, ignore_errors=True)
-            self._tempdir = None
+        self.store.close()  # a tape's copy goes with it (TapeCopy)
 
     def save(self) -> bool:
         """Merge what was recorded into the tape it came from, as that tape is now (other writers
         may share it: :mod:`replay.serve.write_back`); False when nothing to do."""
-        if not self.dirty or not self._tempdir or self._mark is None:
+        if not self.dirty or self._mark is None:
             return False
         write_back(self.store, Path(self.source), self._mark)
         self._mark = mark_of(self.store)
@@ -401,11 +384,3 @@ class TaskEvent(msgspec.Struct, frozen=True, gc=False):
 def answer_key(shape: Shape, dialect: str) -> tuple[str, str, bytes]:
     """How a recorded answer is found: the same method, dialect and shape."""
     return (shape.method or "", dialect, shape.key)
-
-
-def _looks_like_tape(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(1) == b"{"
-    except OSError:
-        return False

@@ -101,6 +101,9 @@ async def _at_most_async(chunks) -> bytes:
 
 def run_record(base: str, mode: str, cwd: Path, *extra: str) -> Outcome:
     db = cwd / "tape.db"
+    # a log that exists, where a failure is recorded: a record that fails before recording anything
+    # into a new one leaves none (tests/recorder/cli/test_files.py)
+    store.open_store(db).close()
     t0 = time.monotonic()
     r = cli(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", "3", *extra], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)

@@ -103,10 +103,13 @@ def test_import_with_a_broken_line_in_the_middle_imports_nothing(tmp_path, log_d
         bad.read_bytes().replace(TASK.encode(), b"fresh-task").replace(b"other-task", b"fresh-other")
     )
     for path, db in ((bad, tmp_path / "empty.db"), (with_other, target)):
-        before = count_events(db) if db.exists() else 0
+        before = count_events(db) if db.exists() else None
         line = assert_bad_input(run_cli("import", path, "--db", db), "line 7")
         assert "not a tape line" in line
-        assert count_events(db) == before
+        if before is None:
+            assert not db.exists()  # a failed import leaves no new database behind
+        else:
+            assert count_events(db) == before
 
 
 def test_import_with_non_utf8_bytes(tmp_path, log_db):
@@ -117,7 +120,7 @@ def test_import_with_non_utf8_bytes(tmp_path, log_db):
     )
     db = tmp_path / "new.db"
     assert_bad_input(run_cli("import", bad, "--db", db), "line 5", "not UTF-8")
-    assert count_events(db) == 0
+    assert not db.exists()  # a failed import leaves no new database behind
 
 
 def test_import_of_a_file_that_does_not_exist(tmp_path, log_db):
@@ -201,7 +204,7 @@ def test_import_from_stdin_with_a_broken_line(tmp_path, log_db):
     result = CliRunner().invoke(app, ["import", "-", "--db", str(db)], input=data)
     assert result.exit_code == 2 and result.stderr.startswith("a2a-tape: error: line 4")
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
-    assert count_events(db) == 0
+    assert not db.exists()  # a failed import leaves no new database behind
 
 
 def _large_tape(events: int) -> list[bytes]:
@@ -252,7 +255,7 @@ def test_a_large_tape_through_the_installed_script(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 2 and err.startswith("a2a-tape: error: line 29001: not a tape line"), err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert count_events(fresh) == 0
+    assert not fresh.exists()  # a failed import leaves no new database behind
 
 
 def _tape_readers(tape: Path) -> list[int]:
@@ -298,7 +301,7 @@ def test_ctrl_c_during_a_large_import_stops_the_reader_and_imports_nothing(tmp_p
     assert proc.returncode == 130, err
     assert err.decode().strip().splitlines()[-1] == "a2a-tape: interrupted" and b"Traceback" not in err
     assert not set(_tape_readers(tape)) - before
-    assert count_events(db) == 0
+    assert not db.exists()  # an interrupted import into a new database leaves none behind
 
 
 @pytest.mark.parametrize("command", ["record", "import"])

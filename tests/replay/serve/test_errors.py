@@ -221,12 +221,11 @@ def test_serve_subprocess_answers_and_refuses_nothing_it_should_not(tmp_path):
 
 def test_a_broken_recording_store_is_an_error_not_a_crash(tmp_path):
     """The database vanishes under a running replay: requests get -32603, the server stays up."""
-    import shutil
+    from a2a_tape.store.tape import import_tape
 
     db = tmp_path / "copy.db"
-    lib = Library.open(TAPE)
-    shutil.copy(lib.store.path, db)
-    lib.close()
+    with store.open_store(db) as st, TAPE.open("rb") as fh:
+        import_tape(st, fh)
     lib = Library.open(db)
     engine = ReplayEngine(lib)
     with httpx.Client(transport=ReplayTransport(engine=engine)) as c:
