@@ -397,7 +397,7 @@ class _Linked:
 
     def __init__(self, row: rows.TaskListRow) -> None:
         self._row = row
-        self.href = task_href(row.task_id)
+        self.href = None if row.task_id is None else task_href(row.task_id)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._row, name)
