@@ -124,8 +124,13 @@ def first_paint(browser, server: Server, path: str) -> float:
     page = context.new_page()
     page.goto(server.url)
     page.goto(server.base + path)
+    # the paint entry may come after goto returns (at the load event) on a busy machine: wait for it
+    # (read right away, it was missing now and then, and the row's median came out NaN)
     fcp = page.evaluate(
-        "() => (performance.getEntriesByName('first-contentful-paint')[0] || {startTime: NaN}).startTime"
+        """() => new Promise(done => new PerformanceObserver((list, observer) => {
+          const entry = list.getEntriesByName('first-contentful-paint')[0];
+          if (entry) { observer.disconnect(); done(entry.startTime); }
+        }).observe({type: 'paint', buffered: true}))"""
     )
     context.close()
     return float(fcp) / 1000

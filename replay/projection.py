@@ -178,94 +178,12 @@ class Projector:
                 gc.enable()
 
     def _fold_from_cursor(self) -> int:
-        store = self.store
-        name = self.name
-        part = self.tasks
-        start = 0 if part is not None else store.projection_cursor(name)
+        start = 0 if self.tasks is not None else self.store.projection_cursor(self.name)
         if start != self._cursor:
             self._cache.clear()  # someone else committed: our live folds may be stale
-        cache = self._cache
-        cache_size = self.cache_size
-        commit_every = self.commit_every
-        pending: dict[str, bytes] = {}  # evicted dirty states, waiting for the next commit
-        # A fold is dirty (to write at the next commit) when it folded an event after the last
-        # committed position: every applied event sets ``last_position``, so no per-event set.
-        committed = start
-        position = start
-        read = 0
-        since_commit = 0
-        load_state = STATE_DECODER.decode
-        # From cursor 0 with no rows stored (a rebuild), only tasks this run folded and committed
-        # can have rows: skip the lookups of the others. (Another process committing meanwhile
-        # moves the cursor, and our next commit raises ProjectionMoved.)
-        # (A part of a parallel rebuild is fresh by construction: other parts hold other tasks.)
-        fresh = part is not None or (start == 0 and next(iter(store.projection_rows(name)), None) is None)
-        folded: set[str] = set()  # tasks this run has held (only kept while fresh)
-
-        index: dict[str, TaskIndexRow] = {}  # the task index rows of the evicted dirty states
-
-        def commit() -> None:
-            nonlocal committed, since_commit
-            upserts = pending
-            for tid, fold in cache.items():
-                if fold.s.last_position > committed:
-                    upserts[tid] = fold.dump()
-                    index[tid] = _index_row(fold.s)
-            with store.transaction():  # rows, index rows and cursor: one transaction
-                if not store.projection_commit(name, position, upserts, expect=None if part is not None else committed):
-                    raise ProjectionMoved(name)
-                store.task_index_upsert(name, list(index.values()))
-            index.clear()
-            committed = position
-            self._cursor = position
-            pending.clear()
-            since_commit = 0
-
-        batch_size = min(2000, commit_every)
-        for rows in _fold_batches(store, start, batch_size, self.upto, part):
-            # one query for the tasks of this batch that are neither live nor waiting to commit
-            queried = {r[1] for r in rows if r[1] is not None} - cache.keys() - pending.keys()
-            if fresh:
-                queried &= folded
-            loaded = store.projection_load(name, queried) if queried else {}
-            for pos, row_task, seq, exchange_id, at, payload, origin in rows:
-                tid, chunk, item = route(row_task, payload)  # the hot case without the full decode
-                if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
-                    continue
-                fold = cache.get(tid)
-                if fold is None:
-                    raw = pending.pop(tid, None)
-                    if raw is None:
-                        raw = loaded.pop(tid, None)
-                    if raw is None and tid not in queried and (not fresh or tid in folded):
-                        # live at the start of the batch and evicted clean since (so committed),
-                        # or named only inside its payload
-                        raw = store.projection_load(name, [tid]).get(tid)
-                    fold = TaskFold(load_state(raw)) if raw is not None else TaskFold(tid)
-                    cache[tid] = fold
-                    if fresh:
-                        folded.add(tid)
-                        if len(folded) > _FRESH_MAX_TASKS:  # memory stays bounded: look rows up again
-                            fresh = False
-                            folded.clear()
-                    if len(cache) > cache_size:
-                        old_id, old = cache.popitem(last=False)
-                        if old.s.last_position > committed:
-                            pending[old_id] = old.dump()
-                            index[old_id] = _index_row(old.s)
-                else:
-                    cache.move_to_end(tid)
-                fold.fold(pos, seq, exchange_id, at, payload, chunk, item, local=origin == "local")
-            read += len(rows)
-            position = rows[-1][0]
-            since_commit += len(rows)
-            if since_commit >= commit_every:
-                commit()
-        if read:
-            if since_commit:
-                commit()
-        else:
-            self._cursor = start
+        run = _CatchUp(self, start)
+        read = run.run()
+        self._cursor = run.committed
         return read
 
     def rebuild(self, *, workers: int | None = None, parallel_min: int = PARALLEL_MIN_EVENTS) -> None:
@@ -360,6 +278,115 @@ class Projector:
             self.rebuild()  # an unreadable row: the log is the truth
             views = [TaskFold.load(raw).view(closed) for _, raw in self.store.projection_rows(self.name)]
         return iter(views)
+
+
+class _CatchUp:
+    """One catch-up of a projection from ``start``, in numbered steps:
+
+    1. read the log after ``start`` in batches of fold rows (the narrow reader);
+    2. fold each row into its task's fold: live in the LRU (the Projector's, kept between runs),
+       else a state waiting to commit, else the row the batch's one query loaded, else one
+       lookup, else a new fold; a fold evicted from the LRU while dirty waits as bytes;
+    3. every ``commit_every`` events (and at the end), commit the dirty states, their task index
+       rows and the cursor in one transaction; :class:`ProjectionMoved` when another process
+       committed meanwhile.
+
+    A fold is dirty (to write at the next commit) when it folded an event after the last
+    committed position: every applied event sets ``last_position``, so no per-event set.
+    """
+
+    def __init__(self, proj: Projector, start: int) -> None:
+        self.store = proj.store
+        self.name = proj.name
+        self.part = proj.tasks  # a part of a parallel rebuild: its commits do not guard the cursor
+        self.upto = proj.upto
+        self.cache = proj._cache
+        self.cache_size = proj.cache_size
+        self.commit_every = proj.commit_every
+        self.start = self.committed = self.position = start
+        self.pending: dict[str, bytes] = {}  # evicted dirty states, waiting for the next commit
+        self.index: dict[str, TaskIndexRow] = {}  # the task index rows of the evicted dirty states
+        # From cursor 0 with no rows stored (a rebuild), only tasks this run folded and committed
+        # can have rows: skip the lookups of the others. (Another process committing meanwhile
+        # moves the cursor, and our next commit raises ProjectionMoved.)
+        # (A part of a parallel rebuild is fresh by construction: other parts hold other tasks.)
+        self.fresh = self.part is not None or (
+            start == 0 and next(iter(self.store.projection_rows(self.name)), None) is None
+        )
+        self.folded: set[str] = set()  # tasks this run has held (only kept while fresh)
+
+    def run(self) -> int:
+        """Steps 1-3; returns how many events were read."""
+        read = since_commit = 0
+        for rows in _fold_batches(self.store, self.start, min(2000, self.commit_every), self.upto, self.part):
+            self.fold_batch(rows)
+            read += len(rows)
+            self.position = rows[-1][0]
+            since_commit += len(rows)
+            if since_commit >= self.commit_every:
+                self.commit()
+                since_commit = 0
+        if since_commit:
+            self.commit()
+        return read
+
+    def fold_batch(self, rows: list[FoldRow]) -> None:
+        """Step 2 for one batch: the hot loop (a live fold costs a lookup and a move)."""
+        cache, part = self.cache, self.part
+        # one query for the tasks of this batch that are neither live nor waiting to commit
+        queried = {r[1] for r in rows if r[1] is not None} - cache.keys() - self.pending.keys()
+        if self.fresh:
+            queried &= self.folded
+        loaded = self.store.projection_load(self.name, queried) if queried else {}
+        for pos, row_task, seq, exchange_id, at, payload, origin in rows:
+            tid, chunk, item = route(row_task, payload)  # the hot case without the full decode
+            if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
+                continue
+            fold = cache.get(tid)
+            if fold is None:
+                fold = self.take(tid, loaded, queried)
+            else:
+                cache.move_to_end(tid)
+            fold.fold(pos, seq, exchange_id, at, payload, chunk, item, local=origin == "local")
+
+    def take(self, tid: str, loaded: dict[str, bytes], queried: set[str]) -> TaskFold:
+        """The fold of a task that is not live, made live (the least recently used one evicted)."""
+        raw = self.pending.pop(tid, None)
+        if raw is None:
+            raw = loaded.pop(tid, None)
+        if raw is None and tid not in queried and (not self.fresh or tid in self.folded):
+            # live at the start of the batch and evicted clean since (so committed), or named
+            # only inside its payload
+            raw = self.store.projection_load(self.name, [tid]).get(tid)
+        fold = TaskFold(STATE_DECODER.decode(raw)) if raw is not None else TaskFold(tid)
+        self.cache[tid] = fold
+        if self.fresh:
+            self.folded.add(tid)
+            if len(self.folded) > _FRESH_MAX_TASKS:  # memory stays bounded: look rows up again
+                self.fresh = False
+                self.folded.clear()
+        if len(self.cache) > self.cache_size:
+            old_id, old = self.cache.popitem(last=False)
+            if old.s.last_position > self.committed:
+                self.pending[old_id] = old.dump()
+                self.index[old_id] = _index_row(old.s)
+        return fold
+
+    def commit(self) -> None:
+        """Step 3: the dirty states, their index rows and the cursor, in one transaction."""
+        store, name, upserts, index = self.store, self.name, self.pending, self.index
+        for tid, fold in self.cache.items():
+            if fold.s.last_position > self.committed:
+                upserts[tid] = fold.dump()
+                index[tid] = _index_row(fold.s)
+        expect = None if self.part is not None else self.committed
+        with store.transaction():  # rows, index rows and cursor: one transaction
+            if not store.projection_commit(name, self.position, upserts, expect=expect):
+                raise ProjectionMoved(name)
+            store.task_index_upsert(name, list(index.values()))
+        index.clear()
+        upserts.clear()
+        self.committed = self.position
 
 
 INDEX_VERSION = "+index1"

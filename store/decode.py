@@ -37,6 +37,7 @@ from .wire import (
     PeekResult,
     WireArtifact,
     WireArtifactUpdate,
+    WireFrame,
     WireMessage,
     WirePart,
     WireResult,
@@ -269,11 +270,31 @@ def _rpc_id(value: Any) -> str | int | None:
 
 def decode_item(payload: bytes | str) -> Item:
     """Decode one payload. Never raises."""
+    frame = _read_frame(payload)
+    if isinstance(frame, Item):
+        return frame
+    rpc_id = frame.id
+    if rpc_id is not None and type(rpc_id) is not int and type(rpc_id) is not str:
+        rpc_id = _rpc_id(rpc_id)
+    if frame.note is not None:
+        n = frame.note
+        return Item(Note(action=n.action, detail=n.detail, task_id=n.task_id), "local", rpc_id)
+    if frame.error is not None:
+        e = frame.error
+        dialect: Dialect = "unknown" if frame.jsonrpc else "rest"
+        return Item(ErrorItem(code=e.code, message=e.message or e.status or "", data=e.data), dialect, rpc_id)
+    if frame.result is not None:
+        return _result_item(frame.result, rpc_id)
+    return _bare_item(frame, rpc_id)
+
+
+def _read_frame(payload: bytes | str) -> WireFrame | Item:
+    """The payload as a frame, or the :class:`Undecodable` item saying why it is none."""
     try:
         try:
-            frame = _decode_frame(payload)
+            return _decode_frame(payload)
         except msgspec.ValidationError:  # a number out of a float's range, read as written (or a bad item)
-            frame = FRAME_DECODER.as_written.decode(payload)
+            return FRAME_DECODER.as_written.decode(payload)
     except msgspec.ValidationError as exc:
         return Item(Undecodable(f"not an A2A item: {exc}"))
     except msgspec.DecodeError as exc:
@@ -289,33 +310,27 @@ def decode_item(payload: bytes | str) -> Item:
     except Exception as exc:  # noqa: BLE001 - decode must never crash a reader
         return Item(Undecodable(f"undecodable: {type(exc).__name__}"))
 
-    rpc_id = frame.id
-    if rpc_id is not None and type(rpc_id) is not int and type(rpc_id) is not str:
-        rpc_id = _rpc_id(rpc_id)
-    if frame.note is not None:
-        n = frame.note
-        return Item(Note(action=n.action, detail=n.detail, task_id=n.task_id), "local", rpc_id)
-    if frame.error is not None:
-        e = frame.error
-        dialect: Dialect = "unknown" if frame.jsonrpc else "rest"
-        return Item(ErrorItem(code=e.code, message=e.message or e.status or "", data=e.data), dialect, rpc_id)
-    r = frame.result
-    if r is not None:
-        if r.artifactUpdate is not None:  # the hot case: a v1.0 stream chunk
-            return Item(_artifact_update(r.artifactUpdate), "1.0", rpc_id)
-        body = _v1_wrapped(r.task, r.message, r.statusUpdate, r.artifactUpdate)
-        if body is not None:
-            return Item(body, "1.0", rpc_id)
-        body = _v03_result(r)
-        if body is not None:
-            return Item(body, "0.3", rpc_id)
-        if r.id is not None and r.status is not None:
-            # a bare Task without kind: v1.0 GetTask / CancelTask
-            t = _task(
-                WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history)
-            )
-            return Item(t, "1.0" if (r.status.state or "").startswith("TASK_STATE") else "0.3", rpc_id)
-        return Item(Other("result of another shape"), "unknown", rpc_id)
+
+def _result_item(r: WireResult, rpc_id: str | int | None) -> Item:
+    """A JSON-RPC result: a v1.0 wrapper, a v0.3 ``kind``, or a bare Task (v1.0 GetTask / CancelTask)."""
+    if r.artifactUpdate is not None:  # the hot case: a v1.0 stream chunk
+        return Item(_artifact_update(r.artifactUpdate), "1.0", rpc_id)
+    body = _v1_wrapped(r.task, r.message, r.statusUpdate, r.artifactUpdate)
+    if body is not None:
+        return Item(body, "1.0", rpc_id)
+    body = _v03_result(r)
+    if body is not None:
+        return Item(body, "0.3", rpc_id)
+    if r.id is not None and r.status is not None:
+        # a bare Task without kind: v1.0 GetTask / CancelTask
+        t = _task(WireTask(id=r.id, contextId=r.contextId, status=r.status, artifacts=r.artifacts, history=r.history))
+        return Item(t, "1.0" if (r.status.state or "").startswith("TASK_STATE") else "0.3", rpc_id)
+    return Item(Other("result of another shape"), "unknown", rpc_id)
+
+
+def _bare_item(frame: WireFrame, rpc_id: str | int | None) -> Item:
+    """No JSON-RPC envelope: an HTTP+JSON StreamResponse (``{"task"}``, ``{"statusUpdate"}``, ...)
+    or a bare Task (HTTP+JSON GetTask)."""
     body = _v1_wrapped(frame.task, frame.message, frame.statusUpdate, frame.artifactUpdate)
     if body is not None:
         return Item(body, "rest", rpc_id)

@@ -171,32 +171,35 @@ class SseParser:
 
     def _feed(self, chunk: bytes) -> list[SseItem]:
         """:meth:`feed` without the fast path (the state may be anything)."""
+        chunk = self._new_bytes(chunk)
         if not chunk:
             return []
-        if not self._started:
-            chunk = self._start(chunk)
-            if not chunk:
-                return []
-        out: list[SseItem] = []
-        raw = self._raw
-        if self._cr_pending:
-            self._cr_pending = False
-            if chunk[:1] == b"\n":  # the "\n" of a "\r\n" split across chunks
-                raw.append(b"\n")
-                chunk = chunk[1:]
-                if not chunk:
-                    return out
         buf = self._buf + chunk if self._buf else chunk
         # the line ends: one kind in the whole buffer (the usual case) splits in C; a mix goes
         # through the regex. Either way each item's raw bytes are one slice of ``buf``.
         if b"\r" not in buf:
-            lines = buf.split(b"\n")
-            eol = 1
-        elif buf.count(b"\r\n") == buf.count(b"\r") == buf.count(b"\n") and not buf.endswith(b"\r"):
-            lines = buf.split(b"\r\n")
-            eol = 2
-        else:
-            return self._feed_mixed(buf, out)
+            return self._feed_lines(buf, buf.split(b"\n"), 1)
+        if buf.count(b"\r\n") == buf.count(b"\r") == buf.count(b"\n") and not buf.endswith(b"\r"):
+            return self._feed_lines(buf, buf.split(b"\r\n"), 2)
+        return self._feed_mixed(buf, [])
+
+    def _new_bytes(self, chunk: bytes) -> bytes:
+        """What of ``chunk`` is still to parse: a leading BOM (the stream's first bytes) and the
+        ``\n`` of a ``\r\n`` split across chunks are only kept in the raw bytes."""
+        if chunk and not self._started:
+            chunk = self._start(chunk)
+        if chunk and self._cr_pending:
+            self._cr_pending = False
+            if chunk[:1] == b"\n":
+                self._raw.append(b"\n")
+                chunk = chunk[1:]
+        return chunk
+
+    def _feed_lines(self, buf: bytes, lines: list[bytes], eol: int) -> list[SseItem]:
+        """The items of ``buf`` split at one kind of line end (``eol`` bytes long); the last part
+        is the line not ended yet."""
+        out: list[SseItem] = []
+        raw = self._raw
         rest = lines.pop()
         pos = start = 0
         line_fn = self._line

@@ -13,11 +13,22 @@ import msgspec
 import typer
 
 from a2a_tape.replay.inspect.task_views import task_projection
+from a2a_tape.replay.loopback import Guard
 from a2a_tape.store import safe_location
 
 from .. import listen as listening
 from . import options
-from .app import DbOption, JsonOption, commands, db_location, fail, listen_address, open_db
+from .app import (
+    AllowHostOption,
+    AllowRemoteOption,
+    DbOption,
+    JsonOption,
+    commands,
+    db_location,
+    fail,
+    listen_address,
+    open_db,
+)
 from .progress import folding
 
 if TYPE_CHECKING:
@@ -25,13 +36,20 @@ if TYPE_CHECKING:
 
 app = commands()
 
+WHY_LOCAL = "the UI shows the whole log, to this machine only (127.0.0.1, ::1); add --allow-remote to mean it"
+
 
 @app.command("ui")
 def ui_cmd(
     listen: Annotated[
         str,
-        typer.Option(help="HOST:PORT on loopback to listen on (port 0: any free port).", callback=options.listen),
+        typer.Option(
+            help="HOST:PORT to listen on (port 0: any free port; off loopback only with --allow-remote).",
+            callback=options.listen,
+        ),
     ] = "127.0.0.1:0",
+    allow_remote: AllowRemoteOption = False,
+    allow_host: AllowHostOption = [],
     open_browser: Annotated[
         bool | None,
         typer.Option(
@@ -48,8 +66,7 @@ def ui_cmd(
     Prints one line, the address to open: it carries a token made for this run, without which
     every page answers 401 (--json: that line as {"url", "host", "port"}). Stops on Ctrl-C.
     """
-    why = "the UI shows the whole log, to this machine only (127.0.0.1, ::1)"
-    host, port = listen_address(listen, allow_remote=False, why=why)
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     location = db_location(db)
     st = open_db(db, readonly="fallback")  # the task projection is kept when the log can be written
     try:
@@ -63,7 +80,8 @@ def ui_cmd(
         token = secrets.token_urlsafe(24)
         bound = sock.getsockname()[1]
         url = f"{listening.url_of(sock)}/?token={token}"
-        app_ = create_app(st, token=token, port=bound, where=safe_location(location))
+        guard = Guard.of(allow_host, any_host=allow_remote)
+        app_ = create_app(st, token=token, port=bound, where=safe_location(location), guard=guard)
         # the one line: the address with this run's token (not a recorded secret: it opens this
         # process's pages, and dies with it), on stdout for people and scripts alike
         # (not emit_json: its redaction would take the token out, and the line is for opening it)

@@ -190,6 +190,44 @@ class Listing(NamedTuple):
     rows: Iterator[TaskRow]  # the newest ``limit`` of them, newest last event first, read as they are iterated
 
 
+def keyed_listing(
+    st: Store,
+    where: TaskFilter,
+    *,
+    before: int | None = None,
+    batch: int = 200,
+    closed: Callable[[list[str]], Mapping[int, float]] | None = None,
+    lone: list[LoneMessage] | None = None,
+) -> Iterator[tuple[TaskView | LoneMessage, int]]:
+    """What ``tasks`` lists from the task index: the tasks and the lone Message replies passing
+    ``where``, newest last event first, each with its key (its last event's position): passed
+    back as ``before``, the listing goes on after it (the UI's pages). ``lone``: the lone Message
+    replies, when the caller has read them already."""
+    if lone is None:
+        lone = lone_messages(st, st.exchanges_without_task())
+    states = None if where.states is None else sorted(where.states)
+    tasks = keyed_newest(
+        st, before=before, states=states, context=where.context, since=where.since, batch=batch, closed=closed
+    )
+    return _newest_first(tasks, [m for m in lone if where.keeps_message(m)], before)
+
+
+def _newest_first(
+    tasks: Iterable[tuple[TaskView, int]], lone: Iterable[LoneMessage], before: int | None = None
+) -> Iterator[tuple[TaskView | LoneMessage, int]]:
+    """Tasks (with their keys, newest first) and lone Message replies (keyed by their last
+    event), merged newest first, after the key ``before``."""
+    messages = sorted(
+        ((m, m.events[-1].position) for m in lone if before is None or m.events[-1].position < before),
+        key=lambda p: p[1],
+        reverse=True,
+    )
+    merged: Iterator[tuple[TaskView | LoneMessage, int]] = heapq.merge(
+        tasks, messages, key=lambda p: p[1], reverse=True
+    )
+    return merged
+
+
 def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Folding = quietly) -> Listing:
     """Tasks and lone Message replies passing ``where``, newest (by last event) first.
 
@@ -203,13 +241,12 @@ def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Fold
         _note_bindings(every, bindings)
         views = [v for v in proj.views(closed_exchanges(every)) if where.keeps(v)]
         views.sort(key=lambda v: v.last_position, reverse=True)
-        return Listing(len(views) + len(lone), _newest_rows(iter(views), lone, limit, bindings))
-    states, context, since = where.states, where.context, where.since
-    total = count(st, states=states, context=context, since=since) + len(lone)
-    found = newest(
-        st, limit=limit, states=states, context=context, since=since, closed=lambda ids: _closed(st, ids, bindings)
-    )
-    return Listing(total, _newest_rows(found, lone, limit, bindings))
+        merged = _newest_first(((v, v.last_position) for v in views), lone)
+        return Listing(len(views) + len(lone), (_row(found, bindings) for found, _ in islice(merged, limit)))
+    total = count(st, states=where.states, context=where.context, since=where.since) + len(lone)
+    batch = 200 if limit is None else max(1, min(200, limit))  # a short listing reads no more rows than it shows
+    keyed = keyed_listing(st, where, batch=batch, closed=lambda ids: _closed(st, ids, bindings), lone=lone)
+    return Listing(total, (_row(found, bindings) for found, _ in islice(keyed, limit)))
 
 
 def _closed(st: Store, task_ids: Iterable[str], bindings: dict[str, set[str]]) -> dict[int, float]:
@@ -242,14 +279,10 @@ def _message_row(m: LoneMessage) -> TaskRow:
     return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
 
 
-def _newest_rows(
-    views: Iterator[TaskView], lone: list[LoneMessage], limit: int | None, bindings: Mapping[str, set[str]]
-) -> Iterator[TaskRow]:
-    """Task rows (``views``: newest last event first) and lone Message rows, merged newest first."""
-    tasks = ((v.last_position, _task_row(v, bindings.get(v.task_id, ()))) for v in views)
-    messages = sorted(((m.events[-1].position, _message_row(m)) for m in lone), key=lambda p: p[0], reverse=True)
-    merged = heapq.merge(tasks, messages, key=lambda p: p[0], reverse=True)
-    return (row for _, row in islice(merged, limit))
+def _row(found: TaskView | LoneMessage, bindings: Mapping[str, set[str]]) -> TaskRow:
+    if isinstance(found, LoneMessage):
+        return _message_row(found)
+    return _task_row(found, bindings.get(found.task_id, ()))
 
 
 def newest_ids(st: Store, limit: int | None) -> tuple[list[str], int | None]:

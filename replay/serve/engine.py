@@ -130,7 +130,12 @@ class ReplayEngine:
         self, call: bindings.Call, path: str, query: str, headers: Mapping[str, str], body: bytes
     ) -> Reply:
         """``body`` is the request as sent (what goes upstream in the recording modes); the engine
-        reads ``call.body``, the request in the JSON-RPC form (:mod:`replay.bindings`)."""
+        reads ``call.body``, the request in the JSON-RPC form (:mod:`replay.bindings`).
+
+        1. read the request (what cannot be read: :meth:`_bad_params`, :meth:`_bad_request`);
+        2. a method no dialect names: :meth:`_unknown_method`;
+        3. the checks every known method passes: the version header, the request's faults;
+        4. the operation: forwarded (record mode all), a send, a listing, a call on one task."""
         wire = call.body
         shape = shape_of(wire)
         try:
@@ -138,20 +143,10 @@ class ReplayEngine:
         except rpc.BadParams as exc:
             return await self._bad_params(exc, shape, query, path, headers, body)
         except rpc.BadRequest as exc:
-            # the agent may have answered this very request: its answer first, then ours
-            recorded = self._recorded(shape, self._dialect_of(shape.method, headers))
-            if recorded is None and shape.method in rpc.METHODS:  # a malformed send: its exact recording
-                recorded = self.matcher.match_shape(shape, rpc.METHODS[shape.method][0])
-            if recorded is not None:
-                return self._answer(recorded, exc.rpc_id)
-            return error_reply(exc.code, str(exc), exc.rpc_id)
+            return self._bad_request(exc, shape, headers)
         known = rpc.METHODS.get(req.method or "")
         if known is None:
-            dialect = self._dialect_of(req.method, headers)
-            recorded = self._recorded(shape, dialect) or self._refused_method(req.method, dialect)
-            if recorded is not None:
-                return self._answer(recorded, req.id)
-            return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+            return self._unknown_method(req, shape, headers)
         operation, dialect = known
         if dialect == "1.0" and not _says_v1(headers):
             # as an a2a-sdk 1.3.0 agent answers it: a client that forgets the header fails here
@@ -172,6 +167,29 @@ class ReplayEngine:
             return await self._send(req, shape, operation, dialect, faults, path, headers, body, wire)
         if operation == "list":
             return self._list(req, shape, dialect)
+        return self._on_task(req, shape, operation, dialect, faults)
+
+    def _bad_request(self, exc: rpc.BadRequest, shape: Shape, headers: Mapping[str, str]) -> Reply:
+        """A request that is no JSON-RPC request: the agent may have answered this very request
+        (its answer first), or a malformed send its exact recording; else our error."""
+        recorded = self._recorded(shape, self._dialect_of(shape.method, headers))
+        if recorded is None and shape.method in rpc.METHODS:  # a malformed send: its exact recording
+            recorded = self.matcher.match_shape(shape, rpc.METHODS[shape.method][0])
+        if recorded is not None:
+            return self._answer(recorded, exc.rpc_id)
+        return error_reply(exc.code, str(exc), exc.rpc_id)
+
+    def _unknown_method(self, req: rpc.RpcRequest, shape: Shape, headers: Mapping[str, str]) -> Reply:
+        """A method no dialect names: the agent's recorded answer to it, or its refusal of it."""
+        dialect = self._dialect_of(req.method, headers)
+        recorded = self._recorded(shape, dialect) or self._refused_method(req.method, dialect)
+        if recorded is not None:
+            return self._answer(recorded, req.id)
+        return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+
+    def _on_task(self, req: rpc.RpcRequest, shape: Shape, operation: str, dialect: str, faults: Faults) -> Reply:
+        """get, cancel or subscribe of one task: the agent's recorded answer to this very call
+        when there is one (get, cancel), else the task where it stands in this replay."""
         task_id = req.params.id if req.params else None
         if not task_id:
             recorded = self._recorded(shape, dialect)
@@ -488,76 +506,50 @@ class ReplayEngine:
         on_sent: Callable[[int], None] | None,
         pb: Playback | None,
     ) -> Reply:
-        scale = self.scale
-        delay = faults.delay_ms / 1000.0
-
-        async def fast() -> AsyncGenerator[bytes, None]:
-            """No fault, no wait: whole batches of frames per chunk, bookkeeping per batch."""
-            it = iter(frames)
-            sent = 0
-            while True:
-                batch = [f for f, _ in islice(it, _BATCH)]
-                if not batch:
-                    if pb is not None:
-                        pb.finished = True
-                    return
-                sent += len(batch)
-                if on_sent is not None:
-                    on_sent(sent)
-                yield b"".join(batch)
-                if pb is not None and pb.cancelled:
-                    return
-
-        async def gen() -> AsyncGenerator[bytes, None]:
-            buf: list[bytes] = []
-            sent = 0
-            errored = False
-
-            def flush() -> bytes:
-                if on_sent is not None:
-                    on_sent(sent)
-                chunk = b"".join(buf)
-                buf.clear()
-                return chunk
-
-            for f, gap in frames:
-                if faults.drop_after is not None and sent >= faults.drop_after:
-                    break
-                if faults.stall_after is not None and sent >= faults.stall_after:
-                    break
-                if faults.error_after is not None and sent >= faults.error_after:
-                    buf.append(self._faulterror_reply(faults, rpc_id))
-                    errored = True
-                    break
-                if pb is not None and pb.cancelled:
-                    break
-                wait = gap * scale + delay
-                if wait > 0:
-                    if buf:
-                        yield flush()
-                    await anyio.sleep(wait)
-                    if pb is not None and pb.cancelled:
-                        break
-                buf.append(f)
-                sent += 1
-                if faults.duplicate == sent:
-                    buf.append(f)
-                if len(buf) >= _BATCH:
-                    yield flush()
-            else:
-                if faults.error_after is not None and sent >= faults.error_after and not errored:
-                    buf.append(self._faulterror_reply(faults, rpc_id))
-            if buf or on_sent is not None:
-                chunk = flush()
-                if chunk:
-                    yield chunk
-            if faults.stall_after is not None and sent >= faults.stall_after and not errored:
-                while True:  # keep the connection, send nothing but keep-alive comments
-                    await anyio.sleep(15)
-                    yield comment(f"ping - {time.strftime('%Y-%m-%d %H:%M:%S')}")
-
-        stream = fast() if scale == 0 and not faults.any else gen()
+        """The frames as an SSE answer: whole batches when nothing waits or fails between them
+        (:func:`_batched`), else paced by the timing and the request's faults (:meth:`_paced`)."""
+        if self.scale == 0 and not faults.any:
+            stream = _batched(frames, on_sent, pb)
+        else:
+            stream = self._paced(frames, faults, rpc_id, _Outbox(on_sent), pb)
         return Reply(content_type="text/event-stream; charset=utf-8", stream=stream, headers=dict(SSE_HEADERS))
+
+    async def _paced(
+        self, frames: Iterable[tuple[bytes, float]], faults: Faults, rpc_id: Any, out: _Outbox, pb: Playback | None
+    ) -> AsyncGenerator[bytes, None]:
+        """Each frame after its recorded gap (scaled) and the request's delay, until a fault ends
+        the stream: ``drop-after`` (the connection ends), ``error-after`` (a -32603 error event,
+        at once or after the last frame), ``stall-after`` (then only keep-alive comments);
+        ``duplicate=N`` sends the Nth frame twice. Frames with no wait between them go out together."""
+        errored = False
+        for f, gap in frames:
+            stop = _stop_before(faults, out.sent, pb)
+            if stop == "error":
+                out.buf.append(self._faulterror_reply(faults, rpc_id))
+                errored = True
+            if stop is not None:
+                break
+            wait = gap * self.scale + faults.delay_ms / 1000.0
+            if wait > 0:
+                if out.buf:
+                    yield out.flush()
+                await anyio.sleep(wait)
+                if pb is not None and pb.cancelled:
+                    break
+            out.add(f, twice=faults.duplicate == out.sent + 1)
+            if len(out.buf) >= _BATCH:
+                yield out.flush()
+        else:
+            if faults.error_after is not None and out.sent >= faults.error_after:
+                out.buf.append(self._faulterror_reply(faults, rpc_id))  # (a stall after it still stalls)
+        if out.buf or out.on_sent is not None:
+            chunk = out.flush()
+            if chunk:
+                yield chunk
+        if faults.stall_after is not None and out.sent >= faults.stall_after and not errored:
+            while True:  # keep the connection, send nothing but keep-alive comments
+                await anyio.sleep(15)
+                yield comment(f"ping - {time.strftime('%Y-%m-%d %H:%M:%S')}")
 
     @staticmethod
     def _faulterror_reply(faults: Faults, rpc_id: Any) -> bytes:
@@ -799,3 +791,60 @@ class ReplayEngine:
     def recorded(self) -> int:
         """Exchanges recorded from upstream so far."""
         return self.forwarder.recorded if self.forwarder is not None else 0
+
+
+async def _batched(
+    frames: Iterable[tuple[bytes, float]], on_sent: Callable[[int], None] | None, pb: Playback | None
+) -> AsyncGenerator[bytes, None]:
+    """No fault, no wait: whole batches of frames per chunk, bookkeeping per batch."""
+    it = iter(frames)
+    sent = 0
+    while True:
+        batch = [f for f, _ in islice(it, _BATCH)]
+        if not batch:
+            if pb is not None:
+                pb.finished = True
+            return
+        sent += len(batch)
+        if on_sent is not None:
+            on_sent(sent)
+        yield b"".join(batch)
+        if pb is not None and pb.cancelled:
+            return
+
+
+class _Outbox:
+    """Frames waiting to go out as one chunk, and how many have been sent (told to ``on_sent``
+    at each chunk: the playback releases that many items)."""
+
+    def __init__(self, on_sent: Callable[[int], None] | None) -> None:
+        self.on_sent = on_sent
+        self.buf: list[bytes] = []
+        self.sent = 0
+
+    def add(self, frame: bytes, *, twice: bool = False) -> None:
+        self.buf.append(frame)
+        self.sent += 1
+        if twice:
+            self.buf.append(frame)
+
+    def flush(self) -> bytes:
+        if self.on_sent is not None:
+            self.on_sent(self.sent)
+        chunk = b"".join(self.buf)
+        self.buf.clear()
+        return chunk
+
+
+def _stop_before(faults: Faults, sent: int, pb: Playback | None) -> str | None:
+    """Why a paced stream sends no more frames after ``sent`` of them: ``drop``, ``stall``,
+    ``error`` (the request's faults, in that order) or ``cancelled``; None: it goes on."""
+    if faults.drop_after is not None and sent >= faults.drop_after:
+        return "drop"
+    if faults.stall_after is not None and sent >= faults.stall_after:
+        return "stall"
+    if faults.error_after is not None and sent >= faults.error_after:
+        return "error"
+    if pb is not None and pb.cancelled:
+        return "cancelled"
+    return None

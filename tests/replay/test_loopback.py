@@ -1,5 +1,5 @@
-"""Loopback servers refuse the web (replay/loopback.py), on every server a2a-tape starts: the proxy
-and serve, as the installed console script. A foreign ``Host`` (DNS rebinding) and a browser's
+"""Loopback servers refuse the web (replay/loopback.py), on every server a2a-tape starts: the proxy,
+serve and the UI, as the installed console script. A foreign ``Host`` (DNS rebinding) and a browser's
 cross-site request are refused unless allowed; what a server names itself as is never a client's
 made-up Host. The browser class is tested with a real browser: Debian's Chromium driven by
 Playwright. Chromium's own Local Network Access checks are turned off for it: older browsers and
@@ -8,29 +8,38 @@ control, the same attack with the host allowed, which does get through.
 
 Before: both servers answered any Host (after DNS rebinding a page read every recording through
 serve, or sent messages through the proxy with the upstream's credentials) and any cross-site
-``text/plain`` POST; the card named whatever Host the client sent."""
+``text/plain`` POST; the card named whatever Host the client sent. The UI had a check of its own,
+narrower than the guard (no ``--allow-host``, ``--allow-remote``); its token check stays its own, so
+here it is always given the token: what refuses is the guard."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import running_sdk_agent
-from tests.oracles.tape import TapeProcess, running
+from tests.oracles.tape import running
+from tests.replay.inspect.ui.conftest import run, start_ui, stop_ui
 
 TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
 CHROMIUM = shutil.which("chromium")
 CARD = "/.well-known/agent-card.json"
-SERVERS = ("proxy", "serve")
+SERVERS = ("proxy", "serve", "ui")
+AGENTS = ("proxy", "serve")
+"""The servers that answer as an agent (the UI only shows the log: no card, nothing to send)."""
+READ = {"proxy": CARD, "serve": CARD, "ui": "/"}
+"""What each server reads out to whoever asks."""
 
 
 class Counting:
@@ -56,19 +65,50 @@ def upstream() -> Iterator[tuple[str, Counting]]:
         yield agent.url, agent.app
 
 
+@dataclass
+class Served:
+    """A running server: where it listens, and what a client of the person who started it sends
+    with every request (the UI's token, in its cookie)."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    token: str = ""
+
+    @property
+    def port(self) -> str:
+        return self.url.rsplit(":", 1)[1]
+
+
+@functools.cache
+def _ui_log() -> Path:
+    """The tape imported into a log, once per test process, for the UI (which reads a database)."""
+    db = Path(tempfile.mkdtemp(prefix="a2a-tape-loopback-")) / "ui.db"
+    imported = run("import", TAPE, "--db", db)
+    assert imported.returncode == 0, imported.stderr
+    return db
+
+
 @contextlib.contextmanager
-def server(kind: str, agent_url: str, tmp: Path, *extra: str) -> Iterator[TapeProcess]:
-    """The proxy in front of the agent, or serve over a recording that sends what it has not
-    recorded to the agent (so a request that gets through is seen by the agent either way)."""
+def server(kind: str, agent_url: str, tmp: Path, *extra: str) -> Iterator[Served]:
+    """The proxy in front of the agent, serve over a recording that sends what it has not
+    recorded to the agent (so a request that gets through is seen by the agent either way), or
+    the UI over that recording."""
+    tape = tmp / "tape.jsonl"
+    shutil.copy(TAPE, tape)
+    if kind == "ui":
+        ui = start_ui(_ui_log(), *extra)
+        try:
+            yield Served(ui.base, {"Cookie": f"a2a_tape_ui_{ui.port}={ui.token}"}, ui.token)
+        finally:
+            stop_ui(ui)
+        return
     if kind == "proxy":
         args = ["proxy", agent_url, "--listen", "127.0.0.1:0", "--db", str(tmp / "p.db"), "--no-recover"]
     else:
-        tape = tmp / "tape.jsonl"
-        shutil.copy(TAPE, tape)
         args = ["serve", "--db", str(tape), "--listen", "127.0.0.1:0", "--record-mode", "new_episodes"]
         args += ["--upstream", agent_url]
     with running([*args, *extra], tmp / f"{kind}.log") as proc:
-        yield proc
+        yield Served(proc.url)
 
 
 _n = itertools.count()
@@ -95,10 +135,11 @@ def test_a_foreign_host_is_refused(tmp_path, upstream, kind, host):
     agent_url, agent = upstream
     before = agent.sends
     with server(kind, agent_url, tmp_path) as proc:
-        port = proc.url.rsplit(":", 1)[1]
-        h = {"Host": host.format(port=port), "A2A-Version": "1.0", "content-type": "application/json"}
-        card = httpx.get(proc.url + CARD, headers=h)
-        send = httpx.post(proc.url + "/", content=_send_body("rebound"), headers=h)
+        h = {**proc.headers, "Host": host.format(port=proc.port), "A2A-Version": "1.0"}
+        card = httpx.get(proc.url + READ[kind], headers=h)
+        send = httpx.post(
+            proc.url + "/", content=_send_body("rebound"), headers={**h, "content-type": "application/json"}
+        )
     assert card.status_code == send.status_code == 403, (card.text, send.text)
     assert "is not this server's" in send.text and "--allow-host" in send.text
     assert agent.sends == before
@@ -112,8 +153,7 @@ def test_a_foreign_host_is_refused(tmp_path, upstream, kind, host):
 def test_loopback_names_are_served(tmp_path, upstream, kind, host):
     agent_url, _ = upstream
     with server(kind, agent_url, tmp_path) as proc:
-        port = proc.url.rsplit(":", 1)[1]
-        r = httpx.get(proc.url + CARD, headers={"Host": host.format(port=port)})
+        r = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": host.format(port=proc.port)})
     assert r.status_code == 200, r.text
 
 
@@ -122,13 +162,13 @@ def test_loopback_names_are_served(tmp_path, upstream, kind, host):
 def test_an_allowed_host_is_served(tmp_path, upstream, kind, allow):
     agent_url, _ = upstream
     with server(kind, agent_url, tmp_path, *allow) as proc:
-        r = httpx.get(proc.url + CARD, headers={"Host": "agents.internal:8080"})
-        other = httpx.get(proc.url + CARD, headers={"Host": "elsewhere.example"})
+        r = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": "agents.internal:8080"})
+        other = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": "elsewhere.example"})
     assert r.status_code == 200, r.text
     assert other.status_code == (200 if "--allow-remote" in allow else 403)
 
 
-@pytest.mark.parametrize("kind", SERVERS)
+@pytest.mark.parametrize("kind", AGENTS)
 def test_the_card_never_names_a_host_a_client_made_up(tmp_path, upstream, kind):
     """Under --allow-remote any Host is served: the card then names the address the connection
     came in on, not the Host; a Host the user allowed by name is used as given."""
@@ -190,44 +230,50 @@ FETCH = """async ([url, init]) => {
 }"""
 
 
+def _reading(kind: str, proc: Served) -> list[object]:
+    """The request that reads what a server holds, as ``fetch`` arguments: an agent's ListTasks, or
+    the UI's task list with the run's token (which a rebinding page should not have: given anyway,
+    the guard refuses first)."""
+    if kind == "ui":
+        return [f"/?token={proc.token}", {}]
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
+    return [
+        "/",
+        {"method": "POST", "headers": {"content-type": "application/json", "A2A-Version": "1.0"}, "body": body},
+    ]
+
+
 @pytest.mark.parametrize("allowed", [False, True], ids=["refused", "control: allowed"])
 @pytest.mark.parametrize("kind", SERVERS)
 def test_dns_rebinding_cannot_read_or_send(tmp_path, upstream, browser, kind, allowed):
     """The page's own origin is rebound to 127.0.0.1: its same-origin requests reach the server
-    with ``Host: rebind.test:PORT``. It must read nothing (ListTasks) and send nothing."""
+    with ``Host: rebind.test:PORT``. It must read nothing (ListTasks, the UI's list) and send nothing."""
     agent_url, agent = upstream
     before = agent.sends
     extra = ["--allow-host", "rebind.test"] if allowed else []
     with server(kind, agent_url, tmp_path, *extra) as proc:
-        port = proc.url.rsplit(":", 1)[1]
-        page = _page(browser, f"http://rebind.test:{port}")
+        page = _page(browser, f"http://rebind.test:{proc.port}")
         try:
+            listing = page.evaluate(FETCH, _reading(kind, proc))
             headers = {"content-type": "application/json", "A2A-Version": "1.0"}
-            listing = page.evaluate(
-                FETCH,
-                [
-                    "/",
-                    {
-                        "method": "POST",
-                        "headers": headers,
-                        "body": json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}),
-                    },
-                ],
-            )
-            sent = page.evaluate(FETCH, ["/", {"method": "POST", "headers": headers, "body": _send_body("rebound")}])
+            send = {"method": "POST", "headers": headers, "body": _send_body("rebound")}
+            sent = page.evaluate(FETCH, ["/", send]) if kind in AGENTS else None
         finally:
             page.close()
+    read_text = "task-rows" if kind == "ui" else "tasks"
     if allowed:
-        assert listing[1] == sent[1] == 200, (listing, sent)
-        assert agent.sends == before + 1 + (kind == "proxy")  # the proxy forwards the listing too
+        assert listing[1] == 200 and read_text in listing[2], listing
+        assert sent is None or sent[1] == 200, sent
+        assert agent.sends == before + (kind in AGENTS) + (kind == "proxy")  # the proxy forwards the listing too
     else:
-        assert listing[1] == sent[1] == 403, (listing, sent)
-        assert "tasks" not in listing[2]
+        assert listing[1] == 403, listing
+        assert sent is None or sent[1] == 403, sent
+        assert read_text not in listing[2]
         assert agent.sends == before
 
 
 @pytest.mark.parametrize("allowed", [False, True], ids=["refused", "control: allowed"])
-@pytest.mark.parametrize("kind", SERVERS)
+@pytest.mark.parametrize("kind", AGENTS)  # the UI answers no POST: there is nothing to act on
 def test_a_cross_site_text_plain_post_sends_nothing(tmp_path, upstream, browser, kind, allowed):
     """The POST a page may send anywhere without a CORS preflight (``text/plain``, ``no-cors``):
     the page cannot read the answer, but before the server acted on it."""
@@ -248,17 +294,19 @@ def test_a_cross_site_text_plain_post_sends_nothing(tmp_path, upstream, browser,
 @pytest.mark.parametrize("kind", SERVERS)
 def test_a_cross_site_navigation_is_refused_and_a_typed_url_is_not(tmp_path, upstream, browser, kind):
     """A link on another site (``Sec-Fetch-Site: cross-site``, no Origin on a GET) is refused; the
-    same URL typed into the address bar (``Sec-Fetch-Site: none``) is the user's own request."""
+    same URL typed into the address bar (``Sec-Fetch-Site: none``) is the user's own request. The
+    UI's link is the address it printed, token and all: a page that got hold of it still gets 403."""
     agent_url, _ = upstream
     with server(kind, agent_url, tmp_path) as proc:
-        page = _page(browser, "http://attacker.test", href=proc.url + CARD)
+        address = f"{proc.url}/?token={proc.token}" if kind == "ui" else proc.url + CARD
+        page = _page(browser, "http://attacker.test", href=address)
         try:
             with page.expect_navigation() as nav:
                 page.click("#go")
             clicked = nav.value
             assert clicked is not None
             clicked_status, clicked_text = clicked.status, clicked.text()
-            typed = page.goto(proc.url + CARD)
+            typed = page.goto(address)
             assert typed is not None
             typed_status = typed.status
         finally:

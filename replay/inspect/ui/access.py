@@ -1,21 +1,19 @@
 """Who may read the UI: this machine's browser, holding this run's token; nothing a web page asks.
 
-Every request, page, fragment, stream and static file alike, passes :class:`Access` first:
+Every request, page, fragment, stream and static file alike, passes three layers, outermost first
+(:func:`protect`):
 
-1. ``Host`` must name this server on loopback (``127.0.0.1:PORT``, ``localhost:PORT``,
-   ``[::1]:PORT``): a page of another site that rebinds its DNS name to 127.0.0.1 sends its own
-   name (403).
-2. A browser's cross-site request is refused: ``Sec-Fetch-Site`` other than ``same-origin`` or
-   ``none`` (typed, opened from the command line), or an ``Origin`` other than this server's (403).
-3. The run's random token, from ``?token=`` (the URL ``a2a-tape ui`` prints) or this port's
-   cookie; without it, 401. A page opened with ``?token=`` gets the cookie (``HttpOnly``,
-   ``SameSite=Strict``) and is redirected to the same address without the token, so the token
-   stays out of the history and of every link.
-
-Every answer carries a Content-Security-Policy that lets the page load its own scripts, styles
-and streams and nothing else (no inline script, no frame, no form to elsewhere), and headers that
-keep it out of caches and frames. Checks 1 and 2 are the loopback-server rules (docs/design.md
-section 16) in their smallest form, kept here in one place until the shared module lands.
+1. :class:`SecurityHeaders`: every answer, a refusal too, carries a Content-Security-Policy that
+   lets the page load its own scripts, styles and streams and nothing else (no inline script, no
+   frame, no form to elsewhere), and headers that keep it out of caches and frames.
+2. The loopback guard every server of ours has (:mod:`a2a_tape.replay.loopback`): a ``Host`` that
+   is not a loopback name, the address the connection came in on or an ``--allow-host`` name (a
+   page after DNS rebinding), and a browser's cross-site request (``Origin``, ``Sec-Fetch-Site``),
+   get 403, token or not.
+3. :class:`TokenCheck`, the UI's own: the run's random token, from ``?token=`` (the URL
+   ``a2a-tape ui`` prints) or this port's cookie; without it, 401. A page opened with ``?token=``
+   gets the cookie (``HttpOnly``, ``SameSite=Strict``) and is redirected to the same address
+   without the token, so the token stays out of the history and of every link.
 """
 
 from __future__ import annotations
@@ -24,8 +22,11 @@ import hmac
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ...loopback import Guard, LoopbackGuard
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -39,7 +40,6 @@ SECURITY_HEADERS = [
     (b"cache-control", b"no-store"),
 ]
 _SECURITY_NAMES = frozenset(name for name, _ in SECURITY_HEADERS)
-_SAFE_FETCH_SITES = frozenset({"same-origin", "none"})
 
 
 def cookie_name(port: int) -> str:
@@ -47,16 +47,20 @@ def cookie_name(port: int) -> str:
     return f"a2a_tape_ui_{port}"
 
 
-class Access:
-    """ASGI middleware: the loopback host, same-origin requests only, the run's token."""
+def protect(*, token: str, port: int, guard: Guard) -> list[Middleware]:
+    """The UI's middleware, outermost first: the headers, the loopback guard, the token."""
+    return [
+        Middleware(SecurityHeaders),
+        Middleware(LoopbackGuard, guard=guard),
+        Middleware(TokenCheck, token=token, port=port),
+    ]
 
-    def __init__(self, app: ASGIApp, *, token: str, port: int) -> None:
+
+class SecurityHeaders:
+    """ASGI middleware: :data:`SECURITY_HEADERS` on every HTTP answer, in place of the app's own."""
+
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.token = token
-        self.port = port
-        self.hosts = {f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]")}
-        self.origins = {f"http://{h}" for h in self.hosts}
-        self.cookie = cookie_name(port)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -69,21 +73,26 @@ class Access:
                 message["headers"] = [*own, *SECURITY_HEADERS]
             await send(message)
 
-        refusal = self.refusal(scope)
-        if refusal is not None:
-            await refusal(scope, receive, secured)
-            return
         await self.app(scope, receive, secured)
 
+
+class TokenCheck:
+    """ASGI middleware: the run's token, in the address once (then a cookie) or in the cookie."""
+
+    def __init__(self, app: ASGIApp, *, token: str, port: int) -> None:
+        self.app = app
+        self.token = token
+        self.cookie = cookie_name(port)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self.refusal(scope) if scope["type"] == "http" else None
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
     def refusal(self, scope: Scope) -> Response | None:
-        """The answer to a request that may not go on, or None."""
-        headers = Headers(scope=scope)
-        if headers.get("host", "") not in self.hosts:
-            return PlainTextResponse("refused: this server answers only at its own loopback address\n", 403)
-        site = headers.get("sec-fetch-site")
-        origin = headers.get("origin")
-        if (site is not None and site not in _SAFE_FETCH_SITES) or (origin is not None and origin not in self.origins):
-            return PlainTextResponse("refused: a request from another site\n", 403)
+        """The answer to a request that may not go on (or that only sets the cookie), or None."""
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = next((v for k, v in query if k == "token"), None)
         if given is not None and self._valid(given):
@@ -93,7 +102,7 @@ class Access:
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
             return response
-        if self._valid(_cookie(headers, self.cookie)):
+        if self._valid(_cookie(Headers(scope=scope), self.cookie)):
             return None
         return PlainTextResponse("a2a-tape ui: open the address with its ?token= that 'a2a-tape ui' printed\n", 401)
 

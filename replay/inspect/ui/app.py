@@ -1,6 +1,6 @@
 """``a2a-tape ui``: the log in a browser, read-only and live.
 
-Routes (every one behind :class:`.access.Access`):
+Routes (every one behind :func:`.access.protect`: the headers, the loopback guard, the token):
 
 - ``/``: the task list (``?q=`` search, ``state``, ``context``, ``binding``, ``upstream``,
   ``since``, ``level``; ``before`` the key to go on from); ``/rows``: a further page of it;
@@ -30,11 +30,12 @@ from starlette.staticfiles import StaticFiles
 
 from a2a_tape.store import Store
 
+from ...loopback import LOOPBACK_ONLY, Guard
 from ...views import TaskView
 from ..diff import normalised
 from ..doctor import findings as doctor_findings
 from . import diffview, pages, reading, rows
-from .access import Access
+from .access import protect
 from .live import KEEPALIVE, Follower, sse
 from .reading import BadQuery, Filters
 from .render import STATIC, fragment, render
@@ -396,14 +397,15 @@ class _Linked:
 
     def __init__(self, row: rows.TaskListRow) -> None:
         self._row = row
-        self.href = task_href(row.task_id)
+        self.href = None if row.task_id is None else task_href(row.task_id)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._row, name)
 
 
-def create_app(store: Store, *, token: str, port: int, where: str) -> Starlette:
-    """The UI over ``store``, for the server on loopback ``port``, readable with ``token``."""
+def create_app(store: Store, *, token: str, port: int, where: str, guard: Guard = LOOPBACK_ONLY) -> Starlette:
+    """The UI over ``store``, for the server on ``port``, readable with ``token`` by the clients
+    ``guard`` lets in (loopback only by default: ``--allow-host``, ``--allow-remote``)."""
     from .reading import keep_projection
 
     kept = keep_projection(store)
@@ -434,7 +436,6 @@ def create_app(store: Store, *, token: str, port: int, where: str) -> Starlette:
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(Access, token=token, port=port)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=protect(token=token, port=port, guard=guard))
     app.state.ui = ui
     return app

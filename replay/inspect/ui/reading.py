@@ -9,7 +9,7 @@ position (:meth:`store.EventLog.iter_task`); the answer at a scrubber position i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import msgspec
@@ -22,6 +22,7 @@ from ...fold import TaskFold, fold_task_events
 from ...views import TaskView
 from .. import listing
 from ..grep import Match, is_literal, iter_grep
+from ..messages import LoneMessage, lone_messages
 from ..steps import closed_exchanges
 from . import rows
 
@@ -167,36 +168,51 @@ def passes(store: Store, view: TaskView, f: Filters) -> bool:
         levels = {fault.level for fault in view.faults}
         if "error" not in levels and (f.level == "error" or "warning" not in levels):
             return False
-    if f.binding or f.upstream:
-        exchanges = store.exchanges(view.task_id)
-        if f.binding and not any(rows.binding_of(ex)[0] == f.binding for ex in exchanges):
-            return False
-        if f.upstream and not any(f.upstream in rows.upstream_of(ex) for ex in exchanges):
-            return False
-    return True
+    return _went(store.exchanges(view.task_id) if f.binding or f.upstream else [], f)
+
+
+def _went(exchanges: Sequence[Exchange], f: Filters) -> bool:
+    """Whether some of ``exchanges`` went over the binding and to the upstream ``f`` names."""
+    if f.binding and not any(rows.binding_of(ex)[0] == f.binding for ex in exchanges):
+        return False
+    return not (f.upstream and not any(f.upstream in rows.upstream_of(ex) for ex in exchanges))
+
+
+def _message_passes(m: LoneMessage, exchanges: Mapping[int, Exchange], f: Filters) -> bool:
+    """The filters the index does not hold, for a lone Message reply: it has no faults; its
+    binding and upstream are its exchange's."""
+    if f.level is not None:
+        return False
+    ex = exchanges.get(m.events[0].exchange_id or -1)
+    return _went([] if ex is None else [ex], f)
 
 
 def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int = PAGE) -> ListPage:
-    """A page of the list, newest last event first, after the key ``before``."""
+    """A page of the list, newest last event first, after the key ``before``: what ``a2a-tape
+    tasks`` lists (:func:`listing.keyed_listing`: the tasks and the lone Message replies)."""
     if f.q:
         return search(store, f, after=before, limit=limit)
     found: list[rows.TaskListRow] = []
     scanned = 0
-    keyed = listing.keyed_newest(
+    taskless = store.exchanges_without_task()
+    by_id = {ex.id: ex for ex in taskless if ex.id is not None}
+    keyed = listing.keyed_listing(
         store,
+        listing.TaskFilter(states=frozenset(f.states) or None, context=f.context, since=f.since),
         before=before,
-        states=f.states or None,
-        context=f.context,
-        since=f.since,
         batch=limit if f.index_only else 200,
         closed=lambda ids: _closed(store, ids),
+        lone=lone_messages(store, taskless),
     )
     last = None
-    for view, key in keyed:
+    for item, key in keyed:
         scanned += 1
         last = key
-        if f.index_only or passes(store, view, f):
-            found.append(rows.list_row(view))
+        if isinstance(item, LoneMessage):
+            if f.index_only or _message_passes(item, by_id, f):
+                found.append(rows.message_row(item))
+        elif f.index_only or passes(store, item, f):
+            found.append(rows.list_row(item))
         if len(found) >= limit or scanned >= SCAN:
             return ListPage(found, last, scanned)
     return ListPage(found, None, scanned)

@@ -19,6 +19,7 @@ from a2a_tape.store.methods import BINDING_NAMES, METHODS, binding_and_version, 
 
 from ...views import TaskView
 from ..doctor import Finding
+from ..messages import LoneMessage
 from ..steps import summary
 from .render import cell
 
@@ -240,9 +241,10 @@ def finding_rows(found: Iterable[Finding]) -> list[FindingRow]:
 
 
 class TaskListRow(msgspec.Struct, frozen=True):
-    """One task in the list."""
+    """One line of the list: a task, or a lone Message reply (``kind`` ``message``: no task, so
+    no ``task_id``, no page and no state; ``name`` says which reply, as ``tasks`` prints it)."""
 
-    task_id: str
+    task_id: str | None
     dom_id: str
     context_id: str | None
     state: str
@@ -254,13 +256,45 @@ class TaskListRow(msgspec.Struct, frozen=True):
     profile: str
     answer: str | None  # the final answer's first line, shortened
     match: str | None = None  # a search's snippet
+    kind: str = "task"
+    message_key: str = ""  # a lone Message reply's message id, else its context id
+
+    @property
+    def name(self) -> str:
+        """What the first column shows: the task id, or ``message <id>`` (``tasks``' rule)."""
+        return self.task_id if self.task_id is not None else f"message {self.message_key}".strip()
+
+
+def _first_line(text: str | None) -> str | None:
+    """A text's first line, shortened to 80 characters (None: no text)."""
+    if not text:
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= 80 else first[:79] + "…"
+
+
+def message_row(m: LoneMessage) -> TaskListRow:
+    """A lone Message reply in the list, as ``tasks`` lists it."""
+    first, last = m.events[0], m.events[-1]
+    return TaskListRow(
+        task_id=None,
+        dom_id=dom_id("message", m.key),
+        context_id=m.context_id,
+        state="message",
+        events=len(m.events),
+        first_at=first.received_at,
+        last_at=last.received_at,
+        last_position=last.position,
+        faults=0,
+        profile="generic",
+        answer=_first_line(m.text),
+        kind="message",
+        message_key=m.message_id or m.context_id or "",
+    )
 
 
 def list_row(view: TaskView, match: str | None = None) -> TaskListRow:
-    answer = None
-    if view.final_answer:
-        first = view.final_answer.strip().splitlines()[0] if view.final_answer.strip() else ""
-        answer = first if len(first) <= 80 else first[:79] + "…"
+    answer = _first_line(view.final_answer)
     return TaskListRow(
         task_id=view.task_id,
         dom_id=dom_id("row", view.task_id),

@@ -1,0 +1,85 @@
+"""The UI's task list is what ``a2a-tape tasks`` lists, from the same listing function
+(``replay/inspect/listing.keyed_listing``): the tasks and the lone Message replies (a send the
+agent answered with a Message that names no task), newest last event first, in the same order,
+on every page. A real a2a-sdk agent recorded by the installed ``record``; the installed ``ui``.
+
+Before: the UI read the task index only, so a lone reply showed in ``tasks`` and never in the
+browser."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+from a2a_tape.replay.inspect.ui import reading
+from a2a_tape.store import open_store
+from tests.replay.inspect.ui.conftest import run
+
+SENDS = ("first task", "reply alone", "second task", "reply alone", "third task")
+
+
+def _name(row: dict) -> str:
+    """The first column of ``tasks`` (its rule for a lone Message: ``message <id>``)."""
+    if row["kind"] == "message":
+        return f"message {row['message_id'] or row['context_id'] or ''}".strip()
+    return row["task_id"]
+
+
+@pytest.fixture
+def log(sdk_agent, tmp_path):
+    db = tmp_path / "log.db"
+    for text in SENDS:
+        r = run("record", sdk_agent.url, text, "--db", db)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return db
+
+
+def _tasks(db, *args: str) -> list[str]:
+    r = run("tasks", "--json", "--db", db, *args)
+    assert r.returncode == 0, r.stderr
+    return [_name(row) for row in json.loads(r.stdout)]
+
+
+def _listed(html: str) -> list[str]:
+    return re.findall(
+        r'<tr id="[^"]*" class="task-row[^"]*"><td class="id">(?:<a href="[^"]*">)?<code[^>]*>([^<]*)</code>', html
+    )
+
+
+@pytest.mark.parametrize("query", ["", "?state=completed", "?binding=JSONRPC", "?level=warning"])
+def test_the_list_shows_what_tasks_lists_lone_messages_too(log, serve_ui, query):
+    expected = _tasks(log, "--state", "completed") if "state" in query else _tasks(log)
+    if "level" in query:  # tasks has no faults filter: a lone reply has no faults, so it is never shown
+        expected = [n for n in expected if not n.startswith("message ")]
+    elif "state" not in query:
+        assert sum(n.startswith("message ") for n in expected) == 2
+    ui = serve_ui(log)
+    with httpx.Client(base_url=ui.base, cookies={f"a2a_tape_ui_{ui.port}": ui.token}, timeout=30) as c:
+        page = c.get("/" + query)
+    assert page.status_code == 200
+    shown = _listed(page.text)
+    if "level" in query:
+        assert all(n in expected for n in shown)
+    else:
+        assert shown == expected
+
+
+def test_every_page_goes_on_after_the_last_key_shown(log):
+    """One row a page: tasks and lone replies interleave across pages exactly as ``tasks`` lists them."""
+    expected = _tasks(log)
+    st = open_store(str(log), create=False)
+    try:
+        shown: list[str] = []
+        before = None
+        for _ in range(len(expected) + 1):
+            page = reading.task_list(st, reading.Filters(), before=before, limit=1)
+            shown += [r.name for r in page.rows]
+            if page.more is None:
+                break
+            before = page.more
+    finally:
+        st.close()
+    assert shown == expected
