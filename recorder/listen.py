@@ -18,7 +18,8 @@ import contextlib
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Literal
 
 from a2a_tape.replay.loopback import is_loopback
@@ -83,22 +84,47 @@ def url_of(sock: socket.socket) -> str:
 Lifespan = Literal["auto", "on", "off"]
 
 
-def server(app: ASGIApp, *, lifespan: Lifespan = "off") -> uvicorn.Server:
+def server(app: ASGIApp, *, lifespan: Lifespan = "off", on_exit: Callable[[], None] | None = None) -> uvicorn.Server:
+    """uvicorn for ``app``; ``on_exit`` (if any) is told first when a signal asks it to stop, so
+    what would hold the graceful shutdown (the UI's open event streams) ends at once."""
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=2))
+    config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=2)
+    if on_exit is None:
+        return uvicorn.Server(config)
+    tell: Callable[[], None] = on_exit
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            tell()
+            super().handle_exit(sig, frame)
+
+    return Server(config)
 
 
-def run(app: ASGIApp, sock: socket.socket, *, lifespan: Lifespan = "off") -> None:
+def run(
+    app: ASGIApp,
+    sock: socket.socket,
+    *,
+    lifespan: Lifespan = "off",
+    on_exit: Callable[[], None] | None = None,
+    listening: Callable[[], None] | None = None,
+) -> None:
     """Serve ``app`` on ``sock`` in this thread until interrupted; the socket is closed after.
+    Every server of ours runs here (serve, proxy, the demo agent, ui), so they stop alike.
 
     SIGTERM (``kill``, a service manager, a test's stop) ends it as Ctrl-C does: uvicorn shuts
     down gracefully, then hands the signal back; it ends here as a clean exit instead of killing
-    the process, so the caller's cleanup runs (serve writes a tape back, the proxy closes its log)."""
+    the process, so the caller's cleanup runs (serve writes a tape back, the proxy and ui close
+    their log). ``listening`` says where it listens (the line people and scripts wait for): it is
+    called once SIGTERM is handled so, never before, and a SIGTERM sent as soon as the line is
+    read exits 0 too. ``on_exit``: as :func:`server` says."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
-        server(app, lifespan=lifespan).run(sockets=[sock])
+        if listening is not None:
+            listening()
+        server(app, lifespan=lifespan, on_exit=on_exit).run(sockets=[sock])
     finally:
         sock.close()
         if main:

@@ -213,9 +213,13 @@ def listen_and_serve(
         sock = listening.bind(host, port)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    say(banner(listening.url_of(sock)))
-    sys.stderr.flush()
-    listening.run(asgi, sock, lifespan=lifespan)
+    url = listening.url_of(sock)
+
+    def say_banner() -> None:
+        say(banner(url))
+        sys.stderr.flush()
+
+    listening.run(asgi, sock, lifespan=lifespan, listening=say_banner)
 
 
 def emit_json(value: Any) -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
-import socket
 import sys
-from collections.abc import Callable
-from types import FrameType
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import msgspec
 import typer
@@ -30,9 +28,6 @@ from .app import (
     open_db,
 )
 from .progress import folding
-
-if TYPE_CHECKING:
-    from starlette.types import ASGIApp
 
 app = commands()
 
@@ -82,35 +77,26 @@ def ui_cmd(
         url = f"{listening.url_of(sock)}/?token={token}"
         guard = Guard.of(allow_host, any_host=allow_remote)
         app_ = create_app(st, token=token, port=bound, where=safe_location(location), guard=guard)
-        # the one line: the address with this run's token (not a recorded secret: it opens this
-        # process's pages, and dies with it), on stdout for people and scripts alike
-        # (not emit_json: its redaction would take the token out, and the line is for opening it)
-        line = (
-            msgspec.json.encode({"url": url, "host": host, "port": bound}).decode() if json else f"a2a-tape ui: {url}"
+        # the pages' event streams end first, so they do not hold the shutdown for its grace period
+        listening.run(
+            app_,
+            sock,
+            lifespan="on",
+            on_exit=app_.state.ui.follower.close_streams,
+            listening=functools.partial(_announce, url, host, bound, json=json, open_browser=open_browser),
         )
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-        if open_browser if open_browser is not None else sys.stdout.isatty():
-            import webbrowser
-
-            webbrowser.open(url)
-        _serve(app_, sock, on_exit=app_.state.ui.follower.close_streams)
     finally:
         st.close()
 
 
-def _serve(app_: ASGIApp, sock: socket.socket, *, on_exit: Callable[[], None]) -> None:
-    """uvicorn on ``sock`` until Ctrl-C; ``on_exit`` is told first, so the pages' event streams
-    end at once instead of holding the shutdown for its grace period."""
-    import uvicorn
+def _announce(url: str, host: str, port: int, *, json: bool, open_browser: bool | None) -> None:
+    """The one line: the address with this run's token (not a recorded secret: it opens this
+    process's pages, and dies with it), on stdout for people and scripts alike (not emit_json:
+    its redaction would take the token out, and the line is for opening it); then the browser."""
+    line = msgspec.json.encode({"url": url, "host": host, "port": port}).decode() if json else f"a2a-tape ui: {url}"
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+    if open_browser if open_browser is not None else sys.stdout.isatty():
+        import webbrowser
 
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            on_exit()
-            super().handle_exit(sig, frame)
-
-    config = uvicorn.Config(app_, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
-    try:
-        Server(config).run(sockets=[sock])
-    finally:
-        sock.close()
+        webbrowser.open(url)

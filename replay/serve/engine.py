@@ -245,7 +245,7 @@ class ReplayEngine:
         ``If-None-Match`` on its ETag gets 304, as the agent answers it."""
         rec = self.library.card_for(path, "1.0" if _says_v1(headers) else "0.3")
         if rec is None:
-            return json_reply(rpc.card_for(base_url, None))
+            return json_reply(rpc.card_for(base_url, self.grpc_address))
         inm = next((v for k, v in headers.items() if k.lower() == "if-none-match"), None)
         return card_reply(rec, base_url, inm, self.grpc_address)
 

@@ -18,6 +18,8 @@ from a2a_tape.store.methods import METHODS as METHODS  # re-exported: (operation
 from a2a_tape.store.methods import SEND_OPERATIONS as SEND_OPERATIONS
 from a2a_tape.store.wire import WireMessage, WireTask
 
+from ..grpc_wire import rewrite_grpc_urls
+
 # JSON-RPC / A2A error codes
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -102,7 +104,7 @@ class CardCapabilities(msgspec.Struct):
 
 
 class AgentCard(msgspec.Struct):
-    """The fields of an agent card we read or rewrite; others are not kept."""
+    """The card made up for recordings that hold none (:func:`card_for`)."""
 
     name: str = "a2a-tape replay"
     description: str = "Recorded A2A sessions served by a2a-tape"
@@ -120,7 +122,6 @@ class AgentCard(msgspec.Struct):
 _encoder = msgspec.json.Encoder()
 _envelope_decoder = Decoder(_Envelope)
 _params_decoder: Decoder[Params | None] = Decoder(Params | None)  # type: ignore[arg-type]  # a union is a type to msgspec, not to mypy
-_card_decoder = Decoder(AgentCard)
 
 
 class BadRequest(A2ATapeError):
@@ -186,21 +187,18 @@ def encode_id(rpc_id: Any) -> bytes:
     return _encoder.encode(rpc_id)
 
 
-def card_for(base_url: str, recorded: bytes | None) -> bytes:
-    """The recorded card with its URLs pointing at us, or a card made up for the recordings."""
-    card = AgentCard()
-    if recorded:
-        try:
-            card = _card_decoder.decode(recorded)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            card = AgentCard()
+def card_for(base_url: str, grpc_address: str | None = None) -> bytes:
+    """The card made up for recordings that hold none: both JSON-RPC dialects and HTTP+JSON at
+    ``base_url``, and the gRPC replay server at ``grpc_address`` (serve --grpc-listen, the pytest
+    plugin's ``grpc_target``) added as a recorded card gets it (:func:`grpc_wire.rewrite_grpc_urls`)."""
     url = base_url.rstrip("/") + "/"
-    card.url = url
-    card.supportedInterfaces = [
-        *(CardInterface(url=url, protocolBinding="JSONRPC", protocolVersion=v) for v in ("1.0", "0.3")),
-        CardInterface(url=url.rstrip("/"), protocolBinding="HTTP+JSON", protocolVersion="1.0"),  # its routes
-    ]
-    card.preferredTransport = card.preferredTransport or "JSONRPC"
-    card.protocolVersion = card.protocolVersion or "0.3"
-    card.capabilities = msgspec.structs.replace(card.capabilities, streaming=True)
-    return _encoder.encode(card)
+    card = AgentCard(
+        url=url,
+        supportedInterfaces=[
+            *(CardInterface(url=url, protocolBinding="JSONRPC", protocolVersion=v) for v in ("1.0", "0.3")),
+            CardInterface(url=url.rstrip("/"), protocolBinding="HTTP+JSON", protocolVersion="1.0"),  # its routes
+        ],
+        preferredTransport="JSONRPC",
+        protocolVersion="0.3",
+    )
+    return rewrite_grpc_urls(_encoder.encode(card), grpc_address)[0]

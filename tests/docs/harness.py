@@ -90,13 +90,5 @@ class Background:
         return code
 
 
-def stopped_cleanly(script: str, code: int) -> bool:
-    """Stopped by SIGTERM as by Ctrl-C: serve, proxy and the demo agent exit 0 (recorder/listen.py);
-    ``a2a-tape ui`` runs its own uvicorn loop, which hands the signal back and ends by it
-    (recorder/cli/ui.py; reported, not ours to change here)."""
-    last = [line for line in script.strip().splitlines() if line.strip()][-1].split()
-    return code == 0 or (code == -signal.SIGTERM and "ui" in last[:3] and last[-1] != "--agent-only")
-
-
 def run_line(line: str, cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.grpc.clients import sdk_send
+from tests.grpc.clients import card, sdk_send
 from tests.grpc.test_proxy import _strip_ids
 from tests.support.servers import bind_loopback
 
@@ -95,3 +95,23 @@ def test_bad_grpc_options_are_one_line_and_exit_2(argv, said, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+REPO = Path(__file__).parents[2]
+RECORDED_CARD = REPO / "tests" / "replay" / "data" / "chunk-agent.jsonl"  # the agent's card in it
+NO_CARD = REPO / "recordings" / "sdk-v10-stream.jsonl"  # none: serve makes one up
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+@pytest.mark.parametrize("tape", [RECORDED_CARD, NO_CARD], ids=["recorded-card", "made-up-card"])
+def test_the_card_serve_answers_names_its_grpc_server(tape):
+    """The a2a-sdk client configured for gRPC only follows the card to ``serve --grpc-listen``,
+    whether the card is the recorded one or one serve made up (that one named no gRPC interface:
+    "no compatible transports found")."""
+    serve = ["serve", "--db", str(tape), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
+    with _running(serve, r"gRPC on 127\.0\.0\.1:\d+") as (_proc, lines):
+        target = re.search(r"gRPC on (127\.0\.0\.1:\d+)", "".join(lines)).group(1)  # type: ignore[union-attr]
+        interfaces = card(_url(lines))["supportedInterfaces"]
+        assert [i["url"] for i in interfaces if i["protocolBinding"] == "GRPC"] == [target]
+        answers = sdk_send(_url(lines), "hello")
+    assert answers[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -9,6 +9,7 @@ from pathlib import Path
 pytest_plugins = ["pytester"]
 
 TAPE = Path(__file__).parents[1] / "replay" / "data" / "chunk-agent.jsonl"
+NO_CARD = Path(__file__).parents[2] / "recordings" / "sdk-v10-stream.jsonl"  # no card recorded: one made up
 
 USER_MODULE = """
 import anyio
@@ -50,6 +51,15 @@ def test_grpc_target_answers_a_raw_stub(a2a_tape):
     assert len(got) == 6 and got[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
+@pytest.mark.a2a_tape("recordings/no-card.jsonl")
+def test_a_made_up_card_names_the_grpc_target(a2a_tape):
+    from a2a.types import TaskState
+
+    a2a_tape.grpc_target  # started: the card made up for a recording without one names it too
+    got = _send(a2a_tape.url)
+    assert got[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 @pytest.mark.a2a_tape("recordings/chunk.jsonl", faults="drop-after=2")
 def test_faults_reach_the_grpc_client(a2a_tape):
     from a2a.client.errors import A2AClientError
@@ -63,6 +73,7 @@ def test_faults_reach_the_grpc_client(a2a_tape):
 def test_the_plugin_serves_grpc(pytester):
     (pytester.path / "recordings").mkdir()
     shutil.copy(TAPE, pytester.path / "recordings" / "chunk.jsonl")
+    shutil.copy(NO_CARD, pytester.path / "recordings" / "no-card.jsonl")
     pytester.makepyfile(test_user=USER_MODULE)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)

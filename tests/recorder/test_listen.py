@@ -8,13 +8,23 @@ first. Now the option check, ``serve`` and ``proxy`` read the address with the s
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from a2a_tape import store
 from a2a_tape.recorder.cli import app
 from a2a_tape.recorder.listen import is_loopback, listen_address, parse_listen
+
+SCRIPT = Path(sys.executable).with_name("a2a-tape")
+TAPE = Path(__file__).parents[2] / "recordings" / "sdk-v10-stream.jsonl"
 
 SERVERS = {
     "serve": (["serve"], "the replay server is for this machine; add --allow-remote to mean it"),
@@ -90,3 +100,41 @@ def test_every_server_reads_listen_alike(tmp_path, server, value, needle):
     if needle.startswith("refusing"):
         assert why in line
     assert not (tmp_path / "x.db").exists()
+
+
+RUNNING = {  # every server of ours, as a user starts it: (argv, what it says once it listens)
+    "serve": (["serve", "--db", str(TAPE), "--listen", "127.0.0.1:0"], r"a2a-tape serve: http://"),
+    "proxy": (["proxy", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--db", "DB"], r"a2a-tape proxy: listening"),
+    "demo agent": (["demo", "--agent-only", "--listen", "127.0.0.1:0"], r"the demo agent at http://"),
+    "ui": (["ui", "--db", "DB", "--listen", "127.0.0.1:0", "--no-open"], r"a2a-tape ui: http://"),
+}
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+@pytest.mark.parametrize("server", RUNNING)
+def test_sigterm_ends_every_server_with_exit_0(tmp_path, server):
+    """``kill`` (a service manager, a script's cleanup) stops a server as Ctrl-C does, and it exits
+    0 after its shutdown (recorder/listen.py ``run``), saying at most one line. Sent as soon as the
+    line saying where it listens is read: that line came before the signal was handled so, and
+    serve, the proxy and the demo agent ended by it (-15) when it came at once; ``ui`` ran its own
+    uvicorn loop and always did."""
+    argv, ready = RUNNING[server]
+    store.open_store(tmp_path / "log.db").close()  # an empty log (ui reads it, the proxy adds to it)
+    argv = [a.replace("DB", str(tmp_path / "log.db")) for a in argv]
+    proc = subprocess.Popen(
+        [str(SCRIPT), *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path
+    )
+    assert proc.stdout is not None
+    said = [proc.stdout.readline()]  # the line saying where it listens comes first
+    while said[-1] and not re.search(ready, said[-1]):
+        said.append(proc.stdout.readline())
+    assert said[-1], f"{server} ended before listening: {''.join(said)}"
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - a server that does not stop is a failure
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, rest
+    assert len(rest.strip().splitlines()) <= 1 and "Traceback" not in rest, rest

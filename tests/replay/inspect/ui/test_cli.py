@@ -38,8 +38,16 @@ def test_a_missing_log_is_one_line(tmp_path):
     ]
 
 
+STOPS = {  # a signal -> (exit status, what it says on stderr): Ctrl-C as every command, kill as every server
+    "ctrl-c": (signal.SIGINT, 130, ["a2a-tape: interrupted"]),  # docs/cli.md
+    "sigterm": (signal.SIGTERM, 0, []),  # recorder/listen.py: it ended by the signal (-15) before
+}
+
+
+@pytest.mark.parametrize("stop", STOPS)
 @pytest.mark.parametrize("listen", ["127.0.0.1:0", "localhost:0", "[::1]:0"])
-def test_it_prints_one_line_with_its_address_and_token_and_stops_on_ctrl_c(demo_db, listen):
+def test_it_prints_one_line_with_its_address_and_token_and_stops_on_a_signal(demo_db, listen, stop):
+    sig, status, says = STOPS[stop]
     ui = start_ui(demo_db, "--listen", listen)
     try:
         assert ui.url.startswith(("http://127.0.0.1:", "http://[::1]:")) and "/?token=" in ui.url
@@ -47,13 +55,13 @@ def test_it_prints_one_line_with_its_address_and_token_and_stops_on_ctrl_c(demo_
             assert c.get(ui.url, follow_redirects=True).status_code == 200
             with c.stream("GET", ui.base + "/live/tasks", cookies={f"a2a_tape_ui_{ui.port}": ui.token}) as live:
                 assert live.status_code == 200  # an open event stream does not keep it from stopping
-                ui.proc.send_signal(signal.SIGINT)
+                ui.proc.send_signal(sig)
                 out, err = ui.proc.communicate(timeout=30)
     finally:
         if ui.proc.returncode is None:
             stop_ui(ui)
-    assert ui.proc.returncode == 130, err  # interrupted, as every command (docs/cli.md)
-    assert out == "" and err.strip().splitlines() == ["a2a-tape: interrupted"]
+    assert ui.proc.returncode == status, err
+    assert out == "" and err.strip().splitlines() == says
 
 
 def test_json_prints_the_address_as_one_document(demo_db):
