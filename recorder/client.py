@@ -1,4 +1,7 @@
-"""The A2A JSON-RPC client side: agent card, dialect choice, request bodies, method names.
+"""The A2A client side: agent card, which interface to call (binding, version), request bodies.
+
+Requests are built in the JSON-RPC form, the one every layer reads; the binding chosen
+(:func:`choose_interface`) puts them on its wire (:mod:`replay.bindings.client`).
 
 It builds requests and classifies responses; it does not decide anything (that is
 :mod:`recorder.record`) and does not write anything (that is :mod:`recorder.session`).
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Literal
+from typing import Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -18,7 +21,7 @@ import msgspec
 from a2a_tape.store.capture import media_type_of
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.json_values import Decoder
-from a2a_tape.store.methods import OPERATIONS, STREAMING_OPERATIONS
+from a2a_tape.store.methods import CARD_BINDINGS, HTTP_JSON, JSONRPC, OPERATIONS, STREAMING_OPERATIONS
 
 Dialect = Literal["1.0", "0.3"]
 ProtocolChoice = Literal["auto", "1.0", "0.3"]  # what --protocol asks for
@@ -87,6 +90,63 @@ def choose_endpoint(card: AgentCard, base_url: str, protocol: ProtocolChoice) ->
             return "1.0", offered["1.0"]
         return "0.3", offered.get("0.3", fallback)
     return protocol, offered.get(protocol, fallback)
+
+
+# -- which interface: the binding and its URL ---------------------------------------------------
+
+
+BindingChoice = Literal["auto", "jsonrpc", "http+json"]  # what --binding asks for
+
+
+class Endpoint(NamedTuple):
+    """Where and how to call the agent: the binding (:data:`store.methods.BINDINGS`), the
+    protocol version and the interface URL."""
+
+    binding: str
+    dialect: Dialect
+    url: str
+    listed: bool = True  # False: the card does not list it (asked for by name, tried at the card's URL)
+
+
+def interfaces(card: AgentCard) -> list[Interface]:
+    """The interfaces a card lists, in its order of preference (v1.0 ``supportedInterfaces``, then
+    v0.3 ``additionalInterfaces``)."""
+    return card.supportedInterfaces + card.additionalInterfaces
+
+
+def _spoken(card: AgentCard) -> list[tuple[str, Dialect, str | None]]:
+    """The card's interfaces a2a-tape speaks, in the card's order of preference: (binding,
+    version, URL). HTTP+JSON only as A2A 1.0 (a v0.3 card's REST routes are another API)."""
+    out: list[tuple[str, Dialect, str | None]] = []
+    for itf in interfaces(card):
+        binding = CARD_BINDINGS.get((itf.protocolBinding or itf.transport or "JSONRPC").upper())
+        version = (itf.protocolVersion or "").strip()
+        v1 = version.startswith("1.") or version == "1"
+        if binding == JSONRPC:
+            out.append((JSONRPC, "1.0" if v1 else "0.3", itf.url))
+        elif binding == HTTP_JSON and (v1 or (not version and itf.protocolBinding is not None)):
+            out.append((HTTP_JSON, "1.0", itf.url))
+    return out
+
+
+def choose_interface(card: AgentCard, base_url: str, protocol: ProtocolChoice, binding: BindingChoice) -> Endpoint:
+    """The interface to call: ``auto`` takes the card's first interface a2a-tape speaks (JSON-RPC
+    of the version ``protocol`` allows, or HTTP+JSON 1.0); a binding asked for by name is the
+    card's interface of it, else tried at the card's URL (``listed`` False: the user knows the
+    agent, the agent's answer will say). :class:`NotAnAgent`: HTTP+JSON with ``--protocol 0.3``."""
+    spoken = _spoken(card)
+    if binding == "auto":
+        first = next((s for s in spoken if s[0] == JSONRPC or protocol != "0.3"), None)
+        binding = "http+json" if first is not None and first[0] == HTTP_JSON else "jsonrpc"
+    if binding == "jsonrpc":
+        dialect, url = choose_endpoint(card, base_url, protocol)
+        return Endpoint(JSONRPC, dialect, url)
+    if protocol == "0.3":
+        raise NotAnAgent("HTTP+JSON is a binding of A2A 1.0: --binding http+json does not go with --protocol 0.3")
+    rest = next((s for s in spoken if s[0] == HTTP_JSON), None)
+    if rest is None:
+        return Endpoint(HTTP_JSON, "1.0", card.url or base_url, listed=False)
+    return Endpoint(HTTP_JSON, "1.0", rest[2] or card.url or base_url)
 
 
 def card_url(base_url: str) -> str:

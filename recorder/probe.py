@@ -21,6 +21,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.replay.bindings import client_of
 from a2a_tape.replay.http import LazyTlsTransport
 from a2a_tape.store.redact import Redactor, build_redactor
 
@@ -167,7 +168,8 @@ async def run_probes(
             await up.load_card()
         except Unreachable as exc:
             return ProbeReport(False, [ProbeResult("agent-card", False, redactor.text(str(exc)))])
-        dialect, endpoint = up.endpoint(None)
+        ep = up.endpoint(None)  # the card's first interface a2a-tape speaks (HTTP+JSON, JSON-RPC)
+        dialect, endpoint, up.binding = ep.dialect, ep.url, client_of(ep.binding)
         results: list[ProbeResult] = []
         probes: list[tuple[str, Callable[[], Awaitable[ProbeResult]]]] = [
             ("duplicate-message", lambda: probe_duplicate(up, dialect, endpoint)),

@@ -17,12 +17,13 @@ Every decision is appended as an ``origin="local"`` event before it is acted on,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import httpx
 
+from a2a_tape.replay.bindings import client_of
 from a2a_tape.replay.codings import DecodingError
 from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport
 from a2a_tape.replay.upstream_call import CLOSE_GRACE, Batching, StallWatch
@@ -30,15 +31,19 @@ from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item,
 from a2a_tape.store.capture import Outcome
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
+from a2a_tape.store.methods import BINDING_NAMES, CARD_BINDINGS
+from a2a_tape.store.redact import safe_text
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 
 from .client import (
     AgentCard,
+    BindingChoice,
     Dialect,
     NotAnAgent,
     ProtocolChoice,
     Request,
-    choose_endpoint,
+    choose_interface,
+    interfaces,
     join_path,
     send_request,
     task_request,
@@ -61,6 +66,7 @@ class RecordOptions:
     url: str
     text: str
     protocol: ProtocolChoice = "auto"
+    binding: BindingChoice = "auto"  # auto: the card's first interface a2a-tape speaks
     stream: bool = True
     context_id: str | None = None
     message_id: str | None = None
@@ -76,6 +82,7 @@ class RecordOptions:
     poll_max: float = 5.0
     close_grace: float = CLOSE_GRACE  # how long a settled stream may stay open before we close it
     max_resubscribes: int = 5
+    say: Callable[[str], None] | None = None  # one line for the user (stderr): which interface auto took
 
 
 @dataclass
@@ -140,7 +147,7 @@ class Recorder:
 
     async def run(self) -> RecordResult:
         self.card = await self.fetch_card()
-        self.dialect, self.endpoint = choose_endpoint(self.card, join_path(self.base_url, "/"), self.opts.protocol)
+        self.choose_interface()
         streaming = self.opts.stream and self.card.streaming
         if self.opts.stream and not self.card.streaming:
             await self.session.note(
@@ -156,6 +163,23 @@ class Recorder:
         res = await self.call(req, first=True)
         await self.follow(res)
         return self.result()
+
+    def choose_interface(self) -> None:
+        """The binding, version and URL to call (:func:`recorder.client.choose_interface`); what
+        ``--binding auto`` took is said, as the card's interfaces decided it."""
+        o = self.opts
+        ep = choose_interface(self.card, join_path(self.base_url, "/"), o.protocol, o.binding)
+        self.dialect, self.endpoint = ep.dialect, ep.url
+        self.up.binding = client_of(ep.binding)
+        listed = {CARD_BINDINGS.get((i.protocolBinding or i.transport or "").upper()) for i in interfaces(self.card)}
+        if o.say is None or (ep.listed and listed <= {ep.binding}):  # no choice was made: nothing to say
+            return
+        where = safe_text(ep.url, self.session.redactor, self.session.secrets)
+        if not ep.listed:
+            why = f"the card lists no {BINDING_NAMES[ep.binding]} {ep.dialect} interface: tried at its URL"
+        else:
+            why = "the card's first interface a2a-tape speaks; --binding to choose"
+        o.say(f"a2a-tape: {BINDING_NAMES[ep.binding]} {ep.dialect} at {where} ({why})")
 
     async def follow(self, res: CallResult) -> None:
         """After the send: settle the task by the tree (:func:`recorder.settle.settle`)."""

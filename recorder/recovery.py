@@ -30,12 +30,15 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.replay.bindings import client_of
+from a2a_tape.replay.bindings.client import Binding
 from a2a_tape.replay.fold import TaskState, fold_task_events
 from a2a_tape.replay.http import LazyTlsTransport, cookieless
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import is_interrupted, is_terminal
 from a2a_tape.store.leases import new_owner as _owner
 from a2a_tape.store.leases import owner_alive as _alive
+from a2a_tape.store.methods import HTTP_JSON
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
 
@@ -169,6 +172,11 @@ def _progress_key(item: store.Item) -> object:
     return None
 
 
+def binding_of(st: store.ExchangeLog, task_id: str) -> str | None:
+    """The binding this task was last called in, by its exchanges (None: none says)."""
+    return next((ex.binding for ex in reversed(st.exchanges(task_id)) if ex.binding), None)
+
+
 def upstream_of(st: store.ExchangeLog, task_id: str) -> str | None:
     """The origin (scheme://host:port) this task was recorded from, by its exchanges."""
     for ex in reversed(st.exchanges(task_id)):
@@ -178,10 +186,12 @@ def upstream_of(st: store.ExchangeLog, task_id: str) -> str | None:
     return None
 
 
-async def _get_task(up: Upstream, dialect: a2a.Dialect, url: str, task_id: str, unreachable: str) -> store.Item | str:
+async def _get_task(
+    up: Upstream, dialect: a2a.Dialect, url: str, task_id: str, unreachable: str, binding: Binding
+) -> store.Item | str:
     """GetTask, recorded; the task's item, or the reason recovery must FAIL it."""
     try:
-        item = await up.call(a2a.task_request("get", dialect, task_id), url, task_id)
+        item = await up.call(a2a.task_request("get", dialect, task_id), url, task_id, binding=binding)
     except Unreachable as exc:
         return f"recorder restarted and the upstream {unreachable}: {exc}"
     if isinstance(item.body, store.ErrorItem):
@@ -196,10 +206,12 @@ class _Resume:
     """One orphaned task followed upstream, as a :class:`recorder.settle.Follower`: its calls
     are recorded exchanges, its decisions local notes in the task's log."""
 
-    def __init__(self, up: Upstream, view: TaskState, stall_timeout: float) -> None:
+    def __init__(self, up: Upstream, view: TaskState, binding: str | None, stall_timeout: float) -> None:
         self.up = up
         self.task_id = view.task_id
-        self.dialect, self.url = up.endpoint(view.dialect)
+        # asked in the binding it was recorded in (HTTP+JSON; anything else: JSON-RPC)
+        ep = up.endpoint(view.dialect, "http+json" if binding == HTTP_JSON else "jsonrpc")
+        self.dialect, self.url, self.binding = ep.dialect, ep.url, client_of(ep.binding)
         self.stall_timeout = stall_timeout
         self.state: str | None = view.state
         self.last_key: object = _UNSEEN
@@ -217,7 +229,7 @@ class _Resume:
             if self.last_key is _UNSEEN
             else "became unreachable while resuming the task"
         )
-        item = await _get_task(self.up, self.dialect, self.url, self.task_id, unreachable)
+        item = await _get_task(self.up, self.dialect, self.url, self.task_id, unreachable, self.binding)
         if isinstance(item, str):
             return item
         self.state = _state(item) or self.state
@@ -229,7 +241,11 @@ class _Resume:
     async def resubscribe(self) -> str | None:
         left = max(0.1, self.stall_timeout - (time.monotonic() - self.last_progress))
         items, _ = await self.up.stream(
-            a2a.task_request("resubscribe", self.dialect, self.task_id), self.url, self.task_id, stall=left
+            a2a.task_request("resubscribe", self.dialect, self.task_id),
+            self.url,
+            self.task_id,
+            stall=left,
+            binding=self.binding,
         )
         if items and isinstance(items[0].body, store.ErrorItem):
             return f"{items[0].body.code}: {items[0].body.message}"
@@ -253,10 +269,13 @@ class _Resume:
 _UNSEEN = object()
 
 
-async def _resume(up: Upstream, view: TaskState, stall_timeout: float) -> str | None:
+async def _resume(up: Upstream, view: TaskState, binding: str | None, stall_timeout: float) -> str | None:
     """Follow one task upstream to its end; None when resumed, else the reason it failed."""
     assert up.card is not None
-    follow = _Resume(up, view, stall_timeout)
+    try:
+        follow = _Resume(up, view, binding, stall_timeout)
+    except a2a.NotAnAgent as exc:  # the card no longer offers the binding the task was recorded in
+        return f"recorder restarted and the upstream cannot be asked about the task: {exc}"
     done = await settle(
         follow, streaming=up.card.streaming, stall_timeout=stall_timeout, backoff=Backoff(0.2, 5.0, jitter=0.5)
     )
@@ -266,7 +285,9 @@ async def _resume(up: Upstream, view: TaskState, stall_timeout: float) -> str | 
         return done.why
     # stalled: never wait forever; cancel upstream (recorded) and say why
     try:
-        await up.call(a2a.task_request("cancel", follow.dialect, view.task_id), follow.url, view.task_id)
+        await up.call(
+            a2a.task_request("cancel", follow.dialect, view.task_id), follow.url, view.task_id, binding=follow.binding
+        )
     except Unreachable:
         pass
     return (
@@ -335,12 +356,14 @@ async def _wait_for_lease(st: store.Store, owner: str, wait: float) -> None:
         await anyio.sleep(0.1)
 
 
-async def _recover_task(view: TaskState, upstreams: _Upstreams, base: str | None, stall: float) -> str | None:
+async def _recover_task(
+    view: TaskState, upstreams: _Upstreams, base: str | None, binding: str | None, stall: float
+) -> str | None:
     """Resume one task upstream; None when it was resumed, else why it could not be."""
     if base is None:
         return "recorder restarted and no upstream is known for the task (pass --upstream)"
     up = await upstreams.get(base)
-    return up if isinstance(up, str) else await _resume(up, view, stall)
+    return up if isinstance(up, str) else await _resume(up, view, binding, stall)
 
 
 async def _account(st: store.Store, view: TaskState, reason: str | None, report: RecoveryReport) -> None:
@@ -395,7 +418,8 @@ async def recover(
         for view in tasks:
             await anyio.to_thread.run_sync(take_lease, st, owner)  # renew
             base = upstream or await anyio.to_thread.run_sync(upstream_of, st, view.task_id)
-            reason = await _recover_task(view, upstreams, base, stall_timeout)
+            binding = await anyio.to_thread.run_sync(binding_of, st, view.task_id)
+            reason = await _recover_task(view, upstreams, base, binding, stall_timeout)
             await _account(st, view, reason, report)
     finally:
         await upstreams.aclose()

@@ -8,8 +8,10 @@ It wraps another transport (``transport=``; default: httpx's HTTP transport) and
 request and response below the client. Streaming bodies are teed chunk by chunk: each chunk's
 complete SSE items are appended to the log, then the chunk goes up to the client unchanged, so
 the caller never waits for the end of the stream (no cassette-style buffering). Non-streaming
-JSON bodies are recorded when the caller has read them. Only A2A traffic is recorded: JSON-RPC
-calls with an A2A method and agent-card fetches; anything else passes through untouched.
+JSON bodies are recorded when the caller has read them. Only A2A traffic is recorded, whatever
+binding the client's SDK picked: JSON-RPC calls with an A2A method, every HTTP+JSON route
+(:mod:`replay.bindings.http_json`: ``/message:stream``, ``GET /tasks/{id}``, ...), agent-card
+fetches; anything else passes through untouched.
 Headers and configured JSON paths are redacted before the disk (:mod:`store.redact`).
 """
 
@@ -23,9 +25,11 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.replay.bindings import http_json, jsonrpc
+from a2a_tape.replay.bindings.client import Binding, Head
 from a2a_tape.replay.codings import Decoding, DecodingError
 from a2a_tape.replay.http import MAX_BODY, BodyTooLarge, LazyTlsTransport
-from a2a_tape.store.capture import Capture, Outcome, RawItem, media_type_of
+from a2a_tape.store.capture import Capture, Outcome, RawItem
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
@@ -54,6 +58,37 @@ class _Rpc(msgspec.Struct):
 
 
 _rpc_decoder = Decoder(_Rpc)  # a body nested too deep is not A2A: passed on untouched
+_rest_decoder = Decoder(_Params)  # an HTTP+JSON send's body is the params
+
+
+def _a2a_call(request: httpx.Request, body: bytes) -> tuple[str, str | None, Binding | None, _Params] | None:
+    """What an A2A request is: (method, protocol version, binding, the params we read), by its
+    binding's own signs (:mod:`replay.bindings`): a card fetch, an HTTP+JSON route (any method),
+    a JSON-RPC ``POST`` of an A2A method. None: not A2A."""
+    path = request.url.path  # percent-decoded, as a server reads it
+    if request.method == "GET" and path.endswith(CARD_PATH):
+        return "agent-card", None, None, _Params()
+    found = http_json.route(request.method, path)
+    if found is not None:
+        operation, fields = found
+        try:
+            params = _rest_decoder.decode(body) if body.strip() else _Params()
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            params = _Params()  # recorded as sent: the agent judges it
+        if "id" in fields:  # the task's id, on every route that names one
+            params = _Params(id=fields["id"], message=params.message)
+        version = http_json.version_of(request.headers)
+        return http_json.method_of(operation) or operation, version, http_json.CLIENT, params
+    if request.method != "POST":
+        return None
+    try:
+        rpc = _rpc_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if rpc.method not in A2A_METHODS:
+        return None
+    dialect = "1.0" if request.headers.get("a2a-version", "").startswith("1") else A2A_METHODS[rpc.method][1]
+    return rpc.method, dialect, jsonrpc.CLIENT, rpc.params
 
 
 class _Exchange:
@@ -299,23 +334,14 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
 
     # -- what to record ----------------------------------------------------------------------
 
-    def _begin_writes(self, request: httpx.Request) -> Writes[tuple[Capture, bool] | None]:
-        """Begin the exchange row of an A2A request: (its capture core, is a JSON-RPC call)."""
+    def _begin_writes(self, request: httpx.Request) -> Writes[tuple[Capture, Binding | None] | None]:
+        """Begin the exchange row of an A2A request: (its capture core, the binding of a call; None
+        for the card). None when the request is not A2A (passed on untouched)."""
         body = request.content if request.method == "POST" else b""
-        if request.method == "GET" and request.url.path.endswith(CARD_PATH):
-            method, dialect, streaming, params = "agent-card", None, False, _Params()
-        elif request.method == "POST":
-            try:
-                rpc = _rpc_decoder.decode(body)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                return None
-            if rpc.method not in A2A_METHODS:
-                return None
-            method, params = rpc.method, rpc.params
-            dialect = "1.0" if request.headers.get("a2a-version", "").startswith("1") else A2A_METHODS[method][1]
-            streaming = method in STREAMING_METHODS
-        else:
+        call = _a2a_call(request, body)
+        if call is None:
             return None
+        method, dialect, binding, params = call
         msg = params.message
         cap = Capture(
             self.redactor,
@@ -327,23 +353,26 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             url=str(request.url),
             rpc_method=method,
             dialect=dialect,
-            streaming=streaming,
+            streaming=method in STREAMING_METHODS,
             headers=request.headers.multi_items(),
             body=body,
             http_method=request.method,
             message_id=msg.messageId if msg else None,
             role="client",
+            binding=binding.name if binding is not None else None,
         )
         yield from cap.begin_writes(self.store, exchange)
-        return cap, method != "agent-card"
+        return cap, binding
 
     def saw(self, task_id: str | None) -> None:
         if task_id and task_id not in self.task_ids:
             self.task_ids.append(task_id)
 
-    def _respond(self, cap: Capture, is_rpc: bool, resp: httpx.Response) -> _Exchange:
-        cap.head(resp.status_code, resp.headers.get("content-type"), resp.headers.multi_items())
-        as_event = is_rpc and media_type_of(resp.headers.get("content-type")) == "application/json"
+    def _respond(self, cap: Capture, binding: Binding | None, resp: httpx.Response) -> _Exchange:
+        ctype = resp.headers.get("content-type")
+        cap.head(resp.status_code, ctype, resp.headers.multi_items())
+        # a call's whole answer is an event when its binding says it is one (an error answer too)
+        as_event = binding is not None and binding.answer(Head(resp.status_code, ctype, [])) == "json"
         return _Exchange(self, cap, resp.headers.get("content-encoding", ""), as_event)
 
     # -- async -------------------------------------------------------------------------------
@@ -358,13 +387,13 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         begun = await self.writer.run(self._begin_writes(request))
         if begun is None:
             return await self._async.handle_async_request(request)
-        cap, is_rpc = begun
+        cap, binding = begun
         try:
             resp = await self._async.handle_async_request(request)
         except httpx.HTTPError as exc:
             await self.writer.run(_failed(self.store, cap, request, exc))
             raise
-        ex = self._respond(cap, is_rpc, resp)
+        ex = self._respond(cap, binding, resp)
         return httpx.Response(
             resp.status_code,
             headers=resp.headers,
@@ -390,13 +419,13 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         begun = run_writes(self._begin_writes(request))
         if begun is None:
             return self._sync.handle_request(request)
-        cap, is_rpc = begun
+        cap, binding = begun
         try:
             resp = self._sync.handle_request(request)
         except httpx.HTTPError as exc:
             run_writes(_failed(self.store, cap, request, exc))
             raise
-        ex = self._respond(cap, is_rpc, resp)
+        ex = self._respond(cap, binding, resp)
         return httpx.Response(
             resp.status_code,
             headers=resp.headers,

@@ -2,8 +2,9 @@
 
 ``record`` (:mod:`recorder.record`), the startup recovery and ``a2a-tape recover``
 (:mod:`recorder.recovery`) and ``a2a-tape probe`` (:mod:`recorder.probe`) talk to their agent
-through an :class:`Upstream`: it reads the card, picks the endpoint, builds each JSON-RPC request
-(:mod:`recorder.client`) and makes the call a :class:`replay.upstream_call.UpstreamCall` (the
+through an :class:`Upstream`: it reads the card, picks the interface (the binding and its URL),
+builds each request (:mod:`recorder.client`; the binding puts it on its wire:
+:mod:`replay.bindings.client`) and makes the call a :class:`replay.upstream_call.UpstreamCall` (the
 row first, every item in the log before anyone sees it, one outcome, timeouts on everything).
 Serve's recording modes make the same calls from ``replay/`` (:mod:`replay.serve.forward`).
 """
@@ -16,13 +17,13 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from a2a_tape import store
+from a2a_tape.replay.bindings.client import Binding
 from a2a_tape.replay.http import Timeouts, describe, redirect_message
 from a2a_tape.replay.upstream_call import (
     CLOSE_GRACE,
     FAULTS,
     JSON_RPC,
     Batching,
-    Binding,
     Collect,
     Ended,
     HttpSource,
@@ -82,7 +83,7 @@ class Upstream:
         self.secrets = secrets if isinstance(secrets, list) else list(secrets)  # a session's: shared
         self.ctx = ctx
         self.max_line = max_line
-        self.binding = binding  # how a request is built and an answer read (JSON-RPC today)
+        self.binding = binding  # how a request is built and an answer read, unless a call says otherwise
         self.card: a2a.AgentCard | None = None
         self.connect_timeout = 10.0
         self.call_timeout = 30.0  # a request/response call never waits forever (streams use their stall timeout)
@@ -176,15 +177,17 @@ class Upstream:
             ended.error = str(exc)
             raise Unreachable(ended.error) from None
 
-    def endpoint(self, dialect: str | None) -> tuple[a2a.Dialect, str]:
-        """The dialect and JSON-RPC URL for a task of ``dialect`` (None: what the card prefers)."""
+    def endpoint(self, dialect: str | None, binding: a2a.BindingChoice = "auto") -> a2a.Endpoint:
+        """The interface for a task of ``dialect`` recorded over ``binding`` (None, ``auto``: what
+        the card prefers; :func:`recorder.client.choose_interface`, :class:`recorder.client.NotAnAgent`
+        when the card does not offer it)."""
         assert self.card is not None
         proto = _PROTOCOL_OF.get(dialect, "auto")  # the task's recorded dialect, else what the card prefers
-        d, url = a2a.choose_endpoint(self.card, a2a.join_path(self.base_url, "/"), proto)
+        ep = a2a.choose_interface(self.card, a2a.join_path(self.base_url, "/"), proto, binding)
         # the card may name the agent by another host name: its path, on the scheme, host and
         # query we were given (an agent under a path prefix keeps it, once)
         base = urlsplit(self.base_url)
-        return d, urlunsplit((base.scheme, base.netloc, urlsplit(url).path or "/", base.query, ""))
+        return ep._replace(url=urlunsplit((base.scheme, base.netloc, urlsplit(ep.url).path or "/", base.query, "")))
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -199,10 +202,13 @@ class Upstream:
         watch: StallWatch | None = None,
         batching: Batching = Batching(),
         limit: int | None = None,
+        binding: Binding | None = None,
     ) -> Ended:
-        """One JSON-RPC call, recorded; its items go to ``sink``; how it ended (never raises for
-        the upstream's faults: they are in :class:`replay.upstream_call.Ended`)."""
-        method, url, wire_headers, body = self.binding.request(req.op, req.dialect, url, req.body)
+        """One call, recorded, in ``binding`` (default: :attr:`binding`); its items go to ``sink``;
+        how it ended (never raises for the upstream's faults: they are in
+        :class:`replay.upstream_call.Ended`)."""
+        binding = binding or self.binding
+        method, url, wire_headers, body = binding.request(req.op, req.dialect, url, req.body)
         headers = [*self.headers, *wire_headers]
         request = self.http.build_request(method, url, content=body, headers=headers)
         call = UpstreamCall(
@@ -212,7 +218,7 @@ class Upstream:
             HttpSource(self.http, request, timeouts or self.timeouts()),
             url=url,
             what=req.method,
-            binding=self.binding,
+            binding=binding,
             ctx=self.ctx,
         )
         await call.begin(
@@ -226,22 +232,31 @@ class Upstream:
                 http_method=method,
                 message_id=req.message_id,
                 role=self.role,
-                binding=self.binding.name,
+                binding=binding.name,
             )
         )
         self.learn(call.capture)
         return await call.run(sink, batching=batching, watch=watch, limit=limit)
 
-    async def call(self, req: a2a.Request, url: str, task_id: str | None = None) -> store.Item:
+    async def call(
+        self, req: a2a.Request, url: str, task_id: str | None = None, *, binding: Binding | None = None
+    ) -> store.Item:
         """One request/response call; the answer is recorded and returned decoded."""
         sink = Collect()
-        ended = await self.exchange(req, url, sink, task_id=task_id)
+        ended = await self.exchange(req, url, sink, task_id=task_id, binding=binding)
         if ended.item is None:
             raise Unreachable(ended.error or ended.outcome)
         return ended.item
 
     async def stream(
-        self, req: a2a.Request, url: str, task_id: str | None, *, stall: float | None, stop_after: int | None = None
+        self,
+        req: a2a.Request,
+        url: str,
+        task_id: str | None,
+        *,
+        stall: float | None,
+        stop_after: int | None = None,
+        binding: Binding | None = None,
     ) -> tuple[list[store.Item], Outcome]:
         """A streaming call, each item recorded as it arrives. Ends when the server closes, after
         ``stop_after`` items (a deliberate drop), or after ``stall`` seconds without an item.
@@ -258,6 +273,7 @@ class Upstream:
             timeouts=self.timeouts(stream_first_byte=stall or self.call_timeout),
             watch=watch,
             limit=stop_after,
+            binding=binding,
         )
         if ended.item is not None and not sink.items:
             sink.items.append(ended.item)

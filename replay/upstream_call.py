@@ -13,9 +13,10 @@ or a stream's stall deadline).
 
 The I/O is a :class:`Source` (where the bytes come from: :class:`HttpSource`, httpx) and a
 :class:`Sink` (where the items go once they are in the log: record folds them, recovery and probe
-keep them, serve passes their bytes on). A :class:`Binding` is how the answers of one A2A binding
-look on the wire (:data:`JSON_RPC` today): an HTTP+JSON or gRPC binding plugs in here, beside its
-request builder (JSON-RPC's is :mod:`recorder.client`).
+keep them, serve passes their bytes on). The binding plugs in here: a
+:class:`replay.bindings.client.Binding` (JSON-RPC, HTTP+JSON: :data:`replay.bindings.CLIENTS`) puts a
+call built in the JSON-RPC form (:mod:`recorder.client`) on its wire and says how its answer comes
+(step 3) and whether a whole answer is one of its own (step 5); nothing else here knows a binding.
 
 The steps (:class:`UpstreamCall`; :meth:`UpstreamCall.run` takes them in order):
 
@@ -45,16 +46,17 @@ from a2a_tape.store.capture import Capture, Outcome, RawItem, TaskContext, media
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
 from a2a_tape.store.interface import RecordingStore
-from a2a_tape.store.methods import JSONRPC, STREAMING_OPERATIONS
 from a2a_tape.store.records import Exchange, StoredEvent
 from a2a_tape.store.sse import SseLineTooLong
 from a2a_tape.store.writer import Batcher, GroupCommitWriter
 
+from .bindings import jsonrpc
+from .bindings.client import Answer, Binding, Head
 from .codings import DecodingError
 from .http import BodyTooLarge, Timeouts, body_chunks, describe, read_body, redirect_message, send
 
-Answer = Literal["stream", "json", "redirect", "other"]
-"""How an answer comes, by its head: an SSE stream, a whole JSON body, a redirect, anything else."""
+JSON_RPC: Binding = jsonrpc.CLIENT
+"""The binding of a call that names none."""
 
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 """A task in one of these states has ended, or waits for its user: a stream of it may close."""
@@ -67,19 +69,6 @@ KEPT = 1 << 20
 
 FAULTS: tuple[type[BaseException], ...] = (httpx.HTTPError, BodyTooLarge, SseLineTooLong, DecodingError)
 """What ends a call as a fault of the upstream (the connection, a limit, a coding): never a crash."""
-
-
-@dataclass(frozen=True)
-class Head:
-    """The response line of an answer."""
-
-    status: int
-    content_type: str | None
-    headers: list[tuple[str, str]]
-
-    def header(self, name: str) -> str | None:
-        name = name.lower()
-        return next((v for k, v in self.headers if k.lower() == name), None)
 
 
 class Source(Protocol):
@@ -111,65 +100,6 @@ class Sink(Protocol):
 
     def early_close(self) -> str | None:
         """The stream ended: None when it ended where it should, else why it closed too early."""
-
-
-class Binding(Protocol):
-    """How one A2A binding looks on the wire, for a client: how a request is built, how an answer
-    is classified. (An HTTP+JSON binding maps the operation to its route and method, as
-    :func:`replay.bindings.http_json.render_request` does; a gRPC one frames the body and reads
-    its status from the trailers.)"""
-
-    name: str  # the exchange row's ``binding`` (store.methods.BINDINGS)
-
-    def request(
-        self, op: str, dialect: str | None, url: str, body: bytes
-    ) -> tuple[str, str, list[tuple[str, str]], bytes]:
-        """An operation (``send``, ``stream``, ``get``, ...; :mod:`store.methods`) of ``dialect`` at
-        the endpoint ``url`` with its JSON-RPC ``body``: the HTTP method, URL, headers and body."""
-
-    def answer(self, head: Head) -> Answer:
-        """How the answer comes, by its head."""
-
-    def judge(self, head: Head, item: Item) -> str | None:
-        """Why a whole answer is not one of this binding (None: it is; an error answer is one)."""
-
-
-class JsonRpc:
-    """The JSON-RPC binding: every request a POST of its JSON-RPC body to the endpoint; answers are
-    JSON-RPC responses, whole or as SSE ``data``. A v1.0 request says so (``A2A-Version``:
-    without it a v1.0 server assumes 0.3)."""
-
-    name = JSONRPC
-
-    def request(
-        self, op: str, dialect: str | None, url: str, body: bytes
-    ) -> tuple[str, str, list[tuple[str, str]], bytes]:
-        headers = [("A2A-Version", "1.0")] if dialect == "1.0" else []
-        headers.append(("Content-Type", "application/json"))
-        if op in STREAMING_OPERATIONS:
-            headers.append(("Accept", "text/event-stream"))
-        return "POST", url, headers, body
-
-    def answer(self, head: Head) -> Answer:
-        media = media_type_of(head.content_type)
-        if head.status in (301, 302, 303, 307, 308):
-            return "redirect"
-        if media == "application/json":
-            return "json"
-        if media == "text/event-stream" and head.status < 400:
-            return "stream"
-        return "other"
-
-    def judge(self, head: Head, item: Item) -> str | None:
-        if item.kind == "undecodable":
-            reason = getattr(item.body, "reason", "")
-            return f"returned a body that is not an A2A answer ({reason[:60]})"
-        if item.kind == "other" or (head.status >= 400 and item.kind != "error"):
-            return f"returned a body that is not an A2A answer (HTTP {head.status})"
-        return None
-
-
-JSON_RPC = JsonRpc()
 
 
 def not_an_answer(head: Head, what: str) -> str:

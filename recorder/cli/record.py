@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Annotated
+from enum import StrEnum
+from typing import Annotated, Literal
 
 import anyio
 import typer
@@ -69,6 +70,18 @@ class _LiveView:
             return
         self._last = now
         self.live.update(render(session.fold, title=self.title), refresh=True)
+
+
+class BindingOption(StrEnum):
+    """``--binding``: which binding to call the agent in (``recorder.client.BindingChoice``)."""
+
+    auto = "auto"
+    jsonrpc = "jsonrpc"
+    http_json = "http+json"
+
+    @property
+    def choice(self) -> Literal["auto", "jsonrpc", "http+json"]:
+        return self.value
 
 
 DurabilityOption = Annotated[
@@ -154,6 +167,13 @@ def record_cmd(
     protocol: Annotated[
         Dialect, typer.Option("--protocol", help="auto (prefer 1.0 when the card offers it), 1.0 or 0.3.")
     ] = Dialect.auto,
+    binding: Annotated[
+        BindingOption,
+        typer.Option(
+            "--binding",
+            help="auto (the card's first interface a2a-tape speaks, said on stderr), jsonrpc or http+json.",
+        ),
+    ] = BindingOption.auto,
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")
     ] = False,
@@ -200,6 +220,8 @@ def record_cmd(
         url=url,
         text=text,
         protocol=protocol.choice,
+        binding=binding.choice,
+        say=say,
         stream=not no_stream,
         context_id=context_id,
         message_id=message_id,

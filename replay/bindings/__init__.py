@@ -11,6 +11,9 @@ The replay engine reads and writes one form, the JSON-RPC one: :func:`read` turn
 ``render_body`` / ``render_stream`` put the engine's answer back on that binding's wire. Matching,
 shapes and the fold never see a binding. A new binding (gRPC: ``lf.a2a.v1.A2AService/<Method>``) is a
 new module with ``read``, ``to_jsonrpc`` and the two renderers, and a line in :data:`READERS`.
+
+A client of ours (``record``, recovery, ``probe``) calls an agent through a binding's ``CLIENT``
+(:mod:`.client`: the request of an operation, how an answer comes): :data:`CLIENTS`.
 """
 
 from __future__ import annotations
@@ -23,13 +26,35 @@ from a2a_tape.store.methods import GRPC, HTTP_JSON, JSONRPC, binding_and_version
 
 from . import http_json, jsonrpc
 from .call import Call
+from .client import Binding
 
 Reader = Callable[[str, str, str, Mapping[str, str], bytes], Call | None]
 
 READERS: tuple[Reader, ...] = (http_json.read, jsonrpc.read)
 """Asked in order: the first binding that claims a request reads it (routes before the catch-all)."""
 
-__all__ = ["Call", "HTTP_JSON", "JSONRPC", "READERS", "read", "recorded_call", "http_json", "jsonrpc"]
+CLIENTS: dict[str, Binding] = {JSONRPC: jsonrpc.CLIENT, HTTP_JSON: http_json.CLIENT}
+"""The bindings a client of ours speaks (``record``, recovery, ``probe``), by the exchange row's name."""
+
+__all__ = [
+    "CLIENTS",
+    "HTTP_JSON",
+    "JSONRPC",
+    "READERS",
+    "Binding",
+    "Call",
+    "client_of",
+    "http_json",
+    "jsonrpc",
+    "read",
+    "recorded_call",
+]
+
+
+def client_of(name: str | None) -> Binding:
+    """The client side of the binding ``name`` (an exchange row's; None or gRPC: JSON-RPC, the one
+    every agent of ours is asked in when it was recorded otherwise)."""
+    return CLIENTS.get(name or JSONRPC, jsonrpc.CLIENT)
 
 
 def read(http_method: str, path: str, query: str, headers: Mapping[str, str], body: bytes) -> Call | None:

@@ -22,7 +22,8 @@ a ListTasks page); stream items are SSE ``data:`` lines of a bare StreamResponse
 
 :func:`read` turns a request into the JSON-RPC form the engine reads; :func:`to_jsonrpc` a recorded
 answer item into a JSON-RPC response; :func:`render_body` and :func:`render_stream` the engine's
-answers back into this binding.
+answers back into this binding; :data:`CLIENT` is the binding for a client of ours (``record``,
+recovery, ``probe``: :mod:`replay.bindings.client`), built on :func:`render_request`.
 """
 
 from __future__ import annotations
@@ -30,17 +31,19 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
+from a2a_tape.store.events import Item
 from a2a_tape.store.json_values import Decoder, decode_json
-from a2a_tape.store.methods import ALL_METHODS, HTTP_JSON, OPERATIONS, OTHER_OPERATIONS
+from a2a_tape.store.methods import ALL_METHODS, HTTP_JSON, OPERATIONS, OTHER_OPERATIONS, STREAMING_OPERATIONS
 from a2a_tape.store.sse import SseParser
 
 from ..serve.frames import frame
 from . import errors
 from .call import Call
+from .client import Answer, Head, Outgoing, classify, judge
 
 NAME = HTTP_JSON
 MEDIA_TYPE = "application/a2a+json"  # a2a-sdk 1.3.0's answers; its errors are application/json
@@ -330,3 +333,47 @@ def _item(data: bytes, event: str | None, comment: bool, raw: bytes) -> bytes:
         return raw
     _, rendered, failed = out
     return frame(rendered, "error" if failed else event)
+
+
+# -- the client side: a call of ours on this binding (replay.bindings.client) --------------------------
+
+
+class HttpJsonClient:
+    """The HTTP+JSON binding for a client of ours: a call in the JSON-RPC form goes out as its route
+    under the interface URL's path (:func:`render_request`: ``POST .../message:stream``,
+    ``GET .../tasks/{id}``, ...), with ``A2A-Version: 1.0`` (the binding is A2A 1.0's; a 1.3.0
+    agent refuses a request without it); the query of the interface URL (a key the agent wants)
+    stays on every route. Answers are bare (a Task, ``{"task"}``, a StreamResponse per SSE item);
+    an error is an HTTP status with its JSON error body, a whole answer like any other."""
+
+    name = NAME
+    json_media = frozenset({ERROR_MEDIA_TYPE, MEDIA_TYPE})
+
+    def request(self, op: str, dialect: str | None, url: str, body: bytes) -> Outgoing:
+        rpc = _rpc_of.decode(body)
+        parts = urlsplit(url)
+        http_method, route_path, out = render_request(rpc.method, rpc.params, parts.path)
+        path, _, query = route_path.partition("?")
+        url = urlunsplit((parts.scheme, parts.netloc, path, "&".join(q for q in (parts.query, query) if q), ""))
+        headers = [("A2A-Version", "1.0")]
+        if out:
+            headers.append(("Content-Type", "application/json"))
+        if op in STREAMING_OPERATIONS:
+            headers.append(("Accept", "text/event-stream"))
+        return http_method, url, headers, out
+
+    def answer(self, head: Head) -> Answer:
+        return classify(head, self.json_media)
+
+    def judge(self, head: Head, item: Item) -> str | None:
+        return judge(head, item)
+
+
+class _Rpc(msgspec.Struct):
+    method: str
+    params: dict[str, Any] = {}
+
+
+_rpc_of = Decoder(_Rpc)
+
+CLIENT = HttpJsonClient()

@@ -2,6 +2,8 @@
 names, :mod:`store.methods`); answers are JSON-RPC responses, stream items SSE ``data:`` lines each
 holding one, errors a JSON-RPC ``error`` with HTTP 200.
 
+:data:`CLIENT` is the binding for a client of ours (:mod:`replay.bindings.client`).
+
 It is the form the replay engine reads and writes (a request of another binding is read into it,
 an answer written out of it: :mod:`replay.bindings.http_json`), so reading and rendering here is
 the identity; what this module knows is which requests are its own.
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from a2a_tape.store.methods import JSONRPC
+from a2a_tape.store.events import Item
+from a2a_tape.store.methods import JSONRPC, STREAMING_OPERATIONS
 
 from .call import Call
+from .client import Answer, Head, Outgoing, classify, judge
 
 NAME = JSONRPC
 
@@ -23,3 +27,29 @@ def read(http_method: str, path: str, query: str, headers: Mapping[str, str], bo
     if http_method != "POST":
         return None
     return Call(binding=NAME, body=body)
+
+
+class JsonRpcClient:
+    """The JSON-RPC binding for a client of ours: every request a ``POST`` of its JSON-RPC body to
+    the interface URL; answers are JSON-RPC responses, whole (``application/json``, errors
+    included) or as SSE ``data``. A v1.0 request says so (``A2A-Version``: without it a v1.0
+    server assumes 0.3)."""
+
+    name = NAME
+    json_media = frozenset({"application/json"})
+
+    def request(self, op: str, dialect: str | None, url: str, body: bytes) -> Outgoing:
+        headers = [("A2A-Version", "1.0")] if dialect == "1.0" else []
+        headers.append(("Content-Type", "application/json"))
+        if op in STREAMING_OPERATIONS:
+            headers.append(("Accept", "text/event-stream"))
+        return "POST", url, headers, body
+
+    def answer(self, head: Head) -> Answer:
+        return classify(head, self.json_media)
+
+    def judge(self, head: Head, item: Item) -> str | None:
+        return judge(head, item)
+
+
+CLIENT = JsonRpcClient()

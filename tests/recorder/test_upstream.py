@@ -48,7 +48,8 @@ def _kept_open_by_upstream(url: str, db: Path) -> tuple[str, list[store.Exchange
             up = Upstream(st, url, http)
             up.close_grace = GRACE
             await up.load_card()
-            dialect, endpoint = up.endpoint(None)
+            ep = up.endpoint(None)
+            dialect, endpoint = ep.dialect, ep.url
             items, _ = await up.stream(send_request(dialect, "go", stream=True), endpoint, None, stall=STALL)
             return next(i.body.state for i in reversed(items) if isinstance(i.body, store.StatusUpdate))
 
