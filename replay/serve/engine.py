@@ -30,7 +30,7 @@ import msgspec
 
 from a2a_tape.store import TERMINAL_STATES, MessageItem
 from a2a_tape.store.decode import state_in
-from a2a_tape.store.methods import JSONRPC
+from a2a_tape.store.methods import ALL_METHODS, JSONRPC
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.wire import WireTask
 
@@ -39,7 +39,7 @@ from ..views import RecordedTask
 from . import rpc
 from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state
 from .faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
-from .forward import Forwarder
+from .forward import Forwarder, Target
 from .frames import comment, frame
 from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
 from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
@@ -121,19 +121,19 @@ class ReplayEngine:
                 if method == "GET":
                     return json_reply(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
                 return json_reply(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
-            reply = await self._handle(call, path, query, headers, body)
+            reply = await self._handle(call, Target(method, path, query), query, headers, body)
         except Exception as exc:  # noqa: BLE001 - the client gets a readable error, the server lives on
             reply = error_reply(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
         return render(reply, call.binding if call is not None else JSONRPC)
 
     async def _handle(
-        self, call: bindings.Call, path: str, query: str, headers: Mapping[str, str], body: bytes
+        self, call: bindings.Call, target: Target, query: str, headers: Mapping[str, str], body: bytes
     ) -> Reply:
-        """``body`` is the request as sent (what goes upstream in the recording modes); the engine
-        reads ``call.body``, the request in the JSON-RPC form (:mod:`replay.bindings`).
+        """``target`` and ``body`` are the request as sent (what goes upstream in the recording
+        modes); the engine reads ``call.body``, the request in the JSON-RPC form (:mod:`replay.bindings`).
 
         1. read the request (what cannot be read: :meth:`_bad_params`, :meth:`_bad_request`);
-        2. a method no dialect names: :meth:`_unknown_method`;
+        2. a method the engine does not answer itself: :meth:`_unknown_method`;
         3. the checks every known method passes: the version header, the request's faults;
         4. the operation: forwarded (record mode all), a send, a listing, a call on one task."""
         wire = call.body
@@ -141,12 +141,12 @@ class ReplayEngine:
         try:
             req = rpc.parse_request(wire)
         except rpc.BadParams as exc:
-            return await self._bad_params(exc, shape, query, path, headers, body)
+            return await self._bad_params(exc, shape, query, target, headers, body)
         except rpc.BadRequest as exc:
             return self._bad_request(exc, shape, headers)
         known = rpc.METHODS.get(req.method or "")
         if known is None:
-            return self._unknown_method(req, shape, headers)
+            return await self._unknown_method(req, shape, target, headers, body)
         operation, dialect = known
         if dialect == "1.0" and not _says_v1(headers):
             # as an a2a-sdk 1.3.0 agent answers it: a client that forgets the header fails here
@@ -162,9 +162,9 @@ class ReplayEngine:
         except FaultError as exc:
             return error_reply(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id, dialect)
         if self.record_all:
-            return await self._forwarded(req, operation, dialect, path, headers, body)
+            return await self._forwarded(req, operation, dialect, target, headers, body)
         if operation in rpc.SEND_OPERATIONS:
-            return await self._send(req, shape, operation, dialect, faults, path, headers, body, wire)
+            return await self._send(req, shape, operation, dialect, faults, target, headers, body, wire)
         if operation == "list":
             return self._list(req, shape, dialect)
         return self._on_task(req, shape, operation, dialect, faults)
@@ -178,14 +178,6 @@ class ReplayEngine:
         if recorded is not None:
             return self._answer(recorded, exc.rpc_id)
         return error_reply(exc.code, str(exc), exc.rpc_id)
-
-    def _unknown_method(self, req: rpc.RpcRequest, shape: Shape, headers: Mapping[str, str]) -> Reply:
-        """A method no dialect names: the agent's recorded answer to it, or its refusal of it."""
-        dialect = self._dialect_of(req.method, headers)
-        recorded = self._recorded(shape, dialect) or self._refused_method(req.method, dialect)
-        if recorded is not None:
-            return self._answer(recorded, req.id)
-        return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
 
     def _on_task(self, req: rpc.RpcRequest, shape: Shape, operation: str, dialect: str, faults: Faults) -> Reply:
         """get, cancel or subscribe of one task: the agent's recorded answer to this very call
@@ -209,6 +201,21 @@ class ReplayEngine:
             return self._cancel(req, task_id, dialect)
         return self._subscribe(req, task_id, dialect, faults)
 
+    async def _unknown_method(
+        self, req: rpc.RpcRequest, shape: Shape, target: Target, headers: Mapping[str, str], body: bytes
+    ) -> Reply:
+        """A method no dialect of the engine's names (push configs, the extended card, an unknown
+        one): forwarded under ``--record-mode all`` when it is A2A's, else the agent's recorded
+        answer to it, or its refusal of it."""
+        dialect = self._dialect_of(req.method, headers)
+        other = ALL_METHODS.get(req.method or "")
+        if self.record_all and self.forwarder is not None and other is not None:
+            return await self._forwarded(req, other[0], dialect, target, headers, body)
+        recorded = self._recorded(shape, dialect) or self._refused_method(req.method, dialect)
+        if recorded is not None:
+            return self._answer(recorded, req.id)
+        return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+
     @staticmethod
     def _dialect_of(method: str | None, headers: Mapping[str, str]) -> str:
         known = rpc.METHODS.get(method or "")
@@ -217,7 +224,7 @@ class ReplayEngine:
         return "1.0" if _says_v1(headers) or (method or "")[:1].isupper() else "0.3"
 
     async def _bad_params(
-        self, exc: rpc.BadParams, shape: Shape, query: str, path: str, headers: Mapping[str, str], body: bytes
+        self, exc: rpc.BadParams, shape: Shape, query: str, target: Target, headers: Mapping[str, str], body: bytes
     ) -> Reply:
         """Params we cannot read: the agent's recorded answer to this exact request, else
         (recording modes) the agent's answer now, else the agent's error (with the request's id)."""
@@ -235,7 +242,7 @@ class ReplayEngine:
             return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {exc.method}", exc.rpc_id)
         if self.forwarder is not None and (self.record_all or self.record_new):
             req = rpc.RpcRequest(jsonrpc="2.0", id=exc.rpc_id, method=exc.method)
-            return await self._forwarded(req, known[0], dialect, path, headers, body)
+            return await self._forwarded(req, known[0], dialect, target, headers, body)
         return error_reply(rpc.bad_params_code(dialect), str(exc), exc.rpc_id, dialect)
 
     # ------------------------------------------------------------------ recorded answers
@@ -363,7 +370,7 @@ class ReplayEngine:
         operation: str,
         dialect: str,
         faults: Faults,
-        path: str,
+        target: Target,
         headers: Mapping[str, str],
         body: bytes,
         wire: bytes,
@@ -375,7 +382,7 @@ class ReplayEngine:
             ep = self.matcher.match_shape(shape, operation)
         if ep is None:
             if self.record_new:
-                return await self._forwarded(req, operation, dialect, path, headers, body)
+                return await self._forwarded(req, operation, dialect, target, headers, body)
             if problem is not None:  # refused as the agent refuses it
                 return json_reply(rpc.error_body(problem.code, problem.message, req.id, problem.data()))
             return self._no_match(req, shape, operation)
@@ -782,10 +789,10 @@ class ReplayEngine:
         return None
 
     async def _forwarded(
-        self, req: rpc.RpcRequest, operation: str, dialect: str, path: str, headers: Mapping[str, str], body: bytes
+        self, req: rpc.RpcRequest, operation: str, dialect: str, target: Target, headers: Mapping[str, str], body: bytes
     ) -> Reply:
         assert self.forwarder is not None
-        return await self.forwarder.forward(req, operation, dialect, path, headers, body)
+        return await self.forwarder.forward(req, operation, dialect, target, headers, body)
 
     @property
     def recorded(self) -> int:

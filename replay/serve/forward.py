@@ -22,19 +22,22 @@ holds the log waits alone, and replayed answers go on.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
+from typing import NamedTuple
+from urllib.parse import unquote_plus
 
 import httpx
 
 from a2a_tape.store.capture import Capture, Outcome
 from a2a_tape.store.events import ErrorItem
-from a2a_tape.store.methods import STREAMING_OPERATIONS
+from a2a_tape.store.methods import HTTP_JSON, JSONRPC, STREAMING_OPERATIONS
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
 
+from ..bindings import http_json
 from ..http import LazyTlsTransport, Timeouts
 from ..upstream_call import FAULTS, HttpSource, UpstreamCall
 from . import rpc
-from .faults import FAULT_HEADER
+from .faults import FAULT_HEADER, FAULT_QUERY
 from .library import Library
 from .reply import SSE_HEADERS, Reply, error_reply
 
@@ -57,6 +60,21 @@ _NOT_FORWARDED = frozenset(
 )  # hop-by-hop headers, and our own fault header
 
 
+class Target(NamedTuple):
+    """What a client asked for, as it asked: the HTTP method, the path and the query (a
+    ``GET /tasks/{id}?historyLength=1`` goes upstream as that, a ``DELETE`` as a ``DELETE``)."""
+
+    method: str
+    path: str
+    query: str = ""
+
+    def url(self, upstream: str) -> str:
+        """The target at ``upstream`` (its path under the upstream's), less our own ``?fault=``."""
+        path = self.path if self.path.startswith("/") else "/" + self.path
+        query = "&".join(p for p in self.query.split("&") if p and unquote_plus(p.partition("=")[0]) != FAULT_QUERY)
+        return upstream + path + ("?" + query if query else "")
+
+
 class Forwarder:
     """Forwards to ``upstream`` and records into ``library``'s store; counts what it recorded.
     ``redactor``: the run's (default: ``[tool.a2a-tape]`` of the current directory)."""
@@ -69,10 +87,12 @@ class Forwarder:
         self.first_byte = FIRST_BYTE
 
     async def forward(
-        self, req: rpc.RpcRequest, operation: str, dialect: str, path: str, headers: Mapping[str, str], body: bytes
+        self, req: rpc.RpcRequest, operation: str, dialect: str, target: Target, headers: Mapping[str, str], body: bytes
     ) -> Reply:
-        """Send the request to the upstream agent, record what comes back, pass it on as it comes."""
-        url = self.upstream + (path if path.startswith("/") else "/" + path)
+        """Send the request to the upstream agent as the client sent it (its method, path, query and
+        body), record what comes back, pass it on as it comes."""
+        url = target.url(self.upstream)
+        binding = HTTP_JSON if http_json.is_route(target.method, target.path) else JSONRPC
         # the client's end-to-end headers go upstream (its credentials included: the agent may
         # want them); the log keeps them redacted
         fwd = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
@@ -81,7 +101,9 @@ class Forwarder:
         # no CA bundle for a plain-HTTP agent: that cost ~20 ms per forwarded request
         client = httpx.AsyncClient(transport=LazyTlsTransport())
         timeouts = Timeouts(connect=30.0, first_byte=self.first_byte, read=None, write=30.0)
-        source = HttpSource(client, client.build_request("POST", url, content=body, headers=fwd), timeouts)
+        source = HttpSource(
+            client, client.build_request(target.method, url, content=body or None, headers=fwd), timeouts
+        )
         call = UpstreamCall(
             st, writer_of(st), Capture(self.redactor), source, url=url, what=req.method or "the request"
         )
@@ -94,8 +116,10 @@ class Forwarder:
                 streaming=operation in STREAMING_OPERATIONS,
                 headers=fwd,
                 body=body,
+                http_method=target.method,
                 message_id=msg.messageId if msg else None,
                 role="proxy",
+                binding=binding,
             )
         )
         self.library.dirty = True
