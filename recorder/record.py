@@ -26,7 +26,7 @@ import httpx
 from a2a_tape.replay.bindings import client_of
 from a2a_tape.replay.codings import DecodingError
 from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport
-from a2a_tape.replay.upstream_call import CLOSE_GRACE, Batching, StallWatch
+from a2a_tape.replay.upstream_call import CLOSE_GRACE, Batching, Collect, StallWatch
 from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
 from a2a_tape.store.capture import Outcome
 from a2a_tape.store.decode import TextChunk
@@ -82,6 +82,7 @@ class RecordOptions:
     poll_max: float = 5.0
     close_grace: float = CLOSE_GRACE  # how long a settled stream may stay open before we close it
     max_resubscribes: int = 5
+    get_task: bool = True  # ask the agent for the task once after a stream ends (its own GetTask answer)
     say: Callable[[str], None] | None = None  # one line for the user (stderr): which interface auto took
 
 
@@ -162,6 +163,8 @@ class Recorder:
         )
         res = await self.call(req, first=True)
         await self.follow(res)
+        if self.opts.get_task:
+            await self.ask_task_once()
         return self.result()
 
     def choose_interface(self) -> None:
@@ -180,6 +183,19 @@ class Recorder:
         else:
             why = "the card's first interface a2a-tape speaks; --binding to choose"
         o.say(f"a2a-tape: {BINDING_NAMES[ep.binding]} {ep.dialect} at {where} ({why})")
+
+    async def ask_task_once(self) -> None:
+        """After a stream that ended with its task settled: GetTask once, recorded, so the
+        recording holds the agent's own answer to it (a replay serves GetTask as this agent
+        answers it: agents keep a task's history differently). A decision of ours, noted first; its
+        answer is kept, not folded: what the run shows is what the stream said."""
+        s = self.session
+        if s.task_id is None or not self._last_streaming or self.stalled or self.error or s.state not in SETTLED:
+            return
+        await s.note("GetTask", "asking the agent for the task once, so the recording holds its own GetTask answer")
+        ended = await self.up.exchange(task_request("get", self.dialect, s.task_id), self.endpoint, Collect())
+        if ended.outcome != "ok":
+            await s.note("GetTask failed", ended.error or ended.outcome)
 
     async def follow(self, res: CallResult) -> None:
         """After the send: settle the task by the tree (:func:`recorder.settle.settle`)."""

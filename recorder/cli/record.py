@@ -174,6 +174,12 @@ def record_cmd(
             help="auto (the card's first interface a2a-tape speaks, said on stderr), jsonrpc or http+json.",
         ),
     ] = BindingOption.auto,
+    no_get_task: Annotated[
+        bool,
+        typer.Option(
+            "--no-get-task", help="Do not ask the agent for the task once after its stream (GetTask, recorded)."
+        ),
+    ] = False,
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")
     ] = False,
@@ -221,6 +227,7 @@ def record_cmd(
         text=text,
         protocol=protocol.choice,
         binding=binding.choice,
+        get_task=not no_get_task,
         say=say,
         stream=not no_stream,
         context_id=context_id,
