@@ -11,6 +11,7 @@ directory a ``[tool.a2a-tape]`` table naming what must be redacted.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -36,6 +37,11 @@ REQUEST = (
     b'{"jsonrpc":"2.0","id":"c-1","method":"message/stream","params":{"message":{"kind":"message",'
     b'"messageId":"m-1","role":"user","parts":[{"kind":"text","text":"hi"}],"metadata":{"token":"SEKRET-REQ"}}}}'
 )
+REST_REQUEST = (  # the same request as HTTP+JSON sends it: the params alone, v1.0
+    b'{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}],"metadata":{"token":"SEKRET-REQ"}}}'
+)
+REST = "http+json"
+"""A path's HTTP+JSON variant (``"record http+json"``): the mode's HTTP+JSON agent under ``/{mode}/rest``."""
 HEADERS = {
     "content-type": "application/json",
     "accept": "text/event-stream",
@@ -54,9 +60,21 @@ class Outcome:
     seconds: float = 0.0
 
 
-def secret_url(base: str, mode: str) -> str:
+def secret_url(base: str, mode: str, route: str = "") -> str:
     host = base.split("://", 1)[1]
-    return f"http://alice:SEKRET-PW@{host}/{mode}/?api_key=SEKRET-QUERY"
+    return f"http://alice:SEKRET-PW@{host}/{mode}/{route}?api_key=SEKRET-QUERY"
+
+
+def kind(path: str) -> str:
+    """A path's name without its binding (``"record http+json"`` is a ``record`` path)."""
+    return path.split(" ", 1)[0]
+
+
+def _stream_call(mode: str, binding: str) -> tuple[str, str, bytes, dict[str, str]]:
+    """(mode path, route, body, headers) of a streaming send in ``binding``."""
+    if binding == REST:
+        return f"{mode}/rest", "message:stream", REST_REQUEST, {**HEADERS, "a2a-version": "1.0"}
+    return mode, "", REQUEST, HEADERS
 
 
 def cli(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
@@ -99,80 +117,86 @@ async def _at_most_async(chunks) -> bytes:
 # -- the paths -------------------------------------------------------------------------------
 
 
-def run_record(base: str, mode: str, cwd: Path, *extra: str) -> Outcome:
+def run_record(base: str, mode: str, cwd: Path, *extra: str, binding: str = "jsonrpc") -> Outcome:
     db = cwd / "tape.db"
     # a log that exists, where a failure is recorded: a record that fails before recording anything
     # into a new one leaves none (tests/recorder/cli/test_files.py)
     store.open_store(db).close()
     t0 = time.monotonic()
+    if binding == REST:
+        mode, extra = f"{mode}/rest", ("--binding", REST, *extra)
     r = cli(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", "3", *extra], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
 
-def run_probe(base: str, mode: str, cwd: Path) -> Outcome:
+def run_probe(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome:
     db = cwd / "tape.db"
+    mode = f"{mode}/rest" if binding == REST else mode  # the card lists HTTP+JSON only: probe takes it
     t0 = time.monotonic()
     r = cli(["probe", secret_url(base, mode), "--db", str(db), "--timeout", "3", "--token", "SEKRET-TOKEN"], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
 
-def _transport_sync(base: str, mode: str, cwd: Path) -> Outcome:
+def _transport_sync(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome:
     from a2a_tape.recorder.transport import RecordingTransport
 
     db = cwd / "tape.db"
     t0 = time.monotonic()
     transport = RecordingTransport(db, redactor=build_redactor(directory=cwd))
+    at, route, body, headers = _stream_call(mode, binding)
 
     def call() -> bytes:
         with httpx.Client(transport=transport, timeout=httpx.Timeout(5.0)) as http:
-            with http.stream("POST", secret_url(base, mode), content=REQUEST, headers=HEADERS) as resp:
+            with http.stream("POST", secret_url(base, at, route), content=body, headers=headers) as resp:
                 return _at_most(resp.iter_bytes())
 
     got, error = _client_read(call)
     return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
 
 
-def _transport_async(base: str, mode: str, cwd: Path) -> Outcome:
+def _transport_async(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome:
     from a2a_tape.recorder.transport import RecordingTransport
 
     db = cwd / "tape.db"
     t0 = time.monotonic()
+    at, route, body, headers = _stream_call(mode, binding)
 
     async def call() -> bytes:
         transport = RecordingTransport(db, redactor=build_redactor(directory=cwd))
         async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5.0)) as http:
-            async with http.stream("POST", secret_url(base, mode), content=REQUEST, headers=HEADERS) as resp:
+            async with http.stream("POST", secret_url(base, at, route), content=body, headers=headers) as resp:
                 return await _at_most_async(resp.aiter_bytes())
 
     got, error = _client_read(lambda: anyio.run(call))
     return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
 
 
-def _post_stream(url: str) -> bytes:
+def _post_stream(url: str, body: bytes = REQUEST, headers: dict[str, str] = HEADERS) -> bytes:
     with httpx.Client(timeout=httpx.Timeout(15.0)) as http:
-        with http.stream("POST", url, content=REQUEST, headers=HEADERS) as resp:
+        with http.stream("POST", url, content=body, headers=headers) as resp:
             return _at_most(resp.iter_bytes())
 
 
-def _serve(base: str, mode: str, cwd: Path) -> Outcome:
+def _serve(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome:
     from a2a_tape.replay.serve.engine import ReplayEngine
     from a2a_tape.replay.serve.library import Library
     from a2a_tape.replay.serve.server import create_app
 
     db = cwd / "tape.db"
     t0 = time.monotonic()
+    at, route, body, headers = _stream_call(mode, binding)
     library = Library.open(str(db), create=True)
     try:
         engine = ReplayEngine(
             library,
             record_mode="all",
-            upstream=f"http://alice:SEKRET-PW@{base.split('://', 1)[1]}/{mode}",
+            upstream=f"http://alice:SEKRET-PW@{base.split('://', 1)[1]}/{at}",
             redactor=build_redactor(directory=cwd),
         )
         assert engine.forwarder is not None
         engine.forwarder.first_byte = 3.0
         with serve_app(create_app(engine)) as url:
-            got, error = _client_read(lambda: _post_stream(url + "/?api_key=SEKRET-QUERY"))
+            got, error = _client_read(lambda: _post_stream(f"{url}/{route}?api_key=SEKRET-QUERY", body, headers))
     finally:
         library.save()
         library.close()
@@ -208,35 +232,42 @@ def _proxy(upstream: str, db: Path, cwd: Path) -> Iterator[str]:
         st.close()
 
 
-def run_proxy(base: str, mode: str, cwd: Path, agent=None) -> Outcome:
-    """The proxy forwards to its upstream's origin: the mode is served at the root of its own port."""
+def run_proxy(base: str, mode: str, cwd: Path, agent=None, binding: str = "jsonrpc") -> Outcome:
+    """The proxy forwards to its upstream's origin: the mode is served at the root of its own port
+    (both bindings: JSON-RPC at ``/``, HTTP+JSON routes beside it)."""
     from tests.support.fault_agent import RawFaultAgent
 
     db = cwd / "tape.db"
     t0 = time.monotonic()
+    _, route, body, headers = _stream_call(mode, binding)
     with serve_app((agent or RawFaultAgent()).root_app(mode)) as root:
         host = root.split("://", 1)[1]
         with _proxy(f"http://alice:SEKRET-PW@{host}", db, cwd) as url:
-            got, error = _client_read(lambda: _post_stream(url + "/?api_key=SEKRET-QUERY"))
+            got, error = _client_read(lambda: _post_stream(f"{url}/{route}?api_key=SEKRET-QUERY", body, headers))
     return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
 
 
-def run_recover(base: str, mode: str, cwd: Path) -> Outcome:
+def run_recover(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome:
     """``a2a-tape recover`` on a task left WORKING by a proxy (its GetTask answer recorded), then
-    the recovery's stream reader (``Upstream.stream``, what a resubscribe uses) on the mode."""
+    the recovery's stream reader (``Upstream.stream``, what a resubscribe uses) on the mode, in
+    ``binding``."""
     from a2a_tape.recorder.client import send_request
     from a2a_tape.recorder.upstream import Upstream
+    from a2a_tape.replay.bindings import client_of
 
     db = cwd / "tape.db"
     t0 = time.monotonic()
     host = base.split("://", 1)[1]
+    at, route, _, _ = _stream_call(mode, binding)
     st = store.open_store(db, create=True)
     try:
         ex = st.begin_exchange(
             store.Exchange(
                 started_at=time.time(),
-                url=f"http://{host}/{mode}/",
-                rpc_method="message/stream",
+                url=f"http://{host}/{at}/{route}",
+                rpc_method="message/stream" if binding != REST else "SendStreamingMessage",
+                dialect=None if binding != REST else "1.0",
+                binding=None if binding != REST else REST,
                 outcome="ok",
                 streaming=True,
                 role="proxy",
@@ -260,10 +291,10 @@ def run_recover(base: str, mode: str, cwd: Path) -> Outcome:
         st2 = store.open_store(db)
         try:
             async with httpx.AsyncClient() as http, store.GroupCommitWriter(st2) as writer:
-                up = Upstream(st2, secret_url(base, mode), http, writer, redactor=build_redactor(directory=cwd))
+                up = Upstream(st2, secret_url(base, at), http, writer, redactor=build_redactor(directory=cwd))
                 up.call_timeout = 3.0
-                req = send_request("0.3", "hi", stream=True)
-                await up.stream(req, secret_url(base, mode), None, stall=3.0)
+                req = send_request("1.0" if binding == REST else "0.3", "hi", stream=True)
+                await up.stream(req, secret_url(base, at), None, stall=3.0, binding=client_of(binding))
         finally:
             st2.close()
 
@@ -271,7 +302,7 @@ def run_recover(base: str, mode: str, cwd: Path) -> Outcome:
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
 
-PATHS = {
+_DRIVERS = {
     "record": run_record,
     "transport-sync": _transport_sync,
     "transport-async": _transport_async,
@@ -280,4 +311,9 @@ PATHS = {
     "probe": run_probe,
     "proxy": run_proxy,
 }
-CLIENT_PATHS = ("transport-sync", "transport-async", "serve", "proxy")
+PATHS = {
+    **_DRIVERS,
+    **{f"{name} {REST}": functools.partial(driver, binding=REST) for name, driver in _DRIVERS.items()},
+}
+"""Every path, in each binding it records (JSON-RPC; HTTP+JSON: ``"record http+json"``, ...)."""
+CLIENT_PATHS = tuple(p for p in PATHS if kind(p) in ("transport-sync", "transport-async", "serve", "proxy"))

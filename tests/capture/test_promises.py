@@ -3,7 +3,8 @@
 Promises: no secret on disk or in what is printed; the exact bytes of every item kept; what
 the client sees is what the agent sent; faults end as readable errors within the timeouts.
 Paths: ``record``, ``RecordingTransport`` (sync and async), serve's recording modes,
-``recover`` (and the recovery's stream reader), ``probe``, the proxy. The agent is the scripted
+``recover`` (and the recovery's stream reader), ``probe``, the proxy; each over JSON-RPC and over
+HTTP+JSON (``"record http+json"``: the mode's HTTP+JSON agent, the path's client in that binding). The agent is the scripted
 one of tests/support/fault_agent.py (a real agent cannot send a BOM or cut an item on demand).
 """
 
@@ -15,7 +16,7 @@ import pytest
 
 from a2a_tape import store
 from a2a_tape.store.capture import OUTCOMES
-from tests.capture.drivers import CLIENT_PATHS, PATHS, Outcome, cli
+from tests.capture.drivers import CLIENT_PATHS, PATHS, Outcome, cli, kind
 from tests.support.fault_agent import SECRETS, raw_items
 
 ALL_SECRETS = (*SECRETS, "SEKRET-TOKEN")
@@ -105,7 +106,7 @@ def test_exact_bytes_kept(raw_agent, path, mode, workdir):
     streams = _streams(out.db)
     assert streams, (out.printed, out.error)
     want = raw_items(mode)
-    if path == "probe":  # the probes drop streams after their first item, on purpose; a resubscribe reads all
+    if kind(path) == "probe":  # the probes drop streams after their first item, on purpose; a resubscribe reads all
         assert all(s in (want[:1], want) for s in streams) and want in streams, streams
         return
     assert streams[-1] == want
@@ -131,16 +132,16 @@ def test_faults_become_readable_errors(raw_agent, path, mode, workdir):
     assert out.seconds < 30, f"{path} took {out.seconds:.1f} s on {mode}"
     text = out.printed.decode("utf-8", "replace")
     assert "Traceback" not in text and "ExceptionGroup" not in text, text
-    if path == "record":
+    if kind(path) == "record":
         assert out.code == 2, text
         assert len(text.strip().splitlines()) == 1, text
-    if path == "probe" and mode != "endless":  # endless: the probes drop streams after one item on
+    if kind(path) == "probe" and mode != "endless":  # endless: the probes drop streams after one item on
         assert out.code in (1, 2), text  # purpose and judge by the task's state; the resubscribe's row names it
     rows = _outcomes(out.db)
     if mode == "redirect" and path in CLIENT_PATHS:  # transparent: the client gets the redirect itself
         assert _redirect_kept(out.db), rows
         return
-    if path != "probe" or rows:
+    if kind(path) != "probe" or rows:
         failed = [(o, e) for o, e in rows if o not in ("ok", "replayed")]
         assert failed, rows  # the fault is in the log, named
         for _, error in failed:

@@ -304,7 +304,7 @@ SECRETS = (
 )
 SECRET_CONFIG = """[tool.a2a-tape]
 redact_headers = ["x-agent-secret"]
-redact_json_paths = ["result.metadata.token", "params.message.metadata.token"]
+redact_json_paths = ["result.metadata.token", "params.message.metadata.token", "message.metadata.token"]
 """
 
 
@@ -401,6 +401,7 @@ class RawFaultAgent:
         return b"".join(RAW_STREAMS[mode])
 
     def app(self) -> Starlette:
+        """Each mode at ``/{mode}/`` (JSON-RPC) and at ``/{mode}/rest`` (HTTP+JSON: :meth:`rest_routes`)."""
         from starlette.routing import Route
 
         routes = []
@@ -408,20 +409,41 @@ class RawFaultAgent:
             routes.append(Route(f"/{mode}/.well-known/agent-card.json", self._card(mode), methods=["GET"]))
             routes.append(Route(f"/{mode}/", self._rpc(mode), methods=["POST"]))
             routes.append(Route(f"/{mode}", self._rpc(mode), methods=["POST"]))
+            routes += self.rest_routes(mode, f"/{mode}/rest")
         return Starlette(routes=routes)
 
     def root_app(self, mode: str) -> Starlette:
-        """One mode served at the root (for a proxy, which forwards to its upstream's origin)."""
+        """One mode served at the root (for a proxy, which forwards to its upstream's origin), in
+        both bindings (HTTP+JSON routes beside the JSON-RPC ``POST /``)."""
         from starlette.routing import Route
 
         return Starlette(
             routes=[
                 Route("/.well-known/agent-card.json", self._card(mode), methods=["GET"]),
                 Route("/", self._rpc(mode), methods=["POST"]),
+                *self.rest_routes(mode, "", card=False),
             ]
         )
 
-    def _card(self, mode: str):
+    def rest_routes(self, mode: str, prefix: str, *, card: bool = True) -> list:
+        """The mode as an HTTP+JSON agent under ``prefix`` (a card listing only that interface, 1.0):
+        the same script and answers as its JSON-RPC side (the capture core is binding-free: what is
+        checked is bytes), a stream for ``message:stream`` and ``:subscribe``, the answer otherwise."""
+        from starlette.routing import Route
+
+        rpc = self._rpc(mode, streaming=lambda request, body: request.url.path.endswith((":stream", ":subscribe")))
+        routes = [
+            Route(prefix + "/message:stream", rpc, methods=["POST"]),
+            Route(prefix + "/message:send", rpc, methods=["POST"]),
+            Route(prefix + "/tasks/{tid}:subscribe", rpc, methods=["GET", "POST"]),
+            Route(prefix + "/tasks/{tid}:cancel", rpc, methods=["POST"]),
+            Route(prefix + "/tasks/{tid}", rpc, methods=["GET"]),
+        ]
+        if card:
+            routes.append(Route(prefix + "/.well-known/agent-card.json", self._card(mode, rest=True), methods=["GET"]))
+        return routes
+
+    def _card(self, mode: str, *, rest: bool = False):
         async def card(request: Request) -> Response:
             if mode == "silentcard":
                 await self.hold.wait()
@@ -431,6 +453,12 @@ class RawFaultAgent:
                 return Response(status_code=301, headers={"location": "http://127.0.0.1:9/moved/"})
             base = str(request.base_url).rstrip("/")
             at_root = request.url.path == "/.well-known/agent-card.json"
+            if rest:
+                url = f"{base}/{mode}/rest"
+                interface = {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+                return JSONResponse(
+                    {"name": f"raw-{mode}", "supportedInterfaces": [interface], "capabilities": {"streaming": True}}
+                )
             return JSONResponse(
                 {
                     "name": f"raw-{mode}",
@@ -442,7 +470,9 @@ class RawFaultAgent:
 
         return card
 
-    def _rpc(self, mode: str):
+    def _rpc(self, mode: str, streaming=None):
+        """``streaming(request, body)``: whether the call is a stream (default: a JSON-RPC streaming method)."""
+
         async def rpc(request: Request) -> Response:
             body = await request.body()
             self.requests.append((mode, body))
@@ -455,7 +485,12 @@ class RawFaultAgent:
                 return StreamingResponse(
                     _endless(b'{"jsonrpc":"2.0","id":1,"result":{"pad":"'), media_type="application/json"
                 )
-            if b'"message/stream"' not in body and b'"tasks/resubscribe"' not in body:
+            streams = (
+                streaming(request, body)
+                if streaming is not None
+                else b'"message/stream"' in body or b'"tasks/resubscribe"' in body
+            )
+            if not streams:
                 return Response(
                     ANSWER if mode == "secret" else ANSWER.replace(b"SEKRET-ANSWER", b"none"),
                     media_type="application/json",
