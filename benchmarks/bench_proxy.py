@@ -10,6 +10,10 @@ Targets (issue 14 item 6; the first proxy issue asked 0.5x and < 5 ms):
   and nothing else (``floor_app``), so the proxy's own share of the figure shows.
 
     .venv/bin/python benchmarks/bench_proxy.py [--events 20000] [--rounds 5] [--streams 16] [--grpc-events N]
+        [--binding jsonrpc|http+json]
+
+``--binding http+json`` sends the HTTP rows' requests as HTTP+JSON (``POST /message:stream``, the
+upstream streaming bare StreamResponses): the same targets as JSON-RPC (issue 22).
 
 gRPC rows (issue 24; ``--grpc-events 0`` skips them; :mod:`benchmarks.grpc_parts`): the recording gRPC
 proxy (``--grpc-listen``) against calling a synthetic gRPC agent directly, throughput >= 0.8x on one
@@ -59,6 +63,11 @@ ITEM = (
     b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"%s","contextId":"ctx",'
     b'"artifact":{"artifactId":"art-1","parts":[{"kind":"text","text":"chunk %d "}]},"append":true}}\n\n'
 )
+REST_ITEM = (  # the same item as HTTP+JSON streams it: a bare StreamResponse
+    b'data: {"artifactUpdate":{"taskId":"%s","contextId":"ctx",'
+    b'"artifact":{"artifactId":"art-1","parts":[{"text":"chunk %d "}]},"append":true}}\n\n'
+)
+BINDING = ["jsonrpc"]  # --binding: every row's requests (http+json: POST /message:stream, the params alone)
 CARD = (
     b'{"name":"bench","url":"%s/","capabilities":{"streaming":true},'
     b'"supportedInterfaces":[{"url":"%s/","protocolBinding":"JSONRPC","protocolVersion":"0.3"}]}'
@@ -83,14 +92,33 @@ def upstream_app(base: list[str]) -> Starlette:
         body = await request.body()
         n = int(re.search(rb"many (\d+)", body).group(1))
         tid = f"bench-{next(counter)}".encode()
+        item = REST_ITEM if request.url.path.endswith("/message:stream") else ITEM
 
         async def items():
             for i in range(n):  # one write per event, as an agent flushes each event it produces
-                yield ITEM % (tid, i)
+                yield item % (tid, i)
 
         return StreamingResponse(items(), media_type="text/event-stream")
 
-    return Starlette(routes=[Route("/.well-known/agent-card.json", card), Route("/", rpc, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/.well-known/agent-card.json", card),
+            Route("/", rpc, methods=["POST"]),
+            Route("/message:stream", rpc, methods=["POST"]),  # HTTP+JSON
+        ]
+    )
+
+
+def stream_request(tag: str, n: int) -> tuple[str, bytes, dict[str, str]]:
+    """(path, body, headers) of a streaming send of ``many n`` in the binding of this run."""
+    if BINDING[0] == "http+json":
+        body = b'{"message":{"messageId":"%s","role":"ROLE_USER","parts":[{"text":"many %d"}]}}' % (tag.encode(), n)
+        return "/message:stream", body, {"content-type": "application/json", "a2a-version": "1.0"}
+    body = (
+        b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":"%s",'
+        b'"role":"user","kind":"message","parts":[{"kind":"text","text":"many %d"}]}}}' % (tag.encode(), n)
+    )
+    return "/", body, {"content-type": "application/json"}
 
 
 def serve_upstream(kind: str = "synthetic") -> str:
@@ -133,7 +161,8 @@ def floor_app(upstream: str, db: Path, durability: str) -> Starlette:
     async def relay(request: Request) -> Response:
         body = await request.body()
         commit(body)
-        req = http.build_request("POST", upstream + "/", content=body, headers={"content-type": "application/json"})
+        headers = {"content-type": "application/json", "a2a-version": "1.0"}
+        req = http.build_request("POST", upstream + request.url.path, content=body, headers=headers)
         resp = await http.send(req, stream=True)
 
         async def chunks():
@@ -149,7 +178,7 @@ def floor_app(upstream: str, db: Path, durability: str) -> Starlette:
 
         return StreamingResponse(chunks(), resp.status_code, media_type="text/event-stream")
 
-    return Starlette(routes=[Route("/", relay, methods=["POST"])])
+    return Starlette(routes=[Route("/", relay, methods=["POST"]), Route("/message:stream", relay, methods=["POST"])])
 
 
 class Floor:
@@ -217,15 +246,12 @@ def stream(client: httpx.Client, url: str, n: int) -> tuple[float, float, int]:
     """(seconds to first item, seconds to the end, items) for one ``many n`` stream."""
     global _req
     _req += 1
-    body = (
-        b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":"bench-%d",'
-        b'"role":"user","kind":"message","parts":[{"kind":"text","text":"many %d"}]}}}' % (_req, n)
-    )
+    path, body, headers = stream_request(f"bench-{_req}", n)
     parser = SseParser()
     count = 0
     first = None
     t0 = time.perf_counter()
-    with client.stream("POST", url + "/", content=body, headers={"content-type": "application/json"}) as r:
+    with client.stream("POST", url + path, content=body, headers=headers) as r:
         for chunk in r.iter_raw():
             got = parser.feed(chunk)
             if got and first is None:
@@ -246,15 +272,9 @@ def first_events(urls: list[str], rounds: int) -> list[list[float]]:
         async with httpx.AsyncClient(timeout=60) as c:
             for i in range(rounds + 1):
                 for k, url in enumerate(urls):
-                    body = (
-                        b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":'
-                        b'"first-%d-%d","role":"user","kind":"message","parts":[{"kind":"text","text":"many 1"}]}}}'
-                        % (i, k)
-                    )
+                    path, body, headers = stream_request(f"first-{i}-{k}", 1)
                     t0 = time.perf_counter()
-                    async with c.stream(
-                        "POST", url + "/", content=body, headers={"content-type": "application/json"}
-                    ) as r:
+                    async with c.stream("POST", url + path, content=body, headers=headers) as r:
                         parser = SseParser()
                         first = None
                         async for chunk in r.aiter_raw():
@@ -315,9 +335,16 @@ def main() -> int:
         help="also stream this many events from a real a2a-sdk agent, direct and through the proxy (0: skip)",
     )
     ap.add_argument("--grpc-events", type=int, default=20000, help="gRPC rows: messages of the one stream (0: skip)")
+    ap.add_argument(
+        "--binding",
+        choices=("jsonrpc", "http+json"),
+        default="jsonrpc",
+        help="the binding of the HTTP rows' requests (http+json: POST /message:stream, bare items)",
+    )
     ap.add_argument("--floor-serve", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--grpc-floor-serve", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    BINDING[0] = args.binding
     if args.grpc_floor_serve:
         from benchmarks.grpc_parts import floor_serve
 
@@ -370,6 +397,7 @@ def main() -> int:
 
     sdk_ratio = None
     if args.sdk_events:
+        BINDING[0] = "jsonrpc"  # the a2a-sdk agent of tests/support serves JSON-RPC only
         sdk = serve_upstream("sdk")
         with tempfile.TemporaryDirectory() as tmp, client(600) as http:
             proxy = Proxy(sdk, Path(tmp) / "sdk.db", args.durability)
@@ -407,7 +435,9 @@ def main() -> int:
     floor_ms = (med(floor_first) - med(direct_first)) * 1000
     conc_ratio = med(proxy_conc) / med(direct_conc)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{args.rounds} rounds, medians, durability {args.durability}; load average now {load}")
+    print(
+        f"{args.rounds} rounds, medians, durability {args.durability}, binding {args.binding}; load average now {load}"
+    )
     print(
         f"single stream of {args.events:,} events: direct {med(direct_tp):,.0f} ev/s, "
         f"proxy {med(proxy_tp):,.0f} ev/s -> ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET:.2f}); "

@@ -25,7 +25,11 @@ agent runs in its own process) is reported beside the wall time, with its ratio,
 moves much less than wall time when other jobs take the cores. Prints ratios with their targets
 and exits 1 when a wall-time target is missed.
 
+``--binding http+json`` runs every row over HTTP+JSON (the agent's HTTP+JSON side under ``/rest``:
+the same stream as bare StreamResponses; ``record --binding http+json``), with the same targets.
+
     .venv/bin/python benchmarks/bench_record.py [--events 20000] [--rounds 9] [--process-rounds 9] [--cli PATH]
+        [--binding jsonrpc|http+json]
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status
 from a2a_tape.recorder.record import Recorder, RecordOptions
 from a2a_tape.recorder.session import Session
 from a2a_tape.recorder.transport import RecordingTransport
+from a2a_tape.replay.bindings import http_json
 from a2a_tape.replay.http import LazyTlsTransport
 from benchmarks.local_server import free_port, wait_listening
 
@@ -63,6 +68,8 @@ FIRST_TARGET_MS = 5.0  # record's first event - bare's (issue 3)
 
 
 def make_agent(n: int):
+    """JSON-RPC at ``/`` (our demo agent's plumbing), HTTP+JSON under ``/rest`` (:func:`rest_routes`)."""
+
     async def script(host: AgentHost, task: HostedTask) -> None:
         host.emit(task, Status("working"))
         for i in range(n):
@@ -71,19 +78,79 @@ def make_agent(n: int):
                 await asyncio.sleep(0)  # let the stream drain, as a real agent's awaits would
         host.emit(task, Status("completed"))
 
-    return AgentHost(script, name="bench-agent").app()
+    app = AgentHost(script, name="bench-agent").app()
+    for route in rest_routes(n):
+        app.router.routes.append(route)
+    return app
 
 
-async def bare(url: str, transport: httpx.AsyncBaseTransport | None = None) -> tuple[float, float, int, float]:
-    """(wall seconds, seconds to the first event, events, CPU seconds of this process)."""
+def rest_routes(n: int) -> list:
+    """The same stream as an HTTP+JSON 1.0 agent under ``/rest`` streams it (bare StreamResponses:
+    the task, working, ``n`` artifact chunks, completed), its card and GetTask."""
+    import json as _json
+
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    def frame(obj: dict) -> bytes:
+        return b"data: " + _json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+    ids = {"taskId": "t-rest", "contextId": "c-rest"}
+    task = {"id": "t-rest", "contextId": "c-rest", "status": {"state": "TASK_STATE_SUBMITTED"}}
+
+    def status(state: str) -> bytes:
+        return frame({"statusUpdate": {**ids, "status": {"state": state}}})
+
+    async def stream(request):
+        async def frames():
+            yield frame({"task": task}) + status("TASK_STATE_WORKING")
+            for i in range(n):
+                art = {"artifactId": "answer", "parts": [{"text": f"chunk-{i} "}]}
+                yield frame({"artifactUpdate": {**ids, "artifact": art, "append": i > 0, "lastChunk": i == n - 1}})
+                if i % 200 == 199:
+                    await asyncio.sleep(0)
+            yield status("TASK_STATE_COMPLETED")
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    async def get_task(request):
+        return JSONResponse({**task, "status": {"state": "TASK_STATE_COMPLETED"}}, media_type="application/a2a+json")
+
+    async def card(request):
+        url = str(request.base_url).rstrip("/") + "/rest"
+        interface = {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        return JSONResponse(
+            {"name": "bench-agent", "supportedInterfaces": [interface], "capabilities": {"streaming": True}}
+        )
+
+    return [
+        Route("/rest/.well-known/agent-card.json", card, methods=["GET"]),
+        Route("/rest/message:stream", stream, methods=["POST"]),
+        Route("/rest/tasks/{tid}", get_task, methods=["GET"]),
+    ]
+
+
+def stream_request(url: str, binding: str) -> tuple[str, bytes]:
+    """The streaming send of ``binding`` at the agent ``url``: (URL, body)."""
     req = send_request("1.0", "go", stream=True)
+    if binding == "http+json":
+        method, target, _, body = http_json.CLIENT.request(req.op, req.dialect, url, req.body)
+        return target, body
+    return url + "/", req.body
+
+
+async def bare(
+    url: str, transport: httpx.AsyncBaseTransport | None = None, binding: str = "jsonrpc"
+) -> tuple[float, float, int, float]:
+    """(wall seconds, seconds to the first event, events, CPU seconds of this process)."""
+    target, body = stream_request(url, binding)
     headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
     async with httpx.AsyncClient(transport=transport, timeout=None) as http:
         t0 = time.perf_counter()
         c0 = time.process_time()
         first = None
         n = 0
-        async with aconnect_sse(http, "POST", url + "/", content=req.body, headers=headers) as es:
+        async with aconnect_sse(http, "POST", target, content=body, headers=headers) as es:
             async for _ in es.aiter_sse():
                 if first is None:
                     first = time.perf_counter() - t0
@@ -91,7 +158,9 @@ async def bare(url: str, transport: httpx.AsyncBaseTransport | None = None) -> t
         return time.perf_counter() - t0, first or 0.0, n, time.process_time() - c0
 
 
-async def recorded(url: str, db: Path, durability: str = "normal") -> tuple[float, float, float, int, float]:
+async def recorded(
+    url: str, db: Path, durability: str = "normal", binding: str = "jsonrpc"
+) -> tuple[float, float, float, int, float]:
     """One ``record`` session: (wall seconds, first event, card fetch, events, CPU seconds); its
     wall time runs to the store's close (a checkpoint left for the close is recording work too)."""
     st = store.open_store(db, durability=durability)  # type: ignore[arg-type]
@@ -105,7 +174,8 @@ async def recorded(url: str, db: Path, durability: str = "normal") -> tuple[floa
         t0 = time.perf_counter()
         c0 = time.process_time()
         async with httpx.AsyncClient(transport=LazyTlsTransport(), follow_redirects=False) as http:
-            rec = Recorder(http, session, RecordOptions(url=url, text="go", stall_timeout=60))
+            opts = RecordOptions(url=url, text="go", stall_timeout=60, binding=binding)  # type: ignore[arg-type]
+            rec = Recorder(http, session, opts)
             exchange = rec.up.exchange
 
             async def timed(req, *args, **kwargs):  # the send's row is begun right after this mark
@@ -146,7 +216,7 @@ async def main(url, body):
     n = 0
     headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
     async with httpx.AsyncClient(timeout=None) as http:
-        async with aconnect_sse(http, "POST", url + "/", content=body, headers=headers) as es:
+        async with aconnect_sse(http, "POST", url, content=body, headers=headers) as es:
             async for _ in es.aiter_sse():
                 n += 1
     sys.exit(0 if n > 0 else 1)
@@ -179,18 +249,22 @@ def timed_process(argv: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def processes(url: str, tmp: Path, rounds: int, clis: list[str]) -> dict[str, tuple[list[float], list[float]]]:
+def processes(
+    url: str, tmp: Path, rounds: int, clis: list[str], binding: str = "jsonrpc"
+) -> dict[str, tuple[list[float], list[float]]]:
     """The whole process a user starts, against the bare consumer's, fresh processes alternated:
     ``a2a-tape record URL TEXT --db FILE`` (each ``clis`` entry: an install's console script)."""
-    body = send_request("1.0", "go", stream=True).body.decode()
+    target, body = stream_request(url, binding)
     out: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("bare", *clis)}
+    # the binding named, as a user who knows the agent does (and as older installs, without auto, need)
+    named = ["--binding", binding] if binding != "jsonrpc" else []
 
     def argv(kind: str, n: int) -> list[str]:
         if kind == "bare":
-            return [sys.executable, "-c", BARE_PROCESS, url, body]
+            return [sys.executable, "-c", BARE_PROCESS, target, body.decode()]
         # each install records into one log, as a user's runs do (./a2a-tape.db): creating a new
         # log (its schema) is a cost of the first run only, paid in the warm-up
-        return [kind, "record", url, "go", "--db", str(tmp / f"process-{n}.db")]
+        return [kind, "record", url, "go", "--db", str(tmp / f"process-{n}.db"), *named]
 
     for n, kind in enumerate(out):  # warm-up: the page cache, the bytecode (CHILD_ENV), the log
         timed_process(argv(kind, n))
@@ -231,6 +305,12 @@ def main() -> int:
         default=[],
         help="an a2a-tape console script to time as a whole process (repeatable; default: this install's)",
     )
+    ap.add_argument(
+        "--binding",
+        choices=("jsonrpc", "http+json"),
+        default="jsonrpc",
+        help="the binding every row speaks (http+json: the agent's HTTP+JSON side under /rest)",
+    )
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -239,10 +319,13 @@ def main() -> int:
         uvicorn.run(make_agent(args.events), host="127.0.0.1", port=args.serve, log_level="warning")
         return 0
     clis = args.cli or [str(Path(sys.executable).with_name("a2a-tape"))]
-    with tempfile.TemporaryDirectory() as tmp, agent_process(args.events) as url:
+    with tempfile.TemporaryDirectory() as tmp, agent_process(args.events) as root:
+        url = root + "/rest" if args.binding == "http+json" else root
+        print(f"binding: {args.binding}")
         ok = in_process(url, Path(tmp), args) if args.rounds else True
         if args.process_rounds:
-            ok = report_processes(processes(url, Path(tmp), args.process_rounds, clis), clis[0]) and ok
+            runs = processes(url, Path(tmp), args.process_rounds, clis, args.binding)
+            ok = report_processes(runs, clis[0]) and ok
     print("OK" if ok else "MISSED")
     return 0 if ok else 1
 
@@ -260,19 +343,20 @@ def in_process(url: str, tmp: Path, args: argparse.Namespace) -> bool:
         firsts[kind].append(first)
         cpus[kind].append(cpu)
 
-    anyio.run(bare, url)  # warm-up
+    b = args.binding
+    anyio.run(bare, url, None, b)  # warm-up
     for r in range(args.rounds):
-        w, f, n, cpu = anyio.run(bare, url)
+        w, f, n, cpu = anyio.run(bare, url, None, b)
         keep("bare", w, f, cpu)
         assert n == args.events + 3, n
-        w, f, c, n, cpu = anyio.run(recorded, url, tmp / f"rec{r}.db")
+        w, f, c, n, cpu = anyio.run(recorded, url, tmp / f"rec{r}.db", "normal", b)
         keep("record", w, f, cpu)
         card_fetch.append(c)
         assert n == args.events + 3, n
-        w, f, c, n, cpu = anyio.run(recorded, url, tmp / f"full{r}.db", "full")
+        w, f, c, n, cpu = anyio.run(recorded, url, tmp / f"full{r}.db", "full", b)
         keep("record-full", w, f, cpu)
         tr = RecordingTransport(tmp / f"tr{r}.db")
-        w, f, n, cpu = anyio.run(bare, url, tr)
+        w, f, n, cpu = anyio.run(bare, url, tr, b)
         tr.store.close()
         keep("transport", w, f, cpu)
     return report(args, walls, firsts, cpus, card_fetch)
