@@ -156,7 +156,9 @@ class Forwarder:
         failed = head.status >= 400 or (logged and isinstance(item.body, ErrorItem))
         fields = {} if logged or not data else {"response_body": call.capture.response_body(data)}
         await self._finish(call, "error" if failed else "ok", None, **fields)
-        return Reply(status=head.status, content_type=head.content_type or "application/json", body=data)
+        return Reply(
+            status=head.status, content_type=head.content_type or "application/json", body=data, forwarded=True
+        )
 
     def _stream(self, call: UpstreamCall, client: httpx.AsyncClient) -> Reply:
         """A stream: each chunk's items in the log, then its exact bytes to the client."""
@@ -178,4 +180,10 @@ class Forwarder:
 
         head = call.head
         assert head is not None
-        return Reply(status=head.status, content_type=head.content_type or "", stream=gen(), headers=dict(SSE_HEADERS))
+        return Reply(
+            status=head.status,
+            content_type=head.content_type or "",
+            stream=gen(),
+            headers=dict(SSE_HEADERS),
+            forwarded=True,
+        )

@@ -31,6 +31,7 @@ class Reply(msgspec.Struct):
     body: bytes = b""
     stream: AsyncGenerator[bytes, None] | None = None  # a generator: a dropped client closes it
     headers: dict[str, str] = {}
+    forwarded: bool = False  # the agent's own answer, passed on (the recording modes): never re-rendered
 
 
 def json_reply(body: bytes, status: int = 200) -> Reply:
@@ -54,7 +55,7 @@ def render(reply: Reply, binding: str) -> Reply:
     """The engine's answer (written in the JSON-RPC form) on the wire of ``binding``
     (:mod:`replay.bindings`): the same reply for JSON-RPC; for HTTP+JSON, results alone, errors as
     an HTTP status with the SDK's error body, stream items re-framed one by one."""
-    if binding != HTTP_JSON:
+    if binding != HTTP_JSON or reply.forwarded:
         return reply
     if reply.stream is not None:
         if reply.content_type.startswith("text/event-stream"):
