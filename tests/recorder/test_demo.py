@@ -29,7 +29,9 @@ def test_demo_subprocess_records_one_session_and_says_what_next(tmp_path):
     assert "a2a-tape ui" in flat  # the next step people take: the log in a browser
     with store.open_store(db) as st:
         (task,) = st.task_events()
-        assert task.events == 11  # task, working, 3 reasoning, tool call, 3 answer chunks, final snapshot, completed
+        # task, working, 3 reasoning, tool call, 3 answer chunks, final snapshot, completed; then
+        # the note and the agent's answer to the GetTask record asks once after the stream
+        assert task.events == 13
     ch = run_cli("channels", task.task_id, "--db", str(db), "--json")
     assert ch.code == 0, ch.stderr
     doc = ch.json

@@ -53,7 +53,7 @@ def test_what_record_reads_ahead_of_a_locked_log_is_bounded(db_path):
     store.open_store(db_path).close()
     agent = _FastAgent()
     with store.open_store(db_path, durability="full") as st:
-        opts = rec.RecordOptions(url="http://agent.test/", text="go", stall_timeout=60, protocol="0.3")
+        opts = rec.RecordOptions(url="http://agent.test/", text="go", stall_timeout=60, protocol="0.3", get_task=False)
         loop = asyncio.new_event_loop()
         done: list[object] = []
 

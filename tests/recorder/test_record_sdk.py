@@ -26,7 +26,9 @@ def test_v1_streaming_records_every_event_in_order(sdk_agent, record, db_path):
     assert doc["final_answer"] == ANSWER
     assert doc["events"] == 6
     with store.open_store(db_path) as st:
-        assert _kinds(st, doc["task_id"]) == ["task", "status", "artifact", "artifact", "artifact", "status"]
+        # the stream's six (its count), then the note and the agent's answer to the GetTask asked once after it
+        kinds = ["task", "status", "artifact", "artifact", "artifact", "status", "note", "task"]
+        assert _kinds(st, doc["task_id"]) == kinds
         stream = [x for x in st.exchanges() if x.rpc_method == "SendStreamingMessage"]
         assert len(stream) == 1
         ex = stream[0]
@@ -34,7 +36,8 @@ def test_v1_streaming_records_every_event_in_order(sdk_agent, record, db_path):
         assert ex.content_type.startswith("text/event-stream")
         assert ex.request_headers.get("a2a-version") == "1.0"
         # the exact bytes of each data: payload are kept
-        assert all(store.decode_item(e.payload).dialect == "1.0" for e in st.read_task(doc["task_id"]))
+        agent = [e for e in st.read_task(doc["task_id"]) if e.origin == "upstream"]
+        assert all(store.decode_item(e.payload).dialect == "1.0" for e in agent)
 
 
 def test_v03_streaming(sdk_agent, record, db_path):
@@ -46,7 +49,8 @@ def test_v03_streaming(sdk_agent, record, db_path):
         ex = [x for x in st.exchanges() if x.rpc_method == "message/stream"]
         assert len(ex) == 1 and ex[0].dialect == "0.3"
         assert "a2a-version" not in ex[0].request_headers
-        assert {store.decode_item(e.payload).dialect for e in st.read_task(doc["task_id"])} == {"0.3"}
+        agent = [e for e in st.read_task(doc["task_id"]) if e.origin == "upstream"]
+        assert {store.decode_item(e.payload).dialect for e in agent} == {"0.3"}
 
 
 def test_non_streaming_send(sdk_agent, record, db_path):

@@ -91,14 +91,17 @@ def test_the_demo_task_shows_its_waterfall_answer_reasoning_and_tool_call(page: 
     ui = serve_ui(demo_db)
     page.goto(ui.url)
     page.locator("#task-rows tr.task-row a").first.click()
-    expect(page.locator("table.exchanges tbody tr")).to_have_count(1)
-    expect(page.locator("table.exchanges td.method")).to_have_text("SendStreamingMessage")
+    # the stream, then the GetTask record asks once after it (the agent's own answer, kept)
+    expect(page.locator("table.exchanges tbody tr")).to_have_count(2)
+    expect(page.locator("table.exchanges td.method")).to_have_text(
+        ["SendStreamingMessage", "GetTask (a client decision)"]
+    )
     answer = page.locator(".answer pre.final-answer")
     expect(answer).to_have_count(1)
     expect(answer).to_contain_text("a2a-tape keeps every raw A2A stream event")
     expect(page.locator("details.reasoning")).not_to_have_attribute("open", "")
     expect(page.locator("table.tool-calls")).to_contain_text("read_file")
-    expect(page.locator("#events tr[data-position]")).to_have_count(11)
+    expect(page.locator("#events tr[data-position]")).to_have_count(13)  # the stream's 11, the note, GetTask's
     expect(page.locator("#findings table.findings")).to_contain_text("answer-shown-twice")
 
 
@@ -237,8 +240,12 @@ def test_without_the_token_the_browser_gets_nothing(page: Page, serve_ui, demo_d
 
 
 def _record(url: str, db, text: str) -> subprocess.Popen[str]:
+    """``record`` of the stream alone (no GetTask after it: the page is checked event by event)."""
     return subprocess.Popen(
-        [str(SCRIPT), "record", url, text, "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(SCRIPT), "record", url, text, "--db", str(db), "--no-get-task"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
