@@ -175,8 +175,8 @@ class Recorder:
         self.dialect, self.endpoint = ep.dialect, ep.url
         self.up.binding = client_of(ep.binding)
         listed = {CARD_BINDINGS.get((i.protocolBinding or i.transport or "").upper()) for i in interfaces(self.card)}
-        if o.say is None or (ep.listed and listed <= {ep.binding}):  # no choice was made: nothing to say
-            return
+        if o.say is None or (ep.listed and (o.binding != "auto" or listed <= {ep.binding})):
+            return  # named and listed, or the card's only binding: nothing to say
         where = safe_text(ep.url, self.session.redactor, self.session.secrets)
         if not ep.listed:
             why = f"the card lists no {BINDING_NAMES[ep.binding]} {ep.dialect} interface: tried at its URL"
