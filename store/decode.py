@@ -365,14 +365,16 @@ def peek_text_chunk(payload: bytes | str) -> TextChunk | None:
     contract hints (no metadata anywhere). ``PeekFrame`` forbids every field it does not declare
     and types the ones it declares no wider than ``WireFrame``, so it accepts only payloads the
     full decoder accepts; and this function follows ``decode_item``'s order (the v1.0
-    ``artifactUpdate`` wrapper first, then a v0.3 ``kind: artifact-update``).
+    ``artifactUpdate`` wrapper first, then a v0.3 ``kind: artifact-update``; without a result, the
+    bare ``artifactUpdate`` HTTP+JSON streams).
     """
     try:
-        r = _peek(payload).result
+        frame = _peek(payload)
     except Exception:  # noqa: BLE001 - anything unusual goes the general way
         return None
-    if r is None:  # no result: the general way too
-        return None
+    r = frame.result
+    if r is None:  # HTTP+JSON's bare ``artifactUpdate`` (decode_item's "rest" item), else the general way
+        return frame.artifactUpdate
     u = r.artifactUpdate
     if u is not None:
         return u

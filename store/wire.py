@@ -235,6 +235,7 @@ class PeekFrame(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     jsonrpc: str | None = None
     id: Any = None
     result: PeekResult | None = None
+    artifactUpdate: PeekArtifactUpdate | None = None  # HTTP+JSON: the bare StreamResponse
 
 
 PEEK_DECODER = msgspec.json.Decoder(PeekFrame)

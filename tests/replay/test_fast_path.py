@@ -40,7 +40,7 @@ def _upd(text="hi", **kw) -> dict:
     return {"taskId": "t1", "contextId": "c1", "artifact": art, **kw}
 
 
-# payloads the peek must accept (a plain text chunk in either dialect)
+# payloads the peek must accept (a plain text chunk in either dialect, or HTTP+JSON's)
 PLAIN = [
     _v1(_upd()),
     _v1(_upd(append=True, lastChunk=True)),
@@ -52,6 +52,8 @@ PLAIN = [
     _enc.encode({"result": {"artifactUpdate": _upd(), "kind": "status-update"}, "id": "r", "jsonrpc": "2.0"}),
     art03("t1", "a1", "hello", append=True, last=True),
     art03("t1", "a1", "hello"),
+    _enc.encode({"artifactUpdate": _upd()}),  # HTTP+JSON's bare StreamResponse (decode_item: a "rest" item)
+    _enc.encode({"artifactUpdate": _upd(append=True, lastChunk=True)}),
 ]
 
 # payloads the peek must leave to decode_item (anything but a plain text chunk)
@@ -83,7 +85,6 @@ NOT_PLAIN = [
     _enc.encode({"result": {"artifactUpdate": {"taskId": "t1"}}, "jsonrpc": "2.0"}),
     _v1(_upd(append="yes")),  # a wrong type: undecodable for both
     _enc.encode({"result": {"artifactUpdate": _upd()}, "jsonrpc": 2}),
-    _enc.encode({"artifactUpdate": _upd()}),  # HTTP+JSON binding: dialect "rest", left to decode_item
     art03("t1", "a1", "x", meta=oc("final_answer")),
     art03("t1", "a1", "x", meta=blocks("text", event_id="e1")),
     status03("t1", "working"),
