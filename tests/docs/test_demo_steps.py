@@ -71,7 +71,9 @@ def test_the_demo_next_steps_run_as_printed(tmp_path, started_as):
     assert doctor_errors("a2a-tape.db", tmp_path, env) == []
     assert doctor_errors("replayed.db", tmp_path, env) == []
     tasks = json.loads(run_line(f"{started_as} tasks --json", tmp_path, env).stdout)
-    assert [t["events"] for t in tasks] == [11]  # the demo's task alone, as the demo recorded it
+    # the demo's task alone, as the demo recorded it: its stream's 11 events, the note and the agent's
+    # answer to the GetTask record asks once after a stream
+    assert [t["events"] for t in tasks] == [13]
 
 
 def test_demo_agent_alone_is_a_loopback_server(tmp_path):

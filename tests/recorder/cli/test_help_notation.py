@@ -14,7 +14,7 @@ from .test_contract import a2a_tape
 
 OPTION = re.compile(r"^  (?:-\w, )?(--[\w-]+)(?: (\S+))?(?:\s{2,}|$)")
 ARGUMENT_SECTION = re.compile(r"^Arguments:\n((?:  .*\n|\s*\n)*)", re.M)
-UPPER = re.compile(r"^(?:[A-Z][A-Z0-9_:]*|\[[\w.|-]+\])(?:\.\.\.)?$")
+UPPER = re.compile(r"^(?:[A-Z][A-Z0-9_:]*|\[[\w.|+-]+\])(?:\.\.\.)?$")
 
 
 def _help(command: str, tmp_path) -> str:
