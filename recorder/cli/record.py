@@ -155,6 +155,19 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
         say(f"a2a-tape: {result.error or 'the task ended ' + result.state}")
 
 
+BindingArg = Annotated[
+    BindingOption,
+    typer.Option(
+        "--binding",
+        help="auto (the card's first interface a2a-tape speaks, said on stderr), jsonrpc or http+json.",
+    ),
+]
+NoGetTaskArg = Annotated[
+    bool,
+    typer.Option("--no-get-task", help="Do not ask the agent for the task once after its stream (GetTask, recorded)."),
+]
+
+
 @app.command("record")
 def record_cmd(
     url: Annotated[
@@ -167,19 +180,8 @@ def record_cmd(
     protocol: Annotated[
         Dialect, typer.Option("--protocol", help="auto (prefer 1.0 when the card offers it), 1.0 or 0.3.")
     ] = Dialect.auto,
-    binding: Annotated[
-        BindingOption,
-        typer.Option(
-            "--binding",
-            help="auto (the card's first interface a2a-tape speaks, said on stderr), jsonrpc or http+json.",
-        ),
-    ] = BindingOption.auto,
-    no_get_task: Annotated[
-        bool,
-        typer.Option(
-            "--no-get-task", help="Do not ask the agent for the task once after its stream (GetTask, recorded)."
-        ),
-    ] = False,
+    binding: BindingArg = BindingOption.auto,
+    no_get_task: NoGetTaskArg = False,
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")
     ] = False,
