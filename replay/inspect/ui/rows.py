@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -18,6 +17,7 @@ from a2a_tape.store.events import is_terminal
 from a2a_tape.store.methods import BINDING_NAMES, METHODS, binding_and_version, binding_label
 
 from ...views import TaskView
+from .. import tool_calls
 from ..doctor import Finding
 from ..messages import LoneMessage
 from ..steps import summary
@@ -204,29 +204,25 @@ def header(view: TaskView, exchanges: Sequence[Exchange]) -> Header:
 
 
 class ToolTable(msgspec.Struct, frozen=True):
-    """Tool calls as a table: the structured fields any call has as columns, the rest in one."""
+    """Tool calls as a table: the columns and the call's name of :mod:`..tool_calls` (as ``channels``
+    and ``record`` show them), each value whole (a page has room; a terminal cuts them)."""
 
     columns: list[str]
     rows: list[list[str]]
-    extra: bool  # a last column holds the other fields
-
-
-_TOOL_COLUMNS = ("tool", "call_id", "status", "title", "input", "output", "error", "text")
 
 
 def tool_table(view: TaskView) -> ToolTable:
-    dicts: list[dict[str, Any]] = [msgspec.to_builtins(c) for c in view.tool_calls]
-    present = [c for c in _TOOL_COLUMNS if any(d.get(c) not in (None, "", {}, []) for d in dicts)]
-    known = {*_TOOL_COLUMNS, "artifact_id"}
-    extra = any(set(d) - known for d in dicts)
-    rows = []
-    for d in dicts:
-        row = [cell(d.get(c)) for c in present]
-        if extra:
-            rest = {k: v for k, v in d.items() if k not in known and v is not None}
-            row.append(cell(rest) if rest else "")
-        rows.append(row)
-    return ToolTable(present, rows, extra)
+    rows = [
+        [
+            tool_calls.name(c),
+            c.status or "",
+            c.title or c.text,
+            cell(c.input),
+            cell(c.error if c.error is not None else c.output),
+        ]
+        for c in view.tool_calls
+    ]
+    return ToolTable(list(tool_calls.COLUMNS), rows)
 
 
 class FindingRow(msgspec.Struct, frozen=True):

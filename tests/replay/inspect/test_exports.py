@@ -249,10 +249,16 @@ def test_html_report_in_chromium(tmp_path):
     assert page["reasoningSource"] == REASONING
     assert page["reasoningVisible"] is False and "carefully" not in page["detailsText"]
     # tool calls: one row (last state wins), structured fields as columns
-    assert {"tool", "status", "input", "output"} <= set(page["toolHeaders"])
+    assert page["toolHeaders"] == [
+        "tool",
+        "status",
+        "title / text",
+        "input",
+        "output / error",
+    ]  # as channels shows them
     [row] = page["toolRows"]
     cells = dict(zip(page["toolHeaders"], row))
-    assert cells["tool"] == "calculator" and cells["status"] == "completed" and cells["output"] == "42"
+    assert cells["tool"] == "calculator" and cells["status"] == "completed" and cells["output / error"] == "42"
     assert '"expr": "6*7"' in cells["input"]
     assert page["timelineRows"] == 10
     # a person who never used the CLI can read what happened

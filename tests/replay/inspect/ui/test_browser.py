@@ -121,7 +121,7 @@ def test_a_task_page_shows_the_answer_once_and_the_reasoning_folded(page: Page, 
     tools = page.locator("table.tool-calls")
     headers = tools.locator("th").all_inner_texts()
     cells = dict(zip(headers, tools.locator("tbody tr").first.locator("td").all_inner_texts()))
-    assert cells["tool"] == "calculator" and cells["status"] == "completed" and cells["output"] == "42"
+    assert cells["tool"] == "calculator" and cells["status"] == "completed" and cells["output / error"] == "42"
 
 
 def test_recorded_markup_and_escape_sequences_show_as_text(page: Page, serve_ui, hostile: Hostile):
