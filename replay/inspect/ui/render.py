@@ -23,11 +23,13 @@ import jinja2
 import msgspec
 from markupsafe import Markup, escape
 
+from ..visible import CONTROLS
+
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(f"[{CONTROLS}]")  # the terminal's set (..visible): one list of what acts rather than shows
 
 
 def _shown(char: str) -> str:
