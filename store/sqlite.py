@@ -121,6 +121,14 @@ def _check_ours(conn: sqlite3.Connection, path: Path) -> None:
         raise _not_ours(path)
 
 
+def _check_ours_or_new(conn: sqlite3.Connection, path: Path) -> None:
+    """A database to write: a2a-tape's, or a new one (no tables yet). Another program's SQLite
+    database is refused rather than given our tables beside its own."""
+    tables = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").fetchone()
+    if tables is not None:
+        _check_ours(conn, path)
+
+
 def _row_event(row: tuple[Any, ...]) -> StoredEvent:
     return StoredEvent(*row)
 
@@ -179,6 +187,8 @@ class SqliteStore(SqliteIndexes):
         try:
             if not create:  # before WAL mode is set: that alone rewrites the file's header
                 _check_ours(self._conn, self.path)  # an existing log is migrated, never another file initialised
+            elif not self.created:
+                _check_ours_or_new(self._conn, self.path)  # nor another program's database given our tables
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
             self._conn.execute("PRAGMA foreign_keys=OFF")

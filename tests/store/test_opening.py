@@ -39,6 +39,7 @@ NOT_OURS = {
     # its user_version says 3, but it holds no log of ours
     "SQLite with a foreign user_version": _sqlite("PRAGMA user_version = 3", "CREATE TABLE other (x)"),
 }
+FOREIGN_SQLITE = ["another program's SQLite", "SQLite with a foreign user_version"]
 OPENS = {
     "open_for_reading": lambda p: open_for_reading(p),
     "open_for_reading keep_cache": lambda p: open_for_reading(p, keep_cache=True),
@@ -57,6 +58,28 @@ def test_a_file_that_holds_no_log_is_refused_and_left_as_it_was(tmp_path, make, 
         opener(path)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db"]
+
+
+@pytest.mark.parametrize("make", [NOT_OURS[k] for k in FOREIGN_SQLITE], ids=FOREIGN_SQLITE)
+def test_another_programs_database_is_not_given_our_tables(tmp_path, make):
+    """Opened to write (``record``, ``import``, ``proxy`` create a log when there is none): a database
+    of another program's is refused and left as it was, not initialised beside its own tables."""
+    path = tmp_path / "x.db"
+    make(path)
+    before = path.read_bytes()
+    with pytest.raises(NotADatabase, match=f"^not an a2a-tape database: {path}$"):
+        store.open_store(path)
+    assert path.read_bytes() == before
+
+
+def test_an_empty_file_or_database_to_write_becomes_a_log(tmp_path):
+    """A file made beforehand (touched, or a new SQLite database with no tables) is a new log."""
+    touched, fresh = tmp_path / "touched.db", tmp_path / "fresh.db"
+    touched.write_bytes(b"")
+    _sqlite("PRAGMA user_version = 0")(fresh)
+    for path in (touched, fresh):
+        with store.open_store(path) as st:
+            assert st.read_task("t-none") == []
 
 
 @pytest.mark.parametrize("opener", OPENS.values(), ids=OPENS.keys())

@@ -369,3 +369,18 @@ def test_every_duration_refuses_infinity_as_it_refuses_nan(tmp_path, command, op
     r = cli(tmp_path, command, *FILLERS.get(command, []), *given, "--db", tmp_path / "x.db", timeout=60)
     one_error_line(r)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["record", "http://127.0.0.1:9/", "hi"], ["import", TAPE]],
+    ids=["record", "import"],
+)
+def test_a_command_that_writes_leaves_another_programs_database_alone(tmp_path, args):
+    """Given another program's SQLite database as --db, a writing command refuses it (exit 2, one line)
+    instead of adding our tables beside the program's own; the file is as it was."""
+    db = tmp_path / "theirs.db"
+    _foreign_sqlite(db)
+    before = db.read_bytes()
+    one_error_line(cli(tmp_path, *args, "--db", db), f"not an a2a-tape database: {db}")
+    assert db.read_bytes() == before
