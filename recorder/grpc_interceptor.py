@@ -24,10 +24,11 @@ from typing import Any
 from a2a_tape import store
 from a2a_tape.replay import grpc_wire
 from a2a_tape.store.capture import Outcome
-from a2a_tape.store.redact import Redactor, build_redactor
+from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import write_soon
 
 from .grpc_calls import CLIENT_DEADLINE, GrpcCapture, outcome_of
+from .recording_log import recording_log
 
 
 class RecordingInterceptor:
@@ -46,14 +47,9 @@ class RecordingInterceptor:
         durability: store.Durability = "normal",
     ) -> None:
         self.grpc = grpc_wire.require()
-        redact = list(redact)
-        if redactor is not None and redact:
-            raise TypeError("RecordingInterceptor takes redactor= or redact=, not both")
-        self._owns_store = isinstance(db, (str, os.PathLike))
-        self.store: store.Store = (
-            db if not isinstance(db, (str, os.PathLike)) else store.open_store(db, durability=durability)
+        self.store, self._owns_store, self.redactor = recording_log(
+            db, durability=durability, redactor=redactor, redact=redact, who="RecordingInterceptor"
         )
-        self.redactor = redactor or build_redactor(redact)
         self.task_ids: list[str] = []  # every task these calls named, in order
 
     def interceptors(self, target: str) -> list[Any]:

@@ -33,11 +33,12 @@ from a2a_tape.store.capture import Capture, Outcome, RawItem
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
-from a2a_tape.store.redact import Redactor, build_redactor
+from a2a_tape.store.redact import Redactor
 from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 from a2a_tape.store.writer import Batcher, Writes, run_writes, writer_of, writing_now
 
 from .client import CARD_PATH
+from .recording_log import recording_log
 from .sending import describe
 
 
@@ -315,17 +316,9 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         max_line: int = DEFAULT_MAX_LINE,
         durability: store.Durability = "normal",
     ) -> None:
-        redact = list(redact)
-        if redactor is not None and redact:
-            raise TypeError("RecordingTransport takes redactor= or redact=, not both")
-        self._owns_store = isinstance(db, (str, os.PathLike))
-        # a path: opened here, durability "normal" by default (WAL, no fsync per commit: every event
-        # survives a crash of this process; "full" also survives a power loss, at an fsync per chunk)
-        self.store: store.Store = (
-            db if not isinstance(db, (str, os.PathLike)) else store.open_store(db, durability=durability)
+        self.store, self._owns_store, self.redactor = recording_log(
+            db, durability=durability, redactor=redactor, redact=redact, who="RecordingTransport"
         )
-        # redact: header names and JSON paths, as --redact takes them, beside [tool.a2a-tape]'s
-        self.redactor = redactor or build_redactor(redact)
         self.max_line = max_line
         self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
         self._sync = transport if isinstance(transport, httpx.BaseTransport) else None

@@ -256,6 +256,16 @@ def test_redactor_url_rules():
     assert r.text("GET http://h/?token=abc failed: refused") == f"GET http://h/?token={REDACTED} failed: refused"
 
 
-def test_redactor_and_redact_together_are_refused(db_path):
+def _interceptor(db, **kw):
+    pytest.importorskip("grpc")
+    from a2a_tape.recorder.grpc_interceptor import RecordingInterceptor
+
+    return RecordingInterceptor(db, **kw)
+
+
+@pytest.mark.parametrize("recorder", [RecordingTransport, _interceptor], ids=["transport", "interceptor"])
+def test_redactor_and_redact_together_are_refused(db_path, recorder):
+    """Both in-process recorders read db= and redact= by one rule (recorder/recording_log.py)."""
     with pytest.raises(TypeError, match="not both"):
-        RecordingTransport(db_path, redactor=build_redactor(), redact=["X-Other"])
+        recorder(db_path, redactor=build_redactor(), redact=["X-Other"])
+    assert not db_path.exists()  # refused before the log is opened
