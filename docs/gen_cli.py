@@ -37,6 +37,9 @@ the recording exactly).
 | 70 | a bug in a2a-tape: one line `a2a-tape: internal error: ...` on stderr; `A2A_TAPE_DEBUG=1` shows the traceback. Never the answer to bad input: please report it |
 | 130 | interrupted (Ctrl-C); what was recorded stays |
 
+A server (`serve`, `proxy`, `ui`, `demo --agent-only`) stopped by SIGTERM (`kill`, a service manager)
+closes its connections and exits 0.
+
 Every value is checked before a command sends or writes anything: seconds (`--stall-timeout`,
 `--timeout`, `--idle-timeout`, `--idempotency-ttl`) are finite numbers > 0; counts and sizes
 (`--limit`, `--max-body`) whole numbers >= 1; `--listen` ports 0-65535 (0: any free port), URL
