@@ -15,7 +15,6 @@ import functools
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,12 +22,12 @@ from pathlib import Path
 
 import anyio
 import httpx
-import uvicorn
 
 from a2a_tape import store
+from a2a_tape.recorder.listen import serving
 from a2a_tape.store.redact import build_redactor
 from tests.support.fault_agent import SHAPED_HEADERS
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import serve_app
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
 TIMEOUT = 60  # no run of a path may take longer (a hang is a failure, not a stuck suite)
@@ -218,17 +217,10 @@ def _proxy(upstream: str, db: Path, cwd: Path) -> Iterator[str]:
             first_byte_timeout=5.0,  # as record gets --stall-timeout 3: the silent upstream is named in time
         ),
     )
-    sock = bind_loopback()
-    host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
     try:
-        yield f"http://{host}:{port}"
+        with serving(asgi, lifespan="on") as url:
+            yield url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
         st.close()
 
 

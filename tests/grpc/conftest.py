@@ -7,13 +7,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from a2a_tape import store
+from a2a_tape.recorder.listen import serving
 from a2a_tape.recorder.proxy.grpc_server import attach
 from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
 from tests.support.grpc_agents import GrpcAgent, running_grpc_agent
-from tests.support.servers import bind_loopback
 
 pytest.importorskip("grpc")
 
@@ -66,20 +65,9 @@ def running_grpc_proxy(
         st.close()
 
 
-@contextlib.contextmanager
-def _uvicorn(app) -> Iterator[str]:
+def _uvicorn(app) -> contextlib.AbstractContextManager[str]:
     """``app`` served by uvicorn (lifespan on) in a thread on 127.0.0.1; its base URL."""
-    sock = bind_loopback()
-    host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    return serving(app, lifespan="on")
 
 
 @pytest.fixture

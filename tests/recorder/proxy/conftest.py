@@ -10,13 +10,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
 from a2a_tape import store
 from a2a_tape.recorder.client import dialect_headers, send_request, task_request
+from a2a_tape.recorder.listen import serving
 from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
 from a2a_tape.store.sse import SseParser
-from tests.support.servers import bind_loopback
 
 
 class RunningProxy:
@@ -44,17 +43,10 @@ def running_proxy(upstream: str, db_path, *, busy_timeout: float | None = None, 
     else:
         st = open_with_busy_timeout(db_path, busy_timeout, durability)
     asgi, proxy = build_app(st, ProxyConfig(upstream=upstream, **config))
-    sock = bind_loopback()
-    host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
     try:
-        yield RunningProxy(f"http://{host}:{port}", proxy, st)
+        with serving(asgi, lifespan="on") as url:
+            yield RunningProxy(url, proxy, st)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
         st.close()
 
 
