@@ -32,6 +32,7 @@ def recording_log(
     extra = list(redact)
     if redactor is not None and extra:
         raise TypeError(f"{who} takes redactor= or redact=, not both")
+    redactor = redactor or build_redactor(extra)
     if isinstance(db, (str, os.PathLike)):
-        return RecordingLog(store.open_store(db, durability=durability), True, redactor or build_redactor(extra))
-    return RecordingLog(db, False, redactor or build_redactor(extra))
+        return RecordingLog(store.open_store(db, durability=durability), True, redactor)
+    return RecordingLog(db, False, redactor)
