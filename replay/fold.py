@@ -16,7 +16,11 @@ Rules (docs/design.md section 4; profiles in :mod:`replay.profiles`):
 - one buffer per ``(task_id, artifact_id)``; ``append`` true appends, false/absent replaces;
   ``lastChunk`` closes; a final snapshot replaces whatever ``append`` says;
 - a Task snapshot (first item of a stream, a resubscribe snapshot, a GetTask result) REPLACES
-  the artifacts: the buffers become exactly the snapshot's artifacts;
+  the artifacts: the buffers become exactly the snapshot's artifacts; except the agent's stored
+  copy: a snapshot on another exchange after the agent ended the task (record's own GetTask, a
+  client's) is evidence, never folded: compared with what was streamed (``stored-copy-differs``),
+  the state and channels stay the stream's (a second side never rewrites the first). A snapshot
+  that is the only source (a polled task, a dropped stream recovered by GetTask) still replaces;
 - dedup keys (``event_id``, else ``sequence``) drop re-sent events; visible text never does;
 - ignored events (no ``message_id`` under opencode channels, a user echo, a duplicate) stay
   in the log, are counted in ``ignored_events`` and listed in ``ignored``;
@@ -176,7 +180,7 @@ class TaskState(msgspec.Struct, array_like=True):
     terminal_exchange: int | None = None  # on which exchange
 
 
-STATE_VERSION = "3"
+STATE_VERSION = "4"
 """Bump when the fold's rules or :class:`TaskState` change: stored rows are then rebuilt."""
 
 _state_encoder = msgspec.msgpack.Encoder()
@@ -522,6 +526,8 @@ class TaskFold:
         body = item.body
         # exact-type checks, not isinstance: isinstance on a Struct class costs several times more,
         # and this dispatch runs once per event of a rebuild (mypy narrows `type(x) is C` alike)
+        if type(body) is TaskSnapshot and self._stored_copy(pos, exchange_id, at, body, local):
+            return
         if not local and (s.terminal is not None or type(body) is StatusUpdate or type(body) is TaskSnapshot):
             self._lifecycle(pos, exchange_id, body)
         streamed = False
@@ -636,6 +642,26 @@ class TaskFold:
             self._fill(buf, art, True)
             buffers[art.artifact_id] = buf
         s.buffers = buffers
+
+    def _stored_copy(self, pos: int, exchange_id: int | None, at: float, body: TaskSnapshot, local: bool) -> bool:
+        """A Task snapshot (a GetTask or resubscribe answer) after the agent ended the task on
+        another exchange is the agent's stored copy: evidence (returns True, having folded it).
+        A second side never rewrites the first: the state and channels stay what was streamed,
+        and each way the copy differs is noted (``stored-copy-differs``, from where the stream
+        ended the task to the copy)."""
+        s = self.s
+        if local or s.terminal is None or exchange_id == s.terminal_exchange:
+            return False
+        if s.context_id is None:
+            s.context_id = body.context_id
+        self._on_stream(pos, exchange_id, at, False)
+        found = stored_copy_differences(s, body)
+        if not found:
+            return True
+        more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
+        message = "the agent's stored task differs from what it streamed: " + "; ".join(found[:3]) + more
+        self._fault("stored-copy-differs", "warning", pos, message, s.terminal_position)
+        return True
 
     def _profile(self, profile: str) -> None:
         if profile != GENERIC and PROFILE_RANK[profile] > PROFILE_RANK[self.s.profile]:
@@ -817,6 +843,42 @@ class TaskFold:
             undecodable=s.undecodable,
             ignored=list(s.ignored),
         )
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def stored_copy_differences(s: TaskState, body: TaskSnapshot) -> list[str]:
+    """How the agent's stored task (``body``) differs from what the task's streams said (``s``):
+    a different state or status message, an artifact whose text is the streamed text twice, the
+    user's text kept before the answer, other text, text the stream never showed. (A copy without
+    an artifact the stream sent is not one: agents may keep a task's artifacts elsewhere.)"""
+    out: list[str] = []
+    if body.state not in ("unknown", s.state):
+        out.append(f"its state is {body.state}, the stream ended it {s.state}")
+    streamed = {aid: "".join(b.chunks) for aid, b in s.buffers.items()}
+    for art in body.artifacts:
+        aid = art.artifact_id
+        text = art.text
+        sent = streamed.get(aid)
+        if sent is None:
+            if text:
+                out.append(f"artifact {aid} holds text the stream's channels never showed ({_quoted(text)})")
+        elif text == sent:
+            continue
+        elif sent and text == sent + sent:
+            out.append(f"artifact {aid} holds the streamed text twice ({_quoted(sent)})")
+        elif sent and any(u and text == u + sent for u in s.user_texts):
+            out.append(f"artifact {aid} holds the user's own text before the answer ({_quoted(text)})")
+        else:
+            out.append(f"artifact {aid} holds {_quoted(text)} where the stream said {_quoted(sent)}")
+    stored_message = (body.status_message.text or None) if body.status_message is not None else None
+    if stored_message is not None and stored_message != s.status_message:
+        out.append(
+            f"its status message is {_quoted(stored_message)}, the stream's was {_quoted(s.status_message or '')}"
+        )
+    return out
 
 
 def _last_text(bufs: list[_Buf], channel: str) -> str | None:

@@ -52,6 +52,7 @@ CHECKS: dict[str, str] = {
     "undecodable": "an item could not be decoded",
     "after-last-chunk": "text appended to an artifact after its lastChunk (from the projection)",
     "rpc-error": "a JSON-RPC error arrived on the task's stream (from the projection)",
+    "stored-copy-differs": "the agent's stored task (a GetTask answer after the stream ended it) differs from the stream",
 }
 
 
@@ -262,6 +263,7 @@ _FROM_FOLD = {
     "after-terminal": "events-after-terminal",
     "after-last-chunk": "after-last-chunk",
     "rpc-error": "rpc-error",
+    "stored-copy-differs": "stored-copy-differs",
 }
 """The faults the fold notes (replay/fold.py holds their rules), under doctor's codes (CHECKS)."""
 

@@ -67,6 +67,40 @@ def test_task_snapshot_replaces_artifacts_instead_of_appending():
     assert texts(v) == {"a": "chunk-0 chunk-1"}  # not "chunk-0 chunk-0 ...", and "gone" is gone
 
 
+def _stream_then_snapshot(snapshot: bytes, *, terminal: bool = True) -> list:
+    """A stream (exchange 1) that ends the task or drops while working, then ``snapshot`` on exchange 2."""
+    streamed = [task03("t1"), art03("t1", "a", "chunk-0 "), art03("t1", "a", "chunk-1", append=True)]
+    if terminal:
+        streamed.append(status03("t1", "completed"))
+    return stored(streamed) + stored([snapshot], exchange=2, start=len(streamed) + 1)
+
+
+def test_the_stored_copy_after_a_stream_ended_the_task_never_rewrites_its_channels():
+    """Issue 30 item 2: a GetTask answer after the stream ended the task is evidence, compared."""
+    doubled = task03(
+        "t1", "completed", artifacts=[{"artifactId": "a", "parts": [{"kind": "text", "text": "chunk-0 chunk-1" * 2}]}]
+    )
+    v = fold_events(_stream_then_snapshot(doubled))["t1"]
+    assert texts(v) == {"a": "chunk-0 chunk-1"} and v.final_answer == "chunk-0 chunk-1" and v.state == "completed"
+    [fault] = [f for f in v.faults if f.code == "stored-copy-differs"]
+    assert fault.positions == [4, 5] and "twice" in fault.message  # where the stream ended it, the copy
+    same = task03(
+        "t1", "completed", artifacts=[{"artifactId": "a", "parts": [{"kind": "text", "text": "chunk-0 chunk-1"}]}]
+    )
+    assert [f.code for f in fold_events(_stream_then_snapshot(same))["t1"].faults] == []
+    other_state = task03("t1", "failed")
+    v = fold_events(_stream_then_snapshot(other_state))["t1"]
+    assert v.state == "completed" and "its state is failed" in v.faults[0].message
+
+
+def test_a_snapshot_that_is_the_only_source_still_replaces():
+    """A dropped stream recovered by GetTask: the snapshot is all there is of the rest."""
+    rest = task03("t1", "completed", artifacts=[{"artifactId": "a", "parts": [{"kind": "text", "text": "whole"}]}])
+    v = fold_events(_stream_then_snapshot(rest, terminal=False))["t1"]
+    assert (texts(v), v.state) == ({"a": "whole"}, "completed")
+    assert [f.code for f in v.faults] == ["stream-closed-active"]  # the drop, not the snapshot
+
+
 def test_snapshot_sets_state_and_context():
     v = view([task03("t1", "working")])
     assert (v.state, v.context_id) == ("working", "ctx")
