@@ -1,8 +1,9 @@
 """a2a-tape: record, replay and inspect A2A (Agent2Agent) task streams.
 
 The public, stable API is what this module exports (``__all__``); see ``docs/api.md``. Everything
-under ``a2a_tape.store``, ``a2a_tape.replay`` and ``a2a_tape.recorder`` that is not re-exported here
-is internal and may change between releases.
+under the rooms (``a2a_tape.store``, ``a2a_tape.wire``, ``a2a_tape.capture``, ``a2a_tape.fold``,
+``a2a_tape.replay``, ``a2a_tape.inspection``, ``a2a_tape.recorder``, ``a2a_tape.cli``) that is not
+re-exported here is internal and may change between releases.
 
 Names are loaded on first use (PEP 562), so ``import a2a_tape`` stays cheap and a command that
 only reads the log never imports httpx, starlette or uvicorn.
@@ -14,9 +15,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from a2a_tape.fold.projection import ArtifactView, Fault, Projector, TaskFold, TaskView, ToolCall, fold_events
     from a2a_tape.recorder.grpc_interceptor import RecordingInterceptor
     from a2a_tape.recorder.transport import RecordingTransport
-    from a2a_tape.replay.projection import ArtifactView, Fault, Projector, TaskFold, TaskView, ToolCall, fold_events
     from a2a_tape.replay.serve.faults import Faults
     from a2a_tape.replay.serve.transport import ReplayTransport
     from a2a_tape.store import (
@@ -56,13 +57,13 @@ _EXPORTS: dict[str, str] = {
     "Exchange": "a2a_tape.store",
     "decode_item": "a2a_tape.store",
     # projections: the one fold and its views
-    "Projector": "a2a_tape.replay.projection",
-    "TaskFold": "a2a_tape.replay.projection",
-    "TaskView": "a2a_tape.replay.projection",
-    "ArtifactView": "a2a_tape.replay.projection",
-    "ToolCall": "a2a_tape.replay.projection",
-    "Fault": "a2a_tape.replay.projection",
-    "fold_events": "a2a_tape.replay.projection",
+    "Projector": "a2a_tape.fold.projection",
+    "TaskFold": "a2a_tape.fold.projection",
+    "TaskView": "a2a_tape.fold.projection",
+    "ArtifactView": "a2a_tape.fold.projection",
+    "ToolCall": "a2a_tape.fold.projection",
+    "Fault": "a2a_tape.fold.projection",
+    "fold_events": "a2a_tape.fold.projection",
     # errors: one root
     "A2ATapeError": "a2a_tape.store",
     "StoreError": "a2a_tape.store",

@@ -56,7 +56,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from a2a_tape.store.sse import SseParser  # noqa: E402
+from a2a_tape.wire.sse_reader import SseParser  # noqa: E402
 from benchmarks.local_server import free_port, wait_listening  # noqa: E402
 
 ITEM = (
@@ -208,7 +208,7 @@ class Proxy:
             [
                 sys.executable,
                 "-c",
-                "from a2a_tape.recorder.cli import main; main()",
+                "from a2a_tape.cli import main; main()",
                 "proxy",
                 upstream,
                 "--listen",

@@ -58,8 +58,8 @@ from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status
 from a2a_tape.recorder.record import Recorder, RecordOptions
 from a2a_tape.recorder.session import Session
 from a2a_tape.recorder.transport import RecordingTransport
-from a2a_tape.replay.bindings import http_json
-from a2a_tape.replay.http import LazyTlsTransport
+from a2a_tape.wire import http_json
+from a2a_tape.wire.http_client import LazyTlsTransport
 from benchmarks.local_server import free_port, wait_listening
 
 batches: list[int] = []

@@ -343,7 +343,7 @@ def child(kind: str, db: str) -> None:
 
     path = Path(db)
     if kind == "projector":
-        from a2a_tape.replay.projection import Projector
+        from a2a_tape.fold.projection import Projector
 
         st = store.SqliteStore(path, durability="normal")
         proj = Projector(st)
@@ -360,7 +360,7 @@ def child(kind: str, db: str) -> None:
         tasks = sum(1 for _ in st.projection_rows(proj.name))  # streamed in batches, after the peak
         st.close()
     elif kind == "fold":
-        from a2a_tape.replay.projection import fold_events
+        from a2a_tape.fold.projection import fold_events
 
         st = store.SqliteStore(path, durability="normal")
         gc.collect()
@@ -405,12 +405,12 @@ def run_child(kind: str, db: Path) -> dict:
 
 def bench_rebuild(workdir: Path, events: int, rounds: int) -> dict:
     try:
-        import a2a_tape.replay.projection  # noqa: F401
+        import a2a_tape.fold.projection  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - the projector is another module, maybe not there yet
         return {
             "name": "rebuild",
             "what": "Projector.rebuild vs json.loads reference fold",
-            "skipped": f"replay.projection: {exc}",
+            "skipped": f"fold.projection: {exc}",
         }
     small = max(1, events // 4)
     big_db, small_db = workdir / "rebuild-big.db", workdir / "rebuild-small.db"

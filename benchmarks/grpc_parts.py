@@ -99,7 +99,7 @@ class GrpcProxy:
         argv = ["proxy", http_upstream, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
         argv += ["--grpc-upstream", target, "--db", str(db), "--durability", durability, "--no-recover"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from a2a_tape.recorder.cli import main; main()", *argv],
+            [sys.executable, "-c", "from a2a_tape.cli import main; main()", *argv],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

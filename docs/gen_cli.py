@@ -60,7 +60,7 @@ Every other row says `"kind": "task"`.
 def _help(args: list[str]) -> str:
     from typer.testing import CliRunner
 
-    from a2a_tape.recorder.cli import app
+    from a2a_tape.cli import app
 
     result = CliRunner().invoke(
         app,
@@ -76,7 +76,7 @@ def _help(args: list[str]) -> str:
 
 
 def commands() -> list[str]:
-    from a2a_tape.recorder.cli import COMMANDS
+    from a2a_tape.cli import COMMANDS
 
     return list(COMMANDS)
 

@@ -1,7 +1,7 @@
 """The A2A client side: agent card, which interface to call (binding, version), request bodies.
 
 Requests are built in the JSON-RPC form, the one every layer reads; the binding chosen
-(:func:`choose_interface`) puts them on its wire (:mod:`replay.bindings.client`).
+(:func:`choose_interface`) puts them on its wire (:mod:`wire.binding_client`).
 
 It builds requests and classifies responses; it does not decide anything (that is
 :mod:`recorder.record`) and does not write anything (that is :mod:`recorder.session`).
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import msgspec
 
-from a2a_tape.store.capture import media_type_of
+from a2a_tape.capture.exchange import media_type_of
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import CARD_BINDINGS, HTTP_JSON, JSONRPC, OPERATIONS, STREAMING_OPERATIONS

@@ -24,12 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from a2a_tape.replay.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
-from a2a_tape.store.decode import state_in
-from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES
-from a2a_tape.store.json_values import Decoder
-from a2a_tape.store.methods import METHODS
-from a2a_tape.store.wire import (
+from a2a_tape.store.a2a_structs import (
     Metadata,
     OpencodeMeta,
     WireArtifact,
@@ -42,6 +37,11 @@ from a2a_tape.store.wire import (
     WireStatusUpdate,
     WireTask,
 )
+from a2a_tape.store.decode import state_in
+from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_tape.store.json_values import Decoder
+from a2a_tape.store.methods import METHODS
+from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 
 TERMINAL = TERMINAL_STATES
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
@@ -469,7 +469,7 @@ async def demo_script(host: AgentHost, task: HostedTask, delay: float = 0.08) ->
 
 def make_demo_app(delay: float = 0.08, guard: Guard = LOOPBACK_ONLY) -> LoopbackGuard:
     """The demo agent, behind the loopback guard every local server of ours has
-    (:mod:`replay.loopback`): programs on this machine, not web pages, may drive it."""
+    (:mod:`wire.loopback`): programs on this machine, not web pages, may drive it."""
 
     async def script(host: AgentHost, task: HostedTask) -> None:
         await demo_script(host, task, delay)

@@ -7,8 +7,8 @@
 
 grpc.aio takes one interceptor object per kind of call, so :meth:`interceptors` gives the
 unary-unary and the unary-stream ones (A2A has no other kind), bound to the target they name in
-the log. Each call of an A2A method (:mod:`replay.grpc_wire`) is recorded through the capture
-core (:mod:`recorder.grpc_calls`): its exchange row (the request in the proto3 JSON mapping, the
+the log. Each call of an A2A method (:mod:`wire.grpc`) is recorded through the capture
+core (:mod:`capture.grpc_calls`): its exchange row (the request in the proto3 JSON mapping, the
 metadata as headers, redacted) before the request goes out, each answer message before the caller
 gets it (write-ahead), its status and trailers at the end; a call of any other method passes
 untouched. Writes never make the caller's event loop wait for the log's lock
@@ -22,13 +22,12 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from a2a_tape import store
-from a2a_tape.replay import grpc_wire
-from a2a_tape.store.capture import Outcome
+from a2a_tape.capture.exchange import Outcome
+from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, outcome_of
+from a2a_tape.capture.recording_log import recording_log
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import write_soon
-
-from .grpc_calls import CLIENT_DEADLINE, GrpcCapture, outcome_of
-from .recording_log import recording_log
+from a2a_tape.wire import grpc as grpc_wire
 
 
 class RecordingInterceptor:

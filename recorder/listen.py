@@ -2,7 +2,7 @@
 on a socket we bind ourselves.
 
 One parser reads ``--listen`` for every server (``serve``, ``proxy``): :func:`parse_listen`
-(checked before the command runs, ``recorder.cli.options.listen``) and :func:`listen_address`,
+(checked before the command runs, ``cli.options.listen``) and :func:`listen_address`,
 which also keeps a server on this machine unless ``--allow-remote`` says otherwise.
 
 Binding first means the port is known (``:0`` picks a free one) and usable at once:
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Literal
 
-from a2a_tape.replay.loopback import is_loopback
+from a2a_tape.wire.loopback import is_loopback
 
 if TYPE_CHECKING:
     import uvicorn

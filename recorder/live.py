@@ -1,4 +1,4 @@
-"""What the recorder shows while a task runs: the one fold (:class:`replay.fold.TaskFold`),
+"""What the recorder shows while a task runs: the one fold (:class:`fold.fold.TaskFold`),
 applied event by event as they are recorded, and its rich rendering.
 
 Using the same ``TaskFold`` as ``a2a-tape channels`` means the live view and the post-mortem
@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from a2a_tape.replay.projection import TaskFold, TaskView
+from a2a_tape.fold.projection import TaskFold, TaskView
 from a2a_tape.store import Item, MessageItem, StoredEvent
 from a2a_tape.store.decode import TextChunk
 
@@ -64,7 +64,7 @@ class LiveFold:
 
     def apply_texts(self, evs: Sequence[StoredEvent], chunks: Sequence[TextChunk]) -> None:
         """:meth:`apply_text` of each, in order; a batch of this task's chunks in one step
-        (:meth:`replay.fold.TaskFold.apply_texts`)."""
+        (:meth:`fold.fold.TaskFold.apply_texts`)."""
         task = self.task
         if task is not None:
             tid = task.s.task_id
@@ -125,7 +125,7 @@ def render(fold: LiveFold, *, title: str = "", done: bool = False, plain: bool =
         shown = v.reasoning if len(v.reasoning) < 400 else "…" + v.reasoning[-400:]
         parts.append(Text(f"reasoning: {shown}", style="dim italic"))
     if v is not None and v.tool_calls:
-        from a2a_tape.replay.inspect import tool_calls  # one rendering of a tool call (channels shows it so)
+        from a2a_tape.inspection import tool_calls  # one rendering of a tool call (channels shows it so)
 
         table = Table(title="tool calls", title_justify="left", show_edge=False)
         for col in tool_calls.COLUMNS:

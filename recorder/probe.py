@@ -21,13 +21,12 @@ import httpx
 import msgspec
 
 from a2a_tape import store
-from a2a_tape.replay.bindings import client_of
-from a2a_tape.replay.http import LazyTlsTransport
+from a2a_tape.recorder import client as a2a
+from a2a_tape.recorder.recovery import is_open
+from a2a_tape.recorder.upstream import Unreachable, Upstream
 from a2a_tape.store.redact import Redactor, build_redactor
-
-from . import client as a2a
-from .recovery import is_open
-from .upstream import Unreachable, Upstream
+from a2a_tape.wire.bindings import client_of
+from a2a_tape.wire.http_client import LazyTlsTransport
 
 
 class ProbeResult(msgspec.Struct):

@@ -23,19 +23,9 @@ from typing import Literal
 
 import httpx
 
-from a2a_tape.replay.bindings import client_of
-from a2a_tape.replay.codings import DecodingError
-from a2a_tape.replay.http import BodyTooLarge, LazyTlsTransport
-from a2a_tape.replay.upstream_call import CLOSE_GRACE, Batching, Collect, StallWatch
-from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
-from a2a_tape.store.capture import Outcome
-from a2a_tape.store.decode import TextChunk
-from a2a_tape.store.events import is_interrupted
-from a2a_tape.store.methods import BINDING_NAMES, CARD_BINDINGS
-from a2a_tape.store.redact import safe_text
-from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
-
-from .client import (
+from a2a_tape.capture.exchange import Outcome
+from a2a_tape.capture.upstream_call import CLOSE_GRACE, Batching, Collect, StallWatch
+from a2a_tape.recorder.client import (
     AgentCard,
     BindingChoice,
     Dialect,
@@ -48,9 +38,18 @@ from .client import (
     send_request,
     task_request,
 )
-from .session import Session
-from .settle import Backoff, settle
-from .upstream import Unreachable, Upstream
+from a2a_tape.recorder.session import Session
+from a2a_tape.recorder.settle import Backoff, settle
+from a2a_tape.recorder.upstream import Unreachable, Upstream
+from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
+from a2a_tape.store.decode import TextChunk
+from a2a_tape.store.events import is_interrupted
+from a2a_tape.store.methods import BINDING_NAMES, CARD_BINDINGS
+from a2a_tape.store.redact import safe_text
+from a2a_tape.wire.bindings import client_of
+from a2a_tape.wire.codings import DecodingError
+from a2a_tape.wire.http_client import BodyTooLarge, LazyTlsTransport
+from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE, SseLineTooLong
 
 SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 BATCHING = Batching(

@@ -30,10 +30,10 @@ import httpx
 import msgspec
 
 from a2a_tape import store
-from a2a_tape.replay.bindings import client_of
-from a2a_tape.replay.bindings.client import Binding
-from a2a_tape.replay.fold import TaskState, fold_task_events
-from a2a_tape.replay.http import LazyTlsTransport, cookieless
+from a2a_tape.fold.fold import TaskState, fold_task_events
+from a2a_tape.recorder import client as a2a
+from a2a_tape.recorder.settle import Backoff, settle
+from a2a_tape.recorder.upstream import Unreachable, Upstream
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import is_interrupted, is_terminal
 from a2a_tape.store.leases import new_owner as _owner
@@ -41,10 +41,9 @@ from a2a_tape.store.leases import owner_alive as _alive
 from a2a_tape.store.methods import HTTP_JSON
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
-
-from . import client as a2a
-from .settle import Backoff, settle
-from .upstream import Unreachable, Upstream
+from a2a_tape.wire.binding_client import Binding
+from a2a_tape.wire.bindings import client_of
+from a2a_tape.wire.http_client import LazyTlsTransport, cookieless
 
 LEASE_KEY = "recovery.lease"
 LEASE_TTL = 120.0
@@ -71,7 +70,7 @@ class RecoveryBusy(A2ATapeError):
 
 
 def task_state(task_id: str, events: list[store.StoredEvent]) -> TaskState:
-    """The task as the one fold (:class:`replay.fold.TaskFold`) leaves it: last state, context id,
+    """The task as the one fold (:class:`fold.fold.TaskFold`) leaves it: last state, context id,
     wire dialect (of its first upstream item) and last position; the log is the truth."""
     return fold_task_events(task_id, events).s
 

@@ -1,8 +1,8 @@
 """One ``record`` run: what its calls learn and what the user watches, written ahead of it.
 
 A :class:`Session` is the context of a run's calls (:class:`recorder.upstream.Upstream` makes
-them, each a :class:`replay.upstream_call.UpstreamCall`): the task and context ids learnt across
-them (it is their :class:`store.capture.TaskContext`), the secrets never to print, the fold the
+them, each a :class:`capture.upstream_call.UpstreamCall`): the task and context ids learnt across
+them (it is their :class:`capture.exchange.TaskContext`), the secrets never to print, the fold the
 live view draws (:class:`recorder.live.LiveFold`), and the decisions the recorder takes, appended
 as ``origin="local"`` events (:func:`store.local_note`, :func:`store.local_failed`), through
 the one commit mechanism (:class:`store.writer.GroupCommitWriter`). Its
@@ -17,12 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from a2a_tape import store
+from a2a_tape.recorder.live import LiveFold
 from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import Writes, run_writes, writer_of
-
-from .live import LiveFold
 
 
 class Session:

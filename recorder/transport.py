@@ -10,7 +10,7 @@ complete SSE items are appended to the log, then the chunk goes up to the client
 the caller never waits for the end of the stream (no cassette-style buffering). Non-streaming
 JSON bodies are recorded when the caller has read them. Only A2A traffic is recorded, whatever
 binding the client's SDK picked: JSON-RPC calls with an A2A method, every HTTP+JSON route
-(:mod:`replay.bindings.http_json`: ``/message:stream``, ``GET /tasks/{id}``, ...), agent-card
+(:mod:`wire.http_json`: ``/message:stream``, ``GET /tasks/{id}``, ...), agent-card
 fetches; anything else passes through untouched.
 Headers and configured JSON paths are redacted before the disk (:mod:`store.redact`).
 """
@@ -25,21 +25,20 @@ import httpx
 import msgspec
 
 from a2a_tape import store
-from a2a_tape.replay.bindings import http_json, jsonrpc
-from a2a_tape.replay.bindings.client import Binding, Head
-from a2a_tape.replay.codings import Decoding, DecodingError
-from a2a_tape.replay.http import MAX_BODY, BodyTooLarge, LazyTlsTransport
-from a2a_tape.store.capture import Capture, Outcome, RawItem
+from a2a_tape.capture.exchange import Capture, Outcome, RawItem
+from a2a_tape.capture.recording_log import recording_log
+from a2a_tape.capture.sending import describe
+from a2a_tape.recorder.client import CARD_PATH
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS as A2A_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.sse import DEFAULT_MAX_LINE, SseLineTooLong
 from a2a_tape.store.writer import Batcher, Writes, run_writes, writer_of, writing_now
-
-from .client import CARD_PATH
-from .recording_log import recording_log
-from .sending import describe
+from a2a_tape.wire import http_json, jsonrpc
+from a2a_tape.wire.binding_client import Binding, Head
+from a2a_tape.wire.codings import Decoding, DecodingError
+from a2a_tape.wire.http_client import MAX_BODY, BodyTooLarge, LazyTlsTransport
+from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE, SseLineTooLong
 
 
 class _Msg(msgspec.Struct):
@@ -64,7 +63,7 @@ _rest_decoder = Decoder(_Params)  # an HTTP+JSON send's body is the params
 
 def _a2a_call(request: httpx.Request, body: bytes) -> tuple[str, str | None, Binding | None, _Params] | None:
     """What an A2A request is: (method, protocol version, binding, the params we read), by its
-    binding's own signs (:mod:`replay.bindings`): a card fetch, an HTTP+JSON route (any method),
+    binding's own signs (:mod:`wire.bindings`): a card fetch, an HTTP+JSON route (any method),
     a JSON-RPC ``POST`` of an A2A method. None: not A2A."""
     path = request.url.path  # percent-decoded, as a server reads it
     if request.method == "GET" and path.endswith(CARD_PATH):

@@ -4,7 +4,7 @@
 (:mod:`recorder.recovery`) and ``a2a-tape probe`` (:mod:`recorder.probe`) talk to their agent
 through an :class:`Upstream`: it reads the card, picks the interface (the binding and its URL),
 builds each request (:mod:`recorder.client`; the binding puts it on its wire:
-:mod:`replay.bindings.client`) and makes the call a :class:`replay.upstream_call.UpstreamCall` (the
+:mod:`wire.binding_client`) and makes the call a :class:`capture.upstream_call.UpstreamCall` (the
 row first, every item in the log before anyone sees it, one outcome, timeouts on everything).
 Serve's recording modes make the same calls from ``replay/`` (:mod:`replay.serve.forward`).
 """
@@ -17,9 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from a2a_tape import store
-from a2a_tape.replay.bindings.client import Binding
-from a2a_tape.replay.http import Timeouts, describe, redirect_message
-from a2a_tape.replay.upstream_call import (
+from a2a_tape.capture.exchange import Capture, Outcome, TaskContext
+from a2a_tape.capture.upstream_call import (
     CLOSE_GRACE,
     FAULTS,
     JSON_RPC,
@@ -32,13 +31,13 @@ from a2a_tape.replay.upstream_call import (
     UpstreamCall,
     not_an_answer,
 )
-from a2a_tape.store.capture import Capture, Outcome, TaskContext
+from a2a_tape.recorder import client as a2a
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.sse import DEFAULT_MAX_LINE
 from a2a_tape.store.writer import GroupCommitWriter, writer_of
-
-from . import client as a2a
+from a2a_tape.wire.binding_client import Binding
+from a2a_tape.wire.http_client import Timeouts, describe, redirect_message
+from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE
 
 
 class Unreachable(A2ATapeError):
@@ -55,7 +54,7 @@ class Upstream:
     ``headers``: added to every request (the user's ``--header``); ``secrets``: values never to
     appear in a stored or printed text; ``ctx``: learns the task ids across calls (a session);
     ``max_line``: the longest SSE line or event read; ``binding``: how requests and answers look
-    on the wire (:class:`replay.upstream_call.Binding`).
+    on the wire (:class:`capture.upstream_call.Binding`).
     """
 
     def __init__(
@@ -206,7 +205,7 @@ class Upstream:
     ) -> Ended:
         """One call, recorded, in ``binding`` (default: :attr:`binding`); its items go to ``sink``;
         how it ended (never raises for the upstream's faults: they are in
-        :class:`replay.upstream_call.Ended`)."""
+        :class:`capture.upstream_call.Ended`)."""
         binding = binding or self.binding
         method, url, wire_headers, body = binding.request(req.op, req.dialect, url, req.body)
         headers = [*self.headers, *wire_headers]

@@ -656,9 +656,8 @@ def main(argv: list[str]) -> int:
     cases = sdk_cases(fixtures) + opencode_channel_cases() + [opencode_blocks_case(), opencode_lanes_case()]
     from typer.testing import CliRunner
 
-    from a2a_tape.recorder.cli import app
-    from a2a_tape.replay import views_digest
-    from a2a_tape.replay.projection import TaskView
+    from a2a_tape.cli import app
+    from a2a_tape.fold.projection import TaskView, views_digest
 
     runner = CliRunner()
     all_views: list[TaskView] = []

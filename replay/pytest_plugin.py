@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .serve.modes import RecordMode
+from a2a_tape.replay.serve.modes import RecordMode
 
 if TYPE_CHECKING:  # imported when a test asks for the fixture: pytest starts as fast without it
     import pluggy
 
-    from .serve.engine import ReplayEngine
+    from a2a_tape.replay.serve.engine import ReplayEngine
 
 _OPTION = "--a2a-tape-record-mode"
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()
@@ -108,7 +108,7 @@ class _GrpcServer:
     def __init__(self, engine: ReplayEngine) -> None:
         import asyncio
 
-        from .serve.grpc_server import GrpcReplay
+        from a2a_tape.replay.serve.grpc_server import GrpcReplay
 
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="a2a-tape-grpc-replay")
@@ -133,7 +133,7 @@ class A2ATape:
     """What the ``a2a_tape`` fixture yields: a replay server URL, a gRPC address and in-process transports."""
 
     def __init__(self, engine: ReplayEngine) -> None:
-        from .serve.transport import ReplayTransport
+        from a2a_tape.replay.serve.transport import ReplayTransport
 
         self.engine = engine
         self.record_mode = engine.record_mode
@@ -147,7 +147,7 @@ class A2ATape:
     def url(self) -> str:
         """Base URL of a replay server on 127.0.0.1 (started on first use)."""
         if self._server is None:
-            from .serve.server import create_app
+            from a2a_tape.replay.serve.server import create_app
 
             self._server = _Server(create_app(self.engine))
         return self._server.url
@@ -211,8 +211,8 @@ def _find_recording(request: pytest.FixtureRequest, name: str, *, create: bool) 
 @pytest.fixture
 def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
     """A replay of the recording named by ``@pytest.mark.a2a_tape(...)``: ``.url``, ``.transport``, ``.async_transport``."""
-    from .serve.engine import ReplayEngine
-    from .serve.library import Library
+    from a2a_tape.replay.serve.engine import ReplayEngine
+    from a2a_tape.replay.serve.library import Library
 
     marker = request.node.get_closest_marker("a2a_tape")
     if marker is None or not marker.args:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .decode import decode_item, local_failed, local_note, normalise_state
-from .errors import (
+from a2a_tape.store.decode import decode_item, local_failed, local_note, normalise_state
+from a2a_tape.store.errors import (
     A2ATapeError,
     AppendConflict,
     ConnectionLost,
@@ -40,7 +40,7 @@ from .errors import (
     UnknownTask,
     WouldWait,
 )
-from .events import (
+from a2a_tape.store.events import (
     ACTIVE_STATES,
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -58,7 +58,7 @@ from .events import (
     TaskSnapshot,
     Undecodable,
 )
-from .interface import (
+from a2a_tape.store.interface import (
     AppendLog,
     Durability,
     EventLog,
@@ -77,13 +77,13 @@ from .interface import (
     StoreHandle,
     TaskIndexStore,
 )
-from .locations import DEFAULT_DB, default_db, open_store, safe_location
-from .open_reading import open_for_reading
-from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from .sqlite import SqliteStore
+from a2a_tape.store.locations import DEFAULT_DB, default_db, open_store, safe_location
+from a2a_tape.store.open_reading import open_for_reading
+from a2a_tape.store.records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from a2a_tape.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from .writer import GroupCommitWriter
+    from a2a_tape.store.writer import GroupCommitWriter
 
 __all__ = [
     "A2ATapeError",
@@ -154,7 +154,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``GroupCommitWriter`` is loaded on first use: it needs anyio, which a read-only command never does."""
     if name == "GroupCommitWriter":
-        from .writer import GroupCommitWriter
+        from a2a_tape.store.writer import GroupCommitWriter
 
         globals()[name] = GroupCommitWriter
         return GroupCommitWriter

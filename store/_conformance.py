@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .interface import (
+    from a2a_tape.store.interface import (
         AppendLog,
         EventLog,
         ExchangeLog,
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
         StoreHandle,
         TaskIndexStore,
     )
-    from .postgres import PostgresStore
-    from .sqlite import SqliteStore
+    from a2a_tape.store.postgres import PostgresStore
+    from a2a_tape.store.sqlite import SqliteStore
 
     def _satisfies(st: SqliteStore | PostgresStore) -> None:
         handle: StoreHandle = st

@@ -11,9 +11,9 @@ from typing import Any, cast
 import msgspec
 from msgspec.structs import astuple
 
-from .errors import AppendConflict
-from .events import Origin
-from .records import Exchange, NewEvent, StoredEvent
+from a2a_tape.store.errors import AppendConflict
+from a2a_tape.store.events import Origin
+from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 
 EventRow = tuple[int, str | None, int, int | None, str | None, bytes, float, float | None, Origin]
 """(position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin): a new row of

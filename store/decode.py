@@ -10,7 +10,23 @@ from typing import Any
 
 import msgspec
 
-from .events import (
+from a2a_tape.store.a2a_structs import (
+    FRAME_DECODER,
+    PEEK_DECODER,
+    Metadata,
+    PeekArtifactUpdate,
+    PeekResult,
+    WireArtifact,
+    WireArtifactUpdate,
+    WireFrame,
+    WireMessage,
+    WirePart,
+    WireResult,
+    WireStatus,
+    WireStatusUpdate,
+    WireTask,
+)
+from a2a_tape.store.events import (
     ALL_STATES,
     Artifact,
     ArtifactUpdate,
@@ -28,23 +44,7 @@ from .events import (
     TaskSnapshot,
     Undecodable,
 )
-from .json_values import TOO_DEEP
-from .wire import (
-    FRAME_DECODER,
-    PEEK_DECODER,
-    Metadata,
-    PeekArtifactUpdate,
-    PeekResult,
-    WireArtifact,
-    WireArtifactUpdate,
-    WireFrame,
-    WireMessage,
-    WirePart,
-    WireResult,
-    WireStatus,
-    WireStatusUpdate,
-    WireTask,
-)
+from a2a_tape.store.json_values import TOO_DEEP
 
 _V1_STATES = {
     "TASK_STATE_SUBMITTED": "submitted",
@@ -389,14 +389,14 @@ _decode_frame = FRAME_DECODER.fast.decode  # bound once: decode_item is on every
 
 def local_note(action: str, detail: str = "", task_id: str | None = None) -> bytes:
     """The payload bytes of a decision a2a-tape took, to append with origin ``local``."""
-    from .wire import LocalNote, WireFrame
+    from a2a_tape.store.a2a_structs import LocalNote, WireFrame
 
     return msgspec.json.encode(WireFrame(note=LocalNote(action=action, detail=detail, task_id=task_id)))
 
 
 def local_failed(task_id: str, context_id: str | None, reason: str) -> bytes:
     """A synthetic FAILED status update (v0.3 shape), to append with origin ``local``."""
-    from .wire import WireFrame
+    from a2a_tape.store.a2a_structs import WireFrame
 
     msg = WireMessage(messageId=None, role="agent", parts=[WirePart(kind="text", text=reason)], kind="message")
     return msgspec.json.encode(

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from .errors import (
+from a2a_tape.store.errors import (
     ConnectionLost,
     DatabaseLocked,
     DiskFull,
@@ -37,7 +37,7 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
-from .redact import safe_text
+from a2a_tape.store.redact import safe_text
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar
 
-from .shared_sql import Cursor, SharedSql
+from a2a_tape.store.shared_sql import Cursor, SharedSql
 
 TaskIndexRow = tuple[str, int, float, str, "str | None"]
 SearchRow = tuple[int, int, "str | None", int, str, str, str]

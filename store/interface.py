@@ -21,9 +21,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Literal, Protocol
 
-from .indexes import FindingsRow, SearchRow, TaskIndexRow
-from .paging import TaskRange
-from .records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from a2a_tape.store.indexes import FindingsRow, SearchRow, TaskIndexRow
+from a2a_tape.store.paging import TaskRange
+from a2a_tape.store.records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 
 Durability = Literal["full", "normal"]
 """``full``: every commit is on disk before it returns; ``normal``: it may be lost on power loss."""
@@ -256,7 +256,7 @@ class TaskIndexStore(ProjectionStore, Protocol):
 
 
 class Projections(TaskIndexStore, Following, Protocol):
-    """What a :class:`a2a_tape.replay.projection.Projector` needs: its rows and task index, and
+    """What a :class:`a2a_tape.fold.projection.Projector` needs: its rows and task index, and
     following the log as it grows."""
 
 

@@ -1,6 +1,6 @@
 """Who holds a lease or a marker in the log, and whether that holder still runs. One rule for every
 holder: the recovery lease and the running proxy's mark (``recorder.recovery``), a projection
-being rebuilt (``replay.projection``).
+being rebuilt (``fold.projection``).
 
 An owner is named ``host:pid:nonce`` (:func:`new_owner`). Whether it is alive (:func:`owner_alive`):
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from .errors import StoreError
-from .interface import Durability, Store
-from .redact import Redactor
-from .sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
+from a2a_tape.store.errors import StoreError
+from a2a_tape.store.interface import Durability, Store
+from a2a_tape.store.redact import Redactor
+from a2a_tape.store.sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
 
 DEFAULT_DB = "a2a-tape.db"
 
@@ -35,7 +35,7 @@ def open_store(
     """
     loc = os.fspath(location)
     if loc.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStore
+        from a2a_tape.store.postgres import PostgresStore
 
         return PostgresStore(loc, create=create, durability=durability, busy_timeout=busy_timeout, readonly=readonly)
     if "://" in loc and not loc.startswith("file:"):

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import ReadOnlyStore, StoreNotFound
-from .interface import Durability, Store
-from .locations import open_store
-from .tape_copy import TapeCopy, is_tape
+from a2a_tape.store.errors import ReadOnlyStore, StoreNotFound
+from a2a_tape.store.interface import Durability, Store
+from a2a_tape.store.locations import open_store
+from a2a_tape.store.tape_copy import TapeCopy, is_tape
 
 
 def open_for_reading(

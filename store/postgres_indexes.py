@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from .indexes import IndexSql, SearchRow
-from .shared_sql import Cursor
+from a2a_tape.store.indexes import IndexSql, SearchRow
+from a2a_tape.store.shared_sql import Cursor
 
 TSV = "to_tsvector('simple', left(body, 100000))"
 """The search index's tsvector (the same expression in the GIN index and in every query; a

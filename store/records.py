@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .events import Origin
+from a2a_tape.store.events import Origin
 
 
 # Events hold only bytes, strings and numbers (no reference cycles possible): ``gc=False`` keeps

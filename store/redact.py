@@ -42,8 +42,8 @@ from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import msgspec
 
-from .errors import StoreError
-from .json_values import decode_json
+from a2a_tape.store.errors import StoreError
+from a2a_tape.store.json_values import decode_json
 
 REDACTED = "[redacted]"
 _REDACTED_USERINFO = "%5Bredacted%5D"  # the same marker, percent-encoded for a URL's userinfo

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from .errors import SchemaTooNew
+from a2a_tape.store.errors import SchemaTooNew
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -116,7 +116,7 @@ def _v4(db: sqlite_utils.Database) -> None:
     # projections that answer with an index instead of a fold of the log (issue 14): the task
     # list by last event, a full-text index of the searchable fields, doctor's findings per task.
     # (Task rows folded before have no index rows: the projector folds them again, see
-    # replay.projection, so this migration keeps every row as it is.)
+    # fold.projection, so this migration keeps every row as it is.)
     db.execute(
         """
         CREATE TABLE task_index (

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
-from .append_plan import EXCHANGE_FIELDS, exchange_from_row, to_column
-from .errors import StoreError
-from .records import Exchange, IdempotencyRecord
+from a2a_tape.store.append_plan import EXCHANGE_FIELDS, exchange_from_row, to_column
+from a2a_tape.store.errors import StoreError
+from a2a_tape.store.records import Exchange, IdempotencyRecord
 
 _EXCHANGE_COLS = "id, " + ", ".join(EXCHANGE_FIELDS)
 _IDEM_COLS = "key, request_hash, exchange_id, task_id, state, created_at, expires_at"

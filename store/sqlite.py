@@ -26,17 +26,17 @@ from typing import Any
 
 import msgspec
 
-from .append_plan import EXCHANGE_FIELDS, ROW_WIDTH, BatchPlan, Key, Run, exchange_values
-from .driver_errors import guard_public, on_readonly_media, translate
-from .errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
-from .files import create_private
-from .interface import Durability, FoldRow
-from .paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
-from .records import Exchange, NewEvent, StoredEvent, TaskEvents
-from .schema import SCHEMA_VERSION, migrate
-from .shared_sql import Cursor
-from .sqlite_indexes import SqliteIndexes
-from .write_lock import NoWait, begin_immediate
+from a2a_tape.store.append_plan import EXCHANGE_FIELDS, ROW_WIDTH, BatchPlan, Key, Run, exchange_values
+from a2a_tape.store.driver_errors import guard_public, on_readonly_media, translate
+from a2a_tape.store.errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
+from a2a_tape.store.files import create_private
+from a2a_tape.store.interface import Durability, FoldRow
+from a2a_tape.store.paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
+from a2a_tape.store.records import Exchange, NewEvent, StoredEvent, TaskEvents
+from a2a_tape.store.schema import SCHEMA_VERSION, migrate
+from a2a_tape.store.shared_sql import Cursor
+from a2a_tape.store.sqlite_indexes import SqliteIndexes
+from a2a_tape.store.write_lock import NoWait, begin_immediate
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another process's write transaction before :class:`DatabaseLocked`."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from .indexes import FIELDS_PER_EVENT, IndexSql, SearchRow
-from .shared_sql import Cursor
+from a2a_tape.store.indexes import FIELDS_PER_EVENT, IndexSql, SearchRow
+from a2a_tape.store.shared_sql import Cursor
 
 _CHUNK = 500
 """Keys per ``IN (...)`` list: far below SQLite's limit of bound variables."""

@@ -16,12 +16,12 @@ from typing import IO, Annotated, Any, Literal
 
 import msgspec
 
-from .decode import decode_item
-from .errors import StoreError
-from .headers import header_problem
-from .interface import Recordings, RecordingStore
-from .json_values import TOO_DEEP
-from .records import Exchange, NewEvent, StoredEvent
+from a2a_tape.store.decode import decode_item
+from a2a_tape.store.errors import StoreError
+from a2a_tape.store.headers import header_problem
+from a2a_tape.store.interface import Recordings, RecordingStore
+from a2a_tape.store.json_values import TOO_DEEP
+from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 
 TAPE_VERSION = 1
 
@@ -333,7 +333,7 @@ def import_tape(
     ``reader=True``; none with ``reader=False``) is parsed by a second process while this one
     appends (:mod:`a2a_tape.store.tape_reader`): the import then takes both cores. A pipe, or any
     other iterable, is parsed here."""
-    from . import tape_reader  # both ends of the reader's pipe (it imports this module)
+    from a2a_tape.store import tape_reader  # both ends of the reader's pipe (it imports this module)
 
     fd = tape_reader.reader_fd(lines, reader)
     with ExitStack() as stack:

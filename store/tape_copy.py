@@ -14,8 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .sqlite import SqliteStore
-from .tape import import_tape
+from a2a_tape.store.sqlite import SqliteStore
+from a2a_tape.store.tape import import_tape
 
 TAPE_SUFFIXES = (".jsonl", ".tape")
 

@@ -22,7 +22,7 @@ from typing import IO
 
 import msgspec
 
-from .tape import ImportBlock, TapeError, import_blocks
+from a2a_tape.store.tape import ImportBlock, TapeError, import_blocks
 
 READER_MIN_BYTES = 2 << 20
 """A tape file at least this large (what is left of it) is parsed by a reader process."""

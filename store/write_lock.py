@@ -21,8 +21,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .driver_errors import translate
-from .errors import DatabaseLocked, WouldWait
+from a2a_tape.store.driver_errors import translate
+from a2a_tape.store.errors import DatabaseLocked, WouldWait
 
 MAX_PAUSE = 0.05  # seconds: the longest sleep between two tries for another writer's lock
 

@@ -16,7 +16,7 @@ under way goes to the log together, in the next one.
   lifetime of its own to run one in).
 - :class:`Batcher`: one stream's items, read ahead of the log and committed in batches, each
   batch handed on only once it is in the log (write-ahead). Record, the recorded-upstream client
-  (:mod:`replay.upstream_call`), the proxy and ``RecordingTransport`` read their streams through it.
+  (:mod:`capture.upstream_call`), the proxy and ``RecordingTransport`` read their streams through it.
 
     async with GroupCommitWriter(store) as writer:   # or without ``async with``: it needs no task
         stored = await writer.append(NewEvent(payload=b"...", task_id="t1"))
@@ -35,11 +35,11 @@ from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
 
 import anyio
 
-from .capture import Appends
-from .driver_errors import translate
-from .errors import WouldWait
-from .interface import AppendLog
-from .records import NewEvent, StoredEvent
+from a2a_tape.capture.exchange import Appends
+from a2a_tape.store.driver_errors import translate
+from a2a_tape.store.errors import WouldWait
+from a2a_tape.store.interface import AppendLog
+from a2a_tape.store.records import NewEvent, StoredEvent
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -4,9 +4,9 @@ It serves every gRPC path with one generic handler on raw bytes and forwards eac
 agent's gRPC address unchanged: the exact request and answer messages, request metadata, the
 agent's initial metadata, status, details and trailers (``grpc-status-details-bin`` included).
 A method it does not know is forwarded the same way (bidirectional, bytes as they are); an A2A
-method (:mod:`replay.grpc_wire`) is recorded: its request and each answer message in the proto3
+method (:mod:`wire.grpc`) is recorded: its request and each answer message in the proto3
 JSON mapping (the v1.0 JSON shape the fold, channels, doctor and exports read), through the
-capture core (:mod:`recorder.grpc_calls`).
+capture core (:mod:`capture.grpc_calls`).
 
 The promises are the HTTP proxy's (:mod:`recorder.proxy.server`), from the same core: its store,
 group-commit writer, redactor, idempotency gateway and settling of rows.
@@ -39,15 +39,21 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from a2a_tape import store
-from a2a_tape.replay import grpc_wire
-from a2a_tape.replay.http import MAX_BODY
+from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, local_note, outcome_of
+from a2a_tape.capture.sending import store_fault
+from a2a_tape.recorder.proxy.idempotency import (
+    Idempotency,
+    OnKeyConflict,
+    conflict_message,
+    conflict_note,
+    recorded_items,
+    request_hash,
+)
+from a2a_tape.recorder.proxy.outcomes import log_fault_line
+from a2a_tape.recorder.proxy.plumbing import carries_token, token_presented
 from a2a_tape.store.writer import write_soon
-
-from ..grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, local_note, outcome_of
-from ..sending import store_fault
-from .http import carries_token, token_presented
-from .idempotency import Idempotency, OnKeyConflict, conflict_message, conflict_note, recorded_items, request_hash
-from .outcomes import log_fault_line
+from a2a_tape.wire import grpc as grpc_wire
+from a2a_tape.wire.http_client import MAX_BODY
 
 OK, DEADLINE_EXCEEDED, INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE, RESOURCE_EXHAUSTED = 0, 4, 3, 16, 14, 8
 MAX_MESSAGE = MAX_BODY

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import httpx
 
-from a2a_tape.replay.http import BodyTooLarge
+from a2a_tape.capture.sending import DecodingError, FirstByteTimeout, Timeouts
+from a2a_tape.recorder import client as a2a
 from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
-from a2a_tape.store.sse import SseLineTooLong
-
-from .. import client as a2a
-from ..sending import DecodingError, FirstByteTimeout, Timeouts
+from a2a_tape.wire.http_client import BodyTooLarge
+from a2a_tape.wire.sse_reader import SseLineTooLong
 
 
 class RelayFault(A2ATapeError):

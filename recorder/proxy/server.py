@@ -5,7 +5,7 @@ transparent (docs/design.md, "The proxy is transparent"): it answers only for it
 (its token, its body limit, its own errors when the upstream cannot be reached or its log
 cannot be written); everything else goes to the agent and back as the agent answered it, and
 is recorded: malformed JSON-RPC, non-JSON answers, redirects, response headers (hop-by-hop
-aside, :mod:`recorder.proxy.http`), SSE fields and comments.
+aside, :mod:`recorder.proxy.plumbing`), SSE fields and comments.
 
 - write-ahead: each SSE item is appended to the log (group commit, so ``--durability full``
   stays fast with many streams) and only then forwarded; nothing is held back beyond that;
@@ -18,7 +18,7 @@ aside, :mod:`recorder.proxy.http`), SSE fields and comments.
   refused under ``--on-key-conflict reject``; ``--idempotency off`` relays every request
   (:mod:`recorder.proxy.idempotency`);
 - loopback clients only, not web pages: a foreign ``Host`` or a browser's cross-site request is
-  refused before anything else (:mod:`replay.loopback`);
+  refused before anything else (:mod:`wire.loopback`);
 - faults are answers: a log that cannot be written, an upstream that cannot be reached, that
   goes silent past a timeout or sends an undecodable body, gets the client a JSON-RPC error (the
   whole answer, or the last item of a stream under way), never a clean end that looks like
@@ -30,7 +30,7 @@ A relayed response is a :class:`recorder.proxy.relay.Live`: the head and items p
 a wake-up event. The first client and any duplicate attached to it read the same one.
 
 This module holds the relay's state and its steps; the pieces around it are
-:mod:`recorder.proxy.http` (which requests are public, which headers cross, the relayed
+:mod:`recorder.proxy.plumbing` (which requests are public, which headers cross, the relayed
 response), :mod:`recorder.proxy.tee` (an SSE answer, write-ahead, item by item) and
 :mod:`recorder.proxy.outcomes` (what a failure means for the row and the client).
 """
@@ -57,35 +57,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
-from a2a_tape.replay.bindings import http_json
-from a2a_tape.replay.grpc_wire import rewrite_grpc_urls
-from a2a_tape.replay.http import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
-from a2a_tape.replay.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
-from a2a_tape.replay.serve import frames
-from a2a_tape.store.capture import is_json_type, media_type_of
-from a2a_tape.store.errors import StoreError
-from a2a_tape.store.methods import HTTP_JSON, JSONRPC
-from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
-from a2a_tape.store.redact import Redactor
-from a2a_tape.store.writer import write_soon
-
-from .. import client as a2a
-from ..recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
-from ..sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
-from .http import (
-    QUIET_CUT,
-    Departure,
-    RelayedStream,
-    Upstream,
-    encoded,
-    is_public,
-    request_headers,
-    response_headers,
-    token_presented,
-    wire,
-    without_userinfo,
-)
-from .idempotency import (
+from a2a_tape.capture.exchange import is_json_type, media_type_of
+from a2a_tape.capture.sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
+from a2a_tape.recorder import client as a2a
+from a2a_tape.recorder.proxy.idempotency import (
     BadRequest,
     Gateway,
     Idempotency,
@@ -103,10 +78,34 @@ from .idempotency import (
     same_caller,
     scoped,
 )
-from .outcomes import classify, log_fault_line
-from .relay import Cut as _Cut
-from .relay import Headers, Live
-from .tee import tee
+from a2a_tape.recorder.proxy.outcomes import classify, log_fault_line
+from a2a_tape.recorder.proxy.plumbing import (
+    QUIET_CUT,
+    Departure,
+    RelayedStream,
+    Upstream,
+    encoded,
+    is_public,
+    request_headers,
+    response_headers,
+    token_presented,
+    wire,
+    without_userinfo,
+)
+from a2a_tape.recorder.proxy.relay import Cut as _Cut
+from a2a_tape.recorder.proxy.relay import Headers, Live
+from a2a_tape.recorder.proxy.tee import tee
+from a2a_tape.recorder.recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
+from a2a_tape.store.errors import StoreError
+from a2a_tape.store.methods import HTTP_JSON, JSONRPC
+from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
+from a2a_tape.store.redact import Redactor
+from a2a_tape.store.writer import write_soon
+from a2a_tape.wire import http_json
+from a2a_tape.wire import sse_frames as frames
+from a2a_tape.wire.grpc import rewrite_grpc_urls
+from a2a_tape.wire.http_client import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
+from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 
 DEFAULT_MAX_BODY = MAX_REQUEST
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -131,7 +130,7 @@ class ProxyConfig:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT  # to open the connection to the upstream
     first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
     read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
-    guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (replay.loopback)
+    guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (wire.loopback)
 
     @cached_property
     def target(self) -> Upstream:
@@ -412,7 +411,7 @@ class Proxy:
         it (its default headers under the client's, ``Accept-Encoding`` ours; the client's as the
         bytes it sent), the upstream's credentials on it, and none of the client's per-response
         work (a cookie jar to fill, an auth flow, redirect checks) on the relay's path. ``out``'s
-        departure learns whether the request may have left (:class:`recorder.proxy.http.Departure`)."""
+        departure learns whether the request may have left (:class:`recorder.proxy.plumbing.Departure`)."""
         assert self.http is not None and self._pool is not None
         req = self.config.target.authorize(self.http.build_request(method, url, headers=wire(headers), content=content))
         if out is not None:

@@ -8,13 +8,12 @@ from typing import cast
 import httpx
 
 from a2a_tape import store
+from a2a_tape.capture.sending import Capture, body_chunks
+from a2a_tape.recorder import client as a2a
+from a2a_tape.recorder.proxy.relay import Cut, Live
 from a2a_tape.store import GroupCommitWriter
-from a2a_tape.store.sse import SseItem
 from a2a_tape.store.writer import Batcher
-
-from .. import client as a2a
-from ..sending import Capture, body_chunks
-from .relay import Cut, Live
+from a2a_tape.wire.sse_reader import SseItem
 
 
 async def tee(

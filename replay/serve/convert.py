@@ -1,11 +1,11 @@
 """Replay answers in either dialect: a task folded from its recording, and stream items converted.
 
 A recording is served byte for byte when the request speaks its dialect. When it speaks the
-other one, the recorded JSON is converted by :mod:`replay.dialects` (every field both dialects
+other one, the recorded JSON is converted by :mod:`wire.dialects` (every field both dialects
 can carry is kept; ``docs/replay.md`` lists what cannot be).
 
 :func:`fold_task` builds the Task a GetTask, resubscribe or ListTasks answers with: the one fold,
-:class:`replay.fold.TaskFold`, made with ``document=True`` (lossless, from the recorded JSON).
+:class:`fold.fold.TaskFold`, made with ``document=True`` (lossless, from the recorded JSON).
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.fold.fold import TaskFold
+from a2a_tape.fold.views import RecordedTask
 from a2a_tape.store import ErrorItem, Item, decode_item
+from a2a_tape.store.a2a_structs import WireError, WireFrame
 from a2a_tape.store.decode import state_in
 from a2a_tape.store.json_values import decode_json
-from a2a_tape.store.wire import WireError, WireFrame
-
-from ..dialects import recorded_object, result_in, task_in
-from ..fold import TaskFold
-from ..views import RecordedTask
+from a2a_tape.wire.dialects import recorded_object, result_in, task_in
 
 _encoder = msgspec.json.Encoder()
 
@@ -31,7 +30,7 @@ _encoder = msgspec.json.Encoder()
 def encode_item(item: Item | bytes | RecordedTask, dialect: str, rpc_id: Any) -> bytes | None:
     """One item as a JSON-RPC response in ``dialect``; None when it cannot be converted.
 
-    ``item`` is the recorded payload (converted from its JSON, losslessly: :mod:`replay.dialects`)
+    ``item`` is the recorded payload (converted from its JSON, losslessly: :mod:`wire.dialects`)
     or a :class:`RecordedTask` (a stream's Task item)."""
     if isinstance(item, RecordedTask):
         t = task_json(item, dialect)

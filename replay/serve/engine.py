@@ -28,27 +28,40 @@ from urllib.parse import parse_qs
 import anyio
 import msgspec
 
+from a2a_tape.fold.views import RecordedTask
+from a2a_tape.replay.serve import rpc
+from a2a_tape.replay.serve.convert import (
+    encode_item,
+    encode_snapshot_item,
+    encode_task,
+    fold_task,
+    wire_task,
+    with_state,
+)
+from a2a_tape.replay.serve.faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
+from a2a_tape.replay.serve.forward import Forwarder, Target
+from a2a_tape.replay.serve.library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
+from a2a_tape.replay.serve.list_tasks import (
+    Listed,
+    ListingError,
+    check_history_length,
+    list_page,
+    timestamp_ns,
+    with_history,
+)
+from a2a_tape.replay.serve.matching import Matcher
+from a2a_tape.replay.serve.modes import RecordMode
+from a2a_tape.replay.serve.playback import Playback, parse_timing
+from a2a_tape.replay.serve.reply import SSE_HEADERS, Reply, card_reply, error_data, error_reply, json_reply, render
+from a2a_tape.replay.serve.shape import Shape, shape_of
+from a2a_tape.replay.serve.validation import send_problem
 from a2a_tape.store import TERMINAL_STATES, MessageItem
+from a2a_tape.store.a2a_structs import WireTask
 from a2a_tape.store.decode import state_in
 from a2a_tape.store.methods import ALL_METHODS, JSONRPC
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.wire import WireTask
-
-from .. import bindings
-from ..views import RecordedTask
-from . import rpc
-from .convert import encode_item, encode_snapshot_item, encode_task, fold_task, wire_task, with_state
-from .faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
-from .forward import Forwarder, Target
-from .frames import comment, frame
-from .library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
-from .list_tasks import Listed, ListingError, check_history_length, list_page, timestamp_ns, with_history
-from .matching import Matcher
-from .modes import RecordMode
-from .playback import Playback, parse_timing
-from .reply import SSE_HEADERS, Reply, card_reply, error_data, error_reply, json_reply, render
-from .shape import Shape, shape_of
-from .validation import send_problem
+from a2a_tape.wire import bindings
+from a2a_tape.wire.sse_frames import comment, frame
 
 _BATCH = 256  # frames joined into one body chunk when nothing waits between them
 
@@ -130,7 +143,7 @@ class ReplayEngine:
         self, call: bindings.Call, target: Target, query: str, headers: Mapping[str, str], body: bytes
     ) -> Reply:
         """``target`` and ``body`` are the request as sent (what goes upstream in the recording
-        modes); the engine reads ``call.body``, the request in the JSON-RPC form (:mod:`replay.bindings`).
+        modes); the engine reads ``call.body``, the request in the JSON-RPC form (:mod:`wire.bindings`).
 
         1. read the request (what cannot be read: :meth:`_bad_params`, :meth:`_bad_request`);
         2. a method the engine does not answer itself: :meth:`_unknown_method`;

@@ -1,7 +1,7 @@
 """The recording modes' way upstream: a request the recordings do not answer goes to the live
 agent, and what comes back is recorded (write-ahead, exact bytes) as it is passed on.
 
-A :class:`replay.upstream_call.UpstreamCall`, as every call of ours to an agent: the request row
+A :class:`capture.upstream_call.UpstreamCall`, as every call of ours to an agent: the request row
 redacted (headers, URL secrets, configured JSON paths), SSE items per the HTML standard (a BOM, CR
 line ends, ``id``/``retry``/comments, a cut last item kept and marked incomplete), every payload
 redacted as configured (``[tool.a2a-tape]`` and ``--redact``), one outcome word. What differs
@@ -27,19 +27,18 @@ from urllib.parse import unquote_plus
 
 import httpx
 
-from a2a_tape.store.capture import Capture, Outcome
+from a2a_tape.capture.exchange import Capture, Outcome
+from a2a_tape.capture.upstream_call import FAULTS, HttpSource, UpstreamCall
+from a2a_tape.replay.serve import rpc
+from a2a_tape.replay.serve.faults import FAULT_HEADER, FAULT_QUERY
+from a2a_tape.replay.serve.library import Library
+from a2a_tape.replay.serve.reply import SSE_HEADERS, Reply, error_reply
 from a2a_tape.store.events import ErrorItem
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC, STREAMING_OPERATIONS
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
-
-from ..bindings import http_json
-from ..http import LazyTlsTransport, Timeouts
-from ..upstream_call import FAULTS, HttpSource, UpstreamCall
-from . import rpc
-from .faults import FAULT_HEADER, FAULT_QUERY
-from .library import Library
-from .reply import SSE_HEADERS, Reply, error_reply
+from a2a_tape.wire import http_json
+from a2a_tape.wire.http_client import LazyTlsTransport, Timeouts
 
 FIRST_BYTE = 30.0
 _NOT_FORWARDED = frozenset(

@@ -4,7 +4,7 @@ A thin shell around :class:`replay.serve.engine.ReplayEngine`, as :mod:`replay.s
 for HTTP: each call of ``lf.a2a.v1.A2AService`` is asked of the engine as the v1.0 JSON-RPC request
 it is (the gRPC request's proto3 JSON mapping is the v1.0 params), so matching, timing, playback
 and faults are the engine's, whatever binding made the recording; its answer goes back as
-protobuf messages (:mod:`replay.grpc_wire`):
+protobuf messages (:mod:`wire.grpc`):
 
 - each result (a stream's items, or the one answer) as the method's message type; a recorded
   gRPC answer's JSON is the message's own;
@@ -25,12 +25,11 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.faults import FAULT_HEADER, FaultError, Faults, parse_faults
 from a2a_tape.store.errors import A2ATapeError
-from a2a_tape.store.sse import SseParser
-
-from .. import grpc_wire
-from .engine import ReplayEngine
-from .faults import FAULT_HEADER, FaultError, Faults, parse_faults
+from a2a_tape.wire import grpc as grpc_wire
+from a2a_tape.wire.sse_reader import SseParser
 
 OK, INVALID_ARGUMENT, UNIMPLEMENTED, UNAVAILABLE, INTERNAL = 0, 3, 12, 14, 13
 

@@ -17,16 +17,16 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.replay.serve.rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
+from a2a_tape.replay.serve.shape import Shape, shape_of
+from a2a_tape.replay.serve.write_back import Mark, mark_of, write_back
 from a2a_tape.store import Exchange, Item, Store, StoredEvent, StoreError, decode_item, open_store
 from a2a_tape.store.methods import GRPC, HTTP_JSON, binding_and_version
 from a2a_tape.store.tape_copy import TapeCopy, is_tape
-
-from .. import grpc_wire
-from ..bindings import http_json, recorded_call
-from .frames import Splitter, frame, render_frames
-from .rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
-from .shape import Shape, shape_of
-from .write_back import Mark, mark_of, write_back
+from a2a_tape.wire import grpc as grpc_wire
+from a2a_tape.wire import http_json
+from a2a_tape.wire.bindings import recorded_call
+from a2a_tape.wire.sse_frames import Splitter, frame, render_frames
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
@@ -326,7 +326,7 @@ class Library:
         cut = Splitter().cut
         started = exchange.started_at
         # an item recorded in another binding is served in the JSON-RPC form the engine writes
-        # (replay.bindings renders it back for a client of that binding)
+        # (wire.bindings renders it back for a client of that binding)
         to_jsonrpc = _TO_JSONRPC.get(binding_and_version(exchange.binding, exchange.dialect)[0] or "")
         base: float | None = None
         for ev in self.store.iter_exchange(exchange.id or 0):

@@ -31,10 +31,9 @@ from datetime import datetime
 
 import msgspec
 
+from a2a_tape.fold.views import RecordedTask
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.json_values import Decoder
-
-from ..views import RecordedTask
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100

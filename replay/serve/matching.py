@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import difflib
 
-from .library import Episode, message_text
-from .modes import MatchMode
-from .rpc import RpcRequest
-from .shape import Shape, common_fields, first_difference
+from a2a_tape.replay.serve.library import Episode, message_text
+from a2a_tape.replay.serve.modes import MatchMode
+from a2a_tape.replay.serve.rpc import RpcRequest
+from a2a_tape.replay.serve.shape import Shape, common_fields, first_difference
 
 
 class Matcher:

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: the CLI checks --timing with parse_timing without loading the library
-    from .library import Episode, Served
+    from a2a_tape.replay.serve.library import Episode, Served
 
 
 MIN_FACTOR, MAX_FACTOR = 1e-6, 1e6  # a replay a million times slower or faster, at most

@@ -8,16 +8,15 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.replay.serve import rpc
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import HTTP_JSON
-
-from ..bindings import http_json
-from ..bindings.errors import A2A_CODES, error_info, kind_of
-from ..grpc_wire import rewrite_grpc_urls
-from . import rpc
+from a2a_tape.wire import http_json
+from a2a_tape.wire.a2a_errors import A2A_CODES, error_info, kind_of
+from a2a_tape.wire.grpc import rewrite_grpc_urls
 
 if TYPE_CHECKING:
-    from .library import RecordedCard
+    from a2a_tape.replay.serve.library import RecordedCard
 
 SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
@@ -53,7 +52,7 @@ def error_data(code: int, dialect: str | None) -> Any:
 
 def render(reply: Reply, binding: str) -> Reply:
     """The engine's answer (written in the JSON-RPC form) on the wire of ``binding``
-    (:mod:`replay.bindings`): the same reply for JSON-RPC; for HTTP+JSON, results alone, errors as
+    (:mod:`wire.bindings`): the same reply for JSON-RPC; for HTTP+JSON, results alone, errors as
     an HTTP status with the SDK's error body, stream items re-framed one by one."""
     if binding != HTTP_JSON or reply.forwarded:
         return reply

@@ -2,7 +2,7 @@
 
 The replay server reads requests with these Structs (never raw dicts) and writes its own
 answers (errors, ListTasks pages, cards) with them. Stream items themselves are never built
-here: they are served from the log as recorded (:mod:`replay.serve.frames`) or converted between
+here: they are served from the log as recorded (:mod:`wire.sse_frames`) or converted between
 dialects (:mod:`replay.serve.convert`).
 """
 
@@ -12,13 +12,12 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.store.a2a_structs import WireMessage, WireTask
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import METHODS as METHODS  # re-exported: (operation, dialect) per method
 from a2a_tape.store.methods import SEND_OPERATIONS as SEND_OPERATIONS
-from a2a_tape.store.wire import WireMessage, WireTask
-
-from ..grpc_wire import rewrite_grpc_urls
+from a2a_tape.wire.grpc import rewrite_grpc_urls
 
 # JSON-RPC / A2A error codes
 PARSE_ERROR = -32700

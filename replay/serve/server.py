@@ -13,12 +13,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.rpc import INVALID_REQUEST, error_body
 from a2a_tape.store.headers import header_problem
-
-from ..http import MAX_REQUEST, read_request, sendable
-from ..loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
-from .engine import ReplayEngine
-from .rpc import INVALID_REQUEST, error_body
+from a2a_tape.wire.http_client import MAX_REQUEST, read_request, sendable
+from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 
 # uvicorn sends its own date and server: a recorded one would be a second; the length is the body's
 _OWN = frozenset({"date", "server", "content-length"})
@@ -26,7 +25,7 @@ _OWN = frozenset({"date", "server", "content-length"})
 
 def create_app(engine: ReplayEngine, guard: Guard = LOOPBACK_ONLY) -> Starlette:
     """A Starlette app serving ``engine`` on every path (``/`` and the agent card), to loopback
-    clients, not web pages (:mod:`replay.loopback`; ``guard``: what else it may serve)."""
+    clients, not web pages (:mod:`wire.loopback`; ``guard``: what else it may serve)."""
 
     async def endpoint(request: Request) -> Response:
         body = await read_request(request.stream(), request.headers.get("content-length"))

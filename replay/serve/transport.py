@@ -24,12 +24,12 @@ from typing import Any
 import anyio
 import httpx
 
-from ..http import sendable
-from .engine import ReplayEngine
-from .faults import Faults
-from .library import Library
-from .modes import RecordMode
-from .reply import Reply
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.faults import Faults
+from a2a_tape.replay.serve.library import Library
+from a2a_tape.replay.serve.modes import RecordMode
+from a2a_tape.replay.serve.reply import Reply
+from a2a_tape.wire.http_client import sendable
 
 
 def _read_timeout(request: httpx.Request) -> float | None:

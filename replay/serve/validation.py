@@ -7,10 +7,9 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.replay.serve import rpc
 from a2a_tape.store.json_values import Decoder
-
-from ..bindings.errors import BAD_REQUEST_TYPE, error_info
-from . import rpc
+from a2a_tape.wire.a2a_errors import BAD_REQUEST_TYPE, error_info
 
 
 class _PresentMessage(msgspec.Struct):

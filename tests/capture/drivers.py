@@ -245,7 +245,7 @@ def run_recover(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Ou
     ``binding``."""
     from a2a_tape.recorder.client import send_request
     from a2a_tape.recorder.upstream import Upstream
-    from a2a_tape.replay.bindings import client_of
+    from a2a_tape.wire.bindings import client_of
 
     db = cwd / "tape.db"
     t0 = time.monotonic()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from a2a_tape import store
-from a2a_tape.store.capture import OUTCOMES
+from a2a_tape.capture.exchange import OUTCOMES
 from tests.capture.drivers import CLI, cli
 from tests.support.servers import closed_port
 
@@ -168,12 +168,12 @@ def test_safe_text_redacts_urls_and_credentials():
 
 
 def test_every_outcome_written_is_in_the_vocabulary():
-    """Every literal outcome the code writes is a word of ``store.capture.Outcome``."""
+    """Every literal outcome the code writes is a word of ``capture.exchange.Outcome``."""
     pattern = re.compile(
         r"""(?:(?<![.\w])outcome(?:\s*:\s*\w+)?\s*=\s*|\["outcome"\]\s*=\s*|\.finish\(\s*(?:[\w.]+,\s*)?|\bcap\.end\(\s*|\b_end\(\s*\w+,\s*)"(\w+)\""""
     )
     found: dict[str, str] = {}
-    for folder in ("store", "replay", "recorder"):
+    for folder in ("store", "wire", "capture", "fold", "replay", "inspection", "recorder", "cli"):
         for f in (ROOT / folder).glob("*.py"):
             for m in pattern.finditer(f.read_text()):
                 found.setdefault(m.group(1), f.name)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from a2a_tape import store
-from a2a_tape.store.capture import OUTCOMES
+from a2a_tape.capture.exchange import OUTCOMES
 from tests.capture.drivers import CLIENT_PATHS, PATHS, Outcome, cli, kind
 from tests.support.fault_agent import SECRETS, raw_items
 

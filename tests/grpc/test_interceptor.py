@@ -9,7 +9,7 @@ import grpc
 import msgspec
 
 from a2a_tape import RecordingInterceptor, store
-from a2a_tape.replay.projection import fold_events
+from a2a_tape.fold.projection import fold_events
 from tests.grpc.clients import PATH, sdk_send, send_request, stream_response
 from tests.support.grpc_fake import exact_messages, running_fake_grpc_agent
 
@@ -133,7 +133,7 @@ def test_json_paths_written_for_jsonrpc_redact_grpc_messages_too(db_path):
     from a2a.types import Message, Part, Role, SendMessageRequest
     from google.protobuf.struct_pb2 import Struct
 
-    from a2a_tape.recorder.grpc_calls import GrpcCapture
+    from a2a_tape.capture.grpc_calls import GrpcCapture
     from a2a_tape.store.redact import build_redactor
 
     meta = Struct()

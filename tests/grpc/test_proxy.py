@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from a2a_tape import store
-from a2a_tape.replay.projection import fold_events
+from a2a_tape.fold.projection import fold_events
 from tests.grpc.clients import card, raw_call, sdk_get, sdk_send, send_request, stream_response
 from tests.grpc.conftest import running_grpc_proxy
 from tests.support.grpc_fake import error_details, exact_messages, running_fake_grpc_agent

@@ -1,4 +1,4 @@
-"""replay/grpc_wire.py: a message's exact bytes <-> its proto3 JSON mapping, and errors <-> statuses."""
+"""wire/grpc.py: a message's exact bytes <-> its proto3 JSON mapping, and errors <-> statuses."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from a2a_tape import store
-from a2a_tape.replay import grpc_wire
+from a2a_tape.wire import grpc as grpc_wire
 
 texts = st.text(max_size=20)
 scalars = st.one_of(st.none(), st.booleans(), texts, st.integers(-(2**40), 2**40).map(float))

@@ -20,6 +20,8 @@ import pytest
 import a2a_tape
 
 ROOT = Path(__file__).resolve().parents[2]
+# the rooms at the repository's top, each a2a_tape.<room> (a2a_tape/<room> is a symlink to it)
+ROOMS = ("store", "wire", "capture", "fold", "replay", "inspection", "recorder", "cli")
 TAPE = ROOT / "tests" / "replay" / "data" / "chunk-agent.jsonl"
 
 
@@ -30,7 +32,7 @@ def _clean_env() -> dict[str, str]:
 
 def _all_modules() -> list[str]:
     names = ["a2a_tape"]
-    for sub in ("store", "replay", "recorder"):
+    for sub in ROOMS:
         pkg = importlib.import_module(f"a2a_tape.{sub}")
         names.append(pkg.__name__)
         found = pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}.")
@@ -60,26 +62,26 @@ def test_the_wheel_holds_only_the_a2a_tape_namespace(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names}
     assert tops == {"a2a_tape", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, tops
-    for sub in ("store", "replay", "recorder"):
+    for sub in ROOMS:
         assert f"a2a_tape/{sub}/__init__.py" in names
     assert "a2a_tape/py.typed" in names
-    ui = "a2a_tape/replay/inspect/ui/"  # a2a-tape ui runs from the wheel alone: templates, scripts, licences
+    ui = "a2a_tape/inspection/ui/"  # a2a-tape ui runs from the wheel alone: templates, scripts, licences
     for part in ("templates/task.html", "templates/layout.html", "static/ui.css", "static/ui.js"):
         assert ui + part in names
     for vendored in ("htmx.min.js", "htmx.LICENSE", "htmx-ext-sse.min.js", "htmx-ext-sse.LICENSE"):
         assert f"{ui}static/vendor/{vendored}" in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "a2a_tape.replay.pytest_plugin" in entry_points and "a2a_tape.recorder.cli:main" in entry_points
+    assert "a2a_tape.replay.pytest_plugin" in entry_points and "a2a_tape.cli:main" in entry_points
 
 
 def test_importing_everything_loads_no_bare_top_level_package(tmp_path):
     """From a directory with no ``store/`` in it, importing every module of ours never loads a
-    module named ``store``, ``replay`` or ``recorder``."""
+    module named for a room (``store``, ``wire``, ... ``cli``)."""
     code = (
         "import importlib, sys\n"
         "from tests_helper import names\n"
         "for n in names: importlib.import_module(n)\n"
-        "bare = sorted(m for m in sys.modules if m.split('.')[0] in ('store', 'replay', 'recorder'))\n"
+        f"bare = sorted(m for m in sys.modules if m.split('.')[0] in {ROOMS!r})\n"
         "print(len(names), bare)\n"
     )
     (tmp_path / "tests_helper.py").write_text(f"names = {_all_modules()!r}\n")

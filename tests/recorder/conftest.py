@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from tests.support.fault_agent import FaultHost, make_fault_app
 from tests.support.servers import serve_app
 

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.recorder.transport import RecordingTransport
-from a2a_tape.replay.codings import Decoding, DecodingError
+from a2a_tape.wire.codings import Decoding, DecodingError
 from tests.recorder.conftest import FaultAgent
 from tests.replay._record import headers_for, request_body
 from tests.support.servers import serve_app
@@ -133,7 +133,7 @@ def test_body_chunks_reads_the_stream_as_aiter_raw_would(db_path):
     """``body_chunks`` iterates the response's byte stream itself when there is no content
     coding: a real server's streamed body arrives whole, in order, through it; a body already
     read is refused as ``aiter_raw`` refuses it (``StreamConsumed``), not read as empty."""
-    from a2a_tape.replay.http import body_chunks
+    from a2a_tape.wire.http_client import body_chunks
 
     async def rpc(request):
         async def chunks():

@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from a2a_tape.replay.http import LazyTlsTransport, _trusts_nothing, cookieless
+from a2a_tape.wire.http_client import LazyTlsTransport, _trusts_nothing, cookieless
 from tests.support.fault_agent import make_proxy_fault_app
 from tests.support.servers import closed_port, serve_app
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from a2a_tape import store
+from a2a_tape.fold.projection import ProjectionBusy, Projector
 from a2a_tape.recorder.recovery import PROXY_KEY, running_proxy
-from a2a_tape.replay.projection import ProjectionBusy, Projector
 from a2a_tape.store.leases import new_owner, release_owner
 
 HOST = socket.gethostname()
@@ -71,7 +71,7 @@ def test_the_recover_command_is_not_blocked_by_a_dead_proxy_that_had_our_pid(db_
     """The mark of a proxy that died in an earlier process given our pid (pids are reused)."""
     from typer.testing import CliRunner
 
-    from a2a_tape.recorder.cli import app
+    from a2a_tape.cli import app
 
     with store.open_store(db_path) as st:
         st.set_meta(PROXY_KEY, f"{HOST}:{os.getpid()}:0ld")

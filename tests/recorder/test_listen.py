@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from a2a_tape import store
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.recorder.listen import is_loopback, listen_address, parse_listen
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")

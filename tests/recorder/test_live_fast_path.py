@@ -1,6 +1,6 @@
 """The recorder's fast path (issue 3, record speed) shows exactly what the general path shows.
 
-``record`` plans a stream's batches with ``peek`` (:meth:`store.capture.Capture.events`): a plain
+``record`` plans a stream's batches with ``peek`` (:meth:`capture.exchange.Capture.events`): a plain
 text chunk is read with the narrow decoder and folded with ``TaskFold.apply_text``; without it
 everything is decoded. Recording the same items both ways (the capture core's commit, then
 ``Session.apply``) must store the same rows and give the same live view, the same errors and the
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from a2a_tape.capture.exchange import Capture
+from a2a_tape.fold.projection import encode_view
 from a2a_tape.recorder.session import Session
-from a2a_tape.replay.projection import encode_view
 from a2a_tape.store import open_store
-from a2a_tape.store.capture import Capture
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.tape import import_tape
 from a2a_tape.store.writer import run_writes

@@ -265,7 +265,7 @@ def _interceptor(db, **kw):
 
 @pytest.mark.parametrize("recorder", [RecordingTransport, _interceptor], ids=["transport", "interceptor"])
 def test_redactor_and_redact_together_are_refused(db_path, recorder):
-    """Both in-process recorders read db= and redact= by one rule (recorder/recording_log.py)."""
+    """Both in-process recorders read db= and redact= by one rule (capture/recording_log.py)."""
     with pytest.raises(TypeError, match="not both"):
         recorder(db_path, redactor=build_redactor(), redact=["X-Other"])
     assert not db_path.exists()  # refused before the log is opened

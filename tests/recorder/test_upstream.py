@@ -1,7 +1,7 @@
 """The recorded-upstream client's rules, on every path that follows a task through it.
 
 ``record`` (:class:`recorder.record.Recorder`), the startup recovery and ``recover``, and ``probe``
-call their agent through one client (:class:`replay.upstream_call.UpstreamCall`, by way of
+call their agent through one client (:class:`capture.upstream_call.UpstreamCall`, by way of
 :class:`recorder.upstream.Upstream`): what it decides about an answer holds for all of them. The
 agent is the hand-written fault agent (a real a2a-sdk agent closes its streams when the task ends
 and answers GetTask in JSON-RPC: the faults here cannot be had from it).

@@ -1,4 +1,4 @@
-"""The binding modules' rules (replay/bindings), for any request: Hypothesis.
+"""The binding modules' rules (wire/bindings.py and a module per binding), for any request: Hypothesis.
 
 - HTTP+JSON: a call rendered as its route (:func:`http_json.render_request`) reads back (:func:`http_json.read`)
   as the same JSON-RPC method and params, under any path prefix; a recorded item converted to the JSON-RPC
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a_tape.replay import bindings
-from a2a_tape.replay.bindings import errors, http_json
 from a2a_tape.store.methods import ALL_METHODS
+from a2a_tape.wire import a2a_errors as errors
+from a2a_tape.wire import bindings, http_json
 
 V1 = {"A2A-Version": "1.0"}
 ids = st.text(st.characters(blacklist_characters="/", blacklist_categories=("Cs",)), min_size=1, max_size=12).filter(

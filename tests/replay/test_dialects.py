@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a_tape.replay.dialects import item_in, part_to_v03, part_to_v1
+from a2a_tape.wire.dialects import item_in, part_to_v03, part_to_v1
 
 _words = st.text(alphabet="abc xyz", min_size=1, max_size=6)
 _json = st.recursive(

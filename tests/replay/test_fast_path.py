@@ -16,9 +16,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
-import a2a_tape.replay.fold as fold
-import a2a_tape.replay.projection as projection
-from a2a_tape.replay import Projector, encode_view, fold_events
+import a2a_tape.fold.fold as fold
+import a2a_tape.fold.projection as projection
+from a2a_tape.fold.projection import Projector, encode_view, fold_events
 from a2a_tape.store import ArtifactUpdate, StoredEvent, StreamMeta, open_store
 from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
 from a2a_tape.store.tape import import_tape

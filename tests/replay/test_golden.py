@@ -10,9 +10,8 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
-from a2a_tape.recorder.cli import app
-from a2a_tape.replay import Projector, views_digest
-from a2a_tape.replay.projection import TaskView
+from a2a_tape.cli import app
+from a2a_tape.fold.projection import Projector, TaskView, views_digest
 from a2a_tape.store import open_store
 from a2a_tape.store.tape import import_tape
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from a2a_tape.replay import Projector
-from a2a_tape.replay.fold import STATE_VERSION
-from a2a_tape.replay.inspect.listing import count, newest
+from a2a_tape.fold.fold import STATE_VERSION
+from a2a_tape.fold.projection import Projector
+from a2a_tape.inspection.listing import count, newest
 from a2a_tape.store import NewEvent, open_store
 from a2a_tape.store.schema import SCHEMA_VERSION
 
@@ -55,8 +55,8 @@ def test_a_v3_sqlite_log_with_a_folded_projection_lists_every_task(tmp_path):
 def test_a_v1_postgres_log_migrates_to_the_index_projections(pg_url):
     import psycopg
 
-    from a2a_tape.replay.inspect.doctor_index import DoctorIndex
-    from a2a_tape.replay.inspect.grep import grep
+    from a2a_tape.inspection.doctor_index import DoctorIndex
+    from a2a_tape.inspection.grep import grep
     from a2a_tape.store import postgres
 
     with psycopg.connect(pg_url, autocommit=True) as conn:

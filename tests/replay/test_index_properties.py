@@ -10,12 +10,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.replay import Projector
-from a2a_tape.replay.inspect.doctor import diagnose
-from a2a_tape.replay.inspect.doctor_index import DoctorIndex
-from a2a_tape.replay.inspect.grep import grep
-from a2a_tape.replay.inspect.listing import newest
-from a2a_tape.replay.inspect.search_index import SearchIndex
+from a2a_tape.fold.projection import Projector
+from a2a_tape.inspection.doctor import diagnose
+from a2a_tape.inspection.doctor_index import DoctorIndex
+from a2a_tape.inspection.grep import grep
+from a2a_tape.inspection.listing import newest
+from a2a_tape.inspection.search_index import SearchIndex
 from a2a_tape.store import open_store
 
 from .test_properties import _new, _tmpdir, log_events
@@ -97,7 +97,7 @@ def test_another_process_indexing_meanwhile_is_not_an_error_and_changes_no_row(t
 
 
 def test_doctor_shared_with_worker_processes_gives_the_rows_of_one_process(tmp_path, monkeypatch):
-    from a2a_tape.replay.inspect import doctor_index
+    from a2a_tape.inspection import doctor_index
 
     here: list[str] = []
     examine = doctor_index.task_row
@@ -121,7 +121,7 @@ def test_doctor_shared_with_worker_processes_gives_the_rows_of_one_process(tmp_p
 
 
 def test_rebuild_all_drops_and_makes_every_projection_again(tmp_path):
-    from a2a_tape.replay.inspect.rebuild import rebuild_all
+    from a2a_tape.inspection.rebuild import rebuild_all
 
     events = [(t, k, "ab", True, 1) for k in (0, 1, 3, 5, 2) for t in ("t1", "t2")]
     with open_store(tmp_path / "a.db") as a:

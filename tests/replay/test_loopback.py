@@ -1,4 +1,4 @@
-"""Loopback servers refuse the web (replay/loopback.py), on every server a2a-tape starts: the proxy,
+"""Loopback servers refuse the web (wire/loopback.py), on every server a2a-tape starts: the proxy,
 serve and the UI, as the installed console script. A foreign ``Host`` (DNS rebinding) and a browser's
 cross-site request are refused unless allowed; what a server names itself as is never a client's
 made-up Host. The browser class is tested with a real browser: Debian's Chromium driven by

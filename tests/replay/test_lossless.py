@@ -22,8 +22,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.replay.dialects import result_in
 from a2a_tape.replay.serve.convert import encode_task, fold_task, task_json
+from a2a_tape.wire.dialects import result_in
 
 TASK, CTX = "task-1", "ctx-1"
 _enc = msgspec.json.Encoder()

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from a2a_tape import store
-from a2a_tape.replay.projection import ProjectionBusy, Projector, encode_view, fold_events
+from a2a_tape.fold.projection import ProjectionBusy, Projector, encode_view, fold_events
 from a2a_tape.store import NewEvent
 
 

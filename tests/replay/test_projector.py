@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_tape.replay import Projector, encode_view, fold_events
+from a2a_tape.fold.projection import Projector, encode_view, fold_events
 from a2a_tape.store import NewEvent, open_store
 
 from .builders import art03, oc, status03, task03

@@ -12,7 +12,7 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.replay import Projector, encode_view, fold_events
+from a2a_tape.fold.projection import Projector, encode_view, fold_events
 from a2a_tape.store import NewEvent, open_store
 
 from .builders import art03, blocks, oc, status03, stored, task03

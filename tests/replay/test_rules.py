@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from a2a_tape.replay import fold_events
-from a2a_tape.replay.profiles import BLOCKS, CHANNELS, GENERIC, LANES, classify
+from a2a_tape.fold.profiles import BLOCKS, CHANNELS, GENERIC, LANES, classify
+from a2a_tape.fold.projection import fold_events
 from a2a_tape.store import decode_item, local_failed
 
 from .builders import art03, blocks, oc, status03, status10, stored, task03, v10

@@ -142,8 +142,8 @@ def test_serve_reads_a_request_holding_a_number_out_of_range():
 
 def test_json_nested_too_deep_is_a_decode_error_everywhere():
     """Past the recursion limit msgspec raises RecursionError; ours say it is JSON we cannot read."""
+    from a2a_tape.store.a2a_structs import WireFrame
     from a2a_tape.store.json_values import TOO_DEEP, Decoder
-    from a2a_tape.store.wire import WireFrame
 
     deep = b'{"result":{"kind":"task","metadata":{"d":' + b"[" * 5000 + b"]" * 5000 + b"}}}"
     with pytest.raises(msgspec.DecodeError, match="nested too deep"):

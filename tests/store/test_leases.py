@@ -1,6 +1,6 @@
 """Whether the holder of a lease or a marker still runs: one rule (store/leases.py).
 
-``replay.projection`` and ``recorder.recovery`` each had one, and they disagreed about our own
+``fold.projection`` and ``recorder.recovery`` each had one, and they disagreed about our own
 pid: the projection took any name with our pid for a dead holder (a live rebuild in another
 thread of this process was reset under its feet), recovery took it for a live one (the mark of a
 proxy that died in an earlier process given the same pid, a container's pid 1 say, blocked

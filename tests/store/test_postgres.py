@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from a2a_tape import store
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.store import NewEvent
 
 WRITER = r"""
@@ -183,7 +183,7 @@ def test_copy_round_trips_losslessly(pg_url, tmp_path, direction):
 
 def test_projection_follower_keeps_up_through_notify(pg_url):
     """A Projector following the shared log sees every task end, while another process writes."""
-    from a2a_tape.replay.projection import Projector
+    from a2a_tape.fold.projection import Projector
 
     writer = store.open_store(pg_url)
     reader = store.open_store(pg_url)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.store.sse import SseItem, SseLineTooLong, SseParser
+from a2a_tape.wire.sse_reader import SseItem, SseLineTooLong, SseParser
 
 
 def feed_all(chunks: list[bytes], max_line: int = 1 << 20) -> list[tuple[bytes, str | None, bool]]:

@@ -1,4 +1,4 @@
-"""Helpers for CLI tests: run ``recorder.cli.app`` in-process, and a small recorded log."""
+"""Helpers for CLI tests: run ``cli.app`` in-process, and a small recorded log."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Run:
 
 def run_cli(*args: str) -> Run:
     """Run the real CLI in-process (stdout kept as bytes: ``show --raw`` writes raw bytes)."""
-    from a2a_tape.recorder.cli import app
+    from a2a_tape.cli import app
 
     result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
     return Run(result.exit_code, result.stdout_bytes, result.stderr)

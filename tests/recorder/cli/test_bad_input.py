@@ -196,7 +196,7 @@ def test_export_into_a_missing_directory(tmp_path, log_db):
 def test_import_from_stdin_with_a_broken_line(tmp_path, log_db):
     from typer.testing import CliRunner
 
-    from a2a_tape.recorder.cli import app
+    from a2a_tape.cli import app
 
     lines = _tape(tmp_path, log_db)
     data = b"".join(lines[:3] + [b"{not json}\n"] + lines[3:])

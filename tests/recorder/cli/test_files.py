@@ -333,7 +333,7 @@ def _duration_options() -> list[tuple[str, str]]:
     """Every option of every command read by the one duration rule (options.seconds)."""
     import typer
 
-    from a2a_tape.recorder.cli import COMMANDS, app, options
+    from a2a_tape.cli import COMMANDS, app, options
 
     root = typer.main.get_command(app)
     found = []

@@ -45,7 +45,7 @@ def _follow_while_writing(location: str) -> list[dict]:
         [
             sys.executable,
             "-m",
-            "a2a_tape.recorder.cli",
+            "a2a_tape.cli",
             "show",
             "t1",
             "--follow",
@@ -85,7 +85,7 @@ def test_follow_postgres(pg_url):
 def test_follow_idle_timeout_ends_quietly(tmp_path):
     from typer.testing import CliRunner
 
-    from a2a_tape.recorder.cli import app
+    from a2a_tape.cli import app
 
     db = tmp_path / "q.db"
     with store.open_store(db) as st:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from a2a_tape.recorder.cli import COMMANDS
+from a2a_tape.cli import COMMANDS
 
 from .test_contract import a2a_tape
 

@@ -1,4 +1,4 @@
-"""The checks of recorder/cli/options.py, as rules (Hypothesis), and the plain converter against typer's own."""
+"""The checks of cli/options.py, as rules (Hypothesis), and the plain converter against typer's own."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import typer.main
 from hypothesis import given
 from hypothesis import strategies as st
 
+from a2a_tape.cli import app as _app  # noqa: F401 - installs the plain converter
+from a2a_tape.cli import options
 from a2a_tape.recorder import listen
-from a2a_tape.recorder.cli import app as _app  # noqa: F401 - installs the plain converter
-from a2a_tape.recorder.cli import options
 
 
 def _call(check, value):

@@ -1,4 +1,4 @@
-"""One place names the commands (recorder/cli.py), and the choices the CLI offers are the engine's."""
+"""One place names the commands (cli.py), and the choices the CLI offers are the engine's."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import importlib
 
 import typer.main
 
-from a2a_tape.recorder.cli import COMMANDS, options
+from a2a_tape.cli import COMMANDS, options
 
 
 def _module_commands(module: str) -> dict:
-    built = typer.main.get_command(importlib.import_module(f"a2a_tape.recorder.cli.{module}").app)
+    built = typer.main.get_command(importlib.import_module(f"a2a_tape.cli.{module}").app)
     return getattr(built, "commands", None) or {built.name: built}
 
 
@@ -34,7 +34,7 @@ def test_serve_offers_the_replay_servers_own_modes():
     the transport and the pytest plugin read (replay/serve/modes.py), not copies of them."""
     import typing
 
-    from a2a_tape.recorder.cli.serve import serve_cmd
+    from a2a_tape.cli.serve import serve_cmd
     from a2a_tape.replay.serve.modes import MatchMode, RecordMode
 
     hints = typing.get_type_hints(serve_cmd, include_extras=True)
@@ -50,7 +50,7 @@ def test_the_exception_classes_come_from_the_click_typer_runs_on():
 
 def test_the_lazy_consoles_behave_as_consoles():
     """``out``/``err`` are made on first use; rich uses them as context managers too (Live, Progress)."""
-    from a2a_tape.recorder.cli.app import err, out
+    from a2a_tape.cli.app import err, out
 
     with err as console:
         assert console.stderr

@@ -46,7 +46,7 @@ READ_ONLY = [
 
 def imported_modules(*args: str) -> tuple[set[str], int]:
     r = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "a2a_tape.recorder.cli", *args],
+        [sys.executable, "-X", "importtime", "-m", "a2a_tape.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -67,7 +67,7 @@ def test_a_read_only_command_imports_no_live_side(tmp_path, argv):
     extra = ["--db", str(db)] if argv[0] not in ("--help", "--version") and "--help" not in argv else []
     names, code = imported_modules(*argv, *extra)
     assert code in (0, 1), code  # 1: doctor finds faults, diff finds differences
-    assert "a2a_tape.recorder.cli.app" in names  # the listing is real
+    assert "a2a_tape.cli.app" in names  # the listing is real
     assert _forbidden(names) == []
 
 
@@ -75,9 +75,9 @@ def test_a_read_only_command_imports_no_live_side(tmp_path, argv):
 def test_help_and_version_import_no_command_module(argv):
     names, code = imported_modules(*argv)
     assert code == 0
-    from a2a_tape.recorder.cli import COMMANDS
+    from a2a_tape.cli import COMMANDS
 
-    assert not {n for n in names if n in {f"a2a_tape.recorder.cli.{c.module}" for c in COMMANDS.values()}}
+    assert not {n for n in names if n in {f"a2a_tape.cli.{c.module}" for c in COMMANDS.values()}}
     assert not {n for n in names if n.startswith("a2a_tape.replay")}
 
 

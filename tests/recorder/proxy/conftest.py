@@ -15,7 +15,7 @@ from a2a_tape import store
 from a2a_tape.recorder.client import dialect_headers, send_request, task_request
 from a2a_tape.recorder.listen import serving
 from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
-from a2a_tape.store.sse import SseParser
+from a2a_tape.wire.sse_reader import SseParser
 
 
 class RunningProxy:

@@ -11,7 +11,7 @@ from starlette.routing import Route
 from typer.testing import CliRunner
 
 from a2a_tape import store
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 from tests.support.servers import closed_port, serve_app
 

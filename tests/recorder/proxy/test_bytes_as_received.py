@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
-from a2a_tape.recorder.proxy.http import Departure
+from a2a_tape.recorder.proxy.plumbing import Departure
 from tests.recorder.proxy.conftest import read_sse, running_proxy, send_body
 from tests.support.fault_agent import make_proxy_fault_app
 from tests.support.servers import serve_app

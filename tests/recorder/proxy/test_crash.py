@@ -26,9 +26,9 @@ import pytest
 from typer.testing import CliRunner
 
 from a2a_tape import store
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.recorder.recovery import task_state
-from a2a_tape.store.sse import SseParser
+from a2a_tape.wire.sse_reader import SseParser
 from tests.conftest import running_sdk_agent
 from tests.recorder.proxy.conftest import send_body
 
@@ -45,7 +45,7 @@ class ProxyProcess:
             [
                 sys.executable,
                 "-c",
-                "from a2a_tape.recorder.cli import main; main()",
+                "from a2a_tape.cli import main; main()",
                 "proxy",
                 upstream,
                 "--listen",
@@ -162,7 +162,7 @@ def test_recovery_killed_midway_converges_on_the_next_run(tmp_path):
                 seed(st, agent.url, stream_prefix(agent.url, "slow many 8", rng.randrange(1, 4)))
             st.close()
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from a2a_tape.recorder.cli import main; main()", "recover", "--db", str(db)],
+                [sys.executable, "-c", "from a2a_tape.cli import main; main()", "recover", "--db", str(db)],
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

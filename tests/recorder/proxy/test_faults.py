@@ -211,7 +211,7 @@ def test_a_full_disk_ends_the_stream_with_an_error_item_and_the_proxy_keeps_serv
 
 
 def read_sse_bytes(data: bytes) -> list[bytes]:
-    from a2a_tape.store.sse import SseParser
+    from a2a_tape.wire.sse_reader import SseParser
 
     p = SseParser()
     return [it.data for it in p.feed(data) + p.close() if not it.comment]

@@ -6,7 +6,7 @@ import msgspec
 from typer.testing import CliRunner
 
 from a2a_tape import store
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from tests.recorder.proxy.conftest import running_proxy
 from tests.support.servers import closed_port
 

@@ -6,7 +6,7 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a_tape.recorder.proxy.http import (
+from a2a_tape.recorder.proxy.plumbing import (
     CARD_PATHS,
     Upstream,
     is_public,

@@ -10,7 +10,7 @@ import msgspec
 from typer.testing import CliRunner
 
 from a2a_tape import store
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.recorder.recovery import recover, task_state
 from tests.conftest import running_sdk_agent
 from tests.recorder.proxy.conftest import read_sse, running_proxy, send_body

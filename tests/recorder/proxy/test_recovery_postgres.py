@@ -18,7 +18,7 @@ def test_two_recover_processes_on_one_postgres_log_fail_each_orphan_once(pg_url)
             st.append(store.NewEvent(payload=fake_task(tid), task_id=tid, received_at=time.time()))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "a2a_tape.recorder.cli", "recover", "--json", "--db", pg_url],
+            [sys.executable, "-m", "a2a_tape.cli", "recover", "--json", "--db", pg_url],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -39,7 +39,7 @@ def test_two_recover_processes_on_one_postgres_log_fail_each_orphan_once(pg_url)
             assert store.decode_item(local[0].payload).body.state == "failed"
     # and a third run changes nothing
     again = subprocess.run(
-        [sys.executable, "-m", "a2a_tape.recorder.cli", "recover", "--json", "--db", pg_url],
+        [sys.executable, "-m", "a2a_tape.cli", "recover", "--json", "--db", pg_url],
         capture_output=True,
         text=True,
         timeout=120,

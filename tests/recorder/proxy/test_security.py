@@ -15,7 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.store.redact import Redactor
 from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
 from tests.support.fault_agent import make_proxy_fault_app

@@ -25,8 +25,8 @@ class Run:
 
 
 def cli(*args: object) -> Run:
-    """Run ``recorder.cli.app`` in-process with typer's CliRunner."""
-    from a2a_tape.recorder.cli import app
+    """Run ``cli.app`` in-process with typer's CliRunner."""
+    from a2a_tape.cli import app
 
     result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
     return Run(result.exit_code, result.stdout, result.stderr)

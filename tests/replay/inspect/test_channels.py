@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.store import NewEvent, open_store
 from tests.replay.builders import art03, blocks, oc, status03, task03
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from a2a_tape.replay.inspect.doctor import CHECKS
+from a2a_tape.inspection.doctor import CHECKS
 from tests.replay.inspect.conftest import cli
 from tests.replay.inspect.test_exports import _check_har_shape, _check_mermaid
 

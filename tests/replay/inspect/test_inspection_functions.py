@@ -1,4 +1,4 @@
-"""The inspection functions the CLI prints (and a UI will show): typed rows from replay.inspect,
+"""The inspection functions the CLI prints (and a UI will show): typed rows from inspection,
 called directly, without the command line."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from a2a_tape import store
-from a2a_tape.replay.inspect import timeline
-from a2a_tape.replay.inspect.listing import TaskFilter, TaskRow, list_tasks, parse_states
-from a2a_tape.replay.inspect.messages import find_message, lone_messages
-from a2a_tape.replay.inspect.task_views import InMemoryProjection, task_projection, task_view
+from a2a_tape.inspection import timeline
+from a2a_tape.inspection.listing import TaskFilter, TaskRow, list_tasks, parse_states
+from a2a_tape.inspection.messages import find_message, lone_messages
+from a2a_tape.inspection.task_views import InMemoryProjection, task_projection, task_view
 from a2a_tape.store import TERMINAL_STATES
 from a2a_tape.store.events import ACTIVE_STATES, INTERRUPTED_STATES
 from tests.replay.inspect.builders import Tape, items
@@ -55,7 +55,7 @@ def test_the_listing_is_typed_rows_newest_first_with_lone_messages(log):
 
 def test_a_log_that_cannot_be_written_is_folded_in_memory_with_the_same_views(log, monkeypatch):
     kept = task_view(log, "task-a")
-    monkeypatch.setattr("a2a_tape.replay.projection.Projector.catch_up", _read_only)
+    monkeypatch.setattr("a2a_tape.fold.projection.Projector.catch_up", _read_only)
     assert isinstance(task_projection(log), InMemoryProjection)
     assert task_view(log, "task-a") == kept
     assert [r.task_id for r in list_tasks(log, TaskFilter(), limit=2).rows] == [None, "task-b"]

@@ -1,4 +1,4 @@
-"""Lifecycle faults are the fold's (replay/fold.py): ``channels`` lists them, doctor reports the same
+"""Lifecycle faults are the fold's (fold/fold.py): ``channels`` lists them, doctor reports the same
 ones under its codes (terminal-changed, events-after-terminal) and adds only what a fold cannot see.
 
 doctor kept its own copy of the rules, and the two had drifted:
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.replay.fold import fold_task_events
-from a2a_tape.replay.inspect.doctor import findings
+from a2a_tape.fold.fold import fold_task_events
+from a2a_tape.inspection.doctor import findings
 from a2a_tape.store import Exchange, StoredEvent, local_failed
 from tests.replay.inspect.builders import Tape, items
 from tests.replay.inspect.conftest import cli

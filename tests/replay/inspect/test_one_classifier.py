@@ -1,5 +1,5 @@
 """One channel classifier: doctor, the timeline of the exports and ``channels`` all say what the
-fold says (replay/profiles.py).
+fold says (fold/profiles.py).
 
 inspection kept a second copy (``steps.channel_of`` / ``id_channel``) that had drifted from the
 fold's: it read an id's suffix whatever task it named (``other:stream:reasoning`` was reasoning,
@@ -15,10 +15,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.replay.fold import fold_task_events
-from a2a_tape.replay.inspect.doctor import findings
-from a2a_tape.replay.inspect.steps import summary
-from a2a_tape.replay.profiles import id_channel
+from a2a_tape.fold.fold import fold_task_events
+from a2a_tape.fold.profiles import id_channel
+from a2a_tape.inspection.doctor import findings
+from a2a_tape.inspection.steps import summary
 from a2a_tape.store import StoredEvent, decode_item
 from tests.replay.inspect.builders import Tape, items
 from tests.replay.inspect.conftest import cli

@@ -51,7 +51,7 @@ def test_tasks_shows_the_newest_50_and_says_how_to_see_more(many):
 
 
 def test_tasks_all_streams_aligned_pages_past_one_table(many, monkeypatch):
-    from a2a_tape.recorder.cli import render
+    from a2a_tape.cli import tables as render
 
     monkeypatch.setattr(render, "TABLE_ROWS", 100)
     r = cli("tasks", "--all", "--db", many)
@@ -106,7 +106,7 @@ def test_doctor_keeps_findings_and_reexamines_only_what_changed(tmp_path, many):
     third = cli("doctor", "--json", "--db", db).json()
     with open_store(db) as st:
         assert st.findings_unsettled() == []
-        from a2a_tape.replay.inspect.doctor import diagnose
+        from a2a_tape.inspection.doctor import diagnose
 
         direct = diagnose(st)
     assert third["findings"] == json.loads(json.dumps([_f(f) for f in direct.findings]))
@@ -153,7 +153,7 @@ def test_export_html_of_all_holds_the_newest_200(many, tmp_path):
 
 
 def test_export_html_page_stops_before_its_limit(many, tmp_path, monkeypatch):
-    from a2a_tape.recorder.cli import export_formats as cmd_export_formats
+    from a2a_tape.cli import export_formats as cmd_export_formats
 
     monkeypatch.setattr(cmd_export_formats, "PAGE_LIMIT", 200_000)
     out = tmp_path / "r.html"
@@ -193,9 +193,9 @@ def test_diff_of_two_logs_streams_json_pairs(many, tmp_path):
 def test_a_store_that_cannot_be_written_lists_searches_and_doctors_without_indexes(many, monkeypatch):
     """A read-only file (a copy on a read-only mount, say): every index catch-up fails to write;
     the commands fold in memory, scan, and examine every task instead, with the same answers."""
-    from a2a_tape.replay import projection
-    from a2a_tape.replay.inspect.doctor_index import DoctorIndex
-    from a2a_tape.replay.inspect.search_index import SearchIndex
+    from a2a_tape.fold import projection
+    from a2a_tape.inspection.doctor_index import DoctorIndex
+    from a2a_tape.inspection.search_index import SearchIndex
     from a2a_tape.store import ReadOnlyStore
 
     want = {
@@ -248,7 +248,7 @@ def test_a_listing_past_one_table_with_a_lone_message_reply_keeps_its_columns(tm
     not (``len(None)``: an internal error); its shown name ``message <id>`` is measured instead."""
     import shutil
 
-    from a2a_tape.recorder.cli import render
+    from a2a_tape.cli import tables as render
 
     db = tmp_path / "m.db"
     shutil.copy(many, db)

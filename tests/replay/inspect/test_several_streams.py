@@ -13,10 +13,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.recorder.client import task_request
 from a2a_tape.store import decode_item
-from a2a_tape.store.sse import SseParser
+from a2a_tape.wire.sse_reader import SseParser
 from tests.conftest import running_sdk_agent
 from tests.recorder.proxy.conftest import SettleWatch, running_proxy, send_body
 from tests.replay.inspect.builders import Tape, items

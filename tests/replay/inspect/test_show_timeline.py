@@ -13,7 +13,7 @@ RECORDINGS = Path(__file__).resolve().parents[3] / "recordings"
 
 def _wide(*args):
     """Human output on a wide console, so table cells are not folded."""
-    from a2a_tape.recorder.cli.app import out
+    from a2a_tape.cli.app import out
 
     saved = out._width  # None: rich measures the terminal
     out.width = 200

@@ -1,4 +1,4 @@
-"""The one rule of what a terminal may be given (replay/inspect/visible.py), over any text."""
+"""The one rule of what a terminal may be given (inspection/visible.py), over any text."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a_tape.replay.inspect.visible import visible
+from a2a_tape.inspection.visible import visible
 
 BIDI = {"\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
 

@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from a2a_tape.replay.serve.engine import ReplayEngine
-from a2a_tape.replay.serve.frames import rewrite_id
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.store import decode_item
+from a2a_tape.wire.sse_frames import rewrite_id
 from tests.conftest import running_sdk_agent
 from tests.recorder.proxy.conftest import running_proxy
 from tests.replay._record import headers_for, request_body

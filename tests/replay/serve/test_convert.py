@@ -14,7 +14,7 @@ import msgspec
 import pytest
 from httpx_sse import connect_sse
 
-from a2a_tape.replay import fold_events
+from a2a_tape.fold.projection import fold_events
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.transport import ReplayTransport

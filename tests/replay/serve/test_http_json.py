@@ -110,7 +110,7 @@ def test_a_recording_without_a_card_offers_both_bindings(tmp_path):
 def test_show_tasks_and_the_exports_name_the_binding(recordings, binding, name, label):
     from typer.testing import CliRunner
 
-    from a2a_tape.recorder.cli import app
+    from a2a_tape.cli import app
 
     live, db = recordings[binding]
     task_id = live[0][0]["task"]["id"]

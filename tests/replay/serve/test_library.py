@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from a2a_tape import store
-from a2a_tape.replay.serve.frames import rewrite_id
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.store import Exchange, NewEvent
+from a2a_tape.wire.sse_frames import rewrite_id
 
 
 def test_batched_exchange_read_and_served_items_match_the_log(db_path):

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from a2a_tape.fold.views import RecordedTask
 from a2a_tape.recorder.transport import RecordingTransport
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.list_tasks import Listed, ListingError, list_page, timestamp_ns
 from a2a_tape.replay.serve.server import create_app
-from a2a_tape.replay.views import RecordedTask
 from a2a_tape.store import decode_item
 from tests.conftest import running_sdk_agent
 from tests.replay._record import headers_for, request_body

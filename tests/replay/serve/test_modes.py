@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.matching import Matcher

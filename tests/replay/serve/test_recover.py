@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from a2a_tape.recorder.cli import app
+from a2a_tape.cli import app
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.server import create_app

@@ -14,14 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 from a2a_tape import store
-from a2a_tape.recorder.cli import app
-from a2a_tape.replay import encode_view, fold_events
+from a2a_tape.cli import app
+from a2a_tape.fold.projection import encode_view, fold_events
 from a2a_tape.replay.serve.engine import ReplayEngine
-from a2a_tape.replay.serve.frames import rewrite_id
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.replay.serve.transport import ReplayTransport
 from a2a_tape.store import decode_item
+from a2a_tape.wire.sse_frames import rewrite_id
 from tests.conftest import running_sdk_agent
 from tests.replay._record import headers_for, request_body
 from tests.support.locks import wait_for_a_lock_waiter, write_lock_held

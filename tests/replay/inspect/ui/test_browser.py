@@ -13,8 +13,8 @@ import pytest
 from playwright.sync_api import ConsoleMessage, Page, expect
 
 from a2a_tape import store
-from a2a_tape.replay.fold import fold_task_events
-from a2a_tape.replay.inspect.ui.render import CLIP
+from a2a_tape.fold.fold import fold_task_events
+from a2a_tape.inspection.ui.render import CLIP
 from tests.conftest import running_sdk_agent
 from tests.replay.inspect.recordings import ANSWER, REASONING
 from tests.replay.inspect.ui.conftest import ESCAPES, HUGE, HUGE_TAIL, SCRIPT, Hostile, run

@@ -1,5 +1,5 @@
 """The UI's task list is what ``a2a-tape tasks`` lists, from the same listing function
-(``replay/inspect/listing.keyed_listing``): the tasks and the lone Message replies (a send the
+(``inspection/listing.keyed_listing``): the tasks and the lone Message replies (a send the
 agent answered with a Message that names no task), newest last event first, in the same order,
 on every page. A real a2a-sdk agent recorded by the installed ``record``; the installed ``ui``.
 
@@ -14,7 +14,7 @@ import re
 import httpx
 import pytest
 
-from a2a_tape.replay.inspect.ui import reading
+from a2a_tape.inspection.ui import reading
 from a2a_tape.store import open_store
 from tests.replay.inspect.ui.conftest import run
 

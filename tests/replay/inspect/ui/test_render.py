@@ -9,7 +9,7 @@ import html.parser
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a_tape.replay.inspect.ui.render import environment, text
+from a2a_tape.inspection.ui.render import environment, text
 
 CONTROLS = {c for c in map(chr, range(0x2070)) if c not in "\n\t" and (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F)}
 CONTROLS |= set("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")

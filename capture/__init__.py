@@ -1,0 +1,3 @@
+"""capture: one call on its way to the log. The capture core (exchange), the recorded-upstream client
+(upstream_call), a gRPC call (grpc_calls), what the recording paths import to talk upstream (sending)
+and the log and redaction the in-process recorders take (recording_log)."""

@@ -1,0 +1,469 @@
+"""The capture core: one recorded exchange, written once for every path that writes the log.
+
+Every recording path goes through it: ``record``, startup recovery, ``recover``, ``probe`` and
+serve's recording modes (each call a :class:`capture.upstream_call.UpstreamCall`), the proxy
+(:mod:`recorder.proxy.tee`) and ``RecordingTransport``. The pipeline (docs/design.md section 11)::
+
+    begin -> response head -> body bytes -> SSE items (exact bytes) -> redaction -> batched append -> outcome
+    request()   head()          feed()/close()                       events()/answer()   commit_writes() end()
+
+The writes of the steps are here too (:meth:`Capture.begin_writes`, :meth:`Capture.commit_writes`,
+:meth:`Capture.end_writes`): each one transaction, yielded (:data:`store.writer.Writes`), so the
+same steps run in a plain call (:func:`store.writer.run_writes`) or from an event loop
+(:meth:`store.writer.GroupCommitWriter.run`).
+
+:class:`Capture` holds one exchange and does no I/O: the caller moves the bytes (httpx, a
+wrapped transport's stream, a test) and runs the writes it hands back. What it promises,
+whoever calls it:
+
+- the request row is redacted: headers, URL (a userinfo password, secret-named query
+  parameters), configured JSON paths in the request body (:class:`store.redact.Redactor`);
+  the secrets found in the URL are remembered (:attr:`Capture.secrets`) and scrubbed from every
+  error text of the exchange;
+- the response head is redacted the same way;
+- SSE per the HTML standard (:class:`wire.sse_reader.SseParser`): a BOM does not lose the first item,
+  CR/LF/CRLF, multi-line data, ``id``/``retry``/comments kept on the items, an item cut by the
+  close kept and marked incomplete (the exchange then ends ``incomplete``, never ``ok``); each
+  item's ``raw`` is the exact stream bytes, so a relay passes on what the agent sent;
+- every payload stored (SSE items and JSON answers) goes through :meth:`Redactor.payload`
+  (configured JSON paths; byte level or a marker for a payload that is not JSON); a payload
+  changed that way gets a local note (:attr:`Capture.notes`);
+- task ids are learnt from the items (an item without one belongs to the task already known,
+  or to its exchange);
+- the outcome is one word of :data:`Outcome`, the closed vocabulary of docs/tape-format.md.
+
+Why in ``store/``: serve's recording modes live in ``replay/``, and the imports go store <-
+replay <- recorder; the core needs nothing above the store (no httpx, no event loop). The
+HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors) is
+:mod:`wire.http_client`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol, get_args, overload
+
+from a2a_tape.store.decode import TextChunk, decode_item, local_note, peek_text_chunk
+from a2a_tape.store.events import Item, Undecodable
+from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
+from a2a_tape.store.redact import Redactor
+from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE, SseItem, SseParser
+
+if TYPE_CHECKING:
+    from a2a_tape.store.interface import RecordingStore
+    from a2a_tape.store.writer import Writes
+
+Outcome = Literal[
+    "ok",  # answered whole: the JSON answer, or a stream that ended with the task settled
+    "closed",  # the agent closed the stream while the task was still active
+    "incomplete",  # cut short: an SSE item without its blank line, the client stopped reading, shutdown
+    "dropped",  # the connection broke mid-response (or a probe dropped it on purpose)
+    "timeout",  # no connection, no response head or no bytes within the timeout given
+    "stalled",  # the stream stayed open without progress past the stall timeout
+    "error",  # an error answer, a body that is not A2A, an unreachable agent, a redirect, a store fault
+    "refused",  # the proxy refused the request (an idempotency key reused for another request)
+    "replayed",  # answered from the log (a duplicate request)
+    "interrupted",  # the run was stopped (Ctrl-C) while the exchange was open
+]
+OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
+
+Headers = Mapping[str, str] | Sequence[tuple[str, str]]
+RawItem = tuple[bytes, "str | None"]
+CUT = "the last SSE item had no blank line before the close (kept, marked incomplete)"
+
+
+class TaskContext(Protocol):
+    """What the items of an exchange are filed under: a session's task, or the exchange's own."""
+
+    task_id: str | None
+    context_id: str | None
+
+
+def _no_chunk(payload: bytes) -> None:
+    return None
+
+
+@overload
+def plan_events(
+    ctx: TaskContext,
+    raw: Sequence[RawItem],
+    exchange_id: int | None,
+    redactor: Redactor,
+    *,
+    start: float,
+    arrived: Sequence[float] | None = None,
+    peek: Literal[False],
+    notes: list[str] | None = None,
+) -> tuple[list[NewEvent], list[Item]]: ...
+
+
+@overload
+def plan_events(
+    ctx: TaskContext,
+    raw: Sequence[RawItem],
+    exchange_id: int | None,
+    redactor: Redactor,
+    *,
+    start: float,
+    arrived: Sequence[float] | None = None,
+    peek: bool = True,
+    notes: list[str] | None = None,
+) -> tuple[list[NewEvent], list[Item | TextChunk]]: ...
+
+
+def plan_events(
+    ctx: TaskContext,
+    raw: Sequence[RawItem],
+    exchange_id: int | None,
+    redactor: Redactor,
+    *,
+    start: float,
+    arrived: Sequence[float] | None = None,
+    peek: bool = True,
+    notes: list[str] | None = None,
+) -> tuple[list[NewEvent], list[Item]] | tuple[list[NewEvent], list[Item | TextChunk]]:
+    """The append plan of ``(payload, sse event)`` items: each payload redacted, decoded (task id,
+    arrival time), as :class:`store.NewEvent` rows; nothing written, nothing shown yet.
+
+    ``start``: the monotonic clock at the exchange's start; ``arrived``: when each item came off
+    the socket (default: now). ``peek``: a plain text chunk (the bulk of a stream) is read with
+    the narrow decoder (:func:`store.decode.peek_text_chunk`) and returned as it is. ``ctx``
+    learns the task and context ids of the first item that names them. ``notes`` receives a line
+    for each payload that is not JSON and had to be redacted at byte level or replaced whole.
+    """
+    wall0 = time.time() - (time.monotonic() - start)  # the wall clock at the exchange's start
+    now = time.monotonic()
+    redact = redactor.payload if redactor.json_paths else None
+    items: list[Item | TextChunk] = []
+    new: list[NewEvent] = []
+    decode = decode_item
+    narrow = peek_text_chunk if peek else _no_chunk
+    for k, (payload, sse_event) in enumerate(raw):
+        if redact is not None:
+            payload, note = redact(payload)
+            if note is not None and notes is not None:
+                notes.append(note)
+        item: Item | TextChunk
+        chunk = narrow(payload)
+        if chunk is None:
+            decoded = decode(payload)
+            item, tid, ctx_id = decoded, decoded.task_id or None, decoded.context_id
+        else:
+            item, tid, ctx_id = chunk, chunk.taskId or None, chunk.contextId
+        if tid is None:
+            tid = ctx.task_id  # an error, a message or an undecodable line inside the task's stream
+        else:
+            if ctx.task_id is None:
+                ctx.task_id = tid
+            if ctx_id and ctx.context_id is None:
+                ctx.context_id = ctx_id
+        mono = (arrived[k] if arrived is not None else now) - start
+        items.append(item)
+        # positional (payload, task_id, exchange_id, seq, sse_event, received_at, mono): per event
+        new.append(NewEvent(payload, tid, exchange_id, None, sse_event, wall0 + mono, mono))
+    return new, items
+
+
+def media_type_of(content_type: str | None) -> str:
+    """The media type of a Content-Type value: lower case, without its parameters."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_json_type(content_type: str | None) -> bool:
+    """``application/json`` or any ``+json`` type."""
+    media = media_type_of(content_type)
+    return media == "application/json" or media.endswith("+json")
+
+
+class Capture:
+    """One exchange on its way to the log (see the module docstring for the pipeline).
+
+    ``task_id``/``context_id``: what the exchange is about, when known before it starts (a
+    GetTask, a resubscribe); learnt from the items otherwise. ``secrets``: values the caller
+    knows must never appear in a stored or printed text (a header value the user gave).
+    """
+
+    __slots__ = (
+        "redactor",
+        "max_line",
+        "task_id",
+        "context_id",
+        "secrets",
+        "notes",
+        "exchange_id",
+        "start",
+        "sse",
+        "cut",
+        "parser",
+        "_head",
+    )
+
+    def __init__(
+        self,
+        redactor: Redactor,
+        *,
+        max_line: int = DEFAULT_MAX_LINE,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self.redactor = redactor
+        self.max_line = max_line
+        self.task_id = task_id
+        self.context_id = context_id
+        self.secrets: list[str] = [s for s in secrets if s]
+        self.notes: list[str] = []  # redaction notes, for the caller to append as local notes
+        self.exchange_id: int | None = None  # set by the caller once the row is begun
+        self.start = time.monotonic()
+        self.sse = False
+        self.cut = False  # the close cut an SSE item
+        self.parser: SseParser | None = None
+        self._head: dict[str, object] = {}
+
+    # -- begin -------------------------------------------------------------------------------
+
+    def request(
+        self,
+        *,
+        url: str,
+        rpc_method: str | None,
+        dialect: str | None,
+        streaming: bool,
+        headers: Headers,
+        body: bytes = b"",
+        http_method: str = "POST",
+        message_id: str | None = None,
+        role: str = "client",
+        idempotency_key: str | None = None,
+        binding: str | None = None,
+    ) -> Exchange:
+        """The exchange row to begin, redacted (URL, headers, JSON paths of the body). ``binding``:
+        how the request goes (:data:`store.methods.BINDINGS`); None with a version means JSON-RPC."""
+        url, found = self.redactor.url_secrets(url)
+        self.secrets += found  # a token in the URL must not come back in an error text either
+        self.start = time.monotonic()
+        return Exchange(
+            started_at=time.time(),
+            url=url,
+            http_method=http_method,
+            rpc_method=rpc_method,
+            dialect=dialect,
+            streaming=streaming,
+            request_headers=self.redactor.headers_dict(headers),
+            request_body=self._payload(body),
+            task_id=self.task_id,
+            context_id=self.context_id,
+            message_id=message_id,
+            idempotency_key=idempotency_key,
+            role=role,
+            binding=binding,
+        )
+
+    # -- the response head -------------------------------------------------------------------
+
+    def head(self, status: int, content_type: str | None, headers: Headers) -> dict[str, object]:
+        """The response line's fields for the exchange row (redacted headers). An SSE content
+        type sets :attr:`sse`. Kept until :meth:`pending_head` hands them to a write."""
+        self.sse = media_type_of(content_type) == "text/event-stream"
+        self._head = {
+            "status": status,
+            "content_type": content_type,
+            "response_headers": self.redactor.headers_dict(headers),
+        }
+        return dict(self._head)
+
+    def pending_head(self) -> dict[str, object]:
+        """The head fields not written yet (written with the first events: one transaction)."""
+        head, self._head = self._head, {}
+        return head
+
+    # -- body bytes -> SSE items -------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> list[SseItem]:
+        """The SSE items a (decoded) chunk completes, exact bytes. Raises
+        :class:`wire.sse_reader.SseLineTooLong` past ``max_line``."""
+        if self.parser is None:
+            self.parser = SseParser(self.max_line)
+        return self.parser.feed(chunk)
+
+    def feeder(self) -> Callable[[bytes, list[RawItem]], int]:
+        """:meth:`feed` for a reader's hot loop: the parser's own ``feed_into``
+        (:meth:`wire.sse_reader.SseParser.feed_into`: each completed event appended to the list as
+        ``(data, event)``, the number of comments returned), no call of ours per chunk."""
+        if self.parser is None:
+            self.parser = SseParser(self.max_line)
+        return self.parser.feed_into
+
+    def close(self) -> list[SseItem]:
+        """The end of the body: the last items, a cut one marked ``incomplete`` (never dropped)."""
+        if self.parser is None:
+            return []
+        items = self.parser.close()
+        if items and items[-1].incomplete:
+            self.cut = True
+        return items
+
+    # -- items -> redacted rows --------------------------------------------------------------
+
+    @overload
+    def events(
+        self,
+        items: Sequence[SseItem] | Sequence[RawItem],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: Literal[False] = False,
+        ctx: TaskContext | None = None,
+    ) -> tuple[list[NewEvent], list[Item]]: ...
+
+    @overload
+    def events(
+        self,
+        items: Sequence[SseItem] | Sequence[RawItem],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: bool,
+        ctx: TaskContext | None = None,
+    ) -> tuple[list[NewEvent], list[Item | TextChunk]]: ...
+
+    def events(
+        self,
+        items: Sequence[SseItem] | Sequence[RawItem],
+        arrived: Sequence[float] | None = None,
+        *,
+        peek: bool = False,
+        ctx: TaskContext | None = None,
+    ) -> tuple[list[NewEvent], list[Item]] | tuple[list[NewEvent], list[Item | TextChunk]]:
+        """The rows of these items (comments skipped), redacted, with their decoded items. The
+        task ids learnt are the exchange's, or ``ctx``'s (a session that spans several exchanges)."""
+        raw: list[RawItem] = []
+        for it in items:
+            if isinstance(it, SseItem):
+                if not it.comment:
+                    raw.append((it.data, it.event))
+            else:
+                raw.append(it)
+        return plan_events(
+            ctx or self,
+            raw,
+            self.exchange_id,
+            self.redactor,
+            start=self.start,
+            arrived=arrived,
+            peek=peek,
+            notes=self.notes,
+        )
+
+    def answer(self, body: bytes, ctx: TaskContext | None = None) -> tuple[NewEvent | None, Item]:
+        """A JSON answer (not a stream): its row when it is an A2A item (None when the body is
+        not: keep it as the exchange's ``response_body``), and the decoded item."""
+        new, items = self.events([(body, None)], ctx=ctx)
+        item = items[0]
+        assert isinstance(item, Item)
+        if isinstance(item.body, Undecodable):
+            return None, item
+        return new[0], item
+
+    def response_body(self, body: bytes, limit: int = 1 << 20) -> bytes:
+        """A body kept on the exchange row (a card, an error page), capped and redacted."""
+        return self._payload(body[:limit])
+
+    # -- outcome -----------------------------------------------------------------------------
+
+    def end(self, outcome: Outcome, error: str | None = None, **fields: object) -> dict[str, object]:
+        """The exchange row's closing fields: ``ended_at``, ``outcome`` (an ``ok``/``closed``
+        stream whose last item was cut becomes ``incomplete``), the error text redacted, any head
+        not written yet, the task and context learnt, and ``fields`` (``response_body`` redacted)."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"not an outcome: {outcome!r}")
+        if self.cut and outcome in ("ok", "closed"):
+            outcome = "incomplete"
+            error = CUT if error is None else f"{error}; {CUT}"
+        out: dict[str, object] = self.pending_head()
+        out.update(fields)
+        out.update(ended_at=time.time(), outcome=outcome)
+        if error is not None:
+            out["error"] = self.text(error)
+        body = out.get("response_body")
+        if isinstance(body, bytes):
+            out["response_body"] = self._payload(body)
+        if self.task_id is not None:
+            out["task_id"] = self.task_id
+        if self.context_id is not None:
+            out["context_id"] = self.context_id
+        return out
+
+    def text(self, value: str) -> str:
+        """A text for the log or the screen, with every secret of this exchange replaced."""
+        return self.redactor.text(value, self.secrets)
+
+    def _payload(self, body: bytes) -> bytes:
+        if not body or not self.redactor.json_paths:
+            return body
+        out, note = self.redactor.payload(body)
+        if note is not None:
+            self.notes.append(note)
+        return out
+
+    # -- the writes of the steps (one transaction each; a plain call or a GroupCommitWriter runs them)
+
+    def begin_writes(self, log: RecordingStore, exchange: Exchange) -> Writes[int]:
+        """Begin: the exchange row (from :meth:`request`), written before the request goes out."""
+        self.exchange_id = yield functools.partial(log.begin_exchange, exchange)
+        return self.exchange_id
+
+    def commit_writes(self, log: RecordingStore, new: Sequence[NewEvent]) -> Writes[list[StoredEvent]]:
+        """A batch of rows (from :meth:`events`) in one transaction, with the response head when
+        it is not written yet (the first batch carries it: one commit, not two)."""
+        head = self.pending_head()
+        stored: list[StoredEvent]
+        if head:
+            assert self.exchange_id is not None
+            stored = yield functools.partial(_head_and_events, log, self.exchange_id, head, new)
+        else:
+            stored = yield Appends(log, new)
+        return stored
+
+    def end_writes(
+        self, log: RecordingStore, outcome: Outcome, error: str | None = None, **fields: object
+    ) -> Writes[None]:
+        """End: the row's closing fields (:meth:`end`), then the redaction notes as local notes."""
+        assert self.exchange_id is not None
+        yield functools.partial(log.update_exchange, self.exchange_id, **self.end(outcome, error, **fields))
+        yield from self.notes_writes(log)
+
+    def notes_writes(self, log: RecordingStore) -> Writes[None]:
+        """Each redaction note not written yet (a payload that was not JSON and had to be redacted),
+        as a local note of the exchange."""
+        notes, self.notes = self.notes, []
+        for note in dict.fromkeys(notes):
+            new = NewEvent(
+                payload=local_note("redacted", note, self.task_id),
+                task_id=self.task_id,
+                exchange_id=self.exchange_id,
+                received_at=time.time(),
+                origin="local",
+            )
+            yield functools.partial(log.append, new)
+
+
+class Appends:
+    """A write that only appends events (``log.append_batch``): a
+    :class:`store.writer.GroupCommitWriter` merges it with its neighbours' into one insert."""
+
+    __slots__ = ("log", "events")
+
+    def __init__(self, log: RecordingStore, events: Sequence[NewEvent]) -> None:
+        self.log, self.events = log, events
+
+    def __call__(self) -> list[StoredEvent]:
+        return self.log.append_batch(self.events)
+
+
+def _head_and_events(
+    log: RecordingStore, exchange_id: int, head: dict[str, object], new: Sequence[NewEvent]
+) -> list[StoredEvent]:
+    with log.transaction():
+        log.update_exchange(exchange_id, **head)
+        return log.append_batch(new)

@@ -1,0 +1,298 @@
+"""Commands ``proxy``, ``recover`` and ``probe``: the live side in front of an existing agent."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+import typer
+
+from a2a_tape.cli import options
+from a2a_tape.cli.app import (
+    EXIT_FAILED,
+    AllowHostOption,
+    AllowRemoteOption,
+    BusyTimeoutOption,
+    DbOption,
+    GrpcListenOption,
+    JsonOption,
+    ListenOption,
+    commands,
+    db_location,
+    emit_json,
+    fail,
+    listen_address,
+    listen_and_serve,
+    open_db,
+    out,
+)
+from a2a_tape.cli.options import Durability
+from a2a_tape.recorder.proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
+from a2a_tape.recorder.proxy.server import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
+    DEFAULT_MAX_BODY,
+    DEFAULT_READ_TIMEOUT,
+    ProxyConfig,
+    build_app,
+)
+from a2a_tape.recorder.recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
+from a2a_tape.store.redact import build_redactor, safe_text
+from a2a_tape.wire.loopback import Guard
+
+app = commands()
+WHY_LOCAL = "the proxy forwards credentials; add --allow-remote to mean it"  # why --listen stays on this machine
+
+# the proxy's options (one alias each keeps proxy_cmd a parse-call-print)
+UpstreamArgument = Annotated[
+    str, typer.Argument(help="Base URL of the agent to put the proxy in front of.", callback=options.url)
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="A2A_TAPE_PROXY_TOKEN",
+        help="Require 'Authorization: Bearer TOKEN' (or Proxy-Authorization).",
+        show_default=False,
+        callback=options.header_value,
+    ),
+]
+DurabilityOption = Annotated[
+    Durability,
+    typer.Option(
+        help="full: fsync each item before the client sees it; normal: faster, may lose the last items on power loss."
+    ),
+]
+MaxBodyOption = Annotated[
+    int, typer.Option(help="Refuse request bodies larger than this many bytes.", callback=options.count)
+]
+IdempotencyTtlOption = Annotated[
+    float, typer.Option(help="Seconds a messageId / Idempotency-Key is remembered.", callback=options.seconds)
+]
+StallTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Startup recovery: seconds without progress before a task is cancelled and FAILED.",
+        callback=options.seconds,
+    ),
+]
+NoRecoverOption = Annotated[bool, typer.Option("--no-recover", help="Skip the startup recovery.")]
+RedactOption = Annotated[list[str], typer.Option(help="Extra header name or JSON path to redact before the disk.")]
+OnKeyConflictOption = Annotated[
+    OnKeyConflict,
+    typer.Option(
+        help="A reused messageId / Idempotency-Key with another request: forward it as a new request "
+        "(a local note in the log) or reject it with a JSON-RPC error."
+    ),
+]
+IdempotencyOption = Annotated[
+    Idempotency,
+    typer.Option(
+        help="on: a repeated messageId / Idempotency-Key from the same caller is answered from the log; "
+        "off: every request goes to the agent (and is recorded), repeats included."
+    ),
+]
+GrpcUpstreamOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="HOST:PORT",
+        help="The agent's gRPC address.",
+        show_default="the gRPC interface of its card",
+    ),
+]
+# how long the proxy waits for the upstream agent
+ConnectTimeout = Annotated[
+    float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
+]
+FirstByteTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Seconds the upstream may take to start its answer (a whole message/send).", callback=options.seconds
+    ),
+]
+ReadTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Longest silence, in seconds, inside an upstream answer (keep-alives count).", callback=options.seconds
+    ),
+]
+
+
+@app.command("proxy")
+def proxy_cmd(
+    upstream: UpstreamArgument,
+    listen: ListenOption = "127.0.0.1:8080",
+    allow_remote: AllowRemoteOption = False,
+    allow_host: AllowHostOption = [],
+    token: TokenOption = None,
+    durability: DurabilityOption = Durability.full,
+    max_body: MaxBodyOption = DEFAULT_MAX_BODY,
+    idempotency_ttl: IdempotencyTtlOption = DEFAULT_TTL,
+    stall_timeout: StallTimeoutOption = DEFAULT_STALL,
+    no_recover: NoRecoverOption = False,
+    redact: RedactOption = [],
+    on_key_conflict: OnKeyConflictOption = OnKeyConflict.forward,
+    idempotency: IdempotencyOption = Idempotency.on,
+    connect_timeout: ConnectTimeout = DEFAULT_CONNECT_TIMEOUT,
+    first_byte_timeout: FirstByteTimeout = DEFAULT_FIRST_BYTE_TIMEOUT,
+    read_timeout: ReadTimeout = DEFAULT_READ_TIMEOUT,
+    grpc_listen: GrpcListenOption = None,
+    grpc_upstream: GrpcUpstreamOption = None,
+    db: DbOption = None,
+    busy_timeout: BusyTimeoutOption = None,
+) -> None:
+    """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
+    redactor = build_redactor(redact)
+    grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
+    st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
+    config = ProxyConfig(
+        upstream=upstream.rstrip("/"),  # options.url checked it
+        durability=durability.mode,
+        token=token,
+        max_body=max_body,
+        idempotency_ttl=idempotency_ttl,
+        recover_on_start=not no_recover,
+        stall_timeout=stall_timeout,
+        redactor=redactor,
+        on_key_conflict=on_key_conflict,
+        idempotency=idempotency,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
+        guard=Guard.of(allow_host, any_host=allow_remote),
+    )
+    asgi, proxy = build_app(st, config)
+    if grpc_side is not None:
+        from a2a_tape.recorder.proxy.grpc_server import attach
+
+        attach(asgi, proxy, *grpc_side)
+    with st:  # a failed start (the port taken) leaves no log this run created and never wrote (store)
+        listen_and_serve(
+            asgi,
+            host,
+            port,
+            lambda url: (
+                f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)})"
+            ),
+            lifespan="on",
+        )
+
+
+def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remote: bool) -> tuple[str, str, int]:
+    """(the agent's gRPC target, host, port) for ``--grpc-listen``, or exit 2 with the reason."""
+    from a2a_tape.recorder.proxy.grpc_server import grpc_target
+
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL, option="--grpc-listen")
+    problem = options.grpc_listen_problem(host, port)
+    if problem is not None:
+        fail(problem)
+    if upstream is None:
+        found = _card_grpc_url(http_upstream)
+        if found is None:
+            fail("the agent's card names no gRPC interface: give its address with --grpc-upstream HOST:PORT")
+        upstream = found
+    return grpc_target(upstream), host, port
+
+
+def _card_grpc_url(http_upstream: str) -> str | None:
+    """The first gRPC interface of the agent's card (exit 2 when the card cannot be read)."""
+    import httpx
+
+    from a2a_tape.recorder import client as a2a
+    from a2a_tape.wire.grpc import card_grpc_urls
+
+    try:
+        resp = httpx.get(a2a.card_url(http_upstream), timeout=10.0, follow_redirects=True)
+        a2a.parse_card(resp.content, "the agent card")
+    except (httpx.HTTPError, a2a.NotAnAgent) as exc:
+        fail(safe_text(f"cannot read the agent's card for its gRPC address: {exc}"))
+    urls = card_grpc_urls(resp.content)
+    return urls[0] if urls else None
+
+
+@app.command("recover")
+def recover_cmd(
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Agent to resume tasks from.",
+            show_default="where each task was recorded from",
+            callback=options.url,
+        ),
+    ] = None,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds without progress before a task is cancelled and FAILED.", callback=options.seconds),
+    ] = DEFAULT_STALL,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Run the startup recovery once: resume or FAIL every task left in flight; say what was done."""
+    if upstream is not None:
+        upstream = upstream.rstrip("/")  # options.url checked it
+    st = open_db(db)
+    live = running_proxy(st)
+    if live is not None:
+        st.close()
+        fail(f"a proxy ({live}) is recording into {db_location(db)}; it recovers when it starts: stop it first")
+    try:
+        report = anyio.run(lambda: recover(st, upstream, stall_timeout=stall_timeout))
+    except RecoveryBusy as exc:
+        fail(str(exc))
+    finally:
+        st.close()
+    if json:
+        emit_json(report)
+        return
+    if not (report.resumed or report.failed or report.replayed):
+        out.print("nothing to recover: no task in flight", markup=False)
+    for t in report.resumed:
+        out.print(f"resumed  {t}", markup=False)
+    for f in report.failed:
+        out.print(safe_text(f"failed   {f.task_id}: {f.reason}"), markup=False, soft_wrap=True)
+    for k in report.replayed:
+        out.print(f"ready to replay  {k}", markup=False)
+
+
+@app.command("probe")
+def probe_cmd(
+    url: Annotated[str, typer.Argument(help="Base URL of an agent (or of an a2a-tape proxy).", callback=options.url)],
+    timeout: Annotated[
+        float, typer.Option(help="Seconds each probe waits for a task to end.", callback=options.seconds)
+    ] = 20.0,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="A2A_TAPE_PROXY_TOKEN",
+            help="Bearer token to send.",
+            show_default=False,
+            callback=options.header_value,
+        ),
+    ] = None,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall."""
+    from a2a_tape.recorder.probe import run_probes
+
+    url = url.rstrip("/")  # options.url checked it
+    st = open_db(db, create=True)
+    try:
+        result = anyio.run(lambda: run_probes(st, url, timeout=timeout, token=token))
+    finally:
+        st.close()
+    if json:
+        emit_json(result)
+    else:
+        for p in result.probes:
+            mark = "ok  " if p.ok else "FAIL"
+            out.print(
+                safe_text(f"{mark} {p.name}: {p.detail}", secrets=[token] if token else []),
+                markup=False,
+                soft_wrap=True,
+            )
+    if result.probes and result.probes[0].name == "agent-card" and not result.probes[0].ok:
+        fail(f"not an A2A agent: {result.probes[0].detail}")  # nothing could be probed: bad input, exit 2
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)

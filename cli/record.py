@@ -1,0 +1,283 @@
+"""``a2a-tape record`` (one live session, recorded write-ahead) and ``a2a-tape demo``."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from enum import StrEnum
+from typing import Annotated, Literal
+
+import anyio
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from a2a_tape.cli import options
+from a2a_tape.cli.app import (
+    BusyTimeoutOption,
+    DbOption,
+    JsonOption,
+    ListenOption,
+    commands,
+    db_location,
+    emit_json,
+    err,
+    fail,
+    listen_address,
+    listen_and_serve,
+    open_db,
+    out,
+    say,
+)
+from a2a_tape.cli.options import Dialect, Durability, OnStall
+from a2a_tape.inspection.words import count
+from a2a_tape.recorder.client import NotAnAgent
+from a2a_tape.recorder.live import render
+from a2a_tape.recorder.record import RecordOptions, RecordResult, record
+from a2a_tape.recorder.session import Session
+from a2a_tape.store.errors import WouldWait
+from a2a_tape.store.redact import build_redactor, safe_text
+from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE
+
+app = commands()
+
+
+class _LiveView:
+    """Redraws the channels after each recorded chunk (the log already has it), at most every 50 ms."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.title = title
+        self.live: Live | None = None
+        self._last = 0.0
+
+    def __enter__(self) -> _LiveView:
+        if self.console.is_terminal:
+            self.live = Live(console=self.console, auto_refresh=False, transient=True)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+
+    def changed(self, session: Session) -> None:
+        if self.live is None:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.05 and self._last:
+            return
+        self._last = now
+        self.live.update(render(session.fold, title=self.title), refresh=True)
+
+
+class BindingOption(StrEnum):
+    """``--binding``: which binding to call the agent in (``recorder.client.BindingChoice``)."""
+
+    auto = "auto"
+    jsonrpc = "jsonrpc"
+    http_json = "http+json"
+
+    @property
+    def choice(self) -> Literal["auto", "jsonrpc", "http+json"]:
+        return self.value
+
+
+DurabilityOption = Annotated[
+    Durability,
+    typer.Option(
+        "--durability",
+        help="normal: each commit survives a crash of a2a-tape (WAL, no fsync); "
+        "full: also a power loss (an fsync per commit, milliseconds on most disks).",
+    ),
+]
+
+
+def run_record(
+    opts: RecordOptions,
+    db: str | None,
+    redact: list[str],
+    *,
+    json: bool,
+    title: str = "",
+    durability: Durability = Durability.normal,
+    busy_timeout: float | None = None,
+) -> tuple[RecordResult, Session]:
+    redactor = build_redactor(redact)
+    st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
+    with st:
+        view = _LiveView(out, title or safe_text(opts.url, redactor))
+        session = Session(st, redactor, on_change=None if json else view.changed)
+        with view:
+            try:
+                result = anyio.run(record, session, opts)
+            except NotAnAgent as exc:
+                fail(str(exc))
+            except KeyboardInterrupt:
+                # what was recorded stays; the interruption is noted if the log takes it at once:
+                # another process holding its lock must not keep a Ctrl-C waiting
+                with contextlib.suppress(WouldWait), st.without_waiting():
+                    session.abandon("interrupted by the user (Ctrl-C)")
+                raise
+    return result, session
+
+
+def report(result: RecordResult, session: Session, db: str | None, *, json: bool, title: str = "") -> None:
+    lone = result.task_id is None and session.fold.lone_message
+    if json:
+        emit_json(
+            {
+                "kind": "message" if lone else "task",
+                "task_id": result.task_id,
+                "message_id": session.fold.reply_id if lone else None,
+                "context_id": result.context_id or (session.fold.reply_context if lone else None),
+                "state": None if lone else result.state,
+                "final_answer": result.final_answer,
+                "events": result.events,
+                "recovered": result.recovered,
+                "stalled": result.stalled,
+                "error": safe_text(result.error, session.redactor, session.secrets) if result.error else None,
+                "local_events": session.local_events,
+                "db": db_location(db),
+            }
+        )
+    else:
+        plain = not out.is_terminal  # a pipe or a file: the answer unboxed and unwrapped
+        out.print(render(session.fold, title=title, done=True, plain=plain), soft_wrap=plain)
+        where = f"task {result.task_id}" if result.task_id else "the exchange"
+        what = "a lone message, no task" if lone else result.state
+        say(
+            f"recorded {count(result.events, 'event')} of {where} ({what}) into {db_location(db)}"
+            + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else "")
+        )
+    if result.exit_code != 0:
+        say(f"a2a-tape: {result.error or 'the task ended ' + result.state}")
+
+
+BindingArg = Annotated[
+    BindingOption,
+    typer.Option(
+        "--binding",
+        help="auto (the card's first interface a2a-tape speaks, said on stderr), jsonrpc or http+json.",
+    ),
+]
+NoGetTaskArg = Annotated[
+    bool,
+    typer.Option("--no-get-task", help="Do not ask the agent for the task once after its stream (GetTask, recorded)."),
+]
+
+
+@app.command("record")
+def record_cmd(
+    url: Annotated[
+        str,
+        typer.Argument(
+            help="Base URL of the A2A agent (its card is at URL/.well-known/agent-card.json).", callback=options.url
+        ),
+    ],
+    text: Annotated[str, typer.Argument(help="The message to send.")],
+    protocol: Annotated[
+        Dialect, typer.Option("--protocol", help="auto (prefer 1.0 when the card offers it), 1.0 or 0.3.")
+    ] = Dialect.auto,
+    binding: BindingArg = BindingOption.auto,
+    no_get_task: NoGetTaskArg = False,
+    no_stream: Annotated[
+        bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")
+    ] = False,
+    context_id: Annotated[str | None, typer.Option("--context-id", help="Continue this context.")] = None,
+    message_id: Annotated[
+        str | None, typer.Option("--message-id", help="Use this messageId.", show_default="a new UUID")
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            "-H",
+            help="Extra request header 'Name: value', printable ASCII (repeatable).",
+            callback=options.headers,
+        ),
+    ] = None,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stall-timeout",
+            help="Seconds without progress while SUBMITTED/WORKING before the task counts as stalled.",
+            callback=options.seconds,
+        ),
+    ] = 120.0,
+    on_stall: Annotated[
+        OnStall, typer.Option("--on-stall", help="cancel the task, or resend (a new task, same contextId).")
+    ] = OnStall.cancel,
+    redact: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact", help="Also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable)."
+        ),
+    ] = None,
+    max_line_bytes: Annotated[
+        int, typer.Option("--max-line-bytes", help="Longest SSE line, or event, accepted.", callback=options.line_bytes)
+    ] = DEFAULT_MAX_LINE,
+    durability: DurabilityOption = Durability.normal,
+    db: DbOption = None,
+    json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
+) -> None:
+    """Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."""
+    opts = RecordOptions(
+        url=url,
+        text=text,
+        protocol=protocol.choice,
+        binding=binding.choice,
+        get_task=not no_get_task,
+        say=say,
+        stream=not no_stream,
+        context_id=context_id,
+        message_id=message_id,
+        headers=options.header_pairs(header or []),
+        stall_timeout=stall_timeout,
+        on_stall=on_stall.choice,
+        max_line=max_line_bytes,
+    )
+    result, session = run_record(opts, db, redact or [], json=json, durability=durability, busy_timeout=busy_timeout)
+    report(result, session, db, json=json)
+    raise typer.Exit(result.exit_code)
+
+
+DEMO_TEXT = "What does a2a-tape record?"
+
+
+@app.command("demo")
+def demo_cmd(
+    agent_only: Annotated[
+        bool,
+        typer.Option(
+            "--agent-only", help="Only run the demo agent, until Ctrl-C, for your own client (prints its URL)."
+        ),
+    ] = False,
+    listen: ListenOption = "127.0.0.1:0",
+    db: DbOption = None,
+) -> None:
+    """Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."""
+    from a2a_tape.recorder import listen as listening
+    from a2a_tape.recorder.demo_agent import make_demo_app
+    from a2a_tape.recorder.demo_steps import free_port, lines, next_steps, program
+
+    host, port = listen_address(listen, allow_remote=False, why="the demo agent is for this machine (loopback only)")
+    if agent_only:
+        listen_and_serve(
+            make_demo_app(), host, port, lambda url: f"a2a-tape demo: the demo agent at {url} (Ctrl-C stops it)"
+        )
+        return
+    with listening.serving(make_demo_app(), host, port) as url:
+        err.print(f"demo agent listening on {url} (in this process)", markup=False)
+        opts = RecordOptions(url=url, text=DEMO_TEXT, stall_timeout=30.0)
+        result, session = run_record(opts, db, [], json=False, title=f"demo agent: {DEMO_TEXT}")
+    report(result, session, db, json=False, title=f"demo agent: {DEMO_TEXT}")
+    if result.task_id:
+        from a2a_tape.cli.inspect import show_cmd
+
+        show_cmd(task=result.task_id, raw=False, db=db, json=False)
+        out.print("\nwhat to try next (each line runs as printed):", markup=False)
+        for line in lines(next_steps(result.task_id, db, db_location(db), DEMO_TEXT, free_port(), program())):
+            out.print("  " + line, markup=False, soft_wrap=True, highlight=False)
+    raise typer.Exit(result.exit_code)

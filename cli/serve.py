@@ -1,0 +1,135 @@
+"""``a2a-tape serve``: the recordings answer as a fake A2A agent (JSON-RPC + SSE, both dialects)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from a2a_tape.cli import options
+from a2a_tape.cli.app import (
+    AllowHostOption,
+    AllowRemoteOption,
+    GrpcListenOption,
+    ListenOption,
+    commands,
+    db_location,
+    fail,
+    listen_address,
+    listen_and_serve,
+    say,
+)
+from a2a_tape.inspection.words import count
+from a2a_tape.replay.serve.engine import ReplayEngine
+from a2a_tape.replay.serve.faults import parse_faults
+from a2a_tape.replay.serve.library import Library
+from a2a_tape.replay.serve.modes import MatchMode, RecordMode
+from a2a_tape.replay.serve.server import create_app
+from a2a_tape.store.redact import build_redactor
+from a2a_tape.wire.loopback import Guard
+
+app = commands()
+WHY_LOCAL = "the replay server is for this machine; add --allow-remote to mean it"  # why --listen stays on this machine
+
+# serve's options (one alias each keeps serve_cmd a parse-call-print)
+TimingOption = Annotated[
+    str,
+    typer.Option(help="instant, real (the recorded gaps) or a factor (10: ten times faster).", callback=options.timing),
+]
+FaultOption = Annotated[
+    list[str],
+    typer.Option(
+        help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).",
+        callback=options.faults,
+    ),
+]
+RecordModeOption = Annotated[
+    RecordMode, typer.Option(help="none (replay only), once, new_episodes or all (the last two need --upstream).")
+]
+UpstreamOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The live agent that unmatched requests go to (record modes).",
+        show_default=False,
+        callback=options.url,
+    ),
+]
+MatchOption = Annotated[MatchMode, typer.Option(help="method-text, strict (whole request less its ids) or order.")]
+RedactOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--redact",
+        help="Record modes: also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).",
+    ),
+]
+TapeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="PATH",
+        help="Database file or JSONL tape.",
+        show_default="$A2A_TAPE_DB, else ./a2a-tape.db",
+    ),
+]
+
+
+def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
+    """(host, port) for ``--grpc-listen``, or exit 2: a remote host, the extra missing, a busy port."""
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL, option="--grpc-listen")
+    problem = options.grpc_listen_problem(host, port)
+    if problem is not None:
+        fail(problem)
+    return host, port
+
+
+@app.command("serve")
+def serve_cmd(
+    listen: ListenOption = "127.0.0.1:8765",
+    allow_remote: AllowRemoteOption = False,
+    allow_host: AllowHostOption = [],
+    timing: TimingOption = "instant",
+    fault: FaultOption = [],
+    record_mode: RecordModeOption = RecordMode.none,
+    upstream: UpstreamOption = None,
+    match: MatchOption = MatchMode.method_text,
+    redact: RedactOption = None,
+    grpc_listen: GrpcListenOption = None,
+    db: TapeOption = None,
+) -> None:
+    """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
+    host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
+    grpc_at = _grpc_listen(grpc_listen, allow_remote) if grpc_listen else None
+    faults = parse_faults(*fault)  # options.faults checked the specs
+    if record_mode.needs_upstream and not upstream:
+        fail(f"--record-mode {record_mode} needs --upstream URL (the live agent to record)")
+    location = db_location(db)
+    records = record_mode.records(upstream)
+    library = Library.open(location, create=records, readonly=not records)
+    try:
+        if not library.episodes and not records:
+            fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
+        engine = ReplayEngine(
+            library,
+            timing=timing,
+            faults=faults,
+            match=match,
+            record_mode=record_mode,
+            upstream=upstream,
+            redactor=build_redactor(redact or []),
+        )
+        said = (
+            f"replaying {count(len(library.episodes), 'recorded send')} from {location} (timing {timing}, faults "
+            f"{faults.describe()}, match {match}, record mode {record_mode})"
+            + (f", upstream {upstream}" if upstream else "")
+        )
+        asgi = create_app(engine, Guard.of(allow_host, any_host=allow_remote))
+        if grpc_at is not None:
+            from a2a_tape.replay.serve.grpc_server import attach
+
+            attach(asgi, engine, *grpc_at, on_ready=lambda at: say(f"a2a-tape serve: gRPC on {at}"))
+        listen_and_serve(
+            asgi, host, port, lambda url: f"a2a-tape serve: {url} {said}", lifespan="on" if grpc_at else "off"
+        )
+    finally:
+        library.save()
+        library.close()

@@ -1,0 +1,145 @@
+"""``a2a-tape import`` and ``a2a-tape export``: move recordings in and out of a database."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from a2a_tape.cli import options
+from a2a_tape.cli import output as output_rules
+from a2a_tape.cli.app import (
+    BusyTimeoutOption,
+    DbOption,
+    JsonOption,
+    commands,
+    db_location,
+    emit_json,
+    err,
+    fail,
+    find_task,
+    open_db,
+)
+from a2a_tape.cli.options import ExportFormat
+from a2a_tape.cli.output import Output
+from a2a_tape.cli.progress import ProgressOption, bar
+from a2a_tape.inspection.words import count
+from a2a_tape.store import safe_location
+from a2a_tape.store.tape import ImportResult, export_lines, import_tape, write_tape
+
+app = commands()
+
+
+@app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="A JSONL tape (docs/tape-format.md); '-' reads stdin.")],
+    db: DbOption = None,
+    json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
+    progress: ProgressOption = False,
+) -> None:
+    """Import a JSONL tape into the database, atomically (a bad line imports nothing)."""
+    if str(file) != "-" and not file.is_file():
+        fail(f"no such file: {file}")
+    st = open_db(db, create=True, busy_timeout=busy_timeout)
+    with st:
+        src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
+        with src, bar("importing", asked=progress, unit="events") as report:
+            result = import_tape(st, src, progress=lambda n: report(n, None))
+    _report("imported", result, json=json)
+
+
+def _report(done: str, result: ImportResult, *, json: bool) -> None:
+    if json:
+        emit_json(result)
+        return
+    err.print(
+        f"{done} {count(result.events, 'event')}, {count(result.exchanges, 'exchange')}, {count(len(result.task_ids), 'task')}"
+        + (f" ({result.skipped} already present)" if result.skipped else "")
+    )
+
+
+@app.command("export")
+def export_cmd(
+    task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Export every task.")] = False,
+    format: Annotated[
+        ExportFormat,
+        typer.Option(
+            "--format",
+            help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).",
+        ),
+    ] = ExportFormat.jsonl,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="Write to FILE instead of stdout ('-': stdout); html: DIR/ writes index.html and a page per task.",
+            callback=output_rules.checked,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            metavar="N",
+            help="With --all: the newest N tasks (html: 200 unless told; one page stops before 20 MB).",
+            callback=options.count,
+        ),
+    ] = None,
+    no_limit: Annotated[
+        bool, typer.Option("--no-limit", help="html with --all: every task, in one page however large.")
+    ] = False,
+    progress: ProgressOption = False,
+    db: DbOption = None,
+) -> None:
+    """Export one task, or the whole log with --all."""
+    if (task is None) == (not all_):
+        fail("name a TASK or pass --all (not both)")
+    if limit is not None and no_limit:
+        fail("--limit and --no-limit do not go together")
+    out = Output(output)
+    if out.directory and format != "html":
+        fail(f"-o {output}: a directory is only for --format html (a page per task)")
+    out.check_apart_from(db_location(db))
+    if format != "jsonl":
+        from a2a_tape.cli.export_formats import export  # other formats live with the inspection views
+
+        export(
+            task=task, all_=all_, format=format, output=out, db=db, limit=limit, no_limit=no_limit, progress=progress
+        )
+        return
+    st = open_db(db, readonly=True)
+    with st:
+        task_ids = None if task is None else [find_task(st, task)]  # a TASK or --all, checked above
+        with out.stream() as fh:
+            n = write_tape(st, fh, task_ids=task_ids)
+    if not out.to_stdout:
+        err.print(f"wrote {count(n - 1, 'line')} to {output}")
+
+
+@app.command("copy")
+def copy_cmd(
+    src: Annotated[str, typer.Argument(help="Source log: a SQLite file or a postgresql:// URL.")],
+    dst: Annotated[str, typer.Argument(help="Destination log: a SQLite file or a postgresql:// URL.")],
+    json: JsonOption = False,
+    busy_timeout: BusyTimeoutOption = None,
+    progress: ProgressOption = False,
+) -> None:
+    """Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically.
+
+    Into an empty DST the copy keeps positions, sequence numbers, exchanges and payload bytes;
+    copying again changes nothing.
+    """
+    source = open_db(src, readonly=True, busy_timeout=busy_timeout)
+    with source:
+        total = source.count_events()
+        target = open_db(dst, create=True, busy_timeout=busy_timeout)
+        with target, bar("copying", asked=progress, unit="events") as report:
+            lines = export_lines(source, source=safe_location(src))
+            result = import_tape(target, lines, progress=lambda n: report(n, total))
+    _report("copied", result, json=json)

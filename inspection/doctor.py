@@ -1,0 +1,401 @@
+"""Lifecycle and contract faults of recorded tasks, each with the event positions involved.
+
+The question doctor answers is "what went wrong on the wire, and would a user have seen it".
+It reads decoded items only (both dialects share one model with lowercase v0.3 states, so a
+finished task that goes back to ``working`` is caught in v1.0 exactly as in v0.3, where some
+audit tools call such a stream clean). Origin-local events (our own recovery notes and
+synthetic FAILED) are context, never faults of the agent.
+
+Levels: ``error`` (the contract was broken, or a user saw something wrong) and ``warning``
+(suspicious, or only a naive client would go wrong). ``a2a-tape doctor`` exits 1 on any error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
+
+import msgspec
+
+from a2a_tape.fold.fold import TaskFold
+from a2a_tape.fold.profiles import channel_of, crossed_channel, is_answer_channel
+from a2a_tape.fold.views import TaskView
+from a2a_tape.inspection.steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
+from a2a_tape.inspection.words import count
+from a2a_tape.store import (
+    ArtifactUpdate,
+    ErrorItem,
+    Exchange,
+    Recordings,
+    StoredEvent,
+    TaskSnapshot,
+    Undecodable,
+)
+
+Level = Literal["error", "warning"]
+Add = Callable[[str, Level, str, Iterable[int]], None]
+"""How a check reports a finding: ``add(code, level, message, positions)``."""
+
+# the checks, with what each means (docs and `doctor --json` consumers rely on the codes)
+CHECKS: dict[str, str] = {
+    "closed-while-working": "a stream ended while the task was still submitted/working",
+    "events-after-terminal": "events arrived after the task reached a terminal state",
+    "terminal-changed": "a terminal state changed afterwards (e.g. completed, then working)",
+    "first-item": "a stream's first item is neither a Task nor a lone Message",
+    "answer-shown-twice": "the final answer is doubled (by the agent, or for a naive client by a snapshot)",
+    "text-crosses-channels": "one artifact carried text of more than one channel",
+    "artifact-not-closed": "an artifact never got lastChunk (while others did, or the task never finished)",
+    "sequence-gap": "upstream sequence numbers skip values",
+    "sequence-repeat": "upstream sequence numbers or event ids repeat",
+    "interrupted-no-follow-up": "the task waits for input or auth and nothing followed",
+    "undecodable": "an item could not be decoded",
+    "after-last-chunk": "text appended to an artifact after its lastChunk (from the projection)",
+    "rpc-error": "a JSON-RPC error arrived on the task's stream (from the projection)",
+    "stored-copy-differs": "the agent's stored task (a GetTask answer after the stream ended it) differs from the stream",
+}
+
+
+class Finding(msgspec.Struct, frozen=True):
+    code: str
+    level: Level
+    task_id: str | None
+    message: str
+    positions: list[int]
+
+
+class Report(msgspec.Struct):
+    tasks: int
+    errors: int
+    warnings: int
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+
+def _streams(steps: Sequence[Step]) -> list[list[Step]]:
+    """The task's steps grouped by exchange (one group when exchanges are unknown), in log order."""
+    groups: dict[int | None, list[Step]] = {}
+    for s in steps:
+        groups.setdefault(s.event.exchange_id, []).append(s)
+    return sorted(groups.values(), key=lambda g: g[0].position)
+
+
+def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()) -> list[Finding]:
+    """Every fault of one task, in the order of the first position involved.
+
+    Pure: the task's stored events (and its exchanges, when known) in, the findings out."""
+    exchanges = list(exchanges)
+    steps = decode_events(events)
+    ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
+    found: list[Finding] = []
+
+    def add(code: str, level: Level, message: str, positions: Iterable[int]) -> None:
+        found.append(Finding(code, level, task_id, message, sorted(set(positions))))
+
+    upstream = [s for s in steps if not s.local]
+    fold = TaskFold(task_id)  # the one fold, over the steps decoded above
+    for step in steps:
+        fold.apply(step.event, step.item)
+    view = fold.view(closed_exchanges(exchanges) if exchanges else None)
+    _check_waiting(steps, add)
+    _check_streams(_streams(upstream), steps, ex_by_id, add)
+    _check_artifacts(task_id, upstream, steps, add)
+    _check_sequences(upstream, add)
+    _check_answer(view, _streams(upstream), ex_by_id, add)
+    _fold_faults(view, add)
+    for s in upstream:
+        if isinstance(s.item.body, Undecodable):
+            add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])
+    found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
+    return found
+
+
+def _check_waiting(steps: Sequence[Step], add: Add) -> None:
+    """The task waits for input or auth and nothing followed: not a fault of the fold (a task may
+    rightly wait), a question about the recording, asked once it ended."""
+    # the last known state, local decisions included (a synthetic FAILED settles a task)
+    states = [s for s in steps if state_of(s) is not None]
+    if states and is_interrupted(state_of(states[-1])):
+        last = states[-1]
+        later = [s for s in steps if s.position > last.position and not s.local]
+        if not later:
+            add(
+                "interrupted-no-follow-up",
+                "warning",
+                f"the task waits ({state_of(last)}) and no follow-up was recorded",
+                [last.position],
+            )
+
+
+def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: dict[int, Exchange], add: Add) -> None:
+    final_state = next((state_of(s) for s in reversed(steps) if state_of(s) is not None), None)
+    for group in streams:
+        ex = ex_by_id.get(group[0].event.exchange_id) if group[0].event.exchange_id is not None else None
+        streaming = ex.streaming if ex is not None else True
+        content = [s for s in group if s.item.kind not in ("error", "undecodable", "note", "other")]
+        if streaming and content and content[0].item.kind not in ("task", "message"):
+            first = content[0]
+            add(
+                "first-item",
+                "error",
+                f"the stream's first item is a {first.item.kind} update, not a Task or a lone Message",
+                [first.position],
+            )
+        if streaming and content and content[0].item.kind == "message" and len(content) > 1:
+            add(
+                "first-item",
+                "error",
+                f"the stream began with a lone Message, then sent {count(len(content) - 1, 'more item')}",
+                [content[0].position, content[1].position],
+            )
+        if not streaming:
+            continue
+        states = [s for s in group if state_of(s) is not None]
+        if not states or state_of(states[-1]) not in ("submitted", "working"):
+            continue
+        errored = any(isinstance(s.item.body, ErrorItem) for s in group if s.position > states[-1].position)
+        why = "after an error item" if errored else "while the task was " + str(state_of(states[-1]))
+        # settled later (by the agent, a resubscribe, a poll, or our own synthetic FAILED): a warning
+        level: Level = "error" if final_state in ("submitted", "working", None) else "warning"
+        later = "; it was never settled" if level == "error" else f"; later it became {final_state}"
+        add(
+            "closed-while-working",
+            level,
+            f"the stream ended {why} (last event at position {group[-1].position}){later}",
+            [states[-1].position, group[-1].position],
+        )
+
+
+def _check_artifacts(task_id: str, upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
+    channels: dict[str, dict[str, list[int]]] = {}
+    closed: dict[str, bool] = {}
+    for s in upstream:
+        body = s.item.body
+        if not isinstance(body, ArtifactUpdate):
+            continue
+        art = body.artifact
+        ch = channel_of(task_id, art)
+        channels.setdefault(art.artifact_id, {}).setdefault(ch, []).append(s.position)
+        named = crossed_channel(task_id, art)
+        if named is not None:
+            add(
+                "text-crosses-channels",
+                "error",
+                f"artifact {art.artifact_id} is a {named} lane but this update says {ch}",
+                [s.position],
+            )
+        if body.last_chunk:
+            closed[art.artifact_id] = True
+        else:
+            closed.setdefault(art.artifact_id, False)
+    for aid, by_channel in channels.items():
+        if len(by_channel) > 1:
+            add(
+                "text-crosses-channels",
+                "error",
+                f"artifact {aid} carried text of {len(by_channel)} channels: {', '.join(sorted(by_channel))}",
+                [p for ps in by_channel.values() for p in ps],
+            )
+    final_state = next((state_of(s) for s in reversed(steps) if state_of(s) is not None), None)
+    # contracts that never send lastChunk (opencode) end artifacts with the task: only flag an open
+    # artifact when the task did not finish, or when the agent does close its other artifacts
+    uses_last_chunk = any(closed.values())
+    for aid, done in closed.items():
+        if not done and (uses_last_chunk or not is_terminal(final_state)):
+            positions = [p for ps in channels[aid].values() for p in ps]
+            add(
+                "artifact-not-closed",
+                "warning",
+                f"artifact {aid} never got lastChunk (task {final_state or 'state unknown'})",
+                [positions[-1]],
+            )
+
+
+def _check_sequences(upstream: Sequence[Step], add: Add) -> None:
+    last_seq: dict[str, tuple[int, int]] = {}
+    seen_ids: dict[str, int] = {}
+    for s in upstream:
+        body = s.item.body
+        if not isinstance(body, ArtifactUpdate):
+            continue
+        meta = body.artifact.meta
+        if meta.event_id is not None:
+            if meta.event_id in seen_ids:
+                add(
+                    "sequence-repeat",
+                    "warning",
+                    f"event_id {meta.event_id} arrived again (a client must dedup it)",
+                    [seen_ids[meta.event_id], s.position],
+                )
+                continue  # one finding per re-sent event
+            else:
+                seen_ids[meta.event_id] = s.position
+        if meta.sequence is None:
+            continue
+        scope = meta.message_id or ""
+        prev = last_seq.get(scope)
+        if prev is not None:
+            prev_seq, prev_pos = prev
+            if meta.sequence <= prev_seq:
+                add(
+                    "sequence-repeat",
+                    "warning",
+                    f"sequence {meta.sequence} after {prev_seq} (repeated or out of order)",
+                    [prev_pos, s.position],
+                )
+            elif meta.sequence > prev_seq + 1:
+                add(
+                    "sequence-gap",
+                    "error",
+                    f"sequence jumps from {prev_seq} to {meta.sequence}: {count(meta.sequence - prev_seq - 1, 'event')} missing",
+                    [prev_pos, s.position],
+                )
+        if prev is None or meta.sequence > prev[0]:
+            last_seq[scope] = (meta.sequence, s.position)
+
+
+_FROM_FOLD = {
+    "terminal-changed": "terminal-changed",
+    "terminal-reopened": "terminal-changed",
+    "after-terminal": "events-after-terminal",
+    "after-last-chunk": "after-last-chunk",
+    "rpc-error": "rpc-error",
+    "stored-copy-differs": "stored-copy-differs",
+}
+"""The faults the fold notes (fold/fold.py holds their rules), under doctor's codes (CHECKS)."""
+
+
+def _fold_faults(view: TaskView, add: Add) -> None:
+    for f in view.faults:
+        code = _FROM_FOLD.get(f.code)
+        if code is not None:
+            add(code, "error" if f.level == "error" else "warning", f.message, f.positions)
+
+
+def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[int]]:
+    """What a naive client shows of one stream: every answer chunk's text concatenated, the
+    stream's Task snapshots included. (The careful view is the fold's, :class:`TaskView`.)"""
+    text: list[str] = []
+    positions: list[int] = []
+    for s in stream:
+        body = s.item.body
+        arts = []
+        if isinstance(body, ArtifactUpdate):
+            arts = [body.artifact]
+        elif isinstance(body, TaskSnapshot):
+            arts = list(body.artifacts)
+        for art in arts:
+            if is_answer_channel(channel_of(task_id, art)) and art.text:
+                text.append(art.text)
+                positions.append(s.position)
+    return "".join(text), positions
+
+
+def _resent_appends(task_id: str, upstream: Sequence[Step]) -> list[Step]:
+    """Answer updates that append the whole text streamed so far (built from two chunks or more).
+
+    That is a snapshot sent as a chunk with no ``final_snapshot`` marker: every client, careful
+    or not, shows the answer twice. Two equal single chunks ("ha" + "ha") are not that: they are
+    both real. Re-sent events (a repeated ``event_id``) are the dedup check's business.
+    """
+    bufs: dict[str, tuple[str, int]] = {}
+    seen: set[str] = set()
+    found: list[Step] = []
+    for s in upstream:
+        body = s.item.body
+        if isinstance(body, TaskSnapshot):
+            bufs = {a.artifact_id: (a.text, 1) for a in body.artifacts}
+            continue
+        if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(task_id, body.artifact)):
+            continue
+        art = body.artifact
+        if art.meta.event_id is not None:
+            if art.meta.event_id in seen:
+                continue
+            seen.add(art.meta.event_id)
+        text = art.text
+        if not body.append or art.meta.source == "final_snapshot":
+            bufs[art.artifact_id] = (text, 1)
+            continue
+        prev, n = bufs.get(art.artifact_id, ("", 0))
+        if n >= 2 and text.strip() and text == prev:
+            found.append(s)
+        bufs[art.artifact_id] = (prev + text, n + 1)
+    return found
+
+
+def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add: Add) -> None:
+    """The answer shown twice: by the agent (a resent whole answer), or for a naive client.
+
+    A naive client reads one stream and concatenates what it carries: only streams count, one at a
+    time. A resubscribe's snapshot opens its own stream (the text so far, not a second answer);
+    a cancel reply and GetTask polls are single answers, not stream items."""
+    answer = view.final_answer
+    resent = [
+        s
+        for stream in streams
+        for s in _resent_appends(view.task_id, stream)
+        if isinstance(s.item.body, ArtifactUpdate)  # what _resent_appends returns
+        and answer
+        and answer.count(s.item.body.artifact.text) >= 2
+    ]
+    if resent:
+        add(
+            "answer-shown-twice",
+            "error",
+            "an update appended the whole answer again without the final_snapshot marker: the answer shows twice",
+            [s.position for s in resent],
+        )
+        return
+    traps: list[int] = []
+    for stream in streams:
+        first = stream[0].event.exchange_id
+        ex = ex_by_id.get(first) if first is not None else None
+        if ex is not None and not ex.streaming:
+            continue  # a JSON answer (GetTask, CancelTask, message/send): no chunks to concatenate
+        # the trap: a final snapshot marked append=true after streamed chunks; a client that
+        # appends it (or concatenates every chunk and snapshot) shows the streamed text twice
+        streamed: set[str] = set()
+        for s in stream:
+            body = s.item.body
+            if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(view.task_id, body.artifact)):
+                continue
+            art = body.artifact
+            if art.meta.source == "final_snapshot":
+                if body.append and art.artifact_id in streamed and art.text:
+                    traps.append(s.position)
+            elif art.text:
+                streamed.add(art.artifact_id)
+        naive, positions = naive_client_view(view.task_id, stream)
+        if answer and naive != answer and naive.count(answer) >= 2:
+            traps += [
+                p
+                for s in stream
+                if (p := s.position) in positions
+                and (
+                    isinstance(s.item.body, TaskSnapshot)
+                    or (
+                        isinstance(s.item.body, ArtifactUpdate) and s.item.body.artifact.meta.source == "final_snapshot"
+                    )
+                )
+            ] or positions[-1:]
+    if traps:
+        add(
+            "answer-shown-twice",
+            "warning",
+            "a client that concatenates every answer chunk and snapshot would show the answer twice "
+            "(a snapshot repeats text already streamed)",
+            sorted(set(traps)),
+        )
+
+
+def diagnose(store: Recordings, task_id: str | None = None) -> Report:
+    """Doctor one task, or every task of the log."""
+    ids = [task_id] if task_id is not None else [t.task_id for t in store.task_events()]
+    found: list[Finding] = []
+    for tid in ids:
+        found.extend(findings(tid, store.read_task(tid), store.exchanges(tid)))
+    errors = sum(1 for f in found if f.level == "error")
+    return Report(tasks=len(ids), errors=errors, warnings=len(found) - errors, findings=found)

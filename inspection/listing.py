@@ -1,0 +1,302 @@
+"""The task list, newest first, a page at a time: an indexed query on the task projection.
+
+``a2a-tape tasks`` costs what it shows: the task index (``store.task_index_*``, kept by
+:class:`fold.projection.Projector` in the same transaction as the task rows) gives the keys
+of the newest tasks by last event, already filtered; only those rows are loaded and viewed.
+:func:`list_tasks` merges in the lone Message replies (:mod:`inspection.messages`), which
+have no task to index, and reads the fold in memory when the index cannot be brought up to date.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
+from typing import NamedTuple
+
+import msgspec
+
+from a2a_tape.fold.fold import TaskFold
+from a2a_tape.fold.projection import Projector
+from a2a_tape.fold.views import TaskView
+from a2a_tape.inspection.messages import LoneMessage, lone_messages
+from a2a_tape.inspection.steps import closed_exchanges
+from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection
+from a2a_tape.store import Exchange, ReadOnlyStore, Recordings, Store, TaskIndexStore, normalise_state
+from a2a_tape.store.methods import binding_and_version
+
+
+def count(
+    store: TaskIndexStore,
+    name: str = "tasks",
+    *,
+    states: Iterable[str] | None = None,
+    context: str | None = None,
+    since: float | None = None,
+) -> int:
+    """How many tasks pass the filters."""
+    return store.task_index_count(name, states=states, context=context, since=since)
+
+
+def newest(
+    store: TaskIndexStore,
+    name: str = "tasks",
+    *,
+    limit: int | None = None,
+    states: Iterable[str] | None = None,
+    context: str | None = None,
+    since: float | None = None,
+    batch: int = 200,
+    closed: Callable[[list[str]], Mapping[int, float]] | None = None,
+) -> Iterator[TaskView]:
+    """The views of the tasks passing the filters, newest last event first, ``limit`` at most,
+    read ``batch`` at a time (memory stays flat however many are listed). ``closed(task_ids)``:
+    the exchanges of those tasks that ended (see :meth:`fold.fold.TaskFold.view`)."""
+    if limit is not None:
+        batch = max(1, min(batch, limit))  # a short listing reads no more rows than it shows
+    keyed = keyed_newest(store, name, states=states, context=context, since=since, batch=batch, closed=closed)
+    return (view for view, _ in islice(keyed, limit))
+
+
+def keyed_newest(
+    store: TaskIndexStore,
+    name: str = "tasks",
+    *,
+    before: int | None = None,
+    states: Iterable[str] | None = None,
+    context: str | None = None,
+    since: float | None = None,
+    batch: int = 200,
+    closed: Callable[[list[str]], Mapping[int, float]] | None = None,
+) -> Iterator[tuple[TaskView, int]]:
+    """:func:`newest` with each view's key in the index: passed back as ``before``, it goes on
+    after that task (paging by key: a page deep in a long list costs what the first one does)."""
+    wanted = None if states is None else sorted(set(states))
+    while True:
+        keys = store.task_index_page(name, limit=batch, before=before, states=wanted, context=context, since=since)
+        if not keys:
+            return
+        ids = [k for k, _ in keys]
+        raw = store.projection_load(name, ids)
+        ended = closed(ids) if closed is not None else None
+        for key, position in keys:
+            row = raw.get(key)
+            if row is None:  # pragma: no cover - rows and index rows commit together
+                continue
+            try:
+                view = TaskFold.load(row).view(ended)
+            except (msgspec.DecodeError, msgspec.ValidationError):  # pragma: no cover - caught by catch_up
+                continue
+            yield view, position
+        if len(keys) < batch:
+            return
+        before = keys[-1][1]
+
+
+def parse_since(value: str | None) -> float | None:
+    """Unix seconds (``1796004536.5``) or an ISO time (``2026-11-30T02:08``, ``...Z``; UTC when no zone).
+
+    Raises ValueError for anything that is not a real moment (nan, inf, years out of range).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        moment = float(text)
+    except ValueError:
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = _dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"'{value}' is neither unix seconds nor an ISO time (2026-11-30T02:08:00Z)") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=_dt.UTC)
+        return parsed.timestamp()
+    try:
+        _dt.datetime.fromtimestamp(moment, _dt.UTC)  # nan, inf and years past 9999 fail here
+    except (ValueError, OverflowError, OSError):
+        raise ValueError(f"'{value}' is not a time (unix seconds from 0 to year 9999)") from None
+    return moment
+
+
+# -- the listing of ``tasks``: tasks and lone Message replies, newest first -------------------------
+
+
+class TaskRow(msgspec.Struct):
+    """One line of ``tasks --json``: a task, or a lone Message reply (``kind`` ``message``: no
+    task, so ``task_id`` and ``state`` are null; ``message_id`` / ``context_id`` name it)."""
+
+    task_id: str | None
+    context_id: str | None
+    state: str | None
+    events: int
+    first_at: float
+    last_at: float
+    profile: str
+    faults: int
+    final_answer: str | None
+    kind: str = "task"
+    message_id: str | None = None
+    bindings: list[str] = []  # how its exchanges went: jsonrpc, http+json (store.methods.BINDINGS)
+
+
+class TaskFilter(msgspec.Struct, frozen=True):
+    """Which tasks a listing keeps: in one of ``states``, of ``context``, active ``since`` (unix seconds)."""
+
+    states: frozenset[str] | None = None
+    context: str | None = None
+    since: float | None = None
+
+    @property
+    def filters(self) -> bool:
+        return bool(self.states) or self.context is not None or self.since is not None
+
+    def keeps(self, v: TaskView) -> bool:
+        return (
+            (self.states is None or v.state in self.states)
+            and (self.context is None or v.context_id == self.context)
+            and (self.since is None or v.last_at >= self.since)
+        )
+
+    def keeps_message(self, m: LoneMessage) -> bool:
+        """A lone Message has no task state: a filter on states leaves it out."""
+        return (
+            self.states is None
+            and (self.context is None or m.context_id == self.context)
+            and (self.since is None or m.events[-1].received_at >= self.since)
+        )
+
+
+def parse_states(values: Iterable[str]) -> tuple[str, ...]:
+    """Task states as a user writes them (repeated, or comma-separated; either dialect's spelling),
+    each once, in the order given. ValueError names a word that is no task state."""
+    states: dict[str, None] = {}
+    for value in values:
+        for word in (w.strip() for w in value.split(",")):
+            if not word:
+                continue
+            state = normalise_state(word)
+            if state == "unknown" and word.lower() != "unknown":
+                raise ValueError(f"unknown task state '{word}'")
+            states[state] = None
+    return tuple(states)
+
+
+class Listing(NamedTuple):
+    total: int  # how many rows pass the filter (tasks and lone Messages)
+    rows: Iterator[TaskRow]  # the newest ``limit`` of them, newest last event first, read as they are iterated
+
+
+def keyed_listing(
+    st: Store,
+    where: TaskFilter,
+    *,
+    before: int | None = None,
+    batch: int = 200,
+    closed: Callable[[list[str]], Mapping[int, float]] | None = None,
+    lone: list[LoneMessage] | None = None,
+) -> Iterator[tuple[TaskView | LoneMessage, int]]:
+    """What ``tasks`` lists from the task index: the tasks and the lone Message replies passing
+    ``where``, newest last event first, each with its key (its last event's position): passed
+    back as ``before``, the listing goes on after it (the UI's pages). ``lone``: the lone Message
+    replies, when the caller has read them already."""
+    if lone is None:
+        lone = lone_messages(st, st.exchanges_without_task())
+    states = None if where.states is None else sorted(where.states)
+    tasks = keyed_newest(
+        st, before=before, states=states, context=where.context, since=where.since, batch=batch, closed=closed
+    )
+    return _newest_first(tasks, [m for m in lone if where.keeps_message(m)], before)
+
+
+def _newest_first(
+    tasks: Iterable[tuple[TaskView, int]], lone: Iterable[LoneMessage], before: int | None = None
+) -> Iterator[tuple[TaskView | LoneMessage, int]]:
+    """Tasks (with their keys, newest first) and lone Message replies (keyed by their last
+    event), merged newest first, after the key ``before``."""
+    messages = sorted(
+        ((m, m.events[-1].position) for m in lone if before is None or m.events[-1].position < before),
+        key=lambda p: p[1],
+        reverse=True,
+    )
+    merged: Iterator[tuple[TaskView | LoneMessage, int]] = heapq.merge(
+        tasks, messages, key=lambda p: p[1], reverse=True
+    )
+    return merged
+
+
+def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Folding = quietly) -> Listing:
+    """Tasks and lone Message replies passing ``where``, newest (by last event) first.
+
+    Tasks come from the task index, a page at a time; on a log that cannot be written and whose
+    projection is behind, from the fold in memory (every task, then sorted)."""
+    proj = task_projection(st, folding=folding)
+    lone = [m for m in lone_messages(st, st.exchanges_without_task()) if where.keeps_message(m)]
+    bindings: dict[str, set[str]] = {}  # task -> the bindings of its exchanges, read with them
+    if isinstance(proj, InMemoryProjection):  # no index to page
+        every = st.exchanges()
+        _note_bindings(every, bindings)
+        views = [v for v in proj.views(closed_exchanges(every)) if where.keeps(v)]
+        views.sort(key=lambda v: v.last_position, reverse=True)
+        merged = _newest_first(((v, v.last_position) for v in views), lone)
+        return Listing(len(views) + len(lone), (_row(found, bindings) for found, _ in islice(merged, limit)))
+    total = count(st, states=where.states, context=where.context, since=where.since) + len(lone)
+    batch = 200 if limit is None else max(1, min(200, limit))  # a short listing reads no more rows than it shows
+    keyed = keyed_listing(st, where, batch=batch, closed=lambda ids: _closed(st, ids, bindings), lone=lone)
+    return Listing(total, (_row(found, bindings) for found, _ in islice(keyed, limit)))
+
+
+def _closed(st: Store, task_ids: Iterable[str], bindings: dict[str, set[str]]) -> dict[int, float]:
+    """The ended exchanges of some tasks (a page of the listing); their bindings noted in ``bindings``."""
+    ended: dict[int, float] = {}
+    for t in task_ids:
+        exchanges = st.exchanges(t)
+        _note_bindings(exchanges, bindings)
+        ended.update(closed_exchanges(exchanges))
+    return ended
+
+
+def _note_bindings(exchanges: Iterable[Exchange], bindings: dict[str, set[str]]) -> None:
+    for ex in exchanges:
+        name = binding_and_version(ex.binding, ex.dialect)[0]
+        if ex.task_id and name:
+            bindings.setdefault(ex.task_id, set()).add(name)
+
+
+def _task_row(v: TaskView, bindings: Iterable[str] = ()) -> TaskRow:
+    row = TaskRow(
+        v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, len(v.faults), v.final_answer
+    )
+    row.bindings = sorted(bindings)
+    return row
+
+
+def _message_row(m: LoneMessage) -> TaskRow:
+    first, last = m.events[0].received_at, m.events[-1].received_at
+    return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
+
+
+def _row(found: TaskView | LoneMessage, bindings: Mapping[str, set[str]]) -> TaskRow:
+    if isinstance(found, LoneMessage):
+        return _message_row(found)
+    return _task_row(found, bindings.get(found.task_id, ()))
+
+
+def newest_ids(st: Store, limit: int | None) -> tuple[list[str], int | None]:
+    """The newest ``limit`` task ids (every one: None) by last event, newest first, and how many
+    tasks the log holds. A log that cannot be written, with its task index behind, is ordered
+    from the log itself, and the count is None."""
+    try:
+        Projector(st).catch_up()
+    except ReadOnlyStore:
+        events = sorted(st.task_events(), key=lambda t: t.last_position, reverse=True)
+        return [t.task_id for t in (events if limit is None else events[:limit])], None
+    return [v.task_id for v in newest(st, limit=limit)], count(st)
+
+
+def log_order_ids(st: Recordings, limit: int | None = None) -> list[str]:
+    """Every task id in log order (of first appearance); the last ``limit`` of them."""
+    ids = [t.task_id for t in st.task_events()]
+    return ids if limit is None else ids[-limit:]

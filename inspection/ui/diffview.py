@@ -1,0 +1,67 @@
+"""Two tasks side by side, as ``a2a-tape diff`` compares them (its normalisation: ids numbered by
+first appearance, timestamps and JSON-RPC ids dropped): the lines of A and B aligned, equal
+runs folded to their ends, the channels that differ shown whole."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+import msgspec
+
+from a2a_tape.inspection.diff import TaskSide, diff_sides
+
+CONTEXT = 3
+"""Equal lines kept on each side of a difference (the rest of an equal run is folded)."""
+
+
+class Line(msgspec.Struct, frozen=True):
+    kind: str  # same / del / add / chg / fold
+    a: str | None
+    b: str | None
+    a_no: int | None = None  # 1-based line numbers
+    b_no: int | None = None
+
+
+class ChannelDiff(msgspec.Struct, frozen=True):
+    name: str
+    a: str
+    b: str
+
+
+class Comparison(msgspec.Struct, frozen=True):
+    a: str
+    b: str
+    equal: bool
+    channels: list[ChannelDiff]
+    lines: list[Line]
+
+
+def aligned(a: Sequence[str], b: Sequence[str], context: int = CONTEXT) -> list[Line]:
+    """The lines of ``a`` and ``b`` side by side (difflib's alignment), long equal runs folded."""
+    out: list[Line] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            n = i2 - i1
+            keep = range(n) if n <= 2 * context + 1 else [*range(context), -1, *range(n - context, n)]
+            for k in keep:
+                if k < 0:
+                    out.append(Line("fold", f"… {n - 2 * context} equal lines …", None))
+                else:
+                    out.append(Line("same", a[i1 + k], b[j1 + k], i1 + k + 1, j1 + k + 1))
+            continue
+        left, right = a[i1:i2], b[j1:j2]
+        for k in range(max(len(left), len(right))):
+            la = left[k] if k < len(left) else None
+            lb = right[k] if k < len(right) else None
+            kind = "chg" if la is not None and lb is not None else ("del" if la is not None else "add")
+            out.append(
+                Line(kind, la, lb, i1 + k + 1 if la is not None else None, j1 + k + 1 if lb is not None else None)
+            )
+    return out
+
+
+def compare(a: TaskSide, b: TaskSide) -> Comparison:
+    pair = diff_sides(a, b)
+    channels = [ChannelDiff(name, a.channels.get(name, ""), b.channels.get(name, "")) for name in pair.channels]
+    return Comparison(a.task_id, b.task_id, pair.equal, channels, aligned(a.events, b.events))

@@ -1,0 +1,440 @@
+"""``a2a-tape ui``: the log in a browser, read-only and live.
+
+Routes (every one behind :func:`.access.protect`: the headers, the loopback guard, the token):
+
+- ``/``: the task list (``?q=`` search, ``state``, ``context``, ``binding``, ``upstream``,
+  ``since``, ``level``; ``before`` the key to go on from); ``/rows``: a further page of it;
+- ``/tasks/{task_id}``: one task (``?n=`` or ``?position=``: the scrubber there);
+  ``/task/rows``, ``/task/at``, ``/task/event``, ``/task/findings``: its parts, as fragments;
+- ``/diff?a=..&b=..``: two tasks side by side, ``diff``'s normalisation;
+- ``/live/tasks``, ``/live/task``: server-sent events as the log grows (:mod:`.live`);
+- ``/static/``: the stylesheet, our script and the vendored htmx (no CDN, no build step).
+
+Pages are rendered on the server (:mod:`.render`, the templates the static export uses too). The
+store is read on worker threads; the event streams wait on the one :class:`.live.Follower`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from a2a_tape.fold.views import TaskView
+from a2a_tape.inspection.diff import normalised
+from a2a_tape.inspection.doctor import findings as doctor_findings
+from a2a_tape.inspection.ui import diffview, pages, reading, rows
+from a2a_tape.inspection.ui.access import protect
+from a2a_tape.inspection.ui.follower import KEEPALIVE, Follower, sse
+from a2a_tape.inspection.ui.reading import BadQuery, Filters
+from a2a_tape.inspection.ui.render import STATIC, fragment, render
+from a2a_tape.inspection.ui.scrub import At, Scrubber
+from a2a_tape.store import Store
+from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard
+
+KEEPALIVE_EVERY = 15.0
+"""Seconds between keep-alive comments on a quiet event stream."""
+
+
+def task_href(task_id: str) -> str:
+    return "/tasks/" + quote(task_id, safe="")
+
+
+class UI:
+    """The app's state: the store, the follower, the scrubber's kept folds."""
+
+    def __init__(self, store: Store, *, where: str, follower: Follower, writable: bool) -> None:
+        self.store = store
+        self.where = where
+        self.follower = follower
+        self.writable = writable
+        self.scrubber = Scrubber(store)
+
+    async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a reader of the store on a worker thread (the loop never waits on the log)."""
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    def page(self, template: str, *, status_code: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(render(template, live=True, where=self.where, **context), status_code)
+
+    # -- the task list ------------------------------------------------------------------------
+
+    async def tasks(self, request: Request) -> Response:
+        try:
+            f = reading.parse_filters(request.query_params.multi_items())
+            before = reading.parse_position(request.query_params.get("before"), "before")
+        except BadQuery as exc:
+            return self.page("tasks.html", status_code=400, **self._list_context(Filters(), None, problem=str(exc)))
+        page = await self.read(reading.task_list, self.store, f, before=before)
+        return self.page("tasks.html", **self._list_context(f, page))
+
+    async def list_rows(self, request: Request) -> Response:
+        try:
+            f = reading.parse_filters(request.query_params.multi_items())
+            before = reading.parse_position(request.query_params.get("before"), "before")
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        page = await self.read(reading.task_list, self.store, f, before=before)
+        context = self._list_context(f, page)
+        return HTMLResponse(fragment("tasks.html", "rows", live=True, **context))
+
+    def _list_context(self, f: Filters, page: reading.ListPage | None, problem: str | None = None) -> dict[str, Any]:
+        found = [] if page is None else page.rows
+        more = None
+        if page is not None and page.more is not None:
+            more = "/rows?" + urlencode([*f.query(), ("before", str(page.more))])
+        live = "/live/tasks?" + urlencode([*f.query(), ("after", str(self.follower.position))])
+        if problem is None and not self.writable:
+            problem = "This log is read-only here: the list shows the task projection as it was last kept."
+        end = "no tasks match" if not found and f != Filters() else ("no tasks recorded yet" if not found else "")
+        return {
+            "f": f,
+            "rows": [_with_href(r) for r in found],
+            "more": more,
+            "live_url": live,
+            "states": reading.STATES,
+            "bindings": reading.BINDINGS,
+            "problem": problem,
+            "end_note": end or "the end of the list",
+            "title": "a2a-tape: tasks",
+            "drop": None,
+        }
+
+    # -- one task --------------------------------------------------------------------------------
+
+    async def task(self, request: Request) -> Response:
+        key = request.path_params["task_id"]
+        task_id = await self.read(reading.resolve, self.store, key)
+        if task_id is None:
+            return self.page(
+                "notice.html", title="a2a-tape: no such task", message=f"No task {key!r} in this log.", status_code=404
+            )
+        if task_id != key:
+            return RedirectResponse(task_href(task_id), 303)
+        try:
+            n = reading.parse_position(request.query_params.get("n"), "n")
+            position = reading.parse_position(request.query_params.get("position"), "position")
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        context = await self.read(self._task_context, task_id, n, position)
+        return self.page("task_page.html", title=f"a2a-tape: task {task_id}", **context)
+
+    def _task_context(self, task_id: str, n: int | None, position: int | None) -> dict[str, Any]:
+        st = self.store
+        cursor = self.follower.position
+        exchanges = st.exchanges(task_id)
+        view = reading.task_view(st, task_id, exchanges)
+        if position is not None:
+            at = self.scrubber.at_position(task_id, position, view.events)
+        else:
+            at = self.scrubber.at(task_id, view.events if n is None else n, view.events, final=view)
+        start = 0
+        if position is not None and position > view.first_position:
+            start = position - 1  # the timeline opens at the position asked for
+        events, more = reading.timeline(st, task_id, after=start)
+        context = pages.task_context(view, exchanges, events, findings=None, channels=at.view)
+        context["at"] = at
+        context["urls"] = self._task_urls(task_id, cursor)
+        context["from_position"] = start or None
+        if more and events:
+            context["more"] = self._rows_url(task_id, events[-1])
+        return context
+
+    def _task_urls(self, task_id: str, cursor: int) -> dict[str, str]:
+        q = {"task": task_id}
+        return {
+            "live": "/live/task?" + urlencode({**q, "after": str(cursor)}),
+            "at": "/task/at?" + urlencode(q),
+            "findings": "/task/findings?" + urlencode(q),
+            "text": "/task/text?" + urlencode(q),
+            "position": task_href(task_id) + "?position=",
+            "page": task_href(task_id),
+            "diff": "/diff?" + urlencode({"a": task_id}),
+        }
+
+    def _rows_url(self, task_id: str, last: Any) -> str:
+        return "/task/rows?" + urlencode({"task": task_id, "after": str(last.position)})
+
+    async def task_rows(self, request: Request) -> Response:
+        task_id, after = request.query_params.get("task", ""), request.query_params.get("after")
+        try:
+            position = reading.parse_position(after, "after") or 0
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        return HTMLResponse(await self.read(self._rows_fragment, task_id, position))
+
+    def _rows_fragment(self, task_id: str, after: int) -> str:
+        st = self.store
+        events, more = reading.timeline(st, task_id, after=after)
+        exchanges = st.exchanges(task_id)
+        view = reading.task_view(st, task_id, exchanges)
+        previous = reading.previous_time(st, task_id, after) if after else None
+        context = pages.task_context(view, exchanges, events, findings=None, previous_at=previous)
+        context["urls"] = self._task_urls(task_id, self.follower.position)
+        if more and events:
+            context["more"] = self._rows_url(task_id, events[-1])
+        return fragment("task.html", "rows", live=True, **context)
+
+    async def task_at(self, request: Request) -> Response:
+        task_id = request.query_params.get("task", "")
+        try:
+            n = reading.parse_position(request.query_params.get("n"), "n")
+            position = reading.parse_position(request.query_params.get("position"), "position")
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        return HTMLResponse(await self.read(self._at_fragment, task_id, n, position))
+
+    def _at_fragment(self, task_id: str, n: int | None, position: int | None) -> str:
+        view = reading.task_view(self.store, task_id, self.store.exchanges(task_id))
+        if position is not None:
+            at = self.scrubber.at_position(task_id, position, view.events)
+        else:
+            at = self.scrubber.at(task_id, view.events if n is None else n, view.events, final=view)
+        return self._channels(view, at)
+
+    def _channels(self, view: TaskView, at: At) -> str:
+        context = {
+            "h": rows.header(view, []),
+            "view": at.view,
+            "tools": rows.tool_table(at.view),
+            "at": at,
+            "urls": self._task_urls(view.task_id, self.follower.position),
+        }
+        return fragment("task.html", "channels", live=True, **context)
+
+    async def task_text(self, request: Request) -> Response:
+        """The whole answer (or reasoning) after ``n`` events, as plain text: what a page clips."""
+        task_id, what = request.query_params.get("task", ""), request.query_params.get("what", "answer")
+        try:
+            n = reading.parse_position(request.query_params.get("n"), "n")
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        if what not in ("answer", "reasoning"):
+            return PlainTextResponse("what: answer or reasoning\n", 400)
+
+        def read() -> str | None:
+            view = reading.task_view(self.store, task_id, self.store.exchanges(task_id))
+            at = self.scrubber.at(task_id, view.events if n is None else n, view.events, final=view)
+            return at.view.final_answer if what == "answer" else at.view.reasoning
+
+        found = await self.read(read)
+        return PlainTextResponse(found or "", headers={"content-disposition": "inline"})
+
+    async def task_event(self, request: Request) -> Response:
+        task_id = request.query_params.get("task", "")
+        try:
+            position = reading.parse_position(request.query_params.get("position"), "position")
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        ev = None if position is None else await self.read(reading.event_at, self.store, task_id, position)
+        if ev is None:
+            return PlainTextResponse("no such event in this task\n", 404)
+        return HTMLResponse(render("event.html", e=pages.event_detail(ev)))
+
+    async def task_findings(self, request: Request) -> Response:
+        task_id = request.query_params.get("task", "")
+        return HTMLResponse(await self.read(self._findings_fragment, task_id))
+
+    def _findings_fragment(self, task_id: str) -> str:
+        st = self.store
+        exchanges = st.exchanges(task_id)
+        found = doctor_findings(task_id, list(st.iter_task(task_id)), exchanges)
+        return fragment(
+            "task.html",
+            "findings",
+            live=True,
+            findings=rows.finding_rows(found),
+            urls=self._task_urls(task_id, self.follower.position),
+        )
+
+    # -- diff ------------------------------------------------------------------------------------
+
+    async def diff(self, request: Request) -> Response:
+        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        context = await self.read(self._diff_context, a, b)
+        return self.page("diff.html", title="a2a-tape: diff", **context)
+
+    def _diff_context(self, a: str, b: str) -> dict[str, Any]:
+        st = self.store
+        ta, tb = (reading.resolve(st, a) if a else None), (reading.resolve(st, b) if b else None)
+        problem = None
+        if (a and ta is None) or (b and tb is None):
+            problem = "No task " + " or ".join(repr(k) for k, t in ((a, ta), (b, tb)) if k and t is None) + "."
+        result = None
+        if ta is not None and tb is not None:
+            result = diffview.compare(normalised(ta, list(st.iter_task(ta))), normalised(tb, list(st.iter_task(tb))))
+        return {"a": a, "b": b, "ta": ta, "tb": tb, "problem": problem, "result": result, "href": task_href}
+
+    # -- live ------------------------------------------------------------------------------------
+
+    async def live_tasks(self, request: Request) -> Response:
+        try:
+            f = reading.parse_filters(request.query_params.multi_items())
+            after = _resume(request)
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        return _stream(self._list_stream(f, after))
+
+    async def _grown(self, after: int) -> AsyncIterator[tuple[int, int] | None]:
+        """``(from, to)`` each time the log grows past ``after`` (None after a quiet while: time for a
+        keep-alive); ends when the server stops."""
+        while not self.follower.closing:
+            upto = await self.follower.past(after, KEEPALIVE_EVERY)
+            if self.follower.closing:
+                return
+            if upto <= after:
+                yield None
+                continue
+            yield after, upto
+            after = upto
+
+    async def _list_stream(self, f: Filters, after: int) -> AsyncIterator[bytes]:
+        async for grown in self._grown(after):
+            if grown is None:
+                yield KEEPALIVE
+                continue
+            for html in await self.read(self._list_updates, f, *grown):
+                yield sse("task", html, grown[1])
+
+    def _list_updates(self, f: Filters, after: int, upto: int) -> list[str]:
+        """The rows of the tasks with events in ``(after, upto]``, one message each: the page puts
+        each at the top in place of its old row (a hidden row when it no longer passes the filters)."""
+        st = self.store
+        touched = st.tasks_touched(after, upto)
+        views = reading.views_of(st, touched)
+        out = []
+        for t in touched:
+            view = views.get(t)
+            if view is None:
+                continue
+            row = _with_href(rows.list_row(view))
+            keep = reading.passes(st, view, f)
+            out.append(
+                fragment(
+                    "tasks.html",
+                    "rows",
+                    live=True,
+                    rows=[row] if keep else [],
+                    more=None,
+                    end_note=None,
+                    drop=None if keep else row.dom_id,
+                )
+            )
+        return out
+
+    async def live_task(self, request: Request) -> Response:
+        task_id = request.query_params.get("task", "")
+        try:
+            after = _resume(request)
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        return _stream(self._task_stream(task_id, after))
+
+    async def _task_stream(self, task_id: str, after: int) -> AsyncIterator[bytes]:
+        last_at = await self.read(_last_time, self.store, task_id, after)
+        async for grown in self._grown(after):
+            if grown is None:
+                yield KEEPALIVE
+                continue
+            update = await self.read(self._task_update, task_id, *grown, last_at)
+            if update is not None:
+                last_at = update.last_at
+                for event, html in (("rows", update.rows), ("header", update.header), ("channels", update.channels)):
+                    yield sse(event, html, grown[1])
+
+    def _task_update(self, task_id: str, after: int, upto: int, last_at: float | None) -> pages.Update | None:
+        st = self.store
+        new = [ev for ev in st.iter_task(task_id, after=after) if ev.position <= upto]
+        if not new:
+            return None
+        exchanges = st.exchanges(task_id)
+        view = reading.task_view(st, task_id, exchanges)
+        context = pages.task_context(view, exchanges, new, findings=None, previous_at=last_at)
+        context["urls"] = self._task_urls(task_id, upto)
+        at = self.scrubber.at(task_id, view.events, view.events, final=view)
+        context["at"] = at
+        return pages.Update(
+            rows=fragment("task.html", "rows", live=True, **context),
+            header=fragment("task.html", "header", live=True, **context),
+            channels=self._channels(view, at),
+            last_at=new[-1].received_at,
+        )
+
+
+def _last_time(store: Store, task_id: str, upto: int) -> float | None:
+    """When the task's last event at or before position ``upto`` arrived, as the projection has
+    it (None when the projection is past ``upto`` or has no such task)."""
+    view = reading.views_of(store, [task_id]).get(task_id)
+    return view.last_at if view is not None and view.last_position <= upto else None
+
+
+def _resume(request: Request) -> int:
+    """Where an event stream starts: after the browser's ``Last-Event-ID`` (a reconnection), else
+    after the ``after`` the page was rendered at."""
+    given = request.headers.get("last-event-id") or request.query_params.get("after")
+    return reading.parse_position(given, "after") or 0
+
+
+def _stream(events: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream", headers={"x-accel-buffering": "no"})
+
+
+def _with_href(row: rows.TaskListRow) -> Any:
+    return _Linked(row)
+
+
+class _Linked:
+    """A list row and its link (the template reads both)."""
+
+    def __init__(self, row: rows.TaskListRow) -> None:
+        self._row = row
+        self.href = None if row.task_id is None else task_href(row.task_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, name)
+
+
+def create_app(store: Store, *, token: str, port: int, where: str, guard: Guard = LOOPBACK_ONLY) -> Starlette:
+    """The UI over ``store``, for the server on ``port``, readable with ``token`` by the clients
+    ``guard`` lets in (loopback only by default: ``--allow-host``, ``--allow-remote``)."""
+    from a2a_tape.inspection.ui.reading import keep_projection
+
+    kept = keep_projection(store)
+    writable = kept is not None
+    follower = Follower(store, (lambda: keep_projection(store) or store.last_position()) if writable else None)
+    ui = UI(store, where=where, follower=follower, writable=writable)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        follower.start()
+        try:
+            yield
+        finally:
+            follower.stop()
+
+    routes = [
+        Route("/", ui.tasks),
+        Route("/rows", ui.list_rows),
+        Route("/tasks/{task_id:path}", ui.task),
+        Route("/task/rows", ui.task_rows),
+        Route("/task/at", ui.task_at),
+        Route("/task/event", ui.task_event),
+        Route("/task/findings", ui.task_findings),
+        Route("/task/text", ui.task_text),
+        Route("/diff", ui.diff),
+        Route("/live/tasks", ui.live_tasks),
+        Route("/live/task", ui.live_task),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+        Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=protect(token=token, port=port, guard=guard))
+    app.state.ui = ui
+    return app
