@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args, overload
 from a2a_tape.store.decode import TextChunk, decode_item, local_note, peek_text_chunk
 from a2a_tape.store.events import Item, Undecodable
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
-from a2a_tape.store.redact import Redactor
+from a2a_tape.store.redact import Redactor, credential_parts
 from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE, SseItem, SseParser
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
 
 Headers = Mapping[str, str] | Sequence[tuple[str, str]]
 RawItem = tuple[bytes, "str | None"]
+ECHOED = "the agent's answer held a credential the request carried: redacted"
 CUT = "the last SSE item had no blank line before the close (kept, marked incomplete)"
 
 
@@ -96,6 +97,7 @@ def plan_events(
     arrived: Sequence[float] | None = None,
     peek: Literal[False],
     notes: list[str] | None = None,
+    secrets: Sequence[str] = (),
 ) -> tuple[list[NewEvent], list[Item]]: ...
 
 
@@ -110,6 +112,7 @@ def plan_events(
     arrived: Sequence[float] | None = None,
     peek: bool = True,
     notes: list[str] | None = None,
+    secrets: Sequence[str] = (),
 ) -> tuple[list[NewEvent], list[Item | TextChunk]]: ...
 
 
@@ -123,6 +126,7 @@ def plan_events(
     arrived: Sequence[float] | None = None,
     peek: bool = True,
     notes: list[str] | None = None,
+    secrets: Sequence[str] = (),
 ) -> tuple[list[NewEvent], list[Item]] | tuple[list[NewEvent], list[Item | TextChunk]]:
     """The append plan of ``(payload, sse event)`` items: each payload redacted, decoded (task id,
     arrival time), as :class:`store.NewEvent` rows; nothing written, nothing shown yet.
@@ -131,7 +135,8 @@ def plan_events(
     the socket (default: now). ``peek``: a plain text chunk (the bulk of a stream) is read with
     the narrow decoder (:func:`store.decode.peek_text_chunk`) and returned as it is. ``ctx``
     learns the task and context ids of the first item that names them. ``notes`` receives a line
-    for each payload that is not JSON and had to be redacted at byte level or replaced whole.
+    for each payload that is not JSON and had to be redacted at byte level or replaced whole, and
+    for each that echoed one of ``secrets`` (values the exchange sent as credentials: replaced).
     """
     wall0 = time.time() - (time.monotonic() - start)  # the wall clock at the exchange's start
     now = time.monotonic()
@@ -145,6 +150,10 @@ def plan_events(
             payload, note = redact(payload)
             if note is not None and notes is not None:
                 notes.append(note)
+        if secrets:
+            payload, echoed = redactor.scrub(payload, secrets)
+            if echoed and notes is not None:
+                notes.append(ECHOED)
         item: Item | TextChunk
         chunk = narrow(payload)
         if chunk is None:
@@ -213,7 +222,7 @@ class Capture:
         self.max_line = max_line
         self.task_id = task_id
         self.context_id = context_id
-        self.secrets: list[str] = [s for s in secrets if s]
+        self.secrets: list[str] = credential_parts(s for s in secrets if s)
         self.notes: list[str] = []  # redaction notes, for the caller to append as local notes
         self.exchange_id: int | None = None  # set by the caller once the row is begun
         self.start = time.monotonic()
@@ -242,8 +251,12 @@ class Capture:
         """The exchange row to begin, redacted (URL, headers, JSON paths of the body). ``binding``:
         how the request goes (:data:`store.methods.BINDINGS`); None with a version means JSON-RPC."""
         url, found = self.redactor.url_secrets(url)
-        self.secrets += found  # a token in the URL must not come back in an error text either
+        # a token in the URL or a credential header must not come back in an error text or an answer
+        self.secrets += [s for s in found + self.redactor.secret_values(headers) if s not in self.secrets]
         self.start = time.monotonic()
+        body, note = self.redactor.request_payload(body, _header(headers, "content-encoding"))
+        if note is not None:
+            self.notes.append(note)
         return Exchange(
             started_at=time.time(),
             url=url,
@@ -252,7 +265,7 @@ class Capture:
             dialect=dialect,
             streaming=streaming,
             request_headers=self.redactor.headers_dict(headers),
-            request_body=self._payload(body),
+            request_body=self._payload(body, paths=False),
             task_id=self.task_id,
             context_id=self.context_id,
             message_id=message_id,
@@ -353,6 +366,7 @@ class Capture:
             arrived=arrived,
             peek=peek,
             notes=self.notes,
+            secrets=self.secrets,
         )
 
     def answer(self, body: bytes, ctx: TaskContext | None = None) -> tuple[NewEvent | None, Item]:
@@ -398,8 +412,14 @@ class Capture:
         """A text for the log or the screen, with every secret of this exchange replaced."""
         return self.redactor.text(value, self.secrets)
 
-    def _payload(self, body: bytes) -> bytes:
-        if not body or not self.redactor.json_paths:
+    def _payload(self, body: bytes, paths: bool = True) -> bytes:
+        """A body kept on the row: its configured paths (``paths``: not done yet) and the
+        exchange's credentials redacted."""
+        if body and self.secrets:
+            body, echoed = self.redactor.scrub(body, self.secrets)
+            if echoed:
+                self.notes.append(ECHOED)
+        if not paths or not body or not self.redactor.json_paths:
             return body
         out, note = self.redactor.payload(body)
         if note is not None:
@@ -446,6 +466,12 @@ class Capture:
                 origin="local",
             )
             yield functools.partial(log.append, new)
+
+
+def _header(headers: Headers, name: str) -> str | None:
+    """The first value of the header ``name`` (any case), or None."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return next((v for k, v in items if k.lower() == name), None)
 
 
 class Appends:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import anyio
 import typer
@@ -91,6 +94,16 @@ IdempotencyOption = Annotated[
         "off: every request goes to the agent (and is recorded), repeats included."
     ),
 ]
+UPSTREAM_CREDENTIALS_ENV = "A2A_TAPE_UPSTREAM_CREDENTIALS"
+UpstreamCredentialsFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="A file holding the upstream agent's USER:PASSWORD (sent as Basic auth), so it is not on the "
+        f"command line; or set ${UPSTREAM_CREDENTIALS_ENV}.",
+        show_default=False,
+    ),
+]
 GrpcUpstreamOption = Annotated[
     str | None,
     typer.Option(
@@ -137,6 +150,7 @@ def proxy_cmd(
     read_timeout: ReadTimeout = DEFAULT_READ_TIMEOUT,
     grpc_listen: GrpcListenOption = None,
     grpc_upstream: GrpcUpstreamOption = None,
+    upstream_credentials_file: UpstreamCredentialsFileOption = None,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
@@ -160,6 +174,7 @@ def proxy_cmd(
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,
         guard=Guard.of(allow_host, any_host=allow_remote),
+        upstream_auth=_upstream_credentials(upstream, upstream_credentials_file),
     )
     asgi, proxy = build_app(st, config)
     if grpc_side is not None:
@@ -176,6 +191,27 @@ def proxy_cmd(
             ),
             lifespan="on",
         )
+
+
+def _upstream_credentials(upstream: str, file: Path | None) -> tuple[str, str] | None:
+    """The upstream's ``(user, password)`` from ``file`` or the environment (exit 2 when both, or
+    with a URL that carries its own, or an unreadable file); None: none given that way."""
+    env = os.environ.get(UPSTREAM_CREDENTIALS_ENV)
+    if file is not None and env:
+        fail(f"give the upstream credentials once: --upstream-credentials-file or ${UPSTREAM_CREDENTIALS_ENV}")
+    if file is None and not env:
+        return None
+    if "@" in urlsplit(upstream).netloc:
+        fail("the upstream URL carries credentials already: drop them from the URL")
+    if file is not None:
+        try:
+            env = file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read --upstream-credentials-file {file}: {getattr(exc, 'strerror', None) or exc}")
+    user, _, password = (env or "").strip().partition(":")
+    if not user and not password:
+        fail("the upstream credentials are empty: USER:PASSWORD expected")
+    return user, password
 
 
 def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remote: bool) -> tuple[str, str, int]:

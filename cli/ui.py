@@ -74,28 +74,33 @@ def ui_cmd(
         token = secrets.token_urlsafe(24)
         bound = sock.getsockname()[1]
         url = f"{listening.url_of(sock)}/?token={token}"
+        # the browser gets a one-time code, not the token: its command line is readable by any local user
+        code = secrets.token_urlsafe(24)
+        opened = f"{listening.url_of(sock)}/?code={code}"
         guard = Guard.of(allow_host, any_host=allow_remote)
-        app_ = create_app(st, token=token, port=bound, where=safe_location(location), guard=guard)
+        app_ = create_app(st, token=token, port=bound, where=safe_location(location), guard=guard, codes={code})
         # the pages' event streams end first, so they do not hold the shutdown for its grace period
         listening.run(
             app_,
             sock,
             lifespan="on",
             on_exit=app_.state.ui.follower.close_streams,
-            listening=functools.partial(_announce, url, host, bound, json=json, open_browser=open_browser),
+            listening=functools.partial(_announce, url, opened, host, bound, json=json, open_browser=open_browser),
         )
     finally:
         st.close()
 
 
-def _announce(url: str, host: str, port: int, *, json: bool, open_browser: bool | None) -> None:
+def _announce(url: str, opened: str, host: str, port: int, *, json: bool, open_browser: bool | None) -> None:
     """The one line: the address with this run's token (not a recorded secret: it opens this
     process's pages, and dies with it), on stdout for people and scripts alike (not emit_json:
-    its redaction would take the token out, and the line is for opening it); then the browser."""
+    its redaction would take the token out, and the line is for opening it); then the browser,
+    given ``opened``: the address with a one-time code, never the token (a browser's command
+    line is readable by every local user; a code already spent there opens nothing)."""
     line = msgspec.json.encode({"url": url, "host": host, "port": port}).decode() if json else f"a2a-tape ui: {url}"
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
     if open_browser if open_browser is not None else sys.stdout.isatty():
         import webbrowser
 
-        webbrowser.open(url)
+        webbrowser.open(opened)

@@ -9,9 +9,16 @@ Secrets are found by their shape, not from a list (docs/design.md, "Trust bounda
   replaced by ``[redacted]``, plus the names the user configures. ``Idempotency-Key`` is not a
   credential: the proxy keeps it in its own column;
 - in a URL: the password of a ``user:password@`` (``%5Bredacted%5D``, the marker
-  percent-encoded), and the value of each query parameter whose name, percent-decoded, has the
+  percent-encoded), the user name when it is the credential (in an http(s)/ws(s) URL: an empty
+  password, ``https://sk_live_X:@host``, or a user name shaped like a token, ``https://TOKEN@host``), and the value of each query parameter whose name, percent-decoded, has the
   shape (``sslpassword``, ``id_token``; ``key``, ``sig``, ``code`` only as a whole word:
-  ``api%5Fkey`` but not ``keyword``); a URL too broken to parse (an unclosed IPv6 bracket) still loses its password.
+  ``api%5Fkey`` but not ``keyword``); a URL too broken to parse (an unclosed IPv6 bracket) still loses its password;
+- a JWT (``eyJ...`` ``.`` ``eyJ...`` ``.`` signature) whatever the header or query name that carries it
+  (``Cf-Access-Jwt-Assertion``, ``X-Goog-IAP-JWT-Assertion``, ``?jwt=``), and in every printed text;
+- a credential the exchange itself sent (a secret header's value, a URL's secret) that comes back
+  in what the agent answers (``invalid key SECRET``): :meth:`Redactor.scrub`, with a note;
+- a request body sent with a ``Content-Encoding`` (gzip, deflate) is redacted on its decoded form
+  (:meth:`Redactor.request_payload`): a configured path never reaches the disk compressed.
 
 JSON paths (``params.message.metadata.token``, ``*`` matching any key or list index) are replaced
 inside request bodies, event payloads and JSON answers (:meth:`Redactor.payload`); a payload that
@@ -35,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -60,6 +68,16 @@ _SECRET_PARAM = re.compile(
     r"(token|secret|passw|signature|session|cookie|credential)|(^(.*[-_.])?(api)?(key|sig|code|pwd|pass|auth|authorization)$)",
     re.I,
 )
+
+# a JSON Web Token: two base64url JSON objects ("eyJ" is '{"') and a signature, dot-separated
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+# in these schemes a user name is the credential when its password is empty ("https://sk_live_X:@host")
+# or when it looks like a token ("https://ghp_16C7e42F292c6912E7710c8@host": 16+ characters, letters and
+# digits); "https://me@host" is a user name and stays
+_USER_IS_CREDENTIAL = frozenset({"http", "https", "ws", "wss"})
+_TOKEN_LIKE = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9._~%+/=-]{16,}$")
+MIN_ECHO = 8  # shorter values sent as credentials are not searched for in answers (too many false hits)
+MAX_DECODED_REQUEST = 64 * 1024 * 1024  # a coded request body is decoded this far for redaction, no further
 
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 _USERINFO_PASSWORD = re.compile(r"^([^:/?#@]*:)([^@/?#]*)(@)")  # in what follows "scheme://"
@@ -90,7 +108,7 @@ class Redactor:
     @staticmethod
     def is_secret_value(value: str) -> bool:
         """A value shaped like a credential (``Bearer ...``, ``Basic ...``) whatever its name."""
-        return _CREDENTIAL_VALUE.match(value) is not None
+        return _CREDENTIAL_VALUE.match(value) is not None or _JWT.search(value) is not None
 
     def is_secret(self, name: str, value: str) -> bool:
         """Whether a header is a secret, by its name or by its value."""
@@ -127,12 +145,15 @@ class Redactor:
             if sep and password:
                 found += _spellings(password)
                 netloc = f"{user}:{_REDACTED_USERINFO}@{host}"  # brackets would read as an IPv6 host
+            elif user and parts.scheme.lower() in _USER_IS_CREDENTIAL and (sep or _TOKEN_LIKE.match(user)):
+                found += _spellings(user)
+                netloc = f"{_REDACTED_USERINFO}{sep}@{host}"
         query = parts.query
         if query:
             fields = []
             for field in query.split("&"):
                 name, eq, value = field.partition("=")
-                if eq and value and self.is_secret_param(name):
+                if eq and value and (self.is_secret_param(name) or _JWT.search(unquote_plus(value))):
                     found += _spellings(value)
                     field = f"{name}={REDACTED}"
                 fields.append(field)
@@ -193,7 +214,47 @@ class Redactor:
         if _SECRET_NAME.search(value) or "earer" in value:
             value = _HEADER_IN_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{REDACTED}", value)
             value = _BEARER_IN_TEXT.sub(lambda m: f"{m.group(1)}{REDACTED}", value)
+        if "eyJ" in value:
+            value = _JWT.sub(REDACTED, value)
         return value
+
+    def secret_values(self, headers: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[str]:
+        """The values of the secret headers among ``headers`` (and the credential after a scheme
+        word: ``Bearer T`` gives ``T`` too): what an answer must not echo (:meth:`scrub`)."""
+        items = headers.items() if isinstance(headers, Mapping) else headers
+        return credential_parts(v for k, v in items if self.is_secret(k, v))
+
+    @staticmethod
+    def scrub(payload: bytes, secrets: Iterable[str]) -> tuple[bytes, bool]:
+        """``payload`` with each of ``secrets`` (as written, and as a JSON string spells it)
+        replaced by the marker; True when one was there. Values shorter than :data:`MIN_ECHO`
+        are left alone. A JSON payload stays JSON: the secret was inside one of its strings."""
+        hit = False
+        for s in secrets:
+            if len(s) < MIN_ECHO:
+                continue
+            for form in dict.fromkeys((s.encode(), _encoder.encode(s)[1:-1])):
+                if form in payload:
+                    payload = payload.replace(form, REDACTED.encode())
+                    hit = True
+        return payload, hit
+
+    def request_payload(self, body: bytes, coding: str | None) -> tuple[bytes, str | None]:
+        """A request body for the log: :meth:`payload`, on the decoded form when the body has a
+        ``Content-Encoding`` (gzip, x-gzip, deflate). A decoded body the configured paths changed
+        is stored decoded and redacted (with a note); one they do not touch keeps its exact bytes;
+        one that cannot be decoded here (another coding, bad bytes, past
+        :data:`MAX_DECODED_REQUEST`) is replaced by :data:`MARKER` when paths are configured."""
+        coding = (coding or "").strip().lower()
+        if not self.json_paths or not body or coding in ("", "identity"):
+            return self.payload(body)
+        plain = _decode_request(body, coding)
+        if plain is None:
+            return MARKER, f"a request body with content-encoding {coding!r} could not be decoded: replaced whole"
+        out, note = self.payload(plain)
+        if out == plain and note is None:
+            return body, None
+        return out, note or f"the request body was {coding}-coded: stored decoded, with its configured paths redacted"
 
 
 def safe_text(text: str, redactor: Redactor | None = None, secrets: Iterable[str] = ()) -> str:
@@ -212,6 +273,41 @@ def safe_urls(text: str, redactor: Redactor | None = None) -> str:
 
 printable = safe_text
 _DEFAULT: Redactor
+
+
+def credential_parts(values: Iterable[str]) -> list[str]:
+    """Each value, and the credential after its scheme word (``Bearer T``: ``T``), once each."""
+    out: list[str] = []
+    for v in values:
+        v = v.strip()
+        scheme, sp, rest = v.partition(" ")
+        for part in (v, rest.strip() if sp and _CREDENTIAL_VALUE.match(v) else ""):
+            if part and part not in out:
+                out.append(part)
+    return out
+
+
+def _decode_request(body: bytes, coding: str) -> bytes | None:
+    """``body`` with its codings undone (gzip, x-gzip, deflate; the last applied first), at most
+    :data:`MAX_DECODED_REQUEST` bytes; None when it cannot be decoded here."""
+    codings = [c.strip() for c in coding.split(",") if c.strip() not in ("", "identity")]
+    if len(codings) > 2:
+        return None
+    for c in reversed(codings):
+        if c in ("gzip", "x-gzip"):
+            obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif c == "deflate":
+            obj = zlib.decompressobj(zlib.MAX_WBITS if body[:1] == b"\x78" else -zlib.MAX_WBITS)
+        else:
+            return None
+        try:
+            out = obj.decompress(body, MAX_DECODED_REQUEST)
+        except zlib.error:
+            return None
+        if obj.unconsumed_tail or not obj.eof:
+            return None  # past the bound, or cut short
+        body = out
+    return body
 
 
 def _spellings(value: str) -> list[str]:

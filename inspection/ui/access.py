@@ -13,7 +13,9 @@ Every request, page, fragment, stream and static file alike, passes three layers
 3. :class:`TokenCheck`, the UI's own: the run's random token, from ``?token=`` (the URL
    ``a2a-tape ui`` prints) or this port's cookie; without it, 401. A page opened with ``?token=``
    gets the cookie (``HttpOnly``, ``SameSite=Strict``) and is redirected to the same address
-   without the token, so the token stays out of the history and of every link.
+   without the token, so the token stays out of the history and of every link. ``ui --open`` hands
+   the browser a one-time code instead (``?code=``), good for one cookie: the token itself never
+   goes on the browser's command line, where another local user could read it (``ps``).
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ def cookie_name(port: int) -> str:
     return f"a2a_tape_ui_{port}"
 
 
-def protect(*, token: str, port: int, guard: Guard) -> list[Middleware]:
-    """The UI's middleware, outermost first: the headers, the loopback guard, the token."""
+def protect(*, token: str, port: int, guard: Guard, codes: set[str] | None = None) -> list[Middleware]:
+    """The UI's middleware, outermost first: the headers, the loopback guard, the token (or one
+    of ``codes``, each good once)."""
     return [
         Middleware(SecurityHeaders),
         Middleware(LoopbackGuard, guard=guard),
-        Middleware(TokenCheck, token=token, port=port),
+        Middleware(TokenCheck, token=token, port=port, codes=codes),
     ]
 
 
@@ -79,10 +82,11 @@ class SecurityHeaders:
 class TokenCheck:
     """ASGI middleware: the run's token, in the address once (then a cookie) or in the cookie."""
 
-    def __init__(self, app: ASGIApp, *, token: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, *, token: str, port: int, codes: set[str] | None = None) -> None:
         self.app = app
         self.token = token
         self.cookie = cookie_name(port)
+        self.codes = codes if codes is not None else set()  # one-time codes: each exchanged once for the cookie
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = self.refusal(scope) if scope["type"] == "http" else None
@@ -95,9 +99,10 @@ class TokenCheck:
         """The answer to a request that may not go on (or that only sets the cookie), or None."""
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = next((v for k, v in query if k == "token"), None)
-        if given is not None and self._valid(given):
+        code = next((v for k, v in query if k == "code"), None)
+        if (given is not None and self._valid(given)) or (code is not None and self._redeem(code)):
             # keep it in a cookie, and take it out of the address bar
-            rest = urlencode([(k, v) for k, v in query if k != "token"])
+            rest = urlencode([(k, v) for k, v in query if k not in ("token", "code")])
             target = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
@@ -105,6 +110,14 @@ class TokenCheck:
         if self._valid(_cookie(Headers(scope=scope), self.cookie)):
             return None
         return PlainTextResponse("a2a-tape ui: open the address with its ?token= that 'a2a-tape ui' printed\n", 401)
+
+    def _redeem(self, code: str) -> bool:
+        """A one-time code, spent here (a second use is refused)."""
+        for known in list(self.codes):
+            if hmac.compare_digest(code.encode(), known.encode()):
+                self.codes.discard(known)
+                return True
+        return False
 
     def _valid(self, value: str | None) -> bool:
         return bool(value) and hmac.compare_digest(str(value).encode(), self.token.encode())

@@ -402,7 +402,9 @@ class _Linked:
         return getattr(self._row, name)
 
 
-def create_app(store: Store, *, token: str, port: int, where: str, guard: Guard = LOOPBACK_ONLY) -> Starlette:
+def create_app(
+    store: Store, *, token: str, port: int, where: str, guard: Guard = LOOPBACK_ONLY, codes: set[str] | None = None
+) -> Starlette:
     """The UI over ``store``, for the server on ``port``, readable with ``token`` by the clients
     ``guard`` lets in (loopback only by default: ``--allow-host``, ``--allow-remote``)."""
     from a2a_tape.inspection.ui.reading import keep_projection
@@ -435,6 +437,8 @@ def create_app(store: Store, *, token: str, port: int, where: str, guard: Guard 
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=protect(token=token, port=port, guard=guard))
+    app = Starlette(
+        routes=routes, lifespan=lifespan, middleware=protect(token=token, port=port, guard=guard, codes=codes)
+    )
     app.state.ui = ui
     return app

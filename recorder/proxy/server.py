@@ -131,10 +131,14 @@ class ProxyConfig:
     first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
     read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
     guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (wire.loopback)
+    upstream_auth: tuple[str, str] | None = None  # (user, password) given apart from the URL (a file, the env)
 
     @cached_property
     def target(self) -> Upstream:
-        return Upstream.parse(self.upstream)
+        parsed = Upstream.parse(self.upstream)
+        if self.upstream_auth is None:
+            return parsed
+        return Upstream(parsed.origin, httpx.BasicAuth(*self.upstream_auth))
 
     @property
     def origin(self) -> str:
@@ -159,6 +163,7 @@ class Outgoing:
     dialect: str | None  # the protocol version
     binding: str | None = None  # store.methods.BINDINGS; None: not an A2A request
     departure: Departure = field(default_factory=Departure)  # whether it may have reached the upstream
+    notes: list[str] = field(default_factory=list)  # redaction notes of the request row, written with the answer's
 
 
 class Proxy:
@@ -530,6 +535,9 @@ class Proxy:
         """The exchange row of a client's request, redacted (its URL, headers and JSON paths)."""
         msg = params.message
         redactor = self.config.redactor
+        body, note = redactor.request_payload(out.body, request.headers.get("content-encoding"))
+        if note is not None:
+            out.notes.append(note)
         return store.Exchange(
             started_at=time.time(),
             url=self._stored_url(out.url),
@@ -539,7 +547,7 @@ class Proxy:
             binding=out.binding,
             streaming=streaming,
             request_headers=redactor.headers_dict(request.headers.items()),
-            request_body=redactor.json_bytes(out.body),
+            request_body=body,
             task_id=params.id or (msg.taskId if msg else None),
             context_id=msg.contextId if msg else None,
             message_id=msg.messageId if msg else None,
@@ -623,8 +631,12 @@ class Proxy:
         """Relay one request upstream; runs in the proxy's task group (outlives the client)."""
         assert self.http is not None
         cfg = self.config
-        cap = Capture(cfg.redactor)  # the capture core: SSE items, redaction, task ids
+        # the capture core: SSE items, redaction (the credentials sent upstream too, if echoed), task ids
+        sent = cfg.redactor.secret_values(out.headers) + cfg.redactor.url_secrets(out.url)[1]
+        sent += [cfg.upstream_auth[1]] if cfg.upstream_auth else []
+        cap = Capture(cfg.redactor, secrets=sent)
         cap.exchange_id = ex_id
+        cap.notes += out.notes
         row: dict[str, object] = {}
         release = False
         try:
