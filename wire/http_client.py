@@ -83,7 +83,7 @@ async def read_body(
     has its own decoder (the capture core's :func:`capture.sending.body_chunks`)."""
     # a Content-Length counts the coded bytes: only without a coding is it the body's own size
     declared = None if resp.headers.get("content-encoding") else resp.headers.get("content-length")
-    body = await _up_to(chunks if chunks is not None else resp.aiter_bytes(), declared, limit)
+    body = await _up_to(chunks if chunks is not None else body_chunks(resp), declared, limit)  # codings bounded
     if body is None:
         raise BodyTooLarge(what, limit)
     return body
