@@ -1,6 +1,6 @@
 """Memory a hostile answer can take (issue 36, item 3): the peak resident size of ``a2a-tape
 record`` against an agent whose card is 1,436 bytes of ``Content-Encoding: gzip, gzip`` decoding
-to ~700 MB (tests/support/bombs.py). Before the bound on every coding layer (replay/codings.py):
+to ~700 MB (tests/support/bombs.py). Before the bound on every coding layer (wire/codings.py):
 ~1.4 GiB and ~20 s; with it, the run stops at the bound (16 MiB + 1100 per coded byte, per layer).
 
     .venv/bin/python benchmarks/bench_memory.py

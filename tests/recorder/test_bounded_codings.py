@@ -1,5 +1,5 @@
 """Every content-coding layer is bounded (issue 36, item 3): a ~1.4 KB ``gzip, gzip`` answer that
-decodes to ~700 MB stops at the decoded bound (:mod:`replay.codings`) in ``record`` (its card, or
+decodes to ~700 MB stops at the decoded bound (:mod:`wire.codings`) in ``record`` (its card, or
 its answer) and in the proxy, with one line saying why. The memory figure is in
 benchmarks/bench_memory.py, not here."""
 
