@@ -87,6 +87,7 @@ class ExportFormat(StrEnum):
     har = "har"
     mermaid = "mermaid"
     html = "html"
+    otlp = "otlp"
 
 
 # -- checks ----------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def export_cmd(
         ExportFormat,
         typer.Option(
             "--format",
-            help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram) or html (a self-contained report).",
+            help="jsonl (the tape format), har (HAR 1.2), mermaid (a sequence diagram), html (a self-contained "
+            "report) or otlp (OpenTelemetry traces: OTLP/JSON, or OTLP/HTTP with --endpoint; needs a2a-tape[otel]).",
         ),
     ] = ExportFormat.jsonl,
     output: Annotated[
@@ -94,18 +95,33 @@ def export_cmd(
     no_limit: Annotated[
         bool, typer.Option("--no-limit", help="html with --all: every task, in one page however large.")
     ] = False,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint",
+            metavar="URL",
+            help="otlp: send to this OTLP/HTTP collector (http://host:4318, or its full /v1/traces URL) instead of a file.",
+        ),
+    ] = None,
     progress: ProgressOption = False,
     db: DbOption = None,
 ) -> None:
     """Export one task, or the whole log with --all."""
     if (task is None) == (not all_):
         fail("name a TASK or pass --all (not both)")
+    if endpoint is not None and (format != "otlp" or output is not None):
+        fail("--endpoint goes with --format otlp, and not with -o (the spans go to the collector)")
     if limit is not None and no_limit:
         fail("--limit and --no-limit do not go together")
     out = Output(output)
     if out.directory and format != "html":
         fail(f"-o {output}: a directory is only for --format html (a page per task)")
     out.check_apart_from(db_location(db))
+    if format == "otlp":
+        from .export_otlp import export_otlp  # the spans are built with the optional OpenTelemetry packages
+
+        export_otlp(task=task, output=out, endpoint=endpoint, db=db, limit=limit, progress=progress)
+        return
     if format != "jsonl":
         from a2a_tape.cli.export_formats import export  # other formats live with the inspection views
 

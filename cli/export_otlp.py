@@ -1,0 +1,116 @@
+"""``a2a-tape export --format otlp``: the recorded tasks as OpenTelemetry traces (docs/otel.md).
+
+To a file (``-o FILE``, or stdout): OTLP/JSON, one ``ExportTraceServiceRequest`` a line. To a
+collector (``--endpoint URL``): OTLP/HTTP in protobuf. The spans are built in
+:mod:`a2a_tape.inspection.otlp` with the official OpenTelemetry packages (the ``otel`` extra):
+without them, one line says what to install (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from a2a_tape.inspection.listing import log_order_ids
+from a2a_tape.inspection.words import count
+from a2a_tape.store import safe_location
+
+from .app import db_location, err, fail, find_task, open_db
+from .output import Output
+from .progress import bar
+
+if TYPE_CHECKING:
+    from a2a_tape.inspection.otlp import Settings
+    from a2a_tape.store import Store
+
+MISSING = "--format otlp needs the OpenTelemetry packages: pip install 'a2a-tape[otel]'"
+
+
+def available() -> bool:
+    """Whether the ``otel`` extra is installed (the SDK, the OTLP/HTTP exporter, the OTLP protobuf messages)."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
+        import opentelemetry.proto.trace.v1.trace_pb2
+        import opentelemetry.sdk.trace  # noqa: F401
+        from google.protobuf import json_format  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("a2a-tape")
+    except PackageNotFoundError:
+        return "0"
+
+
+def check_endpoint(url: str) -> str:
+    """``--endpoint``: an http(s) URL with a host (one line, exit 2, otherwise)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port out of range raises here
+    except ValueError as exc:
+        fail(f"--endpoint {url}: {exc}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        fail(f"--endpoint {url}: not an http(s) URL of a collector (e.g. http://127.0.0.1:4318)")
+    return url
+
+
+def export_otlp(
+    *,
+    task: str | None,
+    output: Output,
+    endpoint: str | None,
+    db: str | None,
+    limit: int | None,
+    progress: bool,
+) -> None:
+    if not available():
+        fail(MISSING)
+    from a2a_tape.inspection import otlp
+
+    if endpoint is not None:
+        check_endpoint(endpoint)
+    st = open_db(db, readonly=True)
+    with st:
+        task_ids = [find_task(st, task)] if task is not None else log_order_ids(st, limit)
+        s = otlp.settings(_version(), safe_location(db_location(db)))
+        where = otlp.endpoint_url(endpoint) if endpoint is not None else output.name
+        with bar("exporting otlp", asked=progress, unit="tasks", show=progress or len(task_ids) >= 50) as report:
+            spans = _send(st, task_ids, s, output, endpoint, lambda n: report(n, len(task_ids)))
+    err.print(
+        f"exported {count(len(task_ids), 'task')} ({count(spans, 'span')}) as OTLP to {where}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def _send(
+    st: Store, task_ids: list[str], s: Settings, output: Output, endpoint: str | None, step: Callable[[int], None]
+) -> int:
+    """Every batch to the file or the collector; how many spans went."""
+    from a2a_tape.inspection import otlp
+
+    batches = otlp.batches(st, task_ids, s, progress=step)
+    sent = 0
+    if endpoint is None:
+        with output.stream() as fh:
+            write = otlp.write_json_lines(fh)
+            for batch in batches:
+                write(batch)
+                sent += len(batch)
+        return sent
+    post, close = otlp.post_to(endpoint)
+    try:
+        for batch in batches:
+            post(batch)
+            sent += len(batch)
+    except otlp.ExportFailed as exc:
+        fail(f"cannot export to {otlp.endpoint_url(endpoint)}: {exc} ({count(sent, 'span')} sent before)")
+    finally:
+        close()
+    return sent
