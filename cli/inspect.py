@@ -35,6 +35,7 @@ from a2a_tape.inspection.messages import find_message
 from a2a_tape.inspection.task_views import task_view
 from a2a_tape.inspection.words import count
 from a2a_tape.store import StoredEvent
+from a2a_tape.wire.trace_context import carried
 
 app = commands()
 
@@ -80,6 +81,7 @@ def show_cmd(
             _follow(timeline.follow(st, task_id, events, idle=idle), task_id, events, raw=raw, json=json)
             return
         wires = timeline.wires(st, task_id if lone is None else None, events)
+        traces = carried((ex.id, ex.request_headers) for ex in st.exchanges(task_id)) if lone is None else []
     if raw:
         _write_raw(events)
         return
@@ -88,6 +90,7 @@ def show_cmd(
         emit_json([e.row for e in entries])
         return
     render.timeline(task_id, entries, timeline.labels(wires))
+    render.trace_context(traces)
 
 
 def _write_raw(events: list[StoredEvent]) -> None:

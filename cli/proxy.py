@@ -151,6 +151,14 @@ def proxy_cmd(
     grpc_listen: GrpcListenOption = None,
     grpc_upstream: GrpcUpstreamOption = None,
     upstream_credentials_file: UpstreamCredentialsFileOption = None,
+    inject_traceparent: Annotated[
+        bool,
+        typer.Option(
+            "--inject-traceparent",
+            help="Send a new W3C traceparent upstream when the client sent none (never over the client's), "
+            "recorded with the exchange, so the agent's spans join its trace (docs/otel.md).",
+        ),
+    ] = False,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
@@ -175,6 +183,7 @@ def proxy_cmd(
         read_timeout=read_timeout,
         guard=Guard.of(allow_host, any_host=allow_remote),
         upstream_auth=_upstream_credentials(upstream, upstream_credentials_file),
+        inject_traceparent=inject_traceparent,
     )
     asgi, proxy = build_app(st, config)
     if grpc_side is not None:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the rows' types only: each command imports what it reads, n
     from a2a_tape.inspection.grep import Match
     from a2a_tape.inspection.listing import TaskRow
     from a2a_tape.inspection.timeline import Entry
+    from a2a_tape.wire.trace_context import ExchangeTrace
 
 TABLE_ROWS = 500
 """Up to this many rows are one rich table; longer listings stream as aligned lines."""
@@ -73,6 +74,16 @@ def timeline(task_id: str, entries: Sequence[Entry], bindings: Sequence[str] = (
     if any(e.local for e in entries):
         err.print(
             "LOCAL rows were written by a2a-tape itself (recovery decisions, a synthetic FAILED), not by the agent"
+        )
+
+
+def trace_context(traces: Sequence[ExchangeTrace]) -> None:
+    """Under a timeline: the W3C trace context each exchange's request carried (docs/otel.md)."""
+    for t in traces:
+        parts = [f"{name} {value}" for name in ("traceparent", "tracestate", "baggage") if (value := getattr(t, name))]
+        injected = " (started by the proxy: the client sent none)" if t.injected else ""
+        out.print(
+            f"exchange {t.exchange_id}: {'; '.join(parts)}{injected}", markup=False, highlight=False, soft_wrap=True
         )
 
 

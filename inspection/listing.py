@@ -25,6 +25,7 @@ from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection
 from a2a_tape.store import Exchange, ReadOnlyStore, Recordings, Store, TaskIndexStore, normalise_state
 from a2a_tape.store.methods import binding_and_version
+from a2a_tape.wire.trace_context import ExchangeTrace, of_headers
 
 
 def count(
@@ -140,6 +141,7 @@ class TaskRow(msgspec.Struct):
     kind: str = "task"
     message_id: str | None = None
     bindings: list[str] = []  # how its exchanges went: jsonrpc, http+json (store.methods.BINDINGS)
+    trace_context: list[ExchangeTrace] = []  # the traceparent / tracestate / baggage its requests carried
 
 
 class TaskFilter(msgspec.Struct, frozen=True):
@@ -234,7 +236,7 @@ def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Fold
     projection is behind, from the fold in memory (every task, then sorted)."""
     proj = task_projection(st, folding=folding)
     lone = [m for m in lone_messages(st, st.exchanges_without_task()) if where.keeps_message(m)]
-    bindings: dict[str, set[str]] = {}  # task -> the bindings of its exchanges, read with them
+    bindings = _Seen()  # task -> the bindings and trace context of its exchanges, read with them
     if isinstance(proj, InMemoryProjection):  # no index to page
         every = st.exchanges()
         _note_bindings(every, bindings)
@@ -248,7 +250,7 @@ def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Fold
     return Listing(total, (_row(found, bindings) for found, _ in islice(keyed, limit)))
 
 
-def _closed(st: Store, task_ids: Iterable[str], bindings: dict[str, set[str]]) -> dict[int, float]:
+def _closed(st: Store, task_ids: Iterable[str], bindings: _Seen) -> dict[int, float]:
     """The ended exchanges of some tasks (a page of the listing); their bindings noted in ``bindings``."""
     ended: dict[int, float] = {}
     for t in task_ids:
@@ -258,11 +260,21 @@ def _closed(st: Store, task_ids: Iterable[str], bindings: dict[str, set[str]]) -
     return ended
 
 
-def _note_bindings(exchanges: Iterable[Exchange], bindings: dict[str, set[str]]) -> None:
+class _Seen:
+    """What a listing learnt of each task's exchanges: their bindings, the trace context their requests carried."""
+
+    def __init__(self) -> None:
+        self.bindings: dict[str, set[str]] = {}
+        self.traces: dict[str, list[ExchangeTrace]] = {}
+
+
+def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
     for ex in exchanges:
         name = binding_and_version(ex.binding, ex.dialect)[0]
         if ex.task_id and name:
-            bindings.setdefault(ex.task_id, set()).add(name)
+            seen.bindings.setdefault(ex.task_id, set()).add(name)
+        if ex.task_id and (carried := of_headers(ex.id, ex.request_headers)) is not None:
+            seen.traces.setdefault(ex.task_id, []).append(carried)
 
 
 def _task_row(v: TaskView, bindings: Iterable[str] = ()) -> TaskRow:
@@ -278,10 +290,12 @@ def _message_row(m: LoneMessage) -> TaskRow:
     return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
 
 
-def _row(found: TaskView | LoneMessage, bindings: Mapping[str, set[str]]) -> TaskRow:
+def _row(found: TaskView | LoneMessage, seen: _Seen) -> TaskRow:
     if isinstance(found, LoneMessage):
         return _message_row(found)
-    return _task_row(found, bindings.get(found.task_id, ()))
+    row = _task_row(found, seen.bindings.get(found.task_id, ()))
+    row.trace_context = sorted(seen.traces.get(found.task_id, []), key=lambda t: t.exchange_id or 0)
+    return row
 
 
 def newest_ids(st: Store, limit: int | None) -> tuple[list[str], int | None]:

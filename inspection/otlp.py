@@ -37,9 +37,9 @@ from a2a_tape.store import (
     decode_item,
 )
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
+from a2a_tape.wire.trace_context import TraceParent, of_headers, parse_traceparent
 
 from .doctor import Finding, findings
-from .trace_context import TraceParent, of_headers, parse_traceparent
 
 SEMCONV_PIN = "eternalcuriouslearner/semantic-conventions-genai@05bcacee0cf9c7f96f10d148542d0f8b8043e4be"
 """The head of open-telemetry/semantic-conventions-genai PR #195 (A2A) whose attributes we follow."""

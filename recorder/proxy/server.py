@@ -106,6 +106,7 @@ from a2a_tape.wire import sse_frames as frames
 from a2a_tape.wire.grpc import rewrite_grpc_urls
 from a2a_tape.wire.http_client import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
+from a2a_tape.wire.trace_context import INJECTED_HEADER, new_traceparent
 
 DEFAULT_MAX_BODY = MAX_REQUEST
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -132,6 +133,7 @@ class ProxyConfig:
     read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
     guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (wire.loopback)
     upstream_auth: tuple[str, str] | None = None  # (user, password) given apart from the URL (a file, the env)
+    inject_traceparent: bool = False  # start a W3C traceparent when the client sent none (docs/otel.md)
 
     @cached_property
     def target(self) -> Upstream:
@@ -164,6 +166,14 @@ class Outgoing:
     binding: str | None = None  # store.methods.BINDINGS; None: not an A2A request
     departure: Departure = field(default_factory=Departure)  # whether it may have reached the upstream
     notes: list[str] = field(default_factory=list)  # redaction notes of the request row, written with the answer's
+    injected: str | None = None  # the traceparent the proxy started (--inject-traceparent), sent upstream
+
+
+def _with_injected(headers: dict[str, str], injected: str | None) -> dict[str, str]:
+    """The recorded request headers: the client's, and the traceparent the proxy started (marked as ours)."""
+    if injected is None:
+        return headers
+    return {**headers, "traceparent": injected, INJECTED_HEADER: injected}
 
 
 class Proxy:
@@ -288,6 +298,9 @@ class Proxy:
             rpc_id=request_id(body) if jsonrpc else None,
             dialect=None,
         )
+        if self.config.inject_traceparent and "traceparent" not in request.headers:  # never over the client's
+            out.injected = new_traceparent()
+            out.headers = [*out.headers, ("traceparent", out.injected)]
         try:
             if jsonrpc:
                 return await self._jsonrpc(request, out)
@@ -546,7 +559,7 @@ class Proxy:
             dialect=out.dialect,
             binding=out.binding,
             streaming=streaming,
-            request_headers=redactor.headers_dict(request.headers.items()),
+            request_headers=_with_injected(redactor.headers_dict(request.headers.items()), out.injected),
             request_body=body,
             task_id=params.id or (msg.taskId if msg else None),
             context_id=msg.contextId if msg else None,
