@@ -32,6 +32,8 @@ from a2a_tape.store.redact import safe_text, safe_urls
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from a2a_tape.inspection.messages import LoneMessage
+
 options.install_plain_values()  # plain values without pydantic on typer >= 0.29 (see options.py)
 
 EXIT_OK = 0
@@ -189,6 +191,18 @@ def find_task(st: store.EventLog, task_id: str) -> str:
     if len(matches) > 1:
         fail(f"task id prefix '{task_id}' is ambiguous: {', '.join(matches[:5])}")
     fail(f"unknown task: {task_id} (see 'a2a-tape tasks')")
+
+
+def find_task_or_message(st: store.Recordings, key: str) -> str | LoneMessage:
+    """A task id (:func:`find_task`'s rules), else the lone Message reply ``key`` names (its
+    message id or context id, or a unique prefix): what ``show``, ``channels`` and ``export`` take."""
+    from a2a_tape.inspection.messages import find_message
+
+    if not st.has_task(key):
+        lone = find_message(st, key)
+        if lone is not None:
+            return lone
+    return find_task(st, key)
 
 
 def listen_address(text: str, *, allow_remote: bool, why: str, option: str = "--listen") -> tuple[str, int]:

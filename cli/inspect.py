@@ -25,13 +25,14 @@ from a2a_tape.cli.app import (
     emit_json,
     err,
     find_task,
+    find_task_or_message,
     open_db,
     stream_json,
 )
 from a2a_tape.cli.progress import folding
 from a2a_tape.inspection import timeline
 from a2a_tape.inspection.listing import TaskFilter, list_tasks, parse_states
-from a2a_tape.inspection.messages import find_message
+from a2a_tape.inspection.messages import find_message, message_view
 from a2a_tape.inspection.task_views import task_view
 from a2a_tape.inspection.words import count
 from a2a_tape.store import StoredEvent
@@ -183,11 +184,20 @@ def channels_cmd(
 ) -> None:
     """The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults.
 
-    Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task.
+    Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task. A lone
+    Message reply (no task) shows its text as the answer.
     """
     st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
-        task_id = find_task(st, task)
+        found = find_task_or_message(st, task)
+        if not isinstance(found, str):  # a lone Message reply: its text is the answer, no task
+            message = message_view(found)
+            if json:
+                emit_json(message)
+            else:
+                render.message(message)
+            return
+        task_id = found
         view = task_view(st, task_id, folding=folding)
     if view is None:  # pragma: no cover - find_task saw the task, catch_up folded it
         raise UsageError(f"unknown task: {task}")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the rows' types only: each command imports what it reads, n
     from a2a_tape.inspection.doctor import Report
     from a2a_tape.inspection.grep import Match
     from a2a_tape.inspection.listing import TaskRow
+    from a2a_tape.inspection.messages import MessageView
     from a2a_tape.inspection.timeline import Entry
     from a2a_tape.wire.trace_context import ExchangeTrace
 
@@ -208,6 +209,21 @@ def channels(view: TaskView, *, show_reasoning: bool, show_ignored: bool) -> Non
         out.print(Text(f"{f.level}: {f.code}{times}: {f.message} [position {where}]", style=style))
     if view.ignored_events or show_ignored:
         _ignored(view, show_ignored)
+
+
+def message(view: MessageView) -> None:
+    """A lone Message reply as ``channels`` shows it: no task, so no state; its text is the answer."""
+    out.print(
+        Text.assemble(
+            ("message ", "bold"),
+            (view.key, "bold"),
+            "  ",
+            ("a lone message, no task", "dim"),
+            f"  {count(view.events, 'event')}",
+            *((f"  context {view.context_id}",) if view.context_id else ()),
+        )
+    )
+    out.print(Panel(Text(view.final_answer), title="final answer", title_align="left", border_style="green"))
 
 
 def _reasoning(reasoning: str, show: bool) -> None:

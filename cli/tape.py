@@ -19,7 +19,7 @@ from a2a_tape.cli.app import (
     emit_json,
     err,
     fail,
-    find_task,
+    find_task_or_message,
     open_db,
 )
 from a2a_tape.cli.options import ExportFormat
@@ -131,9 +131,13 @@ def export_cmd(
         return
     st = open_db(db, readonly=True)
     with st:
-        task_ids = None if task is None else [find_task(st, task)]  # a TASK or --all, checked above
+        found = None if task is None else find_task_or_message(st, task)  # a TASK or --all, checked above
+        if found is None or isinstance(found, str):
+            chosen: dict[str, object] = {"task_ids": None if found is None else [found]}
+        else:  # a lone Message reply: its exchange (there is no task)
+            chosen = {"exchange_ids": [found.exchange.id]}
         with out.stream() as fh:
-            n = write_tape(st, fh, task_ids=task_ids)
+            n = write_tape(st, fh, **chosen)
     if not out.to_stdout:
         err.print(f"wrote {count(n - 1, 'line')} to {output}")
 

@@ -182,9 +182,15 @@ def _entry(ex: Exchange, events: list[StoredEvent]) -> Entry:
     )
 
 
-def build_har(store: Recordings, task_ids: Iterable[str] | None, *, version: str = "0") -> Har:
-    """A HAR document for some tasks (or every exchange of the log when ``task_ids`` is None)."""
-    if task_ids is None:
+def build_har(
+    store: Recordings, task_ids: Iterable[str] | None, *, version: str = "0", exchange_ids: Iterable[int] | None = None
+) -> Har:
+    """A HAR document for some tasks (or every exchange of the log when ``task_ids`` is None), or
+    for ``exchange_ids`` (a lone Message reply has no task, only its exchange)."""
+    if exchange_ids is not None:
+        picked = [store.get_exchange(i) for i in dict.fromkeys(exchange_ids)]
+        exchanges = [ex for ex in picked if ex is not None and ex.id is not None]
+    elif task_ids is None:
         exchanges = [ex for ex in store.exchanges() if ex.id is not None]  # a stored exchange has its id
     else:
         seen: dict[int, Exchange] = {}

@@ -18,6 +18,7 @@ import msgspec
 from markupsafe import Markup
 
 from a2a_tape.inspection.doctor import findings
+from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.steps import task_view
 from a2a_tape.inspection.ui import pages
 from a2a_tape.inspection.ui.render import render
@@ -32,6 +33,15 @@ def task_section(task_id: str, events: Sequence[StoredEvent], exchanges: Iterabl
     view = task_view(task_id, events, exchanges)
     found = findings(task_id, events, exchanges)
     context = pages.task_context(view, exchanges, events, findings=found, preview=None)
+    return render("task.html", live=False, **context)
+
+
+def message_section(m: LoneMessage) -> str:
+    """A lone Message reply's section: the task section's layout, headed as a message (no task)."""
+    exchanges = [m.exchange]
+    view = task_view(m.key, m.events, exchanges)
+    found = findings(m.key, m.events, exchanges)
+    context = pages.task_context(view, exchanges, m.events, findings=found, preview=None, kind="message")
     return render("task.html", live=False, **context)
 
 
@@ -81,6 +91,10 @@ def _section(store: Recordings, task_id: str) -> str:
     return task_section(task_id, store.read_task(task_id), store.exchanges(task_id))
 
 
+Section = Callable[[Recordings, str], str]
+"""What a report shows of the task named: its section (a lone Message reply's, for ``export MSG``)."""
+
+
 def build_html(
     store: Recordings, task_ids: Sequence[str], *, title: str = "a2a-tape report", progress: Progress | None = None
 ) -> str:
@@ -109,16 +123,19 @@ def write_page(
     title: str,
     progress: Progress | None = None,
     max_bytes: int | None = PAGE_LIMIT,
+    section: Section | None = None,
 ) -> Written:
     """One page on ``out`` (a binary file), a task at a time. With ``max_bytes``, the page ends
     before the section that would take it past that size (the sections wait in memory, at most
-    that much, so the index lists only what is in the page); without, sections stream as made."""
+    that much, so the index lists only what is in the page); without, sections stream as made.
+    ``section``: what a task's section is (default: the stored task's)."""
+    section = section or _section
     if max_bytes is None:
         top, bottom = (part.encode() for part in _page(title, len(task_ids), _anchors(task_ids)))
         out.write(top)
         size = len(top)
         for n, t in enumerate(task_ids, 1):
-            data = _section(store, t).encode()
+            data = section(store, t).encode()
             out.write(data)
             size += len(data)
             if progress is not None:
@@ -130,7 +147,7 @@ def write_page(
     budget = max_bytes - 8192 - 64 * len(task_ids)  # the page's top (its stylesheet), bottom, the index's links
     cut = False
     for n, t in enumerate(task_ids, 1):
-        data = _section(store, t).encode()
+        data = section(store, t).encode()
         if kept and size + len(data) > budget:
             cut = True
             break
@@ -160,15 +177,22 @@ def page_name(n: int, task_id: str) -> str:
 
 
 def write_dir(
-    store: Recordings, task_ids: Sequence[str], directory: Path, *, title: str, progress: Progress | None = None
+    store: Recordings,
+    task_ids: Sequence[str],
+    directory: Path,
+    *,
+    title: str,
+    progress: Progress | None = None,
+    section: Section | None = None,
 ) -> Written:
     """``index.html`` (a link per task) and one page per task in ``directory`` (a Path)."""
+    section = section or _section
     directory.mkdir(parents=True, exist_ok=True)
     names = {t: page_name(n, t) for n, t in enumerate(task_ids, 1)}
     largest = 0
     for n, t in enumerate(task_ids, 1):
         top, bottom = _page(f"{title}: task {t}", 1, back=True)
-        raw = (top + _section(store, t) + bottom).encode()
+        raw = (top + section(store, t) + bottom).encode()
         write_private(directory / names[t], raw)
         largest = max(largest, len(raw))
         if progress is not None:

@@ -2,8 +2,9 @@
 
 There is no task to fold, list or show, so these are found from the exchanges: a send (the
 send methods of :mod:`store.methods`, either dialect) whose events name no task and hold a
-Message from the agent. ``tasks`` lists them beside the tasks, ``show`` reaches one by its
-message id or its context id (or a unique prefix of either).
+Message from the agent. ``tasks`` lists them beside the tasks; ``show``, ``channels``, ``export``
+and the UI reach one by its message id or its context id (or a unique prefix of either), as
+they reach a task (:func:`find_message`; :func:`message_view` is what ``channels`` shows).
 """
 
 from __future__ import annotations
@@ -24,6 +25,43 @@ class LoneMessage(msgspec.Struct):
     context_id: str | None
     text: str
     events: list[StoredEvent]  # the exchange's events, in log order (never empty)
+    exchange: Exchange  # the send it answered
+
+
+class MessageView(msgspec.Struct):
+    """What ``channels`` shows of a lone Message reply: its text is the answer; there is no
+    task, so no task id and no task state (``tasks --json`` spells a message row the same way)."""
+
+    kind: str  # "message"
+    key: str
+    message_id: str | None
+    context_id: str | None
+    final_answer: str
+    events: int
+    first_position: int
+    last_position: int
+    first_at: float
+    last_at: float
+    exchange_id: int
+    task_id: None = None
+    state: None = None
+
+
+def message_view(m: LoneMessage) -> MessageView:
+    first, last = m.events[0], m.events[-1]
+    return MessageView(
+        kind="message",
+        key=m.key,
+        message_id=m.message_id,
+        context_id=m.context_id,
+        final_answer=m.text,
+        events=len(m.events),
+        first_position=first.position,
+        last_position=last.position,
+        first_at=first.received_at,
+        last_at=last.received_at,
+        exchange_id=m.exchange.id or 0,
+    )
 
 
 def lone_messages(st: Recordings, exchanges: Iterable[Exchange] | None = None) -> list[LoneMessage]:
@@ -45,7 +83,7 @@ def lone_messages(st: Recordings, exchanges: Iterable[Exchange] | None = None) -
             continue
         ctx = reply.context_id or ex.context_id
         key = reply.message_id or ctx or f"exchange-{ex.id}"
-        found.append(LoneMessage(key, reply.message_id, ctx, reply.text, events))
+        found.append(LoneMessage(key, reply.message_id, ctx, reply.text, events, ex))
     return found
 
 

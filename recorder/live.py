@@ -136,7 +136,8 @@ def render(fold: LiveFold, *, title: str = "", done: bool = False, plain: bool =
     answer = fold.final_answer
     body = Text(answer if answer else ("(waiting for the answer…)" if not done else "(no answer)"))
     status = v.status_message if v is not None else None
-    subtitle = fold.state if not status else f"{fold.state}: {status[:80]}"
+    said = "a lone message, no task" if fold.lone_message else fold.state  # no task: no task state
+    subtitle = said if not status else f"{said}: {status[:80]}"
     if plain:
         parts += [Text(f"{title or 'answer'} ({subtitle}):", style="bold"), body]
     else:

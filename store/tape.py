@@ -155,12 +155,23 @@ def event_line(ev: StoredEvent) -> TapeEvent:
 
 
 def export_lines(
-    store: Recordings, *, task_ids: Iterable[str] | None = None, source: str | None = None
+    store: Recordings,
+    *,
+    task_ids: Iterable[str] | None = None,
+    source: str | None = None,
+    exchange_ids: Iterable[int] | None = None,
 ) -> Iterator[bytes]:
-    """Yield the tape's lines (each ending in a newline): the whole log, or some tasks."""
-    if task_ids is None:
+    """Yield the tape's lines (each ending in a newline): the whole log, or some tasks, or some
+    exchanges (``exchange_ids``: a lone Message reply has no task, only its exchange)."""
+    events: Iterable[StoredEvent]
+    if exchange_ids is not None:
+        picked = [store.get_exchange(i) for i in dict.fromkeys(exchange_ids)]
+        exchanges = [ex for ex in picked if ex is not None]
+        chosen = sorted((e for ex in exchanges for e in store.read_exchange(ex.id or 0)), key=lambda e: e.position)
+        events, n_events = chosen, len(chosen)
+    elif task_ids is None:
         exchanges = store.exchanges()
-        events: Iterable[StoredEvent] = store.read_from(0)
+        events = store.read_from(0)
         n_events = store.count_events()
     else:
         wanted = list(dict.fromkeys(task_ids))

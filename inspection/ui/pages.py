@@ -40,12 +40,14 @@ def task_context(
     channels: TaskView | None = None,
     previous_at: float | None = None,
     preview: int | None = rows.PREVIEW,
+    kind: str = "task",
 ) -> dict[str, Any]:
     """task.html's context: ``view`` the task as it ends (its header), ``channels`` the answer
     shown (``view`` unless a scrubber position asks for another), ``events`` the timeline rows
     shown (all of them, or a live page's first page), ``findings`` None while the doctor has
-    not looked (a live page loads them after)."""
-    h = rows.header(view, exchanges)
+    not looked (a live page loads them after). ``kind``: ``message`` for a lone Message reply
+    (no task: the header says so, and names no task state)."""
+    h = rows.header(view, exchanges, kind=kind)
     start = min([view.first_at, *(ex.started_at for ex in exchanges if ex.started_at)]) if exchanges else view.first_at
     end = max([view.last_at, *(ex.ended_at for ex in exchanges if ex.ended_at)]) if exchanges else view.last_at
     shown = channels if channels is not None else view

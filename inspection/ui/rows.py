@@ -176,9 +176,10 @@ class Header(msgspec.Struct, frozen=True):
     status_message: str | None
     error: str | None
     terminal: bool  # completed, failed, canceled or rejected: nothing more is expected
+    kind: str = "task"  # or "message": a lone Message reply (task_id is then its key; no task state)
 
 
-def header(view: TaskView, exchanges: Sequence[Exchange]) -> Header:
+def header(view: TaskView, exchanges: Sequence[Exchange], *, kind: str = "task") -> Header:
     started = min((ex.started_at for ex in exchanges if ex.started_at), default=None)
     ttfe = None if started is None or not view.first_at else max(0.0, view.first_at - started)
     bindings = [label for label in (binding_label(ex.binding, ex.dialect) for ex in exchanges) if label]
@@ -198,7 +199,8 @@ def header(view: TaskView, exchanges: Sequence[Exchange]) -> Header:
         profile=view.profile,
         status_message=view.status_message,
         error=view.error,
-        terminal=is_terminal(view.state),
+        terminal=is_terminal(view.state) or kind == "message",
+        kind=kind,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import anyio
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
@@ -31,6 +32,8 @@ from starlette.staticfiles import StaticFiles
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.diff import normalised
 from a2a_tape.inspection.doctor import findings as doctor_findings
+from a2a_tape.inspection.export_html import message_section
+from a2a_tape.inspection.messages import LoneMessage, find_message
 from a2a_tape.inspection.ui import diffview, pages, reading, rows
 from a2a_tape.inspection.ui.access import protect
 from a2a_tape.inspection.ui.follower import KEEPALIVE, Follower, sse
@@ -114,6 +117,9 @@ class UI:
         key = request.path_params["task_id"]
         task_id = await self.read(reading.resolve, self.store, key)
         if task_id is None:
+            lone = await self.read(find_message, self.store, key)
+            if lone is not None:
+                return await self._message_page(key, lone)
             return self.page(
                 "notice.html", title="a2a-tape: no such task", message=f"No task {key!r} in this log.", status_code=404
             )
@@ -126,6 +132,15 @@ class UI:
             return PlainTextResponse(str(exc), 400)
         context = await self.read(self._task_context, task_id, n, position)
         return self.page("task_page.html", title=f"a2a-tape: task {task_id}", **context)
+
+    async def _message_page(self, key: str, lone: LoneMessage) -> Response:
+        """A lone Message reply's page: the task page's layout, headed as a message; it never
+        grows (an answered send), so it is the static export's section, with every event."""
+        name = lone.message_id or lone.context_id or lone.key
+        if key != name:
+            return RedirectResponse(task_href(name), 303)
+        section = await self.read(message_section, lone)
+        return self.page("task_page.html", title=f"a2a-tape: message {name}", section=Markup(section), urls={})
 
     def _task_context(self, task_id: str, n: int | None, position: int | None) -> dict[str, Any]:
         st = self.store
@@ -396,7 +411,8 @@ class _Linked:
 
     def __init__(self, row: rows.TaskListRow) -> None:
         self._row = row
-        self.href = None if row.task_id is None else task_href(row.task_id)
+        key = row.task_id if row.task_id is not None else row.message_key  # a lone Message reply: its page too
+        self.href = task_href(key) if key else None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._row, name)

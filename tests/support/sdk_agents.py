@@ -4,7 +4,8 @@ produced ``recordings/`` (three chunks on artifact ``art-1``).
 What the user's text asks for decides the behaviour:
 - ``ask``: the task goes to input-required after WORKING;
 - ``boom``: the executor raises after the first chunk (``event: error`` / a plain error item);
-- ``reply``: a lone Message, no task (``reply alone``: the Message names no task id either);
+- ``reply``: a lone Message, no task (``reply alone``: the Message names no task id either;
+  ``reply bare``: neither a task id nor a context id, the official helloworld agent's shape);
 - ``slow``: chunks ``SLOW_DELAY`` apart (for drop / resubscribe tests);
 - ``many N``: N chunks instead of 3;
 - ``gated``: each chunk waits for the test to release it (``executor.gate.release()``), so a
@@ -43,8 +44,8 @@ class ChunkAgent(AgentExecutor):
             await q.enqueue_event(
                 Message(
                     message_id=f"m-{ctx.task_id}",
-                    context_id=ctx.context_id,
-                    task_id=None if "alone" in text else ctx.task_id,
+                    context_id=None if "bare" in text else ctx.context_id,
+                    task_id=None if "alone" in text or "bare" in text else ctx.task_id,
                     role=Role.ROLE_AGENT,
                     parts=[Part(text="direct reply")],
                 )
