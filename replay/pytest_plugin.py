@@ -11,7 +11,11 @@ client under test at ``a2a_tape.url`` (a replay server on 127.0.0.1) or hand it
 
 The marker takes the recording (a database or a JSONL tape; a relative path is looked up next
 to the test module, then from the rootdir, then from each folder above the test module up to the
-project's root: :func:`lookup_folders`) and, as keywords, ``record_mode`` (none, once,
+project's root: :func:`lookup_folders`; a recording made by a record mode lands in the folder
+that already holds the most of its path, so beside the tapes of the same relative path:
+:func:`new_recording`). A bare ``@pytest.mark.a2a_tape`` names it after the test, as
+pytest-recording names a cassette: ``recordings/<test module>/<test name>.jsonl``
+(:func:`default_name`). As keywords, the marker takes ``record_mode`` (none, once,
 new_episodes, all), ``timing``, ``faults``, ``match`` and ``upstream`` (the live agent for the
 record modes; default ``$A2A_TAPE_UPSTREAM``). ``--a2a-tape-record-mode`` switches the record
 mode of a whole run. Under ``none`` a request that was never recorded gets a JSON-RPC error
@@ -21,6 +25,7 @@ naming the closest recording, and the test fails with that line.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from collections.abc import Generator, Iterator
@@ -54,8 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "a2a_tape(recording, record_mode='none', timing='instant', faults=None, match='method-text', upstream=None): "
-        "serve an a2a-tape recording (database or JSONL tape) to this test through the a2a_tape fixture",
+        "a2a_tape(recording=None, record_mode='none', timing='instant', faults=None, match='method-text', upstream=None): "
+        "serve an a2a-tape recording (database or JSONL tape; default: recordings/<module>/<test>.jsonl) "
+        "to this test through the a2a_tape fixture",
     )
 
 
@@ -191,9 +197,35 @@ def lookup_folders(test_dir: Path, rootdir: Path) -> list[Path]:
     return list(dict.fromkeys(bases))
 
 
+def new_recording(path: Path, folders: list[Path]) -> Path:
+    """Where a recording not found yet is made: under the lookup folder that already holds the
+    most of ``path``'s folders (the first such, in lookup order), so ``recordings/x.jsonl`` lands
+    in the project's ``recordings/`` beside the tapes found there; when none holds any, next to
+    the test file (the first folder)."""
+    parents = path.parts[:-1]
+
+    def held(folder: Path) -> int:
+        n = 0
+        while n < len(parents) and folder.joinpath(*parents[: n + 1]).is_dir():
+            n += 1
+        return n
+
+    best = max(folders, key=held)  # max keeps the first of equals: lookup order breaks ties
+    return (best if held(best) else folders[0]) / path
+
+
+def default_name(node: pytest.Item) -> str:
+    """The recording a bare marker names: ``recordings/<test module>/<Class.test name>.jsonl``
+    (parameters kept, as characters a file system takes)."""
+    module = Path(str(node.fspath)).stem
+    cls = getattr(node, "cls", None)
+    test = (f"{cls.__name__}." if cls is not None else "") + node.name
+    return f"recordings/{module}/{re.sub(r'[^A-Za-z0-9._-]+', '_', test).strip('_')}.jsonl"
+
+
 def _find_recording(request: pytest.FixtureRequest, name: str, *, create: bool) -> Path:
     """The recording's path; a missing one fails the test with one line naming where it looked
-    (unless ``create``: then it is made next to the test file)."""
+    (unless ``create``: then it is made where :func:`new_recording` says)."""
     path = Path(name)
     if path.is_absolute():
         return path
@@ -203,7 +235,7 @@ def _find_recording(request: pytest.FixtureRequest, name: str, *, create: bool) 
     if found is not None:
         return found
     if create:
-        return test_dir / path
+        return new_recording(path, folders)
     looked = ", ".join(str(folder) for folder in folders)
     pytest.fail(f"a2a-tape: recording {name!r} not found under any of: {looked}", pytrace=False)
 
@@ -215,9 +247,11 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
     from a2a_tape.replay.serve.library import Library
 
     marker = request.node.get_closest_marker("a2a_tape")
-    if marker is None or not marker.args:
+    if marker is None:
         pytest.fail(
-            "a2a-tape: the a2a_tape fixture needs @pytest.mark.a2a_tape('path/to/recording.jsonl')", pytrace=False
+            "a2a-tape: the a2a_tape fixture needs @pytest.mark.a2a_tape('path/to/recording.jsonl') "
+            "(or a bare @pytest.mark.a2a_tape: a recording named after the test)",
+            pytrace=False,
         )
     kw = dict(marker.kwargs)
     named = request.config.getoption(_OPTION) or kw.pop("record_mode", "none")
@@ -233,7 +267,8 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
             pytrace=False,
         )
     create = record_mode.records(upstream)
-    path = _find_recording(request, str(marker.args[0]), create=create)
+    name = str(marker.args[0]) if marker.args else default_name(request.node)
+    path = _find_recording(request, name, create=create)
     problem = None
     try:
         library = Library.open(path, create=create)

@@ -203,3 +203,80 @@ def test_missing_or_broken_tape_is_one_line(project, monkeypatch, run_from):
     assert body.count("nope.jsonl") == 1  # once: in the line
     result.stdout.fnmatch_lines(["*a2a-tape: cannot open recording *broken.jsonl: *"])
     assert "During handling" not in out and "Traceback" not in out
+
+
+RECORDING_MODULE = """
+import httpx
+import pytest
+from httpx_sse import connect_sse
+
+BODY = b'{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}'
+HEADERS = {"A2A-Version": "1.0", "content-type": "application/json"}
+
+
+def ask(a2a_tape):
+    with httpx.Client(transport=a2a_tape.transport, base_url="http://agent") as c:
+        with connect_sse(c, "POST", "/", content=BODY, headers=HEADERS) as es:
+            datas = [s.data for s in es.iter_sse()]
+    assert "TASK_STATE_COMPLETED" in datas[-1]
+
+
+@pytest.mark.a2a_tape("recordings/new.jsonl", record_mode="once")
+def test_named(a2a_tape):
+    ask(a2a_tape)
+
+
+@pytest.mark.a2a_tape(record_mode="once")
+def test_bare(a2a_tape):
+    ask(a2a_tape)
+
+
+class TestGrouped:
+    @pytest.mark.a2a_tape(record_mode="once")
+    @pytest.mark.parametrize("n", [1])
+    def test_in_a_class(self, a2a_tape, n):
+        ask(a2a_tape)
+"""
+
+
+@pytest.mark.parametrize("run_from", [".", "tests"])
+def test_once_records_where_the_same_path_is_found_and_a_bare_marker_names_the_test(project, monkeypatch, run_from):
+    """``record_mode="once"`` makes ``recordings/new.jsonl`` in the project's ``recordings/`` (where
+    ``recordings/chunk.jsonl`` is found), not in ``tests/recordings/``; a bare marker records
+    ``recordings/<module>/<test>.jsonl``. The next run, offline, replays both from there."""
+    tests = project.path / "tests"
+    tests.mkdir()
+    (tests / "test_user.py").write_text(RECORDING_MODULE)
+    monkeypatch.chdir(project.path / run_from)
+    with running_sdk_agent() as agent:
+        monkeypatch.setenv("A2A_TAPE_UPSTREAM", agent.url)
+        result = project.runpytest_subprocess("-p", "no:cacheprovider")
+        result.assert_outcomes(passed=3)
+        assert agent.executor.executions == 3
+    made = sorted(p.relative_to(project.path).as_posix() for p in project.path.rglob("*.jsonl"))
+    assert made == [
+        "recordings/chunk.jsonl",
+        "recordings/new.jsonl",
+        "recordings/test_user/TestGrouped.test_in_a_class_1.jsonl",
+        "recordings/test_user/test_bare.jsonl",
+    ]
+    monkeypatch.delenv("A2A_TAPE_UPSTREAM")
+    again = project.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-record-mode=none")
+    again.assert_outcomes(passed=3)
+
+
+def test_a_bare_marker_without_its_recording_says_which_name(project):
+    project.makepyfile(
+        test_user="""
+import pytest
+
+
+@pytest.mark.a2a_tape
+def test_unrecorded(a2a_tape):
+    pass
+"""
+    )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*a2a-tape: recording 'recordings/test_user/test_unrecorded.jsonl' not found under*"])
+    assert "Traceback" not in result.stdout.str()
