@@ -133,6 +133,9 @@ GrpcListenOption = Annotated[
         callback=options.listen,
     ),
 ]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No line per request on stderr (the banner and errors stay).")
+]
 TaskArgument = Annotated[str, typer.Argument(help="Task id (or a unique prefix).")]
 
 
@@ -384,6 +387,11 @@ class TapeGroup(typer.core.TyperGroup):
             _say(known[0])
             return known[1]
         return rv if isinstance(rv, int) else EXIT_OK
+
+
+def say_line(line: str) -> None:
+    """One line on stderr as errors are written (:func:`_say`): the servers' line per request."""
+    _say(line)
 
 
 def _say(line: str) -> None:

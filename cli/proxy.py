@@ -20,6 +20,7 @@ from a2a_tape.cli.app import (
     GrpcListenOption,
     JsonOption,
     ListenOption,
+    QuietOption,
     commands,
     db_location,
     emit_json,
@@ -28,9 +29,11 @@ from a2a_tape.cli.app import (
     listen_and_serve,
     open_db,
     out,
+    say_line,
 )
 from a2a_tape.cli.options import Durability
 from a2a_tape.recorder.proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
+from a2a_tape.recorder.proxy.outcomes import request_line
 from a2a_tape.recorder.proxy.server import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -159,10 +162,16 @@ def proxy_cmd(
             "recorded with the exchange, so the agent's spans join its trace (docs/otel.md).",
         ),
     ] = False,
+    quiet: QuietOption = False,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
-    """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded."""
+    """Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded.
+
+    Prints a line per request on stderr once it is recorded: HTTP method and path, the A2A method,
+    the task, forward (the agent answered), hit (a repeat answered from the log), refused or fault
+    (the relay failed), the HTTP status and the exchange's outcome. --quiet: none.
+    """
     host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
@@ -186,6 +195,8 @@ def proxy_cmd(
         inject_traceparent=inject_traceparent,
     )
     asgi, proxy = build_app(st, config)
+    if not quiet:
+        proxy.on_line = lambda ex: say_line(f"a2a-tape proxy: {request_line(ex)}")
     if grpc_side is not None:
         from a2a_tape.recorder.proxy.grpc_server import attach
 

@@ -12,12 +12,14 @@ from a2a_tape.cli.app import (
     AllowRemoteOption,
     GrpcListenOption,
     ListenOption,
+    QuietOption,
     commands,
     db_location,
     fail,
     listen_address,
     listen_and_serve,
     say,
+    say_line,
 )
 from a2a_tape.inspection.words import count
 from a2a_tape.replay.serve.engine import ReplayEngine
@@ -82,6 +84,10 @@ def _grpc_listen(listen: str, allow_remote: bool) -> tuple[str, int]:
     return host, port
 
 
+def _say_request(line: str) -> None:
+    say_line(f"a2a-tape serve: {line}")
+
+
 @app.command("serve")
 def serve_cmd(
     listen: ListenOption = "127.0.0.1:8765",
@@ -94,9 +100,16 @@ def serve_cmd(
     match: MatchOption = MatchMode.method_text,
     redact: RedactOption = None,
     grpc_listen: GrpcListenOption = None,
+    quiet: QuietOption = False,
     db: TapeOption = None,
 ) -> None:
-    """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."""
+    """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote).
+
+    Prints a line per request on stderr: HTTP method and path, the A2A method, the task, what the
+    replay did (hit: a recorded answer; miss: nothing recorded matched; fault: a recorded answer
+    with a fault injected; forward: the upstream agent's answer; error: a request refused) and
+    the HTTP status. --quiet: none.
+    """
     host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     grpc_at = _grpc_listen(grpc_listen, allow_remote) if grpc_listen else None
     faults = parse_faults(*fault)  # options.faults checked the specs
@@ -122,7 +135,7 @@ def serve_cmd(
             f"{faults.describe()}, match {match}, record mode {record_mode})"
             + (f", upstream {upstream}" if upstream else "")
         )
-        asgi = create_app(engine, Guard.of(allow_host, any_host=allow_remote))
+        asgi = create_app(engine, Guard.of(allow_host, any_host=allow_remote), log=None if quiet else _say_request)
         if grpc_at is not None:
             from a2a_tape.replay.serve.grpc_server import attach
 

@@ -6,10 +6,13 @@ answer that does not decode or breaks off) and the log's own (:func:`log_fault_l
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import httpx
 
 from a2a_tape.capture.sending import DecodingError, FirstByteTimeout, Timeouts
 from a2a_tape.recorder import client as a2a
+from a2a_tape.store import Exchange
 from a2a_tape.store.errors import A2ATapeError, DatabaseLocked, DiskFull, ReadOnlyStore, StoreError
 from a2a_tape.wire.http_client import BodyTooLarge
 from a2a_tape.wire.sse_reader import SseLineTooLong
@@ -70,3 +73,22 @@ def short(exc: BaseException) -> str:
     """The first line of an exception's text (160 characters at most), or its type's name."""
     text = str(exc).strip()
     return text.splitlines()[0][:160] if text else type(exc).__name__
+
+
+_KIND = {"replayed": "hit", "refused": "refused", "ok": "forward", "closed": "forward"}
+"""What ``proxy``'s line per request calls an exchange's outcome: ``forward`` (relayed, the agent
+answered), ``hit`` (a repeat answered from the log), ``refused`` (an idempotency key clash), and
+``fault`` for every failure of the relay (unreachable, timeout, dropped, incomplete, an error of ours)."""
+
+
+def request_line(ex: Exchange) -> str:
+    """One request as ``proxy`` reports it once its row is final: HTTP method and path, the A2A
+    method, the task, forward/hit/refused/fault, the HTTP status, and the row's outcome (with its
+    reason when it failed). An agent's JSON-RPC error is a ``forward``: the agent answered."""
+    path = urlsplit(ex.url).path or "/"
+    method = ex.rpc_method or ("agent-card" if path.endswith("agent-card.json") else "-")
+    outcome = ex.outcome or "open"
+    kind = _KIND.get(outcome) or ("forward" if outcome == "error" and ex.error is None else "fault")
+    status = ex.status if ex.status is not None else "-"
+    why = f": {ex.error}" if ex.error else ""
+    return f"{ex.http_method or '-'} {path} {method} task {ex.task_id or '-'} {kind} {status} ({outcome}{why})"

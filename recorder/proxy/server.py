@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx
+import msgspec
 from anyio.abc import TaskGroup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -195,6 +196,9 @@ class Proxy:
         # called (on the proxy's event loop) with each exchange id once its row is final: lets a
         # caller wait for "the recording of this exchange is complete" without polling
         self.on_settled: Callable[[int], None] | None = None
+        # given each exchange's final row (on a worker thread): proxy's line per request
+        self.on_line: Callable[[store.Exchange], None] | None = None
+        self._begun: dict[int, store.Exchange] = {}  # with on_line: each open row as begun (no read back)
         self.grpc_address: str | None = None  # HOST:PORT of the gRPC proxy beside this one (proxy --grpc-listen)
 
     # -- the ASGI app -------------------------------------------------------------------------
@@ -351,39 +355,41 @@ class Proxy:
                 await resp.aclose()
         except (httpx.HTTPError, DecodingError, BodyTooLarge) as exc:
             fault = classify(exc, url, self._timeouts)
+            failed = store.Exchange(
+                started_at=started,
+                ended_at=time.time(),
+                url=self._stored_url(url),
+                http_method=request.method,
+                outcome=fault.outcome,
+                error=fault.why,
+                role="proxy",
+            )
             with contextlib.suppress(StoreError):
-                await self._exchange_row(
-                    store.Exchange(
-                        started_at=started,
-                        ended_at=time.time(),
-                        url=self._stored_url(url),
-                        http_method=request.method,
-                        outcome=fault.outcome,
-                        error=fault.why,
-                        role="proxy",
-                    )
-                )
+                await self._exchange_row(failed)
+            if self.on_line is not None:
+                self.on_line(failed)
             return self._fault_answer(None, fault.status, fault.why)
         body = content
         if resp.status_code == 200 and is_json_type(resp.headers.get("content-type")):
             body = self._rewrite_card(body, self._proxy_origin(request))
+        card = store.Exchange(
+            started_at=started,
+            ended_at=time.time(),
+            url=self._stored_url(url),
+            http_method=request.method,
+            status=resp.status_code,
+            content_type=resp.headers.get("content-type"),
+            # the asking dialect (A2A-Version): replay serves the card of each dialect
+            request_headers=redactor.headers_dict(request.headers.items()),
+            response_headers=self._stored_headers(resp.headers),
+            response_body=redactor.json_bytes(content),
+            outcome="ok" if resp.status_code < 400 else "error",
+            role="proxy",
+        )
         with contextlib.suppress(StoreError):  # the card is read-only: a full disk does not hide it
-            await self._exchange_row(
-                store.Exchange(
-                    started_at=started,
-                    ended_at=time.time(),
-                    url=self._stored_url(url),
-                    http_method=request.method,
-                    status=resp.status_code,
-                    content_type=resp.headers.get("content-type"),
-                    # the asking dialect (A2A-Version): replay serves the card of each dialect
-                    request_headers=redactor.headers_dict(request.headers.items()),
-                    response_headers=self._stored_headers(resp.headers),
-                    response_body=redactor.json_bytes(content),
-                    outcome="ok" if resp.status_code < 400 else "error",
-                    role="proxy",
-                )
-            )
+            await self._exchange_row(card)
+        if self.on_line is not None:
+            self.on_line(card)
         answer = Response(body, resp.status_code)
         answer.raw_headers.extend(
             encoded(response_headers(resp.headers, self.config.origin, self._proxy_origin(request)))
@@ -440,7 +446,10 @@ class Proxy:
         ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
         if ex.error:
             ex.error = self.config.redactor.text(ex.error)
-        return await write_soon(self.store, self.store.begin_exchange, ex)
+        ex_id = await write_soon(self.store, self.store.begin_exchange, ex)
+        if self.on_line is not None and ex.ended_at is None:  # a row still open: its line comes at its end
+            self._begun[ex_id] = ex
+        return ex_id
 
     async def _jsonrpc(self, request: Request, out: Outgoing) -> Response:
         v1 = request.headers.get("a2a-version", "").startswith("1")
@@ -575,6 +584,8 @@ class Proxy:
         with self.store.transaction():
             ex_id = self.store.begin_exchange(ex)
             record, claimed = self.gateway.claim(key, req_hash, ex_id)
+        if self.on_line is not None:
+            self._begun[ex_id] = ex
         return ex_id, record, claimed
 
     async def _note(self, ex_id: int, action: str, detail: str, task_id: str | None = None) -> None:
@@ -594,7 +605,22 @@ class Proxy:
         error = fields.get("error")
         if isinstance(error, str):
             fields["error"] = self.config.redactor.text(error)
-        await anyio.to_thread.run_sync(lambda: self.store.update_exchange(ex_id, ended_at=time.time(), **fields))
+
+        def work() -> None:
+            self.store.update_exchange(ex_id, ended_at=time.time(), **fields)
+            self._tell(ex_id, fields)
+
+        await anyio.to_thread.run_sync(work)
+
+    def _tell(self, ex_id: int, fields: dict[str, object]) -> None:
+        """Hand :attr:`on_line` the exchange's final row: as begun, with ``fields`` (what was
+        updated at its end); read back when it was begun elsewhere."""
+        if self.on_line is None:
+            return
+        begun = self._begun.pop(ex_id, None)
+        row = self.store.get_exchange(ex_id) if begun is None else msgspec.structs.replace(begun, **fields)
+        if row is not None:
+            self.on_line(row)
 
     def _start(
         self,
@@ -753,6 +779,7 @@ class Proxy:
                 fields.update(task_id=cap.task_id, context_id=cap.context_id)
             with self.store.transaction():
                 self.settle_rows(ex_id, fields, settle_key, release, cap.task_id)
+            self._tell(ex_id, fields)
 
         try:
             await anyio.to_thread.run_sync(work)
@@ -764,6 +791,7 @@ class Proxy:
             print(f"a2a-tape proxy: exchange {ex_id} not finalised: {cap.text(log_fault_line(fault))}", file=sys.stderr)
         finally:
             self.by_exchange.pop(ex_id, None)
+            self._begun.pop(ex_id, None)
             if slot is not None and self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
             if self.on_settled is not None:

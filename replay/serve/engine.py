@@ -52,7 +52,18 @@ from a2a_tape.replay.serve.list_tasks import (
 from a2a_tape.replay.serve.matching import Matcher
 from a2a_tape.replay.serve.modes import RecordMode
 from a2a_tape.replay.serve.playback import Playback, parse_timing
-from a2a_tape.replay.serve.reply import SSE_HEADERS, Reply, card_reply, error_data, error_reply, json_reply, render
+from a2a_tape.replay.serve.reply import (
+    SSE_HEADERS,
+    Reply,
+    card_reply,
+    error_data,
+    error_reply,
+    json_reply,
+    render,
+    said,
+    saying,
+    stop_saying,
+)
 from a2a_tape.replay.serve.shape import Shape, shape_of
 from a2a_tape.replay.serve.validation import send_problem
 from a2a_tape.store import TERMINAL_STATES, MessageItem
@@ -124,10 +135,23 @@ class ReplayEngine:
         self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
     ) -> Reply:
         """Answer one HTTP request in the binding it came in. Never raises: a failure of ours is an
-        internal error (-32603) naming it, in that binding's shape."""
+        internal error (-32603) naming it, in that binding's shape. The reply's ``said``: what
+        was done with it (:class:`.reply.Said`, the line ``serve`` prints)."""
+        noted, token = saying()
+        try:
+            reply = await self._handle_call(method, path, query, headers, body, base_url)
+        finally:
+            stop_saying(token)
+        reply.said = noted
+        return reply
+
+    async def _handle_call(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, base_url: str
+    ) -> Reply:
         call = None
         try:
             if method == "GET" and path.rstrip("/").endswith(CARD_PATHS):
+                said().method = "agent-card"
                 return self._card(path, headers, base_url)
             call = bindings.read(method, path, query, headers, body)
             if call is None:
@@ -157,6 +181,9 @@ class ReplayEngine:
             return await self._bad_params(exc, shape, query, target, headers, body)
         except rpc.BadRequest as exc:
             return self._bad_request(exc, shape, headers)
+        noted = said()
+        noted.method = req.method
+        noted.task_id = req.params.id if req.params else None
         known = rpc.METHODS.get(req.method or "")
         if known is None:
             return await self._unknown_method(req, shape, target, headers, body)
@@ -174,6 +201,8 @@ class ReplayEngine:
             faults = self._request_faults(query, headers)
         except FaultError as exc:
             return error_reply(rpc.INVALID_PARAMS, f"a2a-tape: {exc}", req.id, dialect)
+        if faults.any:
+            noted.outcome = "fault"  # a recorded answer, with a fault injected
         if self.record_all:
             return await self._forwarded(req, operation, dialect, target, headers, body)
         if operation in rpc.SEND_OPERATIONS:
@@ -397,9 +426,11 @@ class ReplayEngine:
             if self.record_new:
                 return await self._forwarded(req, operation, dialect, target, headers, body)
             if problem is not None:  # refused as the agent refuses it
+                said().outcome = "error"
                 return json_reply(rpc.error_body(problem.code, problem.message, req.id, problem.data()))
             return self._no_match(req, shape, operation)
         task_id = ep.task_id
+        said().task_id = task_id
         pb = None
         if task_id:
             pb = Playback(task_id, ep, self.scale)
@@ -455,7 +486,9 @@ class ReplayEngine:
             f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}"
         )
         self.unmatched.append(line)
-        return error_reply(rpc.NO_RECORDING, line, req.id)
+        reply = error_reply(rpc.NO_RECORDING, line, req.id)
+        said().outcome = "miss"
+        return reply
 
     def _frames(
         self, items: Iterable[Served], recorded: str, dialect: str, rpc_id: Any
@@ -805,6 +838,7 @@ class ReplayEngine:
         self, req: rpc.RpcRequest, operation: str, dialect: str, target: Target, headers: Mapping[str, str], body: bytes
     ) -> Reply:
         assert self.forwarder is not None
+        said().outcome = "forward"
         return await self.forwarder.forward(req, operation, dialect, target, headers, body)
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -21,6 +22,35 @@ if TYPE_CHECKING:
 SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
 
+class Said(msgspec.Struct):
+    """What the engine did with one request, for the line ``serve`` prints per request: the
+    method, the task, and the outcome: ``hit`` (a recorded answer), ``miss`` (nothing recorded
+    matched), ``fault`` (a recorded answer with a fault injected), ``forward`` (the upstream
+    agent's answer, the recording modes) or ``error`` (a request the replay refused)."""
+
+    method: str | None = None
+    task_id: str | None = None
+    outcome: str = "hit"
+
+
+_SAID: ContextVar[Said | None] = ContextVar("a2a_tape_said", default=None)
+
+
+def said() -> Said:
+    """The request being answered (a throwaway outside :meth:`ReplayEngine.handle`)."""
+    return _SAID.get() or Said()
+
+
+def saying() -> tuple[Said, Token[Said | None]]:
+    """Start noting what the engine does with a request (``_SAID.reset(token)`` ends it)."""
+    s = Said()
+    return s, _SAID.set(s)
+
+
+def stop_saying(token: Token[Said | None]) -> None:
+    _SAID.reset(token)
+
+
 class Reply(msgspec.Struct):
     """What to answer: a whole body, or a stream of body chunks (SSE). ``content_type`` ""
     means none (a 304)."""
@@ -31,6 +61,7 @@ class Reply(msgspec.Struct):
     stream: AsyncGenerator[bytes, None] | None = None  # a generator: a dropped client closes it
     headers: dict[str, str] = {}
     forwarded: bool = False  # the agent's own answer, passed on (the recording modes): never re-rendered
+    said: Said | None = None  # what the engine did, for serve's line per request (set by ReplayEngine.handle)
 
 
 def json_reply(body: bytes, status: int = 200) -> Reply:
@@ -40,6 +71,9 @@ def json_reply(body: bytes, status: int = 200) -> Reply:
 def error_reply(code: int, message: str, rpc_id: Any = None, dialect: str | None = None) -> Reply:
     """Our error, as an a2a-sdk 1.3.0 agent sends it: in v1.0 an A2A error (and invalid params)
     carries its ``google.rpc.ErrorInfo`` as ``data``."""
+    s = said()
+    if s.outcome in ("hit", "fault"):
+        s.outcome = "error"
     return json_reply(rpc.error_body(code, message, rpc_id, error_data(code, dialect)))
 
 
