@@ -47,8 +47,10 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args, overload
 
 from a2a_tape.store.decode import TextChunk, decode_item, local_note, peek_text_chunk
 from a2a_tape.store.events import Item, Undecodable
+from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 from a2a_tape.store.redact import Redactor, credential_parts
+from a2a_tape.store.writer import Appends
 from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE, SseItem, SseParser
 
 if TYPE_CHECKING:
@@ -173,17 +175,6 @@ def plan_events(
         # positional (payload, task_id, exchange_id, seq, sse_event, received_at, mono): per event
         new.append(NewEvent(payload, tid, exchange_id, None, sse_event, wall0 + mono, mono))
     return new, items
-
-
-def media_type_of(content_type: str | None) -> str:
-    """The media type of a Content-Type value: lower case, without its parameters."""
-    return (content_type or "").split(";", 1)[0].strip().lower()
-
-
-def is_json_type(content_type: str | None) -> bool:
-    """``application/json`` or any ``+json`` type."""
-    media = media_type_of(content_type)
-    return media == "application/json" or media.endswith("+json")
 
 
 class Capture:
@@ -472,19 +463,6 @@ def _header(headers: Headers, name: str) -> str | None:
     """The first value of the header ``name`` (any case), or None."""
     items = headers.items() if isinstance(headers, Mapping) else headers
     return next((v for k, v in items if k.lower() == name), None)
-
-
-class Appends:
-    """A write that only appends events (``log.append_batch``): a
-    :class:`store.writer.GroupCommitWriter` merges it with its neighbours' into one insert."""
-
-    __slots__ = ("log", "events")
-
-    def __init__(self, log: RecordingStore, events: Sequence[NewEvent]) -> None:
-        self.log, self.events = log, events
-
-    def __call__(self) -> list[StoredEvent]:
-        return self.log.append_batch(self.events)
 
 
 def _head_and_events(

@@ -42,9 +42,10 @@ from typing import Literal, Protocol
 import anyio
 import httpx
 
-from a2a_tape.capture.exchange import Capture, Outcome, RawItem, TaskContext, media_type_of
+from a2a_tape.capture.exchange import Capture, Outcome, RawItem, TaskContext
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
+from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.interface import RecordingStore
 from a2a_tape.store.records import Exchange, StoredEvent
 from a2a_tape.store.writer import Batcher, GroupCommitWriter

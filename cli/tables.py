@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from a2a_tape.cli.app import err, out
-from a2a_tape.inspection import tool_calls
+from a2a_tape.fold import tool_calls
 from a2a_tape.inspection.words import count
 
 if TYPE_CHECKING:  # the rows' types only: each command imports what it reads, nothing more

@@ -1,4 +1,4 @@
-"""The search index: every searchable field of every event (:func:`inspection.grep.item_fields`),
+"""The search index: every searchable field of every event (:func:`inspection.searchable.item_fields`),
 kept as a projection so ``a2a-tape grep WORD`` reads an index instead of the log.
 
 One row per field, ``(position, field, task_id, seq, kind, where, text)``, in SQLite's FTS5 table
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from a2a_tape.fold.catch_up import ProjectionMoved, catch_up_retrying, code_digest
-from a2a_tape.inspection import grep as _grep
+from a2a_tape.inspection import searchable
 from a2a_tape.store import SearchStore, decode_item
 from a2a_tape.store.indexes import FIELDS_PER_EVENT, SEARCH_CURSOR, SearchRow
 
@@ -28,7 +28,7 @@ def _code_digest() -> str:
     """A digest of the modules whose rules decide the rows (what is searchable, how items decode)."""
     from a2a_tape.store import decode, events
 
-    return code_digest(b"search-1", (_grep, decode, events))
+    return code_digest(b"search-1", (searchable, decode, events))
 
 
 def event_rows(position: int, task_id: str | None, seq: int, payload: bytes) -> list[SearchRow]:
@@ -37,7 +37,7 @@ def event_rows(position: int, task_id: str | None, seq: int, payload: bytes) -> 
     kind = item.kind
     return [
         (position, n, task_id, seq, kind, where, text)
-        for n, (where, text) in enumerate(_grep.item_fields(item, payload))
+        for n, (where, text) in enumerate(searchable.item_fields(item, payload))
         if n < FIELDS_PER_EVENT
     ]
 

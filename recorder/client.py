@@ -18,8 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import msgspec
 
-from a2a_tape.capture.exchange import media_type_of
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import CARD_BINDINGS, HTTP_JSON, JSONRPC, OPERATIONS, STREAMING_OPERATIONS
 

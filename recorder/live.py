@@ -125,7 +125,7 @@ def render(fold: LiveFold, *, title: str = "", done: bool = False, plain: bool =
         shown = v.reasoning if len(v.reasoning) < 400 else "…" + v.reasoning[-400:]
         parts.append(Text(f"reasoning: {shown}", style="dim italic"))
     if v is not None and v.tool_calls:
-        from a2a_tape.inspection import tool_calls  # one rendering of a tool call (channels shows it so)
+        from a2a_tape.fold import tool_calls  # one rendering of a tool call (channels shows it so)
 
         table = Table(title="tool calls", title_justify="left", show_edge=False)
         for col in tool_calls.COLUMNS:

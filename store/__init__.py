@@ -77,9 +77,10 @@ from a2a_tape.store.interface import (
     StoreHandle,
     TaskIndexStore,
 )
-from a2a_tape.store.locations import DEFAULT_DB, default_db, open_store, safe_location
+from a2a_tape.store.locations import DEFAULT_DB, default_db, open_store
 from a2a_tape.store.open_reading import open_for_reading
 from a2a_tape.store.records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+from a2a_tape.store.redact import safe_location
 from a2a_tape.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:

@@ -6,7 +6,6 @@ import os
 
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.interface import Durability, Store
-from a2a_tape.store.redact import Redactor
 from a2a_tape.store.sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
 
 DEFAULT_DB = "a2a-tape.db"
@@ -50,13 +49,3 @@ def open_store(
         busy_timeout=DEFAULT_BUSY_TIMEOUT if busy_timeout is None else busy_timeout,
         readonly=readonly,
     )
-
-
-def safe_location(location: str) -> str:
-    """The location without a password (nor a secret parameter: ``?sslpassword=``), fit for
-    messages and tape headers."""
-    if "://" in location and "@" in location:
-        scheme, rest = location.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        location = f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return Redactor().url(location) if "?" in location else location

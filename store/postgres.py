@@ -29,11 +29,10 @@ from a2a_tape.store.append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_ro
 from a2a_tape.store.driver_errors import driver_line, guard_public
 from a2a_tape.store.errors import ConnectionLost, NotADatabase, SchemaTooNew, StoreError, WouldWait
 from a2a_tape.store.interface import Durability, FoldRow
-from a2a_tape.store.locations import safe_location
 from a2a_tape.store.paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from a2a_tape.store.postgres_indexes import TSV, PostgresIndexes
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent, TaskEvents
-from a2a_tape.store.redact import Redactor
+from a2a_tape.store.redact import Redactor, safe_location
 from a2a_tape.store.shared_sql import Cursor
 from a2a_tape.store.write_lock import NoWait
 

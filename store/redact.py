@@ -416,3 +416,13 @@ def build_redactor(options: Iterable[str] = (), directory: str | os.PathLike[str
 
 
 _DEFAULT = Redactor()  # the defaults: what every printed line is scrubbed of
+
+
+def safe_location(location: str) -> str:
+    """The location without a password (nor a secret parameter: ``?sslpassword=``), fit for
+    messages and tape headers."""
+    if "://" in location and "@" in location:
+        scheme, rest = location.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        location = f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return Redactor().url(location) if "?" in location else location

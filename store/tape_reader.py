@@ -1,7 +1,7 @@
 """The reader process of a large tape's import, both ends of its pipe.
 
 ``python -m a2a_tape.store.tape_reader FD`` (:func:`main`) parses the tape at descriptor FD with
-:func:`a2a_tape.store.tape.import_blocks` and writes its blocks to stdout as :data:`Frame` s, while
+:func:`a2a_tape.store.tape_lines.import_blocks` and writes its blocks to stdout as :data:`Frame` s, while
 the importing process (:func:`a2a_tape.store.tape.import_tape`: :func:`reader_fd`,
 :func:`start_reader`, :func:`reader_blocks`) appends the blocks it has already sent. The reader
 never touches the database.
@@ -22,7 +22,7 @@ from typing import IO
 
 import msgspec
 
-from a2a_tape.store.tape import ImportBlock, TapeError, import_blocks
+from a2a_tape.store.tape_lines import ImportBlock, TapeError, import_blocks
 
 READER_MIN_BYTES = 2 << 20
 """A tape file at least this large (what is left of it) is parsed by a reader process."""

@@ -35,7 +35,6 @@ from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
 
 import anyio
 
-from a2a_tape.capture.exchange import Appends
 from a2a_tape.store.driver_errors import translate
 from a2a_tape.store.errors import WouldWait
 from a2a_tape.store.interface import AppendLog
@@ -80,6 +79,19 @@ def writing_now(steps: Callable[P, Writes[T]]) -> Callable[P, T]:
 
 
 # -- the one commit mechanism ------------------------------------------------------------------
+
+
+class Appends:
+    """A write that only appends events (``log.append_batch``): a
+    :class:`GroupCommitWriter` merges it with its neighbours' into one insert."""
+
+    __slots__ = ("log", "events")
+
+    def __init__(self, log: AppendLog, events: Sequence[NewEvent]) -> None:
+        self.log, self.events = log, events
+
+    def __call__(self) -> list[StoredEvent]:
+        return self.log.append_batch(self.events)
 
 
 class _Slot:

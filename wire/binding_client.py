@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from a2a_tape.capture.exchange import media_type_of
 from a2a_tape.store.events import Item
+from a2a_tape.store.headers import media_type_of
 
 Answer = Literal["stream", "json", "redirect", "other"]
 """How an answer comes, by its head: an SSE stream, a whole JSON body, a redirect, anything else."""

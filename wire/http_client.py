@@ -28,12 +28,11 @@ import ssl
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
 
-from a2a_tape.capture.exchange import Capture
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.headers import header_problem
 from a2a_tape.store.redact import Redactor, safe_text
@@ -254,7 +253,13 @@ async def _decoded_chunks(resp: httpx.Response, coding: str) -> AsyncIterator[by
         yield rest
 
 
-def describe(exc: BaseException, url: str, capture: Capture | None = None) -> str:
+class Scrubs(Protocol):
+    """What scrubs an exchange's secrets from an error text (:class:`capture.exchange.Capture`)."""
+
+    def text(self, value: str) -> str: ...
+
+
+def describe(exc: BaseException, url: str, capture: Scrubs | None = None) -> str:
     """A transport error as one readable line, its secrets (URL, header values) redacted."""
     if isinstance(exc, FirstByteTimeout):
         text = f"{url} accepted the connection but sent no response head in time ({exc})"

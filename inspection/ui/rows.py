@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.fold import tool_calls
 from a2a_tape.fold.views import TaskView
-from a2a_tape.inspection import tool_calls
 from a2a_tape.inspection.doctor import Finding
 from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.steps import summary

@@ -33,7 +33,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Send
 
 from a2a_tape.recorder.proxy.relay import Cut, Headers
-from a2a_tape.replay.serve.reply import HOP_BY_HOP
+from a2a_tape.store.headers import HOP_BY_HOP
 
 CARD_PATHS = frozenset({b"/.well-known/agent-card.json", b"/.well-known/agent.json"})
 

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from a2a_tape.capture.exchange import is_json_type
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.headers import is_json_type
 from a2a_tape.wire import sse_frames as frames
 
 _JSON = "application/json"

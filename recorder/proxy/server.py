@@ -58,7 +58,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
-from a2a_tape.capture.exchange import is_json_type, media_type_of
 from a2a_tape.capture.sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.proxy.idempotency import (
@@ -98,6 +97,7 @@ from a2a_tape.recorder.proxy.relay import Headers, Live
 from a2a_tape.recorder.proxy.tee import tee
 from a2a_tape.recorder.recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from a2a_tape.store.errors import StoreError
+from a2a_tape.store.headers import is_json_type, media_type_of
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.redact import Redactor

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from a2a_tape.replay.serve import rpc
+from a2a_tape.store.headers import HOP_BY_HOP
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import HTTP_JSON
 from a2a_tape.wire import http_json
@@ -106,11 +107,6 @@ async def _whole(chunks: AsyncGenerator[bytes, None], content_type: str) -> Asyn
     finally:
         await chunks.aclose()
 
-
-HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
-)
-"""The hop-by-hop headers (RFC 9110 section 7.6.1, and the old proxy-connection): never passed on."""
 
 # Not replayed with a recorded card: hop-by-hop headers, and what describes the recorded body
 # rather than the one served (its length and coding change with the URLs; the type is the

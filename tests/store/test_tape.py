@@ -372,9 +372,9 @@ def test_the_reader_never_imports_a_package_of_the_working_directory(backend, tm
 def test_long_lines_make_smaller_blocks_and_import_whole(backend, tape_import, monkeypatch):
     """A block ends at 512 lines or at _BLOCK_BYTES, whichever comes first (a tape of long lines
     is never held 512 at a time); its lines import whole, in order, either way."""
-    from a2a_tape.store import tape
+    from a2a_tape.store import tape_lines
 
-    monkeypatch.setattr(tape, "_BLOCK_BYTES", 10_000)  # the reader process keeps its own 8 MiB: same log
+    monkeypatch.setattr(tape_lines, "_BLOCK_BYTES", 10_000)  # the reader process keeps its own 8 MiB: same log
     body = "x" * 3000
     lines = [b'{"type":"header","a2a_tape":1}\n']
     for k in range(40):
@@ -382,7 +382,7 @@ def test_long_lines_make_smaller_blocks_and_import_whole(backend, tape_import, m
             b'{"type":"event","position":%d,"seq":%d,"task_id":"t","payload":"%d %s"}\n'
             % (k + 1, k + 1, k, body.encode())
         )
-    blocks = list(tape.read_tape_blocks(lines))
+    blocks = list(tape_lines.read_tape_blocks(lines))
     assert [len(b) for b in blocks[:2]] == [5, 4] and sum(map(len, blocks)) == 41  # the header, then 3 kB lines
     dst = backend.open()
     assert tape_import(dst, lines).events == 40

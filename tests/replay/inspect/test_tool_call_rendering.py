@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from a2a_tape.fold import tool_calls
 from a2a_tape.fold.views import TaskView, ToolCall
-from a2a_tape.inspection import tool_calls
 from a2a_tape.inspection.ui.rows import tool_table
 
 _text = st.one_of(st.none(), st.text(max_size=8))
