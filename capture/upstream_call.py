@@ -44,7 +44,7 @@ import httpx
 
 from a2a_tape.capture.exchange import Capture, Outcome, RawItem, TaskContext
 from a2a_tape.store.decode import TextChunk
-from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
+from a2a_tape.store.events import SETTLED_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
 from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.interface import RecordingStore
 from a2a_tape.store.records import Exchange, StoredEvent
@@ -58,7 +58,6 @@ from a2a_tape.wire.sse_reader import SseLineTooLong
 JSON_RPC: Binding = jsonrpc.CLIENT
 """The binding of a call that names none."""
 
-SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 """A task in one of these states has ended, or waits for its user: a stream of it may close."""
 
 CLOSE_GRACE = 5.0
@@ -415,7 +414,7 @@ class Collect:
                     self.state = body.state
 
     def settled(self) -> bool:
-        return self.state in SETTLED
+        return self.state in SETTLED_STATES
 
     def early_close(self) -> str | None:
         if self.settled() or (self.items and isinstance(self.items[-1].body, ErrorItem)):

@@ -186,9 +186,7 @@ def open_db(
 
 def find_task(st: store.EventLog, task_id: str) -> str:
     """Resolve a task id, accepting a unique prefix."""
-    if st.has_task(task_id):
-        return task_id
-    matches = st.task_ids_with_prefix(task_id) if task_id else []
+    matches = store.tasks_named(st, task_id)
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:

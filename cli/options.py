@@ -173,9 +173,6 @@ def url(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> st
         raise _bad(ctx, param, str(exc)) from None
 
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP field name (RFC 9110 token)
-
-
 def _header_value_problem(value: str) -> str | None:
     if not value.isascii():
         return "is not ASCII"
@@ -186,9 +183,11 @@ def _header_value_problem(value: str) -> str | None:
 
 def headers(ctx: typer.Context, param: typer.CallbackParam, value: list[str] | None) -> list[str]:
     """``-H 'Name: value'``: a token for the name, printable ASCII for the value."""
+    from a2a_tape.store.headers import HEADER_NAME  # the one rule (here, not at import: --help stays cheap)
+
     for h in value or []:
         name, sep, val = h.partition(":")
-        if not sep or not _TOKEN.match(name.strip()):
+        if not sep or not HEADER_NAME.fullmatch(name.strip()):
             raise _bad(ctx, param, f"{h!r} is not 'Name: value'")
         problem = _header_value_problem(val)
         if problem:

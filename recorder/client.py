@@ -21,11 +21,10 @@ import msgspec
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.json_values import Decoder
-from a2a_tape.store.methods import CARD_BINDINGS, HTTP_JSON, JSONRPC, OPERATIONS, STREAMING_OPERATIONS
+from a2a_tape.store.methods import CARD_BINDINGS, CARD_PATH, HTTP_JSON, JSONRPC, OPERATIONS, STREAMING_OPERATIONS
 
 Dialect = Literal["1.0", "0.3"]
 ProtocolChoice = Literal["auto", "1.0", "0.3"]  # what --protocol asks for
-CARD_PATH = "/.well-known/agent-card.json"
 
 
 class NotAnAgent(A2ATapeError):

@@ -38,13 +38,12 @@ from a2a_tape.store.a2a_structs import (
     WireTask,
 )
 from a2a_tape.store.decode import state_in
-from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_tape.store.events import SETTLED_STATES, TERMINAL_STATES
 from a2a_tape.store.json_values import Decoder
-from a2a_tape.store.methods import METHODS
+from a2a_tape.store.methods import CARD_PATH, METHODS
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 
 TERMINAL = TERMINAL_STATES
-SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 
 
 # -- requests we read ----------------------------------------------------------------------
@@ -298,7 +297,7 @@ class AgentHost:
 
     def routes(self, prefix: str = "") -> list[Route]:
         return [
-            Route(prefix + "/.well-known/agent-card.json", self.card_endpoint, methods=["GET"]),
+            Route(prefix + CARD_PATH, self.card_endpoint, methods=["GET"]),
             Route(prefix + "/", self.rpc_endpoint, methods=["POST"]),
         ]
 
@@ -394,12 +393,12 @@ class AgentHost:
         self.run_job(task)  # after subscribing: the stream sees every event the job emits
         try:
             yield sse_frame(encode_task(task, dialect, rpc_id))
-            if task.state in SETTLED:
+            if task.state in SETTLED_STATES:
                 return
             while True:
                 ev = await q.get()
                 yield sse_frame(encode_event(ev, task, dialect, rpc_id))
-                if isinstance(ev, Status) and ev.state in SETTLED:
+                if isinstance(ev, Status) and ev.state in SETTLED_STATES:
                     return
         finally:
             task.unsubscribe(q)

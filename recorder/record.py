@@ -41,7 +41,7 @@ from a2a_tape.recorder.client import (
 from a2a_tape.recorder.session import Session
 from a2a_tape.recorder.settle import Backoff, settle
 from a2a_tape.recorder.upstream import Unreachable, Upstream
-from a2a_tape.store import INTERRUPTED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
+from a2a_tape.store import SETTLED_STATES, TERMINAL_STATES, ErrorItem, Item, StoredEvent
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import is_interrupted
 from a2a_tape.store.methods import BINDING_NAMES, CARD_BINDINGS
@@ -51,7 +51,6 @@ from a2a_tape.wire.codings import DecodingError
 from a2a_tape.wire.http_client import BodyTooLarge, LazyTlsTransport
 from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE, SseLineTooLong
 
-SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
 BATCHING = Batching(
     first=8,  # the first event reaches the screen after one small commit, not after a burst
     size=2048,  # a fast stream's events per commit: fewer, bigger commits cost less per event
@@ -189,7 +188,7 @@ class Recorder:
         answers it: agents keep a task's history differently). A decision of ours, noted first; its
         answer is kept, not folded: what the run shows is what the stream said."""
         s = self.session
-        if s.task_id is None or not self._last_streaming or self.stalled or self.error or s.state not in SETTLED:
+        if s.task_id is None or not self._last_streaming or self.stalled or self.error or s.state not in SETTLED_STATES:
             return
         await s.note("GetTask", "asking the agent for the task once, so the recording holds its own GetTask answer")
         ended = await self.up.exchange(task_request("get", self.dialect, s.task_id), self.endpoint, Collect())
@@ -209,7 +208,7 @@ class Recorder:
             await self.on_stall()
             return
         state = s.state
-        if state in SETTLED:
+        if state in SETTLED_STATES:
             return
         if s.fold.reply is not None and state == "unknown":
             s.fold.state = "completed"  # a lone Message answered the request: no task to follow
@@ -287,7 +286,7 @@ class Recorder:
         progress): stalled; open ``close_grace`` after it settled: closed by us."""
         s, o = self.session, self.opts
         return StallWatch(
-            o.stall_timeout, lambda: s.last_progress, settled=lambda: s.state in SETTLED, grace=o.close_grace
+            o.stall_timeout, lambda: s.last_progress, settled=lambda: s.state in SETTLED_STATES, grace=o.close_grace
         )
 
     async def fetch_card(self) -> AgentCard:
@@ -341,7 +340,7 @@ class _Fold:
 
     def early_close(self) -> str | None:
         s = self.session
-        if s.state in SETTLED or self.errors or (s.state == "unknown" and s.fold.reply is not None):
+        if s.state in SETTLED_STATES or self.errors or (s.state == "unknown" and s.fold.reply is not None):
             return None
         return f"stream closed while the task was {s.state}"
 
@@ -355,7 +354,7 @@ class _Follow:
         self.s = rec.session
 
     def settled(self) -> bool:
-        return self.s.state in SETTLED
+        return self.s.state in SETTLED_STATES
 
     def progress_at(self) -> float:
         return self.s.last_progress
@@ -366,7 +365,7 @@ class _Follow:
         got = await rec.call(task_request("get", rec.dialect, s.task_id))
         if got.errors or got.outcome not in ("ok", "closed"):
             return f"GetTask failed: {_why(got)}"
-        if s.state in SETTLED:
+        if s.state in SETTLED_STATES:
             await s.note("got final state", f"GetTask says {s.state}")
         return None
 
@@ -378,7 +377,7 @@ class _Follow:
         if res.errors:
             e = res.errors[-1]
             return f"{e.code}: {e.message}"
-        if res.outcome != "stalled" and s.state not in SETTLED:  # a stall is settle()'s to see
+        if res.outcome != "stalled" and s.state not in SETTLED_STATES:  # a stall is settle()'s to see
             rec.recovered.append(res.outcome)
             await s.note(f"stream {res.outcome}", f"the response ended ({res.outcome}) while the task was {s.state}")
         return None

@@ -28,10 +28,9 @@ from a2a_tape import store
 from a2a_tape.capture.exchange import Capture, Outcome, RawItem
 from a2a_tape.capture.recording_log import recording_log
 from a2a_tape.capture.sending import describe
-from a2a_tape.recorder.client import CARD_PATH
 from a2a_tape.store.json_values import Decoder
+from a2a_tape.store.methods import CARD_PATH, STREAMING_METHODS
 from a2a_tape.store.methods import METHODS as A2A_METHODS
-from a2a_tape.store.methods import STREAMING_METHODS
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import Batcher, Writes, run_writes, writer_of, writing_now
 from a2a_tape.wire import http_json, jsonrpc

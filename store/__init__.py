@@ -43,6 +43,7 @@ from a2a_tape.store.errors import (
 from a2a_tape.store.events import (
     ACTIVE_STATES,
     INTERRUPTED_STATES,
+    SETTLED_STATES,
     TERMINAL_STATES,
     Artifact,
     ArtifactUpdate,
@@ -78,7 +79,7 @@ from a2a_tape.store.interface import (
     TaskIndexStore,
 )
 from a2a_tape.store.locations import DEFAULT_DB, default_db, open_store
-from a2a_tape.store.open_reading import open_for_reading
+from a2a_tape.store.open_reading import open_for_reading, tasks_named
 from a2a_tape.store.records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
 from a2a_tape.store.redact import safe_location
 from a2a_tape.store.sqlite import SqliteStore
@@ -120,6 +121,7 @@ __all__ = [
     "Exchange",
     "GroupCommitWriter",
     "INTERRUPTED_STATES",
+    "SETTLED_STATES",
     "IdempotencyRecord",
     "Item",
     "Message",
@@ -149,6 +151,7 @@ __all__ = [
     "open_for_reading",
     "open_store",
     "safe_location",
+    "tasks_named",
 ]
 
 

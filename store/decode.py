@@ -27,6 +27,7 @@ from a2a_tape.store.a2a_structs import (
     WireTask,
 )
 from a2a_tape.store.events import (
+    A2A_STATES,
     ALL_STATES,
     Artifact,
     ArtifactUpdate,
@@ -46,30 +47,12 @@ from a2a_tape.store.events import (
 )
 from a2a_tape.store.json_values import TOO_DEEP
 
-_V1_STATES = {
-    "TASK_STATE_SUBMITTED": "submitted",
-    "TASK_STATE_WORKING": "working",
-    "TASK_STATE_INPUT_REQUIRED": "input-required",
-    "TASK_STATE_AUTH_REQUIRED": "auth-required",
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "canceled",
-    "TASK_STATE_CANCELLED": "canceled",
-    "TASK_STATE_REJECTED": "rejected",
-    "TASK_STATE_UNSPECIFIED": "unknown",
-}
-V1_STATE_NAMES = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "failed": "TASK_STATE_FAILED",
-    "canceled": "TASK_STATE_CANCELED",
-    "rejected": "TASK_STATE_REJECTED",
-    "unknown": "TASK_STATE_UNSPECIFIED",
-}
-"""The v1.0 spelling of each state of the internal model (the inverse of :func:`normalise_state`)."""
+V1_STATE_NAMES = {state: "TASK_STATE_" + state.upper().replace("-", "_") for state in A2A_STATES}
+V1_STATE_NAMES["unknown"] = "TASK_STATE_UNSPECIFIED"
+"""The v1.0 spelling of each state of the internal model (the inverse of :func:`normalise_state`):
+``input-required`` is ``TASK_STATE_INPUT_REQUIRED``, our ``unknown`` is ``TASK_STATE_UNSPECIFIED``."""
+
+_V1_STATES = {name: state for state, name in V1_STATE_NAMES.items()} | {"TASK_STATE_CANCELLED": "canceled"}
 
 
 def state_in(state: str, dialect: str) -> str:

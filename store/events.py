@@ -16,6 +16,8 @@ Origin = Literal["upstream", "local"]
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
 INTERRUPTED_STATES = frozenset({"input-required", "auth-required"})
 ACTIVE_STATES = frozenset({"submitted", "working"})
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+"""Where a task's stream ends and a recorder stops waiting: finished for good, or waiting for the user."""
 ALL_STATES = (
     "submitted",
     "working",
@@ -27,6 +29,8 @@ ALL_STATES = (
     "rejected",
     "unknown",
 )
+A2A_STATES = ALL_STATES[:-1]
+"""The states A2A names, in lifecycle order (:data:`ALL_STATES` without our ``unknown``)."""
 
 
 def is_terminal(state: str | None) -> bool:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""What an HTTP field name is (RFC 9110's token), used with ``fullmatch``."""
 
 
 def header_problem(name: str, value: str) -> str | None:
     """Why ``name: value`` cannot be an HTTP header (a name that is not a token, a value holding
     CR, LF or NUL: it would end the header, or the head, where it stands), or None."""
-    if _TOKEN.fullmatch(name) is None:
+    if HEADER_NAME.fullmatch(name) is None:
         return f"header name {name[:60]!r} is not a valid name"
     if "\r" in value or "\n" in value or "\0" in value:
         return f"header {name!r} holds a line break or NUL"

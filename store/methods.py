@@ -79,3 +79,10 @@ def binding_label(binding: str | None, dialect: str | None) -> str | None:
     if name is None:
         return None
     return f"{BINDING_NAMES.get(name, name)} {version}" if version else BINDING_NAMES.get(name, name)
+
+
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+"""Where an agent serves its card: the path of today's spec first (a client of ours asks for it),
+then the v0.2 path some agents still serve. The proxy, the replay and the log's "anything
+recorded?" query read this tuple."""
+CARD_PATH = CARD_PATHS[0]

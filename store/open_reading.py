@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from a2a_tape.store.errors import ReadOnlyStore, StoreNotFound
-from a2a_tape.store.interface import Durability, Store
+from a2a_tape.store.interface import Durability, EventLog, Store
 from a2a_tape.store.locations import open_store
 from a2a_tape.store.tape_copy import TapeCopy, is_tape
 
@@ -47,3 +47,11 @@ def open_for_reading(
         except ReadOnlyStore:  # read-only media, or a read-only server: read it as it is
             pass
     return open_store(loc, readonly=True, durability=durability, busy_timeout=busy_timeout)
+
+
+def tasks_named(log: EventLog, key: str) -> list[str]:
+    """The tasks a person means by ``key``: the task of that id, else every task whose id begins
+    with it (one: found; several: ambiguous; none: unknown). One rule for the CLI and the UI."""
+    if key and log.has_task(key):
+        return [key]
+    return log.task_ids_with_prefix(key) if key else []

@@ -31,6 +31,7 @@ from a2a_tape.store.driver_errors import guard_public, on_readonly_media, transl
 from a2a_tape.store.errors import NotADatabase, ReadOnlyStore, StoreError, StoreNotFound, StoreUnavailable, WouldWait
 from a2a_tape.store.files import create_private
 from a2a_tape.store.interface import Durability, FoldRow
+from a2a_tape.store.methods import CARD_PATHS
 from a2a_tape.store.paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent, TaskEvents
 from a2a_tape.store.schema import SCHEMA_VERSION, migrate
@@ -88,8 +89,7 @@ def _insert_run(cur: sqlite3.Cursor, run: Run) -> None:
 
 _RECORDED_SQL = (
     "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM events LIMIT 1)) + (SELECT COUNT(*) FROM (SELECT 1 FROM exchanges "
-    "WHERE NOT (http_method = 'GET' AND (url LIKE '%/.well-known/agent-card.json%' "
-    "OR url LIKE '%/.well-known/agent.json%')) LIMIT 1))"
+    "WHERE NOT (http_method = 'GET' AND (" + " OR ".join(f"url LIKE '%{path}%'" for path in CARD_PATHS) + ")) LIMIT 1))"
 )
 """Non-zero when something was recorded: an event, or an exchange other than an agent-card read."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from a2a_tape.store.decode import normalise_role, normalise_state, state_in
-from a2a_tape.store.events import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_tape.store.events import SETTLED_STATES
 
 Json = dict[str, Any]
 
@@ -172,7 +172,7 @@ def status_update_in(u: Any, dialect: str) -> Any:
             out["final"] = u["final"]
         else:
             state = normalise_state((out.get("status") or {}).get("state"))
-            out["final"] = state in TERMINAL_STATES or state in INTERRUPTED_STATES
+            out["final"] = state in SETTLED_STATES
     return out
 
 

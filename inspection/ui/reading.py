@@ -23,7 +23,9 @@ from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.inspection.ui import rows
 from a2a_tape.store import Exchange, ReadOnlyStore, Store, StoredEvent
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.events import A2A_STATES
 from a2a_tape.store.methods import BINDING_NAMES
+from a2a_tape.store.open_reading import tasks_named
 
 PAGE = 50
 """Tasks in one page of the list."""
@@ -32,7 +34,7 @@ ROWS = 100
 SCAN = 2000
 """Tasks (or search matches) one list page examines at most for the filters the index does not
 hold (binding, upstream, faults); the page then offers to look further from where it stopped."""
-STATES = ("submitted", "working", "input-required", "auth-required", "completed", "failed", "canceled", "rejected")
+STATES = A2A_STATES
 BINDINGS = tuple(BINDING_NAMES.values())
 """The bindings the list filters by, as people read them (``JSONRPC``, ``HTTP+JSON``, ``GRPC``)."""
 
@@ -262,9 +264,7 @@ def _matches(store: Store, text: str, after: int | None) -> Iterator[Match]:
 
 def resolve(store: Store, key: str) -> str | None:
     """The task named by ``key``: its id, or a unique prefix of one."""
-    if key and store.has_task(key):
-        return key
-    found = store.task_ids_with_prefix(key) if key else []
+    found = tasks_named(store, key)
     return found[0] if len(found) == 1 else None
 
 

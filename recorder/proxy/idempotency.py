@@ -290,7 +290,7 @@ def recorded_items(st: store.EventLog, record: store.IdempotencyRecord) -> list[
             continue
         out.append(e)
         state = _state_of(item)
-        if state in store.TERMINAL_STATES or state in store.INTERRUPTED_STATES:
+        if state in store.SETTLED_STATES:
             break
     return out
 

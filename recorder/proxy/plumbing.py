@@ -34,8 +34,9 @@ from starlette.types import Send
 
 from a2a_tape.recorder.proxy.relay import Cut, Headers
 from a2a_tape.store.headers import HOP_BY_HOP
+from a2a_tape.store.methods import CARD_PATHS
 
-CARD_PATHS = frozenset({b"/.well-known/agent-card.json", b"/.well-known/agent.json"})
+RAW_CARD_PATHS = frozenset(path.encode() for path in CARD_PATHS)  # compared on the raw path
 
 _HOP = HOP_BY_HOP
 _REQUEST_DROP = _HOP | {"host", "content-length", "accept-encoding"}  # httpx sets these itself
@@ -82,7 +83,7 @@ def without_userinfo(url: str) -> str:
 
 def is_public(method: str, raw_path: bytes) -> bool:
     """The agent card at the root, read with GET or HEAD: the only requests needing no token."""
-    return method in ("GET", "HEAD") and raw_path in CARD_PATHS
+    return method in ("GET", "HEAD") and raw_path in RAW_CARD_PATHS
 
 
 def _bearer(value: str) -> str | None:

@@ -40,7 +40,7 @@ from a2a_tape.replay.serve.convert import (
 )
 from a2a_tape.replay.serve.faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
 from a2a_tape.replay.serve.forward import Forwarder, Target
-from a2a_tape.replay.serve.library import CARD_PATHS, Episode, Library, Served, TaskEvent, answer_key, message_text
+from a2a_tape.replay.serve.library import Episode, Library, Served, TaskEvent, answer_key, message_text
 from a2a_tape.replay.serve.list_tasks import (
     Listed,
     ListingError,
@@ -69,7 +69,7 @@ from a2a_tape.replay.serve.validation import send_problem
 from a2a_tape.store import TERMINAL_STATES, MessageItem
 from a2a_tape.store.a2a_structs import WireTask
 from a2a_tape.store.decode import state_in
-from a2a_tape.store.methods import ALL_METHODS, JSONRPC
+from a2a_tape.store.methods import ALL_METHODS, CARD_PATHS, JSONRPC
 from a2a_tape.store.redact import Redactor
 from a2a_tape.wire import bindings
 from a2a_tape.wire.sse_frames import comment, frame

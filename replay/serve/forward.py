@@ -34,6 +34,7 @@ from a2a_tape.replay.serve.faults import FAULT_HEADER, FAULT_QUERY
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.reply import SSE_HEADERS, Reply, error_reply
 from a2a_tape.store.events import ErrorItem
+from a2a_tape.store.headers import HOP_BY_HOP
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC, STREAMING_OPERATIONS
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
@@ -41,22 +42,9 @@ from a2a_tape.wire import http_json
 from a2a_tape.wire.http_client import LazyTlsTransport, Timeouts
 
 FIRST_BYTE = 30.0
-_NOT_FORWARDED = frozenset(
-    {
-        "host",
-        "content-length",
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-authorization",
-        "proxy-connection",
-        "accept-encoding",
-        FAULT_HEADER.lower(),
-    }
-)  # hop-by-hop headers, and our own fault header
+_NOT_FORWARDED = HOP_BY_HOP | frozenset(
+    {"host", "content-length", "proxy-authorization", "accept-encoding", FAULT_HEADER.lower()}
+)  # hop-by-hop headers, what httpx sets itself, and our own fault header
 
 
 class Target(NamedTuple):

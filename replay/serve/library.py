@@ -21,14 +21,12 @@ from a2a_tape.replay.serve.rpc import METHODS, SEND_OPERATIONS, BadParams, BadRe
 from a2a_tape.replay.serve.shape import Shape, shape_of
 from a2a_tape.replay.serve.write_back import Mark, mark_of, write_back
 from a2a_tape.store import Exchange, Item, Store, StoredEvent, StoreError, decode_item, open_store
-from a2a_tape.store.methods import GRPC, HTTP_JSON, binding_and_version
+from a2a_tape.store.methods import CARD_PATHS, GRPC, HTTP_JSON, binding_and_version
 from a2a_tape.store.tape_copy import TapeCopy, is_tape
 from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire import http_json
 from a2a_tape.wire.bindings import recorded_call
 from a2a_tape.wire.sse_frames import Splitter, frame, render_frames
-
-CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 
 class RecordedCard(msgspec.Struct, frozen=True):

@@ -32,6 +32,7 @@ from datetime import datetime
 import msgspec
 
 from a2a_tape.fold.views import RecordedTask
+from a2a_tape.store.decode import V1_STATE_NAMES
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.json_values import Decoder
 
@@ -39,16 +40,7 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 
 # v1.0 TaskState names and numbers -> our (v0.3) spelling
-_STATE_NAMES = {
-    "TASK_STATE_SUBMITTED": "submitted",
-    "TASK_STATE_WORKING": "working",
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "canceled",
-    "TASK_STATE_INPUT_REQUIRED": "input-required",
-    "TASK_STATE_REJECTED": "rejected",
-    "TASK_STATE_AUTH_REQUIRED": "auth-required",
-}
+_STATE_NAMES = {name: state for state, name in V1_STATE_NAMES.items() if state != "unknown"}
 _STATE_NUMBERS = {1: "submitted", 2: "working", 3: "completed", 4: "failed", 5: "canceled"}
 _STATE_NUMBERS |= {6: "input-required", 7: "rejected", 8: "auth-required"}
 

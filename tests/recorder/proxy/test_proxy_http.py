@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from a2a_tape.recorder.proxy.plumbing import (
-    CARD_PATHS,
+    RAW_CARD_PATHS,
     Upstream,
     is_public,
     request_headers,
@@ -51,10 +51,10 @@ def test_the_token_is_presented_exactly_when_a_bearer_value_carries_it(headers):
 
 @given(
     st.sampled_from(["GET", "HEAD", "POST", "PUT", "DELETE"]),
-    st.binary(max_size=40) | st.sampled_from(sorted(CARD_PATHS)),
+    st.binary(max_size=40) | st.sampled_from(sorted(RAW_CARD_PATHS)),
 )
 def test_public_is_exactly_a_read_of_a_card_path_at_the_root(method, raw_path):
-    assert is_public(method, raw_path) is (method in ("GET", "HEAD") and raw_path in CARD_PATHS)
+    assert is_public(method, raw_path) is (method in ("GET", "HEAD") and raw_path in RAW_CARD_PATHS)
 
 
 @given(

@@ -1,0 +1,35 @@
+"""One rule, one place (issue 31 item 4): each rule below is written in one module of the product,
+and every other module asks it. A second copy is caught here, by its text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.packaging.test_namespace import ROOMS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# (what the rule is, a text only its own module may hold, that module)
+RULES = [
+    ("the settled states", "TERMINAL_STATES | INTERRUPTED_STATES", "store/events.py"),
+    ("the agent-card paths", "/.well-known/agent.json", "store/methods.py"),
+    ("the agent-card paths", '"/.well-known/agent-card.json"', "store/methods.py"),
+    ("the task-state names", '"input-required", "auth-required"', "store/events.py"),
+    ("the task-state names", '"TASK_STATE_INPUT_REQUIRED"', "nowhere"),
+    ("a task named by a prefix", ".task_ids_with_prefix(", "store/open_reading.py"),
+    ("the header-name pattern", "0-9A-Za-z", "store/headers.py"),
+    ("the hop-by-hop headers", '"keep-alive"', "store/headers.py"),
+]
+
+
+def _sources() -> dict[str, str]:
+    return {str(f.relative_to(ROOT)): f.read_text() for room in ROOMS for f in sorted((ROOT / room).rglob("*.py"))}
+
+
+@pytest.mark.parametrize(("rule", "text", "home"), RULES, ids=[f"{r[0]}: {r[1]}" for r in RULES])
+def test_each_rule_is_written_once(rule, text, home):
+    holders = [path for path, src in _sources().items() if text in src]
+    expected = [] if home == "nowhere" else [home]
+    assert holders == expected, f"{rule}: {text!r} is written in {holders}, not only in {home}"
