@@ -19,13 +19,13 @@ from a2a_tape.inspection.export_html import (
     DEFAULT_TASKS,
     PAGE_LIMIT,
     Section,
-    message_section,
     write_dir,
     write_page,
 )
 from a2a_tape.inspection.export_mermaid import build_mermaid, message_mermaid
 from a2a_tape.inspection.listing import log_order_ids, newest_ids
 from a2a_tape.inspection.messages import LoneMessage
+from a2a_tape.inspection.ui.sections import message_section
 from a2a_tape.inspection.words import count
 from a2a_tape.store import Store
 

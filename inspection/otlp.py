@@ -36,6 +36,7 @@ from a2a_tape.store import (
     TaskSnapshot,
     decode_item,
 )
+from a2a_tape.store.decode import V1_STATE_NAMES
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
 from a2a_tape.wire.trace_context import TraceParent, of_headers, parse_traceparent
 
@@ -77,23 +78,12 @@ _V10_NAME = {
     for name in names.values()
     if "1.0" in names
 }
-_TASK_STATE = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "canceled": "TASK_STATE_CANCELED",
-    "failed": "TASK_STATE_FAILED",
-    "rejected": "TASK_STATE_REJECTED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "unknown": "TASK_STATE_UNSPECIFIED",
-}
 _FAILED_OUTCOMES = frozenset({"error", "timeout", "dropped"})
 
 
 def task_state(state: str) -> str:
     """Our (v0.3-spelled) state as the proposal spells it: ``input-required`` -> ``TASK_STATE_INPUT_REQUIRED``."""
-    return _TASK_STATE.get(state, "TASK_STATE_" + state.upper().replace("-", "_"))
+    return V1_STATE_NAMES.get(state, "TASK_STATE_" + state.upper().replace("-", "_"))
 
 
 def method_name(ex: Exchange) -> str | None:

@@ -32,7 +32,6 @@ from starlette.staticfiles import StaticFiles
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.diff import normalised
 from a2a_tape.inspection.doctor import findings as doctor_findings
-from a2a_tape.inspection.export_html import message_section
 from a2a_tape.inspection.messages import LoneMessage, find_message
 from a2a_tape.inspection.ui import diffview, pages, reading, rows
 from a2a_tape.inspection.ui.access import protect
@@ -40,6 +39,7 @@ from a2a_tape.inspection.ui.follower import KEEPALIVE, Follower, sse
 from a2a_tape.inspection.ui.reading import BadQuery, Filters
 from a2a_tape.inspection.ui.render import STATIC, fragment, render
 from a2a_tape.inspection.ui.scrub import At, Scrubber
+from a2a_tape.inspection.ui.sections import message_section
 from a2a_tape.store import Store
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard
 
