@@ -37,6 +37,7 @@ from a2a_tape.store import (
     decode_item,
 )
 from a2a_tape.store.decode import V1_STATE_NAMES
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
 from a2a_tape.wire.trace_context import TraceParent, of_headers, parse_traceparent
 
@@ -427,7 +428,7 @@ def batches(
 # -- where the spans go ------------------------------------------------------------------------
 
 
-class ExportFailed(Exception):
+class ExportFailed(A2ATapeError):
     """The collector did not take the spans: the message says why, in one line."""
 
 
