@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -135,10 +136,12 @@ class NotTheMessage(A2ATapeError):
     """Bytes that do not parse as the method's message type (kept as they came, not as JSON)."""
 
 
-def to_json(full_name: str, raw: bytes) -> bytes:
+def to_json(full_name: str, raw: bytes, notes: list[str] | None = None) -> bytes:
     """The proto3 JSON mapping of a message's exact bytes (camelCase names, enum names, defaults
-    left out: the v1.0 JSON shape). Raises :class:`NotTheMessage` for bytes that do not parse."""
-    from google.protobuf import json_format
+    left out: the v1.0 JSON shape). Raises :class:`NotTheMessage` for bytes that do not parse.
+    A number a ``google.protobuf.Value`` holds that JSON cannot (NaN, Infinity: valid protobuf,
+    no JSON mapping) is written as the string proto3 JSON gives a double (``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``), and a line saying where goes to ``notes``."""
     from google.protobuf.message import DecodeError
 
     msg = _message_class(full_name)()
@@ -146,15 +149,72 @@ def to_json(full_name: str, raw: bytes) -> bytes:
         msg.ParseFromString(raw)
     except DecodeError as exc:
         raise NotTheMessage(f"not a {full_name}: {exc}") from None
-    return _json.encode(json_format.MessageToDict(msg))
+    return message_json(msg, notes)
 
 
-def message_json(message: Any) -> bytes:
+def message_json(message: Any, notes: list[str] | None = None) -> bytes:
     """The JSON mapping of a message object (what a client's stub hands over): :func:`to_json`
-    without the parse."""
+    without the parse. A message that has no JSON mapping even so (a timestamp out of range)
+    raises :class:`NotTheMessage`: never an exception of protobuf's into a caller."""
     from google.protobuf import json_format
 
-    return _json.encode(json_format.MessageToDict(message))
+    try:
+        return _json.encode(json_format.MessageToDict(message))
+    except (json_format.Error, ValueError):
+        pass
+    copy = type(message)()
+    copy.CopyFrom(message)
+    found: list[str] = []
+    _finite(copy, "", found)
+    try:
+        out = _json.encode(json_format.MessageToDict(copy))
+    except (json_format.Error, ValueError) as exc:
+        raise NotTheMessage(f"{message.DESCRIPTOR.full_name} has no JSON mapping: {exc}") from None
+    if notes is not None:
+        notes.append(
+            "a number JSON cannot hold (NaN or Infinity) is stored as a string at "
+            + ", ".join(found[:10])
+            + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        )
+    return out
+
+
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _finite(msg: Any, path: str, found: list[str]) -> None:
+    """Each non-finite number of a ``google.protobuf.Value`` in ``msg`` made its proto3 JSON string,
+    its JSON path added to ``found``."""
+    name = msg.DESCRIPTOR.full_name
+    if name == "google.protobuf.Value":
+        kind = msg.WhichOneof("kind")
+        if kind == "number_value" and not math.isfinite(msg.number_value):
+            found.append(path or "$")
+            msg.string_value = _NON_FINITE[repr(msg.number_value)]
+        elif kind in ("struct_value", "list_value"):
+            _finite(getattr(msg, kind), path, found)
+        return
+    if name == "google.protobuf.Struct":
+        for key, item in msg.fields.items():
+            _finite(item, f"{path}.{key}", found)
+        return
+    if name == "google.protobuf.ListValue":
+        for k, item in enumerate(msg.values):
+            _finite(item, f"{path}[{k}]", found)
+        return
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        here = f"{path}.{fd.json_name}" if path else fd.json_name
+        if fd.message_type.GetOptions().map_entry:
+            if fd.message_type.fields_by_name["value"].message_type is not None:
+                for key, item in value.items():
+                    _finite(item, f"{here}.{key}", found)
+        elif fd.is_repeated:
+            for k, item in enumerate(value):
+                _finite(item, f"{here}[{k}]", found)
+        else:
+            _finite(value, here, found)
 
 
 def from_json(full_name: str, data: bytes | str) -> bytes:
