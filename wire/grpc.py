@@ -373,9 +373,11 @@ def rewrite_grpc_urls(body: bytes, ours: str | None) -> tuple[bytes, set[str]]:
     """A card whose gRPC interfaces name ``ours`` (``HOST:PORT``: a gRPC proxy or replay server),
     in the form the card wrote them (with a scheme, or none); a card with none gets ours added.
     Returns the new body and the URLs only gRPC interfaces use, which an HTTP origin rewrite must
-    leave alone: with no gRPC server of ours (``ours`` None) they stay as the agent wrote them,
-    never pointing a gRPC client at an HTTP server. The bytes are replaced where they stand; a URL
-    that a gRPC interface shares with another (one port for both) is set in the gRPC entries alone."""
+    leave alone. With no gRPC server of ours (``ours`` None) the card's gRPC interfaces are left
+    out: the agent's own address would send a gRPC client around the recorder (or a replay test
+    to the live agent), the HTTP server's would send it to no gRPC server. The bytes are replaced
+    where they stand; a URL that a gRPC interface shares with another (one port for both) is set
+    in the gRPC entries alone."""
     card = _read_card(body)
     if card is None:
         return body, set()
@@ -383,6 +385,8 @@ def rewrite_grpc_urls(body: bytes, ours: str | None) -> tuple[bytes, set[str]]:
     urls = [i.url for i in interfaces if i.url and _is_grpc(i)]
     if not urls:
         return (_with_grpc_interface(body, ours) if ours is not None else body), set()
+    if ours is None:
+        return _edit_grpc_interfaces(body, None), set()
     others = {card.url} | {i.url for i in interfaces if not _is_grpc(i)}
     if ours is not None:
         if others.intersection(urls):
@@ -401,13 +405,27 @@ def _ours_as(url: str, ours: str) -> str:
 
 def _set_grpc_urls(body: bytes, ours: str) -> bytes:
     """The card with each gRPC interface's URL set to ``ours`` (decoded and encoded again)."""
+    return _edit_grpc_interfaces(body, ours)
+
+
+def _edit_grpc_interfaces(body: bytes, ours: str | None) -> bytes:
+    """The card with each gRPC interface's URL set to ``ours``, or (None) each left out (decoded
+    and encoded again)."""
     doc = msgspec.json.decode(body)
     for key in ("supportedInterfaces", "additionalInterfaces"):
+        kept = []
         for itf in doc.get(key) or []:
-            if not isinstance(itf, dict) or not isinstance(itf.get("url"), str):
+            grpc = (
+                isinstance(itf, dict)
+                and str(itf.get("protocolBinding") or itf.get("transport") or "").upper() == "GRPC"
+            )
+            if grpc and ours is None:
                 continue
-            if str(itf.get("protocolBinding") or itf.get("transport") or "").upper() == "GRPC":
-                itf["url"] = _ours_as(itf["url"], ours)
+            if grpc and isinstance(itf.get("url"), str):
+                itf["url"] = _ours_as(itf["url"], ours or "")
+            kept.append(itf)
+        if isinstance(doc.get(key), list):
+            doc[key] = kept
     return _json.encode(doc)
 
 
