@@ -70,6 +70,7 @@ class GrpcCapture:
         self.cap = Capture(redactor)
         self.request_json: bytes | None = None
         self.undecodable: list[str] = []  # answer messages that are not the method's message type
+        self.unmapped: list[str] = []  # numbers with no JSON mapping (NaN, Infinity), where
         self.deadline: float | None = None  # the client's own deadline (monotonic), when it set one
 
     def set_deadline(self, timeout: float | None) -> None:
@@ -93,7 +94,7 @@ class GrpcCapture:
         body = b""
         if m is not None and raw is not None:
             try:
-                self.request_json = grpc_wire.to_json(m.request_type, raw)
+                self.request_json = grpc_wire.to_json(m.request_type, raw, self.unmapped)
                 body = redacted_as(self.redactor, b"params", self.request_json)
             except grpc_wire.NotTheMessage:
                 body = raw  # kept as it came: the agent judges it
@@ -126,7 +127,10 @@ class GrpcCapture:
         items: list[tuple[bytes, str | None]] = []
         for raw in raws:
             try:
-                payload = grpc_wire.to_json(kind, raw) if isinstance(raw, bytes) else grpc_wire.message_json(raw)
+                if isinstance(raw, bytes):
+                    payload = grpc_wire.to_json(kind, raw, self.unmapped)
+                else:
+                    payload = grpc_wire.message_json(raw, self.unmapped)
                 payload = redacted_as(self.redactor, b"result", payload)
             except grpc_wire.NotTheMessage as exc:
                 self.undecodable.append(str(exc))
@@ -171,12 +175,13 @@ class GrpcCapture:
 
     def notes(self) -> list[store.NewEvent]:
         """The local notes the call left, once: payloads redacted at byte level, answers that were
-        not the method's message type."""
+        not the method's message type, numbers JSON cannot hold (the client got them as sent)."""
         ex_id = self.cap.exchange_id
         assert ex_id is not None
         found = [("redacted", n) for n in dict.fromkeys(self.cap.notes)]
         found += [("undecodable", n) for n in dict.fromkeys(self.undecodable)]
-        self.cap.notes, self.undecodable = [], []
+        found += [("not-json", n) for n in dict.fromkeys(self.unmapped)]
+        self.cap.notes, self.undecodable, self.unmapped = [], [], []
         return [local_note(ex_id, action, detail, self.cap.task_id) for action, detail in found]
 
 

@@ -201,16 +201,22 @@ def proxy_cmd(
         from a2a_tape.recorder.proxy.grpc_server import attach
 
         attach(asgi, proxy, *grpc_side)
+    listening: list[str] = []
+
+    def banner(url: str) -> str:
+        listening.append(url)
+        return f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)})"
+
+    stopped: BaseException | None = None
     with st:  # a failed start (the port taken) leaves no log this run created and never wrote (store)
-        listen_and_serve(
-            asgi,
-            host,
-            port,
-            lambda url: (
-                f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)})"
-            ),
-            lifespan="on",
-        )
+        try:
+            listen_and_serve(asgi, host, port, banner, lifespan="on")
+        except (KeyboardInterrupt, SystemExit) as exc:
+            if not listening:
+                raise
+            stopped = exc  # Ctrl-C or SIGTERM once it served: a stop, not a failed start; the log stays
+    if stopped is not None:
+        raise stopped
 
 
 def _upstream_credentials(upstream: str, file: Path | None) -> tuple[str, str] | None:

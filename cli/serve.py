@@ -144,5 +144,9 @@ def serve_cmd(
             asgi, host, port, lambda url: f"a2a-tape serve: {url} {said}", lifespan="on" if grpc_at else "off"
         )
     finally:
-        library.save()
-        library.close()
+        try:
+            library.save(warn=False)
+        finally:
+            library.close()
+        for line in library.refused:
+            say(f"a2a-tape serve: {line}")

@@ -84,20 +84,38 @@ def url_of(sock: socket.socket) -> str:
 Lifespan = Literal["auto", "on", "off"]
 
 
+_STOPS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that end a server as Ctrl-C does: SIGTERM (``kill``, a service manager) and SIGHUP
+(the terminal closed, the ssh session dropped), which would otherwise kill the process before
+its cleanup (serve's write-back) runs."""
+
+
 def server(app: ASGIApp, *, lifespan: Lifespan = "off", on_exit: Callable[[], None] | None = None) -> uvicorn.Server:
-    """uvicorn for ``app``; ``on_exit`` (if any) is told first when a signal asks it to stop, so
+    """uvicorn for ``app``, which shuts down gracefully on SIGHUP too (uvicorn itself catches
+    SIGINT and SIGTERM only); ``on_exit`` (if any) is told first when a signal asks it to stop, so
     what would hold the graceful shutdown (the UI's open event streams) ends at once."""
     import uvicorn
 
     config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=2)
-    if on_exit is None:
-        return uvicorn.Server(config)
-    tell: Callable[[], None] = on_exit
+    tell = on_exit
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            tell()
+            if tell is not None:
+                tell()
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():  # on leaving, it raises each signal it caught again
+                main = threading.current_thread() is threading.main_thread()
+                hup = getattr(signal, "SIGHUP", None)
+                previous = signal.signal(hup, self.handle_exit) if main and hup is not None else None
+                try:
+                    yield
+                finally:
+                    if previous is not None and hup is not None:
+                        signal.signal(hup, previous)
 
     return Server(config)
 
@@ -113,22 +131,22 @@ def run(
     """Serve ``app`` on ``sock`` in this thread until interrupted; the socket is closed after.
     Every server of ours runs here (serve, proxy, the demo agent, ui), so they stop alike.
 
-    SIGTERM (``kill``, a service manager, a test's stop) ends it as Ctrl-C does: uvicorn shuts
-    down gracefully, then hands the signal back; it ends here as a clean exit instead of killing
-    the process, so the caller's cleanup runs (serve writes a tape back, the proxy and ui close
+    SIGTERM (``kill``, a service manager, a test's stop) and SIGHUP (the terminal closed) end it
+    as Ctrl-C does: uvicorn shuts down gracefully, then hands the signal back; it ends here as a
+    clean exit instead of killing the process, so the caller's cleanup runs (serve writes a tape back, the proxy and ui close
     their log). ``listening`` says where it listens (the line people and scripts wait for): it is
     called once SIGTERM is handled so, never before, and a SIGTERM sent as soon as the line is
     read exits 0 too. ``on_exit``: as :func:`server` says."""
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
+    previous = {sig: signal.signal(sig, _terminated) for sig in _STOPS} if main else {}
     try:
         if listening is not None:
             listening()
         server(app, lifespan=lifespan, on_exit=on_exit).run(sockets=[sock])
     finally:
         sock.close()
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _terminated(signum: int, frame: object) -> None:

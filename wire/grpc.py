@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -135,10 +136,12 @@ class NotTheMessage(A2ATapeError):
     """Bytes that do not parse as the method's message type (kept as they came, not as JSON)."""
 
 
-def to_json(full_name: str, raw: bytes) -> bytes:
+def to_json(full_name: str, raw: bytes, notes: list[str] | None = None) -> bytes:
     """The proto3 JSON mapping of a message's exact bytes (camelCase names, enum names, defaults
-    left out: the v1.0 JSON shape). Raises :class:`NotTheMessage` for bytes that do not parse."""
-    from google.protobuf import json_format
+    left out: the v1.0 JSON shape). Raises :class:`NotTheMessage` for bytes that do not parse.
+    A number a ``google.protobuf.Value`` holds that JSON cannot (NaN, Infinity: valid protobuf,
+    no JSON mapping) is written as the string proto3 JSON gives a double (``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``), and a line saying where goes to ``notes``."""
     from google.protobuf.message import DecodeError
 
     msg = _message_class(full_name)()
@@ -146,15 +149,72 @@ def to_json(full_name: str, raw: bytes) -> bytes:
         msg.ParseFromString(raw)
     except DecodeError as exc:
         raise NotTheMessage(f"not a {full_name}: {exc}") from None
-    return _json.encode(json_format.MessageToDict(msg))
+    return message_json(msg, notes)
 
 
-def message_json(message: Any) -> bytes:
+def message_json(message: Any, notes: list[str] | None = None) -> bytes:
     """The JSON mapping of a message object (what a client's stub hands over): :func:`to_json`
-    without the parse."""
+    without the parse. A message that has no JSON mapping even so (a timestamp out of range)
+    raises :class:`NotTheMessage`: never an exception of protobuf's into a caller."""
     from google.protobuf import json_format
 
-    return _json.encode(json_format.MessageToDict(message))
+    try:
+        return _json.encode(json_format.MessageToDict(message))
+    except (json_format.Error, ValueError):
+        pass
+    copy = type(message)()
+    copy.CopyFrom(message)
+    found: list[str] = []
+    _finite(copy, "", found)
+    try:
+        out = _json.encode(json_format.MessageToDict(copy))
+    except (json_format.Error, ValueError) as exc:
+        raise NotTheMessage(f"{message.DESCRIPTOR.full_name} has no JSON mapping: {exc}") from None
+    if notes is not None:
+        notes.append(
+            "a number JSON cannot hold (NaN or Infinity) is stored as a string at "
+            + ", ".join(found[:10])
+            + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        )
+    return out
+
+
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _finite(msg: Any, path: str, found: list[str]) -> None:
+    """Each non-finite number of a ``google.protobuf.Value`` in ``msg`` made its proto3 JSON string,
+    its JSON path added to ``found``."""
+    name = msg.DESCRIPTOR.full_name
+    if name == "google.protobuf.Value":
+        kind = msg.WhichOneof("kind")
+        if kind == "number_value" and not math.isfinite(msg.number_value):
+            found.append(path or "$")
+            msg.string_value = _NON_FINITE[repr(msg.number_value)]
+        elif kind in ("struct_value", "list_value"):
+            _finite(getattr(msg, kind), path, found)
+        return
+    if name == "google.protobuf.Struct":
+        for key, item in msg.fields.items():
+            _finite(item, f"{path}.{key}", found)
+        return
+    if name == "google.protobuf.ListValue":
+        for k, item in enumerate(msg.values):
+            _finite(item, f"{path}[{k}]", found)
+        return
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        here = f"{path}.{fd.json_name}" if path else fd.json_name
+        if fd.message_type.GetOptions().map_entry:
+            if fd.message_type.fields_by_name["value"].message_type is not None:
+                for key, item in value.items():
+                    _finite(item, f"{here}.{key}", found)
+        elif fd.is_repeated:
+            for k, item in enumerate(value):
+                _finite(item, f"{here}[{k}]", found)
+        else:
+            _finite(value, here, found)
 
 
 def from_json(full_name: str, data: bytes | str) -> bytes:
@@ -313,9 +373,11 @@ def rewrite_grpc_urls(body: bytes, ours: str | None) -> tuple[bytes, set[str]]:
     """A card whose gRPC interfaces name ``ours`` (``HOST:PORT``: a gRPC proxy or replay server),
     in the form the card wrote them (with a scheme, or none); a card with none gets ours added.
     Returns the new body and the URLs only gRPC interfaces use, which an HTTP origin rewrite must
-    leave alone: with no gRPC server of ours (``ours`` None) they stay as the agent wrote them,
-    never pointing a gRPC client at an HTTP server. The bytes are replaced where they stand; a URL
-    that a gRPC interface shares with another (one port for both) is set in the gRPC entries alone."""
+    leave alone. With no gRPC server of ours (``ours`` None) the card's gRPC interfaces are left
+    out: the agent's own address would send a gRPC client around the recorder (or a replay test
+    to the live agent), the HTTP server's would send it to no gRPC server. The bytes are replaced
+    where they stand; a URL that a gRPC interface shares with another (one port for both) is set
+    in the gRPC entries alone."""
     card = _read_card(body)
     if card is None:
         return body, set()
@@ -323,6 +385,8 @@ def rewrite_grpc_urls(body: bytes, ours: str | None) -> tuple[bytes, set[str]]:
     urls = [i.url for i in interfaces if i.url and _is_grpc(i)]
     if not urls:
         return (_with_grpc_interface(body, ours) if ours is not None else body), set()
+    if ours is None:
+        return _edit_grpc_interfaces(body, None), set()
     others = {card.url} | {i.url for i in interfaces if not _is_grpc(i)}
     if ours is not None:
         if others.intersection(urls):
@@ -341,13 +405,27 @@ def _ours_as(url: str, ours: str) -> str:
 
 def _set_grpc_urls(body: bytes, ours: str) -> bytes:
     """The card with each gRPC interface's URL set to ``ours`` (decoded and encoded again)."""
+    return _edit_grpc_interfaces(body, ours)
+
+
+def _edit_grpc_interfaces(body: bytes, ours: str | None) -> bytes:
+    """The card with each gRPC interface's URL set to ``ours``, or (None) each left out (decoded
+    and encoded again)."""
     doc = msgspec.json.decode(body)
     for key in ("supportedInterfaces", "additionalInterfaces"):
+        kept = []
         for itf in doc.get(key) or []:
-            if not isinstance(itf, dict) or not isinstance(itf.get("url"), str):
+            grpc = (
+                isinstance(itf, dict)
+                and str(itf.get("protocolBinding") or itf.get("transport") or "").upper() == "GRPC"
+            )
+            if grpc and ours is None:
                 continue
-            if str(itf.get("protocolBinding") or itf.get("transport") or "").upper() == "GRPC":
-                itf["url"] = _ours_as(itf["url"], ours)
+            if grpc and isinstance(itf.get("url"), str):
+                itf["url"] = _ours_as(itf["url"], ours or "")
+            kept.append(itf)
+        if isinstance(doc.get(key), list):
+            doc[key] = kept
     return _json.encode(doc)
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
@@ -117,7 +117,7 @@ def _query(operation: str, query: str) -> dict[str, Any]:
         if k not in wanted:
             continue  # the SDK reads only its own fields (and our ?fault= is ours)
         value: Any = v
-        if k in ints and re.fullmatch(r"-?\d+", v):
+        if k in ints and re.fullmatch(r"-?\d{1,19}", v):  # longer: no int64, left a string (a 400)
             value = int(v)
         elif k in _BOOLS and v in ("true", "false"):
             value = v == "true"
@@ -140,11 +140,14 @@ def _merged(body: bytes, fields: dict[str, Any]) -> Any:
 
 def read(http_method: str, path: str, query: str, headers: Mapping[str, str], body: bytes) -> Call | None:
     """An HTTP+JSON request as the JSON-RPC request it stands for (v1.0 method names); None when the
-    path is none of the binding's routes."""
+    path is none of the binding's routes. ``path`` as sent (percent-encoded): it is routed by its
+    own ``/``s, and each field decoded after (``/tasks%2Fx`` is no route; ``/t%2Fa/tasks/x`` is
+    task ``x`` under ``/t%2Fa``)."""
     found = route(http_method, path)
     if found is None:
         return None
     operation, fields = found
+    fields = {k: unquote(v) for k, v in fields.items()}  # each path segment decoded on its own
     method = (OPERATIONS.get(operation) or OTHER_OPERATIONS[operation])["1.0"]
     params: Any
     if operation in ("send", "stream"):

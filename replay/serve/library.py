@@ -11,6 +11,7 @@ notes, a recovery FAILED) are never served: the agent did not send them.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -216,6 +217,7 @@ class Library:
         self.operations: dict[int, str] = {}  # exchange id -> operation ("" when not A2A)
         self.by_id: dict[int, Episode] = {}
         self.dirty = False  # something was recorded into it (record modes)
+        self.refused: list[str] = []  # what the last write-back left out, one line each
         self._seen: set[int] = set()
         self.refresh()
 
@@ -241,12 +243,16 @@ class Library:
     def close(self) -> None:
         self.store.close()  # a tape's copy goes with it (TapeCopy)
 
-    def save(self) -> bool:
+    def save(self, *, warn: bool = True) -> bool:
         """Merge what was recorded into the tape it came from, as that tape is now (other writers
-        may share it: :mod:`replay.serve.write_back`); False when nothing to do."""
+        may share it: :mod:`replay.serve.write_back`); False when nothing to do. What the tape
+        refused (an episode whose task id it holds under another context; the others are written)
+        is in :attr:`refused`, each line a :class:`UserWarning` too unless ``warn`` is False."""
         if not self.dirty or self._mark is None:
             return False
-        write_back(self.store, Path(self.source), self._mark)
+        self.refused = write_back(self.store, Path(self.source), self._mark)
+        for line in self.refused if warn else ():
+            warnings.warn(f"a2a-tape: {line}", UserWarning, stacklevel=2)
         self._mark = mark_of(self.store)
         self.dirty = False
         return True

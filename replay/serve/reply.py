@@ -145,7 +145,8 @@ def _origin(url: str | None) -> str | None:
 def rewrite_card_urls(body: bytes, fetched_from: str, base_url: str, grpc_address: str | None = None) -> bytes:
     """The card's bytes with the agent's origins (where it was fetched, its ``url``, each
     interface's ``url``) replaced by ours, and its gRPC interfaces by ``grpc_address`` (serve
-    --grpc-listen; without it they stay as recorded); every other byte as recorded."""
+    --grpc-listen; without it they are left out: a gRPC client would reach the agent); every
+    other byte as recorded."""
     body, grpc_urls = rewrite_grpc_urls(body, grpc_address)
     origins = {o for o in (_origin(fetched_from),) if o}
     try:

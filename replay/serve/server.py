@@ -14,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Scope
 
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.reply import Reply, Said
@@ -49,9 +50,10 @@ def create_app(
                 log(f"{request.method} {request.url.path} - task - error 413")
             return Response(refusal, status_code=413, media_type="application/json")
         base = guard.base_url(request.scope)  # never a Host a client made up
-        reply = await engine.handle(request.method, request.url.path, request.url.query, request.headers, body, base)
+        path = _sent_path(request.scope)
+        reply = await engine.handle(request.method, path, request.url.query, request.headers, body, base)
         if log is not None:
-            log(request_line(request.method, request.url.path, reply))
+            log(request_line(request.method, path, reply))
         media = reply.content_type or None
         if media is not None and header_problem("content-type", media) is not None:
             media = None  # a log written by hand: what cannot be a header is dropped
@@ -68,3 +70,12 @@ def create_app(
         routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])],
         middleware=[Middleware(LoopbackGuard, guard=guard)],
     )
+
+
+def _sent_path(scope: Scope) -> str:
+    """The path as the client sent it (percent-encoded): routed by its own ``/``s, never decoded
+    first (``/tenant%2Fa/...`` is one segment), and sent upstream so in the record modes."""
+    raw = scope.get("raw_path")
+    if not raw:
+        return str(scope["path"])
+    return bytes(raw).split(b"?", 1)[0].decode("latin-1")

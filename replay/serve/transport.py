@@ -150,7 +150,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         base = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
         return await self.engine.handle(
             request.method,
-            request.url.path,
+            request.url.raw_path.split(b"?", 1)[0].decode("ascii"),  # as sent: routed undecoded
             request.url.query.decode("ascii"),
             {k.lower(): v for k, v in request.headers.items()},
             body,

@@ -10,7 +10,10 @@ write-back
    is replaced, so it cannot carry the lock; the lock goes with the process if it dies);
 2. reads the tape *as it is now* into a fresh database and imports into it only what this run
    recorded (the exchanges and events after the mark taken when the tape was read), so the others'
-   recordings are kept and nothing of this run is written twice;
+   recordings are kept and nothing of this run is written twice. An exchange of this run the tape
+   refuses (its task id is in the tape under another context: one task, one context) is left out
+   alone, the others kept; :func:`write_back` returns one line per exchange left out, for the
+   caller to say;
 3. writes the merged tape to a unique temporary file beside it (the file's own mode kept, owner-only
    for a new tape), flushes it to disk and renames it over the tape: a reader sees the old tape or
    the new one, never half of one. A symlinked tape stays a symlink: its target is what is replaced.
@@ -29,8 +32,9 @@ from pathlib import Path
 
 import msgspec
 
-from a2a_tape.store import Recordings, open_store
-from a2a_tape.store.tape import TapeHeader, event_line, exchange_line, import_tape, write_tape
+from a2a_tape.store import Recordings, RecordingStore, open_store
+from a2a_tape.store.records import Exchange, StoredEvent
+from a2a_tape.store.tape import TapeError, TapeHeader, event_line, exchange_line, import_tape, write_tape
 
 
 class Mark(msgspec.Struct, frozen=True):
@@ -44,8 +48,9 @@ def mark_of(store: Recordings) -> Mark:
     return Mark(store.last_position(), max((ex.id or 0 for ex in store.exchanges()), default=0))
 
 
-def write_back(recorded: Recordings, target: Path, since: Mark) -> None:
-    """Merge what ``recorded`` holds after ``since`` into the tape at ``target`` (see the module)."""
+def write_back(recorded: Recordings, target: Path, since: Mark) -> list[str]:
+    """Merge what ``recorded`` holds after ``since`` into the tape at ``target`` (see the module);
+    the lines naming what the tape refused (nothing: an empty list)."""
     real = Path(os.path.realpath(target))
     real.parent.mkdir(parents=True, exist_ok=True)
     with _locked(real.parent):
@@ -58,12 +63,32 @@ def write_back(recorded: Recordings, target: Path, since: Mark) -> None:
                         import_tape(merged, fh)
                 else:  # gone meanwhile: what this run read of it is written again, with the rest
                     since = Mark(0, 0)
-                import_tape(merged, _lines_since(recorded, since))
+                refused = _import_since(merged, recorded, since)
                 _replace(real, merged)
             finally:
                 merged.close()
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    return refused
+
+
+def _import_since(merged: RecordingStore, recorded: Recordings, since: Mark) -> list[str]:
+    """Import this run's recordings into ``merged``: at once, or, when the tape refuses some,
+    one exchange at a time (each import is atomic), leaving out the ones refused."""
+    try:
+        import_tape(merged, _lines_since(recorded, since))
+        return []
+    except TapeError:
+        pass
+    refused: list[str] = []
+    for group in _groups_since(recorded, since):
+        try:
+            import_tape(merged, _tape_lines(*group))
+        except TapeError as exc:
+            exchange = group[0][0] if group[0] else None
+            what = f"exchange {exchange.id} ({exchange.rpc_method})" if exchange is not None else "events"
+            refused.append(f"{what} not written back: {exc}")
+    return refused
 
 
 @contextlib.contextmanager
@@ -76,13 +101,36 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _lines_since(store: Recordings, since: Mark) -> Iterator[bytes]:
-    """A tape of what was recorded after ``since``: its exchanges (and any earlier exchange one of
-    its events arrived on: the import finds it again rather than adding it twice), then its events."""
-    encode = msgspec.json.encode
+def _since(store: Recordings, since: Mark) -> tuple[list[Exchange], list[StoredEvent]]:
+    """What was recorded after ``since``: its exchanges (and any earlier exchange one of its
+    events arrived on: the import finds it again rather than adding it twice), and its events."""
     events = list(store.read_from(since.position))
     wanted = {ev.exchange_id for ev in events if ev.exchange_id is not None}
     exchanges = [ex for ex in store.exchanges() if (ex.id or 0) > since.exchange_id or ex.id in wanted]
+    return exchanges, events
+
+
+def _lines_since(store: Recordings, since: Mark) -> Iterator[bytes]:
+    """A tape of what was recorded after ``since``."""
+    return _tape_lines(*_since(store, since))
+
+
+def _groups_since(store: Recordings, since: Mark) -> Iterator[tuple[list[Exchange], list[StoredEvent]]]:
+    """What was recorded after ``since``, an exchange with its events at a time (events on no
+    exchange last, together)."""
+    exchanges, events = _since(store, since)
+    by_exchange: dict[int | None, list[StoredEvent]] = {}
+    for ev in events:
+        by_exchange.setdefault(ev.exchange_id, []).append(ev)
+    for ex in exchanges:
+        yield [ex], by_exchange.pop(ex.id, [])
+    loose = [ev for evs in by_exchange.values() for ev in evs]
+    if loose:
+        yield [], loose
+
+
+def _tape_lines(exchanges: list[Exchange], events: list[StoredEvent]) -> Iterator[bytes]:
+    encode = msgspec.json.encode
     yield encode(TapeHeader(a2a_tape=1, exchanges=len(exchanges), events=len(events))) + b"\n"
     for ex in exchanges:
         yield encode(exchange_line(ex)) + b"\n"

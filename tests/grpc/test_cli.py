@@ -12,10 +12,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.grpc.clients import card, sdk_send
 from tests.grpc.test_proxy import _strip_ids
+from tests.recorder.proxy.conftest import send_body
 from tests.support.servers import bind_loopback
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
@@ -115,3 +117,23 @@ def test_the_card_serve_answers_names_its_grpc_server(tape):
         assert [i["url"] for i in interfaces if i["protocolBinding"] == "GRPC"] == [target]
         answers = sdk_send(_url(lines), "hello")
     assert answers[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+def test_without_grpc_listen_the_cards_name_no_grpc_address(grpc_agent, tmp_path):
+    """Issue 36, item 6: the agent's own gRPC address on the card of ``proxy`` or ``serve`` without
+    ``--grpc-listen`` sent a gRPC client around the recorder (or a replay test to the live agent)."""
+    db = tmp_path / "nogrpc.db"
+    proxy = ["proxy", grpc_agent.url, "--listen", "127.0.0.1:0", "--db", str(db), "--no-recover"]
+    with _running(proxy, r"listening on") as (_proc, lines):
+        proxied = card(_url(lines))
+        body, headers = send_body("hello", dialect="1.0", stream=False, message_id="m-nogrpc")
+        assert httpx.post(_url(lines) + "/", content=body, headers=headers, timeout=30).status_code == 200
+    assert grpc_agent.target not in json.dumps(proxied)
+    assert [i["protocolBinding"] for i in proxied["supportedInterfaces"]] == ["JSONRPC"]
+    assert proxied["supportedInterfaces"][0]["url"] == _url(lines) + "/"
+    serve = ["serve", "--db", str(db), "--listen", "127.0.0.1:0"]
+    with _running(serve, r"a2a-tape serve: http") as (_proc, lines):
+        served = card(_url(lines))
+    assert grpc_agent.target not in json.dumps(served)
+    assert [i["protocolBinding"] for i in served["supportedInterfaces"]] == ["JSONRPC"]

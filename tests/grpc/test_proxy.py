@@ -205,9 +205,10 @@ def test_the_token_is_required_and_never_forwarded_and_secrets_stay_off_the_disk
 
 @pytest.mark.parametrize("grpc_url", ["grpc://127.0.0.1:9002", "127.0.0.1:9002", "http://127.0.0.1:9002"])
 @pytest.mark.parametrize("ours", [None, "127.0.0.1:7000"])
-def test_a_cards_grpc_interface_names_the_grpc_proxy_or_stays_the_agents(db_path, grpc_url, ours):
+def test_a_cards_grpc_interface_names_the_grpc_proxy_or_is_left_out(db_path, grpc_url, ours):
     """Never the HTTP proxy: a gRPC client sent there gets no gRPC server (before, a gRPC URL with
-    a scheme was rewritten to the HTTP proxy's origin like any other)."""
+    a scheme was rewritten to the HTTP proxy's origin like any other); never the agent's own
+    address either, without a gRPC proxy (issue 36: the client would go around the recorder)."""
     from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
 
     card = msgspec.json.encode(
@@ -223,10 +224,10 @@ def test_a_cards_grpc_interface_names_the_grpc_proxy_or_stays_the_agents(db_path
         proxy = Proxy(st, ProxyConfig(upstream="http://127.0.0.1:9001"))
         proxy.grpc_address = ours
         out = msgspec.json.decode(proxy._rewrite_card(card, "http://127.0.0.1:8080"))
-    jsonrpc, grpc_itf = out["supportedInterfaces"]
+    jsonrpc, *grpc_itf = out["supportedInterfaces"]
     assert jsonrpc["url"] == "http://127.0.0.1:8080/"
     scheme = grpc_url.partition("://")[0] + "://" if "://" in grpc_url else ""
-    assert grpc_itf["url"] == (grpc_url if ours is None else scheme + ours)
+    assert [i["url"] for i in grpc_itf] == ([] if ours is None else [scheme + ours])
 
 
 def test_a_log_that_cannot_be_written_is_unavailable_and_nothing_is_forwarded(grpc_agent, db_path):
