@@ -20,6 +20,11 @@ proxy (``--grpc-listen``) against calling a synthetic gRPC agent directly, throu
 stream and on 16; the proxy's own share of the first message over a bare gRPC pass-through making the
 same two durable commits: <= 1 ms.
 
+``--otlp-endpoint`` row (issue 34, item 2; ``--otlp-exchanges 0`` skips it): the proxy with a live OTLP export
+to a local collector stand-in (it answers every POST at once) against the same proxy without, alternated:
+many short streams (each exchange a span), exchanges per second, and the single stream's throughput;
+target: the export costs at most 5% (ratio >= 0.95).
+
 Wall time on a shared machine moves with other jobs: the proxy process's CPU time per event
 (from ``/proc``) is printed beside the ratios, with the load average.
 
@@ -79,6 +84,7 @@ CONCURRENT_TARGET = 0.8  # proxy / direct, 16 streams at durability full
 FIRST_TARGET_MS = 2.0  # added to the first event of a slow stream, median of 15
 GRPC_THROUGHPUT_TARGET = 0.8  # gRPC proxy / direct, one stream and 16 (issue 24)
 GRPC_OWN_FIRST_MS = 1.0  # the gRPC proxy's own share of the first message, over the bare pass-through
+OTLP_TARGET = 0.95  # proxy --otlp-endpoint / proxy, exchanges per second and one stream's events (issue 34)
 
 
 def upstream_app(base: list[str]) -> Starlette:
@@ -203,7 +209,7 @@ def client(timeout: float = 120) -> httpx.Client:
 
 
 class Proxy:
-    def __init__(self, upstream: str, db: Path, durability: str = "full") -> None:
+    def __init__(self, upstream: str, db: Path, durability: str = "full", extra: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -218,6 +224,7 @@ class Proxy:
                 "--durability",
                 durability,
                 "--no-recover",
+                *extra,
             ],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
@@ -341,6 +348,12 @@ def main() -> int:
         default="jsonrpc",
         help="the binding of the HTTP rows' requests (http+json: POST /message:stream, bare items)",
     )
+    ap.add_argument(
+        "--otlp-exchanges",
+        type=int,
+        default=300,
+        help="--otlp-endpoint row: short streams per side and round (0: skip)",
+    )
     ap.add_argument("--floor-serve", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--grpc-floor-serve", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -429,6 +442,7 @@ def main() -> int:
 
                 grpc_rows["sdk"] = grpc_parts.sdk_ratio(tmp, args.sdk_events, args.durability)
 
+    otlp_ok = otlp_row(upstream, args) if args.otlp_exchanges else True
     med = statistics.median
     ratio = med(proxy_tp) / med(direct_tp)
     added_ms = (med(proxy_first) - med(direct_first)) * 1000
@@ -460,11 +474,61 @@ def main() -> int:
     )
     if sdk_ratio is not None:
         print(f"real a2a-sdk 1.3.0 agent, {args.sdk_events:,} events: proxy/direct throughput ratio {sdk_ratio:.2f}")
-    ok = ratio >= THROUGHPUT_TARGET and conc_ratio >= CONCURRENT_TARGET and added_ms <= FIRST_TARGET_MS
+    ok = ratio >= THROUGHPUT_TARGET and conc_ratio >= CONCURRENT_TARGET and added_ms <= FIRST_TARGET_MS and otlp_ok
     if grpc_rows is not None:
         ok = _grpc_report(grpc_rows, args) and ok
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
+
+
+def collector_stand_in() -> str:
+    """An OTLP/HTTP endpoint that takes every export at once (an empty ExportTraceServiceResponse)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def otlp_row(upstream: str, args: argparse.Namespace) -> bool:
+    """``proxy --otlp-endpoint`` against the same proxy without, alternated round by round."""
+    collector = collector_stand_in()
+    rate: dict[bool, list[float]] = {False: [], True: []}
+    single: dict[bool, list[float]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as tmp, client() as http:
+        for rnd in range(args.rounds):
+            for live in (False, True):
+                extra = ("--otlp-endpoint", collector) if live else ()
+                proxy = Proxy(upstream, Path(tmp) / f"otlp-{rnd}-{live}.db", args.durability, extra)
+                try:
+                    stream(http, proxy.url, 10)
+                    t0 = time.perf_counter()
+                    for _ in range(args.otlp_exchanges):
+                        stream(http, proxy.url, 10)
+                    rate[live].append(args.otlp_exchanges / (time.perf_counter() - t0))
+                    _, dt, n = stream(http, proxy.url, args.events)
+                    single[live].append(n / dt)
+                finally:
+                    proxy.stop()
+    med = statistics.median
+    ex_ratio, tp_ratio = med(rate[True]) / med(rate[False]), med(single[True]) / med(single[False])
+    print(
+        f"proxy --otlp-endpoint (a local collector stand-in): {args.otlp_exchanges} short streams "
+        f"{med(rate[True]):,.0f} exchanges/s against {med(rate[False]):,.0f} without -> ratio {ex_ratio:.2f}; "
+        f"one stream of {args.events:,} events: ratio {tp_ratio:.2f} (target >= {OTLP_TARGET:.2f} each)"
+    )
+    return ex_ratio >= OTLP_TARGET and tp_ratio >= OTLP_TARGET
 
 
 def _grpc_report(g: dict[str, float], args: argparse.Namespace) -> bool:

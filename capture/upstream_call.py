@@ -207,8 +207,10 @@ class UpstreamCall:
         what: str,
         binding: Binding = JSON_RPC,
         ctx: TaskContext | None = None,
+        on_end: Callable[[int], None] | None = None,
     ) -> None:
         self.log, self.writer, self.capture, self.source = log, writer, capture, source
+        self.on_end = on_end  # called with the exchange id once its final row is in the log
         self.url, self.what = url, what
         self.binding = binding
         self.ctx = ctx
@@ -315,6 +317,8 @@ class UpstreamCall:
             cap.task_id, cap.context_id = ctx.task_id or cap.task_id, ctx.context_id or cap.context_id
         with anyio.CancelScope(shield=True):
             await self.writer.run(self.capture.end_writes(self.log, outcome, error, **fields))
+        if self.on_end is not None and cap.exchange_id is not None:
+            self.on_end(cap.exchange_id)
 
     # the steps in order ------------------------------------------------------------------------
 

@@ -8,11 +8,13 @@ without them, one line says what to install (exit 2).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
-from a2a_tape.inspection.listing import log_order_ids
+import typer
+
 from a2a_tape.inspection.words import count
 from a2a_tape.store import safe_location
 
@@ -22,9 +24,21 @@ from .progress import bar
 
 if TYPE_CHECKING:
     from a2a_tape.inspection.otlp import Settings
+    from a2a_tape.recorder.otlp_live import LiveExport
     from a2a_tape.store import Store
 
-MISSING = "--format otlp needs the OpenTelemetry packages: pip install 'a2a-tape[otel]'"
+MISSING = "{what} needs the OpenTelemetry packages: pip install 'a2a-tape[otel]'"
+
+OtlpEndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="Also send each exchange as an OpenTelemetry span to this OTLP/HTTP collector as it ends "
+        "(e.g. http://127.0.0.1:4318), in batches, off the recording's path (docs/otel.md).",
+        show_default=False,
+    ),
+]
 
 
 def available() -> bool:
@@ -48,16 +62,41 @@ def _version() -> str:
         return "0"
 
 
-def check_endpoint(url: str) -> str:
+def check_endpoint(url: str, option: str = "--endpoint") -> str:
     """``--endpoint``: an http(s) URL with a host (one line, exit 2, otherwise)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - a port out of range raises here
     except ValueError as exc:
-        fail(f"--endpoint {url}: {exc}")
+        fail(f"{option} {url}: {exc}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        fail(f"--endpoint {url}: not an http(s) URL of a collector (e.g. http://127.0.0.1:4318)")
+        fail(f"{option} {url}: not an http(s) URL of a collector (e.g. http://127.0.0.1:4318)")
     return url
+
+
+def check_live(endpoint: str | None) -> None:
+    """``--otlp-endpoint`` of ``proxy``/``record``, checked before anything is opened or sent."""
+    if endpoint is None:
+        return
+    if not available():
+        fail(MISSING.format(what="--otlp-endpoint"))
+    check_endpoint(endpoint, "--otlp-endpoint")
+
+
+@contextlib.contextmanager
+def live_export(st: Store, endpoint: str | None) -> Iterator[LiveExport | None]:
+    """The live export of ``st``'s exchanges for the block (None without ``--otlp-endpoint``); at its end,
+    what is queued is sent (bounded) and the sender stops (:mod:`a2a_tape.recorder.otlp_live`)."""
+    if endpoint is None:
+        yield None
+        return
+    from a2a_tape.recorder import otlp_live
+
+    live = otlp_live.start(st, endpoint, _version())
+    try:
+        yield live
+    finally:
+        live.close()
 
 
 def export_otlp(
@@ -70,8 +109,9 @@ def export_otlp(
     progress: bool,
 ) -> None:
     if not available():
-        fail(MISSING)
+        fail(MISSING.format(what="--format otlp"))
     from a2a_tape.inspection import otlp
+    from a2a_tape.inspection.listing import log_order_ids
 
     if endpoint is not None:
         check_endpoint(endpoint)

@@ -31,6 +31,7 @@ from a2a_tape.cli.app import (
     out,
     say_line,
 )
+from a2a_tape.cli.export_otlp import OtlpEndpointOption, check_live, live_export
 from a2a_tape.cli.options import Durability
 from a2a_tape.recorder.proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
 from a2a_tape.recorder.proxy.outcomes import request_line
@@ -163,6 +164,7 @@ def proxy_cmd(
         ),
     ] = False,
     quiet: QuietOption = False,
+    otlp_endpoint: OtlpEndpointOption = None,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
@@ -175,6 +177,7 @@ def proxy_cmd(
     host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
+    check_live(otlp_endpoint)
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     config = ProxyConfig(
         upstream=upstream.rstrip("/"),  # options.url checked it
@@ -208,7 +211,10 @@ def proxy_cmd(
         return f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)})"
 
     stopped: BaseException | None = None
-    with st:  # a failed start (the port taken) leaves no log this run created and never wrote (store)
+    # a failed start (the port taken) leaves no log this run created and never wrote (store)
+    with st, live_export(st, otlp_endpoint) as live:
+        if live is not None:  # each relayed exchange, once its row is final, to the collector
+            proxy.on_settled = live.ended
         try:
             listen_and_serve(asgi, host, port, banner, lifespan="on")
         except (KeyboardInterrupt, SystemExit) as exc:

@@ -29,6 +29,7 @@ from a2a_tape.cli.app import (
     out,
     say,
 )
+from a2a_tape.cli.export_otlp import OtlpEndpointOption, check_live, live_export
 from a2a_tape.cli.options import Dialect, Durability, OnStall
 from a2a_tape.inspection.words import count
 from a2a_tape.recorder.client import NotAnAgent
@@ -102,10 +103,14 @@ def run_record(
     title: str = "",
     durability: Durability = Durability.normal,
     busy_timeout: float | None = None,
+    otlp_endpoint: str | None = None,
 ) -> tuple[RecordResult, Session]:
     redactor = build_redactor(redact)
+    check_live(otlp_endpoint)
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
-    with st:
+    with st, live_export(st, otlp_endpoint) as live:
+        if live is not None:
+            opts.on_exchange_end = live.ended
         view = _LiveView(out, title or safe_text(opts.url, redactor))
         session = Session(st, redactor, on_change=None if json else view.changed)
         with view:
@@ -218,6 +223,7 @@ def record_cmd(
         int, typer.Option("--max-line-bytes", help="Longest SSE line, or event, accepted.", callback=options.line_bytes)
     ] = DEFAULT_MAX_LINE,
     durability: DurabilityOption = Durability.normal,
+    otlp_endpoint: OtlpEndpointOption = None,
     db: DbOption = None,
     json: JsonOption = False,
     busy_timeout: BusyTimeoutOption = None,
@@ -238,7 +244,9 @@ def record_cmd(
         on_stall=on_stall.choice,
         max_line=max_line_bytes,
     )
-    result, session = run_record(opts, db, redact or [], json=json, durability=durability, busy_timeout=busy_timeout)
+    result, session = run_record(
+        opts, db, redact or [], json=json, durability=durability, busy_timeout=busy_timeout, otlp_endpoint=otlp_endpoint
+    )
     report(result, session, db, json=json)
     raise typer.Exit(result.exit_code)
 

@@ -82,6 +82,7 @@ class RecordOptions:
     max_resubscribes: int = 5
     get_task: bool = True  # ask the agent for the task once after a stream ends (its own GetTask answer)
     say: Callable[[str], None] | None = None  # one line for the user (stderr): which interface auto took
+    on_exchange_end: Callable[[int], None] | None = None  # each exchange id once its row is final (--otlp-endpoint)
 
 
 @dataclass
@@ -137,6 +138,7 @@ class Recorder:
             ctx=session,
             max_line=opts.max_line,
         )
+        up.ended = opts.on_exchange_end
         up.connect_timeout, up.call_timeout = opts.connect_timeout, opts.call_timeout
         # an agent that accepts and stays silent is stalled by then
         first = opts.first_byte_timeout

@@ -11,7 +11,7 @@ Serve's recording modes make the same calls from ``replay/`` (:mod:`replay.serve
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -83,6 +83,7 @@ class Upstream:
         self.ctx = ctx
         self.max_line = max_line
         self.binding = binding  # how a request is built and an answer read, unless a call says otherwise
+        self.ended: Callable[[int], None] | None = None  # each call's exchange id once its row is final
         self.card: a2a.AgentCard | None = None
         self.connect_timeout = 10.0
         self.call_timeout = 30.0  # a request/response call never waits forever (streams use their stall timeout)
@@ -126,6 +127,7 @@ class Upstream:
             url=url,
             what="the agent card",
             ctx=self.ctx,
+            on_end=self.ended,
         )
         if recorded:
             await call.begin(
@@ -219,6 +221,7 @@ class Upstream:
             what=req.method,
             binding=binding,
             ctx=self.ctx,
+            on_end=self.ended,
         )
         await call.begin(
             call.capture.request(

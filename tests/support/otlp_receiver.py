@@ -59,29 +59,41 @@ def _value(v: dict[str, Any]) -> Any:
 class Received:
     url: str
     requests: list[dict[str, Any]] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def spans(self) -> list[dict[str, Any]]:
-        return [s for r in self.requests for s in flat_spans(r)]
+        with self.changed:
+            return [s for r in self.requests for s in flat_spans(r)]
+
+    def wait_for_spans(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The spans once at least ``n`` arrived (on a condition the handler signals; AssertionError past ``timeout``)."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: sum(len(flat_spans(r)) for r in self.requests) >= n, timeout):
+                raise AssertionError(f"{n} span(s) expected, {len(self.spans)} received")
+        return self.spans
 
 
 @contextmanager
-def receiver() -> Iterator[Received]:
-    """A receiver on 127.0.0.1 (a free port) for the duration of the block."""
+def receiver(hold: threading.Event | None = None) -> Iterator[Received]:
+    """A receiver on 127.0.0.1 (a free port) for the duration of the block. ``hold``: a slow collector,
+    which answers no request until the event is set."""
     got = Received(url="")
-    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            if hold is not None:
+                hold.wait(30)
             if self.path != "/v1/traces" or self.headers.get("content-type") != "application/x-protobuf":
                 self.send_response(404)
                 self.end_headers()
                 return
             msg = ExportTraceServiceRequest()
             msg.ParseFromString(body)
-            with lock:
+            with got.changed:
                 got.requests.append(MessageToDict(msg, use_integers_for_enums=True))
+                got.changed.notify_all()
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("content-type", "application/x-protobuf")

@@ -1,0 +1,189 @@
+"""``proxy --otlp-endpoint`` and ``record --otlp-endpoint``: each exchange a span, sent as it ends (docs/otel.md).
+
+The hot path does one thing: :meth:`LiveExport.ended` puts the exchange's id on a queue (the proxy's
+``on_settled`` hook, ``record``'s upstream calls once their row is final). A thread of its own reads the
+exchange back from the log through a connection of its own, builds its span with the one mapping
+(:func:`capture.otlp.exchange_span`: the trace and ids ``export --format otlp`` gives it too) and sends
+the spans in batches with the official OTLP/HTTP exporter. A slow collector only makes the queue of ids
+longer (bounded: :data:`MAX_PENDING`); a dead one costs the spans of the batches it refused, never an
+event: the log has them, ``export --format otlp`` sends them later. Either is said once, on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from a2a_tape.capture.otlp import Settings
+    from a2a_tape.store import Store
+
+MAX_PENDING = 100_000
+"""Exchange ids waiting for their span (a collector far behind): past it, ids are counted, not kept."""
+BATCH = 256
+LINGER = 0.2
+"""Seconds the sender waits for more exchanges before it sends what it has."""
+TIMEOUT = 5.0
+"""Seconds one batch may take, retries included (``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or
+``OTEL_EXPORTER_OTLP_TIMEOUT`` overrides it);
+also how long closing waits for what is still queued."""
+_DONE = -1
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class LiveExport:
+    """Spans of the exchanges of one log, sent off the hot path (:meth:`ended`, :meth:`close`)."""
+
+    def __init__(
+        self,
+        open_log: Callable[[], Store],
+        exporter: SpanExporter,
+        settings: Settings,
+        *,
+        where: str,
+        timeout: float = TIMEOUT,
+        say: Callable[[str], None] = _stderr,
+    ) -> None:
+        self._open_log, self._exporter, self._settings = open_log, exporter, settings
+        self.where, self.timeout, self._say = where, timeout, say
+        self._ids: queue.Queue[int] = queue.Queue(MAX_PENDING)
+        self.sent = 0  # spans the collector took
+        self.failed = 0  # spans it did not take (or that were never built)
+        self.skipped = 0  # ids past MAX_PENDING
+        self._warned = False
+        self._thread = threading.Thread(target=self._run, name="a2a-tape otlp", daemon=True)
+        self._thread.start()
+
+    # -- the hot path -------------------------------------------------------------------------------
+
+    def ended(self, exchange_id: int) -> None:
+        """An exchange's row is final (called on the recorder's loop: never blocks)."""
+        try:
+            self._ids.put_nowait(exchange_id)
+        except queue.Full:
+            self.skipped += 1
+
+    # -- the sender's thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            log = self._open_log()
+        except Exception as exc:  # noqa: BLE001 - the recording goes on; said once
+            self._warn(f"cannot read the log to export spans ({type(exc).__name__}: {exc})")
+            return
+        try:
+            while self._send_batch(log):
+                pass
+        finally:
+            log.close()
+
+    def _send_batch(self, log: Store) -> bool:
+        """One batch: the next exchanges' spans, sent. False once :meth:`close` asked to stop."""
+        ids = [self._ids.get()]
+        until = time.monotonic() + LINGER
+        try:
+            while len(ids) < BATCH and ids[-1] != _DONE:
+                ids.append(self._ids.get(timeout=max(until - time.monotonic(), 0.0)))
+        except queue.Empty:
+            pass
+        more = ids[-1] != _DONE
+        spans = self._spans(log, [i for i in ids if i != _DONE])
+        if spans:
+            self._export(spans)
+        return more
+
+    def _spans(self, log: Store, ids: list[int]) -> list[ReadableSpan]:
+        from a2a_tape.capture.otlp import exchange_span
+
+        spans = []
+        for ex_id in ids:
+            try:
+                span = exchange_span(log, ex_id, self._settings)
+            except Exception as exc:  # noqa: BLE001 - one unreadable exchange must not stop the export
+                self.failed += 1
+                self._warn(f"exchange {ex_id} not exported ({type(exc).__name__}: {exc})")
+                continue
+            if span is not None:
+                spans.append(span)
+        return spans
+
+    def _export(self, spans: list[ReadableSpan]) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        try:
+            ok = self._exporter.export(spans) is SpanExportResult.SUCCESS
+        except Exception:  # noqa: BLE001 - an exporter fault is a collector that did not take them
+            ok = False
+        if ok:
+            self.sent += len(spans)
+            return
+        self.failed += len(spans)
+        self._warn(f"the collector at {self.where} did not take the spans (is it running?)")
+
+    def _warn(self, why: str) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        self._say(
+            f"a2a-tape: warning: OTLP export: {why}; recording goes on, every event is in the log "
+            "('a2a-tape export --format otlp' sends the spans later)"
+        )
+
+    # -- the end ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Send what is queued (waiting at most :attr:`timeout`), then stop; what is left is said once."""
+        try:
+            self._ids.put(_DONE, timeout=self.timeout)
+        except queue.Full:
+            pass
+        self._thread.join(self.timeout)
+        if self._thread.is_alive():  # a collector that does not answer: its retries are cut short
+            self._exporter.shutdown()
+            self._thread.join(self.timeout)
+        else:
+            self._exporter.shutdown()
+        left = self._ids.qsize() + self.skipped
+        if left:
+            self._warn(f"{left} exchange(s) not exported before the end")
+
+
+def start(st: Store, endpoint: str, version: str) -> LiveExport:
+    """A live export of ``st``'s exchanges to the collector at ``endpoint`` (OTLP/HTTP, protobuf)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from a2a_tape.capture.otlp import endpoint_url, settings
+    from a2a_tape.store import open_store, safe_location
+
+    logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL + 1)  # we say it once, our way
+    timeout = _timeout()
+    full = endpoint_url(endpoint)
+    location = st.location
+    return LiveExport(
+        lambda: open_store(location, create=False, readonly=True),
+        OTLPSpanExporter(endpoint=full, timeout=timeout),
+        settings(version, safe_location(location)),
+        where=full,
+        timeout=timeout,
+    )
+
+
+def _timeout() -> float:
+    try:
+        env = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+        value = float(env or TIMEOUT)
+    except ValueError:
+        return TIMEOUT
+    return value if value > 0 else TIMEOUT
