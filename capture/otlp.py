@@ -322,6 +322,9 @@ def context_of(task_id: str, ex: Exchange, task_trace: int) -> Context:
         return Context(task_trace, own, None, "derived")
     if carried.injected:  # the proxy started the trace: the id it sent is its own span's
         return Context(tp.trace_int, tp.parent_int, None, "injected", carried.tracestate)
+    sent = parse_traceparent(carried.sent)
+    if sent is not None and sent.trace_id == tp.trace_id:  # the proxy went on with it: its span, the client's parent
+        return Context(tp.trace_int, sent.parent_int, tp.parent_int, "continued", carried.tracestate)
     return Context(tp.trace_int, own, tp.parent_int, "request", carried.tracestate)
 
 

@@ -163,6 +163,14 @@ def proxy_cmd(
             "recorded with the exchange, so the agent's spans join its trace (docs/otel.md).",
         ),
     ] = False,
+    continue_traceparent: Annotated[
+        bool,
+        typer.Option(
+            "--continue-traceparent",
+            help="When the client sent a traceparent, send upstream the same trace with this hop's span as its "
+            "parent (the client's is recorded), so a chain of agents behind proxies exports one tree (docs/otel.md).",
+        ),
+    ] = False,
     quiet: QuietOption = False,
     otlp_endpoint: OtlpEndpointOption = None,
     db: DbOption = None,
@@ -196,6 +204,7 @@ def proxy_cmd(
         guard=Guard.of(allow_host, any_host=allow_remote),
         upstream_auth=_upstream_credentials(upstream, upstream_credentials_file),
         inject_traceparent=inject_traceparent,
+        continue_traceparent=continue_traceparent,
     )
     asgi, proxy = build_app(st, config)
     if not quiet:

@@ -25,7 +25,7 @@ from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection
 from a2a_tape.store import Exchange, ReadOnlyStore, Recordings, Store, TaskIndexStore, normalise_state
 from a2a_tape.store.methods import binding_and_version
-from a2a_tape.wire.trace_context import ExchangeTrace, of_headers
+from a2a_tape.wire.trace_context import ExchangeTrace, families, of_headers
 
 
 def count(
@@ -142,6 +142,8 @@ class TaskRow(msgspec.Struct):
     message_id: str | None = None
     bindings: list[str] = []  # how its exchanges went: jsonrpc, http+json (store.methods.BINDINGS)
     trace_context: list[ExchangeTrace] = []  # the traceparent / tracestate / baggage its requests carried
+    parent: str | None = None  # the task whose agent called this one (by trace context: wire.trace_context.families)
+    children: list[str] = []  # the tasks this one's agent called
 
 
 class TaskFilter(msgspec.Struct, frozen=True):
@@ -236,7 +238,7 @@ def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Fold
     projection is behind, from the fold in memory (every task, then sorted)."""
     proj = task_projection(st, folding=folding)
     lone = [m for m in lone_messages(st, st.exchanges_without_task()) if where.keeps_message(m)]
-    bindings = _Seen()  # task -> the bindings and trace context of its exchanges, read with them
+    bindings = _Seen(st)  # task -> the bindings and trace context of its exchanges, read with them
     if isinstance(proj, InMemoryProjection):  # no index to page
         every = st.exchanges()
         _note_bindings(every, bindings)
@@ -263,9 +265,20 @@ def _closed(st: Store, task_ids: Iterable[str], bindings: _Seen) -> dict[int, fl
 class _Seen:
     """What a listing learnt of each task's exchanges: their bindings, the trace context their requests carried."""
 
-    def __init__(self) -> None:
+    def __init__(self, st: Recordings | None = None) -> None:
         self.bindings: dict[str, set[str]] = {}
         self.traces: dict[str, list[ExchangeTrace]] = {}
+        self._st = st
+        self._families: dict[str, tuple[str | None, list[str]]] | None = None
+
+    def family(self, task_id: str) -> tuple[str | None, list[str]]:
+        """The task's parent and children by trace context (the whole log's exchanges, read once when needed)."""
+        if self._families is None:
+            every = self._st.exchanges() if self._st is not None else []
+            self._families = families(
+                (ex.task_id, t) for ex in every if ex.task_id and (t := of_headers(ex.id, ex.request_headers))
+            )
+        return self._families.get(task_id, (None, []))
 
 
 def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
@@ -295,6 +308,8 @@ def _row(found: TaskView | LoneMessage, seen: _Seen) -> TaskRow:
         return _message_row(found)
     row = _task_row(found, seen.bindings.get(found.task_id, ()))
     row.trace_context = sorted(seen.traces.get(found.task_id, []), key=lambda t: t.exchange_id or 0)
+    if row.trace_context:
+        row.parent, row.children = seen.family(found.task_id)
     return row
 
 

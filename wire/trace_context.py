@@ -21,8 +21,10 @@ HEADERS = ("traceparent", "tracestate", "baggage")
 """The trace-context headers, as shown (lowercase)."""
 
 INJECTED_HEADER = "x-a2a-tape-traceparent"
-"""Recorded (never sent) beside ``traceparent`` when ``proxy --inject-traceparent`` started the trace:
-its value is the ``traceparent`` the proxy sent, whose parent id is the proxy's own span."""
+"""Recorded (never sent) beside ``traceparent`` when the proxy sent one of its own: ``--inject-traceparent``
+started the trace (the client sent none: both headers are equal), or ``--continue-traceparent`` went on
+with the client's (same trace, the proxy's span as the parent id). Its value is the ``traceparent`` the
+proxy sent, whose parent id is the proxy's own span."""
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 
@@ -51,6 +53,7 @@ class ExchangeTrace(msgspec.Struct, omit_defaults=True):
     tracestate: str | None = None
     baggage: str | None = None
     injected: bool = False  # the proxy started this traceparent (the client sent none)
+    sent: str | None = None  # the client's went on as this one (proxy --continue-traceparent): the proxy's span
 
 
 def parse_traceparent(value: str | None) -> TraceParent | None:
@@ -76,13 +79,28 @@ def of_headers(exchange_id: int | None, headers: Mapping[str, str]) -> ExchangeT
     found = {name: low[name] for name in HEADERS if name in low}
     if not found:
         return None
-    injected = INJECTED_HEADER in low and low[INJECTED_HEADER] == found.get("traceparent")
-    return ExchangeTrace(exchange_id, injected=injected, **found)
+    ours = low.get(INJECTED_HEADER)
+    injected = ours is not None and ours == found.get("traceparent")
+    sent = ours if ours is not None and not injected and parse_traceparent(ours) is not None else None
+    return ExchangeTrace(exchange_id, injected=injected, sent=sent, **found)
 
 
 def carried(exchanges: Iterable[tuple[int | None, Mapping[str, str]]]) -> list[ExchangeTrace]:
     """The trace context each exchange carried, those that carried any, in the order given."""
     return [t for ex_id, headers in exchanges if (t := of_headers(ex_id, headers)) is not None]
+
+
+def continued(value: str | None) -> str | None:
+    """The client's trace going on through the proxy: the same version, trace id and flags, a new parent id
+    (the proxy's span); None for no ``traceparent`` or an invalid one (sent on as it came)."""
+    tp = parse_traceparent(value)
+    if tp is None or value is None:
+        return None
+    span_id = secrets.token_hex(8)
+    while set(span_id) == {"0"}:  # pragma: no cover - 2**-64
+        span_id = secrets.token_hex(8)
+    flags = value.strip().lower()[53:55]
+    return f"00-{tp.trace_id}-{span_id}-{flags}"
 
 
 def new_traceparent() -> str:
@@ -92,3 +110,27 @@ def new_traceparent() -> str:
     if set(trace_id) == {"0"} or set(span_id) == {"0"}:  # pragma: no cover - 2**-64
         return new_traceparent()
     return f"00-{trace_id}-{span_id}-01"
+
+
+def own_span(t: ExchangeTrace) -> str | None:
+    """The span id the proxy sent upstream for this exchange (its own span's), if it sent one."""
+    tp = parse_traceparent(t.traceparent if t.injected else t.sent)
+    return tp.parent_id if tp is not None else None
+
+
+def families(exchanges: Iterable[tuple[str, ExchangeTrace]]) -> dict[str, tuple[str | None, list[str]]]:
+    """Each task's parent task and children, by trace context: a task whose request carried, as its parent
+    id, the span a proxy sent on for another task's exchange (``--inject-traceparent``,
+    ``--continue-traceparent``) is that task's child. ``exchanges``: (task id, what the exchange carried)."""
+    seen = list(exchanges)
+    owner = {span: task for task, t in seen if (span := own_span(t)) is not None}
+    parent: dict[str, str] = {}
+    for task, t in seen:
+        tp = None if t.injected else parse_traceparent(t.traceparent)
+        found = owner.get(tp.parent_id) if tp is not None else None
+        if found is not None and found != task:
+            parent.setdefault(task, found)
+    children: dict[str, list[str]] = {}
+    for child, up in parent.items():
+        children.setdefault(up, []).append(child)
+    return {t: (parent.get(t), children.get(t, [])) for t in {*parent, *children}}

@@ -107,7 +107,7 @@ from a2a_tape.wire import sse_frames as frames
 from a2a_tape.wire.grpc import rewrite_grpc_urls
 from a2a_tape.wire.http_client import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
-from a2a_tape.wire.trace_context import INJECTED_HEADER, new_traceparent
+from a2a_tape.wire.trace_context import INJECTED_HEADER, continued, new_traceparent
 
 DEFAULT_MAX_BODY = MAX_REQUEST
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -135,6 +135,7 @@ class ProxyConfig:
     guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (wire.loopback)
     upstream_auth: tuple[str, str] | None = None  # (user, password) given apart from the URL (a file, the env)
     inject_traceparent: bool = False  # start a W3C traceparent when the client sent none (docs/otel.md)
+    continue_traceparent: bool = False  # a client's traceparent goes on with the proxy's span as its parent
 
     @cached_property
     def target(self) -> Upstream:
@@ -171,10 +172,11 @@ class Outgoing:
 
 
 def _with_injected(headers: dict[str, str], injected: str | None) -> dict[str, str]:
-    """The recorded request headers: the client's, and the traceparent the proxy started (marked as ours)."""
+    """The recorded request headers: the client's, and the traceparent the proxy sent (marked as ours; the
+    client's own, when it sent one, stays as it was)."""
     if injected is None:
         return headers
-    return {**headers, "traceparent": injected, INJECTED_HEADER: injected}
+    return {"traceparent": injected, **headers, INJECTED_HEADER: injected}
 
 
 class Proxy:
@@ -305,6 +307,9 @@ class Proxy:
         if self.config.inject_traceparent and "traceparent" not in request.headers:  # never over the client's
             out.injected = new_traceparent()
             out.headers = [*out.headers, ("traceparent", out.injected)]
+        elif self.config.continue_traceparent:  # the client's trace, this hop's span as the parent
+            out.injected = continued(request.headers.get("traceparent"))
+            out.headers = [(k, out.injected if k == "traceparent" and out.injected else v) for k, v in out.headers]
         try:
             if jsonrpc:
                 return await self._jsonrpc(request, out)

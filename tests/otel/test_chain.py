@@ -1,0 +1,128 @@
+"""Three agents in a chain (issue 34, item 4): A calls B calls C, each a real a2a-sdk agent behind its own
+proxy (``inject_traceparent`` and ``continue_traceparent``), all recording into one SQLite log; each agent
+forwards the ``traceparent`` it received. The export is one trace per run with the right parent for each
+hop, and ``tasks --json`` names each task's parent and children; with and without the first client
+sending ``traceparent``. Rounds: ``A2A_TAPE_CHAIN_ROUNDS`` (5 by default)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, Task, TaskState, TaskStatus
+from starlette.applications import Starlette
+
+from tests.otel.test_export_otlp import _spans_of
+from tests.recorder.cli.conftest import run_cli
+from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
+from tests.support.servers import bind_loopback, serve_app
+
+ROUNDS = int(os.environ.get("A2A_TAPE_CHAIN_ROUNDS", "5"))
+CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+class Hop(AgentExecutor):
+    """Calls the next agent (when there is one) with the traceparent it received, then completes."""
+
+    def __init__(self) -> None:
+        self.next_url: str | None = None
+
+    async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
+        await q.enqueue_event(
+            Task(id=ctx.task_id, context_id=ctx.context_id, status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED))
+        )
+        up = TaskUpdater(q, ctx.task_id, ctx.context_id)
+        await up.start_work()
+        if self.next_url is not None:
+            received = (ctx.call_context.state.get("headers") or {}) if ctx.call_context else {}
+            body, headers = send_body("hop", dialect="1.0")
+            if "traceparent" in received:
+                headers["traceparent"] = received["traceparent"]
+            async with httpx.AsyncClient(timeout=30) as http:
+                async with http.stream("POST", self.next_url + "/", content=body, headers=headers) as r:
+                    async for _ in r.aiter_bytes():
+                        pass
+        await up.add_artifact([Part(text="done")], artifact_id="a", last_chunk=True)
+        await up.complete()
+
+    async def cancel(self, ctx: RequestContext, q: EventQueue) -> None:
+        await TaskUpdater(q, ctx.task_id, ctx.context_id).cancel()
+
+
+@contextlib.contextmanager
+def _agent(next_url: str | None) -> Iterator[str]:
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    hop = Hop()
+    hop.next_url = next_url
+    card = AgentCard(
+        name="hop",
+        description="calls the next hop",
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text"],
+        default_output_modes=["text"],
+        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/")],
+    )
+    handler = DefaultRequestHandler(agent_executor=hop, task_store=InMemoryTaskStore(), agent_card=card)
+    app = Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/"))
+    with serve_app(app, port=port) as served:
+        yield served
+
+
+@pytest.mark.parametrize("client_tp", [None, CLIENT_TP], ids=["client-sent-none", "client-sent-one"])
+def test_three_hops_export_one_trace_with_each_parent(db_path, client_tp):
+    opts = {"inject_traceparent": True, "continue_traceparent": True}
+    with contextlib.ExitStack() as stack:
+        proxies = []
+        next_url = None
+        for _ in range(3):  # C first: each agent calls the proxy in front of the next one
+            agent = stack.enter_context(_agent(next_url))
+            proxy = stack.enter_context(running_proxy(agent, db_path, **opts))
+            proxies.insert(0, proxy)
+            next_url = proxy.url
+        watches = [SettleWatch(p.proxy) for p in proxies]
+        for _ in range(ROUNDS):
+            body, headers = send_body("start", dialect="1.0")
+            if client_tp:
+                headers["traceparent"] = client_tp
+            with httpx.stream("POST", proxies[0].url + "/", content=body, headers=headers, timeout=30) as r:
+                read_sse(r)
+        for w in watches:
+            w.wait(ROUNDS)
+    spans = [s for s in _spans_of(str(db_path)) if s["name"] == "SendStreamingMessage"]
+    assert len(spans) == 3 * ROUNDS
+    by_id = {s["spanId"]: s for s in spans}
+    roots = [s for s in spans if s.get("parentSpanId") not in by_id]
+    assert len(roots) == ROUNDS  # hop A of each run
+    for root in roots:
+        chain = [root]
+        while kids := [s for s in spans if s.get("parentSpanId") == chain[-1]["spanId"]]:
+            (kid,) = kids  # one child per hop: B under A, C under B
+            chain.append(kid)
+        assert len(chain) == 3 and {s["traceId"] for s in chain} == {root["traceId"]}
+        assert len({s["attrs"]["server.port"] for s in chain}) == 3  # three agents, one hop each
+        if client_tp:
+            assert root["traceId"] == client_tp[3:35] and root["parentSpanId"] == client_tp[36:52]
+        else:
+            assert "parentSpanId" not in root
+    assert len({s["traceId"] for s in roots}) == (1 if client_tp else ROUNDS)
+    rows = {r["task_id"]: r for r in json.loads(run_cli("tasks", "--json", "--db", str(db_path)).stdout)}
+    task_of = {s["spanId"]: s["attrs"]["a2a.task.id"] for s in spans}
+    for s in spans:
+        parent = task_of.get(s.get("parentSpanId", ""))
+        row = rows[s["attrs"]["a2a.task.id"]]
+        assert row.get("parent") == parent
+        if parent is not None:
+            assert row["task_id"] in rows[parent]["children"]
