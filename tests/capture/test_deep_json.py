@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 from a2a_tape import store
+from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.redact import build_redactor
 from tests.capture.drivers import HEADERS, _proxy
 from tests.support.fault_agent import DEPTH, RawFaultAgent
@@ -24,6 +26,19 @@ DEEP_REQUEST = (
     + b"]" * DEPTH
     + b"}}}}"
 )
+
+
+def _readable() -> bool:
+    """Whether this interpreter reads the request at all: Python 3.13's C recursion guard lets msgspec
+    decode it; on 3.11 and 3.12 it is too deep. Either way nothing breaks; what is recorded follows."""
+    try:
+        decode_json(DEEP_REQUEST)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
+READABLE = _readable()
 
 
 def _post(url: str, transport: httpx.BaseTransport | None = None) -> httpx.Response:
@@ -59,8 +74,8 @@ def test_a_request_nested_too_deep_breaks_nothing(raw_agent, path, workdir):
             resp = _post(url + "/")
         assert resp.status_code == 200 and resp.content == agent.sent("plain")
         with store.open_store(db) as st:
-            (ex,) = st.exchanges()  # recorded, the request unread (not ours to judge)
-            assert ex.rpc_method is None and ex.outcome == "closed"
+            (ex,) = st.exchanges()  # recorded; the request unread where too deep (not ours to judge)
+            assert ex.rpc_method == ("message/stream" if READABLE else None) and ex.outcome == "closed"
             assert len(st.read_exchange(ex.id)) == 3
     else:
         from a2a_tape.replay.serve.engine import ReplayEngine
@@ -74,4 +89,7 @@ def test_a_request_nested_too_deep_breaks_nothing(raw_agent, path, workdir):
                 resp = _post(url + "/")
         finally:
             library.close()
-        assert resp.status_code == 200 and resp.json()["error"]["code"] == -32700, resp.text
+        if READABLE:  # an ordinary request here: recorded upstream and answered as the agent did
+            assert resp.status_code == 200 and resp.content == agent.sent("plain"), resp.text
+        else:
+            assert resp.status_code == 200 and resp.json()["error"]["code"] == -32700, resp.text
