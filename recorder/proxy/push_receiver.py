@@ -10,9 +10,11 @@ headers, body) or why there was none completes the row, and is the agent's answe
 The receiver answers for itself only: a hook it does not know (404), a body past its limit
 (413), a log it cannot write (503), a webhook that cannot be reached (502) or does not answer
 in time (504). Everything else goes to the client's webhook and back as it answered, whatever
-the POST holds: a body that is not A2A, a push without the config's token or for a task the log
-does not hold is the webhook's to judge; the log says so in a local note on the row (``push-not-a2a``,
-``push-token-missing``, ``push-token-wrong``, ``push-unknown-task``), which doctor reads.
+the POST holds: a body that is not A2A or a push without the config's token is the webhook's to
+judge; the log says so in a local note on the row (``push-not-a2a``, ``push-token-missing``,
+``push-token-wrong``), which doctor reads. A push for a task the log holds nothing of yet is no
+fault (an agent pushes a non-streaming task's updates before it answers the send): its row names
+the task it names.
 """
 
 from __future__ import annotations
@@ -169,12 +171,7 @@ class PushReceiver:
         """The push's row and its notes, one transaction: durable before it goes on."""
         with self.store.transaction():
             ex_id = self.store.begin_exchange(ex)
-            notes = list(verdict.notes)
-            if verdict.task_id is not None and not self.store.has_task(verdict.task_id):
-                notes.append(
-                    ("push-unknown-task", f"the push names task {verdict.task_id}, which the log does not hold")
-                )
-            for action, detail in notes:
+            for action, detail in verdict.notes:
                 self.store.append(
                     store.NewEvent(
                         payload=store.local_note(action, detail, verdict.task_id),
