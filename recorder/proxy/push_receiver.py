@@ -189,7 +189,10 @@ class PushReceiver:
         row: dict[str, object] = {}
         answer: Response
         try:
-            resp = await self.http.post(hook.url, content=body, headers=request_headers(request.headers.items(), None))
+            out = self.http.build_request(
+                "POST", hook.url, content=body, headers=request_headers(request.headers.items(), None)
+            )
+            resp = await self.http.send(out, stream=True)  # the answer read bounded (read_body)
             try:
                 data = await read_body(resp, "the webhook's answer")
             finally:

@@ -331,3 +331,25 @@ def test_a_bad_push_receiver_is_one_line_and_exit_2(tmp_path, value):
     )
     assert r.exit_code == 2, r.output
     assert "--push-receiver" in r.output and "Traceback" not in r.output
+
+
+def test_behind_a_token_only_a_hook_this_proxy_gave_out_is_public(tmp_path, webhook):
+    hook, hook_url = webhook
+    db = tmp_path / "tape.db"
+    with running_sdk_agent(push=True) as agent, running_proxy(agent.url, db, token="proxy-tok-123456") as p:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": "m-tok", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+                "configuration": {"taskPushNotificationConfig": {"url": hook_url, "token": TOKEN}},
+            },
+        }
+        auth = {**V1, "authorization": "Bearer proxy-tok-123456"}
+        task_id = httpx.post(p.url + "/", json=body, headers=auth, timeout=30).json()["result"]["task"]["id"]
+        hook.wait_ended({task_id})  # the agent's pushes went through without the proxy's token
+        guessed = httpx.post(p.url + PUSH_PATH + "A" * 22, content=b"{}", timeout=10)
+        other = httpx.post(p.url + "/.a2a-tape/other", content=b"{}", timeout=10)
+    assert guessed.status_code == 404 and other.status_code == 401
+    assert {ex.task_id for ex in _pushes(db) if ex.outcome == "ok"} == {task_id}
