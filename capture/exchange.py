@@ -142,16 +142,15 @@ def plan_events(
     """
     wall0 = time.time() - (time.monotonic() - start)  # the wall clock at the exchange's start
     now = time.monotonic()
-    redact = redactor.payload if redactor.json_paths else None
+    redact = redactor.payload  # the same bytes, at once, when nothing in a payload is to be redacted
     items: list[Item | TextChunk] = []
     new: list[NewEvent] = []
     decode = decode_item
     narrow = peek_text_chunk if peek else _no_chunk
     for k, (payload, sse_event) in enumerate(raw):
-        if redact is not None:
-            payload, note = redact(payload)
-            if note is not None and notes is not None:
-                notes.append(note)
+        payload, note = redact(payload)
+        if note is not None and notes is not None:
+            notes.append(note)
         if secrets:
             payload, echoed = redactor.scrub(payload, secrets)
             if echoed and notes is not None:
@@ -404,13 +403,13 @@ class Capture:
         return self.redactor.text(value, self.secrets)
 
     def _payload(self, body: bytes, paths: bool = True) -> bytes:
-        """A body kept on the row: its configured paths (``paths``: not done yet) and the
-        exchange's credentials redacted."""
+        """A body kept on the row: its configured paths and a push config's secrets (``paths``:
+        not done yet) and the exchange's credentials redacted."""
         if body and self.secrets:
             body, echoed = self.redactor.scrub(body, self.secrets)
             if echoed:
                 self.notes.append(ECHOED)
-        if not paths or not body or not self.redactor.json_paths:
+        if not paths or not body or not self.redactor.redacts(body):
             return body
         out, note = self.redactor.payload(body)
         if note is not None:

@@ -190,7 +190,7 @@ def redacted_as(redactor: Redactor, member: bytes, payload: bytes) -> bytes:
     JSON-RPC form (``params.message.metadata.token``, ``result.artifact...``): the message read as
     the ``params`` of a request or the ``result`` of an answer, so one ``[tool.a2a-tape]`` table
     covers every binding. (The capture core then applies the paths to the bare JSON as well.)"""
-    if not redactor.json_paths:
+    if not redactor.redacts(payload):
         return payload
     wrapped = b'{"' + member + b'":' + payload + b"}"
     out, _ = redactor.payload(wrapped)

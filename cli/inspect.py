@@ -83,10 +83,11 @@ def show_cmd(
             return
         wires = timeline.wires(st, task_id if lone is None else None, events)
         traces = carried((ex.id, ex.request_headers) for ex in st.exchanges(task_id)) if lone is None else []
+        pushed = timeline.pushes(st, task_id) if lone is None else []
     if raw:
         _write_raw(events)
         return
-    entries = list(timeline.entries(task_id, events, wires))
+    entries = timeline.with_pushes(list(timeline.entries(task_id, events, wires)), pushed)
     if json:
         emit_json([e.row for e in entries])
         return

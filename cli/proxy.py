@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
@@ -116,6 +117,16 @@ GrpcUpstreamOption = Annotated[
         show_default="the gRPC interface of its card",
     ),
 ]
+PushReceiverOption = Annotated[
+    str,
+    typer.Option(
+        metavar="on|off|HOST:PORT",
+        help="Record the agent's push notifications: the webhook a client registers is given to the agent as "
+        "a2a-tape's receiver, which records each POST, then delivers it to the client's webhook. on: the receiver "
+        "is at the proxy's own address; HOST:PORT: on a listener of its own (an address the agent can reach); "
+        "off: configs pass untouched and pushes go straight to the client.",
+    ),
+]
 # how long the proxy waits for the upstream agent
 ConnectTimeout = Annotated[
     float, typer.Option(help="Seconds to open a connection to the upstream agent.", callback=options.seconds)
@@ -173,6 +184,7 @@ def proxy_cmd(
     ] = False,
     quiet: QuietOption = False,
     otlp_endpoint: OtlpEndpointOption = None,
+    push_receiver: PushReceiverOption = "on",
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
@@ -186,6 +198,7 @@ def proxy_cmd(
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
     check_live(otlp_endpoint)
+    push_socket = _push_socket(push_receiver, allow_remote)
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     config = ProxyConfig(
         upstream=upstream.rstrip("/"),  # options.url checked it
@@ -205,6 +218,8 @@ def proxy_cmd(
         upstream_auth=_upstream_credentials(upstream, upstream_credentials_file),
         inject_traceparent=inject_traceparent,
         continue_traceparent=continue_traceparent,
+        push=push_receiver != "off",
+        push_socket=push_socket,
     )
     asgi, proxy = build_app(st, config)
     if not quiet:
@@ -217,7 +232,8 @@ def proxy_cmd(
 
     def banner(url: str) -> str:
         listening.append(url)
-        return f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)})"
+        pushes = f"; pushes received at {proxy.push_base}" if proxy.push_base else ""
+        return f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)}){pushes}"
 
     stopped: BaseException | None = None
     # a failed start (the port taken) leaves no log this run created and never wrote (store)
@@ -253,6 +269,19 @@ def _upstream_credentials(upstream: str, file: Path | None) -> tuple[str, str] |
     if not user and not password:
         fail("the upstream credentials are empty: USER:PASSWORD expected")
     return user, password
+
+
+def _push_socket(value: str, allow_remote: bool) -> socket.socket | None:
+    """The push receiver's own listener for ``--push-receiver HOST:PORT`` (None: on, off), or exit 2."""
+    if value in ("on", "off"):
+        return None
+    from a2a_tape.recorder.listen import bind
+
+    host, port = listen_address(value, allow_remote=allow_remote, why=WHY_LOCAL, option="--push-receiver")
+    try:
+        return bind(host, port)
+    except OSError as exc:
+        fail(f"--push-receiver: cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
 def _grpc_side(listen: str, upstream: str | None, http_upstream: str, allow_remote: bool) -> tuple[str, str, int]:

@@ -63,11 +63,11 @@ def timeline(task_id: str, entries: Sequence[Entry], bindings: Sequence[str] = (
         row = e.row
         kind = row.kind + (f" ({row.sse_event})" if row.sse_event else "")
         table.add_row(
-            str(row.seq),
-            str(row.position),
+            "-" if e.pushed else str(row.seq),
+            "-" if e.pushed else str(row.position),
             f"+{row.received_at - t0:.3f}",
             Text(kind, style="bold red" if row.kind in ("error", "undecodable") else ""),
-            Text("LOCAL", style="bold yellow") if e.local else "",
+            Text("LOCAL", style="bold yellow") if e.local else Text("PUSH", style="bold cyan") if e.pushed else "",
             Text(e.where),
             Text(("a2a-tape decision: " if e.local else "") + e.what),
         )
@@ -76,6 +76,8 @@ def timeline(task_id: str, entries: Sequence[Entry], bindings: Sequence[str] = (
         err.print(
             "LOCAL rows were written by a2a-tape itself (recovery decisions, a synthetic FAILED), not by the agent"
         )
+    if any(e.pushed for e in entries):
+        err.print("PUSH rows are the POSTs the agent made to the client's webhook (beside the stream, not in it)")
 
 
 def trace_context(traces: Sequence[ExchangeTrace]) -> None:

@@ -20,6 +20,8 @@ import msgspec
 from a2a_tape.fold.fold import TaskFold
 from a2a_tape.fold.profiles import channel_of, crossed_channel, is_answer_channel
 from a2a_tape.fold.views import TaskView
+from a2a_tape.inspection.push_checks import CHECKS as PUSH_CHECKS
+from a2a_tape.inspection.push_checks import check_pushes
 from a2a_tape.inspection.steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
 from a2a_tape.inspection.words import count
 from a2a_tape.store import (
@@ -52,6 +54,7 @@ CHECKS: dict[str, str] = {
     "after-last-chunk": "text appended to an artifact after its lastChunk (from the projection)",
     "rpc-error": "a JSON-RPC error arrived on the task's stream (from the projection)",
     "stored-copy-differs": "the agent's stored task (a GetTask answer after the stream ended it) differs from the stream",
+    **PUSH_CHECKS,
 }
 
 
@@ -105,6 +108,7 @@ def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Ex
     _check_sequences(upstream, add)
     _check_answer(view, _streams(upstream), ex_by_id, add)
     _fold_faults(view, add)
+    check_pushes(steps, exchanges, add)
     for s in upstream:
         if isinstance(s.item.body, Undecodable):
             add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])

@@ -8,14 +8,15 @@ A view also needs the task's ended exchanges (a stream ends when its exchange do
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
-from a2a_tape.fold.fold import fold_stored
+from a2a_tape.fold.fold import fold_stored, fold_task_events
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.views import TaskView
+from a2a_tape.inspection.push_checks import PUSH
 from a2a_tape.inspection.steps import closed_exchanges
-from a2a_tape.store import EventLog, ExchangeLog, ReadOnlyStore, Store
+from a2a_tape.store import EventLog, Exchange, ExchangeLog, ReadOnlyStore, Store, StoredEvent
 
 Folding = Callable[[int], AbstractContextManager[object]]
 """``folding(behind)``: entered while ``behind`` new events are folded into the projection (a
@@ -60,5 +61,33 @@ def closed(st: ExchangeLog, task_id: str | None = None) -> dict[int, float]:
 
 
 def task_view(st: Store, task_id: str, *, folding: Folding = quietly) -> TaskView | None:
-    """What ``channels`` shows of one task (None: no such task in the projection)."""
-    return task_projection(st, folding=folding).view(task_id, closed(st, task_id))
+    """What ``channels`` shows of one task (None: no such task in the projection). A task whose
+    client never streamed and that was pushed to a webhook is folded with its pushes as if they had
+    been streamed (:func:`with_pushes`)."""
+    exchanges = st.exchanges(task_id)
+    pushed = [ex for ex in exchanges if ex.role == PUSH]
+    if pushed and not any(ex.streaming for ex in exchanges):
+        return with_pushes(task_id, st.read_task(task_id), exchanges)
+    return task_projection(st, folding=folding).view(task_id, closed_exchanges(exchanges))
+
+
+def with_pushes(task_id: str, events: Sequence[StoredEvent], exchanges: Sequence[Exchange]) -> TaskView:
+    """The task folded from its events and its pushes (each an exchange row: the agent's
+    StreamResponse as its request body), in arrival order, a push as a streamed item of its own
+    exchange; it is not an event, so it takes the position of the event before it. A push's
+    exchange is no stream that ended: the view is not told it closed."""
+    pushed = sorted((ex for ex in exchanges if ex.role == PUSH and ex.id is not None), key=lambda ex: ex.started_at)
+    merged: list[StoredEvent] = []
+    last = 0
+    for ev in events:
+        while pushed and pushed[0].started_at <= ev.received_at:
+            merged.append(_as_event(task_id, pushed.pop(0), last))
+        merged.append(ev)
+        last = ev.position
+    merged += [_as_event(task_id, ex, last) for ex in pushed]
+    ended = closed_exchanges([ex for ex in exchanges if ex.role != PUSH])
+    return fold_task_events(task_id, merged).view(ended)
+
+
+def _as_event(task_id: str, ex: Exchange, position: int) -> StoredEvent:
+    return StoredEvent(position, task_id, 0, ex.id, None, ex.request_body, ex.started_at, None, "upstream")

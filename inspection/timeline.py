@@ -72,6 +72,11 @@ class Entry(msgspec.Struct, frozen=True):
     def local(self) -> bool:
         return self.event.origin == "local"
 
+    @property
+    def pushed(self) -> bool:
+        """A POST the agent made to a client's webhook (:func:`pushes`), not an event of the log."""
+        return self.row.origin == PUSH
+
 
 def wires(st: ExchangeLog, task_id: str | None, events: Iterable[StoredEvent]) -> dict[int, Wire]:
     """(binding, version) of each exchange the events came in (``task_id``: theirs, if they have one)."""
@@ -109,6 +114,38 @@ def entry(task_id: str, ev: StoredEvent, wire: Wire | None = None) -> Entry:
 
 def entries(task_id: str, events: Iterable[StoredEvent], by_exchange: Mapping[int, Wire]) -> Iterator[Entry]:
     return (entry(task_id, ev, by_exchange.get(ev.exchange_id or 0)) for ev in events)
+
+
+PUSH = "push"  # the role and method of a push's exchange row (recorder.proxy.push_receiver)
+
+
+def pushes(st: ExchangeLog, task_id: str) -> list[Entry]:
+    """The task's pushes (the POSTs its agent made to a client's webhook, each an exchange row of
+    its own), as timeline entries: origin ``push``, no position or seq (they are not events), the
+    agent's bytes as the payload, what the webhook answered in the preview."""
+    found = []
+    for ex in st.exchanges(task_id):
+        if ex.role != PUSH or ex.id is None:
+            continue
+        ev = StoredEvent(0, task_id, 0, ex.id, None, ex.request_body, ex.started_at, None, "upstream")
+        e = entry(task_id, ev, (None, ex.dialect))
+        e.row.origin = PUSH
+        delivered = f"webhook {ex.status}" if ex.status is not None else f"webhook {ex.outcome or 'pending'}"
+        found.append(Entry(ev, e.row, e.where, f"{e.what} -> {delivered}"))
+    return found
+
+
+def with_pushes(events: list[Entry], pushed: list[Entry]) -> list[Entry]:
+    """The events in log order, each push placed by its arrival time (beside the stream)."""
+    if not pushed:
+        return events
+    out: list[Entry] = []
+    rest = sorted(pushed, key=lambda e: e.row.received_at)
+    for e in events:
+        while rest and rest[0].row.received_at <= e.row.received_at:
+            out.append(rest.pop(0))
+        out.append(e)
+    return out + rest
 
 
 def short_id(task_id: str, artifact_id: str) -> str:

@@ -20,6 +20,10 @@ Secrets are found by their shape, not from a list (docs/design.md, "Trust bounda
 - a request body sent with a ``Content-Encoding`` (gzip, deflate) is redacted on its decoded form
   (:meth:`Redactor.request_payload`): a configured path never reaches the disk compressed.
 
+A push-notification config's ``token`` and ``authentication.credentials`` are replaced wherever
+a JSON payload holds one (a request registering a webhook, a config the agent echoes), with no
+configuration: the token a client gives the agent is a credential of its webhook.
+
 JSON paths (``params.message.metadata.token``, ``*`` matching any key or list index) are replaced
 inside request bodies, event payloads and JSON answers (:meth:`Redactor.payload`); a payload that
 has none of the configured paths keeps its exact bytes. A payload that is not valid JSON (one
@@ -167,6 +171,10 @@ class Redactor:
         plain = unquote_plus(name)
         return bool(_SECRET_PARAM.search(plain)) or plain.lower() in self.headers
 
+    def redacts(self, payload: bytes) -> bool:
+        """Whether :meth:`payload` may change ``payload`` (a configured path, or a push config's secrets)."""
+        return bool(self.json_paths) or _PUSH_TOKEN in payload or _PUSH_CREDENTIALS in payload
+
     def json_bytes(self, payload: bytes) -> bytes:
         """``payload`` with the configured JSON paths replaced; the same bytes when none matched.
         Not JSON: see :meth:`payload` (byte level, or the whole payload replaced)."""
@@ -177,13 +185,16 @@ class Redactor:
         payload that is not JSON, each configured key's scalar value replaced at byte level, or
         the whole payload replaced by :data:`MARKER` when a value cannot be delimited. ``note``
         says what was done to a non-JSON payload (None: nothing, or a plain JSON redaction)."""
-        if not self.json_paths or not payload:
+        if not payload:
+            return payload, None
+        push = _PUSH_TOKEN in payload or _PUSH_CREDENTIALS in payload  # a push config's secrets, by shape
+        if not self.json_paths and not push:
             return payload, None
         try:
             doc = decode_json(payload)
         except (msgspec.DecodeError, UnicodeDecodeError):
-            return self._bytes_level(payload)
-        hit = False
+            return self._bytes_level(payload) if self.json_paths else (payload, None)
+        hit = push and _push_secrets(doc)
         for path in self.json_paths:
             hit |= _replace(doc, path)
         return (_encoder.encode(doc) if hit else payload), None
@@ -345,6 +356,35 @@ def _parse_path(path: str) -> tuple[str, ...]:
     if not parts:
         raise StoreError(f"empty JSON path in redaction config: {path!r}")
     return parts
+
+
+_PUSH_TOKEN = b'"token"'
+_PUSH_CREDENTIALS = b'"credentials"'
+
+
+def _push_secrets(node: Any) -> bool:
+    """A push-notification config's secrets replaced wherever it stands (a send's configuration, a
+    config call, a config echoed by get or list): the ``token`` of an object that names a ``url``,
+    the ``credentials`` of an ``authentication`` object. The token the agent sends back in
+    ``X-A2A-Notification-Token`` is a header named like a secret: redacted by name."""
+    hit = False
+    if isinstance(node, dict):
+        if isinstance(node.get("url"), str) and isinstance(node.get("token"), str) and node["token"]:
+            node["token"] = REDACTED
+            hit = True
+        auth = node.get("authentication")
+        if isinstance(auth, dict) and auth.get("credentials"):
+            auth["credentials"] = REDACTED
+            hit = True
+        children: Iterable[Any] = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:
+        return False
+    for child in children:
+        if isinstance(child, (dict, list)):
+            hit |= _push_secrets(child)
+    return hit
 
 
 def _replace(node: Any, path: tuple[str, ...]) -> bool:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import sys
 import threading
 import time
@@ -60,6 +61,7 @@ from starlette.routing import Route
 from a2a_tape import store
 from a2a_tape.capture.sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
+from a2a_tape.recorder.listen import url_of
 from a2a_tape.recorder.proxy.idempotency import (
     BadRequest,
     Gateway,
@@ -92,6 +94,8 @@ from a2a_tape.recorder.proxy.plumbing import (
     wire,
     without_userinfo,
 )
+from a2a_tape.recorder.proxy.push_configs import hook_of_path, restore, rewrite
+from a2a_tape.recorder.proxy.push_receiver import PushReceiver, listening, receiver_app
 from a2a_tape.recorder.proxy.relay import Cut as _Cut
 from a2a_tape.recorder.proxy.relay import Headers, Live
 from a2a_tape.recorder.proxy.tee import tee
@@ -133,6 +137,8 @@ class ProxyConfig:
     first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
     read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
     guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (wire.loopback)
+    push: bool = True  # webhooks a client registers go through the push receiver (proxy --push-receiver off: False)
+    push_socket: socket.socket | None = None  # the receiver's own listener (--push-receiver HOST:PORT); None: ours
     upstream_auth: tuple[str, str] | None = None  # (user, password) given apart from the URL (a file, the env)
     inject_traceparent: bool = False  # start a W3C traceparent when the client sent none (docs/otel.md)
     continue_traceparent: bool = False  # a client's traceparent goes on with the proxy's span as its parent
@@ -202,6 +208,9 @@ class Proxy:
         self.on_line: Callable[[store.Exchange], None] | None = None
         self._begun: dict[int, store.Exchange] = {}  # with on_line: each open row as begun (no read back)
         self.grpc_address: str | None = None  # HOST:PORT of the gRPC proxy beside this one (proxy --grpc-listen)
+        # the agent's webhook POSTs (recorder.proxy.push_receiver), at push_base, else at the proxy's own address
+        self.push = PushReceiver(st, config.redactor, config.max_body) if config.push else None
+        self.push_base: str | None = url_of(config.push_socket) if config.push_socket is not None else None
 
     # -- the ASGI app -------------------------------------------------------------------------
 
@@ -232,7 +241,7 @@ class Proxy:
             ) as http:
                 for name in ("user-agent", "accept"):  # httpx's defaults: the agent sees the client's own
                     http.headers.pop(name, None)
-                async with store.GroupCommitWriter(self.store) as writer:
+                async with store.GroupCommitWriter(self.store) as writer, self._receiving():
                     async with anyio.create_task_group() as tg:
                         self.http, self.writer, self._tg = http, writer, tg
                         if cfg.recover_on_start:
@@ -247,6 +256,19 @@ class Proxy:
         finally:
             logging.getLogger("uvicorn.error").removeFilter(QUIET_CUT)
             unmark_proxy(self.store, mark)
+
+    @contextlib.asynccontextmanager
+    async def _receiving(self) -> AsyncIterator[None]:
+        """The push receiver's client, and its own listener when it has one."""
+        if self.push is None:
+            yield
+            return
+        async with self.push.running():
+            if self.config.push_socket is None:
+                yield
+                return
+            async with listening(receiver_app(self.push, self.config.guard), self.config.push_socket):
+                yield
 
     async def _recover(self, up_to: int) -> None:
         try:
@@ -275,6 +297,9 @@ class Proxy:
 
     async def handle(self, request: Request) -> Response:
         raw_path: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
+        hook = hook_of_path(request.scope["path"]) if self.push is not None else None
+        if hook is not None and self.push is not None and request.method == "POST":  # an agent's push: no token
+            return await self.push.handle(request, hook)
         if is_public(request.method, raw_path.split(b"?", 1)[0]):
             return await self._card(request)
         token = self.config.token
@@ -506,6 +531,8 @@ class Proxy:
             req_hash = scoped(scope, request_hash(key_name, params_raw))
         ex = self._exchange_of(request, out, params, name=name, key=key, streaming=streaming)
         proxy_origin = self._proxy_origin(request)
+        if self.push is not None:  # the log keeps the client's webhook; the agent is given the receiver
+            out.body = rewrite(out.body, params_raw, name, self.push.hooks, self.push_base or proxy_origin)[0]
         rpc_id = out.rpc_id
         if key is None or req_hash is None:
             ex_id = await self._exchange_row(ex)
@@ -737,6 +764,8 @@ class Proxy:
                 row.update(outcome="incomplete", error=CUT)
             return True
         data = await read_body(resp, "the answer", body_chunks(resp))
+        if self.push is not None:  # a config the agent echoes names the client's webhook, never the receiver
+            data = restore(data, self.push.hooks)
         recorded = False
         if is_json_type(ct):
             new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)

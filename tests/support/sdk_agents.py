@@ -19,11 +19,17 @@ import asyncio
 import contextlib
 import threading
 
+import httpx
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Message, Part, Role, Task, TaskState, TaskStatus
 from starlette.applications import Starlette
 
@@ -92,26 +98,37 @@ def make_agent_app(
     delay: float = 0.0,
     slow_delay: float = 0.3,
     rpc_urls: tuple[str, ...] = ("/",),
+    push: bool = False,
+    rest: bool = False,
 ):
     """An a2a-sdk agent app answering both dialects at ``/`` (and each other path of
-    ``rpc_urls``: one agent, one task store, behind several paths); returns (app, executor)."""
+    ``rpc_urls``: one agent, one task store, behind several paths); returns (app, executor).
+    ``push``: push notifications on (a2a-sdk's in-memory config store and httpx sender);
+    ``rest``: HTTP+JSON too, under ``/a2a/rest``."""
     executor = ChunkAgent(delay=delay, slow_delay=slow_delay)
     card = AgentCard(
         name="chunk-agent",
         description="streams chunks",
         version="1.0.0",
-        capabilities=AgentCapabilities(streaming=streaming),
+        capabilities=AgentCapabilities(streaming=streaming, push_notifications=push),
         default_input_modes=["text"],
         default_output_modes=["text"],
         supported_interfaces=[
             AgentInterface(protocol_binding="JSONRPC", protocol_version=v, url=base_url + "/") for v in ("1.0", "0.3")
         ],
     )
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
-    app = Starlette(
-        routes=create_agent_card_routes(card)
-        + [r for u in rpc_urls for r in create_jsonrpc_routes(handler, rpc_url=u, enable_v0_3_compat=True)]
-    )
+    pushing = {}
+    if push:
+        configs = InMemoryPushNotificationConfigStore()
+        pushing = {
+            "push_config_store": configs,
+            "push_sender": BasePushNotificationSender(httpx.AsyncClient(), configs),
+        }
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card, **pushing)
+    routes = create_agent_card_routes(card) + [
+        r for u in rpc_urls for r in create_jsonrpc_routes(handler, rpc_url=u, enable_v0_3_compat=True)
+    ]
+    app = Starlette(routes=routes + (create_rest_routes(handler, path_prefix="/a2a/rest") if rest else []))
     return app, executor
 
 

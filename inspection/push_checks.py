@@ -1,0 +1,77 @@
+"""doctor's push-notification checks (issue 33): a task's pushes against its stream and stored copy.
+
+A push is an exchange row of its task (role ``push``, the agent's StreamResponse as its request
+body; :mod:`recorder.proxy.push_receiver`), so these checks read the task's exchanges beside its
+events:
+
+- ``push-missed-state``: the task had a webhook (a push came, or a config call or a send
+  registered one) and a state the agent streamed or stored was never pushed (a2a-python#218: an
+  agent that pushes only in streaming mode; A2A#1372: pushes only after the initial return). An
+  error when the missed state is the task's last (the client never learns the end), else a warning;
+- ``push-after-terminal``: a push arrived after the one that carried a terminal state;
+- ``push-without-token``: a push came without the config's token, or with another (the receiver
+  noted it; the token itself is never stored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
+
+from a2a_tape.inspection.steps import Step, is_terminal, state_of
+from a2a_tape.store import Exchange, Note, StatusUpdate, TaskSnapshot, decode_item
+
+PUSH = "push"
+CHECKS: dict[str, str] = {
+    "push-missed-state": "a state the agent streamed or stored was never pushed to the task's webhook",
+    "push-after-terminal": "a push arrived after the push of the task's terminal state",
+    "push-without-token": "a push came without the config's token, or with another",
+}
+_CONFIG_WORDS = (b"pushNotificationConfig", b"PushNotificationConfig")
+_TOKEN_NOTES = {"push-token-missing": "without the config's token", "push-token-wrong": "with another token"}
+
+Add = Callable[[str, Literal["error", "warning"], str, Iterable[int]], None]
+
+
+def pushed_states(exchanges: Iterable[Exchange]) -> list[tuple[float, str]]:
+    """(arrival, state) of each push that carries a state, in arrival order."""
+    found = []
+    for ex in exchanges:
+        if ex.role != PUSH:
+            continue
+        body = decode_item(ex.request_body).body
+        if isinstance(body, (StatusUpdate, TaskSnapshot)):
+            found.append((ex.started_at, body.state))
+    return sorted(found)
+
+
+def check_pushes(steps: Sequence[Step], exchanges: Sequence[Exchange], add: Add) -> None:
+    """The push findings of one task (see the module's doc)."""
+    for s in steps:
+        body = s.item.body
+        if s.local and isinstance(body, Note) and body.action in _TOKEN_NOTES:
+            add("push-without-token", "error", f"a push came {_TOKEN_NOTES[body.action]}", [s.position])
+    pushes = [ex for ex in exchanges if ex.role == PUSH]
+    if not pushes and not any(w in ex.request_body for ex in exchanges for w in _CONFIG_WORDS):
+        return  # no webhook: nothing was to be pushed
+    states = pushed_states(pushes)
+    ends = [at for at, state in states if is_terminal(state)]
+    late = [ex for ex in pushes if ends and ex.started_at > ends[0]]
+    if late:
+        add("push-after-terminal", "warning", f"{len(late)} push(es) after the push of the terminal state", [])
+    _missed(steps, {state for _, state in states}, add)
+
+
+def _missed(steps: Sequence[Step], pushed: set[str], add: Add) -> None:
+    """Each state the agent streamed or stored that no push carried, once, at its first position."""
+    seen: dict[str, int] = {}
+    last = None
+    for s in steps:
+        state = None if s.local else state_of(s)
+        if state is not None:
+            seen.setdefault(state, s.position)
+            last = state
+    for state, pos in seen.items():
+        if state not in pushed:
+            level: Literal["error", "warning"] = "error" if state == last else "warning"
+            add("push-missed-state", level, f"state {state} was streamed or stored but never pushed", [pos])
