@@ -26,6 +26,7 @@ import typer.core
 
 from a2a_tape import store
 from a2a_tape.cli import options
+from a2a_tape.recorder.listen import HEAD_TIMEOUT  # stdlib only: uvicorn loads when a server starts
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.redact import safe_text, safe_urls
 
@@ -114,6 +115,16 @@ BusyTimeoutOption = Annotated[
 ListenOption = Annotated[
     str,
     typer.Option(metavar="HOST:PORT", help="Where to listen (port 0: any free port).", callback=options.listen),
+]
+HeadTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--head-timeout",
+        metavar="SECONDS",
+        help="Drop a connection that has not sent a whole request head this long after it opened "
+        "or after its last answer (a stalled client holds no file descriptor).",
+        callback=options.seconds,
+    ),
 ]
 AllowRemoteOption = Annotated[
     bool, typer.Option("--allow-remote", help="Allow --listen on a non-loopback address (and any Host).")
@@ -218,9 +229,16 @@ def listen_address(text: str, *, allow_remote: bool, why: str, option: str = "--
 
 
 def listen_and_serve(
-    asgi: Any, host: str, port: int, banner: Callable[[str], str], *, lifespan: Literal["auto", "on", "off"] = "off"
+    asgi: Any,
+    host: str,
+    port: int,
+    banner: Callable[[str], str],
+    *,
+    lifespan: Literal["auto", "on", "off"] = "off",
+    head_timeout: float = HEAD_TIMEOUT,
 ) -> None:
-    """Bind ``host:port`` (a refusal: one line, exit 2), say ``banner(url)`` on stderr, serve until Ctrl-C."""
+    """Bind ``host:port`` (a refusal: one line, exit 2), say ``banner(url)`` on stderr, serve until
+    Ctrl-C; a client without a whole request head after ``head_timeout`` seconds is dropped."""
     from a2a_tape.recorder import listen as listening  # uvicorn, for the servers only
 
     try:
@@ -233,7 +251,7 @@ def listen_and_serve(
         say(banner(url))
         sys.stderr.flush()
 
-    listening.run(asgi, sock, lifespan=lifespan, listening=say_banner)
+    listening.run(asgi, sock, lifespan=lifespan, listening=say_banner, head_timeout=head_timeout)
 
 
 def emit_json(value: Any) -> None:

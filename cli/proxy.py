@@ -19,6 +19,7 @@ from a2a_tape.cli.app import (
     BusyTimeoutOption,
     DbOption,
     GrpcListenOption,
+    HeadTimeoutOption,
     JsonOption,
     ListenOption,
     QuietOption,
@@ -34,6 +35,7 @@ from a2a_tape.cli.app import (
 )
 from a2a_tape.cli.export_otlp import OtlpEndpointOption, check_live, live_export
 from a2a_tape.cli.options import Durability
+from a2a_tape.recorder.listen import HEAD_TIMEOUT
 from a2a_tape.recorder.proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
 from a2a_tape.recorder.proxy.outcomes import request_line
 from a2a_tape.recorder.proxy.server import (
@@ -185,6 +187,7 @@ def proxy_cmd(
     quiet: QuietOption = False,
     otlp_endpoint: OtlpEndpointOption = None,
     push_receiver: PushReceiverOption = "on",
+    head_timeout: HeadTimeoutOption = HEAD_TIMEOUT,
     db: DbOption = None,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
@@ -241,7 +244,7 @@ def proxy_cmd(
         if live is not None:  # each relayed exchange, once its row is final, to the collector
             proxy.on_settled = live.ended
         try:
-            listen_and_serve(asgi, host, port, banner, lifespan="on")
+            listen_and_serve(asgi, host, port, banner, lifespan="on", head_timeout=head_timeout)
         except (KeyboardInterrupt, SystemExit) as exc:
             if not listening:
                 raise

@@ -11,6 +11,7 @@ from a2a_tape.cli.app import (
     AllowHostOption,
     AllowRemoteOption,
     GrpcListenOption,
+    HeadTimeoutOption,
     ListenOption,
     QuietOption,
     commands,
@@ -22,6 +23,7 @@ from a2a_tape.cli.app import (
     say_line,
 )
 from a2a_tape.inspection.words import count
+from a2a_tape.recorder.listen import HEAD_TIMEOUT
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import parse_faults
 from a2a_tape.replay.serve.library import Library
@@ -101,6 +103,7 @@ def serve_cmd(
     redact: RedactOption = None,
     grpc_listen: GrpcListenOption = None,
     quiet: QuietOption = False,
+    head_timeout: HeadTimeoutOption = HEAD_TIMEOUT,
     db: TapeOption = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote).
@@ -141,7 +144,12 @@ def serve_cmd(
 
             attach(asgi, engine, *grpc_at, on_ready=lambda at: say(f"a2a-tape serve: gRPC on {at}"))
         listen_and_serve(
-            asgi, host, port, lambda url: f"a2a-tape serve: {url} {said}", lifespan="on" if grpc_at else "off"
+            asgi,
+            host,
+            port,
+            lambda url: f"a2a-tape serve: {url} {said}",
+            lifespan="on" if grpc_at else "off",
+            head_timeout=head_timeout,
         )
     finally:
         try:

@@ -15,6 +15,7 @@ from a2a_tape.cli.app import (
     AllowHostOption,
     AllowRemoteOption,
     DbOption,
+    HeadTimeoutOption,
     JsonOption,
     commands,
     db_location,
@@ -52,6 +53,7 @@ def ui_cmd(
             show_default="when run in a terminal",
         ),
     ] = None,
+    head_timeout: HeadTimeoutOption = listening.HEAD_TIMEOUT,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -85,6 +87,7 @@ def ui_cmd(
             sock,
             lifespan="on",
             on_exit=app_.state.ui.follower.close_streams,
+            head_timeout=head_timeout,
             listening=functools.partial(_announce, url, opened, host, bound, json=json, open_browser=open_browser),
         )
     finally:

@@ -10,10 +10,18 @@ connections made before uvicorn accepts wait in the backlog, so nobody polls or 
 The socket is made with ``IPPROTO_TCP`` so asyncio turns Nagle off (TCP_NODELAY): without it
 a stream's first small item can sit ~40 ms in the kernel. uvicorn is imported when a server
 starts, not to read an address.
+
+Every server of ours drops a connection that has not sent a whole request head within
+``head_timeout`` seconds (:data:`HEAD_TIMEOUT` unless told; ``--head-timeout``) of its opening or of
+its last answer: uvicorn bounds a head's size but not the time it takes, and its keep-alive
+timer stops at the first byte, so a local process sending half a head and stalling would hold a
+file descriptor for ever (a slow-loris). A request whose head has arrived is never cut by it: a
+long stream runs as long as it runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
@@ -29,6 +37,8 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 DEFAULT_HOST = "127.0.0.1"
+HEAD_TIMEOUT = 10.0
+"""Seconds a connection has to send a whole request head, from its opening or its last answer."""
 
 
 def parse_port(text: str, *, allow_zero: bool) -> int:
@@ -90,13 +100,66 @@ _STOPS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasatt
 its cleanup (serve's write-back) runs."""
 
 
-def server(app: ASGIApp, *, lifespan: Lifespan = "off", on_exit: Callable[[], None] | None = None) -> uvicorn.Server:
+def head_timed(head_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, which closes a connection that has not sent a whole request head
+    ``head_timeout`` seconds after it opened or after its last answer was sent (h11 keeps a
+    connection IDLE until a head is complete, so a half-sent head counts as none)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimed(H11Protocol):
+        head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self.arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.disarm()
+            super().connection_lost(exc)
+
+        def arm(self) -> None:
+            self.disarm()
+            self.head_timer = self.loop.call_later(head_timeout, self.head_timed_out)
+
+        def disarm(self) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+
+        def head_timed_out(self) -> None:
+            self.head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()  # no head yet (none, or half of one): the client is dropped
+
+    return HeadTimed
+
+
+def server(
+    app: ASGIApp,
+    *,
+    lifespan: Lifespan = "off",
+    on_exit: Callable[[], None] | None = None,
+    head_timeout: float = HEAD_TIMEOUT,
+) -> uvicorn.Server:
     """uvicorn for ``app``, which shuts down gracefully on SIGHUP too (uvicorn itself catches
     SIGINT and SIGTERM only); ``on_exit`` (if any) is told first when a signal asks it to stop, so
-    what would hold the graceful shutdown (the UI's open event streams) ends at once."""
+    what would hold the graceful shutdown (the UI's open event streams) ends at once. A client
+    that has not sent a request head within ``head_timeout`` seconds is dropped (:func:`head_timed`)."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan=lifespan,
+        timeout_graceful_shutdown=2,
+        http=head_timed(head_timeout),
+    )
     tell = on_exit
 
     class Server(uvicorn.Server):
@@ -127,6 +190,7 @@ def run(
     lifespan: Lifespan = "off",
     on_exit: Callable[[], None] | None = None,
     listening: Callable[[], None] | None = None,
+    head_timeout: float = HEAD_TIMEOUT,
 ) -> None:
     """Serve ``app`` on ``sock`` in this thread until interrupted; the socket is closed after.
     Every server of ours runs here (serve, proxy, the demo agent, ui), so they stop alike.
@@ -136,13 +200,13 @@ def run(
     clean exit instead of killing the process, so the caller's cleanup runs (serve writes a tape back, the proxy and ui close
     their log). ``listening`` says where it listens (the line people and scripts wait for): it is
     called once SIGTERM is handled so, never before, and a SIGTERM sent as soon as the line is
-    read exits 0 too. ``on_exit``: as :func:`server` says."""
+    read exits 0 too. ``on_exit``, ``head_timeout``: as :func:`server` says."""
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _terminated) for sig in _STOPS} if main else {}
     try:
         if listening is not None:
             listening()
-        server(app, lifespan=lifespan, on_exit=on_exit).run(sockets=[sock])
+        server(app, lifespan=lifespan, on_exit=on_exit, head_timeout=head_timeout).run(sockets=[sock])
     finally:
         sock.close()
         for sig, handler in previous.items():

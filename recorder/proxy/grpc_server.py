@@ -483,26 +483,29 @@ class _Relay:
                 state["wake"].set()
 
         committed = 0
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(reader)
-            while True:
-                if not pending:
-                    if state["eof"]:
-                        break
-                    await state["wake"].wait()
-                    state["wake"] = anyio.Event()
-                    continue
-                if committed:  # the messages already readable join this batch (the first goes at once)
-                    await _drain(pending)
-                batch = pending[:]
-                pending.clear()
-                committed += len(batch)
-                try:
-                    await self._commit(batch)
-                except BaseException:
-                    tg.cancel_scope.cancel()
-                    call.cancel()
-                    raise
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader)
+                while True:
+                    if not pending:
+                        if state["eof"]:
+                            break
+                        await state["wake"].wait()
+                        state["wake"] = anyio.Event()
+                        continue
+                    if committed:  # the messages already readable join this batch (the first goes at once)
+                        await _drain(pending)
+                    batch = pending[:]
+                    pending.clear()
+                    committed += len(batch)
+                    try:
+                        await self._commit(batch)
+                    except BaseException:
+                        tg.cancel_scope.cancel()
+                        call.cancel()
+                        raise
+        except BaseExceptionGroup as group:  # the task group wraps what failed: the caller names the cause
+            raise first_cause(group) from None
         if state["error"] is not None:
             raise state["error"]
 
@@ -532,6 +535,21 @@ class _Relay:
         """A status of the proxy's own (a timeout, the log, an unreachable agent): told to the
         client, on the row, not an item of the agent's."""
         self.code, self.details, self.outcome, self.error = code, why, outcome, why
+
+
+def first_cause(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first error a task group's failure holds (nested groups opened), a cancellation only when
+    nothing else failed: what a row and a client are told, never "unhandled errors in a TaskGroup"."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [group]
+    while todo:
+        exc = todo.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            todo[:0] = exc.exceptions
+        else:
+            leaves.append(exc)
+    cancelled = anyio.get_cancelled_exc_class()
+    return next((e for e in leaves if not isinstance(e, cancelled)), leaves[0] if leaves else group)
 
 
 async def _drain(pending: list[bytes], rounds: int = 64) -> None:

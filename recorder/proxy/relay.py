@@ -102,11 +102,15 @@ class Live:
         try:
             while True:
                 items = self.items
-                if i < len(items):
-                    if rewrite is not None:  # the id this client asked with, in place of the recorded one
-                        chunk = b"".join(_with_id(it, rewrite) for it in items[i:])
-                    else:
-                        chunk = b"".join(it[0] for it in items[i:])
+                if i < len(items) and rewrite is not None:
+                    # the id this client asked with, in place of the recorded one: spliced one item at a
+                    # time, so a huge id costs one item's copy at once, never one per item kept
+                    yield _with_id(items[i], rewrite)
+                    i += 1
+                    if self.single_reader and i == len(items):
+                        self.items, i = [], 0
+                elif i < len(items):
+                    chunk = b"".join(it[0] for it in items[i:])
                     if self.single_reader:
                         self.items, i = [], 0
                     else:

@@ -355,3 +355,32 @@ def test_a_message_past_the_limit_cuts_the_answer_off_not_the_proxys_memory(db_p
             ex = proxy.store.get_exchange(ex.id)
             assert ex.outcome == "error" and "cut off" in ex.error
             assert proxy.store.read_exchange(ex.id) == []  # no error item: the status is the proxy's, not the agent's
+
+
+def test_a_failed_stream_names_its_real_error_not_the_task_group(grpc_proxied, monkeypatch):
+    """Issue 36, item 6: a stream that fails inside the relay's task group (here: the log cannot take
+    its second batch) says why, on its row and to the client, rather than "ExceptionGroup: unhandled
+    errors in a TaskGroup"."""
+    import sqlite3
+
+    from a2a_tape.recorder.proxy import grpc_server
+
+    commit = grpc_server._Relay._commit
+    batches: list[int] = []
+
+    async def failing(self, raws):
+        batches.append(len(raws))
+        if len(batches) > 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        await commit(self, raws)
+
+    monkeypatch.setattr(grpc_server._Relay, "_commit", failing)
+    _agent, proxy = grpc_proxied
+    got = raw_call(proxy.target, "SendStreamingMessage", send_request("hello", "m-broken"), streaming=True)
+    assert got.code == "UNAVAILABLE" and len(batches) == 2, got
+    (ex,) = _exchanges(proxy.store)
+    proxy.wait_settled(ex.id)
+    ex = proxy.store.get_exchange(ex.id)
+    assert ex.outcome == "error"
+    assert "disk I/O error" in ex.error and "ExceptionGroup" not in ex.error and "TaskGroup" not in ex.error, ex.error
+    assert "ExceptionGroup" not in got.details and "TaskGroup" not in got.details, got.details

@@ -269,3 +269,53 @@ def test_redactor_and_redact_together_are_refused(db_path, recorder):
     with pytest.raises(TypeError, match="not both"):
         recorder(db_path, redactor=build_redactor(), redact=["X-Other"])
     assert not db_path.exists()  # refused before the log is opened
+
+
+_SECRET = "sk_live_route_lookalike_42"
+_ANSWERS = {  # what a non-A2A API living under .../tasks answers: JSON, JSON that is no A2A item, broken JSON, SSE
+    "object": ("application/json", '{"items": [{"token": "S"}], "msg": "invalid key S"}'),
+    "list": ("application/json", '[{"token": "S"}, "invalid key S"]'),
+    "broken": ("application/json", '{"token": "S", "msg": "invalid key S" '),
+    "stream": ("text/event-stream", 'data: {"token": "S", "msg": "invalid key S"}\n\n'),
+}
+
+
+def _lookalike_app():
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def tasks(request):
+        ctype, text = _ANSWERS[request.query_params["v"]]
+        return Response(text.replace("S", _SECRET), media_type=ctype)
+
+    return Starlette(routes=[Route("/api/tasks", tasks)])
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_non_a2a_call_on_an_http_json_lookalike_path_is_redacted_like_any_other(db_path, sync):
+    """Issue 36, item 6: ``GET .../tasks`` of some other API is recorded as the HTTP+JSON route it
+    looks like; its answer goes through the one redactor (store/redact.py) as an A2A answer does:
+    configured JSON paths, and a credential the call sent echoed back. The client gets it as sent."""
+    from tests.support.servers import serve_app
+
+    redactor = build_redactor(["$.items.*.token", "$.token", "$.*.token"])
+    sent = {"X-Api-Key": _SECRET}
+    with serve_app(_lookalike_app()) as url:
+        transport = RecordingTransport(db_path, redactor=redactor)
+        got = []
+        if sync:
+            with httpx.Client(transport=transport, headers=sent) as http:
+                got = [http.get(f"{url}/api/tasks?v={v}").text for v in _ANSWERS]
+        else:
+
+            async def main() -> list[str]:
+                async with httpx.AsyncClient(transport=transport, headers=sent) as http:
+                    return [(await http.get(f"{url}/api/tasks?v={v}")).text for v in _ANSWERS]
+
+            got = anyio.run(main)
+        transport.close()
+    assert all(_SECRET in text for text in got)  # recording changes nothing the client gets
+    with store.open_store(db_path) as st:
+        assert [x.http_method for x in st.exchanges()] == ["GET"] * len(_ANSWERS)
+    assert _SECRET.encode() not in _db_bytes(db_path)
