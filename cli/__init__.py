@@ -2,7 +2,8 @@
 
 Each command lives in a module of its own (``cli/*.py``), declared there with typer's
 decorators on that module's ``app``. :data:`COMMANDS` says which module holds which command and
-gives its line in ``a2a-tape --help``; the module is imported only when the command runs or its
+gives its line in ``a2a-tape --help``, in the order a newcomer meets them (the demo; recording and
+replaying; inspecting; recovering; moving recordings); the module is imported only when the command runs or its
 own help is shown, so a read-only command costs what it reads and nothing more.
 """
 
@@ -13,21 +14,29 @@ from a2a_tape.cli.app import Command, TapeGroup, app
 __all__ = ["COMMANDS", "app", "main"]
 
 COMMANDS: dict[str, Command] = {
+    "demo": Command(
+        "record", "Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."
+    ),
+    "record": Command(
+        "record", "Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."
+    ),
+    "proxy": Command(
+        "proxy",
+        "Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded.",
+    ),
+    "serve": Command("serve", "Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."),
+    "tasks": Command("inspect", "List recorded tasks, newest (by last event) first."),
+    "show": Command("inspect", "The timeline of raw events of one task."),
+    "channels": Command(
+        "inspect", "The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."
+    ),
     "doctor": Command("doctor", "List lifecycle and contract faults, with the event positions involved."),
     "diff": Command(
         "doctor",
         "Compare two tasks, or two databases (tasks paired by request), ids and timestamps normalised.",
     ),
     "grep": Command("doctor", "Search payloads (text parts, data parts, metadata, errors, notes) across tasks."),
-    "show": Command("inspect", "The timeline of raw events of one task."),
-    "tasks": Command("inspect", "List recorded tasks, newest (by last event) first."),
-    "channels": Command(
-        "inspect", "The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."
-    ),
-    "proxy": Command(
-        "proxy",
-        "Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded.",
-    ),
+    "ui": Command("ui", "A live local web view of the log: tasks, a task's waterfall and answer, diffs (read-only)."),
     "recover": Command(
         "proxy", "Run the startup recovery once: resume or FAIL every task left in flight; say what was done."
     ),
@@ -35,15 +44,7 @@ COMMANDS: dict[str, Command] = {
         "proxy",
         "Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall.",
     ),
-    "record": Command(
-        "record", "Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."
-    ),
-    "demo": Command(
-        "record", "Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."
-    ),
-    "serve": Command("serve", "Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."),
-    "ui": Command("ui", "A live local web view of the log: tasks, a task's waterfall and answer, diffs (read-only)."),
-    "import": Command("tape", "Import a JSONL tape into the database, atomically (a bad line imports nothing)."),
+    "import": Command("tape", "Import JSONL tapes into the database, atomically (a bad line imports nothing)."),
     "export": Command("tape", "Export one task, or the whole log with --all."),
     "copy": Command("tape", "Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically."),
 }

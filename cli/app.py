@@ -50,6 +50,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's context inherits it
 )
 
 
@@ -289,9 +290,7 @@ def say(message: str) -> None:
 
 def _one_line(exc: BaseException) -> tuple[str, int] | None:
     """The one line and exit code for an error we know, or None."""
-    from a2a_tape.capture.sending import (
-        store_fault,  # here, not at the top: it needs httpx, a read-only command does not
-    )
+    from a2a_tape.store.driver_errors import store_fault  # no httpx: this runs whatever failed
 
     fault = store_fault(exc)
     if fault is not None:
@@ -303,6 +302,33 @@ def _one_line(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
         where = f": {exc.filename}" if exc.filename else ""
         return f"a2a-tape: error: {exc.strerror or exc}{where}", EXIT_BAD_INPUT
+    return None
+
+
+# a major release known to break us (pyproject's upper bounds): httpx 1.0 drops httpx.ReadTimeout,
+# httpx.AsyncBaseTransport and friends, so importing our HTTP side fails
+_BREAKING_MAJOR = {"httpx": 1}
+
+
+def _dependency_line(exc: BaseException) -> tuple[str, int] | None:
+    """An import that failed because an installed dependency is a release outside our bounds:
+    one line naming it and the fix (exit 2), not an internal error."""
+    if not isinstance(exc, (ImportError, AttributeError)):
+        return None
+    from importlib import metadata
+
+    for name, major in _BREAKING_MAJOR.items():
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        head = version.split(".", 1)[0]
+        if head.isdigit() and int(head) >= major:
+            return (
+                f"a2a-tape: error: {name} {version} is installed, and a2a-tape works with {name} < {major}.0 "
+                f"only ({type(exc).__name__}: {exc}); install a supported one: pip install '{name}<{major}'",
+                EXIT_BAD_INPUT,
+            )
     return None
 
 
@@ -395,7 +421,7 @@ class TapeGroup(typer.core.TyperGroup):
             if isinstance(exc, options.Abort):
                 _say("a2a-tape: aborted")
                 return EXIT_FAILED
-            known = _one_line(exc)
+            known = _one_line(exc) or _dependency_line(exc)
             if known is None:
                 if os.environ.get("A2A_TAPE_DEBUG"):
                     raise

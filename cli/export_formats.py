@@ -103,7 +103,7 @@ def _chosen(st: Store, format: ExportFormat, limit: int | None, no_limit: bool) 
     ids, total = newest_ids(st, None if no_limit else (limit or DEFAULT_TASKS))
     if not no_limit and total is not None and total > len(ids):
         _said(
-            f"the report holds the newest {len(ids)} of {total} tasks (--limit N for another number, "
+            f"the report holds the newest {len(ids):,} of {total:,} tasks (--limit N for another number, "
             "--no-limit for every one)"
         )
     return ids
@@ -135,6 +135,6 @@ def _export_html(
         _said(f"wrote html ({written.bytes} bytes) to {output.name}")
     if written.cut:
         _said(
-            f"the page stops at {written.tasks} of {len(task_ids)} tasks ({PAGE_LIMIT // 1_000_000} MB): "
+            f"the page stops at {written.tasks:,} of {len(task_ids):,} tasks ({PAGE_LIMIT // 1_000_000} MB): "
             "-o DIR/ writes a page per task"
         )

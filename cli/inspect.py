@@ -169,7 +169,7 @@ def tasks_cmd(
     elif found.total > printed:
         more = found.total - printed
         err.print(
-            f"{count(more, 'more task')} not shown (newest {printed} of {found.total}): --limit N to see more, --all for every one",
+            f"{count(more, 'more task')} not shown (newest {printed:,} of {found.total:,}): --limit N to see more, --all for every one",
             markup=False,
             soft_wrap=True,
         )

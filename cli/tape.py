@@ -21,44 +21,97 @@ from a2a_tape.cli.app import (
     fail,
     find_task_or_message,
     open_db,
+    say,
 )
 from a2a_tape.cli.options import ExportFormat
 from a2a_tape.cli.output import Output
 from a2a_tape.cli.progress import ProgressOption, bar
 from a2a_tape.inspection.words import count
 from a2a_tape.store import safe_location
-from a2a_tape.store.tape import ImportResult, export_lines, import_tape, write_tape
+from a2a_tape.store.tape import ImportResult, TapeError, export_lines, import_tape, write_tape
 
 app = commands()
 
 
 @app.command("import")
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="A JSONL tape (docs/tape-format.md); '-' reads stdin.")],
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE", help="JSONL tapes (docs/tape-format.md); '-' reads stdin.")
+    ],
     db: DbOption = None,
     json: JsonOption = False,
     busy_timeout: BusyTimeoutOption = None,
     progress: ProgressOption = False,
 ) -> None:
-    """Import a JSONL tape into the database, atomically (a bad line imports nothing)."""
-    if str(file) != "-" and not file.is_file():
-        fail(f"no such file: {file}")
+    """Import JSONL tapes into the database, atomically (a bad line in any file imports nothing).
+
+    What is in the log already (the same events, exchanges and tasks) is not imported again, and
+    the report says so: importing a tape twice adds nothing. --json: one document for all files.
+    """
+    for file in files:
+        if str(file) != "-" and not file.is_file():
+            fail(f"no such file: {file}")
+    if sum(str(file) == "-" for file in files) > 1:
+        fail("'-' (stdin) can be read once")
+    results: list[tuple[Path, ImportResult]] = []
     st = open_db(db, create=True, busy_timeout=busy_timeout)
-    with st:
-        src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
-        with src, bar("importing", asked=progress, unit="events") as report:
-            result = import_tape(st, src, progress=lambda n: report(n, None))
-    _report("imported", result, json=json)
+    with st, st.transaction():  # every file or none
+        for file in files:
+            src = sys.stdin.buffer if str(file) == "-" else file.open("rb")
+            with src, bar(f"importing {file}", asked=progress, unit="events") as report:
+                try:
+                    results.append((file, import_tape(st, src, progress=lambda n: report(n, None))))
+                except TapeError as exc:
+                    raise TapeError(f"{file}: {exc} (nothing imported)" if len(files) > 1 else str(exc)) from None
+    total = _total([r for _, r in results])
+    if not json and len(results) > 1:
+        for file, result in results:
+            say(f"{file}: {_summary('imported', result)}")
+    _report("in all: imported" if len(results) > 1 else "imported", total, json=json)
+
+
+def _total(results: list[ImportResult]) -> ImportResult:
+    """The import of several files as one: counts added, each task once (new if the first file
+    that named it added it)."""
+    total = ImportResult()
+    present: dict[str, bool] = {}
+    for r in results:
+        total.exchanges += r.exchanges
+        total.events += r.events
+        total.skipped += r.skipped
+        total.exchanges_present += r.exchanges_present
+        for task_id in r.task_ids:
+            present.setdefault(task_id, task_id in r.tasks_present)
+    total.task_ids = list(present)
+    total.tasks_present = [task_id for task_id, held in present.items() if held]
+    return total
+
+
+def _summary(done: str, result: ImportResult) -> str:
+    """What an import or a copy did, truthfully: what was added, and what the log held already."""
+    tasks = len(result.task_ids)
+    if not (result.skipped or result.exchanges_present or result.tasks_present):
+        return f"{done} {count(result.events, 'event')}, {count(result.exchanges, 'exchange')}, {count(tasks, 'task')}"
+    held = [
+        count(n, noun)
+        for n, noun in (
+            (result.skipped, "event"),
+            (result.exchanges_present, "exchange"),
+            (len(result.tasks_present), "task"),
+        )
+        if n
+    ]
+    return (
+        f"{done} {count(result.events, 'new event')}, {count(result.exchanges, 'new exchange')}, "
+        f"{count(result.new_tasks, 'new task')}; already in the log: {', '.join(held)}"
+    )
 
 
 def _report(done: str, result: ImportResult, *, json: bool) -> None:
     if json:
         emit_json(result)
         return
-    err.print(
-        f"{done} {count(result.events, 'event')}, {count(result.exchanges, 'exchange')}, {count(len(result.task_ids), 'task')}"
-        + (f" ({result.skipped} already present)" if result.skipped else "")
-    )
+    say(_summary(done, result))  # one line each, never wrapped (a pipe reads it whole)
 
 
 @app.command("export")

@@ -28,6 +28,7 @@ from a2a_tape.store import (
     ArtifactUpdate,
     ErrorItem,
     Exchange,
+    Note,
     Recordings,
     StoredEvent,
     TaskSnapshot,
@@ -164,12 +165,27 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
         # settled later (by the agent, a resubscribe, a poll, or our own synthetic FAILED): a warning
         level: Level = "error" if final_state in ("submitted", "working", None) else "warning"
         later = "; it was never settled" if level == "error" else f"; later it became {final_state}"
+        positions = [states[-1].position, group[-1].position]
+        stopped = _stopped_by_user(steps, group[-1].position) if level == "error" else None
+        if stopped is not None:  # the user's own Ctrl-C, which our LOCAL note says: not the agent's fault
+            level, later = "warning", f"; the user stopped the recording (Ctrl-C, LOCAL note at position {stopped})"
+            positions.append(stopped)
         add(
             "closed-while-working",
             level,
             f"the stream ended {why} (last event at position {group[-1].position}){later}",
-            [states[-1].position, group[-1].position],
+            positions,
         )
+
+
+def _stopped_by_user(steps: Sequence[Step], after: int) -> int | None:
+    """The position of our LOCAL note that the user interrupted the recording (``record``'s
+    Ctrl-C) after position ``after``, if there is one."""
+    for s in steps:
+        body = s.item.body
+        if s.local and s.position > after and isinstance(body, Note) and body.action == "interrupted":
+            return s.position
+    return None
 
 
 def _check_artifacts(task_id: str, upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:

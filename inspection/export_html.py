@@ -136,7 +136,7 @@ def write_page(
     note = ""
     if cut:
         note = (
-            f"This page stops at {len(kept)} of {len(task_ids)} tasks to stay under "
+            f"This page stops at {len(kept):,} of {len(task_ids):,} tasks to stay under "
             f"{max_bytes // 1_000_000} MB: export to a directory (-o DIR/) for a page per task."
         )
     top, bottom = (part.encode() for part in _page(title, len(shown), _anchors(shown), note=note))

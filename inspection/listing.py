@@ -24,6 +24,7 @@ from a2a_tape.inspection.messages import LoneMessage, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection
 from a2a_tape.store import Exchange, ReadOnlyStore, Recordings, Store, TaskIndexStore, normalise_state
+from a2a_tape.store.events import ALL_STATES
 from a2a_tape.store.methods import binding_and_version
 from a2a_tape.wire.trace_context import ExchangeTrace, families, of_headers
 
@@ -183,7 +184,7 @@ def parse_states(values: Iterable[str]) -> tuple[str, ...]:
                 continue
             state = normalise_state(word)
             if state == "unknown" and word.lower() != "unknown":
-                raise ValueError(f"unknown task state '{word}'")
+                raise ValueError(f"unknown task state '{word}' (one of: {', '.join(ALL_STATES)})")
             states[state] = None
     return tuple(states)
 

@@ -170,6 +170,19 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _clip_quoted(text: str, limit: int = 60) -> str:
+    """A chunk's text for a quoted preview: the whitespace at either end kept as it is (a chunk of
+    a stream often begins with the space between two words; the quotes show it, and newlines
+    there come out escaped), only the runs inside it made one space."""
+    body = text.strip()
+    if not body:
+        return text[:limit]
+    start = len(text) - len(text.lstrip())
+    lead, trail = text[:start], text[start + len(body) :]
+    kept = lead + " ".join(body.split()) + trail
+    return kept if len(kept) <= limit else kept[: limit - 1] + "…"
+
+
 def preview(item: Item, payload: bytes = b"") -> str:
     """What an item says, in one short line."""
     b = item.body
@@ -179,7 +192,7 @@ def preview(item: Item, payload: bytes = b"") -> str:
             mode += " (final snapshot)"
         data = sum(1 for p in b.artifact.parts if p.kind == "data")
         extra = f" +{count(data, 'data part')}" if data else ""
-        return f"{mode}{', last chunk' if b.last_chunk else ''}: {_clip(b.artifact.text)!r}{extra}"
+        return f"{mode}{', last chunk' if b.last_chunk else ''}: {_clip_quoted(b.artifact.text)!r}{extra}"
     if isinstance(b, StatusUpdate):
         msg = b.message
         return b.state + (f": {_clip(msg.text)}" if msg is not None and msg.text else "")

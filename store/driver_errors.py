@@ -251,3 +251,25 @@ def guard_public(cls: C) -> C:
 def is_guarded(fn: object) -> bool:
     """Whether ``fn`` is a method :func:`guarded` wrapped."""
     return getattr(fn, "__code__", None) is _GUARDED_CODE
+
+
+def store_fault(exc: BaseException) -> StoreError | None:
+    """The log cannot be written: the :class:`store.StoreError` naming why (None: not a fault
+    of the log). Our own store errors pass as they are; driver errors are classified. Needs no
+    httpx: the command line's error handler calls it whatever failed (an unsupported httpx too)."""
+    if isinstance(exc, StoreError):
+        return exc
+    msg = str(exc).lower()
+    if isinstance(exc, sqlite3.Error):
+        if "full" in msg:
+            return DiskFull(f"the log cannot be written: the disk is full ({exc})")
+        if "locked" in msg or "busy" in msg:
+            return DatabaseLocked(f"the log is locked by another process ({exc})")
+        if "readonly" in msg or "read-only" in msg:
+            return ReadOnlyStore(f"the log is on read-only storage ({exc})")
+        return StoreError(f"the log cannot be written: {type(exc).__name__}: {exc}")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"the log cannot be written: the disk is full ({exc.strerror})")
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        return ReadOnlyStore(f"the log is on read-only storage ({exc.strerror})")
+    return None

@@ -132,10 +132,16 @@ def export_lines(
 
 
 class ImportResult(msgspec.Struct):
-    exchanges: int = 0
-    events: int = 0
+    exchanges: int = 0  # exchanges added (an exchange the log holds already is reused, not counted)
+    events: int = 0  # events added
     skipped: int = 0  # events already in the log (same key, same bytes)
-    task_ids: list[str] = []
+    task_ids: list[str] = []  # every task the tape holds events of, new or not
+    exchanges_present: int = 0  # the tape's exchanges the log held already
+    tasks_present: list[str] = []  # the tasks of task_ids the log held events of already
+
+    @property
+    def new_tasks(self) -> int:
+        return len(self.task_ids) - len(self.tasks_present)
 
 
 def import_tape(
@@ -190,8 +196,8 @@ def _import(
                     item.exchange_id = ex_map[ref]  # import_blocks checked the tape holds it
                 task_id = item.task_id
                 if task_id != last_task and task_id is not None:  # a tape's events come a task at a time
-                    if task_id not in tasks:
-                        contexts.first_seen(task_id)
+                    if task_id not in tasks and contexts.first_seen(task_id):
+                        result.tasks_present.append(task_id)
                     tasks[task_id] = None
                     last_task = task_id
                 if unsettled and task_id in unsettled:  # a task the log holds: its context is checked
@@ -209,8 +215,11 @@ def _import(
                     taskless = {
                         _exchange_key(e): e.id for e in store.exchanges() if e.task_id is None and e.id is not None
                     }
-                ex_map[ex.id] = _import_exchange(store, ex, taskless)
-                result.exchanges += 1
+                ex_map[ex.id], new = _import_exchange(store, ex, taskless)
+                if new:
+                    result.exchanges += 1
+                else:
+                    result.exchanges_present += 1
             except (ValueError, TypeError) as exc:  # bad base64 and the like
                 raise TapeError(f"line {item.number}: {exc}") from None
         if pending:
@@ -235,13 +244,15 @@ class OneContext:
         self.held: dict[str, str] = {}  # task id -> the context the log has for it
         self.unsettled: set[str] = set()  # tasks the log holds whose context in the tape is not known yet
 
-    def first_seen(self, task_id: str) -> None:
+    def first_seen(self, task_id: str) -> bool:
+        """Note the context of a task the tape begins; whether the log holds the task already."""
         if not self.store.has_task(task_id):
-            return
+            return False
         context = next((c for c in map(_context_of, self.store.read_task(task_id)) if c), None)
         if context is not None:
             self.held[task_id] = context
             self.unsettled.add(task_id)
+        return True
 
     def check(self, task_id: str, payload: bytes) -> None:
         context = _context_of(payload)
@@ -269,16 +280,19 @@ def _exchange_key(ex: Exchange) -> _ExchangeKey:
     return (ex.started_at, ex.url, ex.request_body)
 
 
-def _import_exchange(store: Recordings, item: TapeExchange, taskless: dict[_ExchangeKey, int] | None) -> int:
+def _import_exchange(
+    store: Recordings, item: TapeExchange, taskless: dict[_ExchangeKey, int] | None
+) -> tuple[int, bool]:
+    """The exchange's id in the log, and whether it was added (False: the log held it already)."""
     body = line_bytes(item.request_body, item.request_body_b64) or b""
     if item.task_id is None and taskless is not None:  # e.g. an error before any task id was known
         known = taskless.get((item.started_at, item.url, body))
         if known is not None:
-            return known
+            return known, False
     for ex in store.exchanges(item.task_id) if item.task_id else ():
         if ex.started_at == item.started_at and ex.url == item.url and ex.request_body == body:
             assert ex.id is not None  # read from the store: it has its id
-            return ex.id  # imported before: reuse, so a second import changes nothing
+            return ex.id, False  # imported before: reuse, so a second import changes nothing
     new_id = store.begin_exchange(
         Exchange(
             started_at=item.started_at,
@@ -306,7 +320,7 @@ def _import_exchange(store: Recordings, item: TapeExchange, taskless: dict[_Exch
     )
     if item.task_id is None and taskless is not None:
         taskless[(item.started_at, item.url, body)] = new_id
-    return new_id
+    return new_id, True
 
 
 def write_tape(store: Recordings, out: IO[bytes], **kw: Any) -> int:

@@ -8,6 +8,7 @@ What the user's text asks for decides the behaviour:
   ``reply bare``: neither a task id nor a context id, the official helloworld agent's shape);
 - ``slow``: chunks ``SLOW_DELAY`` apart (for drop / resubscribe tests);
 - ``many N``: N chunks instead of 3;
+- ``spaced``: each chunk begins with the space before its word (`` chunk-0``), as streamed prose does;
 - ``gated``: each chunk waits for the test to release it (``executor.gate.release()``), so a
   test can look at a task while it is being recorded, at a step it chooses;
 - anything else: three chunks, then completed.
@@ -83,7 +84,11 @@ class ChunkAgent(AgentExecutor):
             if "boom" in text and i == 1:
                 raise RuntimeError("agent exploded mid-stream")
             await up.add_artifact(
-                [Part(text=f"chunk-{i} ")], artifact_id="art-1", name="out", append=i > 0, last_chunk=i == n - 1
+                [Part(text=f" chunk-{i}" if "spaced" in text else f"chunk-{i} ")],
+                artifact_id="art-1",
+                name="out",
+                append=i > 0,
+                last_chunk=i == n - 1,
             )
         await up.complete()
 
