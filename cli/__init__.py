@@ -47,6 +47,10 @@ COMMANDS: dict[str, Command] = {
     "import": Command("tape", "Import JSONL tapes into the database, atomically (a bad line imports nothing)."),
     "export": Command("tape", "Export one task, or the whole log with --all."),
     "copy": Command("tape", "Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically."),
+    "rm": Command(
+        "manage", "Remove tasks from the log: their events, exchanges and projection rows (a LOCAL note says so)."
+    ),
+    "prune": Command("manage", "Remove every finished task (or, with --older-than, those last heard of before then)."),
 }
 
 TapeGroup.table = COMMANDS

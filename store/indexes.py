@@ -26,6 +26,7 @@ FindingsRow = tuple[str, int, int, int, int, bytes]
 
 SEARCH_CURSOR = "search"
 DOCTOR_CURSOR = "doctor"
+_CHUNK = 100  # tasks (and exchange ids, positions) per statement: under SQLite's 999 parameters of older builds
 FIELDS_PER_EVENT = 1024
 """A search row's key is ``position * FIELDS_PER_EVENT + field`` (fields past that are not indexed)."""
 
@@ -79,6 +80,62 @@ class IndexSql(SharedSql):
                     (name, position),
                 )
         return True
+
+    # -- removing tasks (a2a-tape rm, prune) --------------------------------------------------
+
+    def remove_tasks(self, task_ids: Sequence[str]) -> tuple[int, int]:
+        """Remove tasks from the log, in the caller's transaction (or one of its own): their
+        events, the task-less events of their exchanges (an error before the task id was known),
+        those exchanges unless a kept event is of one, their idempotency keys, and their rows in
+        every projection (task views and index, search index, doctor's findings). Every
+        projection row is of one task or one event, so what stays equals a rebuild. Returns
+        (events, exchanges) removed.
+
+        The positions of the removed events stay unused; the log's last position must not go
+        back either (a follower's cursor would skip what is appended next), so the caller first
+        appends a note of the removal in the same transaction (:func:`a2a_tape.store.removal.remove_tasks`)."""
+        events = exchanges = 0
+        with self._write() as cur:
+            for i in range(0, len(task_ids), _CHUNK):
+                removed = self._remove_chunk(cur, list(task_ids[i : i + _CHUNK]))
+                events, exchanges = events + removed[0], exchanges + removed[1]
+        return events, exchanges
+
+    def _remove_chunk(self, cur: Cursor, tasks: list[str]) -> tuple[int, int]:
+        m = self._mark
+
+        def among(values: Sequence[object]) -> str:
+            return f"({', '.join([m] * len(values))})"
+
+        cur.execute(f"SELECT id FROM exchanges WHERE task_id IN {among(tasks)}", tasks)
+        ids = [int(r[0]) for r in cur.fetchall()]
+        owned = f"task_id IN {among(tasks)}"
+        args: list[object] = [*tasks]
+        for j in range(0, len(ids), _CHUNK):
+            some = ids[j : j + _CHUNK]
+            owned += f" OR (task_id IS NULL AND exchange_id IN {among(some)})"
+            args += some
+        cur.execute(f"SELECT position FROM events WHERE {owned}", args)
+        positions = [int(r[0]) for r in cur.fetchall()]
+        for j in range(0, len(positions), _CHUNK):
+            some = positions[j : j + _CHUNK]
+            cur.execute(f"DELETE FROM search_index WHERE position IN {among(some)}", some)
+        cur.execute(f"DELETE FROM events WHERE {owned}", args)
+        events = cur.rowcount
+        exchanges = 0
+        for j in range(0, len(ids), _CHUNK):
+            some = ids[j : j + _CHUNK]
+            cur.execute(
+                f"DELETE FROM exchanges WHERE id IN {among(some)} "
+                "AND NOT EXISTS (SELECT 1 FROM events WHERE events.exchange_id = exchanges.id)",
+                some,
+            )
+            exchanges += cur.rowcount
+        cur.execute(f"DELETE FROM idempotency WHERE task_id IN {among(tasks)}", tasks)
+        cur.execute(f"DELETE FROM projection_rows WHERE key IN {among(tasks)}", tasks)
+        cur.execute(f"DELETE FROM task_index WHERE key IN {among(tasks)}", tasks)
+        cur.execute(f"DELETE FROM doctor_findings WHERE task_id IN {among(tasks)}", tasks)
+        return events, exchanges
 
     def _reset(self, cursor: str, *deletes: str) -> None:
         """Run ``deletes`` (statements with no parameters) and drop the cursor, in one transaction."""

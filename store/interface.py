@@ -294,6 +294,11 @@ class FindingsStore(Recordings, ProjectionStore, Protocol):
 class Store(RecordingStore, IdempotencyStore, LeasesAndMeta, Projections, SearchStore, FindingsStore, Protocol):
     """Every capability: what :func:`a2a_tape.store.open_store` returns."""
 
+    def remove_tasks(self, task_ids: Sequence[str]) -> tuple[int, int]:
+        """Remove tasks, their exchanges and projection rows: (events, exchanges) removed
+        (:func:`a2a_tape.store.removal.remove_tasks` is the call that keeps positions unrepeated)."""
+        ...
+
     def __enter__(self) -> Store: ...
 
     def __exit__(self, *exc: object) -> None: ...

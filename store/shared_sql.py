@@ -41,6 +41,8 @@ class Cursor(Protocol):
 
     def fetchone(self) -> Any: ...
 
+    def fetchall(self) -> list[Any]: ...
+
 
 class SharedSql:
     """The queries both backends run alike; the subclass gives the four parts named in the

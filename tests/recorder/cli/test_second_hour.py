@@ -171,7 +171,7 @@ def test_the_command_list_is_in_a_newcomers_order():
     moving = {"import", "export", "copy"}
     assert set(names[4 : 4 + len(inspection)]) == inspection, names
     assert max(names.index(n) for n in inspection) < min(names.index(n) for n in moving), names
-    assert names[-len(moving) :] == ["import", "export", "copy"], names
+    assert names[-5:] == ["import", "export", "copy", "rm", "prune"], names  # moving recordings, then removing
 
 
 def test_an_unknown_state_names_the_states(tmp_path):
