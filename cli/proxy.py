@@ -122,8 +122,8 @@ GrpcUpstreamOption = Annotated[
 PushReceiverOption = Annotated[
     str,
     typer.Option(
-        metavar="on|off|HOST:PORT",
-        help="Record the agent's push notifications: the webhook a client registers is given to the agent as "
+        metavar="WHERE",
+        help="WHERE is on, off or HOST:PORT. Record the agent's push notifications: the webhook a client registers is given to the agent as "
         "a2a-tape's receiver, which records each POST, then delivers it to the client's webhook. on: the receiver "
         "is at the proxy's own address; HOST:PORT: on a listener of its own (an address the agent can reach); "
         "off: configs pass untouched and pushes go straight to the client.",

@@ -26,9 +26,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+if TYPE_CHECKING:  # annotations only: the CLI imports this module at startup, starlette loads with a server
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 def is_loopback(host: str) -> bool:
