@@ -208,8 +208,12 @@ class Run:
                 wait = max(0.0, wait) + self.delay
                 if wait > 0:
                     await asyncio.sleep(wait)
+                hooks = self.configs.of(self.task_id)
+                if copies == 0 or not hooks:
+                    self._say(n, "not sent: fault push-drop" if copies == 0 else "not sent: no webhook registered")
+                    continue
                 for _ in range(copies):
-                    for hook in self.configs.of(self.task_id):
+                    for hook in hooks:
                         await self._post(http, hook, p.body, n)
 
     async def _post(self, http: httpx.AsyncClient, hook: Webhook, body: bytes, n: int) -> None:
@@ -221,8 +225,11 @@ class Run:
             said = str(resp.status_code)
         except httpx.HTTPError as exc:
             said = f"not delivered ({type(exc).__name__})"
+        self._say(n, f"webhook {hook.id} {said}")
+
+    def _say(self, n: int, what: str) -> None:
         if self.log is not None:
-            self.log(f"PUSH {n}/{len(self.pushes)} task {self.task_id} webhook {hook.id} {said}")
+            self.log(f"PUSH {n}/{len(self.pushes)} task {self.task_id} {what}")
 
 
 class Pushes:
