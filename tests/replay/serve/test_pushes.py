@@ -79,7 +79,9 @@ class ServeCli:
 
     def wait_line(self, pattern: str, count: int = 1, timeout: float = 30) -> None:
         with self.changed:
-            found = self.changed.wait_for(lambda: sum(bool(re.search(pattern, x)) for x in self.lines) >= count, timeout)
+            found = self.changed.wait_for(
+                lambda: sum(bool(re.search(pattern, x)) for x in self.lines) >= count, timeout
+            )
             assert found, f"no {pattern!r} in {self.lines}"
 
     def stop(self) -> None:
@@ -145,7 +147,12 @@ def test_the_webhook_a_replaying_client_registers_gets_the_recorded_pushes(recor
         serve.wait_line(rf"PUSH {len(recorded[text])}/{len(recorded[text])} task {task_id} webhook")
         listed = httpx.post(
             serve.url + "/",
-            json={"jsonrpc": "2.0", "id": 2, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": task_id}},
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "ListTaskPushNotificationConfigs",
+                "params": {"taskId": task_id},
+            },
             headers=V1,
             timeout=30,
         ).json()["result"]["configs"]
