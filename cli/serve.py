@@ -27,7 +27,7 @@ from a2a_tape.recorder.listen import HEAD_TIMEOUT
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import parse_faults
 from a2a_tape.replay.serve.library import Library
-from a2a_tape.replay.serve.modes import MatchMode, RecordMode
+from a2a_tape.replay.serve.modes import MatchMode, PushTiming, RecordMode
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.store.redact import build_redactor
 from a2a_tape.wire.loopback import Guard
@@ -43,8 +43,15 @@ TimingOption = Annotated[
 FaultOption = Annotated[
     list[str],
     typer.Option(
-        help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).",
+        help="drop-after=N, stall-after=N, duplicate[=N], delay=MS, error-after=N; on pushes: push-delay=MS, push-duplicate[=N|last], push-drop[=N|last], push-reorder (repeatable; per request: header X-A2A-Tape-Fault or ?fault=).",
         callback=options.faults,
+    ),
+]
+PushTimingOption = Annotated[
+    PushTiming,
+    typer.Option(
+        help="When a send's recorded pushes go to the webhook the client registers: instant (once the answer is "
+        "out) or recorded (as long after the send as the agent made them)."
     ),
 ]
 RecordModeOption = Annotated[
@@ -97,6 +104,7 @@ def serve_cmd(
     allow_host: AllowHostOption = [],
     timing: TimingOption = "instant",
     fault: FaultOption = [],
+    push_timing: PushTimingOption = PushTiming.instant,
     record_mode: RecordModeOption = RecordMode.none,
     upstream: UpstreamOption = None,
     match: MatchOption = MatchMode.method_text,
@@ -111,7 +119,7 @@ def serve_cmd(
     Prints a line per request on stderr: HTTP method and path, the A2A method, the task, what the
     replay did (hit: a recorded answer; miss: nothing recorded matched; fault: a recorded answer
     with a fault injected; forward: the upstream agent's answer; error: a request refused) and
-    the HTTP status. --quiet: none.
+    the HTTP status, and a line per push POSTed to a client's webhook. --quiet: none.
     """
     host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     grpc_at = _grpc_listen(grpc_listen, allow_remote) if grpc_listen else None
@@ -132,7 +140,10 @@ def serve_cmd(
             record_mode=record_mode,
             upstream=upstream,
             redactor=build_redactor(redact or []),
+            push_timing=push_timing,
         )
+        if not quiet:
+            engine.pushes.log = _say_request
         said = (
             f"replaying {count(len(library.episodes), 'recorded send')} from {location} (timing {timing}, faults "
             f"{faults.describe()}, match {match}, record mode {record_mode})"

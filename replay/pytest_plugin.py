@@ -16,8 +16,9 @@ that already holds the most of its path, so beside the tapes of the same relativ
 :func:`new_recording`). A bare ``@pytest.mark.a2a_tape`` names it after the test, as
 pytest-recording names a cassette: ``recordings/<test module>/<test name>.jsonl``
 (:func:`default_name`). As keywords, the marker takes ``record_mode`` (none, once,
-new_episodes, all), ``timing``, ``faults``, ``match`` and ``upstream`` (the live agent for the
-record modes; default ``$A2A_TAPE_UPSTREAM``). ``--a2a-tape-record-mode`` switches the record
+new_episodes, all), ``timing``, ``faults``, ``match``, ``push_timing`` (instant, recorded: a
+recording with pushes has them POSTed to the webhook the test's client registers, as ``serve``
+does) and ``upstream`` (the live agent for the record modes; default ``$A2A_TAPE_UPSTREAM``). ``--a2a-tape-record-mode`` switches the record
 mode of a whole run. Under ``none`` a request that was never recorded gets a JSON-RPC error
 naming the closest recording, and the test fails with that line.
 """
@@ -59,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "a2a_tape(recording=None, record_mode='none', timing='instant', faults=None, match='method-text', upstream=None): "
+        "a2a_tape(recording=None, record_mode='none', timing='instant', faults=None, match='method-text', push_timing='instant', upstream=None): "
         "serve an a2a-tape recording (database or JSONL tape; default: recordings/<module>/<test>.jsonl) "
         "to this test through the a2a_tape fixture",
     )

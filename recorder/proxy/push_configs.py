@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from a2a_tape.store.json_values import decode_json
-from a2a_tape.store.methods import ALL_METHODS
+from a2a_tape.wire.push_configs import registered
 
 PUSH_PATH = "/.a2a-tape/push/"
 """Where the receiver takes an agent's POSTs, under the address it was given."""
@@ -75,21 +75,6 @@ class Hooks:
 def hook_of_path(path: str) -> str | None:
     """The hook id of a request path on the receiver (None: not a receiver path)."""
     return path[len(PUSH_PATH) :] if path.startswith(PUSH_PATH) else None
-
-
-def registered(method: str | None, params: Any) -> list[dict[str, Any]]:
-    """The push configs a request registers (each a JSON object with a string ``url``)."""
-    op = ALL_METHODS.get(method or "", ("", ""))[0]
-    if not isinstance(params, dict) or op not in ("send", "stream", "push-set"):
-        return []
-    found: list[Any] = []
-    if op == "push-set":  # v1.0 (JSON-RPC and HTTP+JSON): the config is the params; v0.3: one level down
-        found += [params, params.get("pushNotificationConfig"), params.get("config")]
-    else:
-        conf = params.get("configuration")
-        if isinstance(conf, dict):
-            found += [conf.get("pushNotificationConfig"), conf.get("taskPushNotificationConfig")]
-    return [c for c in found if isinstance(c, dict) and isinstance(c.get("url"), str) and c["url"]]
 
 
 def rewrite(body: bytes, params_raw: bytes, method: str | None, hooks: Hooks, base: str) -> tuple[bytes, list[Hook]]:

@@ -47,9 +47,8 @@ from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.wire.loopback import Guard, LoopbackGuard
+from a2a_tape.wire.push_configs import PUSH, TOKEN_HEADER
 
-PUSH = "push"  # the exchange's role and rpc_method
-TOKEN_HEADER = "x-a2a-notification-token"
 DELIVERY_TIMEOUT = 30.0  # seconds a client's webhook may take to answer a push
 
 

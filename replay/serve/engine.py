@@ -52,6 +52,7 @@ from a2a_tape.replay.serve.list_tasks import (
 from a2a_tape.replay.serve.matching import Matcher
 from a2a_tape.replay.serve.modes import RecordMode
 from a2a_tape.replay.serve.playback import Playback, parse_timing
+from a2a_tape.replay.serve.pushes import Pushes, result_body
 from a2a_tape.replay.serve.reply import (
     SSE_HEADERS,
     Reply,
@@ -69,9 +70,11 @@ from a2a_tape.replay.serve.validation import send_problem
 from a2a_tape.store import TERMINAL_STATES, MessageItem
 from a2a_tape.store.a2a_structs import WireTask
 from a2a_tape.store.decode import state_in
+from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import ALL_METHODS, CARD_PATHS, JSONRPC
 from a2a_tape.store.redact import Redactor
 from a2a_tape.wire import bindings
+from a2a_tape.wire.push_configs import registered
 from a2a_tape.wire.sse_frames import comment, frame
 
 _BATCH = 256  # frames joined into one body chunk when nothing waits between them
@@ -79,6 +82,15 @@ _BATCH = 256  # frames joined into one body chunk when nothing waits between the
 
 _PASSIVE = frozenset({"get", "list"})  # operations whose answers do not move a task
 _DRIVING = frozenset({"send", "stream", "cancel"})  # what a client does to a task (the rest the agent does)
+
+
+def _params(wire: bytes) -> Any:
+    """A JSON-RPC request's params as JSON values (None when it cannot be read)."""
+    try:
+        doc = decode_json(wire)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return doc.get("params") if isinstance(doc, dict) else None
 
 
 def _has_answer(ep: Episode) -> bool:
@@ -106,6 +118,7 @@ class ReplayEngine:
         record_mode: str = "none",
         upstream: str | None = None,
         redactor: Redactor | None = None,
+        push_timing: str = "instant",
     ) -> None:
         mode = RecordMode.of(record_mode)
         if mode.needs_upstream and not upstream:
@@ -128,6 +141,8 @@ class ReplayEngine:
         # what the recording modes store is redacted as every other path does (one Redactor)
         self.forwarder = Forwarder(library, upstream, redactor) if upstream else None
         self.grpc_address: str | None = None  # HOST:PORT of serve --grpc-listen: the card names it
+        # the recorded pushes, to the webhooks replaying clients register (push_timing: instant, recorded)
+        self.pushes = Pushes(library, push_timing)
 
     # ------------------------------------------------------------------ entry point
 
@@ -186,6 +201,9 @@ class ReplayEngine:
         noted.task_id = req.params.id if req.params else None
         known = rpc.METHODS.get(req.method or "")
         if known is None:
+            configured = None if self.record_all else self._push_config(req, wire, headers)
+            if configured is not None:
+                return configured
             return await self._unknown_method(req, shape, target, headers, body)
         operation, dialect = known
         if dialect == "1.0" and not _says_v1(headers):
@@ -257,6 +275,37 @@ class ReplayEngine:
         if recorded is not None:
             return self._answer(recorded, req.id)
         return error_reply(rpc.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+
+    def _push_config(self, req: rpc.RpcRequest, wire: bytes, headers: Mapping[str, str]) -> Reply | None:
+        """A push-config call (set, get, list, delete) answered from the configs this replay's
+        clients registered, when the recording holds pushes (:mod:`replay.serve.pushes`); None: not one."""
+        op = ALL_METHODS.get(req.method or "", ("", ""))[0]
+        if not op.startswith("push-") or not self.pushes.enabled:
+            return None
+        dialect = self._dialect_of(req.method, headers)
+        result, why = self.pushes.answer(op, dialect, _params(wire))
+        if why is not None:
+            code = rpc.TASK_NOT_FOUND if why == "Task not found" else rpc.INVALID_PARAMS
+            return error_reply(code, why, req.id, dialect)
+        return json_reply(result_body(req.id, result))
+
+    def _start_pushes(
+        self, ep: Episode, req: rpc.RpcRequest, wire: bytes, faults: Faults, pb: Playback | None, *, whole: bool
+    ) -> None:
+        """The configs a send registers, and its recorded pushes on their way: after a whole-body
+        answer is sent (the server tells ``said().answered``), or along the stream's items."""
+        task_id = ep.task_id
+        if not task_id or not self.pushes.enabled:
+            return
+        for conf in registered(req.method, _params(wire)):
+            self.pushes.configs.add(task_id, conf)
+        run = self.pushes.start(ep, faults, streamed=not whole)
+        if run is None:
+            return
+        if whole:
+            said().answered = run.answered
+        elif pb is not None:
+            pb.on_release = run.moved
 
     @staticmethod
     def _dialect_of(method: str | None, headers: Mapping[str, str]) -> str:
@@ -438,6 +487,7 @@ class ReplayEngine:
             self.cancelled.discard(task_id)
             self.polls.pop(task_id, None)
         recorded_json = (ep.exchange.content_type or "").startswith("application/json")
+        self._start_pushes(ep, req, wire, faults, pb, whole=operation == "send" or recorded_json)
         if operation == "send" or recorded_json:  # a send, or a stream the agent answered with a JSON body
             items = ep.served
             if pb is not None:

@@ -77,8 +77,11 @@ class GrpcReplay:
         body = grpc_wire.jsonrpc_request(m.name, params)
         reply = await self.engine.handle("POST", "/", "", headers, body, "")
         kind = "lf.a2a.v1.StreamResponse" if m.streaming else m.response_type
+        answered = reply.said.answered if reply.said is not None else None
         if reply.stream is None:
             yield _message(kind, reply.body)
+            if answered is not None:  # the answer is out: the task's pushes may go
+                answered()
             return
         sent = 0
         parser = SseParser()
@@ -95,6 +98,8 @@ class GrpcReplay:
                     sent += 1
         finally:
             await reply.stream.aclose()
+            if answered is not None:
+                answered()
         if faults.drop_after is not None and sent >= faults.drop_after:
             raise Answered(UNAVAILABLE, "Connection lost (a2a-tape fault: drop-after)")
         if sent == 0 and not m.streaming:

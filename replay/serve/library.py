@@ -27,6 +27,7 @@ from a2a_tape.store.tape_copy import TapeCopy, is_tape
 from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire import http_json
 from a2a_tape.wire.bindings import recorded_call
+from a2a_tape.wire.push_configs import PUSH
 from a2a_tape.wire.sse_frames import Splitter, frame, render_frames
 
 
@@ -216,6 +217,7 @@ class Library:
         self.answers: dict[tuple[str, str, bytes], list[Episode]] = {}
         self.operations: dict[int, str] = {}  # exchange id -> operation ("" when not A2A)
         self.by_id: dict[int, Episode] = {}
+        self.pushes: dict[str, list[Exchange]] = {}  # the agent's recorded pushes, by task (replay.serve.pushes)
         self.dirty = False  # something was recorded into it (record modes)
         self.refused: list[str] = []  # what the last write-back left out, one line each
         self._seen: set[int] = set()
@@ -268,6 +270,10 @@ class Library:
                 continue
             if ex.role == "replay" or ex.outcome == "replayed":
                 continue  # our own replays, and a gateway's answers from the log: the agent never saw them
+            if ex.role == PUSH:  # a POST the agent made to a webhook: no request a client sends
+                if ex.task_id:
+                    self.pushes.setdefault(ex.task_id, []).append(ex)
+                continue
             ep = Episode(self, ex)
             self.operations[ep.id] = ep.operation
             self.by_id[ep.id] = ep

@@ -58,3 +58,10 @@ class MatchMode(_Vocabulary):
     method_text = "method-text"
     strict = "strict"
     order = "order"
+
+
+class PushTiming(_Vocabulary):
+    """When a replay POSTs a send's recorded pushes (:mod:`replay.serve.pushes`)."""
+
+    instant = "instant"
+    recorded = "recorded"

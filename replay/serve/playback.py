@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: the CLI checks --timing with parse_timing without loading the library
@@ -40,7 +41,8 @@ class Playback:
     def __init__(self, task_id: str, episode: Episode, scale: float) -> None:
         self.task_id = task_id
         self.episode = episode
-        self.released = 0
+        self.on_release: Callable[[int], None] | None = None  # told each time more items are out (pushes)
+        self._released = 0
         self.started = time.monotonic()
         self.scale = scale
         self.cancelled = False
@@ -62,6 +64,17 @@ class Playback:
                 offsets.append(t)
             self._offsets = offsets
         return self._offsets
+
+    @property
+    def released(self) -> int:
+        """How many of the episode's items the agent has produced (a stream: sent)."""
+        return self._released
+
+    @released.setter
+    def released(self, n: int) -> None:
+        self._released = n
+        if self.on_release is not None:
+            self.on_release(n)
 
     def release(self, n: int) -> None:
         if n > self.released:

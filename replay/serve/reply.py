@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -32,6 +32,8 @@ class Said(msgspec.Struct):
     method: str | None = None
     task_id: str | None = None
     outcome: str = "hit"
+    # told once a whole-body answer is sent (the server, the transport): pushes wait for it
+    answered: Callable[[], None] | None = None
 
 
 _SAID: ContextVar[Said | None] = ContextVar("a2a_tape_said", default=None)

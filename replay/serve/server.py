@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -64,6 +65,8 @@ def create_app(
         recorded = sendable(reply.headers, skip=_OWN)  # what cannot be a header is dropped
         names = {k for k, _ in recorded}
         answer.raw_headers = [(k, v) for k, v in answer.raw_headers if k not in names] + recorded
+        if reply.said is not None and reply.said.answered is not None:  # the answer is out: pushes may go
+            answer.background = BackgroundTask(reply.said.answered)
         return answer
 
     return Starlette(

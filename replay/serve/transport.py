@@ -10,6 +10,11 @@ use and stopped by :meth:`ReplayTransport.close` (a daemon, so a client never cl
 hold the interpreter at exit). A read timeout set on the
 client (``httpx.Timeout(read=...)``) applies to each stream chunk, so a ``stall-after`` fault
 ends in ``httpx.ReadTimeout`` as it would over a socket.
+
+No socket answers the client, but pushes are real: a recording with pushes (``proxy`` records
+them) has them POSTed over HTTP to the webhook the client registers (a URL it listens on), from
+the engine's event loop (the helper thread's, or the async client's own), once the answer is
+returned (a whole body) or as the stream goes (:mod:`replay.serve.pushes`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import Faults
@@ -113,6 +119,32 @@ class _SyncStream(httpx.SyncByteStream):
             self._portal.call(self._agen.aclose, timeout=5)
 
 
+def _telling(reply: Reply) -> Reply:
+    """``reply`` telling its ``said().answered`` (a send's pushes wait for it) once it is out: a
+    whole body at once (the client has it as the transport returns), a stream when it ends."""
+    answered = reply.said.answered if reply.said is not None else None
+    if answered is None:
+        return reply
+    if reply.stream is None:
+        answered()
+        return reply
+    inner = reply.stream
+
+    async def then() -> AsyncGenerator[bytes, None]:
+        try:
+            async for chunk in inner:
+                yield chunk
+        finally:
+            await inner.aclose()
+            answered()
+
+    return msgspec.structs.replace(reply, stream=then())
+
+
+async def _told(reply: Reply) -> Reply:
+    return _telling(reply)
+
+
 class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """An httpx transport (sync and async) answering from recordings. See the module docstring.
 
@@ -132,6 +164,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         match: str = "method-text",
         record_mode: str = "none",
         upstream: str | None = None,
+        push_timing: str = "instant",
     ) -> None:
         self._owns_library: Library | None = None
         if engine is None:
@@ -140,7 +173,13 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             lib = Library.open(recording, create=RecordMode.of(record_mode).records(upstream))
             self._owns_library = lib
             engine = ReplayEngine(
-                lib, timing=timing, faults=faults, match=match, record_mode=record_mode, upstream=upstream
+                lib,
+                timing=timing,
+                faults=faults,
+                match=match,
+                record_mode=record_mode,
+                upstream=upstream,
+                push_timing=push_timing,
             )
         self.engine = engine
         self._portal: _LoopThread | None = None
@@ -164,7 +203,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
-        reply = await self._handle(request, body)
+        reply = _telling(await self._handle(request, body))
         if reply.stream is None:
             return httpx.Response(reply.status, headers=self._headers(reply), content=reply.body, request=request)
         return httpx.Response(
@@ -181,6 +220,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         body = request.read()
         portal = self._get_portal()
         reply = portal.call(self._handle, request, body)
+        reply = portal.call(_told, reply)  # on the loop thread, where the pushes wait
         if reply.stream is None:
             return httpx.Response(reply.status, headers=self._headers(reply), content=reply.body, request=request)
         return httpx.Response(

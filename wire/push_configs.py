@@ -1,0 +1,31 @@
+"""Push-notification configs as a request carries them (issue 33): shared by the proxy, which
+swaps the webhook for its receiver, and ``serve``, which delivers recorded pushes to the webhook
+a replaying client registers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a_tape.store.methods import ALL_METHODS
+
+PUSH = "push"
+"""A recorded push's exchange role and rpc_method."""
+TOKEN_HEADER = "x-a2a-notification-token"
+"""The header an agent sends a config's token in, with each push (A2A)."""
+
+
+def registered(method: str | None, params: Any) -> list[dict[str, Any]]:
+    """The push configs a request registers (each a JSON object with a string ``url``): a send's
+    ``configuration`` (``pushNotificationConfig`` in v0.3, ``taskPushNotificationConfig`` in
+    v1.0), or a config call's params (v1.0; one level down in v0.3)."""
+    op = ALL_METHODS.get(method or "", ("", ""))[0]
+    if not isinstance(params, dict) or op not in ("send", "stream", "push-set"):
+        return []
+    found: list[Any] = []
+    if op == "push-set":  # v1.0 (JSON-RPC and HTTP+JSON): the config is the params; v0.3: one level down
+        found += [params, params.get("pushNotificationConfig"), params.get("config")]
+    else:
+        conf = params.get("configuration")
+        if isinstance(conf, dict):
+            found += [conf.get("pushNotificationConfig"), conf.get("taskPushNotificationConfig")]
+    return [c for c in found if isinstance(c, dict) and isinstance(c.get("url"), str) and c["url"]]
