@@ -80,6 +80,15 @@ async def read_body(
     """The whole (decoded) body of ``resp``, or :class:`BodyTooLarge` naming ``what`` ("the
     agent card at URL") once it passes ``limit``. ``chunks``: the decoded bytes when the caller
     has its own decoder (the capture core's :func:`capture.sending.body_chunks`)."""
+    if chunks is None and resp.is_stream_consumed:
+        try:  # read already (a response made from bytes, an in-process transport's): its content is all there is
+            content = resp.content
+        except httpx.ResponseNotRead:
+            content = None
+        if content is not None:
+            if len(content) > limit:
+                raise BodyTooLarge(what, limit)
+            return content
     # a Content-Length counts the coded bytes: only without a coding is it the body's own size
     declared = None if resp.headers.get("content-encoding") else resp.headers.get("content-length")
     body = await _up_to(chunks if chunks is not None else body_chunks(resp), declared, limit)  # codings bounded
