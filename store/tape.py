@@ -21,6 +21,7 @@ from a2a_tape.store.errors import StoreError
 from a2a_tape.store.headers import header_problem
 from a2a_tape.store.interface import Recordings, RecordingStore
 from a2a_tape.store.json_values import TOO_DEEP
+from a2a_tape.store.observers import JOINS_RUN, Observer, new_observer
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 
 TAPE_VERSION = 1
@@ -70,6 +71,9 @@ class TapeExchange(msgspec.Struct, tag="exchange", tag_field="type", omit_defaul
     idempotency_key: str | None = None
     role: str = "client"
     binding: str | None = None  # absent in tapes written before it: read from the dialect (store.methods)
+    observer: str | None = None  # absent in tapes written before runs: one run per role of the tape
+    source: str | None = None
+    host: str | None = None
 
 
 class TapeEvent(msgspec.Struct, tag="event", tag_field="type", omit_defaults=True):
@@ -135,6 +139,9 @@ def exchange_line(ex: Exchange) -> TapeExchange:
         idempotency_key=ex.idempotency_key,
         role=ex.role,
         binding=ex.binding,
+        observer=ex.observer,
+        source=ex.source,
+        host=ex.host,
     )
 
 
@@ -351,6 +358,7 @@ def _import(
     pending: list[NewEvent] = []
     tasks: dict[str, None] = {}
     taskless: dict[_ExchangeKey, int] | None = None  # exchanges without a task id already in the log
+    observers: dict[str, Observer] = {}  # each run of the tape is a run of this import's
 
     def flush() -> None:
         store.append_batch(pending)
@@ -389,7 +397,7 @@ def _import(
                     taskless = {
                         _exchange_key(e): e.id for e in store.exchanges() if e.task_id is None and e.id is not None
                     }
-                ex_map[ex.id] = _import_exchange(store, ex, taskless)
+                ex_map[ex.id] = _import_exchange(store, ex, taskless, observers)
                 result.exchanges += 1
             except (ValueError, TypeError) as exc:  # bad base64 and the like
                 raise TapeError(f"line {item.number}: {exc}") from None
@@ -449,7 +457,12 @@ def _exchange_key(ex: Exchange) -> _ExchangeKey:
     return (ex.started_at, ex.url, ex.request_body)
 
 
-def _import_exchange(store: Recordings, item: TapeExchange, taskless: dict[_ExchangeKey, int] | None) -> int:
+def _import_exchange(
+    store: Recordings,
+    item: TapeExchange,
+    taskless: dict[_ExchangeKey, int] | None,
+    observers: dict[str, Observer] | None = None,
+) -> int:
     body = _bytes(item.request_body, item.request_body_b64) or b""
     if item.task_id is None and taskless is not None:  # e.g. an error before any task id was known
         known = taskless.get((item.started_at, item.url, body))
@@ -459,8 +472,18 @@ def _import_exchange(store: Recordings, item: TapeExchange, taskless: dict[_Exch
         if ex.started_at == item.started_at and ex.url == item.url and ex.request_body == body:
             assert ex.id is not None  # read from the store: it has its id
             return ex.id  # imported before: reuse, so a second import changes nothing
+    if item.role in JOINS_RUN:
+        observer = None
+    else:  # a new observer per run of the tape (its observer, else its role: an older tape)
+        key = item.observer or f"role:{item.role}"
+        tables = observers if observers is not None else {}
+        observer = tables.get(key)
+        if observer is None:
+            observer = tables[key] = new_observer("import")
     new_id = store.begin_exchange(
         Exchange(
+            observer=None if observer is None else observer.id,
+            source=None if observer is None else observer.source,
             started_at=item.started_at,
             ended_at=item.ended_at,
             url=item.url,
@@ -482,6 +505,7 @@ def _import_exchange(store: Recordings, item: TapeExchange, taskless: dict[_Exch
             idempotency_key=item.idempotency_key,
             role=item.role,
             binding=item.binding,  # as the tape says (readers fill an old row in: store.methods)
+            host=item.host,
         )
     )
     if item.task_id is None and taskless is not None:
