@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 
-from a2a_tape.fold.fold import fold_stored
 from a2a_tape.fold.projection import Projector
+from a2a_tape.fold.runs import fold_latest
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.steps import closed_exchanges
-from a2a_tape.store import EventLog, ExchangeLog, ReadOnlyStore, Store
+from a2a_tape.store import ExchangeLog, ReadOnlyStore, Recordings, Store
 
 Folding = Callable[[int], AbstractContextManager[object]]
 """``folding(behind)``: entered while ``behind`` new events are folded into the projection (a
@@ -30,8 +30,9 @@ def quietly(behind: int) -> AbstractContextManager[object]:
 class InMemoryProjection:
     """The projection folded in memory, for a log we may not write to. Reads as a :class:`Projector`."""
 
-    def __init__(self, st: EventLog) -> None:
-        self._folds = fold_stored(st.read_from(0))
+    def __init__(self, st: Recordings) -> None:
+        observers = {ex.id: (ex.observer, ex.source) for ex in st.exchanges() if ex.id is not None}
+        self._folds = fold_latest(st.read_from(0), observers)  # each task's latest run, as the projection
 
     def view(self, task_id: str, closed: Mapping[int, float] | None = None) -> TaskView | None:
         fold = self._folds.get(task_id)
