@@ -32,6 +32,8 @@ from a2a_tape.store.redact import safe_text, safe_urls
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from a2a_tape.fold.runs import Run
+
 options.install_plain_values()  # plain values without pydantic on typer >= 0.29 (see options.py)
 
 EXIT_OK = 0
@@ -131,7 +133,19 @@ GrpcListenOption = Annotated[
         callback=options.listen,
     ),
 ]
-TaskArgument = Annotated[str, typer.Argument(help="Task id (or a unique prefix).")]
+TaskArgument = Annotated[
+    str, typer.Argument(help="Task id (or a unique prefix); TASK@N for its run N (default: its latest run).")
+]
+RunOption = Annotated[
+    int | None,
+    typer.Option(
+        "--run",
+        metavar="N",
+        help="Run N of the task (as TASK@N; 1 is the first recorded; default: the latest; 'a2a-tape tasks --runs' lists them).",
+        show_default=False,
+        callback=options.count,
+    ),
+]
 
 
 class UsageError(A2ATapeError):
@@ -189,6 +203,36 @@ def find_task(st: store.EventLog, task_id: str) -> str:
     if len(matches) > 1:
         fail(f"task id prefix '{task_id}' is ambiguous: {', '.join(matches[:5])}")
     fail(f"unknown task: {task_id} (see 'a2a-tape tasks')")
+
+
+def find_run(st: store.EventLog, text: str, run: int | None = None) -> tuple[str, int | None]:
+    """A task and the run a selector names: ``TASK@N`` (or ``TASK`` with ``--run N``) as
+    ``(task id, N)``, a task alone as ``(task id, None)`` (its latest run). A bad selector: one
+    line, exit 2."""
+    from a2a_tape.fold.runs import BadSelector, parse_selector  # only the commands that read runs
+
+    if text and st.has_task(text):  # a task id that holds an '@' of its own
+        task, number = text, None
+    else:
+        try:
+            task, number = parse_selector(text)
+        except BadSelector as exc:
+            fail(str(exc))
+    if run is not None:
+        if number is not None and number != run:
+            fail(f"{text} and --run {run} name two runs: give one")
+        number = run
+    return find_task(st, task), number
+
+
+def load_run(st: store.Recordings, task_id: str, number: int | None) -> Run:
+    """Run ``number`` of a task (its latest when None); none such: one line, exit 2."""
+    from a2a_tape.fold.runs import BadSelector, pick_run, task_runs
+
+    try:
+        return pick_run(task_runs(st, task_id), task_id, number)
+    except BadSelector as exc:
+        fail(str(exc))
 
 
 def listen_address(text: str, *, allow_remote: bool, why: str, option: str = "--listen") -> tuple[str, int]:

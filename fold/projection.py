@@ -359,7 +359,7 @@ class _CatchUp:
                 fold = self.take(tid, loaded, queried)
             else:
                 cache.move_to_end(tid)
-            # the run of the event (replay.runs): the row folds the task's latest run only
+            # the run of the event (fold.runs): the row folds the task's latest run only
             seen = observers.get(exchange_id, NO_OBSERVER)
             runs = fold.s.runs
             if (not runs or (seen[0] is not None and seen[0] != runs[-1].observer)) and not enter_run(fold, seen, pos):

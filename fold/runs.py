@@ -124,9 +124,13 @@ class Run(msgspec.Struct):
         return fold_task_events(self.task_id, self.events, document=document)
 
     def view(self) -> TaskView:
-        from .inspect.steps import closed_exchanges  # the one reading of an exchange's end
-
-        return self.fold().view(closed_exchanges(self.exchanges))
+        # the exchanges that ended, as inspection.steps.closed_exchanges reads them
+        closed = {
+            ex.id: ex.ended_at if ex.ended_at is not None else 0.0
+            for ex in self.exchanges
+            if ex.id is not None and (ex.ended_at is not None or ex.outcome is not None)
+        }
+        return self.fold().view(closed)
 
     def row(self) -> dict[str, object]:
         """What ``tasks --runs --json`` prints of it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 
+from a2a_tape.fold.fold import RunRef
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.runs import fold_latest
 from a2a_tape.fold.views import TaskView
@@ -38,6 +39,11 @@ class InMemoryProjection:
         fold = self._folds.get(task_id)
         return None if fold is None else fold.view(closed)
 
+    def runs(self, task_id: str) -> list[RunRef]:
+        """The task's runs (its view is the latest's)."""
+        fold = self._folds.get(task_id)
+        return [] if fold is None else fold.s.runs
+
     def views(self, closed: Mapping[int, float] | None = None) -> Iterator[TaskView]:
         """Every task's view, in task id order."""
         return iter(sorted((f.view(closed) for f in self._folds.values()), key=lambda v: v.task_id))
@@ -61,5 +67,15 @@ def closed(st: ExchangeLog, task_id: str | None = None) -> dict[int, float]:
 
 
 def task_view(st: Store, task_id: str, *, folding: Folding = quietly) -> TaskView | None:
-    """What ``channels`` shows of one task (None: no such task in the projection)."""
-    return task_projection(st, folding=folding).view(task_id, closed(st, task_id))
+    """What ``channels`` shows of one task: its latest run (None: no such task in the projection)."""
+    return task_view_runs(st, task_id, folding=folding)[0]
+
+
+def task_view_runs(st: Store, task_id: str, *, folding: Folding = quietly) -> tuple[TaskView | None, list[RunRef]]:
+    """:func:`task_view`, and the task's runs (the view is the last one's)."""
+    proj = task_projection(st, folding=folding)
+    view = proj.view(task_id, closed(st, task_id))
+    if isinstance(proj, InMemoryProjection):
+        return view, proj.runs(task_id)
+    fold = proj.fold(task_id)
+    return view, [] if fold is None else fold.s.runs

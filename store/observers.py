@@ -10,7 +10,7 @@ A recorder that makes none gets its process's own, one per role (:func:`stamp`, 
 backend's ``begin_exchange``): a path that forgets cannot fold into another observer's run. The
 exception is recovery (role ``recovery``): its GetTask or synthetic FAILED completes the run it
 recovers, so its exchanges carry no observer and join the task's latest run
-(:func:`a2a_tape.replay.runs.split_runs`).
+(:func:`a2a_tape.fold.runs.split_runs`).
 """
 
 from __future__ import annotations

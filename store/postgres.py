@@ -58,7 +58,7 @@ _SCHEMA = [
         http_method TEXT, rpc_method TEXT, dialect TEXT, streaming INTEGER, request_headers TEXT,
         request_body BYTEA, status INTEGER, content_type TEXT, response_headers TEXT, response_body BYTEA,
         outcome TEXT, error TEXT, task_id TEXT, context_id TEXT, message_id TEXT, idempotency_key TEXT, role TEXT,
-        binding TEXT, observer TEXT, source TEXT, host TEXT)""",
+        binding TEXT)""",
     "CREATE INDEX exchanges_task_id ON exchanges(task_id)",
     """CREATE TABLE events (
         position BIGINT PRIMARY KEY, task_id TEXT, seq BIGINT NOT NULL, exchange_id BIGINT, sse_event TEXT,
@@ -257,7 +257,7 @@ class PostgresStore(PostgresIndexes):
                     f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}: upgrade a2a-tape"
                 )
             if found == 0:
-                for stmt in _SCHEMA + _SCHEMA_V2:
+                for stmt in _SCHEMA + _SCHEMA_V2 + _SCHEMA_V4:
                     cur.execute(stmt)
                 cur.execute("INSERT INTO a2a_tape_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
             elif found < SCHEMA_VERSION:

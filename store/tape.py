@@ -472,14 +472,14 @@ def _import_exchange(
         if ex.started_at == item.started_at and ex.url == item.url and ex.request_body == body:
             assert ex.id is not None  # read from the store: it has its id
             return ex.id  # imported before: reuse, so a second import changes nothing
-    if item.role in JOINS_RUN:
-        observer = None
-    else:  # a new observer per run of the tape (its observer, else its role: an older tape)
-        key = item.observer or f"role:{item.role}"
+    observer: Observer | None = None
+    if item.observer is not None:  # the tape's runs stay the runs they were (a copy is lossless)
+        observer = Observer(item.observer, item.source or "import", item.host or "")
+    elif item.role not in JOINS_RUN:  # a tape written before runs: this import is a run, one per role
         tables = observers if observers is not None else {}
-        observer = tables.get(key)
+        observer = tables.get(item.role)
         if observer is None:
-            observer = tables[key] = new_observer("import")
+            observer = tables[item.role] = new_observer("import")
     new_id = store.begin_exchange(
         Exchange(
             observer=None if observer is None else observer.id,
@@ -505,7 +505,7 @@ def _import_exchange(
             idempotency_key=item.idempotency_key,
             role=item.role,
             binding=item.binding,  # as the tape says (readers fill an old row in: store.methods)
-            host=item.host,
+            host=item.host if observer is None or item.observer is not None else observer.host,
         )
     )
     if item.task_id is None and taskless is not None:
