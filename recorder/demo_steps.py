@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from a2a_tape.recorder.listen import bind
 
+
 @dataclass(frozen=True)
 class Step:
     argv: list[str]
