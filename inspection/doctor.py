@@ -413,7 +413,7 @@ def run_findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterabl
 def diagnose(store: Recordings, task_id: str | None = None, run: int | None = None) -> Report:
     """Doctor one task (every run of it, or run ``run``), or every task of the log."""
     if run is not None and task_id is not None:
-        from ..runs import pick_run, task_runs
+        from a2a_tape.fold.runs import pick_run, task_runs
 
         one = pick_run(task_runs(store, task_id), task_id, run)
         found = [msgspec.structs.replace(f, run=one.selector) for f in findings(task_id, one.events, one.exchanges)]

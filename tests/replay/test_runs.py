@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.replay import Projector
-from a2a_tape.replay.runs import BadSelector, parse_selector, pick_run, selector, task_runs
+from a2a_tape.fold.projection import Projector
+from a2a_tape.fold.runs import BadSelector, parse_selector, pick_run, selector, task_runs
 from a2a_tape.store import open_store
 from a2a_tape.store.observers import new_observer
 from a2a_tape.store.records import Exchange, NewEvent
