@@ -2,9 +2,10 @@
 
 Each recording of a task by one observer is a *run* of that task: one ``record`` process, one
 proxy process's relay, one ``RecordingTransport`` or ``RecordingInterceptor`` instance, one
-serve record-mode session, one ``import`` of a tape. An observer is a random id made once by that
-recorder, with its *source* (how it saw the task) and the host it ran on; every exchange it
-begins carries the three (``exchanges.observer``, ``.source``, ``.host``).
+serve record-mode session. An observer is a random id made once by that recorder, with its
+*source* (how it saw the task) and the host it ran on; every exchange it begins carries the three
+(``exchanges.observer``, ``.source``, ``.host``). An import keeps the observers a tape names; a
+tape written before runs is split by role (``store.tape``), as a log before runs is (``store.schema``).
 
 A recorder that makes none gets its process's own, one per role (:func:`stamp`, called by every
 backend's ``begin_exchange``): a path that forgets cannot fold into another observer's run. The

@@ -21,7 +21,7 @@ from a2a_tape.store.errors import StoreError
 from a2a_tape.store.headers import header_problem
 from a2a_tape.store.interface import Recordings, RecordingStore
 from a2a_tape.store.json_values import TOO_DEEP
-from a2a_tape.store.observers import JOINS_RUN, Observer, new_observer
+from a2a_tape.store.observers import JOINS_RUN, Observer
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 
 TAPE_VERSION = 1
@@ -358,7 +358,6 @@ def _import(
     pending: list[NewEvent] = []
     tasks: dict[str, None] = {}
     taskless: dict[_ExchangeKey, int] | None = None  # exchanges without a task id already in the log
-    observers: dict[str, Observer] = {}  # each run of the tape is a run of this import's
 
     def flush() -> None:
         store.append_batch(pending)
@@ -397,7 +396,7 @@ def _import(
                     taskless = {
                         _exchange_key(e): e.id for e in store.exchanges() if e.task_id is None and e.id is not None
                     }
-                ex_map[ex.id] = _import_exchange(store, ex, taskless, observers)
+                ex_map[ex.id] = _import_exchange(store, ex, taskless)
                 result.exchanges += 1
             except (ValueError, TypeError) as exc:  # bad base64 and the like
                 raise TapeError(f"line {item.number}: {exc}") from None
@@ -461,7 +460,6 @@ def _import_exchange(
     store: Recordings,
     item: TapeExchange,
     taskless: dict[_ExchangeKey, int] | None,
-    observers: dict[str, Observer] | None = None,
 ) -> int:
     body = _bytes(item.request_body, item.request_body_b64) or b""
     if item.task_id is None and taskless is not None:  # e.g. an error before any task id was known
@@ -475,11 +473,10 @@ def _import_exchange(
     observer: Observer | None = None
     if item.observer is not None:  # the tape's runs stay the runs they were (a copy is lossless)
         observer = Observer(item.observer, item.source or "import", item.host or "")
-    elif item.role not in JOINS_RUN:  # a tape written before runs: this import is a run, one per role
-        tables = observers if observers is not None else {}
-        observer = tables.get(item.role)
-        if observer is None:
-            observer = tables[item.role] = new_observer("import")
+    elif item.role not in JOINS_RUN:
+        # a tape written before runs: split by role as a log before runs is (store.schema._v6), and
+        # the same way each time (reading a tape as a log imports it again: it must read the same)
+        observer = Observer(f"tape-{item.role}", "import", "")
     new_id = store.begin_exchange(
         Exchange(
             observer=None if observer is None else observer.id,
@@ -505,7 +502,7 @@ def _import_exchange(
             idempotency_key=item.idempotency_key,
             role=item.role,
             binding=item.binding,  # as the tape says (readers fill an old row in: store.methods)
-            host=item.host if observer is None or item.observer is not None else observer.host,
+            host=item.host,
         )
     )
     if item.task_id is None and taskless is not None:
