@@ -134,7 +134,7 @@ GrpcListenOption = Annotated[
     ),
 ]
 TaskArgument = Annotated[
-    str, typer.Argument(help="Task id (or a unique prefix); TASK@N for its run N (default: its latest run).")
+    str, typer.Argument(help="Task id (or a unique prefix); TASK@N for its run N, else its latest run.")
 ]
 RunOption = Annotated[
     int | None,
