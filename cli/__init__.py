@@ -16,10 +16,13 @@ COMMANDS: dict[str, Command] = {
     "doctor": Command("doctor", "List lifecycle and contract faults, with the event positions involved."),
     "diff": Command(
         "doctor",
-        "Compare two tasks, or two databases (tasks paired by request), ids and timestamps normalised.",
+        "Compare two tasks, two runs of one task (TASK@1 TASK@2), or two databases (tasks paired by request), "
+        "ids and timestamps normalised.",
     ),
     "grep": Command("doctor", "Search payloads (text parts, data parts, metadata, errors, notes) across tasks."),
-    "show": Command("inspect", "The timeline of raw events of one task."),
+    "show": Command(
+        "inspect", "The timeline of raw events of one task: its latest run, or the run TASK@N (--run N) names."
+    ),
     "tasks": Command("inspect", "List recorded tasks, newest (by last event) first."),
     "channels": Command(
         "inspect", "The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."
