@@ -26,14 +26,17 @@ COMMANDS: dict[str, Command] = {
     ),
     "serve": Command("serve", "Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."),
     "tasks": Command("inspect", "List recorded tasks, newest (by last event) first."),
-    "show": Command("inspect", "The timeline of raw events of one task."),
+    "show": Command(
+        "inspect", "The timeline of raw events of one task: its latest run, or the run TASK@N (--run N) names."
+    ),
     "channels": Command(
         "inspect", "The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults."
     ),
     "doctor": Command("doctor", "List lifecycle and contract faults, with the event positions involved."),
     "diff": Command(
         "doctor",
-        "Compare two tasks, or two databases (tasks paired by request), ids and timestamps normalised.",
+        "Compare two tasks, two runs of one task (TASK@1 TASK@2), or two databases (tasks paired by request), "
+        "ids and timestamps normalised.",
     ),
     "grep": Command("doctor", "Search payloads (text parts, data parts, metadata, errors, notes) across tasks."),
     "ui": Command("ui", "A live local web view of the log: tasks, a task's waterfall and answer, diffs (read-only)."),

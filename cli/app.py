@@ -33,6 +33,7 @@ from a2a_tape.store.redact import safe_text, safe_urls
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from a2a_tape.fold.runs import Run
     from a2a_tape.inspection.messages import LoneMessage
 
 options.install_plain_values()  # plain values without pydantic on typer >= 0.29 (see options.py)
@@ -148,7 +149,19 @@ GrpcListenOption = Annotated[
 QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="No line per request on stderr (the banner and errors stay).")
 ]
-TaskArgument = Annotated[str, typer.Argument(help="Task id (or a unique prefix).")]
+TaskArgument = Annotated[
+    str, typer.Argument(help="Task id (or a unique prefix); TASK@N for its run N, else its latest run.")
+]
+RunOption = Annotated[
+    int | None,
+    typer.Option(
+        "--run",
+        metavar="N",
+        help="Run N of the task (as TASK@N; 1 is the first recorded; default: the latest; 'a2a-tape tasks --runs' lists them).",
+        show_default=False,
+        callback=options.count,
+    ),
+]
 
 
 class UsageError(A2ATapeError):
@@ -216,6 +229,36 @@ def find_task_or_message(st: store.Recordings, key: str) -> str | LoneMessage:
         if lone is not None:
             return lone
     return find_task(st, key)
+
+
+def find_run(st: store.EventLog, text: str, run: int | None = None) -> tuple[str, int | None]:
+    """A task and the run a selector names: ``TASK@N`` (or ``TASK`` with ``--run N``) as
+    ``(task id, N)``, a task alone as ``(task id, None)`` (its latest run). A bad selector: one
+    line, exit 2."""
+    from a2a_tape.fold.runs import BadSelector, parse_selector  # only the commands that read runs
+
+    if text and st.has_task(text):  # a task id that holds an '@' of its own
+        task, number = text, None
+    else:
+        try:
+            task, number = parse_selector(text)
+        except BadSelector as exc:
+            fail(str(exc))
+    if run is not None:
+        if number is not None and number != run:
+            fail(f"{text} and --run {run} name two runs: give one")
+        number = run
+    return find_task(st, task), number
+
+
+def load_run(st: store.Recordings, task_id: str, number: int | None) -> Run:
+    """Run ``number`` of a task (its latest when None); none such: one line, exit 2."""
+    from a2a_tape.fold.runs import BadSelector, pick_run, task_runs
+
+    try:
+        return pick_run(task_runs(st, task_id), task_id, number)
+    except BadSelector as exc:
+        fail(str(exc))
 
 
 def listen_address(text: str, *, allow_remote: bool, why: str, option: str = "--listen") -> tuple[str, int]:

@@ -22,11 +22,14 @@ from a2a_tape.cli.app import (
     EXIT_FAILED,
     DbOption,
     JsonOption,
+    RunOption,
     commands,
     db_location,
     emit_json,
     fail,
+    find_run,
     find_task,
+    load_run,
     open_db,
     stream_json,
 )
@@ -47,18 +50,29 @@ _DOCTOR_HELP = (
 
 @app.command("doctor", help=_DOCTOR_HELP)
 def doctor_cmd(
-    task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix); without it, every task.")] = None,
+    task: Annotated[
+        str | None,
+        typer.Argument(
+            help="Task id (or a unique prefix); TASK@N for its run N alone; without it, every task. "
+            "Each run of a task is examined alone."
+        ),
+    ] = None,
+    run: RunOption = None,
     db: DbOption = None,
     json: JsonOption = False,
     progress: ProgressOption = False,
 ) -> None:
     """List lifecycle and contract faults (the help text is built from inspection.doctor.CHECKS)."""
+    if run is not None and task is None:
+        fail("--run N needs a TASK")
     # every task: doctor's findings are kept in the log when it can be written (a cache)
     st = open_db(db, readonly="fallback" if task is None else True)
     with st:
-        task_id = find_task(st, task) if task is not None else None
+        task_id, number = find_run(st, task, run) if task is not None else (None, None)
+        if task_id is not None and number is not None:
+            load_run(st, task_id, number)  # a run that is not there: one line, exit 2
         with bar("doctor: examining tasks", asked=progress, show=task_id is None) as report_progress:
-            report = doctor_report(st, task_id, progress=report_progress)
+            report = doctor_report(st, task_id, progress=report_progress, run=number)
     if json:
         doc = {"ok": report.ok, "tasks": report.tasks, "errors": report.errors, "warnings": report.warnings}
         emit_json({**doc, "findings": report.findings})
@@ -70,14 +84,17 @@ def doctor_cmd(
 
 @app.command("diff")
 def diff_cmd(
-    a: Annotated[str, typer.Argument(help="A task id (in --db), or a database file.")],
-    b: Annotated[str, typer.Argument(help="A task id (in --db), or a database file.")],
+    a: Annotated[str, typer.Argument(help="A task id or run TASK@N (in --db), or a database file.")],
+    b: Annotated[str, typer.Argument(help="A task id or run TASK@N (in --db), or a database file.")],
     db: DbOption = None,
     json: JsonOption = False,
     progress: ProgressOption = False,
 ) -> None:
-    """Compare two tasks, or two databases (tasks paired by request), ids and timestamps normalised.
+    """Compare two tasks, two runs of one task (TASK@1 TASK@2), or two databases (tasks paired
+    by request), ids and timestamps normalised.
 
+    Two runs are compared on what the agent sent (each observer's own notes left out): a proxy
+    and the client recording through it diff to the same stream when the proxy was transparent.
     Exit 0 when they show the same behaviour, 1 when they differ.
     """
     a_is_db, b_is_db = Path(a).is_file(), Path(b).is_file()
@@ -93,8 +110,12 @@ def diff_cmd(
         fail("give two task ids (with --db) or two database files")
     else:
         with open_db(db, readonly=True) as st:
-            ta, tb = find_task(st, a), find_task(st, b)
-            equal = _print_pairs(iter(diff_mod.diff_tasks(st, ta, st, tb).pairs), json=json)
+            (ta, na), (tb, nb) = find_run(st, a), find_run(st, b)
+            if na is None and nb is None:
+                result = diff_mod.diff_tasks(st, ta, st, tb)
+            else:  # a run against a run (a task alone: its latest run)
+                result = diff_mod.diff_runs(load_run(st, ta, na), load_run(st, tb, nb))
+            equal = _print_pairs(iter(result.pairs), json=json)
     if not equal:
         raise typer.Exit(EXIT_FAILED)
 

@@ -19,23 +19,27 @@ from a2a_tape.cli import tables as render
 from a2a_tape.cli.app import (
     DbOption,
     JsonOption,
+    RunOption,
     TaskArgument,
     UsageError,
     commands,
     emit_json,
     err,
-    find_task,
+    find_run,
     find_task_or_message,
+    load_run,
     open_db,
+    out,
     stream_json,
 )
 from a2a_tape.cli.progress import folding
+from a2a_tape.fold.runs import selector, task_runs
 from a2a_tape.inspection import timeline
 from a2a_tape.inspection.listing import TaskFilter, list_tasks, parse_states
 from a2a_tape.inspection.messages import find_message, message_view
-from a2a_tape.inspection.task_views import task_view
+from a2a_tape.inspection.task_views import task_view_runs
 from a2a_tape.inspection.words import count
-from a2a_tape.store import StoredEvent
+from a2a_tape.store import Store, StoredEvent
 from a2a_tape.wire.trace_context import carried
 
 app = commands()
@@ -66,18 +70,19 @@ def show_cmd(
             callback=options.seconds,
         ),
     ] = None,
+    run: RunOption = None,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
-    """The timeline of raw events of one task."""
+    """The timeline of raw events of one task: its latest run, or the run TASK@N (--run N) names."""
     st = open_db(db, readonly=True)
     with st:
         lone = None if st.has_task(task) else find_message(st, task)
         if lone is not None:  # a lone Message reply: no task, its exchange's events
             task_id, events, follow = lone.key, lone.events, False
         else:
-            task_id = find_task(st, task)
-            events = st.read_task(task_id)
+            task_id, number = find_run(st, task, run)
+            events = load_run(st, task_id, number).events
         if follow:
             _follow(timeline.follow(st, task_id, events, idle=idle), task_id, events, raw=raw, json=json)
             return
@@ -93,6 +98,15 @@ def show_cmd(
         return
     render.timeline(task_id, entries, timeline.labels(wires))
     render.trace_context(traces)
+
+
+def run_rows(st: Store, task_id: str) -> list[dict[str, object]]:
+    """The runs of a task as ``tasks --runs`` lists them: each folded alone."""
+    rows = []
+    for one in task_runs(st, task_id):
+        view = one.view()
+        rows.append({**one.row(), "state": view.state, "faults": len(view.faults), "final_answer": view.final_answer})
+    return rows
 
 
 def _write_raw(events: list[StoredEvent]) -> None:
@@ -141,6 +155,13 @@ def tasks_cmd(
     all_: Annotated[
         bool, typer.Option("--all", help=f"Every task (people see the newest {DEFAULT_TASKS} unless asked).")
     ] = False,
+    runs: Annotated[
+        bool,
+        typer.Option(
+            "--runs",
+            help="A line per run of each task (TASK@N: who recorded it, its source, host, binding, state, answer).",
+        ),
+    ] = False,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -160,6 +181,13 @@ def tasks_cmd(
     st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
         found = list_tasks(st, where, limit=shown, folding=folding)
+        if runs:
+            rows = (r for t in found.rows if t.task_id is not None for r in run_rows(st, t.task_id))
+            if json:
+                stream_json(rows)
+            else:
+                render.runs(rows)
+            return
         if json:
             stream_json(found.rows)
             return
@@ -180,29 +208,40 @@ def channels_cmd(
     task: TaskArgument,
     reasoning: Annotated[bool, typer.Option("--reasoning", help="Show the reasoning in full.")] = False,
     ignored: Annotated[bool, typer.Option("--ignored", help="List the events the contract ignored.")] = False,
+    run: RunOption = None,
     db: DbOption = None,
     json: JsonOption = False,
 ) -> None:
     """The rebuilt channels of one task: final answer, reasoning, tool calls, artifacts, faults.
 
-    Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task. A lone
+    A task recorded by several observers has several runs: the latest is shown unless TASK@N
+    (or --run N) names another; --json then adds "run" (TASK@N) and "runs" (how many).
+    Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task or run. A lone
     Message reply (no task) shows its text as the answer.
     """
     st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
-        found = find_task_or_message(st, task)
-        if not isinstance(found, str):  # a lone Message reply: its text is the answer, no task
-            message = message_view(found)
-            if json:
-                emit_json(message)
-            else:
-                render.message(message)
-            return
-        task_id = found
-        view = task_view(st, task_id, folding=folding)
+        if "@" not in task and run is None:
+            found = find_task_or_message(st, task)
+            if not isinstance(found, str):  # a lone Message reply: its text is the answer, no task
+                message = message_view(found)
+                if json:
+                    emit_json(message)
+                else:
+                    render.message(message)
+                return
+        task_id, number = find_run(st, task, run)
+        if number is None:  # the latest run: the projection's
+            view, runs = task_view_runs(st, task_id, folding=folding)
+            total, shown = len(runs), len(runs)
+        else:
+            one = load_run(st, task_id, number)
+            view, total, shown = one.view(), len(task_runs(st, task_id)), number
     if view is None:  # pragma: no cover - find_task saw the task, catch_up folded it
         raise UsageError(f"unknown task: {task}")
     if json:
-        emit_json(view)
+        emit_json(view if total <= 1 else {"run": selector(task_id, shown), "runs": total, **msgspec.to_builtins(view)})
         return
+    if total > 1:
+        out.print(f"run {selector(task_id, shown)} of {total} ('a2a-tape tasks --runs' lists them)", markup=False)
     render.channels(view, show_reasoning=reasoning, show_ignored=ignored)

@@ -8,7 +8,7 @@ people, so it imports rich and nothing of the live side.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +109,35 @@ def row_name(r: TaskRow) -> str:
     """What the first column shows: the task id, or ``message <id>`` for a lone Message reply."""
     if r.kind == "message":
         return f"message {r.message_id or r.context_id or ''}".strip()
+    if r.runs > 1:  # the row is the latest run's
+        return f"{r.task_id} ({r.runs} runs: {', '.join(r.sources)})"
     return r.task_id or ""
+
+
+def runs(rows: Iterable[Mapping[str, Any]]) -> int:
+    """``tasks --runs`` for people: a line per run (``TASK@N``). Returns how many."""
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    for name in ("run", "source", "host", "binding", "events", "state", "faults", "answer"):
+        t.add_column(name, no_wrap=name != "answer", overflow="ellipsis", max_width=40 if name == "answer" else None)
+    n = 0
+    for r in rows:
+        answer = str(r.get("final_answer") or "").replace("\n", " ")
+        t.add_row(
+            str(r["run"]),
+            str(r.get("source") or ""),
+            str(r.get("host") or ""),
+            str(r.get("binding") or ""),
+            str(r.get("events")),
+            state_text(str(r.get("state") or "unknown")),
+            str(r.get("faults") or ""),
+            answer,
+        )
+        n += 1
+    if n:
+        out.print(t)
+    else:
+        err.print("no tasks recorded yet")
+    return n
 
 
 def _task_cells(r: TaskRow, wide: bool, widest: bool) -> list[Any]:

@@ -27,6 +27,13 @@ Human output never hands a terminal a recording's control characters, escape seq
 bidirectional overrides: they are shown as `\\x1b`, `\\x9b`, `\\u202e` (`--json` and `--raw` print
 the recording exactly).
 
+A task recorded by several observers (the proxy and the client recording through it, a `serve`
+replay recorded back into its log, two hosts on a shared log) has several runs, numbered 1..N in
+the order of their first event: `TASK@N` names run N wherever a task is named (`channels`, `show`,
+`doctor`, `diff`; `--run N` says the same), a task alone its latest run. `tasks` lists a task once
+with its runs (`--runs`: a line per run). A selector that names no run (`TASK@9` of a task with
+two, `TASK@x`) is one line on stderr and exit 2.
+
 ## Exit codes
 
 | code | meaning |

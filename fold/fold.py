@@ -149,6 +149,14 @@ class _Change(msgspec.Struct, array_like=True):
 _MAX_CHANGES = 256  # state changes remembered per task (a flapping agent must not grow a row forever)
 
 
+class RunRef(msgspec.Struct, array_like=True):
+    """One run of a task, as the projection row of its latest run lists them (:mod:`fold.runs`)."""
+
+    observer: str | None  # None: not known yet (the run's first events came on no observer's exchange)
+    source: str | None
+    first_position: int
+
+
 class TaskState(msgspec.Struct, array_like=True):
     """Everything a fold needs to go on; what a projection row holds (msgpack)."""
 
@@ -177,6 +185,7 @@ class TaskState(msgspec.Struct, array_like=True):
     changes: list[_Change] = []  # when the state changed (wall clock), to know it when a stream closed
     terminal_position: int = 0  # where the agent reported ``terminal``
     terminal_exchange: int | None = None  # on which exchange
+    runs: list[RunRef] = []  # the task's runs so far, in order; this state folds the last (fold.runs)
 
 
 STATE_VERSION = "4"

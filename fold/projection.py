@@ -25,6 +25,7 @@ from a2a_tape.fold.fold import (
     fold_task_events,
     route,
 )
+from a2a_tape.fold.runs import NO_OBSERVER, Seen, enter_run
 from a2a_tape.fold.views import (
     ArtifactView,
     Fault,
@@ -41,6 +42,7 @@ from a2a_tape.store.interface import FoldRow
 from a2a_tape.store.leases import new_owner, owner_alive, release_owner
 from a2a_tape.store.paging import TaskRange, in_range
 
+_MAX_EXCHANGES = 200_000  # exchange observers a catch-up remembers (~30 MB at most)
 _FRESH_MAX_TASKS = 100_000  # task ids a rebuild remembers to skip row lookups (~8 MB at most)
 PARALLEL_MIN_EVENTS = 200_000
 """A rebuild of a log at least this long folds its tasks in several processes (one per core)."""
@@ -322,6 +324,7 @@ class _CatchUp:
             start == 0 and next(iter(self.store.projection_rows(self.name)), None) is None
         )
         self.folded: set[str] = set()  # tasks this run has held (only kept while fresh)
+        self.observers: dict[int | None, Seen] = {None: NO_OBSERVER}  # exchange id -> (observer, source)
 
     def run(self) -> int:
         """Steps 1-3; returns how many events were read."""
@@ -346,6 +349,7 @@ class _CatchUp:
         if self.fresh:
             queried &= self.folded
         loaded = self.store.projection_load(self.name, queried) if queried else {}
+        observers = self.observers_of(rows)
         for pos, row_task, seq, exchange_id, at, payload, origin in rows:
             tid, chunk, item = route(row_task, payload)  # the hot case without the full decode
             if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
@@ -355,7 +359,26 @@ class _CatchUp:
                 fold = self.take(tid, loaded, queried)
             else:
                 cache.move_to_end(tid)
+            # the run of the event (fold.runs): the row folds the task's latest run only
+            seen = observers.get(exchange_id, NO_OBSERVER)
+            runs = fold.s.runs
+            if (not runs or (seen[0] is not None and seen[0] != runs[-1].observer)) and not enter_run(fold, seen, pos):
+                continue  # an earlier run's event
             fold.fold(pos, seq, exchange_id, at, payload, chunk, item, local=origin == "local")
+
+    def observers_of(self, rows: list[FoldRow]) -> dict[int | None, Seen]:
+        """Each exchange's observer (one query per batch for the exchanges not seen yet)."""
+        observers = self.observers
+        new = {r[3] for r in rows} - observers.keys()
+        if new:
+            if len(observers) > _MAX_EXCHANGES:
+                observers.clear()
+                observers[None] = NO_OBSERVER
+                new = {r[3] for r in rows} - observers.keys()
+            found = self.store.exchange_observers(i for i in new if i is not None)
+            for i in new:
+                observers[i] = found.get(i, NO_OBSERVER) if i is not None else NO_OBSERVER
+        return observers
 
     def take(self, tid: str, loaded: dict[str, bytes], queried: set[str]) -> TaskFold:
         """The fold of a task that is not live, made live (the least recently used one evicted)."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
+from a2a_tape.fold.runs import Run
 from a2a_tape.inspection.steps import Step, decode_events, task_view
 from a2a_tape.store import (
     ArtifactUpdate,
@@ -161,6 +162,17 @@ def diff_sides(a: TaskSide | None, b: TaskSide | None) -> PairDiff:
 
 def diff_tasks(store_a: EventLog, task_a: str, store_b: EventLog, task_b: str) -> DiffResult:
     pair = diff_sides(normalised(task_a, store_a.read_task(task_a)), normalised(task_b, store_b.read_task(task_b)))
+    return DiffResult(equal=pair.equal, pairs=[pair])
+
+
+def diff_runs(a: Run, b: Run) -> DiffResult:
+    """Two runs of one task compared as two tasks are, on what the agent sent: the notes an
+    observer writes of its own (origin ``local``: record's GetTask note, a proxy's decision)
+    differ by observer by construction, so they are left out. Two observers of one stream (a
+    transparent proxy and the client recording through it) are then equal."""
+    sides = [normalised(r.task_id, [ev for ev in r.events if ev.origin != "local"]) for r in (a, b)]
+    pair = diff_sides(sides[0], sides[1])
+    pair.a, pair.b = a.selector, b.selector
     return DiffResult(equal=pair.equal, pairs=[pair])
 
 

@@ -59,12 +59,13 @@ CHECKS: dict[str, str] = {
 }
 
 
-class Finding(msgspec.Struct, frozen=True):
+class Finding(msgspec.Struct, frozen=True, omit_defaults=True):
     code: str
     level: Level
     task_id: str | None
     message: str
     positions: list[int]
+    run: str | None = None  # TASK@N, when the task has several runs (each is examined alone)
 
 
 class Report(msgspec.Struct):
@@ -411,11 +412,36 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
         )
 
 
-def diagnose(store: Recordings, task_id: str | None = None) -> Report:
-    """Doctor one task, or every task of the log."""
+def run_findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()) -> list[Finding]:
+    """:func:`findings` of each run of the task, examined alone (:mod:`fold.runs`); a task of
+    several runs names the run of each finding (``run``: ``TASK@N``)."""
+    from a2a_tape.fold.runs import split_runs
+
+    exchanges = list(exchanges)
+    runs = split_runs(task_id, events, exchanges)
+    if len(runs) <= 1:
+        return findings(task_id, events, exchanges)
+    found = [
+        msgspec.structs.replace(f, run=run.selector, message=f"{run.selector}: {f.message}")
+        for run in runs
+        for f in findings(task_id, run.events, run.exchanges)
+    ]
+    found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
+    return found
+
+
+def diagnose(store: Recordings, task_id: str | None = None, run: int | None = None) -> Report:
+    """Doctor one task (every run of it, or run ``run``), or every task of the log."""
+    if run is not None and task_id is not None:
+        from a2a_tape.fold.runs import pick_run, task_runs
+
+        one = pick_run(task_runs(store, task_id), task_id, run)
+        found = [msgspec.structs.replace(f, run=one.selector) for f in findings(task_id, one.events, one.exchanges)]
+        errors = sum(1 for f in found if f.level == "error")
+        return Report(tasks=1, errors=errors, warnings=len(found) - errors, findings=found)
     ids = [task_id] if task_id is not None else [t.task_id for t in store.task_events()]
-    found: list[Finding] = []
+    found = []
     for tid in ids:
-        found.extend(findings(tid, store.read_task(tid), store.exchanges(tid)))
+        found.extend(run_findings(tid, store.read_task(tid), store.exchanges(tid)))
     errors = sum(1 for f in found if f.level == "error")
     return Report(tasks=len(ids), errors=errors, warnings=len(found) - errors, findings=found)

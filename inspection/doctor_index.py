@@ -40,10 +40,10 @@ per core, at most 4): tasks are independent, and doctor's rules are Python, one 
 
 def _code_digest() -> str:
     """A digest of the modules whose rules decide the findings."""
-    from a2a_tape.fold import fold, profiles, projection, views
+    from a2a_tape.fold import fold, profiles, projection, runs, views
     from a2a_tape.inspection import steps as inspection
 
-    return code_digest(b"doctor-1", (_doctor, inspection, fold, projection, profiles, views))
+    return code_digest(b"doctor-1", (_doctor, inspection, fold, projection, profiles, runs, views))
 
 
 def task_row(store: Recordings, task_id: str) -> FindingsRow | None:
@@ -52,7 +52,7 @@ def task_row(store: Recordings, task_id: str) -> FindingsRow | None:
     if not events:
         return None
     exchanges = store.exchanges(task_id)
-    findings = _doctor.findings(task_id, events, exchanges)
+    findings = _doctor.run_findings(task_id, events, exchanges)
     errors = sum(1 for f in findings if f.level == "error")
     settled = all(ex.ended_at is not None for ex in exchanges)
     first = min(ev.position for ev in events)
@@ -189,7 +189,9 @@ def _examine(location: str, durability: Durability, task_ids: list[str]) -> list
     return [r for r in (task_row(st, t) for t in task_ids) if r is not None]
 
 
-def doctor_report(store: Store, task_id: str | None = None, *, progress: Progress | None = None) -> _doctor.Report:
+def doctor_report(
+    store: Store, task_id: str | None = None, *, progress: Progress | None = None, run: int | None = None
+) -> _doctor.Report:
     """What ``a2a-tape doctor`` reports: one task examined afresh; every task from the findings
     kept in the log, brought up to date first (``progress(done, total)``: tasks examined), or
     examined afresh when the log cannot keep them (read-only)."""
@@ -197,4 +199,4 @@ def doctor_report(store: Store, task_id: str | None = None, *, progress: Progres
         index = DoctorIndex(store)
         if index.catch_up(progress=progress) is not None:
             return index.report()
-    return _doctor.diagnose(store, task_id)
+    return _doctor.diagnose(store, task_id, run)

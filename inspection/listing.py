@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import NamedTuple
 
 import msgspec
 
-from a2a_tape.fold.fold import TaskFold
+from a2a_tape.fold.fold import RunRef, TaskFold
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.messages import LoneMessage, lone_messages
@@ -71,9 +71,11 @@ def keyed_newest(
     since: float | None = None,
     batch: int = 200,
     closed: Callable[[list[str]], Mapping[int, float]] | None = None,
+    runs: dict[str, list[RunRef]] | None = None,
 ) -> Iterator[tuple[TaskView, int]]:
     """:func:`newest` with each view's key in the index: passed back as ``before``, it goes on
-    after that task (paging by key: a page deep in a long list costs what the first one does)."""
+    after that task (paging by key: a page deep in a long list costs what the first one does).
+    A view is the task's latest run; ``runs`` (when given) receives each task's runs."""
     wanted = None if states is None else sorted(set(states))
     while True:
         keys = store.task_index_page(name, limit=batch, before=before, states=wanted, context=context, since=since)
@@ -87,9 +89,12 @@ def keyed_newest(
             if row is None:  # pragma: no cover - rows and index rows commit together
                 continue
             try:
-                view = TaskFold.load(row).view(ended)
+                fold = TaskFold.load(row)
+                view = fold.view(ended)
             except (msgspec.DecodeError, msgspec.ValidationError):  # pragma: no cover - caught by catch_up
                 continue
+            if runs is not None:
+                runs[key] = fold.s.runs
             yield view, position
         if len(keys) < batch:
             return
@@ -145,6 +150,8 @@ class TaskRow(msgspec.Struct):
     trace_context: list[ExchangeTrace] = []  # the traceparent / tracestate / baggage its requests carried
     parent: str | None = None  # the task whose agent called this one (by trace context: wire.trace_context.families)
     children: list[str] = []  # the tasks this one's agent called
+    runs: int = 1  # how many runs the task has (fold.runs); the row shows the latest
+    sources: list[str] = []  # the source of each run, in order (client, proxy, in-process, replay, import)
 
 
 class TaskFilter(msgspec.Struct, frozen=True):
@@ -202,6 +209,7 @@ def keyed_listing(
     batch: int = 200,
     closed: Callable[[list[str]], Mapping[int, float]] | None = None,
     lone: list[LoneMessage] | None = None,
+    runs: dict[str, list[RunRef]] | None = None,
 ) -> Iterator[tuple[TaskView | LoneMessage, int]]:
     """What ``tasks`` lists from the task index: the tasks and the lone Message replies passing
     ``where``, newest last event first, each with its key (its last event's position): passed
@@ -211,7 +219,14 @@ def keyed_listing(
         lone = lone_messages(st, st.exchanges_without_task())
     states = None if where.states is None else sorted(where.states)
     tasks = keyed_newest(
-        st, before=before, states=states, context=where.context, since=where.since, batch=batch, closed=closed
+        st,
+        before=before,
+        states=states,
+        context=where.context,
+        since=where.since,
+        batch=batch,
+        closed=closed,
+        runs=runs,
     )
     return _newest_first(tasks, [m for m in lone if where.keeps_message(m)], before)
 
@@ -240,17 +255,19 @@ def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Fold
     proj = task_projection(st, folding=folding)
     lone = [m for m in lone_messages(st, st.exchanges_without_task()) if where.keeps_message(m)]
     bindings = _Seen(st)  # task -> the bindings and trace context of its exchanges, read with them
+    runs: dict[str, list[RunRef]] = {}  # task -> its runs, read with its row
     if isinstance(proj, InMemoryProjection):  # no index to page
         every = st.exchanges()
         _note_bindings(every, bindings)
         views = [v for v in proj.views(closed_exchanges(every)) if where.keeps(v)]
         views.sort(key=lambda v: v.last_position, reverse=True)
+        runs.update((v.task_id, proj.runs(v.task_id)) for v in views)
         merged = _newest_first(((v, v.last_position) for v in views), lone)
-        return Listing(len(views) + len(lone), (_row(found, bindings) for found, _ in islice(merged, limit)))
+        return Listing(len(views) + len(lone), (_row(found, bindings, runs) for found, _ in islice(merged, limit)))
     total = count(st, states=where.states, context=where.context, since=where.since) + len(lone)
     batch = 200 if limit is None else max(1, min(200, limit))  # a short listing reads no more rows than it shows
-    keyed = keyed_listing(st, where, batch=batch, closed=lambda ids: _closed(st, ids, bindings), lone=lone)
-    return Listing(total, (_row(found, bindings) for found, _ in islice(keyed, limit)))
+    keyed = keyed_listing(st, where, batch=batch, closed=lambda ids: _closed(st, ids, bindings), lone=lone, runs=runs)
+    return Listing(total, (_row(found, bindings, runs) for found, _ in islice(keyed, limit)))
 
 
 def _closed(st: Store, task_ids: Iterable[str], bindings: _Seen) -> dict[int, float]:
@@ -291,11 +308,13 @@ def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
             seen.traces.setdefault(ex.task_id, []).append(carried)
 
 
-def _task_row(v: TaskView, bindings: Iterable[str] = ()) -> TaskRow:
+def _task_row(v: TaskView, bindings: Iterable[str] = (), runs: Sequence[RunRef] = ()) -> TaskRow:
     row = TaskRow(
         v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, len(v.faults), v.final_answer
     )
     row.bindings = sorted(bindings)
+    row.runs = max(1, len(runs))
+    row.sources = [r.source or "unknown" for r in runs]
     return row
 
 
@@ -304,10 +323,10 @@ def _message_row(m: LoneMessage) -> TaskRow:
     return TaskRow(None, m.context_id, None, len(m.events), first, last, "generic", 0, m.text, "message", m.message_id)
 
 
-def _row(found: TaskView | LoneMessage, seen: _Seen) -> TaskRow:
+def _row(found: TaskView | LoneMessage, seen: _Seen, runs: Mapping[str, list[RunRef]] | None = None) -> TaskRow:
     if isinstance(found, LoneMessage):
         return _message_row(found)
-    row = _task_row(found, seen.bindings.get(found.task_id, ()))
+    row = _task_row(found, seen.bindings.get(found.task_id, ()), (runs or {}).get(found.task_id, ()))
     row.trace_context = sorted(seen.traces.get(found.task_id, []), key=lambda t: t.exchange_id or 0)
     if row.trace_context:
         row.parent, row.children = seen.family(found.task_id)

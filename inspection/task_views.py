@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
-from a2a_tape.fold.fold import fold_stored, fold_task_events
+from a2a_tape.fold.fold import RunRef, fold_task_events
 from a2a_tape.fold.projection import Projector
+from a2a_tape.fold.runs import fold_latest
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.push_checks import PUSH
 from a2a_tape.inspection.steps import closed_exchanges
-from a2a_tape.store import EventLog, Exchange, ExchangeLog, ReadOnlyStore, Store, StoredEvent
+from a2a_tape.store import Exchange, ExchangeLog, ReadOnlyStore, Recordings, Store, StoredEvent
 
 Folding = Callable[[int], AbstractContextManager[object]]
 """``folding(behind)``: entered while ``behind`` new events are folded into the projection (a
@@ -31,12 +32,18 @@ def quietly(behind: int) -> AbstractContextManager[object]:
 class InMemoryProjection:
     """The projection folded in memory, for a log we may not write to. Reads as a :class:`Projector`."""
 
-    def __init__(self, st: EventLog) -> None:
-        self._folds = fold_stored(st.read_from(0))
+    def __init__(self, st: Recordings) -> None:
+        observers = {ex.id: (ex.observer, ex.source) for ex in st.exchanges() if ex.id is not None}
+        self._folds = fold_latest(st.read_from(0), observers)  # each task's latest run, as the projection
 
     def view(self, task_id: str, closed: Mapping[int, float] | None = None) -> TaskView | None:
         fold = self._folds.get(task_id)
         return None if fold is None else fold.view(closed)
+
+    def runs(self, task_id: str) -> list[RunRef]:
+        """The task's runs (its view is the latest's)."""
+        fold = self._folds.get(task_id)
+        return [] if fold is None else fold.s.runs
 
     def views(self, closed: Mapping[int, float] | None = None) -> Iterator[TaskView]:
         """Every task's view, in task id order."""
@@ -61,14 +68,23 @@ def closed(st: ExchangeLog, task_id: str | None = None) -> dict[int, float]:
 
 
 def task_view(st: Store, task_id: str, *, folding: Folding = quietly) -> TaskView | None:
-    """What ``channels`` shows of one task (None: no such task in the projection). A task whose
-    client never streamed and that was pushed to a webhook is folded with its pushes as if they had
-    been streamed (:func:`with_pushes`)."""
+    """What ``channels`` shows of one task: its latest run (None: no such task in the projection)."""
+    return task_view_runs(st, task_id, folding=folding)[0]
+
+
+def task_view_runs(st: Store, task_id: str, *, folding: Folding = quietly) -> tuple[TaskView | None, list[RunRef]]:
+    """:func:`task_view`, and the task's runs (the view is the last one's). A task whose client never
+    streamed and that was pushed to a webhook is folded with its pushes as if they had been streamed
+    (:func:`with_pushes`)."""
     exchanges = st.exchanges(task_id)
-    pushed = [ex for ex in exchanges if ex.role == PUSH]
-    if pushed and not any(ex.streaming for ex in exchanges):
-        return with_pushes(task_id, st.read_task(task_id), exchanges)
-    return task_projection(st, folding=folding).view(task_id, closed_exchanges(exchanges))
+    if any(ex.role == PUSH for ex in exchanges) and not any(ex.streaming for ex in exchanges):
+        return with_pushes(task_id, st.read_task(task_id), exchanges), []
+    proj = task_projection(st, folding=folding)
+    view = proj.view(task_id, closed(st, task_id))
+    if isinstance(proj, InMemoryProjection):
+        return view, proj.runs(task_id)
+    fold = proj.fold(task_id)
+    return view, [] if fold is None else fold.s.runs
 
 
 def with_pushes(task_id: str, events: Sequence[StoredEvent], exchanges: Sequence[Exchange]) -> TaskView:

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 
 from a2a_tape.recorder.listen import bind
 
-REPLAYED_DB = "replayed.db"
-
 
 @dataclass(frozen=True)
 class Step:
@@ -65,13 +63,6 @@ def free_port() -> int:
         sock.close()
 
 
-def replay_db(demo_db: str) -> str:
-    """Where the replay is recorded: never the demo's own database."""
-    if os.path.abspath(demo_db) != os.path.abspath(REPLAYED_DB):
-        return REPLAYED_DB
-    return "replayed-2.db"
-
-
 def next_steps(task_id: str, db: str | None, demo_db: str, text: str, port: int, me: str = "a2a-tape") -> list[Step]:
     """The steps, in order; ``db`` is the demo's ``--db`` as given (None: the default it used);
     ``me``: how to name the program (:func:`program`)."""
@@ -90,9 +81,10 @@ def next_steps(task_id: str, db: str | None, demo_db: str, text: str, port: int,
             long_lived=True,
         ),
         Step(
-            [me, "record", url, text, "--db", replay_db(demo_db)],
-            "record the replay, into a database of its own",
+            [me, "record", url, text, *dbarg],
+            "record the replay: a new run of the task, the demo's own stays as it was",
         ),
+        Step([me, "tasks", "--runs", *dbarg], "the task's runs: the demo's, and the replay recorded back"),
         Step(
             [me, "demo", "--agent-only"],
             "the demo agent alone, for your own client (until Ctrl-C)",

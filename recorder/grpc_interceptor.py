@@ -25,6 +25,7 @@ from a2a_tape import store
 from a2a_tape.capture.exchange import Outcome
 from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, outcome_of
 from a2a_tape.capture.recording_log import recording_log
+from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire import grpc as grpc_wire
@@ -50,6 +51,7 @@ class RecordingInterceptor:
             db, durability=durability, redactor=redactor, redact=redact, who="RecordingInterceptor"
         )
         self.task_ids: list[str] = []  # every task these calls named, in order
+        self.observer = new_observer("in-process")  # this interceptor's recordings are one run of each task
 
     def interceptors(self, target: str) -> list[Any]:
         """The interceptors to give a ``grpc.aio`` channel to ``target`` (``HOST:PORT``)."""
@@ -89,7 +91,7 @@ class RecordingInterceptor:
             return None  # not A2A: passed on untouched
         gc = GrpcCapture(self.redactor, path, role="client")
         raw = request if isinstance(request, bytes) else request.SerializeToString()  # what the stub sends
-        ex = gc.request(target, raw, details.metadata)
+        ex = self.observer.stamp(gc.request(target, raw, details.metadata))
         gc.set_deadline(details.timeout)
         gc.cap.exchange_id = await write_soon(self.store, self.store.begin_exchange, ex)
         return gc

@@ -31,6 +31,7 @@ from a2a_tape.capture.sending import describe
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import CARD_PATH, STREAMING_METHODS
 from a2a_tape.store.methods import METHODS as A2A_METHODS
+from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import Batcher, Writes, run_writes, writer_of, writing_now
 from a2a_tape.wire import http_json, jsonrpc
@@ -321,6 +322,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         self._async = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
         self._sync = transport if isinstance(transport, httpx.BaseTransport) else None
         self.task_ids: list[str] = []  # every task this transport saw, in order
+        self.observer = new_observer("in-process")  # this transport's recordings are one run of each task
         self.writer = writer_of(self.store)  # the one commit mechanism, for the async side
 
     # -- what to record ----------------------------------------------------------------------
@@ -352,6 +354,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             role="client",
             binding=binding.name if binding is not None else None,
         )
+        self.observer.stamp(exchange)
         yield from cap.begin_writes(self.store, exchange)
         return cap, binding
 

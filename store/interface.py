@@ -225,6 +225,11 @@ class ProjectionStore(EventLog, MetaStore, StoreHandle, Protocol):
 
     def task_ranges(self, parts: int, upto: int | None = None, *, lead: float = 0.0) -> list[TaskRange]: ...
 
+    def exchange_observers(self, ids: Iterable[int]) -> dict[int, tuple[str | None, str | None]]:
+        """The observer and source of each of these exchanges (observer None: it joins its task's
+        latest run)."""
+        ...
+
 
 class TaskIndexStore(ProjectionStore, Protocol):
     """A task projection's index rows (newest by last event, filtered), kept with its task rows:

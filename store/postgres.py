@@ -29,10 +29,12 @@ from a2a_tape.store.append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_ro
 from a2a_tape.store.driver_errors import driver_line, guard_public
 from a2a_tape.store.errors import ConnectionLost, NotADatabase, SchemaTooNew, StoreError, WouldWait
 from a2a_tape.store.interface import Durability, FoldRow
+from a2a_tape.store.observers import stamp
 from a2a_tape.store.paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from a2a_tape.store.postgres_indexes import TSV, PostgresIndexes
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent, TaskEvents
 from a2a_tape.store.redact import Redactor, safe_location
+from a2a_tape.store.schema import V6
 from a2a_tape.store.shared_sql import Cursor
 from a2a_tape.store.write_lock import NoWait
 
@@ -44,7 +46,7 @@ except ImportError:  # pragma: no cover - reported when a postgresql:// URL is u
     ConnectionPool = None  # type: ignore[assignment,misc]  # (checked in PostgresStore.__init__)
     PoolTimeout = None  # type: ignore[assignment,misc]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _NOWAIT = 0.001  # seconds a write begun without waiting may wait for a pooled connection
 CHANNEL = "a2a_tape_events"
 _EVENT_COLS = "position, task_id, seq, exchange_id, sse_event, payload, received_at, mono, origin"
@@ -92,6 +94,11 @@ _SCHEMA_V3 = [
     "ALTER TABLE exchanges ADD COLUMN IF NOT EXISTS binding TEXT",
     "UPDATE exchanges SET binding = 'http+json' WHERE dialect = 'rest' AND binding IS NULL",
     "UPDATE exchanges SET binding = 'jsonrpc' WHERE dialect IN ('0.3', '1.0') AND binding IS NULL",
+]
+
+_SCHEMA_V4 = [
+    # runs (issue 30): who recorded each exchange; older rows split by role, as SQLite's v6
+    *(stmt.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS") for stmt in V6),
 ]
 
 
@@ -249,13 +256,14 @@ class PostgresStore(PostgresIndexes):
                     f"the database has schema version {found}, this a2a-tape knows up to {SCHEMA_VERSION}: upgrade a2a-tape"
                 )
             if found == 0:
-                for stmt in _SCHEMA + _SCHEMA_V2:
+                for stmt in _SCHEMA + _SCHEMA_V2 + _SCHEMA_V4:
                     cur.execute(stmt)
                 cur.execute("INSERT INTO a2a_tape_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
             elif found < SCHEMA_VERSION:
                 # version 1 -> 2: the index projections (task rows folded before are folded again
-                # by the projector, which sees they have no index rows); 2 -> 3: the binding column
-                for stmt in (_SCHEMA_V2 if found < 2 else []) + _SCHEMA_V3:
+                # by the projector, which sees they have no index rows); 2 -> 3: the binding column;
+                # 3 -> 4: the observer of each exchange (runs)
+                for stmt in (_SCHEMA_V2 if found < 2 else []) + (_SCHEMA_V3 if found < 3 else []) + _SCHEMA_V4:
                     cur.execute(stmt)
                 cur.execute("UPDATE a2a_tape_schema SET version = %s", (SCHEMA_VERSION,))
 
@@ -400,7 +408,7 @@ class PostgresStore(PostgresIndexes):
     # -- exchanges ---------------------------------------------------------------------------
 
     def begin_exchange(self, exchange: Exchange) -> int:
-        values = exchange_values(exchange)
+        values = exchange_values(stamp(exchange))
         with self._txn() as cur:
             cur.execute(
                 f"INSERT INTO exchanges ({', '.join(EXCHANGE_FIELDS)}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",

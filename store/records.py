@@ -66,6 +66,9 @@ class Exchange(msgspec.Struct):
     idempotency_key: str | None = None
     role: str = "client"  # client / proxy / replay / import
     binding: str | None = None  # jsonrpc / http+json / grpc (store.methods.BINDINGS); None: not A2A, or an old row
+    observer: str | None = None  # who recorded it (store.observers): the run it belongs to; None joins the latest
+    source: str | None = None  # how that observer saw it: client / proxy / in-process / replay / import / probe
+    host: str | None = None  # the host the observer ran on
 
 
 class IdempotencyRecord(msgspec.Struct):

@@ -162,7 +162,29 @@ def _v5(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE exchanges SET binding = 'jsonrpc' WHERE dialect IN ('0.3', '1.0')")
 
 
-MIGRATIONS = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite_utils.Database) -> None:
+    # runs (issue 30): who recorded each exchange. Rows written before it say only their role:
+    # each task's exchanges recorded by a proxy are one run, those of a client (record, a
+    # transport) another, those of an import or a probe one each; recovery's join the task's
+    # latest run (observer NULL), as they do when recorded now.
+    for stmt in V6:
+        db.execute(stmt)
+
+
+V6 = [
+    "ALTER TABLE exchanges ADD COLUMN observer TEXT",
+    "ALTER TABLE exchanges ADD COLUMN source TEXT",
+    "ALTER TABLE exchanges ADD COLUMN host TEXT",
+    "UPDATE exchanges SET observer = 'v5-proxy', source = 'proxy' WHERE role = 'proxy' AND observer IS NULL",
+    "UPDATE exchanges SET observer = 'v5-' || role, source = role"
+    " WHERE role IN ('import', 'probe', 'replay') AND observer IS NULL",
+    "UPDATE exchanges SET observer = 'v5-client', source = 'client'"
+    " WHERE COALESCE(role, 'client') NOT IN ('proxy', 'import', 'probe', 'replay', 'recovery') AND observer IS NULL",
+]
+"""The v6 upgrade, in SQL both backends run (PostgreSQL: :mod:`store.postgres`)."""
+
+
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -87,6 +87,21 @@ class SharedSql:
             args += [task_id, task_id]
         return [exchange_from_row(r) for r in self._read(sql + " ORDER BY id", args)]
 
+    def exchange_observers(self, ids: Iterable[int]) -> dict[int, tuple[str | None, str | None]]:
+        """The observer and source of each of these exchanges (observer None: one that joins the
+        task's latest run); an id not in the log is left out. By primary key: a fold asks for a
+        batch's new ones."""
+        wanted = list(ids)
+        out: dict[int, tuple[str | None, str | None]] = {}
+        m = self._mark
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            rows = self._read(
+                f"SELECT id, observer, source FROM exchanges WHERE id IN ({', '.join([m] * len(part))})", part
+            )
+            out.update((int(r[0]), (r[1], r[2])) for r in rows)
+        return out
+
     def exchanges_without_task(self) -> list[Exchange]:
         """The exchanges that name no task (an index probe: not a read of every exchange)."""
         rows = self._read(f"SELECT {_EXCHANGE_COLS} FROM exchanges WHERE task_id IS NULL ORDER BY id")

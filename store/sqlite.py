@@ -32,6 +32,7 @@ from a2a_tape.store.errors import NotADatabase, ReadOnlyStore, StoreError, Store
 from a2a_tape.store.files import create_private
 from a2a_tape.store.interface import Durability, FoldRow
 from a2a_tape.store.methods import CARD_PATHS
+from a2a_tape.store.observers import stamp
 from a2a_tape.store.paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent, TaskEvents
 from a2a_tape.store.schema import SCHEMA_VERSION, migrate
@@ -490,7 +491,7 @@ class SqliteStore(SqliteIndexes):
     # -- exchanges ---------------------------------------------------------------------------
 
     def begin_exchange(self, exchange: Exchange) -> int:
-        values = exchange_values(exchange)
+        values = exchange_values(stamp(exchange))
         with self._write() as cur:
             cur.execute(
                 f"INSERT INTO exchanges ({', '.join(EXCHANGE_FIELDS)}) VALUES ({', '.join('?' * len(values))})",

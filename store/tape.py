@@ -18,6 +18,7 @@ import msgspec
 
 from a2a_tape.store.decode import decode_item
 from a2a_tape.store.interface import Recordings, RecordingStore
+from a2a_tape.store.observers import JOINS_RUN, Observer
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 from a2a_tape.store.tape_lines import TAPE_VERSION as TAPE_VERSION
 from a2a_tape.store.tape_lines import ExchangeAt as ExchangeAt
@@ -70,6 +71,9 @@ def exchange_line(ex: Exchange) -> TapeExchange:
         idempotency_key=ex.idempotency_key,
         role=ex.role,
         binding=ex.binding,
+        observer=ex.observer,
+        source=ex.source,
+        host=ex.host,
     )
 
 
@@ -293,8 +297,17 @@ def _import_exchange(
         if ex.started_at == item.started_at and ex.url == item.url and ex.request_body == body:
             assert ex.id is not None  # read from the store: it has its id
             return ex.id, False  # imported before: reuse, so a second import changes nothing
+    observer: Observer | None = None
+    if item.observer is not None:  # the tape's runs stay the runs they were (a copy is lossless)
+        observer = Observer(item.observer, item.source or "import", item.host or "")
+    elif item.role not in JOINS_RUN:
+        # a tape written before runs: split by role as a log before runs is (store.schema._v6), and
+        # the same way each time (reading a tape as a log imports it again: it must read the same)
+        observer = Observer(f"tape-{item.role}", "import", "")
     new_id = store.begin_exchange(
         Exchange(
+            observer=None if observer is None else observer.id,
+            source=None if observer is None else observer.source,
             started_at=item.started_at,
             ended_at=item.ended_at,
             url=item.url,
@@ -316,6 +329,7 @@ def _import_exchange(
             idempotency_key=item.idempotency_key,
             role=item.role,
             binding=item.binding,  # as the tape says (readers fill an old row in: store.methods)
+            host=item.host,
         )
     )
     if item.task_id is None and taskless is not None:

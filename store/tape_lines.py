@@ -62,6 +62,9 @@ class TapeExchange(msgspec.Struct, tag="exchange", tag_field="type", omit_defaul
     idempotency_key: str | None = None
     role: str = "client"
     binding: str | None = None  # absent in tapes written before it: read from the dialect (store.methods)
+    observer: str | None = None  # absent in tapes written before runs: one run per role of the tape
+    source: str | None = None
+    host: str | None = None
 
 
 class TapeEvent(msgspec.Struct, tag="event", tag_field="type", omit_defaults=True):

@@ -182,7 +182,7 @@ class GrpcProxy:
         if refusal is not None:
             await context.abort(_status(UNAUTHENTICATED), refusal)
         gc = GrpcCapture(self.config.redactor, path, role="proxy")
-        ex = gc.request(self.upstream, request, metadata)
+        ex = self.core.observer.stamp(gc.request(self.upstream, request, metadata))
         try:
             live = await self._begin(gc, ex, request, metadata, context.time_remaining())
         except Exception as exc:
@@ -396,7 +396,9 @@ class GrpcProxy:
             await context.abort(_status(UNAUTHENTICATED), refusal)
         gc = GrpcCapture(self.config.redactor, path, role="proxy")
         st = self.core.store
-        gc.cap.exchange_id = ex_id = await write_soon(st, st.begin_exchange, gc.request(self.upstream, None, metadata))
+        gc.cap.exchange_id = ex_id = await write_soon(
+            st, st.begin_exchange, self.core.observer.stamp(gc.request(self.upstream, None, metadata))
+        )
         relay = _Relay(GrpcLive(), gc, None)
         call = self._channel.stream_stream(path)(
             requests, metadata=forwardable(metadata), timeout=context.time_remaining()

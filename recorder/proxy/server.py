@@ -104,6 +104,7 @@ from a2a_tape.store.errors import StoreError
 from a2a_tape.store.headers import is_json_type, media_type_of
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
+from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire import http_json
@@ -191,6 +192,7 @@ class Proxy:
     def __init__(self, st: store.Store, config: ProxyConfig) -> None:
         self.store = st
         self.config = config
+        self.observer = new_observer("proxy")  # this proxy's relays are one run of each task
         self.gateway = Gateway(st, ttl=config.idempotency_ttl)
         self.writer: store.GroupCommitWriter | None = None
         self.http: httpx.AsyncClient | None = None
@@ -476,7 +478,7 @@ class Proxy:
         ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
         if ex.error:
             ex.error = self.config.redactor.text(ex.error)
-        ex_id = await write_soon(self.store, self.store.begin_exchange, ex)
+        ex_id = await write_soon(self.store, self.store.begin_exchange, self.observer.stamp(ex))
         if self.on_line is not None and ex.ended_at is None:  # a row still open: its line comes at its end
             self._begun[ex_id] = ex
         return ex_id
@@ -614,7 +616,7 @@ class Proxy:
     ) -> tuple[int, store.IdempotencyRecord, bool]:
         """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
         with self.store.transaction():
-            ex_id = self.store.begin_exchange(ex)
+            ex_id = self.store.begin_exchange(self.observer.stamp(ex))
             record, claimed = self.gateway.claim(key, req_hash, ex_id)
         if self.on_line is not None:
             self._begun[ex_id] = ex

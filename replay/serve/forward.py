@@ -36,6 +36,7 @@ from a2a_tape.replay.serve.reply import SSE_HEADERS, Reply, error_reply
 from a2a_tape.store.events import ErrorItem
 from a2a_tape.store.headers import HOP_BY_HOP
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC, STREAMING_OPERATIONS
+from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.store.writer import writer_of
 from a2a_tape.wire import http_json
@@ -71,6 +72,7 @@ class Forwarder:
         self.upstream = upstream.rstrip("/")
         self.redactor = redactor or build_redactor()
         self.recorded = 0  # exchanges recorded from upstream
+        self.observer = new_observer("proxy")  # this session's recordings are one run of each task
         self.first_byte = FIRST_BYTE
 
     async def forward(
@@ -96,17 +98,19 @@ class Forwarder:
         )
         msg = req.params.message if req.params else None
         await call.begin(
-            call.capture.request(
-                url=url,
-                rpc_method=req.method,
-                dialect=dialect,
-                streaming=operation in STREAMING_OPERATIONS,
-                headers=fwd,
-                body=body,
-                http_method=target.method,
-                message_id=msg.messageId if msg else None,
-                role="proxy",
-                binding=binding,
+            self.observer.stamp(
+                call.capture.request(
+                    url=url,
+                    rpc_method=req.method,
+                    dialect=dialect,
+                    streaming=operation in STREAMING_OPERATIONS,
+                    headers=fwd,
+                    body=body,
+                    http_method=target.method,
+                    message_id=msg.messageId if msg else None,
+                    role="proxy",
+                    binding=binding,
+                )
             )
         )
         self.library.dirty = True

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.fold.runs import task_runs
 from a2a_tape.replay.serve.rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
 from a2a_tape.replay.serve.shape import Shape, shape_of
 from a2a_tape.replay.serve.write_back import Mark, mark_of, write_back
@@ -205,8 +206,13 @@ def message_text(req: RpcRequest | None) -> str:
 class Library:
     """The recordings behind one replay server or transport."""
 
-    def __init__(self, store: Store, *, source: str = "") -> None:
+    def __init__(self, store: Store, *, source: str = "", run: int = 1) -> None:
         self.store = store
+        # which run of a task recorded by several observers is served (fold.runs): the first,
+        # the agent as it was recorded, unless told; a replay recorded back is a later run
+        self.run = run
+        self._observers: dict[str, set[str]] = {}  # task -> the observers of its exchanges
+        self._chosen: dict[str, str | None] = {}  # task -> the observer of its served run
         self.source = source or str(store.path)
         self._mark: Mark | None = None  # a tape's: where this run's own recordings begin
         self.episodes: list[Episode] = []
@@ -263,8 +269,14 @@ class Library:
         """Read exchanges added since the last call (recorded upstream meanwhile); return the new episodes."""
         added: list[Episode] = []
         after = max(self._seen, default=0)
-        for ex in self.store.exchanges(after_id=after):
+        new = self.store.exchanges(after_id=after)
+        for ex in new:
+            if ex.task_id and ex.observer:
+                self._observers.setdefault(ex.task_id, set()).add(ex.observer)
+        for ex in new:
             self._seen.add(ex.id or 0)
+            if not self._in_run(ex):
+                continue  # another run of the task than the one served
             if ex.http_method == "GET" and recorded_call(ex).binding != HTTP_JSON:
                 self._add_card(ex)
                 continue
@@ -288,6 +300,17 @@ class Library:
             else:
                 self.answers.setdefault(answer_key(ep.shape, ep.dialect), []).append(ep)
         return added
+
+    def _in_run(self, ex: Exchange) -> bool:
+        """Whether ``ex`` belongs to the run served of its task (a task of one observer: yes)."""
+        tid, observer = ex.task_id, ex.observer
+        if tid is None or observer is None or len(self._observers.get(tid, ())) < 2:
+            return True
+        if tid not in self._chosen:
+            runs = task_runs(self.store, tid)
+            self._chosen[tid] = runs[self.run - 1].observer if len(runs) >= self.run else None
+        chosen = self._chosen[tid]
+        return chosen is None or observer == chosen
 
     def _add_card(self, ex: Exchange) -> None:
         path = urlsplit(ex.url).path.rstrip("/")
@@ -359,11 +382,16 @@ class Library:
         return [(e.position, e.item) for e in self.task_events(task_id)]
 
     def task_events(self, task_id: str) -> list[TaskEvent]:
-        """Every upstream item of a task, in log order, with its exchange's operation."""
+        """Every upstream item of a task (of its run served), in log order, with its exchange's operation."""
         ops = self.operations
+        if len(self._observers.get(task_id, ())) < 2:
+            events = self.store.read_task(task_id)
+        else:
+            runs = task_runs(self.store, task_id)
+            events = runs[min(self.run, len(runs)) - 1].events if runs else []
         return [
             TaskEvent(ev, ops.get(ev.exchange_id or 0, ""), decode_item(ev.payload))
-            for ev in self.store.read_task(task_id)
+            for ev in events
             if ev.origin != "local"
         ]
 

@@ -19,6 +19,10 @@ from tests.docs.harness import BIN, Background, reader_env, run_line
 SCRIPT = BIN / "a2a-tape"
 LONG_LIVED = "until Ctrl-C"  # what the demo says of a step that runs until stopped
 READY = r"http://127\.0\.0\.1:\d+"
+DEMO_ANSWER = (
+    "a2a-tape keeps every raw A2A stream event in one SQLite file, exactly as it arrived, "
+    "and rebuilds the final answer, reasoning and tool calls from it."
+)
 
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
 
@@ -68,12 +72,22 @@ def test_the_demo_next_steps_run_as_printed(tmp_path, started_as):
     finally:
         codes = {bg.line: bg.stop() for bg in running}
     assert codes and all(code == 0 for code in codes.values()), [bg.text for bg in running]
+    # the replay was recorded back into the demo's own log (issue 30): a second run of the task,
+    # never a longer first one; doctor exits 0 on the log
+    doctor = run_line(f"{started_as} doctor", tmp_path, env)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert doctor_errors("a2a-tape.db", tmp_path, env) == []
-    assert doctor_errors("replayed.db", tmp_path, env) == []
     tasks = json.loads(run_line(f"{started_as} tasks --json", tmp_path, env).stdout)
-    # the demo's task alone, as the demo recorded it: its stream's 11 events, the note and the agent's
-    # answer to the GetTask record asks once after a stream
-    assert [t["events"] for t in tasks] == [13]
+    assert [(t["runs"], t["sources"]) for t in tasks] == [(2, ["client", "client"])]
+    runs = json.loads(run_line(f"{started_as} tasks --runs --json", tmp_path, env).stdout)
+    task_id = tasks[0]["task_id"]
+    assert [r["run"] for r in runs] == [f"{task_id}@1", f"{task_id}@2"]
+    # the demo's task as the demo recorded it: its stream's 11 events, the note and the agent's
+    # answer to the GetTask record asks once after a stream; its answer the demo's
+    assert runs[0]["events"] == 13
+    first = json.loads(run_line(f"{started_as} channels {task_id}@1 --json", tmp_path, env).stdout)
+    assert first["run"] == f"{task_id}@1" and first["runs"] == 2 and first["events"] == 13
+    assert first["final_answer"] == DEMO_ANSWER
 
 
 def test_demo_agent_alone_is_a_loopback_server(tmp_path):
