@@ -5,7 +5,7 @@ call had (``call_id``, ``title``, ``text`` as separate columns) and named nothin
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from a2a_tape.fold import tool_calls
@@ -30,6 +30,7 @@ def calls(draw: st.DrawFn) -> ToolCall:
     )
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])  # drawing 4 calls of 9 fields each is slow on a loaded CI
 @given(st.lists(calls(), max_size=4))
 def test_the_page_and_the_terminal_show_the_same_columns_and_names(found):
     view = TaskView("t-1", None, "completed", None, "", found, [], 0, 0, 1, 1, 0.0, 0.0, [], "generic")
