@@ -47,7 +47,9 @@ COMMANDS: dict[str, Command] = {
         "proxy",
         "Black-box checks: duplicate message idempotent, terminal state survives a dropped stream, no endless stall.",
     ),
-    "import": Command("tape", "Import JSONL tapes into the database, atomically (a bad line imports nothing)."),
+    "import": Command(
+        "tape", "Import JSONL tapes into the database, atomically (a bad line in any file imports nothing)."
+    ),
     "export": Command("tape", "Export one task, or the whole log with --all."),
     "copy": Command("tape", "Copy every recording from SRC to DST (SQLite <-> PostgreSQL), losslessly and atomically."),
     "rm": Command(

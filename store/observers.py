@@ -26,8 +26,10 @@ SOURCES: Final = ("client", "proxy", "in-process", "replay", "import", "probe")
 """The sources a run can have: a client of ours (``record``), the proxy's relay, an in-process
 transport or interceptor, serve's record mode, an imported tape, a probe."""
 
-JOINS_RUN: Final = frozenset({"recovery"})
-"""Roles whose exchanges carry no observer: they complete the task's latest run."""
+JOINS_RUN: Final = frozenset({"recovery", "push"})
+"""Roles whose exchanges carry no observer: they complete the task's latest run (a recovery's
+GetTask or synthetic FAILED; a push the agent POSTed to the proxy's receiver, which is no second
+side of the task but the webhook side of the run that relayed it)."""
 
 _SOURCE_OF_ROLE: Final = {
     "client": "client",
