@@ -26,9 +26,7 @@ import typer.core
 
 from a2a_tape import store
 from a2a_tape.cli import options
-from a2a_tape.recorder.listen import HEAD_TIMEOUT  # stdlib only: uvicorn loads when a server starts
 from a2a_tape.store.errors import A2ATapeError
-from a2a_tape.store.redact import safe_text, safe_urls
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -279,11 +277,12 @@ def listen_and_serve(
     banner: Callable[[str], str],
     *,
     lifespan: Literal["auto", "on", "off"] = "off",
-    head_timeout: float = HEAD_TIMEOUT,
+    head_timeout: float | None = None,
 ) -> None:
     """Bind ``host:port`` (a refusal: one line, exit 2), say ``banner(url)`` on stderr, serve until
-    Ctrl-C; a client without a whole request head after ``head_timeout`` seconds is dropped."""
-    from a2a_tape.recorder import listen as listening  # uvicorn, for the servers only
+    Ctrl-C; a client without a whole request head after ``head_timeout`` seconds is dropped
+    (``recorder.listen.HEAD_TIMEOUT`` unless told)."""
+    from a2a_tape.recorder import listen as listening  # asyncio and uvicorn, for the servers only
 
     try:
         sock = listening.bind(host, port)
@@ -295,13 +294,16 @@ def listen_and_serve(
         say(banner(url))
         sys.stderr.flush()
 
-    listening.run(asgi, sock, lifespan=lifespan, listening=say_banner, head_timeout=head_timeout)
+    timeout = listening.HEAD_TIMEOUT if head_timeout is None else head_timeout
+    listening.run(asgi, sock, lifespan=lifespan, listening=say_banner, head_timeout=timeout)
 
 
 def emit_json(value: Any) -> None:
     """Print one JSON document on stdout (msgspec Structs, lists, dicts); a URL in it with a
     secret (a password, a token parameter) is redacted as on the disk."""
     import msgspec
+
+    from a2a_tape.store.redact import safe_urls
 
     doc = msgspec.json.encode(value)
     if b"://" in doc:
@@ -328,6 +330,8 @@ def stream_json(rows: Iterable[Any]) -> int:
 
 def say(message: str) -> None:
     """One human line on stderr, through the same redaction as the disk (no secret printed)."""
+    from a2a_tape.store.redact import safe_text
+
     err.print(safe_text(message), markup=False, soft_wrap=True)
 
 
@@ -483,6 +487,7 @@ def _say(line: str) -> None:
     """One line on stderr: never wrapped, never styled, redacted as the disk is (no secret printed),
     nothing in it acting on the terminal (inspection.visible)."""
     from a2a_tape.inspection.visible import visible
+    from a2a_tape.store.redact import safe_text
 
     sys.stderr.write(visible(" ".join(safe_text(line).splitlines()), lines=False) + "\n")
     sys.stderr.flush()

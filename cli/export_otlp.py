@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 import typer
 
 from a2a_tape.inspection.words import count
-from a2a_tape.store import safe_location
 
 from .app import db_location, err, fail, find_task, open_db
 from .output import Output
@@ -112,6 +111,7 @@ def export_otlp(
         fail(MISSING.format(what="--format otlp"))
     from a2a_tape.inspection import otlp
     from a2a_tape.inspection.listing import log_order_ids
+    from a2a_tape.store.redact import safe_location  # here: msgspec and tomllib, not for --help
 
     if endpoint is not None:
         check_endpoint(endpoint)

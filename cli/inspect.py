@@ -9,13 +9,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import msgspec
 import typer
 
 from a2a_tape.cli import options
-from a2a_tape.cli import tables as render
 from a2a_tape.cli.app import (
     DbOption,
     JsonOption,
@@ -33,14 +31,11 @@ from a2a_tape.cli.app import (
     stream_json,
 )
 from a2a_tape.cli.progress import folding
-from a2a_tape.fold.runs import selector, task_runs
-from a2a_tape.inspection import timeline
-from a2a_tape.inspection.listing import TaskFilter, list_tasks, parse_states
-from a2a_tape.inspection.messages import find_message, message_view
-from a2a_tape.inspection.task_views import task_view_runs
-from a2a_tape.inspection.words import count
-from a2a_tape.store import Store, StoredEvent
-from a2a_tape.wire.trace_context import carried
+
+# What a command reads and prints with (the store, the folds, rich's tables) loads in its body:
+# `--help` costs typer alone, `tasks --json` never imports rich.
+if TYPE_CHECKING:
+    from a2a_tape.store import Store, StoredEvent
 
 app = commands()
 
@@ -75,6 +70,11 @@ def show_cmd(
     json: JsonOption = False,
 ) -> None:
     """The timeline of raw events of one task: its latest run, or the run TASK@N (--run N) names."""
+    from a2a_tape.cli import tables as render
+    from a2a_tape.inspection import timeline
+    from a2a_tape.inspection.messages import find_message
+    from a2a_tape.wire.trace_context import carried
+
     st = open_db(db, readonly=True)
     with st:
         lone = None if st.has_task(task) else find_message(st, task)
@@ -102,6 +102,8 @@ def show_cmd(
 
 def run_rows(st: Store, task_id: str) -> list[dict[str, object]]:
     """The runs of a task as ``tasks --runs`` lists them: each folded alone."""
+    from a2a_tape.fold.runs import task_runs
+
     rows = []
     for one in task_runs(st, task_id):
         view = one.view()
@@ -117,6 +119,11 @@ def _write_raw(events: list[StoredEvent]) -> None:
 
 def _follow(followed: Iterator[StoredEvent], task_id: str, events: list[StoredEvent], *, raw: bool, json: bool) -> None:
     """Print each event as :func:`timeline.follow` yields it, until the task ends, it idles, or Ctrl-C."""
+    import msgspec
+
+    from a2a_tape.cli import tables as render
+    from a2a_tape.inspection import timeline
+
     t0 = events[0].received_at if events else time.time()
     try:
         for ev in followed:
@@ -170,6 +177,8 @@ def tasks_cmd(
     People see the newest 50 (--limit N, --all for more; how many more is said on stderr);
     --json prints every task unless --limit is given. Rows are streamed.
     """
+    from a2a_tape.inspection.listing import TaskFilter, list_tasks, parse_states
+
     try:
         states = frozenset(parse_states(state)) if state else None
     except ValueError as exc:
@@ -186,15 +195,21 @@ def tasks_cmd(
             if json:
                 stream_json(rows)
             else:
+                from a2a_tape.cli import tables as render
+
                 render.runs(rows)
             return
         if json:
             stream_json(found.rows)
             return
+        from a2a_tape.cli import tables as render
+
         printed = render.tasks(found.rows)
     if not printed:
         err.print("no tasks" + (" match" if where.filters else " recorded yet"))
     elif found.total > printed:
+        from a2a_tape.inspection.words import count
+
         more = found.total - printed
         err.print(
             f"{count(more, 'more task')} not shown (newest {printed:,} of {found.total:,}): --limit N to see more, --all for every one",
@@ -219,6 +234,13 @@ def channels_cmd(
     Exit 0 whatever the task's state (the state is in the output); 2 for an unknown task or run. A lone
     Message reply (no task) shows its text as the answer.
     """
+    import msgspec
+
+    from a2a_tape.cli import tables as render
+    from a2a_tape.fold.runs import selector, task_runs
+    from a2a_tape.inspection.messages import message_view
+    from a2a_tape.inspection.task_views import task_view_runs
+
     st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
         if "@" not in task and run is None:

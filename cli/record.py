@@ -5,12 +5,9 @@ from __future__ import annotations
 import contextlib
 import time
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import anyio
 import typer
-from rich.console import Console
-from rich.live import Live
 
 from a2a_tape.cli import options
 from a2a_tape.cli.app import (
@@ -29,16 +26,18 @@ from a2a_tape.cli.app import (
     out,
     say,
 )
-from a2a_tape.cli.export_otlp import OtlpEndpointOption, check_live, live_export
+from a2a_tape.cli.export_otlp import OtlpEndpointOption
 from a2a_tape.cli.options import Dialect, Durability, OnStall
-from a2a_tape.inspection.words import count
-from a2a_tape.recorder.client import NotAnAgent
-from a2a_tape.recorder.live import render
-from a2a_tape.recorder.record import RecordOptions, RecordResult, record
-from a2a_tape.recorder.session import Session
-from a2a_tape.store.errors import WouldWait
-from a2a_tape.store.redact import build_redactor, safe_text
 from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE
+
+# The module holds what typer reads (the commands and their options); the recorder, httpx,
+# anyio, the store and rich load in the command's body, so `record --help` costs typer alone.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
+
+    from a2a_tape.recorder.record import RecordOptions, RecordResult
+    from a2a_tape.recorder.session import Session
 
 app = commands()
 
@@ -54,6 +53,8 @@ class _LiveView:
 
     def __enter__(self) -> _LiveView:
         if self.console.is_terminal:
+            from rich.live import Live
+
             self.live = Live(console=self.console, auto_refresh=False, transient=True)
             self.live.__enter__()
         return self
@@ -69,6 +70,8 @@ class _LiveView:
         if now - self._last < 0.05 and self._last:
             return
         self._last = now
+        from a2a_tape.recorder.live import render
+
         self.live.update(render(session.fold, title=self.title), refresh=True)
 
 
@@ -105,6 +108,15 @@ def run_record(
     busy_timeout: float | None = None,
     otlp_endpoint: str | None = None,
 ) -> tuple[RecordResult, Session]:
+    import anyio
+
+    from a2a_tape.cli.export_otlp import check_live, live_export
+    from a2a_tape.recorder.client import NotAnAgent
+    from a2a_tape.recorder.record import record
+    from a2a_tape.recorder.session import Session
+    from a2a_tape.store.errors import WouldWait
+    from a2a_tape.store.redact import build_redactor, safe_text
+
     redactor = build_redactor(redact)
     check_live(otlp_endpoint)
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
@@ -128,6 +140,8 @@ def run_record(
 
 
 def report(result: RecordResult, session: Session, db: str | None, *, json: bool, title: str = "") -> None:
+    from a2a_tape.store.redact import safe_text
+
     lone = result.task_id is None and session.fold.lone_message
     if json:
         emit_json(
@@ -147,6 +161,9 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
             }
         )
     else:
+        from a2a_tape.inspection.words import count
+        from a2a_tape.recorder.live import render
+
         plain = not out.is_terminal  # a pipe or a file: the answer unboxed and unwrapped
         out.print(render(session.fold, title=title, done=True, plain=plain), soft_wrap=plain)
         where = f"task {result.task_id}" if result.task_id else "the exchange"
@@ -229,6 +246,8 @@ def record_cmd(
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."""
+    from a2a_tape.recorder.record import RecordOptions
+
     opts = RecordOptions(
         url=url,
         text=text,
@@ -269,6 +288,7 @@ def demo_cmd(
     from a2a_tape.recorder import listen as listening
     from a2a_tape.recorder.demo_agent import make_demo_app
     from a2a_tape.recorder.demo_steps import free_port, lines, next_steps, program
+    from a2a_tape.recorder.record import RecordOptions
 
     host, port = listen_address(listen, allow_remote=False, why="the demo agent is for this machine (loopback only)")
     if agent_only:

@@ -22,70 +22,139 @@ model of :mod:`store.events`, the only shape the layers above read.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from a2a_tape.store.decode import decode_item, local_failed, local_note, normalise_state
-from a2a_tape.store.errors import (
-    A2ATapeError,
-    AppendConflict,
-    ConnectionLost,
-    DatabaseLocked,
-    DiskFull,
-    NotADatabase,
-    ReadOnlyStore,
-    SchemaTooNew,
-    StoreError,
-    StoreNotFound,
-    StoreUnavailable,
-    UnknownTask,
-    WouldWait,
-)
-from a2a_tape.store.events import (
-    ACTIVE_STATES,
-    INTERRUPTED_STATES,
-    SETTLED_STATES,
-    TERMINAL_STATES,
-    Artifact,
-    ArtifactUpdate,
-    ErrorItem,
-    Item,
-    Message,
-    MessageItem,
-    Note,
-    Other,
-    Part,
-    StatusUpdate,
-    StreamMeta,
-    TaskSnapshot,
-    Undecodable,
-)
-from a2a_tape.store.interface import (
-    AppendLog,
-    Durability,
-    EventLog,
-    ExchangeLog,
-    FindingsStore,
-    Following,
-    IdempotencyStore,
-    LeasesAndMeta,
-    MetaStore,
-    Projections,
-    ProjectionStore,
-    Recordings,
-    RecordingStore,
-    SearchStore,
-    Store,
-    StoreHandle,
-    TaskIndexStore,
-)
-from a2a_tape.store.locations import DEFAULT_DB, default_db, open_store
-from a2a_tape.store.open_reading import open_for_reading, tasks_named
-from a2a_tape.store.records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
-from a2a_tape.store.redact import safe_location
-from a2a_tape.store.sqlite import SqliteStore
-
 if TYPE_CHECKING:
+    from a2a_tape.store.decode import decode_item, local_failed, local_note, normalise_state
+    from a2a_tape.store.errors import (
+        A2ATapeError,
+        AppendConflict,
+        ConnectionLost,
+        DatabaseLocked,
+        DiskFull,
+        NotADatabase,
+        ReadOnlyStore,
+        SchemaTooNew,
+        StoreError,
+        StoreNotFound,
+        StoreUnavailable,
+        UnknownTask,
+        WouldWait,
+    )
+    from a2a_tape.store.events import (
+        ACTIVE_STATES,
+        INTERRUPTED_STATES,
+        SETTLED_STATES,
+        TERMINAL_STATES,
+        Artifact,
+        ArtifactUpdate,
+        ErrorItem,
+        Item,
+        Message,
+        MessageItem,
+        Note,
+        Other,
+        Part,
+        StatusUpdate,
+        StreamMeta,
+        TaskSnapshot,
+        Undecodable,
+    )
+    from a2a_tape.store.interface import (
+        AppendLog,
+        Durability,
+        EventLog,
+        ExchangeLog,
+        FindingsStore,
+        Following,
+        IdempotencyStore,
+        LeasesAndMeta,
+        MetaStore,
+        Projections,
+        ProjectionStore,
+        Recordings,
+        RecordingStore,
+        SearchStore,
+        Store,
+        StoreHandle,
+        TaskIndexStore,
+    )
+    from a2a_tape.store.locations import DEFAULT_DB, default_db, open_store
+    from a2a_tape.store.open_reading import open_for_reading, tasks_named
+    from a2a_tape.store.records import Exchange, IdempotencyRecord, NewEvent, StoredEvent, TaskEvents
+    from a2a_tape.store.redact import safe_location
+    from a2a_tape.store.sqlite import SqliteStore
     from a2a_tape.store.writer import GroupCommitWriter
+
+# public name -> the module that defines it: loaded on first use (PEP 562), so importing one
+# submodule (``store.errors``, ``store.redact``) does not load SQLite, msgspec and the decoder
+_EXPORTS: dict[str, str] = {
+    "decode_item": "a2a_tape.store.decode",
+    "local_failed": "a2a_tape.store.decode",
+    "local_note": "a2a_tape.store.decode",
+    "normalise_state": "a2a_tape.store.decode",
+    "A2ATapeError": "a2a_tape.store.errors",
+    "AppendConflict": "a2a_tape.store.errors",
+    "ConnectionLost": "a2a_tape.store.errors",
+    "DatabaseLocked": "a2a_tape.store.errors",
+    "DiskFull": "a2a_tape.store.errors",
+    "NotADatabase": "a2a_tape.store.errors",
+    "ReadOnlyStore": "a2a_tape.store.errors",
+    "SchemaTooNew": "a2a_tape.store.errors",
+    "StoreError": "a2a_tape.store.errors",
+    "StoreNotFound": "a2a_tape.store.errors",
+    "StoreUnavailable": "a2a_tape.store.errors",
+    "UnknownTask": "a2a_tape.store.errors",
+    "WouldWait": "a2a_tape.store.errors",
+    "ACTIVE_STATES": "a2a_tape.store.events",
+    "INTERRUPTED_STATES": "a2a_tape.store.events",
+    "SETTLED_STATES": "a2a_tape.store.events",
+    "TERMINAL_STATES": "a2a_tape.store.events",
+    "Artifact": "a2a_tape.store.events",
+    "ArtifactUpdate": "a2a_tape.store.events",
+    "ErrorItem": "a2a_tape.store.events",
+    "Item": "a2a_tape.store.events",
+    "Message": "a2a_tape.store.events",
+    "MessageItem": "a2a_tape.store.events",
+    "Note": "a2a_tape.store.events",
+    "Other": "a2a_tape.store.events",
+    "Part": "a2a_tape.store.events",
+    "StatusUpdate": "a2a_tape.store.events",
+    "StreamMeta": "a2a_tape.store.events",
+    "TaskSnapshot": "a2a_tape.store.events",
+    "Undecodable": "a2a_tape.store.events",
+    "AppendLog": "a2a_tape.store.interface",
+    "Durability": "a2a_tape.store.interface",
+    "EventLog": "a2a_tape.store.interface",
+    "ExchangeLog": "a2a_tape.store.interface",
+    "FindingsStore": "a2a_tape.store.interface",
+    "Following": "a2a_tape.store.interface",
+    "IdempotencyStore": "a2a_tape.store.interface",
+    "LeasesAndMeta": "a2a_tape.store.interface",
+    "MetaStore": "a2a_tape.store.interface",
+    "Projections": "a2a_tape.store.interface",
+    "ProjectionStore": "a2a_tape.store.interface",
+    "Recordings": "a2a_tape.store.interface",
+    "RecordingStore": "a2a_tape.store.interface",
+    "SearchStore": "a2a_tape.store.interface",
+    "Store": "a2a_tape.store.interface",
+    "StoreHandle": "a2a_tape.store.interface",
+    "TaskIndexStore": "a2a_tape.store.interface",
+    "DEFAULT_DB": "a2a_tape.store.locations",
+    "default_db": "a2a_tape.store.locations",
+    "open_store": "a2a_tape.store.locations",
+    "open_for_reading": "a2a_tape.store.open_reading",
+    "tasks_named": "a2a_tape.store.open_reading",
+    "Exchange": "a2a_tape.store.records",
+    "IdempotencyRecord": "a2a_tape.store.records",
+    "NewEvent": "a2a_tape.store.records",
+    "StoredEvent": "a2a_tape.store.records",
+    "TaskEvents": "a2a_tape.store.records",
+    "safe_location": "a2a_tape.store.redact",
+    "SqliteStore": "a2a_tape.store.sqlite",
+    "GroupCommitWriter": "a2a_tape.store.writer",
+}
 
 __all__ = [
     "A2ATapeError",
@@ -156,10 +225,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``GroupCommitWriter`` is loaded on first use: it needs anyio, which a read-only command never does."""
-    if name == "GroupCommitWriter":
-        from a2a_tape.store.writer import GroupCommitWriter
+    """A public name, imported from its module on first use (``GroupCommitWriter`` needs anyio,
+    which a read-only command never does; ``SqliteStore`` needs sqlite3, which ``--help`` does not)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        globals()[name] = GroupCommitWriter
-        return GroupCommitWriter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

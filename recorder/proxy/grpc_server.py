@@ -467,15 +467,22 @@ class _Relay:
         state: dict[str, Any] = {"wake": anyio.Event(), "eof": False, "error": None}
 
         async def reader() -> None:
+            # one cancel scope for the whole stream, its deadline moved at each read: a fail_after per
+            # message (a scope entered and left each time) cost the relay more than the read itself
+            scope = anyio.CancelScope()
+            now = anyio.current_time
             try:
-                while True:
-                    with anyio.fail_after(first_byte if not self.received else read):
+                with scope:
+                    while True:
+                        scope.deadline = now() + (first_byte if not self.received else read)
                         raw = await call.read()
-                    if raw is grpc.aio.EOF:
-                        return
-                    self.received += 1
-                    pending.append(raw)
-                    state["wake"].set()
+                        if raw is grpc.aio.EOF:
+                            return
+                        self.received += 1
+                        pending.append(raw)
+                        state["wake"].set()
+                if scope.cancelled_caught and now() >= scope.deadline:
+                    raise TimeoutError  # what fail_after raises: the caller names the timeout
             except BaseException as exc:
                 state["error"] = exc
                 if not isinstance(exc, Exception):

@@ -81,11 +81,34 @@ def test_help_and_version_import_no_command_module(argv):
     assert not {n for n in names if n.startswith("a2a_tape.replay")}
 
 
-def test_the_check_itself_sees_the_live_side_of_record(tmp_path):
-    """Control: ``record --help`` loads cmd_record, which does import httpx."""
-    names, code = imported_modules("record", "--help")
+# what a command's help never needs: its command module names the options, the work loads in its body
+HEAVY = ("rich", "httpx", "anyio", "asyncio", "sqlite3", "msgspec", "a2a_tape.store.sqlite", "a2a_tape.fold")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["record", "--help"], ["tasks", "--help"]], ids=" ".join)
+def test_help_imports_typer_and_nothing_heavy(argv):
+    names, code = imported_modules(*argv)
     assert code == 0
-    assert "httpx" in names
+    assert "typer" in names  # the listing is real
+    assert sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in HEAVY)) == []
+
+
+def test_the_check_itself_sees_the_live_side_of_record(tmp_path):
+    """Control: ``record`` itself (an agent that is not there) does import httpx; and not the servers."""
+    names, code = imported_modules("record", "http://127.0.0.1:9", "hi", "--db", str(tmp_path / "log.db"))
+    assert code != 0
+    assert "httpx" in names and "a2a_tape.recorder.record" in names
+    assert sorted(n for n in names if n.split(".")[0] in ("uvicorn", "starlette", "grpc")) == []
+
+
+def test_tasks_json_prints_without_rich(tmp_path):
+    """Rows as JSON need no terminal rendering."""
+    db = tmp_path / "log.db"
+    make_log(db)
+    names, code = imported_modules("tasks", "--json", "--db", str(db))
+    assert code == 0
+    assert "a2a_tape.store.sqlite" in names
+    assert not {n for n in names if n == "rich" or n.startswith("rich.")}
 
 
 def test_tasks_converts_its_values_without_pydantic(tmp_path):
