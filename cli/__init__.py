@@ -25,6 +25,11 @@ COMMANDS: dict[str, Command] = {
         "Recording reverse proxy: clients talk to it as to the agent; every item is recorded, then forwarded.",
     ),
     "serve": Command("serve", "Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."),
+    "verify": Command(
+        "verify",
+        "Send each recorded task's requests again to a live agent, compare its answer at contract level, "
+        "name the first divergence.",
+    ),
     "tasks": Command("inspect", "List recorded tasks, newest (by last event) first."),
     "show": Command(
         "inspect", "The timeline of raw events of one task: its latest run, or the run TASK@N (--run N) names."

@@ -169,8 +169,14 @@ def diff_runs(a: Run, b: Run) -> DiffResult:
     """Two runs of one task compared as two tasks are, on what the agent sent: the notes an
     observer writes of its own (origin ``local``: record's GetTask note, a proxy's decision)
     differ by observer by construction, so they are left out. Two observers of one stream (a
-    transparent proxy and the client recording through it) are then equal."""
-    sides = [normalised(r.task_id, [ev for ev in r.events if ev.origin != "local"]) for r in (a, b)]
+    transparent proxy and the client recording through it) are then equal, and so are a recording and
+    its verify run when the agent did the same (each normalised by the task id its agent named)."""
+    from a2a_tape.inspection.verify_rules import (
+        named_task,  # a verify run is filed under the recorded task, its agent named another
+    )
+
+    upstream = [[ev for ev in r.events if ev.origin != "local"] for r in (a, b)]
+    sides = [normalised(named_task(r.task_id, evs), evs) for r, evs in zip((a, b), upstream, strict=True)]
     pair = diff_sides(sides[0], sides[1])
     pair.a, pair.b = a.selector, b.selector
     return DiffResult(equal=pair.equal, pairs=[pair])

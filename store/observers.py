@@ -22,9 +22,9 @@ from typing import Final, NamedTuple
 
 from a2a_tape.store.records import Exchange
 
-SOURCES: Final = ("client", "proxy", "in-process", "replay", "import", "probe")
+SOURCES: Final = ("client", "proxy", "in-process", "replay", "import", "probe", "verify")
 """The sources a run can have: a client of ours (``record``), the proxy's relay, an in-process
-transport or interceptor, serve's record mode, an imported tape, a probe."""
+transport or interceptor, serve's record mode, an imported tape, a probe, a verify run."""
 
 JOINS_RUN: Final = frozenset({"recovery", "push"})
 """Roles whose exchanges carry no observer: they complete the task's latest run (a recovery's

@@ -1,0 +1,339 @@
+"""``a2a-tape verify``: send the recorded client again to a live agent, name the first divergence.
+
+The work is :mod:`recorder.verify` (the live runs) and :mod:`inspection.verify_rules` (what is
+compared); this module opens the logs, prints the report (text, ``--json``, ``--junit``) and owns
+the exit code: 0 every task matches, 1 a divergence, 2 bad usage or an unreachable agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal
+from xml.etree import ElementTree as ET
+
+import anyio
+import msgspec
+import typer
+
+from a2a_tape import store
+from a2a_tape.cli import options
+from a2a_tape.cli.app import (
+    EXIT_FAILED,
+    EXIT_OK,
+    DbOption,
+    JsonOption,
+    commands,
+    db_location,
+    emit_json,
+    fail,
+    find_run,
+    open_db,
+    out,
+    say,
+)
+from a2a_tape.cli.progress import ProgressOption, bar
+from a2a_tape.cli.record import BindingArg, BindingOption
+from a2a_tape.fold.runs import Run, pick_run, task_runs
+from a2a_tape.inspection.verify_rules import Divergence, Rules
+from a2a_tape.recorder.verify import AgentUnreachable, TaskVerdict, VerifyOptions, replayed, verify
+from a2a_tape.store.tape_copy import is_tape
+
+app = commands()
+
+HEADERS_ENV = "A2A_TAPE_VERIFY_HEADERS"
+"""Headers sent with every request (credentials), one ``Name: value`` a line, besides ``--header``."""
+
+
+class TextOption(StrEnum):
+    """``--text``: how the text of each artifact is compared."""
+
+    exact = "exact"
+    similar = "similar"
+    ignore = "ignore"
+
+    @property
+    def choice(self) -> Literal["exact", "similar", "ignore"]:
+        return self.value
+
+
+class TaskReport(msgspec.Struct):
+    """One task of ``verify --json``."""
+
+    task_id: str
+    recorded: str
+    live: list[str]
+    verdict: str  # match / diverged / flaky / skipped
+    first: Divergence | None
+    divergences: list[Divergence]
+    disagreements: list[Divergence]
+    note: str | None = None
+
+
+class Summary(msgspec.Struct):
+    tasks: int
+    matched: int
+    diverged: int
+    flaky: int
+    skipped: int
+
+
+class VerifyReport(msgspec.Struct):
+    """``verify --json`` (docs/verify.md, "The JSON report")."""
+
+    ok: bool
+    against: str
+    db: str
+    into: str
+    summary: Summary
+    tasks: list[TaskReport]
+
+
+def _env_headers() -> list[tuple[str, str]]:
+    lines = [line.strip() for line in os.environ.get(HEADERS_ENV, "").splitlines() if line.strip()]
+    for line in lines:
+        name, sep, _ = line.partition(":")
+        if not sep or not name.strip():
+            fail(f"{HEADERS_ENV}: {line.split(':')[0]!r}... is not 'Name: value'")
+    return options.header_pairs(lines)
+
+
+def _recorded_run(st: store.Store, text: str) -> Run:
+    """The run a task is verified against: TASK@N, else its first run that is no verify run."""
+    task, number = find_run(st, text)
+    runs = task_runs(st, task)
+    if number is not None:
+        return pick_run(runs, task, number)
+    return next((r for r in runs if r.source != "verify"), runs[0])
+
+
+@contextlib.contextmanager
+def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, store.Store, str]]:
+    """The log to read the recordings from, the log the live runs go to, and the latter's name. A
+    tape is read-only: its live runs go to ``--into``, else to a temporary log removed at the end."""
+    loc = db_location(db)
+    tape = "://" not in loc and Path(loc).is_file() and is_tape(loc)
+    if not tape and into is None:
+        with open_db(db) as st:
+            yield st, st, loc
+        return
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(open_db(db, readonly=True))
+        if into is None:
+            where = stack.enter_context(tempfile.TemporaryDirectory(prefix="a2a-tape-verify-"))
+            into, name = str(Path(where) / "verify.db"), "(a temporary log)"
+        else:
+            name = into
+        target = stack.enter_context(open_db(into, create=True))
+        yield source, target, name
+
+
+def _report(v: TaskVerdict) -> TaskReport:
+    return TaskReport(v.task_id, v.recorded, v.live, v.verdict, v.first, v.divergences, v.disagreements)
+
+
+def _point(label: str, p: object) -> str:
+    assert isinstance(p, msgspec.Struct)
+    d = msgspec.structs.asdict(p)
+    where = f"{d['run']}" + (f" #{d['position']}" if d["position"] is not None else "")
+    kind = f" {d['kind']}" if d["kind"] else ""
+    return f"    {label:<9}{where}{kind}: {d['what']}"
+
+
+def _print_text(reports: Sequence[TaskReport]) -> None:
+    for r in reports:
+        head = f"{r.task_id}  {r.verdict}"
+        if r.verdict == "skipped":
+            out.print(f"{head} ({r.note})", markup=False, highlight=False, soft_wrap=True)
+            continue
+        out.print(
+            f"{head}  (recorded {r.recorded}, live {', '.join(r.live)})", markup=False, highlight=False, soft_wrap=True
+        )
+        shown = r.disagreements if r.verdict == "flaky" else r.divergences
+        if shown:
+            first = shown[0]
+            why = "the live runs disagree" if r.verdict == "flaky" else "first divergence"
+            out.print(f"  {why}: {first.rule}: {first.message}", markup=False, highlight=False, soft_wrap=True)
+            out.print(_point("recorded", first.recorded), markup=False, highlight=False, soft_wrap=True)
+            out.print(_point("live", first.live), markup=False, highlight=False, soft_wrap=True)
+            if len(shown) > 1:
+                more = ", ".join(d.rule for d in shown[1:])
+                out.print(f"  also: {more}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _junit(path: str, reports: Sequence[TaskReport], against: str) -> None:
+    failures = sum(1 for r in reports if r.verdict == "diverged")
+    suite = ET.Element(
+        "testsuite",
+        name="a2a-tape verify",
+        tests=str(len(reports)),
+        failures=str(failures),
+        skipped=str(sum(1 for r in reports if r.verdict == "skipped")),
+    )
+    for r in reports:
+        case = ET.SubElement(suite, "testcase", classname=f"verify {against}", name=r.task_id)
+        if r.verdict == "diverged" and r.first is not None:
+            d = r.first
+            fault = ET.SubElement(case, "failure", message=f"{d.rule}: {d.message}", type=d.rule)
+            fault.text = f"recorded {d.recorded.run} #{d.recorded.position}: {d.recorded.what}\n"
+            fault.text += f"live {d.live.run} #{d.live.position}: {d.live.what}\n"
+        elif r.verdict == "skipped":
+            ET.SubElement(case, "skipped", message=r.note or "")
+        elif r.verdict == "flaky":
+            ET.SubElement(case, "system-out").text = "flaky: " + "; ".join(d.message for d in r.disagreements)
+    try:
+        ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    except OSError as exc:
+        fail(f"--junit: cannot write {path}: {exc.strerror or exc}")
+
+
+TasksArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Task ids (or unique prefixes; TASK@N: verify against run N); default: every task of the log.",
+        show_default=False,
+    ),
+]
+
+AgainstArg = Annotated[
+    str,
+    typer.Option(
+        "--against", metavar="URL", help="The live agent to send the recorded requests to.", callback=options.url
+    ),
+]
+
+HeaderArg = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--header",
+        "-H",
+        help=f"A header 'Name: value' sent with every request (credentials; also ${HEADERS_ENV}, a line each).",
+        callback=options.headers,
+    ),
+]
+
+TextArg = Annotated[
+    TextOption,
+    typer.Option("--text", help="Compare the text of each artifact: exact, similar (ratio 0.8) or ignore."),
+]
+
+SlowerArg = Annotated[
+    float | None,
+    typer.Option(
+        "--slower",
+        metavar="FACTOR",
+        help="Diverge when the time to first event or the total time exceeds FACTOR x the recorded one.",
+        show_default="off",
+        callback=options.seconds,
+    ),
+]
+
+RunsArg = Annotated[
+    int,
+    typer.Option(
+        "--runs", metavar="N", help="Live runs per task; live runs that disagree: flaky.", callback=options.count
+    ),
+]
+
+IntoArg = Annotated[
+    str | None,
+    typer.Option(
+        "--into",
+        metavar="PATH",
+        help="Record the live runs into this log (default: the --db log; a tape's: a temporary log).",
+        show_default=False,
+    ),
+]
+
+TimeoutArg = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Seconds a call may wait for the agent (a stream: without an event).",
+        callback=options.seconds,
+    ),
+]
+
+JunitArg = Annotated[
+    str | None,
+    typer.Option("--junit", metavar="FILE", help="Also write a JUnit XML report (a test case per task)."),
+]
+
+
+@app.command("verify")
+def verify_cmd(
+    tasks: TasksArg = None,
+    against: AgainstArg = "",
+    binding: BindingArg = BindingOption.auto,
+    header: HeaderArg = None,
+    text: TextArg = TextOption.ignore,
+    slower: SlowerArg = None,
+    runs: RunsArg = 1,
+    into: IntoArg = None,
+    timeout: TimeoutArg = 30.0,
+    junit: JunitArg = None,
+    progress: ProgressOption = False,
+    db: DbOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Send each recorded task's requests again to a live agent, record the answer as a new run of
+    the task (source verify), compare it with the recording at contract level, name the first divergence.
+
+    Exit 0 when every task matches, 1 on a divergence, 2 on bad usage or an unreachable agent."""
+    if not against:
+        fail("verify needs --against URL: the live agent to send the recorded requests to")
+    if slower is not None and slower < 1:
+        fail(f"--slower {slower:g}: a factor of 1 or more")
+    extra = _env_headers() + options.header_pairs(header or [])
+    opts = VerifyOptions(
+        url=against,
+        binding=binding.choice,
+        headers=extra,
+        rules=Rules(text=text.choice, slower=slower),
+        runs=runs,
+        call_timeout=timeout,
+        stall_timeout=timeout,
+    )
+    with _target(db, into) as (source, target, into_name):
+        names = tasks or [t.task_id for t in source.task_events()]
+        recorded = [_recorded_run(source, t) for t in names]
+        todo = [r for r in recorded if replayed(r)]
+        skipped = [
+            TaskReport(r.task_id, r.selector, [], "skipped", None, [], [], "no client request recorded to send again")
+            for r in recorded
+            if not replayed(r)
+        ]
+        with bar("verify", asked=progress, unit="runs", show=bool(todo)) as report:
+            try:
+                verdicts = anyio.run(lambda: verify(target, todo, opts, progress=report))
+            except AgentUnreachable as exc:
+                fail(f"the agent at {against} cannot be verified: {exc}")
+    reports = [_report(v) for v in verdicts] + skipped
+    _finish(reports, against, db_location(db), into_name, json=json, junit=junit)
+
+
+def _finish(reports: list[TaskReport], against: str, db: str, into: str, *, json: bool, junit: str | None) -> None:
+    summary = Summary(
+        tasks=len(reports),
+        matched=sum(1 for r in reports if r.verdict == "match"),
+        diverged=sum(1 for r in reports if r.verdict == "diverged"),
+        flaky=sum(1 for r in reports if r.verdict == "flaky"),
+        skipped=sum(1 for r in reports if r.verdict == "skipped"),
+    )
+    ok = summary.diverged == 0
+    if junit is not None:
+        _junit(junit, reports, against)
+    if json:
+        emit_json(VerifyReport(ok, against, db, into, summary, reports))
+    else:
+        _print_text(reports)
+        say(
+            f"verify: {summary.tasks} task(s) against {against}: {summary.matched} match, "
+            f"{summary.diverged} diverged, {summary.flaky} flaky, {summary.skipped} skipped"
+        )
+    raise typer.Exit(EXIT_OK if ok else EXIT_FAILED)

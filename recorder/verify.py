@@ -1,0 +1,340 @@
+"""``a2a-tape verify``: the recorded client, re-sent to a live agent; each answer a new run (docs/verify.md).
+
+For a recorded run of a task, the client's requests are sent again in order (:func:`replayed`: the
+sends, GetTask and CancelTask of its exchanges, in the binding they were recorded in unless told
+otherwise), each with a new message id and JSON-RPC id, the task and context ids the live agent
+gave in place of the recorded ones, and the recorded headers minus credentials and what the binding
+sets (the user's ``--header`` adds them back). The calls are the recorded-upstream client's
+(:class:`recorder.upstream.Upstream`, write-ahead, every timeout of ``record``); the exchanges carry a
+new observer of source ``verify`` and are filed under the recorded task (:class:`_FiledUnder`), so
+the answer is a new run of that task (:mod:`fold.runs`), then compared with the recorded run by
+:mod:`inspection.verify_rules`.
+
+A live run that disagrees with another live run of the same task (``runs`` > 1) is *flaky*: a
+sampling agent, not a regression.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import httpx
+import msgspec
+
+from a2a_tape.capture.upstream_call import Collect, StallWatch
+from a2a_tape.fold.runs import Run, split_runs
+from a2a_tape.inspection.steps import decode_events
+from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, compare, contract, named_task
+from a2a_tape.recorder import client as a2a
+from a2a_tape.recorder.upstream import Unreachable, Upstream
+from a2a_tape.store import Exchange, NewEvent, RecordingStore, StoredEvent
+from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.methods import METHODS, STREAMING_OPERATIONS
+from a2a_tape.store.observers import Observer, new_observer
+from a2a_tape.store.redact import REDACTED, Redactor
+from a2a_tape.wire.bindings import client_of, recorded_call
+from a2a_tape.wire.http_client import LazyTlsTransport
+
+REPLAYED: frozenset[str] = frozenset({"send", "stream", "get", "cancel"})
+"""The operations re-sent. A resubscribe is left out (the recorder's recovery, not the client's
+request: a live stream that needs none must not be made to), as are push configs and cards."""
+
+DROPPED_HEADERS: frozenset[str] = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "accept-encoding",
+        "connection",
+        "transfer-encoding",
+        "user-agent",
+        "a2a-version",
+        "idempotency-key",
+        "cookie",
+    }
+)
+"""Recorded request headers not sent again: the binding and httpx set them, or they name the
+recorded call itself. Credentials (the redactor's secret headers) are never in a recording."""
+
+Verdict = Literal["match", "diverged", "flaky", "unreachable"]
+
+
+class AgentUnreachable(A2ATapeError):
+    """The live agent cannot be called (down, not an agent, no such binding): exit 2."""
+
+
+@dataclass
+class VerifyOptions:
+    url: str
+    binding: a2a.BindingChoice = "auto"  # auto: the binding each request was recorded in
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    rules: Rules = Rules()
+    runs: int = 1
+    call_timeout: float = 30.0
+    stall_timeout: float = 60.0
+
+
+class TaskVerdict(msgspec.Struct):
+    """What verify found for one task."""
+
+    task_id: str
+    recorded: str  # the recorded run, TASK@N
+    live: list[str]  # the live runs, TASK@N in the log they went to
+    verdict: Verdict
+    divergences: list[Divergence]  # of the first live run that diverged (none: match)
+    disagreements: list[Divergence] = []  # between live runs (flaky)
+
+    @property
+    def first(self) -> Divergence | None:
+        return self.divergences[0] if self.divergences else None
+
+
+# -- the log, as a verify run writes it ---------------------------------------------------------
+
+
+class _FiledUnder:
+    """The log, for one live run: each exchange stamped with the run's observer (source
+    ``verify``) and every event filed under the recorded task, whatever id the agent gave it (the
+    payloads keep the agent's own). Everything else is the log's."""
+
+    def __init__(self, log: RecordingStore, observer: Observer, task_id: str) -> None:
+        self._log, self.observer, self.task_id = log, observer, task_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def begin_exchange(self, exchange: Exchange) -> int:
+        exchange.task_id = self.task_id
+        return self._log.begin_exchange(self.observer.stamp(exchange))
+
+    def update_exchange(self, exchange_id: int, **fields: object) -> None:
+        if "task_id" in fields:
+            fields["task_id"] = self.task_id
+        self._log.update_exchange(exchange_id, **fields)
+
+    def _file(self, ev: NewEvent) -> NewEvent:
+        return ev if ev.task_id == self.task_id else msgspec.structs.replace(ev, task_id=self.task_id)
+
+    def append_batch(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        return self._log.append_batch([self._file(ev) for ev in events])
+
+    def append(self, event: NewEvent) -> StoredEvent:
+        return self._log.append(self._file(event))
+
+
+# -- the requests, again ------------------------------------------------------------------------
+
+
+def replayed(run: Run) -> list[Exchange]:
+    """The recorded run's requests to send again, in order."""
+    out = []
+    for ex in run.exchanges:
+        if ex.rpc_method is None or ex.rpc_method == "agent-card" or ex.role == "recovery":
+            continue
+        call = recorded_call(ex)
+        method = _method(call.body)
+        if method in METHODS and METHODS[method][0] in REPLAYED:
+            out.append(ex)
+    return out
+
+
+def _method(body: bytes) -> str:
+    try:
+        doc = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return ""
+    return str(doc.get("method", "")) if isinstance(doc, dict) else ""
+
+
+def sent_headers(
+    recorded: dict[str, str], redactor: Redactor, extra: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The recorded headers minus credentials and what the binding sets, then the user's."""
+    given = {k.lower() for k, _ in extra}
+    kept = [
+        (k, v)
+        for k, v in recorded.items()
+        if k.lower() not in DROPPED_HEADERS
+        and k.lower() not in given
+        and REDACTED not in v
+        and not redactor.is_secret_header(k)
+    ]
+    return kept + list(extra)
+
+
+_rpc_ids = itertools.count(1)
+
+
+def rewrite(body: bytes, ids: dict[str, str]) -> tuple[bytes, str | None]:
+    """A recorded JSON-RPC request with a new JSON-RPC id, a new id for each message, and each
+    recorded id of ``ids`` replaced by the live one; returns it and the first new message id."""
+    doc = msgspec.json.decode(body)
+    fresh: list[str] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: (_new_message_id(fresh) if k == "messageId" and isinstance(v, str) else walk(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str):
+            for old, new in ids.items():
+                if old and old in value:
+                    value = value.replace(old, new)
+        return value
+
+    doc = walk(doc)
+    if isinstance(doc, dict):
+        doc["id"] = f"a2a-tape-verify-{next(_rpc_ids)}"
+    return msgspec.json.encode(doc), fresh[0] if fresh else None
+
+
+def _new_message_id(fresh: list[str]) -> str:
+    fresh.append(a2a.new_id())
+    return fresh[-1]
+
+
+# -- one live run -------------------------------------------------------------------------------
+
+
+def _context_of(run: Run) -> str | None:
+    return next((s.item.context_id for s in decode_events(run.events) if s.item.context_id), None)
+
+
+class LiveRun:
+    """One live run of a recorded run: its requests sent again, in order, recorded."""
+
+    def __init__(
+        self, log: RecordingStore, recorded: Run, http: httpx.AsyncClient, card: a2a.AgentCard, opts: VerifyOptions
+    ) -> None:
+        self.log, self.recorded, self.opts = log, recorded, opts
+        self.observer = new_observer("verify")
+        filed = cast("RecordingStore", _FiledUnder(log, self.observer, recorded.task_id))
+        self.up = Upstream(filed, opts.url, http, role="client", redactor=Redactor())
+        self.up.card = card
+        self.up.call_timeout = opts.call_timeout
+        self.up.first_byte = opts.call_timeout
+        # recorded id -> live id (a context of the recording is a new one until the agent names its own)
+        self.ids: dict[str, str] = {}
+        ctx = _context_of(recorded)
+        if ctx:
+            self.ids[ctx] = a2a.new_id()
+        self.recorded_task = named_task(recorded.task_id, recorded.events)
+        self.recorded_context = ctx
+        self.context_learnt = False
+
+    async def run(self) -> Run:
+        for k, ex in enumerate(replayed(self.recorded)):
+            await self.send(ex, first=k == 0)
+        return self.result()
+
+    async def send(self, ex: Exchange, *, first: bool) -> None:
+        call = recorded_call(ex)
+        body, message_id = rewrite(call.body, self.ids)
+        method = _method(body)
+        op, dialect = METHODS[method]
+        choice: a2a.BindingChoice = self.opts.binding
+        if choice == "auto":
+            choice = "http+json" if call.binding == "http+json" else "jsonrpc"
+        try:
+            ep = self.up.endpoint(dialect, choice)
+        except a2a.NotAnAgent as exc:
+            raise AgentUnreachable(str(exc)) from None
+        if ep.dialect != dialect:
+            raise AgentUnreachable(
+                f"task {self.recorded.task_id} was recorded in A2A {dialect}: {choice} at {ep.url} speaks {ep.dialect}"
+            )
+        req = a2a.Request(op, method, dialect, body, "", message_id)
+        self.up.headers = sent_headers(ex.request_headers, self.up.redactor, self.opts.headers)
+        sink = Collect()
+        streaming = op in STREAMING_OPERATIONS
+        watch = (
+            StallWatch(self.opts.stall_timeout, settled=sink.settled, grace=self.up.close_grace) if streaming else None
+        )
+        timeouts = self.up.timeouts(stream_first_byte=self.opts.stall_timeout) if streaming else None
+        ended = await self.up.exchange(req, ep.url, sink, timeouts=timeouts, watch=watch, binding=client_of(ep.binding))
+        if first and ended.fault is not None and ended.items == 0 and isinstance(ended.fault, httpx.TransportError):
+            raise AgentUnreachable(ended.error or f"cannot reach {self.opts.url}")
+        self.learn([*sink.items, *([ended.item] if ended.item is not None else [])])
+
+    def learn(self, items: Sequence[Any]) -> None:
+        """The live task and context ids, from the first items that name them."""
+        for item in items:
+            if self.recorded_task not in self.ids and item.task_id:
+                self.ids[self.recorded_task] = item.task_id
+            if self.recorded_context and item.context_id and not self.context_learnt:
+                self.ids[self.recorded_context] = item.context_id
+                self.context_learnt = True
+
+    def result(self) -> Run:
+        """The live run, as the log holds it (an empty run when no event came)."""
+        task = self.recorded.task_id
+        runs = split_runs(task, self.log.read_task(task), self.log.exchanges(task))
+        found = next((r for r in runs if r.observer == self.observer.id), None)
+        if found is not None:
+            return found
+        mine = [ex for ex in self.log.exchanges(task) if ex.observer == self.observer.id]
+        return Run(task, len(runs) + 1, self.observer.id, "verify", self.observer.host, 0, [], mine)
+
+
+# -- a task, and many -----------------------------------------------------------------------------
+
+
+def run_contract(run: Run) -> Contract:
+    return contract(run.selector, run.task_id, run.events, run.exchanges)
+
+
+def judge(recorded: Run, lives: Sequence[Run], rules: Rules) -> TaskVerdict:
+    """The verdict of one task from its recorded run and its live runs."""
+    rec = run_contract(recorded)
+    contracts = [run_contract(r) for r in lives]
+    found = [compare(rec, c, rules) for c in contracts]
+    among = next((d for c in contracts[1:] if (d := compare(contracts[0], c, rules))), [])
+    live = [r.selector for r in lives]
+    if among and any(not f for f in found):
+        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", next(f for f in found if f), among)
+    if among:
+        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", found[0], among)
+    if found[0]:
+        return TaskVerdict(recorded.task_id, recorded.selector, live, "diverged", found[0])
+    return TaskVerdict(recorded.task_id, recorded.selector, live, "match", [])
+
+
+async def load_card(url: str, http: httpx.AsyncClient, log: RecordingStore, call_timeout: float) -> a2a.AgentCard:
+    """The live agent's card (not recorded); :class:`AgentUnreachable` when there is none."""
+    up = Upstream(log, url, http, redactor=Redactor())
+    up.call_timeout = call_timeout
+    try:
+        return await up.load_card()
+    except Unreachable as exc:
+        raise AgentUnreachable(str(exc)) from None
+
+
+async def verify(
+    log: RecordingStore,
+    recorded: Sequence[Run],
+    opts: VerifyOptions,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> list[TaskVerdict]:
+    """Each recorded run sent again ``opts.runs`` times to the agent at ``opts.url``, its live
+    runs recorded into ``log`` and judged."""
+    out: list[TaskVerdict] = []
+    async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=False) as http:
+        card = await load_card(opts.url, http, log, opts.call_timeout)
+        total = len(recorded) * opts.runs
+        for k, run in enumerate(recorded):
+            lives = []
+            for n in range(opts.runs):
+                lives.append(await LiveRun(log, run, http, card, opts).run())
+                if progress is not None:
+                    progress(k * opts.runs + n + 1, total)
+            out.append(judge(run, lives, opts.rules))
+    return out

@@ -1,0 +1,176 @@
+"""``a2a-tape verify`` (issue 32) through the installed CLI, with real agents on 127.0.0.1.
+
+A corpus recorded by the test itself (the a2a-sdk chunk agent over JSON-RPC, the same agent over
+HTTP+JSON, and :mod:`tests.support.verify_agents`' opencode-style agent over both; plain,
+input-required and failing tasks), each task verified against the same, unchanged agent: no
+divergence in :data:`ROUNDS` live runs per task (``--runs``). Then the drift agent changed in one way
+at a time: verify names the first divergent event, under the rule expected, with exit 1. An agent
+that is not there: exit 2, one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import pytest
+
+from a2a_tape.recorder.record import RecordOptions, record
+from a2a_tape.recorder.session import Session
+from a2a_tape.store import open_store
+from tests.conftest import running_sdk_agent
+from tests.docs.harness import BIN, reader_env, run_line
+from tests.support.sdk_agents import two_binding_agent
+from tests.support.verify_agents import DriftAgent, drift_agent
+
+A2A = BIN / "a2a-tape"
+ROUNDS = int(os.environ.get("A2A_TAPE_VERIFY_ROUNDS", "2"))
+"""Live runs per task of the corpus (``--runs``): a few by default, more on demand."""
+TEXTS = ("hello there", "ask me", "boom now")
+
+pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
+
+
+def _cli(line: str, cwd: Path) -> tuple[int, str, str]:
+    run = run_line(f"{A2A} {line}", cwd, reader_env(cwd))
+    assert "Traceback" not in run.stderr, run.stderr
+    return run.returncode, run.stdout, run.stderr
+
+
+def _record(url: str, db: Path, binding: Literal["jsonrpc", "http+json"]) -> dict[str, str]:
+    """Each of :data:`TEXTS` recorded as ``record`` does (its recorder, in this process: the CLI
+    under test is verify's, and a process per recording would cost seconds each)."""
+    ids = {}
+    with open_store(str(db), create=True) as st:
+        for text in TEXTS:
+            result = anyio.run(record, Session(st), RecordOptions(url=url, text=text, binding=binding))
+            assert result.task_id is not None
+            ids[text] = result.task_id
+    return ids
+
+
+def test_corpus_verifies_against_the_unchanged_agents(tmp_path: Path) -> None:
+    db = tmp_path / "corpus.db"
+    recorded = 0
+    with running_sdk_agent() as sdk, two_binding_agent() as rest, drift_agent() as (drift, _):
+        agents = [(sdk.url, [_record(sdk.url, db, "jsonrpc")]), (rest, [_record(rest, db, "http+json")])]
+        agents.append((drift, [_record(drift, db, "jsonrpc"), _record(drift, db, "http+json")]))
+        for url, recordings in agents:
+            ids = [tid for r in recordings for tid in r.values()]
+            recorded += len(ids)
+            junit = tmp_path / "verify.xml"
+            code, out, err = _cli(
+                f"verify {' '.join(ids)} --against {url} --runs {ROUNDS} --db '{db}' --json --junit '{junit}'", tmp_path
+            )
+            report = json.loads(out)
+            assert code == 0, (out, err)
+            assert report["ok"] and report["summary"]["matched"] == len(ids), out
+            assert all(t["divergences"] == [] and len(t["live"]) == ROUNDS for t in report["tasks"])
+            suite = ET.parse(junit).getroot()
+            assert suite.get("tests") == str(len(ids)) and suite.get("failures") == "0"
+    assert recorded == 12
+    # every verify run is a run of its task (source verify), the recording stays the first
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path)
+    runs = json.loads(out)
+    assert sum(1 for r in runs if r["source"] == "verify") == recorded * ROUNDS
+    assert sum(1 for r in runs if r["source"] == "client") == recorded
+    assert all(r["number"] == 1 for r in runs if r["source"] == "client")
+
+
+@pytest.fixture(scope="module")
+def drifting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, DriftAgent, Path, dict]]:
+    """The drift agent, and its recording (each text, each binding) made while it behaved."""
+    cwd = tmp_path_factory.mktemp("drift")
+    db = cwd / "recorded.db"
+    with drift_agent() as (url, agent):
+        ids = {"jsonrpc": _record(url, db, "jsonrpc"), "http+json": _record(url, db, "http+json")}
+        yield url, agent, db, ids
+
+
+# fault -> (the task's text, the rule that names the first divergence, the recorded event's kind)
+DRIFTS = {
+    "drop-answer": ("hello there", "artifacts", "artifact"),
+    "double-answer": ("hello there", "closure", "artifact"),
+    "no-last-chunk": ("hello there", "closure", "artifact"),
+    "skip-working": ("hello there", "states", "status"),
+    "never-ask": ("ask me", "states", "status"),
+    "error-code": ("boom now", "errors", "error"),
+    "rename": ("hello there", "artifacts", "artifact"),
+    "reasoning-in-answer": ("hello there", "artifacts", "artifact"),
+    "cut": ("hello there", "artifacts", "artifact"),
+    "slow": ("hello there", "first-event", None),
+    "tool-status": ("hello there", "tool-calls", "artifact"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(DRIFTS))
+def test_a_drift_is_named_at_its_first_divergent_event(drifting, fault: str, tmp_path: Path) -> None:
+    """One verify of the task over both bindings: each named at its first divergent event."""
+    url, agent, db, ids = drifting
+    text, rule, kind = DRIFTS[fault]
+    tasks = [ids["jsonrpc"][text], ids["http+json"][text]]
+    slower = " --slower 3" if fault == "slow" else ""
+    agent.fault = fault
+    try:
+        into = tmp_path / "live.db"
+        line = f"verify {' '.join(tasks)} --against {url} --db '{db}' --into '{into}' --json{slower}"
+        code, out, err = _cli(line, tmp_path)
+    finally:
+        agent.fault = None
+    assert code == 1, (out, err)
+    report = json.loads(out)
+    assert [t["task_id"] for t in report["tasks"]] == tasks
+    for task, one in zip(tasks, report["tasks"], strict=True):
+        assert one["verdict"] == "diverged"
+        first = one["first"]
+        assert first["rule"] == rule, first
+        assert first["recorded"]["run"] == f"{task}@1" and first["live"]["run"] == f"{task}@1"
+        assert first["recorded"]["position"] is not None and first["recorded"]["kind"] == kind, first
+
+
+def test_text_report_names_the_rule_and_both_events(drifting, tmp_path: Path) -> None:
+    url, agent, db, ids = drifting
+    task = ids["jsonrpc"]["hello there"]
+    agent.fault = "rename"
+    try:
+        code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}'", tmp_path)
+    finally:
+        agent.fault = None
+    assert code == 1, err
+    assert "diverged" in out and "first divergence: artifacts: artifact #3: renamed 'answer' -> 'reply'" in out
+    assert f"recorded {task}@1 #" in out and f"live     {task}@1 #" in out
+    assert "1 diverged" in err
+
+
+def test_an_unreachable_agent_is_one_line_exit_2(drifting, tmp_path: Path) -> None:
+    _, _, db, ids = drifting
+    from tests.support.servers import bind_loopback
+
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    code, out, err = _cli(
+        f"verify --against http://127.0.0.1:{port} --db '{db}' --into '{tmp_path / 'l.db'}'", tmp_path
+    )
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "cannot be verified" in err, err
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("verify --db '{db}'", "--against"),
+        ("verify nosuchtask --against http://127.0.0.1:9 --db '{db}'", "unknown task"),
+        ("verify --against http://127.0.0.1:9 --slower 0.5 --db '{db}'", "--slower"),
+    ],
+)
+def test_bad_usage_is_one_line_exit_2(drifting, line: str, says: str, tmp_path: Path) -> None:
+    db = drifting[2]
+    code, out, err = _cli(line.format(db=db), tmp_path)
+    assert code == 2 and out == "", (out, err)
+    assert len(err.strip().splitlines()) == 1 and says in err, err

@@ -1,0 +1,157 @@
+"""A real a2a-sdk 1.3.0 agent whose behaviour drifts from its recording in one way at a time (``verify``).
+
+:class:`DriftAgent` streams what an opencode-style agent streams, under ``metadata.opencode``:
+reasoning, one tool call (a data part: tool and status), then the answer in three deltas, the last
+with ``lastChunk``, then completed. The user's text picks the case: ``ask`` goes to input-required
+after WORKING; ``boom`` fails with an A2A error after the first answer chunk; anything else streams
+as above. :attr:`DriftAgent.fault` (set by a test between runs: the agent is in-process) changes
+one thing, each one a regression users met (issue 32):
+
+- ``drop-answer``: the answer's artifact never comes; ``double-answer``: the answer comes twice;
+- ``no-last-chunk``: the last delta lacks ``lastChunk``; ``skip-working``: no WORKING status;
+- ``never-ask``: ``ask`` completes instead of asking; ``error-code``: ``boom`` fails with another A2A error;
+- ``rename``: the answer's artifact has another name; ``reasoning-in-answer``: the reasoning is sent
+  on the answer channel; ``cut``: the stream ends after WORKING (the executor returns, the SDK
+  closes it cleanly); ``slow``: the first event comes :data:`SLOW` seconds late;
+  ``tool-status``: the tool call ends with another status.
+
+All of them an a2a-sdk executor can produce, so no hand-written agent is needed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, Task, TaskState, TaskStatus
+from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
+from google.protobuf import struct_pb2
+from starlette.applications import Starlette
+
+from tests.support.servers import bind_loopback, serve_app
+
+ANSWER = ["The answer ", "is ", "42."]
+REASONING = "The user asks for the answer."
+SLOW = 0.8
+FAULTS = (
+    "drop-answer",
+    "double-answer",
+    "no-last-chunk",
+    "skip-working",
+    "never-ask",
+    "error-code",
+    "rename",
+    "reasoning-in-answer",
+    "cut",
+    "slow",
+    "tool-status",
+)
+
+
+def _meta(channel: str) -> dict[str, object]:
+    return {"opencode": {"channel": channel, "message_id": "m1"}}
+
+
+def _data(value: dict[str, object]) -> Part:
+    s = struct_pb2.Value()
+    s.struct_value.update(value)
+    return Part(data=s)
+
+
+class DriftAgent(AgentExecutor):
+    def __init__(self) -> None:
+        self.fault: str | None = None
+
+    async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
+        fault, text = self.fault, ctx.get_user_input()
+        if fault == "slow":
+            await asyncio.sleep(SLOW)
+        await q.enqueue_event(
+            Task(
+                id=ctx.task_id,
+                context_id=ctx.context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                history=[ctx.message],
+            )
+        )
+        up = TaskUpdater(q, ctx.task_id, ctx.context_id)
+        if fault != "skip-working":
+            await up.start_work()
+        if fault == "cut":
+            return
+        if "ask" in text:
+            if fault == "never-ask":
+                await up.complete()
+            else:
+                await up.requires_input(up.new_agent_message([Part(text="which answer?")]))
+            return
+        await self._answer(ctx, up, fault, boom="boom" in text)
+        await up.complete()
+
+    async def _answer(self, ctx: RequestContext, up: TaskUpdater, fault: str | None, *, boom: bool) -> None:
+        answer, reasoning, tool = f"{ctx.task_id}:stream", f"{ctx.task_id}:stream:reasoning", "tool-1"
+        if fault == "reasoning-in-answer":
+            await up.add_artifact([Part(text=REASONING)], artifact_id=answer, metadata=_meta("final_answer"))
+        else:
+            await up.add_artifact([Part(text=REASONING)], artifact_id=reasoning, metadata=_meta("reasoning"))
+        status = "error" if fault == "tool-status" else "completed"
+        await up.add_artifact(
+            [_data({"tool": "search", "call_id": "c1", "status": status})],
+            artifact_id=tool,
+            name="search",
+            metadata=_meta("tool_call"),
+        )
+        if fault == "drop-answer":
+            return
+        name = "reply" if fault == "rename" else "answer"
+        for again in range(2 if fault == "double-answer" else 1):
+            for i, chunk in enumerate(ANSWER):
+                if boom and i == 1:
+                    raise (InvalidParamsError if fault == "error-code" else UnsupportedOperationError)("agent failed")
+                last = i == len(ANSWER) - 1 and fault != "no-last-chunk"
+                await up.add_artifact(
+                    [Part(text=chunk)],
+                    artifact_id=answer,
+                    name=name,
+                    append=i > 0 or again > 0,
+                    last_chunk=last,
+                    metadata=_meta("final_answer"),
+                )
+
+    async def cancel(self, ctx: RequestContext, q: EventQueue) -> None:
+        await TaskUpdater(q, ctx.task_id, ctx.context_id).cancel()
+
+
+@contextlib.contextmanager
+def drift_agent() -> Iterator[tuple[str, DriftAgent]]:
+    """The agent on 127.0.0.1: JSON-RPC (v1.0, v0.3) at ``/``, HTTP+JSON (v1.0) at ``/rest``; yields
+    its URL and its executor (set ``fault`` on it)."""
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    card = AgentCard(
+        name="drift-agent",
+        description="streams the opencode channels contract; drifts on demand",
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text"],
+        default_output_modes=["text"],
+        supported_interfaces=[
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
+            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=url + "/rest"),
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=url + "/"),
+        ],
+    )
+    executor = DriftAgent()
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+    routes = create_agent_card_routes(card) + create_rest_routes(handler, path_prefix="/rest")
+    app = Starlette(routes=routes + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True))
+    with serve_app(app, port=port):
+        yield url, executor
