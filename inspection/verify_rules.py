@@ -10,8 +10,9 @@ compared, never bytes:
 - ``artifacts``: each artifact, in order of first appearance: its name, its channel, and its id when
   the id is not one the agent makes per task (one that holds the task's or context's id, or a
   UUID, is compared by position, not value);
-- ``closure``: how each artifact was delivered and closed: appends, ``lastChunk``, a final snapshot,
-  updates after its ``lastChunk`` (the answer sent again);
+- ``closure``: how each artifact was closed: ``lastChunk``, a final snapshot, updates after its
+  ``lastChunk`` (the answer sent again); whether it came in appends or whole is a matter of chunk
+  boundaries, never compared;
 - ``tool-calls``: each tool call's name and status, in order;
 - ``errors``: the error code of each error, with its binding (and HTTP status on HTTP+JSON);
 - ``doctor``: an error-level finding of doctor's (:mod:`inspection.doctor`) the recording has not;
@@ -386,7 +387,7 @@ def _artifact_change(x: ArtifactFacts | None, y: ArtifactFacts | None) -> str | 
 
 
 def _closure(art: ArtifactFacts) -> str:
-    parts = ["append" if art.appended else "whole", "lastChunk" if art.last_chunk else "no lastChunk"]
+    parts = ["lastChunk" if art.last_chunk else "no lastChunk"]  # appends or whole: chunk boundaries, never compared
     if art.snapshot:
         parts.append("final snapshot")
     if art.after_last:
