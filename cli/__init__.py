@@ -27,8 +27,8 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("serve", "Replay the recordings as a fake A2A agent (loopback only unless --allow-remote)."),
     "verify": Command(
         "verify",
-        "Send each recorded task's requests again to a live agent, compare its answer at contract level, "
-        "name the first divergence.",
+        "Send each recorded task's requests again to a live agent, record the answer as a new run of the task "
+        "(source verify), compare it with the recording at contract level, name the first divergence.",
     ),
     "tasks": Command("inspect", "List recorded tasks, newest (by last event) first."),
     "show": Command(

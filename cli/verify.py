@@ -37,13 +37,18 @@ from a2a_tape.cli.app import (
     say,
 )
 from a2a_tape.cli.progress import ProgressOption, bar
-from a2a_tape.cli.record import BindingArg, BindingOption
+from a2a_tape.cli.record import BindingOption
 from a2a_tape.fold.runs import Run, pick_run, task_runs
 from a2a_tape.inspection.verify_rules import Divergence, Rules
 from a2a_tape.recorder.verify import AgentUnreachable, TaskVerdict, VerifyOptions, replayed, verify
 from a2a_tape.store.tape_copy import is_tape
 
 app = commands()
+
+BindingArg = Annotated[
+    BindingOption,
+    typer.Option("--binding", help="auto (each request in the binding it was recorded in), jsonrpc or http+json."),
+]
 
 HEADERS_ENV = "A2A_TAPE_VERIFY_HEADERS"
 """Headers sent with every request (credentials), one ``Name: value`` a line, besides ``--header``."""
@@ -244,7 +249,7 @@ IntoArg = Annotated[
     typer.Option(
         "--into",
         metavar="PATH",
-        help="Record the live runs into this log (default: the --db log; a tape's: a temporary log).",
+        help="Record the live runs into this log; without it: the --db log, or for a tape a temporary log.",
         show_default=False,
     ),
 ]

@@ -24,7 +24,7 @@ from typing import Any, Literal, cast
 import httpx
 import msgspec
 
-from a2a_tape.capture.upstream_call import Collect, StallWatch
+from a2a_tape.capture.upstream_call import SETTLED, Collect, StallWatch
 from a2a_tape.fold.runs import Run, split_runs
 from a2a_tape.inspection.steps import decode_events
 from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, compare, contract, named_task
@@ -38,9 +38,9 @@ from a2a_tape.store.redact import REDACTED, Redactor
 from a2a_tape.wire.bindings import client_of, recorded_call
 from a2a_tape.wire.http_client import LazyTlsTransport
 
-REPLAYED: frozenset[str] = frozenset({"send", "stream", "get", "cancel"})
-"""The operations re-sent. A resubscribe is left out (the recorder's recovery, not the client's
-request: a live stream that needs none must not be made to), as are push configs and cards."""
+REPLAYED: frozenset[str] = frozenset({"send", "stream", "get", "cancel", "resubscribe"})
+"""The operations re-sent (push configs and cards are not). A resubscribe is a recovery: it is sent
+again only while the live task is not settled (a live stream that ended where it should needs none)."""
 
 DROPPED_HEADERS: frozenset[str] = frozenset(
     {
@@ -195,6 +195,17 @@ def rewrite(body: bytes, ids: dict[str, str]) -> tuple[bytes, str | None]:
     return msgspec.json.encode(doc), fresh[0] if fresh else None
 
 
+def _names_task(body: bytes, task_id: str) -> bytes:
+    """A request about a task (GetTask, CancelTask, a resubscribe) that names none (a hand-made
+    recording) asks about ``task_id``."""
+    doc = msgspec.json.decode(body)
+    params = doc.get("params") if isinstance(doc, dict) else None
+    if isinstance(params, dict) and ("id" in params or "name" in params):
+        return body
+    doc["params"] = {"id": task_id}
+    return msgspec.json.encode(doc)
+
+
 def _new_message_id(fresh: list[str]) -> str:
     fresh.append(a2a.new_id())
     return fresh[-1]
@@ -228,9 +239,12 @@ class LiveRun:
         self.recorded_task = named_task(recorded.task_id, recorded.events)
         self.recorded_context = ctx
         self.context_learnt = False
+        self.state: str | None = None  # the live task's last state, as its answers said
 
     async def run(self) -> Run:
         for k, ex in enumerate(replayed(self.recorded)):
+            if self.state in SETTLED and METHODS[_method(recorded_call(ex).body)][0] == "resubscribe":
+                continue  # the recording needed a recovery here; the live run does not
             await self.send(ex, first=k == 0)
         return self.result()
 
@@ -239,6 +253,8 @@ class LiveRun:
         body, message_id = rewrite(call.body, self.ids)
         method = _method(body)
         op, dialect = METHODS[method]
+        if op not in ("send", "stream"):
+            body = _names_task(body, self.ids.get(self.recorded_task, self.recorded_task))
         choice: a2a.BindingChoice = self.opts.binding
         if choice == "auto":
             choice = "http+json" if call.binding == "http+json" else "jsonrpc"
@@ -262,6 +278,7 @@ class LiveRun:
         if first and ended.fault is not None and ended.items == 0 and isinstance(ended.fault, httpx.TransportError):
             raise AgentUnreachable(ended.error or f"cannot reach {self.opts.url}")
         self.learn([*sink.items, *([ended.item] if ended.item is not None else [])])
+        self.state = sink.state or self.state
 
     def learn(self, items: Sequence[Any]) -> None:
         """The live task and context ids, from the first items that name them."""

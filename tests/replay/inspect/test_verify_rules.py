@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.replay.inspect.verify_rules import Contract, Rules, compare, contract, similar
+from a2a_tape.inspection.verify_rules import Contract, Rules, compare, contract, similar
 from a2a_tape.store import Exchange, StoredEvent
 from tests.replay.inspect.builders import Items
+
+ROOT = Path(__file__).resolve().parents[3]
 
 ANSWER = "The answer is 42."
 Build = Callable[[Items], list[bytes]]
@@ -180,3 +184,19 @@ def test_a_new_error_level_finding_of_doctor_diverges() -> None:
     live = _contract([*_story(b, [ANSWER]), b.status("working")], b.task_id)
     rules = [d.rule for d in compare(rec, live)]
     assert "doctor" in rules and rules[0] == "states"
+
+
+@pytest.mark.parametrize("tape", sorted((ROOT / "recordings").glob("*.jsonl")), ids=lambda p: p.name)
+def test_every_golden_recording_verifies_against_its_own_replay(tape: Path, tmp_path: Path) -> None:
+    """The recorded client of each golden tape, sent again to a replay of that tape (in process,
+    no sockets): every task matches, resubscribes and hand-made requests included."""
+    from a2a_tape.fold.runs import task_runs
+    from a2a_tape.recorder.verify import VerifyOptions, verify
+    from a2a_tape.replay.serve.transport import ReplayTransport
+    from a2a_tape.store import open_for_reading, open_store
+
+    with open_for_reading(tape) as source, open_store(str(tmp_path / "live.db"), create=True) as into:
+        recorded = [task_runs(source, t.task_id)[0] for t in source.task_events()]
+        opts = VerifyOptions(url="http://agent.test", rules=Rules(text="exact"))
+        verdicts = anyio.run(lambda: verify(into, recorded, opts, transport=ReplayTransport(str(tape))))
+    assert [(v.task_id, v.verdict, v.divergences) for v in verdicts] == [(r.task_id, "match", []) for r in recorded]
