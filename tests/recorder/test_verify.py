@@ -147,6 +147,21 @@ def test_text_report_names_the_rule_and_both_events(drifting, tmp_path: Path) ->
     assert "1 diverged" in err
 
 
+def test_live_runs_that_disagree_make_a_task_flaky_not_diverged(drifting, tmp_path: Path) -> None:
+    url, agent, db, ids = drifting
+    task = ids["jsonrpc"]["hello there"]
+    agent.fault, agent.executions = "sampling", 0
+    try:
+        line = f"verify {task} --against {url} --runs 2 --db '{db}' --into '{tmp_path / 'l.db'}' --json"
+        code, out, err = _cli(line, tmp_path)
+    finally:
+        agent.fault = None
+    assert code == 0, (out, err)
+    (one,) = json.loads(out)["tasks"]
+    assert one["verdict"] == "flaky" and len(one["live"]) == 2
+    assert one["disagreements"][0]["rule"] == "artifacts", one
+
+
 def test_an_unreachable_agent_is_one_line_exit_2(drifting, tmp_path: Path) -> None:
     _, _, db, ids = drifting
     from tests.support.servers import bind_loopback

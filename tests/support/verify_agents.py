@@ -13,7 +13,8 @@ one thing, each one a regression users met (issue 32):
 - ``rename``: the answer's artifact has another name; ``reasoning-in-answer``: the reasoning is sent
   on the answer channel; ``cut``: the stream ends after WORKING (the executor returns, the SDK
   closes it cleanly); ``slow``: the first event comes :data:`SLOW` seconds late;
-  ``tool-status``: the tool call ends with another status.
+  ``tool-status``: the tool call ends with another status; ``sampling``: every other execution
+  renames the answer (an agent whose runs disagree among themselves: flaky, not regressed).
 
 All of them an a2a-sdk executor can produce, so no hand-written agent is needed here.
 """
@@ -67,9 +68,13 @@ def _data(value: dict[str, object]) -> Part:
 class DriftAgent(AgentExecutor):
     def __init__(self) -> None:
         self.fault: str | None = None
+        self.executions = 0
 
     async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
         fault, text = self.fault, ctx.get_user_input()
+        self.executions += 1
+        if fault == "sampling":
+            fault = "rename" if self.executions % 2 == 0 else None
         if fault == "slow":
             await asyncio.sleep(SLOW)
         await q.enqueue_event(
