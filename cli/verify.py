@@ -1,6 +1,6 @@
 """``a2a-tape verify``: send the recorded client again to a live agent, name the first divergence.
 
-The work is :mod:`recorder.verify` (the live runs) and :mod:`inspection.verify_rules` (what is
+The work is :mod:`verify.live` (the live runs) and :mod:`inspection.verify_rules` (what is
 compared); this module opens the logs, prints the report (text, ``--json``, ``--junit``) and owns
 the exit code: 0 every task matches, 1 a divergence, 2 bad usage or an unreachable agent.
 """
@@ -40,8 +40,8 @@ from a2a_tape.cli.progress import ProgressOption, bar
 from a2a_tape.cli.record import BindingOption
 from a2a_tape.fold.runs import Run, pick_run, task_runs
 from a2a_tape.inspection.verify_rules import Divergence, Rules
-from a2a_tape.recorder.verify import AgentUnreachable, TaskVerdict, VerifyOptions, replayed, verify
 from a2a_tape.store.tape_copy import is_tape
+from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, VerifyOptions, replayed, verify
 
 app = commands()
 

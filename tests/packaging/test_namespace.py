@@ -21,7 +21,7 @@ import a2a_tape
 
 ROOT = Path(__file__).resolve().parents[2]
 # the rooms at the repository's top, each a2a_tape.<room> (a2a_tape/<room> is a symlink to it)
-ROOMS = ("store", "wire", "capture", "fold", "replay", "inspection", "recorder", "cli")
+ROOMS = ("store", "wire", "capture", "fold", "replay", "inspection", "recorder", "verify", "cli")
 TAPE = ROOT / "tests" / "replay" / "data" / "chunk-agent.jsonl"
 
 

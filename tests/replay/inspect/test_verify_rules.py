@@ -191,9 +191,9 @@ def test_every_golden_recording_verifies_against_its_own_replay(tape: Path, tmp_
     """The recorded client of each golden tape, sent again to a replay of that tape (in process,
     no sockets): every task matches, resubscribes and hand-made requests included."""
     from a2a_tape.fold.runs import task_runs
-    from a2a_tape.recorder.verify import VerifyOptions, verify
     from a2a_tape.replay.serve.transport import ReplayTransport
     from a2a_tape.store import open_for_reading, open_store
+    from a2a_tape.verify.live import VerifyOptions, verify
 
     with open_for_reading(tape) as source, open_store(str(tmp_path / "live.db"), create=True) as into:
         recorded = [task_runs(source, t.task_id)[0] for t in source.task_events()]

@@ -24,7 +24,7 @@ from typing import Any, Literal, cast
 import httpx
 import msgspec
 
-from a2a_tape.capture.upstream_call import SETTLED, Collect, StallWatch
+from a2a_tape.capture.upstream_call import Collect, StallWatch
 from a2a_tape.fold.runs import Run, split_runs
 from a2a_tape.inspection.steps import decode_events
 from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, compare, contract, named_task
@@ -32,6 +32,7 @@ from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.upstream import Unreachable, Upstream
 from a2a_tape.store import Exchange, NewEvent, RecordingStore, StoredEvent
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.events import SETTLED_STATES
 from a2a_tape.store.methods import METHODS, STREAMING_OPERATIONS
 from a2a_tape.store.observers import Observer, new_observer
 from a2a_tape.store.redact import REDACTED, Redactor
@@ -243,7 +244,7 @@ class LiveRun:
 
     async def run(self) -> Run:
         for k, ex in enumerate(replayed(self.recorded)):
-            if self.state in SETTLED and METHODS[_method(recorded_call(ex).body)][0] == "resubscribe":
+            if self.state in SETTLED_STATES and METHODS[_method(recorded_call(ex).body)][0] == "resubscribe":
                 continue  # the recording needed a recovery here; the live run does not
             await self.send(ex, first=k == 0)
         return self.result()
