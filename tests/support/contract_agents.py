@@ -18,13 +18,10 @@ from collections.abc import Iterator
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, Task, TaskState, TaskStatus
-from starlette.applications import Starlette
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Part, Task, TaskState, TaskStatus
 
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.sdk_agents import serve_executor
 
 ANSWER = ["The answer ", "is ", "42."]
 REASONING = "The user asks for the answer."
@@ -91,24 +88,10 @@ class ContractAgent(AgentExecutor):
 @contextlib.contextmanager
 def contract_agent() -> Iterator[str]:
     """The agent on 127.0.0.1 (JSON-RPC, v1.0 and v0.3); yields its URL."""
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
-    url = f"http://127.0.0.1:{port}"
-    card = AgentCard(
+    with serve_executor(
+        ContractAgent(),
         name="contract-agent",
         description="streams the opencode contracts; stores them as the SDK does",
-        version="1.0.0",
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text"],
-        default_output_modes=["text"],
-        supported_interfaces=[
-            AgentInterface(protocol_binding="JSONRPC", protocol_version=v, url=url + "/") for v in ("1.0", "0.3")
-        ],
-    )
-    handler = DefaultRequestHandler(agent_executor=ContractAgent(), task_store=InMemoryTaskStore(), agent_card=card)
-    app = Starlette(
-        routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)
-    )
-    with serve_app(app, port=port):
+        interfaces=[("JSONRPC", "1.0", "/"), ("JSONRPC", "0.3", "/")],
+    ) as url:
         yield url

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Iterator, Sequence
 
 import httpx
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -138,26 +139,53 @@ def make_agent_app(
 
 
 @contextlib.contextmanager
-def two_binding_agent():
-    """A real a2a-sdk 1.3.0 agent: HTTP+JSON at /a2a/rest (first in its card), JSON-RPC at /; yields its URL."""
+def serve_executor(
+    executor: AgentExecutor,
+    *,
+    name: str,
+    description: str,
+    interfaces: Sequence[tuple[str, str, str]],
+    rest_prefix: str | None = None,
+    v03_compat: bool = True,
+) -> Iterator[str]:
+    """``executor`` as a real a2a-sdk 1.3.0 agent on 127.0.0.1, its SDK task store in memory: JSON-RPC
+    at ``/``, HTTP+JSON under ``rest_prefix`` when given; its card lists ``interfaces`` as
+    ``(binding, version, path)`` in that order. Yields its URL."""
     sock = bind_loopback()
     port = sock.getsockname()[1]
     sock.close()
     url = f"http://127.0.0.1:{port}"
     card = AgentCard(
-        name="two-bindings",
-        description="HTTP+JSON first",
+        name=name,
+        description=description,
         version="1.0.0",
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text"],
         default_output_modes=["text"],
         supported_interfaces=[
-            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=url + "/a2a/rest"),
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
+            AgentInterface(protocol_binding=binding, protocol_version=version, url=url + path)
+            for binding, version, path in interfaces
         ],
     )
-    handler = DefaultRequestHandler(agent_executor=ChunkAgent(), task_store=InMemoryTaskStore(), agent_card=card)
-    routes = create_agent_card_routes(card) + create_rest_routes(handler, path_prefix="/a2a/rest")
-    app = Starlette(routes=routes + create_jsonrpc_routes(handler, rpc_url="/"))
-    with serve_app(app, port=port):
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+    routes = create_agent_card_routes(card)
+    if rest_prefix is not None:
+        routes += create_rest_routes(handler, path_prefix=rest_prefix)
+    routes += create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=v03_compat)
+    with serve_app(Starlette(routes=routes), port=port):
+        yield url
+
+
+@contextlib.contextmanager
+def two_binding_agent() -> Iterator[str]:
+    """A real a2a-sdk 1.3.0 agent: HTTP+JSON at /a2a/rest (first in its card), JSON-RPC at /; yields its URL."""
+    interfaces = [("HTTP+JSON", "1.0", "/a2a/rest"), ("JSONRPC", "1.0", "/")]
+    with serve_executor(
+        ChunkAgent(),
+        name="two-bindings",
+        description="HTTP+JSON first",
+        interfaces=interfaces,
+        rest_prefix="/a2a/rest",
+        v03_compat=False,
+    ) as url:
         yield url

@@ -27,15 +27,12 @@ from collections.abc import Iterator
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, Task, TaskState, TaskStatus
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Part, Task, TaskState, TaskStatus
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 from google.protobuf import struct_pb2
-from starlette.applications import Starlette
 
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.sdk_agents import serve_executor
 
 ANSWER = ["The answer ", "is ", "42."]
 REASONING = "The user asks for the answer."
@@ -137,26 +134,12 @@ class DriftAgent(AgentExecutor):
 def drift_agent() -> Iterator[tuple[str, DriftAgent]]:
     """The agent on 127.0.0.1: JSON-RPC (v1.0, v0.3) at ``/``, HTTP+JSON (v1.0) at ``/rest``; yields
     its URL and its executor (set ``fault`` on it)."""
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
-    url = f"http://127.0.0.1:{port}"
-    card = AgentCard(
+    executor = DriftAgent()
+    with serve_executor(
+        executor,
         name="drift-agent",
         description="streams the opencode channels contract; drifts on demand",
-        version="1.0.0",
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text"],
-        default_output_modes=["text"],
-        supported_interfaces=[
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
-            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=url + "/rest"),
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=url + "/"),
-        ],
-    )
-    executor = DriftAgent()
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
-    routes = create_agent_card_routes(card) + create_rest_routes(handler, path_prefix="/rest")
-    app = Starlette(routes=routes + create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True))
-    with serve_app(app, port=port):
+        interfaces=[("JSONRPC", "1.0", "/"), ("HTTP+JSON", "1.0", "/rest"), ("JSONRPC", "0.3", "/")],
+        rest_prefix="/rest",
+    ) as url:
         yield url, executor
