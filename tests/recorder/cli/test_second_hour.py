@@ -166,10 +166,10 @@ def test_dash_h_is_help_everywhere():
 def test_the_command_list_is_in_a_newcomers_order():
     shown = cli("--help").stdout.split("Commands:", 1)[1]
     names = [line.split()[0] for line in shown.splitlines() if line.startswith("  ") and line.split()]
-    assert names[:4] == ["demo", "record", "proxy", "serve"], names
+    assert names[:5] == ["demo", "record", "proxy", "serve", "verify"], names  # the jobs, then what to look at
     inspection = {"tasks", "show", "channels", "doctor", "diff", "grep", "ui"}
     moving = {"import", "export", "copy"}
-    assert set(names[4 : 4 + len(inspection)]) == inspection, names
+    assert set(names[5 : 5 + len(inspection)]) == inspection, names
     assert max(names.index(n) for n in inspection) < min(names.index(n) for n in moving), names
     assert names[-5:] == ["import", "export", "copy", "rm", "prune"], names  # moving recordings, then removing
 
