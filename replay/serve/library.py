@@ -301,6 +301,14 @@ class Library:
                 self.answers.setdefault(answer_key(ep.shape, ep.dialect), []).append(ep)
         return added
 
+    def _observer_count(self, task_id: str) -> int:
+        """How many observers recorded the task, as the log says now: a client recording this
+        replay into the log it serves from adds one while it is served (its events are the task's
+        too, and must not reach the run served)."""
+        seen = self._observers.setdefault(task_id, set())
+        seen.update(ex.observer for ex in self.store.exchanges(task_id) if ex.observer)
+        return len(seen)
+
     def _in_run(self, ex: Exchange) -> bool:
         """Whether ``ex`` belongs to the run served of its task (a task of one observer: yes)."""
         tid, observer = ex.task_id, ex.observer
@@ -384,7 +392,7 @@ class Library:
     def task_events(self, task_id: str) -> list[TaskEvent]:
         """Every upstream item of a task (of its run served), in log order, with its exchange's operation."""
         ops = self.operations
-        if len(self._observers.get(task_id, ())) < 2:
+        if self._observer_count(task_id) < 2:
             events = self.store.read_task(task_id)
         else:
             runs = task_runs(self.store, task_id)

@@ -88,6 +88,10 @@ def test_the_demo_next_steps_run_as_printed(tmp_path, started_as):
     first = json.loads(run_line(f"{started_as} channels {task_id}@1 --json", tmp_path, env).stdout)
     assert first["run"] == f"{task_id}@1" and first["runs"] == 2 and first["events"] == 13
     assert first["final_answer"] == DEMO_ANSWER
+    # the replay answered GetTask as the agent did, though the client recorded into the log it
+    # served: the replay run's stored copy is the demo agent's, not the stream folded twice
+    report = json.loads(run_line(f"{started_as} doctor --json", tmp_path, env).stdout)
+    assert [f["message"] for f in report["findings"] if f["code"] == "stored-copy-differs"] == []
 
 
 def test_demo_agent_alone_is_a_loopback_server(tmp_path):
