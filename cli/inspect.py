@@ -252,6 +252,7 @@ def channels_cmd(
                 else:
                     render.message(message)
                 return
+            task = found  # the whole id: find_run takes it as it is, no second prefix lookup
         task_id, number = find_run(st, task, run)
         if number is None:  # the latest run: the projection's
             view, runs = task_view_runs(st, task_id, folding=folding)
