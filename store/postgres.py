@@ -27,7 +27,14 @@ from typing import Any
 
 from a2a_tape.store.append_plan import EXCHANGE_FIELDS, BatchPlan, Key, event_row, exchange_values
 from a2a_tape.store.driver_errors import driver_line, guard_public
-from a2a_tape.store.errors import ConnectionLost, NotADatabase, SchemaTooNew, StoreError, WouldWait
+from a2a_tape.store.errors import (
+    ConnectionLost,
+    DatabaseLocked,
+    NotADatabase,
+    SchemaTooNew,
+    StoreError,
+    WouldWait,
+)
 from a2a_tape.store.interface import Durability, FoldRow
 from a2a_tape.store.observers import stamp
 from a2a_tape.store.paging import TaskRange, fold_rows_filter, pages, sample_positions, split_ranges
@@ -202,7 +209,9 @@ class PostgresStore(PostgresIndexes):
                         yield cur
                     finally:
                         self._local.cur = None
-        except (PoolTimeout, psycopg.errors.LockNotAvailable):
+        # a lock another session holds: PostgreSQL takes locks statement by statement, so the 1 ms
+        # timeout can surface inside a store method, already mapped (driver_errors: DatabaseLocked)
+        except (PoolTimeout, psycopg.errors.LockNotAvailable, DatabaseLocked):
             if not nowait:
                 raise
             raise WouldWait(f"{self.location}: the log is being written by another session") from None

@@ -36,7 +36,7 @@ from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
 import anyio
 
 from a2a_tape.store.driver_errors import translate
-from a2a_tape.store.errors import DatabaseLocked, WouldWait
+from a2a_tape.store.errors import WouldWait
 from a2a_tape.store.interface import AppendLog
 from a2a_tape.store.records import NewEvent, StoredEvent
 
@@ -224,7 +224,7 @@ class GroupCommitWriter:
         try:
             with self.store.without_waiting():
                 self._together(batch)
-        except (WouldWait, DatabaseLocked):  # the lock held elsewhere, however the driver said it: wait
+        except WouldWait:
             return False
         except BaseException as exc:  # noqa: BLE001 - the producers learn it
             if len(batch) > 1:

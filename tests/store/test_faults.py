@@ -501,6 +501,22 @@ def test_a_write_begun_without_waiting_raises_would_wait_at_once_on_every_backen
     assert [e.seq for e in st.read_task("t")] == [1, 2]
 
 
+def test_a_transaction_begun_without_waiting_raises_would_wait_on_every_backend(backend):
+    """The same inside a transaction of the caller's (a producer of the group commit writes its rows
+    so): PostgreSQL takes its locks statement by statement, so the lock timeout meets a store method
+    nested in the transaction; it still leaves as WouldWait, nothing written, so the writer retries
+    waiting instead of failing the write."""
+    location = backend.location()
+    st = store.open_store(location, busy_timeout=20)
+    backend.opened.append(st)
+    st.append(NewEvent(payload=payload(0), task_id="t"))
+    with held_by_a_thread(location):
+        with st.without_waiting(), pytest.raises(WouldWait), st.transaction():
+            st.append(NewEvent(payload=payload(1), task_id="t"))
+            st.append(NewEvent(payload=payload(2), task_id="u"))
+        assert [e.seq for e in st.read_task("t")] == [1] and st.read_task("u") == []
+
+
 def test_the_group_commit_loop_never_waits_for_another_writers_lock(backend):
     """A small batch (committed on the loop when it can be) and a caller's ``write_soon``, while
     another connection holds the lock: both wait on a worker thread instead, so the loop goes on
