@@ -45,7 +45,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol, get_args, overload
 
-from a2a_tape.store.decode import TextChunk, decode_item, local_note, peek_text_chunk
+from a2a_tape.capture.notes import note_event
+from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
 from a2a_tape.store.events import Item, Undecodable
 from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
@@ -448,13 +449,7 @@ class Capture:
         as a local note of the exchange."""
         notes, self.notes = self.notes, []
         for note in dict.fromkeys(notes):
-            new = NewEvent(
-                payload=local_note("redacted", note, self.task_id),
-                task_id=self.task_id,
-                exchange_id=self.exchange_id,
-                received_at=time.time(),
-                origin="local",
-            )
+            new = note_event(self, "redacted", note, task_id=self.task_id, exchange_id=self.exchange_id)
             yield functools.partial(log.append, new)
 
 

@@ -24,6 +24,7 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.capture.exchange import Capture, Outcome
+from a2a_tape.capture.notes import note_event
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import GRPC
 from a2a_tape.store.redact import Redactor
@@ -182,7 +183,7 @@ class GrpcCapture:
         found += [("undecodable", n) for n in dict.fromkeys(self.undecodable)]
         found += [("not-json", n) for n in dict.fromkeys(self.unmapped)]
         self.cap.notes, self.undecodable, self.unmapped = [], [], []
-        return [local_note(ex_id, action, detail, self.cap.task_id) for action, detail in found]
+        return [note_event(self.cap, a, detail, task_id=self.cap.task_id, exchange_id=ex_id) for a, detail in found]
 
 
 def redacted_as(redactor: Redactor, member: bytes, payload: bytes) -> bytes:
@@ -208,17 +209,6 @@ def outcome_of(code: int, streaming: bool, messages: int) -> Outcome:
     if code == 4:
         return "timeout"
     return "error"
-
-
-def local_note(ex_id: int, action: str, detail: str, task_id: str | None = None) -> store.NewEvent:
-    """A decision or finding of ours in an exchange's log (origin ``local``)."""
-    return store.NewEvent(
-        payload=store.local_note(action, detail, task_id),
-        task_id=task_id,
-        exchange_id=ex_id,
-        received_at=time.time(),
-        origin="local",
-    )
 
 
 def _request_ids(request_json: bytes | None) -> dict[str, str]:

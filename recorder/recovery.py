@@ -30,6 +30,7 @@ import httpx
 import msgspec
 
 from a2a_tape import store
+from a2a_tape.capture.notes import Scrubs, failed_event, note_event
 from a2a_tape.fold.fold import TaskState, fold_task_events
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.settle import Backoff, settle
@@ -91,20 +92,13 @@ def open_tasks(st: store.EventLog, *, up_to: int | None = None) -> list[TaskStat
     return out
 
 
-def fail_if_open(st: store.AppendLog, task_id: str, context_id: str | None, reason: str) -> bool:
+def fail_if_open(st: store.AppendLog, task_id: str, context_id: str | None, reason: str, scrub: Scrubs) -> bool:
     """Append a local FAILED unless the task already ended: checked in the same write transaction."""
     with st.transaction():
         view = task_state(task_id, st.read_task(task_id))
         if not is_open(view.state):
             return False
-        st.append(
-            store.NewEvent(
-                payload=store.local_failed(task_id, context_id or view.context_id, reason),
-                task_id=task_id,
-                received_at=time.time(),
-                origin="local",
-            )
-        )
+        st.append(failed_event(scrub, task_id, context_id or view.context_id, reason))
     return True
 
 
@@ -255,14 +249,7 @@ class _Resume:
         return None
 
     async def note(self, action: str, detail: str) -> None:
-        await self.up.writer.append(
-            store.NewEvent(
-                payload=store.local_note(action, detail, self.task_id),
-                task_id=self.task_id,
-                received_at=time.time(),
-                origin="local",
-            )
-        )
+        await self.up.writer.append(note_event(self.up.redactor, action, detail, task_id=self.task_id))
 
 
 _UNSEEN = object()
@@ -365,22 +352,16 @@ async def _recover_task(
     return up if isinstance(up, str) else await _resume(up, view, binding, stall)
 
 
-async def _account(st: store.Store, view: TaskState, reason: str | None, report: RecoveryReport) -> None:
+async def _account(st: store.Store, view: TaskState, reason: str | None, report: RecoveryReport, scrub: Scrubs) -> None:
     """What became of one task, in the report and (when it failed) in its log."""
     writer = writer_of(st)
     if reason is None:
         report.resumed.append(view.task_id)
-    elif await writer.write(fail_if_open, st, view.task_id, view.context_id, reason):
+    elif await writer.write(fail_if_open, st, view.task_id, view.context_id, reason, scrub):
         report.failed.append(FailedTask(view.task_id, reason))
     elif reason.endswith(CANCEL_SUFFIX):
         # our cancel ended it upstream (canceled is terminal): keep why, as a local note
-        note = store.NewEvent(
-            payload=store.local_note("recovery-cancel", reason, view.task_id),
-            task_id=view.task_id,
-            received_at=time.time(),
-            origin="local",
-        )
-        await writer.append(note)
+        await writer.append(note_event(scrub, "recovery-cancel", reason, task_id=view.task_id))
         report.failed.append(FailedTask(view.task_id, reason))
     else:
         report.resumed.append(view.task_id)  # it ended meanwhile (another writer)
@@ -419,7 +400,7 @@ async def recover(
             base = upstream or await anyio.to_thread.run_sync(upstream_of, st, view.task_id)
             binding = await anyio.to_thread.run_sync(binding_of, st, view.task_id)
             reason = await _recover_task(view, upstreams, base, binding, stall_timeout)
-            await _account(st, view, reason, report)
+            await _account(st, view, reason, report, upstreams.redactor)
     finally:
         await upstreams.aclose()
         with anyio.CancelScope(shield=True):

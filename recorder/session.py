@@ -4,7 +4,7 @@ A :class:`Session` is the context of a run's calls (:class:`recorder.upstream.Up
 them, each a :class:`capture.upstream_call.UpstreamCall`): the task and context ids learnt across
 them (it is their :class:`capture.exchange.TaskContext`), the secrets never to print, the fold the
 live view draws (:class:`recorder.live.LiveFold`), and the decisions the recorder takes, appended
-as ``origin="local"`` events (:func:`store.local_note`, :func:`store.local_failed`), through
+as ``origin="local"`` events (:mod:`capture.notes`, scrubbed by :meth:`Session.text`), through
 the one commit mechanism (:class:`store.writer.GroupCommitWriter`). Its
 :meth:`Session.apply` runs only once a batch is in the log: nothing the user saw is missing from it.
 """
@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from a2a_tape import store
+from a2a_tape.capture.notes import failed_event, note_event
 from a2a_tape.recorder.live import LiveFold
-from a2a_tape.store import ErrorItem, Item, NewEvent, StoredEvent, TaskSnapshot
+from a2a_tape.store import ErrorItem, Item, StoredEvent, TaskSnapshot
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import Writes, run_writes, writer_of
@@ -48,6 +49,10 @@ class Session:
     @property
     def state(self) -> str:
         return self.fold.state
+
+    def text(self, value: str) -> str:
+        """A text for the log or the screen with the run's secrets replaced (what scrubs its notes)."""
+        return self.redactor.text(value, self.secrets)
 
     # -- what the calls recorded -------------------------------------------------------------
 
@@ -91,10 +96,7 @@ class Session:
 
     def note_writes(self, action: str, detail: str = "", ex_id: int | None = None) -> Writes[StoredEvent]:
         """Record a decision of ours (origin ``local``) in the task's log, before it is acted on."""
-        payload = store.local_note(action, self.redactor.text(detail, self.secrets), self.task_id)
-        new = NewEvent(
-            payload=payload, task_id=self.task_id, exchange_id=ex_id, received_at=time.time(), origin="local"
-        )
+        new = note_event(self, action, detail, task_id=self.task_id, exchange_id=ex_id)
         ev: StoredEvent = yield functools.partial(self.store.append, new)
         self.local_events += 1
         if self.on_change is not None:
@@ -109,10 +111,9 @@ class Session:
         """A synthetic FAILED (origin ``local``), so the log never leaves the task WORKING."""
         if self.task_id is None:
             return
-        payload = store.local_failed(self.task_id, self.context_id, self.redactor.text(reason, self.secrets))
-        new = NewEvent(payload=payload, task_id=self.task_id, received_at=time.time(), origin="local")
+        new = failed_event(self, self.task_id, self.context_id, reason)
         ev: StoredEvent = yield functools.partial(self.store.append, new)
-        self.fold.apply(ev, store.decode_item(payload))
+        self.fold.apply(ev, store.decode_item(new.payload))
         self.local_events += 1
 
     async def fail_locally(self, reason: str) -> None:

@@ -39,7 +39,8 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from a2a_tape import store
-from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, local_note, outcome_of
+from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, outcome_of
+from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.sending import store_fault
 from a2a_tape.recorder.proxy.idempotency import (
     Idempotency,
@@ -233,7 +234,8 @@ class GrpcProxy:
         else:
             assert self.core.writer is not None
             note = conflict_note(key, record.exchange_id)
-            await self.core.writer.append(local_note(ex_id, "idempotency-key-reused", self.config.redactor.text(note)))
+            reused = note_event(self.config.redactor, "idempotency-key-reused", note, exchange_id=ex_id)
+            await self.core.writer.append(reused)
             self._start(live, gc, request, metadata, remaining, settle_key=None, slot=slot)
         return live
 

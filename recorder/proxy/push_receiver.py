@@ -37,6 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
+from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.sending import store_fault
 from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import request_headers, response_headers
@@ -172,12 +173,13 @@ class PushReceiver:
             ex_id = self.store.begin_exchange(ex)
             for action, detail in verdict.notes:
                 self.store.append(
-                    store.NewEvent(
-                        payload=store.local_note(action, detail, verdict.task_id),
+                    note_event(
+                        self.redactor,
+                        action,
+                        detail,
                         task_id=verdict.task_id,
                         exchange_id=ex_id,
                         received_at=ex.started_at,
-                        origin="local",
                     )
                 )
         return ex_id

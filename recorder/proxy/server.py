@@ -59,6 +59,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
+from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.listen import url_of
@@ -625,15 +626,7 @@ class Proxy:
     async def _note(self, ex_id: int, action: str, detail: str, task_id: str | None = None) -> None:
         """A decision of ours, in the exchange's log (origin ``local``)."""
         assert self.writer is not None
-        await self.writer.append(
-            store.NewEvent(
-                payload=store.local_note(action, self.config.redactor.text(detail), task_id),
-                task_id=task_id,
-                exchange_id=ex_id,
-                received_at=time.time(),
-                origin="local",
-            )
-        )
+        await self.writer.append(note_event(self.config.redactor, action, detail, task_id=task_id, exchange_id=ex_id))
 
     async def _finish_row(self, ex_id: int, **fields: object) -> None:
         error = fields.get("error")

@@ -28,6 +28,16 @@ def _sources() -> dict[str, str]:
     return {str(f.relative_to(ROOT)): f.read_text() for room in ROOMS for f in sorted((ROOT / room).rglob("*.py"))}
 
 
+# A local event (a decision of ours) is built in one place, which scrubs its text with the exchange's
+# redactor; the store's removal note is the one other writer (its detail is task ids read from the log).
+LOCAL_EVENT_HOMES = ["capture/notes.py", "store/removal.py"]
+
+
+def test_a_local_event_is_built_in_one_place():
+    holders = [path for path, src in _sources().items() if 'origin="local"' in src.replace('``origin="local"``', "")]
+    assert sorted(holders) == LOCAL_EVENT_HOMES, f"a local event is built in {holders}, not only in {LOCAL_EVENT_HOMES}"
+
+
 @pytest.mark.parametrize(("rule", "text", "home"), RULES, ids=[f"{r[0]}: {r[1]}" for r in RULES])
 def test_each_rule_is_written_once(rule, text, home):
     holders = [path for path, src in _sources().items() if text in src]
