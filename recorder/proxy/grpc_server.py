@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -52,6 +51,7 @@ from a2a_tape.recorder.proxy.idempotency import (
 )
 from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import carries_token, token_presented
+from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire.http_client import MAX_BODY
@@ -124,7 +124,7 @@ def _status(code: int) -> Any:
 class GrpcProxy:
     """The gRPC side of a running :class:`recorder.proxy.server.Proxy` (its store, writer, config)."""
 
-    def __init__(self, core: Any, upstream: str) -> None:
+    def __init__(self, core: Proxy, upstream: str) -> None:
         self.grpc = grpc_wire.require()
         self.core = core
         self.upstream = upstream  # HOST:PORT of the agent's gRPC interface
@@ -134,7 +134,7 @@ class GrpcProxy:
         self._channel: Any = None
 
     @property
-    def config(self) -> Any:
+    def config(self) -> ProxyConfig:
         return self.core.config
 
     # -- running ---------------------------------------------------------------------------------
@@ -212,11 +212,11 @@ class GrpcProxy:
         attached = self.by_key.get(slot)
         if attached is not None:  # an exact duplicate of a call this proxy is relaying
             ex_id = await write_soon(st, st.begin_exchange, ex)
-            await self._finish_row(ex_id, outcome="replayed")
+            await self.core.finish_row(ex_id, outcome="replayed")
             return attached  # the same relay: head, messages, end
         self.by_key[slot] = live
         try:
-            ex_id, record, claimed = await write_soon(st, _begin_and_claim, st, self.core.gateway, ex, key, req_hash)
+            ex_id, record, claimed = await write_soon(st, self.core.begin_and_claim, ex, key, req_hash)
         except BaseException:
             self.by_key.pop(slot, None)
             raise
@@ -226,11 +226,11 @@ class GrpcProxy:
         elif record.request_hash == req_hash:  # held by an earlier call (in the log, or another process)
             self.by_key.pop(slot, None)
             await self._from_log(live, m, record)
-            await self._finish_row(ex_id, outcome="replayed")
+            await self.core.finish_row(ex_id, outcome="replayed")
         elif self.config.on_key_conflict is OnKeyConflict.reject:
             self.by_key.pop(slot, None)
             live.finish(INVALID_ARGUMENT, conflict_message(key))
-            await self._finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
+            await self.core.finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
         else:
             assert self.core.writer is not None
             note = conflict_note(key, record.exchange_id)
@@ -258,10 +258,6 @@ class GrpcProxy:
             if not (token and k in _AUTH and isinstance(v, str) and carries_token(v, token))
         ]
         self._tg.start_soon(self._pump, live, gc, request, outgoing, remaining, settle_key, slot)
-
-    async def _finish_row(self, ex_id: int, **fields: object) -> None:
-        st = self.core.store
-        await anyio.to_thread.run_sync(lambda: st.update_exchange(ex_id, ended_at=time.time(), **fields))
 
     async def _from_log(self, live: GrpcLive, m: grpc_wire.Method, record: store.IdempotencyRecord) -> None:
         """A repeat of a call the log answers: its recorded answers, as messages of this method."""
@@ -376,6 +372,7 @@ class GrpcProxy:
             def work() -> None:
                 with self.core.store.transaction():
                     self.core.settle_rows(ex_id, fields, settle_key, release, gc.cap.task_id)
+                self.core.tell_line(ex_id, fields)
 
             await anyio.to_thread.run_sync(work)
         except Exception as exc:
@@ -387,8 +384,7 @@ class GrpcProxy:
         finally:
             if slot is not None and self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
-            if self.core.on_settled is not None:
-                self.core.on_settled(ex_id)
+            self.core.row_settled(ex_id)
 
     async def generic(self, path: str, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         """A method that is not A2A's: forwarded both ways as bytes, the exchange row kept."""
@@ -591,16 +587,6 @@ def _key(metadata: Any, m: grpc_wire.Method | None, request_json: bytes | None) 
     return f"msg:{mid}" if isinstance(mid, str) and mid else None
 
 
-def _begin_and_claim(
-    st: store.Store, gateway: Any, ex: store.Exchange, key: str, req_hash: str
-) -> tuple[int, store.IdempotencyRecord, bool]:
-    """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
-    with st.transaction():
-        ex_id = st.begin_exchange(ex)
-        record, claimed = gateway.claim(key, req_hash, ex_id)
-    return ex_id, record, claimed
-
-
 def _unwrapped(payload: bytes) -> bytes | tuple[int, str]:
     """A recorded answer as the bare message JSON (a JSON-RPC envelope's ``result``), or the
     status of a recorded error."""
@@ -662,7 +648,7 @@ def grpc_target(url: str) -> str:
     return rest.split("/", 1)[0]
 
 
-def attach(app: Any, core: Any, upstream: str, host: str, port: int) -> GrpcProxy:
+def attach(app: Any, core: Proxy, upstream: str, host: str, port: int) -> GrpcProxy:
     """Run a gRPC proxy beside the HTTP proxy ``core`` (same store, writer, config): started and
     stopped with ``app``'s lifespan; the card ``core`` serves names it for the gRPC interface."""
     proxy = GrpcProxy(core, upstream)

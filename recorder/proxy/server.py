@@ -547,13 +547,13 @@ class Proxy:
         attached = self.by_key.get(slot)
         if attached is not None:  # an exact duplicate (same caller) of a request this proxy is relaying
             ex_id = await self._exchange_row(ex)
-            await self._finish_row(ex_id, outcome="replayed")
+            await self.finish_row(ex_id, outcome="replayed")
             return await self._respond(attached, rpc_id, owner=False)
         live = Live(None, req_hash, rpc_id)
         self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
         try:
             # on the loop when the log's lock is free, else on a worker thread (write_soon)
-            ex_id, record, claimed = await write_soon(self.store, self._begin_and_claim, ex, key, req_hash)
+            ex_id, record, claimed = await write_soon(self.store, self.begin_and_claim, ex, key, req_hash)
         except BaseException as exc:
             self.by_key.pop(slot, None)
             fault = store_fault(exc) if isinstance(exc, Exception) else None
@@ -570,7 +570,7 @@ class Proxy:
             live.rpc_id = None
             assert self._tg is not None
             self._tg.start_soon(self._replay_from_log, live, record, streaming, slot)
-            await self._finish_row(ex_id, outcome="replayed")
+            await self.finish_row(ex_id, outcome="replayed")
             return await self._respond(live, rpc_id, owner=False)
         # the same key, another request (or another caller's)
         other = not same_caller(record.request_hash, req_hash)
@@ -580,7 +580,7 @@ class Proxy:
             live.set_body(200 if rpc_id else 409, list(_JSON_HEADERS), refusal)
             live.finish()
             why = "idempotency key in use by another caller" if other else "idempotency key reused for another request"
-            await self._finish_row(ex_id, outcome="refused", error=why)
+            await self.finish_row(ex_id, outcome="refused", error=why)
             return Response(refusal, 200 if rpc_id else 409, media_type=_JSON)
         await self._note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
         self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
@@ -612,10 +612,9 @@ class Proxy:
             role="proxy",
         )
 
-    def _begin_and_claim(
-        self, ex: store.Exchange, key: str, req_hash: str
-    ) -> tuple[int, store.IdempotencyRecord, bool]:
-        """The exchange row and the key's claim in one write transaction: one fsync before forwarding."""
+    def begin_and_claim(self, ex: store.Exchange, key: str, req_hash: str) -> tuple[int, store.IdempotencyRecord, bool]:
+        """The exchange row and the key's claim in one write transaction: one fsync before forwarding
+        (both proxies begin a keyed call here, the HTTP relay and :mod:`.grpc_server`)."""
         with self.store.transaction():
             ex_id = self.store.begin_exchange(self.observer.stamp(ex))
             record, claimed = self.gateway.claim(key, req_hash, ex_id)
@@ -628,18 +627,18 @@ class Proxy:
         assert self.writer is not None
         await self.writer.append(note_event(self.config.redactor, action, detail, task_id=task_id, exchange_id=ex_id))
 
-    async def _finish_row(self, ex_id: int, **fields: object) -> None:
+    async def finish_row(self, ex_id: int, **fields: object) -> None:
         error = fields.get("error")
         if isinstance(error, str):
             fields["error"] = self.config.redactor.text(error)
 
         def work() -> None:
             self.store.update_exchange(ex_id, ended_at=time.time(), **fields)
-            self._tell(ex_id, fields)
+            self.tell_line(ex_id, fields)
 
         await anyio.to_thread.run_sync(work)
 
-    def _tell(self, ex_id: int, fields: dict[str, object]) -> None:
+    def tell_line(self, ex_id: int, fields: dict[str, object]) -> None:
         """Hand :attr:`on_line` the exchange's final row: as begun, with ``fields`` (what was
         updated at its end); read back when it was begun elsewhere."""
         if self.on_line is None:
@@ -808,7 +807,7 @@ class Proxy:
                 fields.update(task_id=cap.task_id, context_id=cap.context_id)
             with self.store.transaction():
                 self.settle_rows(ex_id, fields, settle_key, release, cap.task_id)
-            self._tell(ex_id, fields)
+            self.tell_line(ex_id, fields)
 
         try:
             await anyio.to_thread.run_sync(work)
@@ -820,11 +819,16 @@ class Proxy:
             print(f"a2a-tape proxy: exchange {ex_id} not finalised: {cap.text(log_fault_line(fault))}", file=sys.stderr)
         finally:
             self.by_exchange.pop(ex_id, None)
-            self._begun.pop(ex_id, None)
             if slot is not None and self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
-            if self.on_settled is not None:
-                self.on_settled(ex_id)
+            self.row_settled(ex_id)
+
+    def row_settled(self, ex_id: int) -> None:
+        """A relayed exchange is over, its row final or not (a fault said so): forget it, tell the
+        watcher. Both proxies end a relay here."""
+        self._begun.pop(ex_id, None)
+        if self.on_settled is not None:
+            self.on_settled(ex_id)
 
     def settle_rows(
         self, ex_id: int, fields: dict[str, object], key: str | None, release: bool, task_id: str | None

@@ -57,10 +57,14 @@ def test_proxy_then_tasks_then_serve_over_grpc(grpc_agent, tmp_path):
     db = tmp_path / "cli.db"
     argv = ["proxy", grpc_agent.url, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--db", str(db)]
     with _running([*argv, "--no-recover"], r"gRPC on 127\.0\.0\.1:\d+ -> " + re.escape(grpc_agent.target)) as (
-        _proc,
+        proc,
         lines,
     ):
         live = sdk_send(_url(lines), "hello", message_id="m-cli")
+    # a gRPC call is said on stderr as an HTTP one is, once its row is final (the HTTP proxy's line)
+    said = proc.stderr.read()
+    line = f"a2a-tape proxy: POST /lf.a2a.v1.A2AService/SendStreamingMessage SendStreamingMessage task {live[0]['task']['id']}"
+    assert f"{line} forward 200 (closed)\n" in said, said
     tasks = subprocess.run([str(SCRIPT), "tasks", "--db", str(db), "--json"], capture_output=True, text=True)
     (task,) = json.loads(tasks.stdout)
     assert task["state"] == "completed" and task["task_id"] == live[0]["task"]["id"]
