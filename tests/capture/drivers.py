@@ -124,7 +124,11 @@ def run_record(base: str, mode: str, cwd: Path, *extra: str, binding: str = "jso
     t0 = time.monotonic()
     if binding == REST:
         mode, extra = f"{mode}/rest", ("--binding", REST, *extra)
-    r = cli(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", "3", *extra], cwd)
+    # a silent agent is named by the stall watch in 3 s; a body without end by the reader's limit, which a
+    # loaded machine takes longer than 3 s to reach (an event still arriving is no progress: the stall fired
+    # first, once in CI's newest-release slice), so those get a stall watch that waits past the limit
+    stall = "20" if mode.startswith("endless") else "3"
+    r = cli(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", stall, *extra], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
 
