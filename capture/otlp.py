@@ -41,7 +41,9 @@ from a2a_tape.store import (
 from a2a_tape.store.decode import V1_STATE_NAMES
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
-from a2a_tape.wire.trace_context import TraceParent, of_headers, parse_traceparent
+from a2a_tape.wire.trace_context import TraceParent, parse_traceparent
+
+from .lineage import Link, carried, infer
 
 SEMCONV_PIN = "eternalcuriouslearner/semantic-conventions-genai@05bcacee0cf9c7f96f10d148542d0f8b8043e4be"
 """The head of open-telemetry/semantic-conventions-genai PR #195 (A2A) whose attributes we follow."""
@@ -310,32 +312,76 @@ class Context(msgspec.Struct, frozen=True):
     trace_id: int
     span_id: int
     parent_id: int | None
-    source: str  # request (the client's traceparent) / injected (the proxy's) / derived (none was carried)
+    source: str  # request (the client's traceparent) / injected (the proxy's) / derived (none was carried) / inferred
     tracestate: str | None = None
+    inferred: tuple[int, int, Link] | None = None  # the inferred caller's span (trace id, span id) and the link
 
 
-def context_of(task_id: str, ex: Exchange, task_trace: int) -> Context:
-    carried = of_headers(ex.id, ex.request_headers)
-    tp: TraceParent | None = parse_traceparent(carried.traceparent) if carried else None
+def context_of(task_id: str, ex: Exchange, task_trace: int, joins: Lineage | None = None) -> Context:
+    found = carried(ex)
+    tp: TraceParent | None = parse_traceparent(found.traceparent) if found else None
     own = derived_span_id(task_id, ex)
-    if carried is None or tp is None:
-        return Context(task_trace, own, None, "derived")
-    if carried.injected:  # the proxy started the trace: the id it sent is its own span's
-        return Context(tp.trace_int, tp.parent_int, None, "injected", carried.tracestate)
-    sent = parse_traceparent(carried.sent)
+    if found is None or tp is None:
+        caller = joins.caller(ex) if joins is not None else None
+        if caller is None:
+            return Context(task_trace, own, None, "derived")
+        trace_id, span_id, link = caller
+        parent = span_id if trace_id == task_trace else None  # a parent is in the span's own trace
+        return Context(task_trace, own, parent, "inferred", None, caller)
+    if found.injected:  # the proxy started the trace: the id it sent is its own span's
+        return Context(tp.trace_int, tp.parent_int, None, "injected", found.tracestate)
+    sent = parse_traceparent(found.sent)
     if sent is not None and sent.trace_id == tp.trace_id:  # the proxy went on with it: its span, the client's parent
-        return Context(tp.trace_int, sent.parent_int, tp.parent_int, "continued", carried.tracestate)
-    return Context(tp.trace_int, own, tp.parent_int, "request", carried.tracestate)
+        return Context(tp.trace_int, sent.parent_int, tp.parent_int, "continued", found.tracestate)
+    return Context(tp.trace_int, own, tp.parent_int, "request", found.tracestate)
 
 
-def task_trace_id(task_id: str, exchanges: Iterable[Exchange]) -> int:
-    """The task's trace: the first one its requests carried, else one named by the task id."""
-    for ex in sorted(exchanges, key=lambda e: (e.started_at, e.id or 0)):
-        carried = of_headers(ex.id, ex.request_headers)
-        tp = parse_traceparent(carried.traceparent) if carried else None
+def task_trace_id(task_id: str, exchanges: Iterable[Exchange], joins: Lineage | None = None) -> int:
+    """The task's trace: the first one its requests carried, else its first inferred caller's (:class:`Lineage`),
+    else one named by the task id."""
+    ordered = sorted(exchanges, key=lambda e: (e.started_at, e.id or 0))
+    for ex in ordered:
+        found = carried(ex)
+        tp = parse_traceparent(found.traceparent) if found else None
         if tp is not None:
             return tp.trace_int
+    if joins is not None:
+        for ex in ordered:
+            caller = joins.caller(ex)
+            if caller is not None:
+                return caller[0]
     return derived_trace_id(task_id)
+
+
+class Lineage:
+    """The inferred callers of a log's exchanges (:func:`capture.lineage.infer`), and the span each caller
+    has in the export (its trace followed up the chain): read from every exchange row once."""
+
+    def __init__(self, exchanges: Iterable[Exchange]) -> None:
+        rows = [ex for ex in exchanges if ex.id is not None]
+        self.links = infer(rows)
+        parents = {link.task_id for link in self.links.values()}
+        self._by_task: dict[str, list[Exchange]] = {}
+        for ex in rows:
+            if ex.task_id in parents:  # kept without bodies beyond what carried() reads
+                self._by_task.setdefault(ex.task_id, []).append(ex)
+        self._by_id = {ex.id: ex for exs in self._by_task.values() for ex in exs}
+        self._traces: dict[str, int] = {}
+
+    def caller(self, ex: Exchange) -> tuple[int, int, Link] | None:
+        """The inferred caller's (trace id, span id) and the link, for an exchange with one."""
+        link = self.links.get(ex.id) if ex.id is not None else None
+        parent = self._by_id.get(link.exchange_id) if link is not None else None
+        if link is None or parent is None:
+            return None
+        trace = self.trace_of(link.task_id)
+        return trace, context_of(link.task_id, parent, trace, self).span_id, link
+
+    def trace_of(self, task_id: str) -> int:
+        if task_id not in self._traces:
+            self._traces[task_id] = derived_trace_id(task_id)  # a guard: links point to earlier exchanges
+            self._traces[task_id] = task_trace_id(task_id, self._by_task.get(task_id, ()), self)
+        return self._traces[task_id]
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -365,6 +411,23 @@ def _span(b: _Builder, ctx: Context, found: list[tuple[Finding, float]], s: Sett
     parent = None
     if ctx.parent_id is not None:
         parent = SpanContext(ctx.trace_id, ctx.parent_id, is_remote=True, trace_flags=flags, trace_state=trace_state)
+    links = []
+    if ctx.inferred is not None:  # the caller the log points to, marked as inferred (capture/lineage.py)
+        from opentelemetry.trace import Link as SpanLink
+
+        trace_id, span_id, link = ctx.inferred
+        caller = SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
+        links.append(
+            SpanLink(
+                caller,
+                {
+                    OURS + "link.inferred": True,
+                    OURS + "link.basis": link.basis,
+                    OURS + "link.task.id": link.task_id,
+                    OURS + "link.exchange.id": link.exchange_id,
+                },
+            )
+        )
     if ex.id is None:  # events of the task that name no exchange
         name, kind = "a2a_tape.events", SpanKind.INTERNAL
     else:
@@ -377,6 +440,7 @@ def _span(b: _Builder, ctx: Context, found: list[tuple[Finding, float]], s: Sett
         resource=s.resource,
         attributes=_attributes(b, ctx.source),
         events=b.events + [_finding_event(f, at) for f, at in found],
+        links=links,
         kind=kind,
         status=_status(b, error),
         start_time=nanos(start),
@@ -396,9 +460,12 @@ def _exchanges_of(st: Recordings, task_id: str, events: Sequence[StoredEvent]) -
     return found
 
 
-def task_spans(st: Recordings, task_id: str, s: Settings, faults_of: Faults | None = None) -> list[ReadableSpan]:
+def task_spans(
+    st: Recordings, task_id: str, s: Settings, faults_of: Faults | None = None, joins: Lineage | None = None
+) -> list[ReadableSpan]:
     """One task's spans, a span per exchange (and one for events that name no exchange), by start time;
-    with ``faults_of``, its findings as span events and statuses."""
+    with ``faults_of``, its findings as span events and statuses; with ``joins``, the callers inferred
+    for exchanges that carried no trace context (parent and a span link marked inferred)."""
     events = st.read_task(task_id)
     exchanges = _exchanges_of(st, task_id, events)
     faults = list(faults_of(task_id, events, exchanges.values())) if faults_of is not None else []
@@ -421,8 +488,8 @@ def task_spans(st: Recordings, task_id: str, s: Settings, faults_of: Faults | No
         first = builders[order[0]]
         at = first.ex.started_at or first.first_at or 0.0
         found.setdefault(order[0], []).extend((f, at) for f in faults if not f.positions)
-    trace = task_trace_id(task_id, exchanges.values())
-    return [_span(builders[k], context_of(task_id, builders[k].ex, trace), found.get(k, []), s) for k in order]
+    trace = task_trace_id(task_id, exchanges.values(), joins)
+    return [_span(builders[k], context_of(task_id, builders[k].ex, trace, joins), found.get(k, []), s) for k in order]
 
 
 def exchange_span(st: Recordings, exchange_id: int, s: Settings) -> ReadableSpan | None:

@@ -73,7 +73,7 @@ def show_cmd(
     from a2a_tape.cli import tables as render
     from a2a_tape.inspection import timeline
     from a2a_tape.inspection.messages import find_message
-    from a2a_tape.wire.trace_context import carried
+    from a2a_tape.capture.lineage import carried
 
     st = open_db(db, readonly=True)
     with st:
@@ -87,7 +87,7 @@ def show_cmd(
             _follow(timeline.follow(st, task_id, events, idle=idle), task_id, events, raw=raw, json=json)
             return
         wires = timeline.wires(st, task_id if lone is None else None, events)
-        traces = carried((ex.id, ex.request_headers) for ex in st.exchanges(task_id)) if lone is None else []
+        traces = [t for ex in st.exchanges(task_id) if (t := carried(ex))] if lone is None else []
         pushed = timeline.pushes(st, task_id) if lone is None else []
     if raw:
         _write_raw(events)
@@ -189,7 +189,7 @@ def tasks_cmd(
     shown = limit if limit is not None else (None if all_ or json else DEFAULT_TASKS)
     st = open_db(db, readonly="fallback")  # the projection is kept when the log can be written
     with st:
-        found = list_tasks(st, where, limit=shown, folding=folding)
+        found = list_tasks(st, where, limit=shown, folding=folding, lineage=json)
         if runs:
             rows = (r for t in found.rows if t.task_id is not None for r in run_rows(st, t.task_id))
             if json:

@@ -85,6 +85,7 @@ def trace_context(traces: Sequence[ExchangeTrace]) -> None:
     for t in traces:
         parts = [f"{name} {value}" for name in ("traceparent", "tracestate", "baggage") if (value := getattr(t, name))]
         injected = " (started by the proxy: the client sent none)" if t.injected else ""
+        injected += " (in the message's metadata)" if t.metadata else ""
         out.print(
             f"exchange {t.exchange_id}: {'; '.join(parts)}{injected}", markup=False, highlight=False, soft_wrap=True
         )

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import msgspec
 
+from a2a_tape.capture.lineage import carried, infer
+from a2a_tape.capture.lineage import families as inferred_families
 from a2a_tape.fold.fold import RunRef, TaskFold
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.views import TaskView
@@ -26,7 +28,7 @@ from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly,
 from a2a_tape.store import Exchange, ReadOnlyStore, Recordings, Store, TaskIndexStore, normalise_state
 from a2a_tape.store.events import ALL_STATES
 from a2a_tape.store.methods import binding_and_version
-from a2a_tape.wire.trace_context import ExchangeTrace, families, of_headers
+from a2a_tape.wire.trace_context import ExchangeTrace, families
 
 
 def count(
@@ -149,6 +151,7 @@ class TaskRow(msgspec.Struct):
     bindings: list[str] = []  # how its exchanges went: jsonrpc, http+json (store.methods.BINDINGS)
     trace_context: list[ExchangeTrace] = []  # the traceparent / tracestate / baggage its requests carried
     parent: str | None = None  # the task whose agent called this one (by trace context: wire.trace_context.families)
+    parent_inferred: str | None = None  # set when the parent is inferred from the log, not trace context: the basis
     children: list[str] = []  # the tasks this one's agent called
     runs: int = 1  # how many runs the task has (fold.runs); the row shows the latest
     sources: list[str] = []  # the source of each run, in order (client, proxy, in-process, replay, import)
@@ -247,14 +250,18 @@ def _newest_first(
     return merged
 
 
-def list_tasks(st: Store, where: TaskFilter, *, limit: int | None, folding: Folding = quietly) -> Listing:
-    """Tasks and lone Message replies passing ``where``, newest (by last event) first.
+def list_tasks(
+    st: Store, where: TaskFilter, *, limit: int | None, folding: Folding = quietly, lineage: bool = False
+) -> Listing:
+    """Tasks and lone Message replies passing ``where``, newest (by last event) first; with ``lineage``,
+    every task row's parent and children (inferred ones too: the log's exchanges are read once).
 
     Tasks come from the task index, a page at a time; on a log that cannot be written and whose
     projection is behind, from the fold in memory (every task, then sorted)."""
     proj = task_projection(st, folding=folding)
     lone = [m for m in lone_messages(st, st.exchanges_without_task()) if where.keeps_message(m)]
     bindings = _Seen(st)  # task -> the bindings and trace context of its exchanges, read with them
+    bindings.lineage = lineage
     runs: dict[str, list[RunRef]] = {}  # task -> its runs, read with its row
     if isinstance(proj, InMemoryProjection):  # no index to page
         every = st.exchanges()
@@ -287,16 +294,28 @@ class _Seen:
         self.bindings: dict[str, set[str]] = {}
         self.traces: dict[str, list[ExchangeTrace]] = {}
         self._st = st
-        self._families: dict[str, tuple[str | None, list[str]]] | None = None
+        self._families: dict[str, tuple[str | None, list[str], str | None]] | None = None
+        self.lineage = False  # every row's parent and children, inferred ones too (tasks --json)
 
-    def family(self, task_id: str) -> tuple[str | None, list[str]]:
-        """The task's parent and children by trace context (the whole log's exchanges, read once when needed)."""
+    def family(self, task_id: str) -> tuple[str | None, list[str], str | None]:
+        """The task's parent and children, by trace context, else inferred from the log
+        (:mod:`capture.lineage`: the basis is the third item); the whole log's exchanges, read once."""
         if self._families is None:
             every = self._st.exchanges() if self._st is not None else []
-            self._families = families(
-                (ex.task_id, t) for ex in every if ex.task_id and (t := of_headers(ex.id, ex.request_headers))
-            )
-        return self._families.get(task_id, (None, []))
+            traced = families((ex.task_id, t) for ex in every if ex.task_id and (t := carried(ex)))
+            guessed = inferred_families(infer(every), {ex.id: ex.task_id for ex in every if ex.id and ex.task_id})
+            found: dict[str, tuple[str | None, list[str], str | None]] = {
+                t: (up, kids, None) for t, (up, kids) in traced.items()
+            }
+            for child, (up, basis) in guessed.items():
+                mine = found.get(child, (None, [], None))
+                if mine[0] is None:
+                    found[child] = (up, mine[1], basis)
+                    theirs = found.get(up, (None, [], None))
+                    if child not in theirs[1]:
+                        found[up] = (theirs[0], [*theirs[1], child], theirs[2])
+            self._families = found
+        return self._families.get(task_id, (None, [], None))
 
 
 def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
@@ -304,8 +323,8 @@ def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
         name = binding_and_version(ex.binding, ex.dialect)[0]
         if ex.task_id and name:
             seen.bindings.setdefault(ex.task_id, set()).add(name)
-        if ex.task_id and (carried := of_headers(ex.id, ex.request_headers)) is not None:
-            seen.traces.setdefault(ex.task_id, []).append(carried)
+        if ex.task_id and (found := carried(ex)) is not None:
+            seen.traces.setdefault(ex.task_id, []).append(found)
 
 
 def _task_row(v: TaskView, bindings: Iterable[str] = (), runs: Sequence[RunRef] = ()) -> TaskRow:
@@ -328,8 +347,8 @@ def _row(found: TaskView | LoneMessage, seen: _Seen, runs: Mapping[str, list[Run
         return _message_row(found)
     row = _task_row(found, seen.bindings.get(found.task_id, ()), (runs or {}).get(found.task_id, ()))
     row.trace_context = sorted(seen.traces.get(found.task_id, []), key=lambda t: t.exchange_id or 0)
-    if row.trace_context:
-        row.parent, row.children = seen.family(found.task_id)
+    if row.trace_context or seen.lineage:
+        row.parent, row.children, row.parent_inferred = seen.family(found.task_id)
     return row
 
 

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from a2a_tape.capture.otlp import (
     BATCH,
     ExportFailed,
+    Lineage,
     Settings,
     endpoint_url,
     json_line,
@@ -29,6 +30,7 @@ from .doctor import findings
 __all__ = [
     "BATCH",
     "ExportFailed",
+    "Lineage",
     "Settings",
     "batches",
     "endpoint_url",
@@ -40,9 +42,10 @@ __all__ = [
 ]
 
 
-def task_spans(st: Recordings, task_id: str, s: Settings) -> list[ReadableSpan]:
-    """One task's spans (:func:`capture.otlp.task_spans`) with doctor's findings on them."""
-    return _task_spans(st, task_id, s, findings)
+def task_spans(st: Recordings, task_id: str, s: Settings, joins: Lineage | None = None) -> list[ReadableSpan]:
+    """One task's spans (:func:`capture.otlp.task_spans`) with doctor's findings on them, and the callers
+    inferred from the log's exchanges (``joins``; read from the log when not given)."""
+    return _task_spans(st, task_id, s, findings, joins if joins is not None else Lineage(st.exchanges()))
 
 
 def batches(
@@ -55,8 +58,9 @@ def batches(
 ) -> Iterator[list[ReadableSpan]]:
     """The spans of ``task_ids``, a task at a time, in lists of about ``size`` spans (a task is never split)."""
     pending: list[ReadableSpan] = []
+    joins = Lineage(st.exchanges())  # every exchange row once: who called whom (capture/lineage.py)
     for n, task_id in enumerate(task_ids, 1):
-        pending.extend(task_spans(st, task_id, s))
+        pending.extend(task_spans(st, task_id, s, joins))
         if len(pending) >= size:
             yield pending
             pending = []

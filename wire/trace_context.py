@@ -54,6 +54,7 @@ class ExchangeTrace(msgspec.Struct, omit_defaults=True):
     baggage: str | None = None
     injected: bool = False  # the proxy started this traceparent (the client sent none)
     sent: str | None = None  # the client's went on as this one (proxy --continue-traceparent): the proxy's span
+    metadata: bool = False  # carried in the message's metadata (A2A#2026), not in a header: capture.lineage.carried
 
 
 def parse_traceparent(value: str | None) -> TraceParent | None:
@@ -82,7 +83,8 @@ def of_headers(exchange_id: int | None, headers: Mapping[str, str]) -> ExchangeT
     ours = low.get(INJECTED_HEADER)
     injected = ours is not None and ours == found.get("traceparent")
     sent = ours if ours is not None and not injected and parse_traceparent(ours) is not None else None
-    return ExchangeTrace(exchange_id, injected=injected, sent=sent, **found)
+    tp, state, bag = (found.get(name) for name in HEADERS)
+    return ExchangeTrace(exchange_id, tp, state, bag, injected=injected, sent=sent)
 
 
 def carried(exchanges: Iterable[tuple[int | None, Mapping[str, str]]]) -> list[ExchangeTrace]:

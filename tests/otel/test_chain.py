@@ -31,10 +31,13 @@ CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 class Hop(AgentExecutor):
-    """Calls the next agent (when there is one) with the traceparent it received, then completes."""
+    """Calls the next agent (when there is one), then completes. ``passes``: what it passes on: the
+    ``traceparent`` it received (``trace``), nothing (``nothing``: a fresh message), its own contextId
+    (``context``) or its own task id as ``referenceTaskIds`` (``reference``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, passes: str = "trace") -> None:
         self.next_url: str | None = None
+        self.passes = passes
 
     async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
         await q.enqueue_event(
@@ -45,8 +48,15 @@ class Hop(AgentExecutor):
         if self.next_url is not None:
             received = (ctx.call_context.state.get("headers") or {}) if ctx.call_context else {}
             body, headers = send_body("hop", dialect="1.0")
-            if "traceparent" in received:
+            if "traceparent" in received and self.passes == "trace":
                 headers["traceparent"] = received["traceparent"]
+            if self.passes in ("context", "reference"):
+                doc = json.loads(body)
+                if self.passes == "context":
+                    doc["params"]["message"]["contextId"] = ctx.context_id
+                else:
+                    doc["params"]["message"]["referenceTaskIds"] = [ctx.task_id]
+                body = json.dumps(doc).encode()
             async with httpx.AsyncClient(timeout=30) as http:
                 async with http.stream("POST", self.next_url + "/", content=body, headers=headers) as r:
                     async for _ in r.aiter_bytes():
@@ -59,12 +69,12 @@ class Hop(AgentExecutor):
 
 
 @contextlib.contextmanager
-def _agent(next_url: str | None) -> Iterator[str]:
+def _agent(next_url: str | None, passes: str = "trace") -> Iterator[str]:
     sock = bind_loopback()
     port = sock.getsockname()[1]
     sock.close()
     url = f"http://127.0.0.1:{port}"
-    hop = Hop()
+    hop = Hop(passes)
     hop.next_url = next_url
     card = AgentCard(
         name="hop",
@@ -126,3 +136,75 @@ def test_three_hops_export_one_trace_with_each_parent(db_path, client_tp):
         assert row.get("parent") == parent
         if parent is not None:
             assert row["task_id"] in rows[parent]["children"]
+
+
+def _chain(db_path, passes: str, rounds: int, **opts) -> None:
+    """Three hops (each agent behind its own proxy, one log), ``rounds`` runs one after another."""
+    with contextlib.ExitStack() as stack:
+        proxies = []
+        next_url = None
+        for _ in range(3):
+            agent = stack.enter_context(_agent(next_url, passes))
+            proxy = stack.enter_context(running_proxy(agent, db_path, **opts))
+            proxies.insert(0, proxy)
+            next_url = proxy.url
+        watches = [SettleWatch(p.proxy) for p in proxies]
+        for _ in range(rounds):
+            body, headers = send_body("start", dialect="1.0")
+            with httpx.stream("POST", proxies[0].url + "/", content=body, headers=headers, timeout=30) as r:
+                read_sse(r)
+        for w in watches:
+            w.wait(rounds)
+
+
+def _link_attrs(span: dict) -> list[dict]:
+    from tests.support.otlp_receiver import attributes
+
+    return [attributes(link.get("attributes", [])) for link in span.get("links", [])]
+
+
+def assert_joined_by_inference(db: str, rounds: int, basis: str) -> None:
+    """The export of a chain recorded without trace context: one trace per run, B's span under A's, C's
+    under B's, each child's span linked to its caller's with the link marked inferred (``basis``); and
+    ``tasks --json`` names each task's parent (marked inferred) and children."""
+    spans = [s for s in _spans_of(db) if s["name"] == "SendStreamingMessage"]
+    assert len(spans) == 3 * rounds
+    by_id = {s["spanId"]: s for s in spans}
+    roots = [s for s in spans if s.get("parentSpanId") not in by_id]
+    assert len(roots) == rounds and all("parentSpanId" not in r and not r.get("links") for r in roots)
+    for root in roots:
+        chain = [root]
+        while kids := [s for s in spans if s.get("parentSpanId") == chain[-1]["spanId"]]:
+            (kid,) = kids
+            chain.append(kid)
+        assert len(chain) == 3 and {s["traceId"] for s in chain} == {root["traceId"]}
+        assert len({s["attrs"]["server.port"] for s in chain}) == 3
+        for up, kid in zip(chain, chain[1:]):
+            assert kid["attrs"]["a2a_tape.trace_context.source"] == "inferred"
+            (link,) = kid["links"]
+            assert (link["traceId"], link["spanId"]) == (up["traceId"], up["spanId"])
+            (attrs,) = _link_attrs(kid)
+            assert attrs["a2a_tape.link.inferred"] is True and attrs["a2a_tape.link.basis"] == basis
+            assert attrs["a2a_tape.link.task.id"] == up["attrs"]["a2a.task.id"]
+    assert len({s["traceId"] for s in roots}) == rounds  # runs never join each other
+    rows = {r["task_id"]: r for r in json.loads(run_cli("tasks", "--json", "--db", db).stdout)}
+    task_of = {s["spanId"]: s["attrs"]["a2a.task.id"] for s in spans}
+    for s in spans:
+        parent = task_of.get(s.get("parentSpanId", ""))
+        row = rows[s["attrs"]["a2a.task.id"]]
+        assert row.get("parent") == parent
+        assert row.get("parent_inferred") == (basis if parent else None)
+        if parent is not None:
+            assert row["task_id"] in rows[parent]["children"]
+
+
+@pytest.mark.parametrize(
+    ("passes", "basis"),
+    [("nothing", "timing"), ("context", "context_id"), ("reference", "reference_task_ids")],
+)
+def test_three_hops_without_trace_context_join_by_what_the_log_knows(db_path, passes, basis):
+    """No agent passes a traceparent and no proxy injects one: each hop would be a trace of its own. The
+    log joins them (capture/lineage.py): a hop's request came while the caller's exchange was open at
+    another agent, on the same host (timing), or its message names the caller's context or task."""
+    _chain(db_path, passes, ROUNDS)
+    assert_joined_by_inference(str(db_path), ROUNDS, basis)
