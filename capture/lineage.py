@@ -38,7 +38,7 @@ import msgspec
 
 from a2a_tape.store import Exchange
 from a2a_tape.store.methods import ALL_METHODS
-from a2a_tape.wire.trace_context import ExchangeTrace, of_headers, parse_traceparent
+from a2a_tape.wire.trace_context import INJECTED_HEADER, ExchangeTrace, of_headers, parse_traceparent
 
 BASES: Final = ("reference_task_ids", "context_id", "message_id", "timing")
 """The kinds of evidence an inferred link rests on, strongest first."""
@@ -228,14 +228,49 @@ def families(links: Mapping[int, Link], task_of: Mapping[int, str]) -> dict[str,
 
 def carried(ex: Exchange) -> ExchangeTrace | None:
     """The trace context an exchange's request carried: its headers' ``traceparent`` (and ``tracestate``,
-    ``baggage``), else the message metadata's (:func:`metadata_trace`, marked ``metadata``), else whatever
-    trace headers it had (None: none at all)."""
+    ``baggage``), else the message metadata's (:func:`metadata_trace`, marked ``metadata``; with the
+    ``traceparent`` the proxy sent on, when it continued it), else whatever trace headers it had (None:
+    none at all)."""
     headers = of_headers(ex.id, ex.request_headers)
     if headers is not None and headers.traceparent is not None:
         return headers
     found = request_of(ex.request_body).trace if b"traceparent" in ex.request_body else {}
     if found:
+        ours = next((v for k, v in ex.request_headers.items() if k.lower() == INJECTED_HEADER), None)
         return ExchangeTrace(
-            ex.id, found.get("traceparent"), found.get("tracestate"), found.get("baggage"), metadata=True
+            ex.id,
+            found.get("traceparent"),
+            found.get("tracestate"),
+            found.get("baggage"),
+            sent=ours if parse_traceparent(ours) is not None else None,
+            metadata=True,
         )
     return headers
+
+
+def with_metadata_trace(body: bytes, traceparent: str, tracestate: str | None = None) -> bytes | None:
+    """``body`` (a JSON-RPC send, or an HTTP+JSON one) with its message's metadata carrying ``traceparent``
+    (and ``tracestate``) under the trace-context extension (:data:`TRACE_EXTENSION`), the rest of the
+    metadata kept; None when the body holds no message to carry it (it is sent as it came)."""
+    try:
+        doc = msgspec.json.decode(body) if body.lstrip().startswith(b"{") else None
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    params = doc.get("params")
+    message = (params if isinstance(params, dict) else doc).get("message")
+    if not isinstance(message, dict):
+        return None
+    metadata = message.get("metadata")
+    if metadata is None:
+        metadata = message["metadata"] = {}
+    if not isinstance(metadata, dict):
+        return None
+    carried_here = metadata.get(TRACE_EXTENSION)
+    node = dict(carried_here) if isinstance(carried_here, dict) else {}
+    node["traceparent"] = traceparent
+    if tracestate:
+        node["tracestate"] = tracestate
+    metadata[TRACE_EXTENSION] = node
+    return msgspec.json.encode(doc)

@@ -70,10 +70,10 @@ def show_cmd(
     json: JsonOption = False,
 ) -> None:
     """The timeline of raw events of one task: its latest run, or the run TASK@N (--run N) names."""
+    from a2a_tape.capture.lineage import carried
     from a2a_tape.cli import tables as render
     from a2a_tape.inspection import timeline
     from a2a_tape.inspection.messages import find_message
-    from a2a_tape.capture.lineage import carried
 
     st = open_db(db, readonly=True)
     with st:

@@ -184,6 +184,15 @@ def proxy_cmd(
             "parent (the client's is recorded), so a chain of agents behind proxies exports one tree (docs/otel.md).",
         ),
     ] = False,
+    traceparent_metadata: Annotated[
+        bool,
+        typer.Option(
+            "--traceparent-metadata",
+            help="With --inject-traceparent or --continue-traceparent: also write the traceparent sent into the "
+            "message's metadata (the trace-context extension of A2A#2026), for agents that read it there; a "
+            "traceparent the client sent there is read when no header carries one (docs/otel.md).",
+        ),
+    ] = False,
     quiet: QuietOption = False,
     otlp_endpoint: OtlpEndpointOption = None,
     push_receiver: PushReceiverOption = "on",
@@ -201,6 +210,10 @@ def proxy_cmd(
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
     check_live(otlp_endpoint)
+    if traceparent_metadata and not (inject_traceparent or continue_traceparent):
+        fail(
+            "--traceparent-metadata writes the traceparent the proxy sends: give --inject-traceparent or --continue-traceparent"
+        )
     push_socket = _push_socket(push_receiver, allow_remote)
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
     config = ProxyConfig(
@@ -221,6 +234,7 @@ def proxy_cmd(
         upstream_auth=_upstream_credentials(upstream, upstream_credentials_file),
         inject_traceparent=inject_traceparent,
         continue_traceparent=continue_traceparent,
+        traceparent_metadata=traceparent_metadata,
         push=push_receiver != "off",
         push_socket=push_socket,
     )

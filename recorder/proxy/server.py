@@ -43,7 +43,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import urlsplit
@@ -59,6 +59,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
+from a2a_tape.capture.lineage import request_of, with_metadata_trace
 from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
@@ -103,7 +104,7 @@ from a2a_tape.recorder.proxy.tee import tee
 from a2a_tape.recorder.recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.headers import is_json_type, media_type_of
-from a2a_tape.store.methods import HTTP_JSON, JSONRPC
+from a2a_tape.store.methods import HTTP_JSON, JSONRPC, SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
@@ -144,6 +145,7 @@ class ProxyConfig:
     upstream_auth: tuple[str, str] | None = None  # (user, password) given apart from the URL (a file, the env)
     inject_traceparent: bool = False  # start a W3C traceparent when the client sent none (docs/otel.md)
     continue_traceparent: bool = False  # a client's traceparent goes on with the proxy's span as its parent
+    traceparent_metadata: bool = False  # the traceparent sent also goes in the message's metadata (A2A#2026)
 
     @cached_property
     def target(self) -> Upstream:
@@ -177,13 +179,18 @@ class Outgoing:
     departure: Departure = field(default_factory=Departure)  # whether it may have reached the upstream
     notes: list[str] = field(default_factory=list)  # redaction notes of the request row, written with the answer's
     injected: str | None = None  # the traceparent the proxy started (--inject-traceparent), sent upstream
+    in_metadata: bool = False  # the client's traceparent came in the message's metadata, not a header
+    to_metadata: str | None = None  # the tracestate to write with ``injected`` into the message's metadata ("" none)
 
 
-def _with_injected(headers: dict[str, str], injected: str | None) -> dict[str, str]:
+def _with_injected(headers: dict[str, str], injected: str | None, in_metadata: bool = False) -> dict[str, str]:
     """The recorded request headers: the client's, and the traceparent the proxy sent (marked as ours; the
-    client's own, when it sent one, stays as it was)."""
+    client's own, when it sent one, stays as it was; when it came in the message's metadata, the log keeps
+    it there, in the request body as received)."""
     if injected is None:
         return headers
+    if in_metadata:
+        return {**headers, INJECTED_HEADER: injected}
     return {"traceparent": injected, **headers, INJECTED_HEADER: injected}
 
 
@@ -332,12 +339,7 @@ class Proxy:
             rpc_id=request_id(body) if jsonrpc else None,
             dialect=None,
         )
-        if self.config.inject_traceparent and "traceparent" not in request.headers:  # never over the client's
-            out.injected = new_traceparent()
-            out.headers = [*out.headers, ("traceparent", out.injected)]
-        elif self.config.continue_traceparent:  # the client's trace, this hop's span as the parent
-            out.injected = continued(request.headers.get("traceparent"))
-            out.headers = [(k, out.injected if k == "traceparent" and out.injected else v) for k, v in out.headers]
+        self._trace_context(request, out)
         try:
             if jsonrpc:
                 return await self._jsonrpc(request, out)
@@ -350,6 +352,32 @@ class Proxy:
             return self._fault_answer(out.rpc_id, 503, log_fault_line(fault))
 
     # -- pieces of handle -----------------------------------------------------------------------
+
+    def _trace_context(self, request: Request, out: Outgoing) -> None:
+        """--inject-traceparent, --continue-traceparent, --traceparent-metadata (docs/otel.md): the
+        client's traceparent is its header's, else its message metadata's (A2A#2026); never overwritten."""
+        cfg = self.config
+        if not (cfg.inject_traceparent or cfg.continue_traceparent):
+            return
+        header = request.headers.get("traceparent")
+        meta: Mapping[str, str] = {}
+        if header is None and b"traceparent" in out.body and "content-encoding" not in request.headers:
+            meta = request_of(out.body).trace
+        state = request.headers.get("tracestate") if header is not None else meta.get("tracestate")
+        if cfg.inject_traceparent and header is None and not meta:  # never over the client's
+            out.injected = new_traceparent()
+            out.headers = [*out.headers, ("traceparent", out.injected)]
+        elif cfg.continue_traceparent:  # the client's trace, this hop's span as the parent
+            out.injected = continued(header if header is not None else meta.get("traceparent"))
+            if out.injected is None:
+                return
+            if header is not None:
+                out.headers = [(k, out.injected if k.lower() == "traceparent" else v) for k, v in out.headers]
+            else:  # it came in the metadata: it goes on there (and in a header, for agents that read those)
+                out.in_metadata = True
+                out.headers = [*out.headers, ("traceparent", out.injected)]
+        if out.injected is not None and (cfg.traceparent_metadata or out.in_metadata):
+            out.to_metadata = state or ""
 
     def _fault_answer(self, rpc_id: bytes | None, status: int, why: str) -> Response:
         why = self.config.redactor.text(why)
@@ -536,6 +564,8 @@ class Proxy:
         proxy_origin = self._proxy_origin(request)
         if self.push is not None:  # the log keeps the client's webhook; the agent is given the receiver
             out.body = rewrite(out.body, params_raw, name, self.push.hooks, self.push_base or proxy_origin)[0]
+        if out.injected is not None and out.to_metadata is not None and name in SEND_METHODS:
+            out.body = with_metadata_trace(out.body, out.injected, out.to_metadata or None) or out.body
         rpc_id = out.rpc_id
         if key is None or req_hash is None:
             ex_id = await self._exchange_row(ex)
@@ -603,7 +633,9 @@ class Proxy:
             dialect=out.dialect,
             binding=out.binding,
             streaming=streaming,
-            request_headers=_with_injected(redactor.headers_dict(request.headers.items()), out.injected),
+            request_headers=_with_injected(
+                redactor.headers_dict(request.headers.items()), out.injected, out.in_metadata
+            ),
             request_body=body,
             task_id=params.id or (msg.taskId if msg else None),
             context_id=msg.contextId if msg else None,

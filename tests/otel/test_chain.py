@@ -19,8 +19,10 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, Task, TaskState, TaskStatus
+from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
+from a2a_tape.capture.lineage import TRACE_EXTENSION
 from tests.otel.test_export_otlp import _spans_of
 from tests.recorder.cli.conftest import run_cli
 from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
@@ -32,8 +34,9 @@ CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 class Hop(AgentExecutor):
     """Calls the next agent (when there is one), then completes. ``passes``: what it passes on: the
-    ``traceparent`` it received (``trace``), nothing (``nothing``: a fresh message), its own contextId
-    (``context``) or its own task id as ``referenceTaskIds`` (``reference``)."""
+    ``traceparent`` header it received (``trace``), the trace context its message's metadata carried, in
+    its own message's metadata (``metadata``: A2A#2026), nothing (``nothing``: a fresh message), its own
+    contextId (``context``) or its own task id as ``referenceTaskIds`` (``reference``)."""
 
     def __init__(self, passes: str = "trace") -> None:
         self.next_url: str | None = None
@@ -50,9 +53,12 @@ class Hop(AgentExecutor):
             body, headers = send_body("hop", dialect="1.0")
             if "traceparent" in received and self.passes == "trace":
                 headers["traceparent"] = received["traceparent"]
-            if self.passes in ("context", "reference"):
+            if self.passes in ("context", "reference", "metadata"):
                 doc = json.loads(body)
-                if self.passes == "context":
+                if self.passes == "metadata":
+                    got = MessageToDict(ctx.message.metadata) if ctx.message is not None else {}
+                    doc["params"]["message"]["metadata"] = {TRACE_EXTENSION: got[TRACE_EXTENSION]}
+                elif self.passes == "context":
                     doc["params"]["message"]["contextId"] = ctx.context_id
                 else:
                     doc["params"]["message"]["referenceTaskIds"] = [ctx.task_id]
@@ -138,8 +144,9 @@ def test_three_hops_export_one_trace_with_each_parent(db_path, client_tp):
             assert row["task_id"] in rows[parent]["children"]
 
 
-def _chain(db_path, passes: str, rounds: int, **opts) -> None:
-    """Three hops (each agent behind its own proxy, one log), ``rounds`` runs one after another."""
+def _chain(db_path, passes: str, rounds: int, first_metadata: str | None = None, **opts) -> None:
+    """Three hops (each agent behind its own proxy, one log), ``rounds`` runs one after another; the first
+    client's message carries ``first_metadata`` as its metadata's traceparent (A2A#2026) when given."""
     with contextlib.ExitStack() as stack:
         proxies = []
         next_url = None
@@ -151,6 +158,10 @@ def _chain(db_path, passes: str, rounds: int, **opts) -> None:
         watches = [SettleWatch(p.proxy) for p in proxies]
         for _ in range(rounds):
             body, headers = send_body("start", dialect="1.0")
+            if first_metadata:
+                doc = json.loads(body)
+                doc["params"]["message"]["metadata"] = {TRACE_EXTENSION: {"traceparent": first_metadata}}
+                body = json.dumps(doc).encode()
             with httpx.stream("POST", proxies[0].url + "/", content=body, headers=headers, timeout=30) as r:
                 read_sse(r)
         for w in watches:
@@ -208,3 +219,42 @@ def test_three_hops_without_trace_context_join_by_what_the_log_knows(db_path, pa
     another agent, on the same host (timing), or its message names the caller's context or task."""
     _chain(db_path, passes, ROUNDS)
     assert_joined_by_inference(str(db_path), ROUNDS, basis)
+
+
+@pytest.mark.parametrize("client_tp", [None, CLIENT_TP], ids=["client-sent-none", "client-sent-one-in-metadata"])
+def test_three_hops_passing_trace_context_in_message_metadata(db_path, client_tp):
+    """The agents pass trace context in their messages' metadata only (the trace-context extension of
+    A2A#2026), never in a header; each proxy reads it there and writes the one it sends there
+    (--inject-traceparent --continue-traceparent --traceparent-metadata): one trace per run (the client's
+    when it sent one), each hop's span under the previous, by trace context (nothing inferred)."""
+    opts = {"inject_traceparent": True, "continue_traceparent": True, "traceparent_metadata": True}
+    _chain(db_path, "metadata", ROUNDS, first_metadata=client_tp, **opts)
+    spans = [s for s in _spans_of(str(db_path)) if s["name"] == "SendStreamingMessage"]
+    assert len(spans) == 3 * ROUNDS
+    by_id = {s["spanId"]: s for s in spans}
+    roots = [s for s in spans if s.get("parentSpanId") not in by_id]
+    assert len(roots) == ROUNDS
+    for root in roots:
+        chain = [root]
+        while kids := [s for s in spans if s.get("parentSpanId") == chain[-1]["spanId"]]:
+            (kid,) = kids
+            chain.append(kid)
+        assert len(chain) == 3 and {s["traceId"] for s in chain} == {root["traceId"]}
+        assert [s["attrs"]["a2a_tape.trace_context.source"] for s in chain] == [
+            "continued" if client_tp else "injected",
+            "continued",
+            "continued",
+        ]
+        assert not any(s.get("links") for s in chain)
+        if client_tp:
+            assert root["traceId"] == client_tp[3:35] and root["parentSpanId"] == client_tp[36:52]
+    assert len({s["traceId"] for s in roots}) == (1 if client_tp else ROUNDS)
+    rows = json.loads(run_cli("tasks", "--json", "--db", str(db_path)).stdout)
+    kids = [r for r in rows if r.get("parent")]
+    assert len(kids) == 2 * ROUNDS and not any(r.get("parent_inferred") for r in kids)
+    assert all(t.get("metadata") for r in kids for t in r["trace_context"])  # read from the message's metadata
+
+
+def test_traceparent_metadata_needs_a_proxy_that_sends_one(db_path):
+    r = run_cli("proxy", "http://127.0.0.1:9", "--traceparent-metadata", "--db", str(db_path))
+    assert r.code == 2 and "--inject-traceparent or --continue-traceparent" in r.stderr
