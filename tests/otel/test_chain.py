@@ -117,11 +117,17 @@ def test_three_hops_export_one_trace_with_each_parent(db_path, client_tp):
                 read_sse(r)
         for w in watches:
             w.wait(ROUNDS)
-    spans = [s for s in _spans_of(str(db_path)) if s["name"] == "SendStreamingMessage"]
-    assert len(spans) == 3 * ROUNDS
+    assert_one_tree(str(db_path), ROUNDS, client_tp)
+
+
+def assert_one_tree(db: str, rounds: int, client_tp: str | None) -> None:
+    """The export of a chain recorded with trace context: one trace per run (one for all when the client
+    sent one), each hop's span under the previous; ``tasks --json`` agrees (parent, children)."""
+    spans = [s for s in _spans_of(db) if s["name"] == "SendStreamingMessage"]
+    assert len(spans) == 3 * rounds
     by_id = {s["spanId"]: s for s in spans}
     roots = [s for s in spans if s.get("parentSpanId") not in by_id]
-    assert len(roots) == ROUNDS  # hop A of each run
+    assert len(roots) == rounds  # hop A of each run
     for root in roots:
         chain = [root]
         while kids := [s for s in spans if s.get("parentSpanId") == chain[-1]["spanId"]]:
@@ -133,8 +139,8 @@ def test_three_hops_export_one_trace_with_each_parent(db_path, client_tp):
             assert root["traceId"] == client_tp[3:35] and root["parentSpanId"] == client_tp[36:52]
         else:
             assert "parentSpanId" not in root
-    assert len({s["traceId"] for s in roots}) == (1 if client_tp else ROUNDS)
-    rows = {r["task_id"]: r for r in json.loads(run_cli("tasks", "--json", "--db", str(db_path)).stdout)}
+    assert len({s["traceId"] for s in roots}) == (1 if client_tp else rounds)
+    rows = {r["task_id"]: r for r in json.loads(run_cli("tasks", "--json", "--db", db).stdout)}
     task_of = {s["spanId"]: s["attrs"]["a2a.task.id"] for s in spans}
     for s in spans:
         parent = task_of.get(s.get("parentSpanId", ""))
@@ -258,3 +264,47 @@ def test_three_hops_passing_trace_context_in_message_metadata(db_path, client_tp
 def test_traceparent_metadata_needs_a_proxy_that_sends_one(db_path):
     r = run_cli("proxy", "http://127.0.0.1:9", "--traceparent-metadata", "--db", str(db_path))
     assert r.code == 2 and "--inject-traceparent or --continue-traceparent" in r.stderr
+
+
+def _cli_chain(db: str, passes: str, rounds: int, flags: str, tmp_path) -> None:
+    """The chain with each proxy the installed ``a2a-tape proxy`` in a process of its own, all recording
+    into ``db``; stopping the proxies (each finishes its writes first) is the end of the recording."""
+    from tests.docs.harness import BIN, Background, reader_env
+
+    env = reader_env(tmp_path)
+    with contextlib.ExitStack() as stack:
+        first = None
+        next_url = None
+        for _ in range(3):  # C first: each agent calls the proxy in front of the next one
+            agent = stack.enter_context(_agent(next_url, passes))
+            proxy = Background(
+                f"{BIN / 'a2a-tape'} proxy {agent} --listen 127.0.0.1:0 --db '{db}' --quiet {flags}",
+                tmp_path,
+                env,
+                r"http://127\.0\.0\.1:\d+",
+            )
+            stack.callback(lambda p=proxy: p.stop() == 0 or pytest.fail(p.text))
+            first = next_url = "http://" + proxy.text.split("http://", 1)[1].split()[0].rstrip("/")
+        for _ in range(rounds):
+            body, headers = send_body("start", dialect="1.0")
+            with httpx.stream("POST", f"{first}/", content=body, headers=headers, timeout=30) as r:
+                read_sse(r)
+
+
+@pytest.mark.parametrize(
+    ("passes", "flags", "basis"),
+    [
+        ("trace", "--inject-traceparent --continue-traceparent", None),
+        ("nothing", "", "timing"),
+        ("context", "", "context_id"),
+    ],
+    ids=["trace-context", "inferred-timing", "inferred-context"],
+)
+def test_three_hops_into_one_postgresql_log_give_the_same_joined_trace(pg_url, tmp_path, passes, flags, basis):
+    """The chain through three installed ``a2a-tape proxy`` processes writing one shared PostgreSQL log:
+    the same joined trace as into SQLite, by trace context or inferred from the log."""
+    _cli_chain(pg_url, passes, ROUNDS, flags, tmp_path)
+    if basis is None:
+        assert_one_tree(pg_url, ROUNDS, None)
+    else:
+        assert_joined_by_inference(pg_url, ROUNDS, basis)
