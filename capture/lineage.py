@@ -123,42 +123,51 @@ def agent_of(url: str) -> tuple[str, str, int | None] | None:
     return parts.scheme, parts.hostname.lower(), port
 
 
-class _Row(msgspec.Struct, frozen=True):
-    id: int
-    task_id: str
-    started: float
-    ended: float | None
-    agent: tuple[str, str, int | None] | None
-    host: str | None
-    role: str
-    operation: str | None
-    request: Request
-    context_id: str | None
-    message_id: str | None
-    traced: bool  # its request carried a valid traceparent (header or message metadata)
+class _Row:
+    """One exchange as the rule reads it; its request body is decoded only when the row is a call with
+    candidates (most exchanges of a log never are)."""
 
-
-def _row(ex: Exchange) -> _Row | None:
-    if ex.id is None or not ex.task_id:
-        return None
-    req = request_of(ex.request_body)
-    low = {k.lower(): v for k, v in ex.request_headers.items()}
-    traced = parse_traceparent(low.get("traceparent") or req.trace.get("traceparent")) is not None
-    op = ALL_METHODS.get(ex.rpc_method or "", (None, None))[0]
-    return _Row(
-        ex.id,
-        ex.task_id,
-        ex.started_at,
-        ex.ended_at,
-        agent_of(ex.url),
-        ex.host,
-        ex.role,
-        op,
-        req,
-        ex.context_id,
-        ex.message_id or req.message_id,
-        traced,
+    __slots__ = (
+        "_body",
+        "_headers",
+        "_request",
+        "agent",
+        "context_id",
+        "ended",
+        "host",
+        "id",
+        "message_id",
+        "operation",
+        "role",
+        "started",
+        "task_id",
     )
+
+    def __init__(self, ex: Exchange, agent: tuple[str, str, int | None] | None) -> None:
+        self.id: int = ex.id or 0
+        self.task_id: str = ex.task_id or ""
+        self.started, self.ended = ex.started_at, ex.ended_at
+        self.agent, self.host, self.role = agent, ex.host, ex.role
+        self.operation = ALL_METHODS.get(ex.rpc_method or "", (None, None))[0]
+        self.context_id, self.message_id = ex.context_id, ex.message_id
+        self._body, self._headers = ex.request_body, ex.request_headers
+        self._request: Request | None = None
+
+    @property
+    def request(self) -> Request:
+        if self._request is None:
+            self._request = request_of(self._body)
+        return self._request
+
+    @property
+    def traced(self) -> bool:
+        """Its request carried a valid traceparent (a header, or the message's metadata)."""
+        low = next((v for k, v in self._headers.items() if k.lower() == "traceparent"), None)
+        return parse_traceparent(low or self.request.trace.get("traceparent")) is not None
+
+    @property
+    def call_message_id(self) -> str | None:
+        return self.message_id or self.request.message_id
 
 
 def _evidence(c: _Row, p: _Row) -> str:
@@ -167,7 +176,7 @@ def _evidence(c: _Row, p: _Row) -> str:
         return "reference_task_ids"
     if c.request.context_id is not None and c.request.context_id == p.context_id:
         return "context_id"
-    if c.message_id is not None and c.message_id == p.message_id:
+    if p.message_id is not None and c.call_message_id == p.message_id:
         return "message_id"
     if (
         c.role == "proxy"
@@ -181,12 +190,19 @@ def _evidence(c: _Row, p: _Row) -> str:
 
 def infer(exchanges: Iterable[Exchange]) -> dict[int, Link]:
     """The inferred caller of each exchange that has one (by exchange id), by the rule of this module."""
-    rows = sorted((r for ex in exchanges if (r := _row(ex)) is not None), key=lambda r: (r.started, r.id))
+    agents: dict[str, tuple[str, str, int | None] | None] = {}
+    rows = []
+    for ex in exchanges:
+        if ex.id is not None and ex.task_id:
+            if ex.url not in agents:
+                agents[ex.url] = agent_of(ex.url)
+            rows.append(_Row(ex, agents[ex.url]))
+    rows.sort(key=lambda r: (r.started, r.id))
     links: dict[int, Link] = {}
     active: list[_Row] = []  # working exchanges begun so far, in start order, not ended before the current one began
     for c in rows:  # a sweep in start order: what was open when each call began
         active = [p for p in active if p.ended is None or p.ended >= c.started]
-        if c.operation in _CALLS and not c.traced and c.agent is not None:
+        if active and c.operation in _CALLS and c.agent is not None and not c.traced:
             link = _decide(c, active)
             if link is not None:
                 links[c.id] = link
