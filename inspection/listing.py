@@ -262,9 +262,10 @@ def list_tasks(
     lone = [m for m in lone_messages(st, st.exchanges_without_task()) if where.keeps_message(m)]
     bindings = _Seen(st)  # task -> the bindings and trace context of its exchanges, read with them
     bindings.lineage = lineage
+    bindings.read_all = limit is None and not where.filters  # every row is shown: one read of the exchanges
     runs: dict[str, list[RunRef]] = {}  # task -> its runs, read with its row
     if isinstance(proj, InMemoryProjection):  # no index to page
-        every = st.exchanges()
+        every = bindings.every = st.exchanges()
         _note_bindings(every, bindings)
         views = [v for v in proj.views(closed_exchanges(every)) if where.keeps(v)]
         views.sort(key=lambda v: v.last_position, reverse=True)
@@ -287,35 +288,77 @@ def _closed(st: Store, task_ids: Iterable[str], bindings: _Seen) -> dict[int, fl
     return ended
 
 
+_OPEN = 1e18  # the end of an exchange that has not ended, in a window
+
+
 class _Seen:
-    """What a listing learnt of each task's exchanges: their bindings, the trace context their requests carried."""
+    """What a listing learnt of each task's exchanges: their bindings, the trace context their requests
+    carried, the time they span (for the callers and callees inferred of a page's tasks)."""
 
     def __init__(self, st: Recordings | None = None) -> None:
         self.bindings: dict[str, set[str]] = {}
         self.traces: dict[str, list[ExchangeTrace]] = {}
-        self._st = st
-        self._families: dict[str, tuple[str | None, list[str], str | None]] | None = None
         self.lineage = False  # every row's parent and children, inferred ones too (tasks --json)
+        self.every: list[Exchange] | None = None  # every exchange, when the listing read them all anyway
+        self.read_all = False  # a listing of every task: read every exchange once rather than by page
+        self.lineage_done = False  # every task's lineage is known (from every exchange)
+        self._st = st
+        self._traced: dict[str, tuple[str | None, list[str]]] | None = None
+        self._inferred: dict[str, tuple[str | None, list[str], str | None]] = {}
+        self._windows: dict[str, tuple[float, float]] = {}  # tasks noted, not inferred yet: first start, last end
+
+    def note(self, ex: Exchange) -> None:
+        if ex.task_id and self.lineage and not self.lineage_done and ex.task_id not in self._inferred:
+            lo, hi = self._windows.get(ex.task_id, (ex.started_at, ex.started_at))
+            end = _OPEN if ex.ended_at is None else ex.ended_at
+            self._windows[ex.task_id] = (min(lo, ex.started_at), max(hi, end))
 
     def family(self, task_id: str) -> tuple[str | None, list[str], str | None]:
-        """The task's parent and children, by trace context, else inferred from the log
-        (:mod:`capture.lineage`: the basis is the third item); the whole log's exchanges, read once."""
-        if self._families is None:
-            every = self._st.exchanges() if self._st is not None else []
-            traced = families((ex.task_id, t) for ex in every if ex.task_id and (t := carried(ex)))
-            guessed = inferred_families(infer(every), {ex.id: ex.task_id for ex in every if ex.id and ex.task_id})
-            found: dict[str, tuple[str | None, list[str], str | None]] = {
-                t: (up, kids, None) for t, (up, kids) in traced.items()
-            }
-            for child, (up, basis) in guessed.items():
-                mine = found.get(child, (None, [], None))
-                if mine[0] is None:
-                    found[child] = (up, mine[1], basis)
-                    theirs = found.get(up, (None, [], None))
-                    if child not in theirs[1]:
-                        found[up] = (theirs[0], [*theirs[1], child], theirs[2])
-            self._families = found
-        return self._families.get(task_id, (None, [], None))
+        """The task's parent and children: by trace context (the whole log's exchanges, read once, when a
+        row carries any), else inferred from the log (:mod:`capture.lineage`: the basis is the third item)."""
+        up, kids = self._traced_family(task_id) if self.traces.get(task_id) else (None, [])
+        if not self.lineage:
+            return up, kids, None
+        guess, guessed_kids, basis = self._inferred_family(task_id)
+        kids = kids + [k for k in guessed_kids if k not in kids]
+        return (up, kids, None) if up is not None or guess is None else (guess, kids, basis)
+
+    def _traced_family(self, task_id: str) -> tuple[str | None, list[str]]:
+        if self._traced is None:
+            every = self.every if self.every is not None else self._st.exchanges() if self._st is not None else []
+            self._traced = families((ex.task_id, t) for ex in every if ex.task_id and (t := carried(ex)))
+        return self._traced.get(task_id, (None, []))
+
+    def _inferred_family(self, task_id: str) -> tuple[str | None, list[str], str | None]:
+        """Inferred for the tasks noted so far (a page) at once, from the exchanges open while any of them
+        was: every caller of their calls and every call of theirs is among those (capture/lineage.py).
+        A listing of every task (``read_all``) reads every exchange once instead, and infers once."""
+        if task_id in self._inferred or task_id not in self._windows:
+            return self._inferred.get(task_id, (None, [], None))
+        pending, self._windows = self._windows, {}
+        if self.every is None and self.read_all and self._st is not None:
+            self.every = self._st.exchanges()
+        if self.every is not None:
+            rows = self.every
+        elif self._st is not None:
+            rows = self._st.exchanges_open_within(
+                min(lo for lo, _ in pending.values()), max(hi for _, hi in pending.values())
+            )
+        else:
+            rows = []
+        found = inferred_families(infer(rows), {ex.id: ex.task_id for ex in rows if ex.id and ex.task_id})
+        children: dict[str, list[str]] = {}
+        for child, (caller, _) in sorted(found.items()):
+            children.setdefault(caller, []).append(child)
+        answer: dict[str, tuple[str | None, list[str], str | None]] = {}
+        for t in {*found, *children}:
+            link = found.get(t)
+            answer[t] = (link[0] if link else None, children.get(t, []), link[1] if link else None)
+        for t in pending if self.every is None else {*pending, *answer}:
+            self._inferred[t] = answer.get(t, (None, [], None))
+        if self.every is not None:
+            self.lineage_done = True
+        return self._inferred.get(task_id, (None, [], None))
 
 
 def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
@@ -325,6 +368,7 @@ def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
             seen.bindings.setdefault(ex.task_id, set()).add(name)
         if ex.task_id and (found := carried(ex)) is not None:
             seen.traces.setdefault(ex.task_id, []).append(found)
+        seen.note(ex)
 
 
 def _task_row(v: TaskView, bindings: Iterable[str] = (), runs: Sequence[RunRef] = ()) -> TaskRow:

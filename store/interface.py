@@ -135,6 +135,10 @@ class ExchangeLog(Protocol):
         """The exchanges no event names a task for (a lone Message reply, a failure before one)."""
         ...
 
+    def exchanges_open_within(self, start: float, end: float) -> list[Exchange]:
+        """The exchanges open at some moment of ``[start, end]`` (begun by ``end``, not ended before ``start``)."""
+        ...
+
 
 class IdempotencyStore(Protocol):
     """Idempotency keys with their request hash and expiry (the proxy's replay-safe retries)."""

@@ -102,6 +102,18 @@ class SharedSql:
             out.update((int(r[0]), (r[1], r[2])) for r in rows)
         return out
 
+    def exchanges_open_within(self, start: float, end: float) -> list[Exchange]:
+        """The exchanges open at some moment of ``[start, end]``: begun by ``end``, not ended before
+        ``start`` (or not ended), by id. A scan of the exchange rows in the database, which returns
+        only those (capture/lineage.py: the callers a task's calls can have, its calls' callees)."""
+        m = self._mark
+        rows = self._read(
+            f"SELECT {_EXCHANGE_COLS} FROM exchanges WHERE started_at <= {m} "
+            f"AND (ended_at IS NULL OR ended_at >= {m}) ORDER BY id",
+            (end, start),
+        )
+        return [exchange_from_row(r) for r in rows]
+
     def exchanges_without_task(self) -> list[Exchange]:
         """The exchanges that name no task (an index probe: not a read of every exchange)."""
         rows = self._read(f"SELECT {_EXCHANGE_COLS} FROM exchanges WHERE task_id IS NULL ORDER BY id")

@@ -205,6 +205,12 @@ def assert_joined_by_inference(db: str, rounds: int, basis: str) -> None:
             assert attrs["a2a_tape.link.task.id"] == up["attrs"]["a2a.task.id"]
     assert len({s["traceId"] for s in roots}) == rounds  # runs never join each other
     rows = {r["task_id"]: r for r in json.loads(run_cli("tasks", "--json", "--db", db).stdout)}
+    # a page of the listing infers from the exchanges open while its tasks were: the same answer
+    for n in (1, 2, 3 * rounds):
+        page = json.loads(run_cli("tasks", "--json", "--limit", str(n), "--db", db).stdout)
+        assert [{k: r.get(k) for k in ("task_id", "parent", "children", "parent_inferred")} for r in page] == [
+            {k: rows[r["task_id"]].get(k) for k in ("task_id", "parent", "children", "parent_inferred")} for r in page
+        ]
     task_of = {s["spanId"]: s["attrs"]["a2a.task.id"] for s in spans}
     for s in spans:
         parent = task_of.get(s.get("parentSpanId", ""))

@@ -70,6 +70,18 @@ def test_search_finds_words_and_prefixes_on_both_backends(st, text):
     assert [r[0] for r in st.search_match(text)] == [1]
 
 
+def test_exchanges_open_within_a_window(st):
+    from a2a_tape.store import Exchange
+
+    def ex(start: float, end: float | None) -> int:
+        return st.begin_exchange(Exchange(started_at=start, ended_at=end, url="http://127.0.0.1:1/", task_id="t"))
+
+    before, across, inside, open_, after = ex(1.0, 2.0), ex(1.0, 6.0), ex(4.0, 5.0), ex(3.5, None), ex(7.0, 8.0)
+    assert [e.id for e in st.exchanges_open_within(3.0, 6.5)] == [across, inside, open_]
+    assert [e.id for e in st.exchanges_open_within(2.0, 2.0)] == [before, across]
+    assert before not in {after}
+
+
 def test_exchanges_without_task(st):
     from a2a_tape.store import Exchange
 
