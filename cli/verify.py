@@ -38,10 +38,11 @@ from a2a_tape.cli.app import (
 )
 from a2a_tape.cli.progress import ProgressOption, bar
 from a2a_tape.cli.record import BindingOption
-from a2a_tape.fold.runs import Run, pick_run, task_runs
+from a2a_tape.fold.runs import Run, pick_run, served_run, task_runs
 from a2a_tape.inspection.verify_rules import Divergence, Rules
-from a2a_tape.store.tape_copy import is_tape
-from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, VerifyOptions, replayed, verify
+from a2a_tape.replay.serve.write_back import mark_of, write_back
+from a2a_tape.store.tape_copy import TapeCopy, is_tape
+from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, Update, VerifyOptions, replayed, verify
 
 app = commands()
 
@@ -77,6 +78,7 @@ class TaskReport(msgspec.Struct):
     divergences: list[Divergence]
     disagreements: list[Divergence]
     note: str | None = None
+    update: Update | None = None  # with --update
 
 
 class Summary(msgspec.Struct):
@@ -85,6 +87,7 @@ class Summary(msgspec.Struct):
     diverged: int
     flaky: int
     skipped: int
+    updated: int = 0  # tasks whose live run serve replays from now on (--update)
 
 
 class VerifyReport(msgspec.Struct):
@@ -108,20 +111,32 @@ def _env_headers() -> list[tuple[str, str]]:
 
 
 def _recorded_run(st: store.Store, text: str) -> Run:
-    """The run a task is verified against: TASK@N, else its first run that is no verify run."""
+    """The run a task is verified against: TASK@N, else the one serve replays (the one the last
+    ``--update`` adopted, else its first run that is no verify run)."""
     task, number = find_run(st, text)
     runs = task_runs(st, task)
-    if number is not None:
-        return pick_run(runs, task, number)
-    return next((r for r in runs if r.source != "verify"), runs[0])
+    served = served_run(runs) if number is None else None
+    return served if served is not None else pick_run(runs, task, number)
 
 
 @contextlib.contextmanager
-def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, store.Store, str]]:
+def _target(db: str | None, into: str | None, *, update: bool) -> Iterator[tuple[store.Store, store.Store, str]]:
     """The log to read the recordings from, the log the live runs go to, and the latter's name. A
-    tape is read-only: its live runs go to ``--into``, else to a temporary log removed at the end."""
+    tape is read-only: its live runs go to ``--into``, else to a temporary log removed at the end;
+    with ``update``, to a copy of the tape written back into it at the end (the tape's new runs)."""
     loc = db_location(db)
     tape = "://" not in loc and Path(loc).is_file() and is_tape(loc)
+    if tape and update:
+        copy = TapeCopy(loc)
+        try:
+            since = mark_of(copy)
+            yield copy, copy, loc
+            if copy.last_position() != since.position:
+                for line in write_back(copy, Path(loc), since):
+                    say(f"verify --update: {line}")
+        finally:
+            copy.close()
+        return
     if not tape and into is None:
         with open_db(db) as st:
             yield st, st, loc
@@ -138,7 +153,7 @@ def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, sto
 
 
 def _report(v: TaskVerdict) -> TaskReport:
-    return TaskReport(v.task_id, v.recorded, v.live, v.verdict, v.first, v.divergences, v.disagreements)
+    return TaskReport(v.task_id, v.recorded, v.live, v.verdict, v.first, v.divergences, v.disagreements, None, v.update)
 
 
 def _point(label: str, p: object) -> str:
@@ -168,6 +183,21 @@ def _print_text(reports: Sequence[TaskReport]) -> None:
             if len(shown) > 1:
                 more = ", ".join(d.rule for d in shown[1:])
                 out.print(f"  also: {more}", markup=False, highlight=False, soft_wrap=True)
+        if r.update is not None:
+            _print_update(r.update)
+
+
+def _print_update(u: Update) -> None:
+    if u.served is None:
+        out.print(f"  not updated: {u.why}", markup=False, highlight=False, soft_wrap=True)
+        return
+    what = "; ".join(u.changes) if u.changes else "nothing beyond ids and chunk boundaries"
+    out.print(
+        f"  updated: serve replays {u.served} (was {u.was}); changed: {what}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _junit(path: str, reports: Sequence[TaskReport], against: str) -> None:
@@ -264,6 +294,15 @@ TimeoutArg = Annotated[
     ),
 ]
 
+UpdateArg = Annotated[
+    bool,
+    typer.Option(
+        "--update",
+        help="After a match, serve replays the live run from now on (the recording stays, as an earlier run); "
+        "never after a divergence. Not with --into.",
+    ),
+]
+
 JunitArg = Annotated[
     str | None,
     typer.Option("--junit", metavar="FILE", help="Also write a JUnit XML report (a test case per task)."),
@@ -282,6 +321,7 @@ def verify_cmd(
     into: IntoArg = None,
     timeout: TimeoutArg = 30.0,
     junit: JunitArg = None,
+    update: UpdateArg = False,
     progress: ProgressOption = False,
     db: DbOption = None,
     json: JsonOption = False,
@@ -294,6 +334,8 @@ def verify_cmd(
         fail("verify needs --against URL: the live agent to send the recorded requests to")
     if slower is not None and slower < 1:
         fail(f"--slower {slower:g}: a factor of 1 or more")
+    if update and into is not None:
+        fail("--update makes a live run the one serve replays: it goes with the recordings, not --into")
     extra = _env_headers() + options.header_pairs(header or [])
     opts = VerifyOptions(
         url=against,
@@ -304,7 +346,7 @@ def verify_cmd(
         call_timeout=timeout,
         stall_timeout=timeout,
     )
-    with _target(db, into) as (source, target, into_name):
+    with _target(db, into, update=update) as (source, target, into_name):
         names = tasks or [t.task_id for t in source.task_events()]
         recorded = [_recorded_run(source, t) for t in names]
         todo = [r for r in recorded if replayed(r)]
@@ -315,7 +357,7 @@ def verify_cmd(
         ]
         with bar("verify", asked=progress, unit="runs", show=bool(todo)) as report:
             try:
-                verdicts = anyio.run(lambda: verify(target, todo, opts, progress=report))
+                verdicts = anyio.run(lambda: verify(target, todo, opts, progress=report, adopt=update))
             except AgentUnreachable as exc:
                 fail(f"the agent at {against} cannot be verified: {exc}")
     reports = [_report(v) for v in verdicts] + skipped
@@ -329,6 +371,7 @@ def _finish(reports: list[TaskReport], against: str, db: str, into: str, *, json
         diverged=sum(1 for r in reports if r.verdict == "diverged"),
         flaky=sum(1 for r in reports if r.verdict == "flaky"),
         skipped=sum(1 for r in reports if r.verdict == "skipped"),
+        updated=sum(1 for r in reports if r.update is not None and r.update.served is not None),
     )
     ok = summary.diverged == 0
     if junit is not None:
@@ -340,5 +383,6 @@ def _finish(reports: list[TaskReport], against: str, db: str, into: str, *, json
         say(
             f"verify: {summary.tasks} task(s) against {against}: {summary.matched} match, "
             f"{summary.diverged} diverged, {summary.flaky} flaky, {summary.skipped} skipped"
+            + (f", {summary.updated} updated" if any(r.update is not None for r in reports) else "")
         )
     raise typer.Exit(EXIT_OK if ok else EXIT_FAILED)

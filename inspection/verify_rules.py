@@ -458,3 +458,22 @@ def _time_rules(rec: Contract, live: Contract, factor: float | None) -> list[Div
             )
         )
     return out
+
+
+# -- what a passing run changed ------------------------------------------------------------------
+
+
+def changes(recorded: Contract, live: Contract) -> list[str]:
+    """What differs between two runs that match by the rules (``verify --update``'s summary): each
+    artifact's text, the times (by more than :data:`SLOWER_GRACE`). Empty: nothing a report shows."""
+    out = []
+    for k, (x, y) in enumerate(zip(recorded.artifacts, live.artifacts, strict=False)):
+        if x.text != y.text:
+            out.append(f"{_label(x, k + 1)}: text {_clip(x.text)} -> {_clip(y.text)}")
+    for what, a, b in (
+        ("time to first event", recorded.first_event, live.first_event),
+        ("total time", recorded.total, live.total),
+    ):
+        if a is not None and b is not None and abs(b - a) > SLOWER_GRACE:
+            out.append(f"{what}: {a:.3f} s -> {b:.3f} s")
+    return out

@@ -17,20 +17,22 @@ sampling agent, not a regression.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 import httpx
 import msgspec
 
 from a2a_tape.capture.upstream_call import Collect, StallWatch
-from a2a_tape.fold.runs import Run, split_runs
+from a2a_tape.fold.runs import SERVED_NOTE, Run, split_runs
 from a2a_tape.inspection.steps import decode_events
-from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, compare, contract, named_task
+from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, changes, compare, contract, named_task
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.upstream import Unreachable, Upstream
 from a2a_tape.store import Exchange, NewEvent, RecordingStore, StoredEvent
+from a2a_tape.store.decode import local_note
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import SETTLED_STATES
 from a2a_tape.store.methods import METHODS, STREAMING_OPERATIONS
@@ -79,6 +81,16 @@ class VerifyOptions:
     stall_timeout: float = 60.0
 
 
+class Update(msgspec.Struct):
+    """What ``--update`` did for one task: the run served before and after, and what changed
+    between them (text, times: what the rules let pass); ``served`` None: not updated (``why``)."""
+
+    was: str  # the run served before, TASK@N
+    served: str | None  # the run served now (None: unchanged)
+    changes: list[str] = []
+    why: str | None = None  # why the task was not updated
+
+
 class TaskVerdict(msgspec.Struct):
     """What verify found for one task."""
 
@@ -88,6 +100,7 @@ class TaskVerdict(msgspec.Struct):
     verdict: Verdict
     divergences: list[Divergence]  # of the first live run that diverged (none: match)
     disagreements: list[Divergence] = []  # between live runs (flaky)
+    update: Update | None = None  # with --update
 
     @property
     def first(self) -> Divergence | None:
@@ -324,6 +337,27 @@ def judge(recorded: Run, lives: Sequence[Run], rules: Rules) -> TaskVerdict:
     return TaskVerdict(recorded.task_id, recorded.selector, live, "match", [])
 
 
+NOT_UPDATED: Final = {
+    "diverged": "diverged: a failing verify never replaces the recording (record it anew once the change is meant)",
+    "flaky": "flaky: the live runs disagree, none of them is the agent's answer",
+}
+
+
+def update(log: RecordingStore, recorded: Run, lives: Sequence[Run], verdict: TaskVerdict) -> Update:
+    """``--update``: after a match, the first live run becomes the run ``serve`` replays (and the
+    one the next verify compares with): a local note of action :data:`fold.runs.SERVED_NOTE` on
+    its last exchange, so it is that run's own. Never after a divergence or a flaky verdict."""
+    if verdict.verdict != "match":
+        return Update(recorded.selector, None, why=NOT_UPDATED.get(verdict.verdict, verdict.verdict))
+    live = lives[0]
+    last = max((ex.id for ex in live.exchanges if ex.id is not None), default=None)
+    if live.source != "verify" or last is None:
+        return Update(recorded.selector, None, why="the live run is not in the recording's log")
+    note = local_note(SERVED_NOTE, f"replaces {recorded.selector}", live.task_id)
+    log.append(NewEvent(note, live.task_id, last, received_at=time.time(), origin="local"))
+    return Update(recorded.selector, live.selector, changes(run_contract(recorded), run_contract(live)))
+
+
 async def load_card(url: str, http: httpx.AsyncClient, log: RecordingStore, call_timeout: float) -> a2a.AgentCard:
     """The live agent's card (not recorded); :class:`AgentUnreachable` when there is none."""
     up = Upstream(log, url, http, redactor=Redactor())
@@ -341,9 +375,11 @@ async def verify(
     *,
     progress: Callable[[int, int], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    adopt: bool = False,
 ) -> list[TaskVerdict]:
     """Each recorded run sent again ``opts.runs`` times to the agent at ``opts.url``, its live
-    runs recorded into ``log`` and judged."""
+    runs recorded into ``log`` and judged; ``adopt`` (``--update``, ``log`` holding the
+    recordings): a task that matched is served from its first live run from then on (:func:`update`)."""
     out: list[TaskVerdict] = []
     async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=False) as http:
         card = await load_card(opts.url, http, log, opts.call_timeout)
@@ -354,5 +390,8 @@ async def verify(
                 lives.append(await LiveRun(log, run, http, card, opts).run())
                 if progress is not None:
                     progress(k * opts.runs + n + 1, total)
-            out.append(judge(run, lives, opts.rules))
+            verdict = judge(run, lives, opts.rules)
+            if adopt:
+                verdict.update = update(log, run, lives, verdict)
+            out.append(verdict)
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from a2a_tape.recorder.record import RecordOptions, record
 from a2a_tape.recorder.session import Session
 from a2a_tape.store import open_store
 from tests.conftest import running_sdk_agent
-from tests.docs.harness import BIN, reader_env, run_line
+from tests.docs.harness import BIN, Background, reader_env, run_line
 from tests.support.sdk_agents import two_binding_agent
 from tests.support.verify_agents import DriftAgent, drift_agent
 
@@ -32,6 +33,7 @@ A2A = BIN / "a2a-tape"
 ROUNDS = int(os.environ.get("A2A_TAPE_VERIFY_ROUNDS", "2"))
 """Live runs per task of the corpus (``--runs``): a few by default, more on demand."""
 TEXTS = ("hello there", "ask me", "boom now")
+READY = r"http://127\.0\.0\.1:\d+"
 
 pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
 
@@ -189,3 +191,72 @@ def test_bad_usage_is_one_line_exit_2(drifting, line: str, says: str, tmp_path: 
     code, out, err = _cli(line.format(db=db), tmp_path)
     assert code == 2 and out == "", (out, err)
     assert len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def _replayed_answer(db: Path, cwd: Path, text: str) -> str:
+    """The final answer a client gets from ``serve`` replaying ``db`` (recorded into a log of its own)."""
+    serve = Background(f"{A2A} serve --db '{db}' --listen 127.0.0.1:0", cwd, reader_env(cwd), READY)
+    try:
+        url = re.search(READY, serve.text)
+        assert url is not None, serve.text
+        code, out, err = _cli(f"record {url.group(0)} '{text}' --db '{cwd / 'client.db'}' --json", cwd)
+        assert code == 0, (out, err)
+        answer = json.loads(out)["final_answer"]
+        assert isinstance(answer, str), out
+        return answer
+    finally:
+        serve.stop()
+
+
+def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -> None:
+    """``--update`` (issue 32 item 6): after a match the live run is what ``serve`` replays and what
+    the next verify compares with, the recording kept as run 1; after a divergence nothing changes."""
+    db = tmp_path / "recorded.db"
+    with drift_agent() as (url, agent):
+        task = _record(url, db, "jsonrpc")["hello there"]
+        assert _replayed_answer(db, tmp_path, "hello there") == "The answer is 42."
+        agent.fault = "rename"  # a regression: never adopted
+        try:
+            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --update --json", tmp_path)
+        finally:
+            agent.fault = None
+        assert code == 1, (out, err)
+        (one,) = json.loads(out)["tasks"]
+        assert one["update"]["served"] is None and one["update"]["why"].startswith("diverged"), one
+        assert _replayed_answer(db, tmp_path, "hello there") == "The answer is 42."
+
+        agent.fault = "reword"  # the same contract, other words: adopted, the change summarised
+        try:
+            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --update --json", tmp_path)
+            assert code == 0, (out, err)
+            report = json.loads(out)
+            (one,) = report["tasks"]
+            assert one["verdict"] == "match" and report["summary"]["updated"] == 1, out
+            assert one["update"] == {
+                "was": f"{task}@1",
+                "served": f"{task}@3",
+                "changes": [
+                    "artifact #3 'answer' (final_answer): text 'The answer is 42.' -> 'The answer is forty-two.'"
+                ],
+                "why": None,
+            }, one
+            code, text, err = _cli(f"verify {task} --against {url} --db '{db}' --update", tmp_path)
+            assert code == 0 and f"updated: serve replays {task}@4 (was {task}@3)" in text, (text, err)
+            assert "1 updated" in err, err
+            # the next verify compares with the adopted run: its exact text holds
+            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --text exact --json", tmp_path)
+            assert code == 0, (out, err)
+            assert json.loads(out)["tasks"][0]["recorded"] == f"{task}@4", out
+        finally:
+            agent.fault = None
+    assert _replayed_answer(db, tmp_path, "hello there") == "The answer is forty-two."
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path)
+    runs = [r for r in json.loads(out) if r["task_id"] == task]
+    assert [r["source"] for r in runs] == ["client", "verify", "verify", "verify", "verify"], runs
+
+
+def test_update_refuses_into(drifting, tmp_path: Path) -> None:
+    url, _, db, ids = drifting
+    line = f"verify {ids['jsonrpc']['hello there']} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}' --update"
+    code, out, err = _cli(line, tmp_path)
+    assert code == 2 and out == "" and "--update" in err and len(err.strip().splitlines()) == 1, err

@@ -14,7 +14,9 @@ one thing, each one a regression users met (issue 32):
   on the answer channel; ``cut``: the stream ends after WORKING (the executor returns, the SDK
   closes it cleanly); ``slow``: the first event comes :data:`SLOW` seconds late;
   ``tool-status``: the tool call ends with another status; ``sampling``: every other execution
-  renames the answer (an agent whose runs disagree among themselves: flaky, not regressed).
+  renames the answer (an agent whose runs disagree among themselves: flaky, not regressed);
+  ``reword``: the answer says the same in other words (:data:`REWORDED`): no drift of the
+  contract, only of its text (what ``verify --update`` adopts).
 
 All of them an a2a-sdk executor can produce, so no hand-written agent is needed here.
 """
@@ -35,6 +37,7 @@ from google.protobuf import struct_pb2
 from tests.support.sdk_agents import serve_executor
 
 ANSWER = ["The answer ", "is ", "42."]
+REWORDED = ["The answer ", "is ", "forty-two."]
 REASONING = "The user asks for the answer."
 SLOW = 0.8
 FAULTS = (
@@ -113,10 +116,10 @@ class DriftAgent(AgentExecutor):
             return
         name = "reply" if fault == "rename" else "answer"
         for again in range(2 if fault == "double-answer" else 1):
-            for i, chunk in enumerate(ANSWER):
+            for i, chunk in enumerate(REWORDED if fault == "reword" else ANSWER):
                 if boom and i == 1:
                     raise (InvalidParamsError if fault == "error-code" else UnsupportedOperationError)("agent failed")
-                last = i == len(ANSWER) - 1 and fault != "no-last-chunk"
+                last = i == len(ANSWER) - 1 and fault != "no-last-chunk"  # REWORDED: as many chunks
                 await up.add_artifact(
                     [Part(text=chunk)],
                     artifact_id=answer,
