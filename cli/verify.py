@@ -40,8 +40,7 @@ from a2a_tape.cli.progress import ProgressOption, bar
 from a2a_tape.cli.record import BindingOption
 from a2a_tape.fold.runs import Run, pick_run, served_run, task_runs
 from a2a_tape.inspection.verify_rules import Divergence, Rules
-from a2a_tape.replay.serve.write_back import mark_of, write_back
-from a2a_tape.store.tape_copy import TapeCopy, is_tape
+from a2a_tape.store.tape_copy import is_tape
 from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, Update, VerifyOptions, replayed, verify
 
 app = commands()
@@ -120,23 +119,11 @@ def _recorded_run(st: store.Store, text: str) -> Run:
 
 
 @contextlib.contextmanager
-def _target(db: str | None, into: str | None, *, update: bool) -> Iterator[tuple[store.Store, store.Store, str]]:
+def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, store.Store, str]]:
     """The log to read the recordings from, the log the live runs go to, and the latter's name. A
-    tape is read-only: its live runs go to ``--into``, else to a temporary log removed at the end;
-    with ``update``, to a copy of the tape written back into it at the end (the tape's new runs)."""
+    tape is read-only: its live runs go to ``--into``, else to a temporary log removed at the end."""
     loc = db_location(db)
-    tape = "://" not in loc and Path(loc).is_file() and is_tape(loc)
-    if tape and update:
-        copy = TapeCopy(loc)
-        try:
-            since = mark_of(copy)
-            yield copy, copy, loc
-            if copy.last_position() != since.position:
-                for line in write_back(copy, Path(loc), since):
-                    say(f"verify --update: {line}")
-        finally:
-            copy.close()
-        return
+    tape = _is_tape(loc)
     if not tape and into is None:
         with open_db(db) as st:
             yield st, st, loc
@@ -150,6 +137,10 @@ def _target(db: str | None, into: str | None, *, update: bool) -> Iterator[tuple
             name = into
         target = stack.enter_context(open_db(into, create=True))
         yield source, target, name
+
+
+def _is_tape(loc: str) -> bool:
+    return "://" not in loc and Path(loc).is_file() and is_tape(loc)
 
 
 def _report(v: TaskVerdict) -> TaskReport:
@@ -299,7 +290,7 @@ UpdateArg = Annotated[
     typer.Option(
         "--update",
         help="After a match, serve replays the live run from now on (the recording stays, as an earlier run); "
-        "never after a divergence. Not with --into.",
+        "never after a divergence. A log only (not a tape, not with --into).",
     ),
 ]
 
@@ -336,6 +327,11 @@ def verify_cmd(
         fail(f"--slower {slower:g}: a factor of 1 or more")
     if update and into is not None:
         fail("--update makes a live run the one serve replays: it goes with the recordings, not --into")
+    if update and _is_tape(db_location(db)):
+        fail(
+            "--update needs a log: a tape holds one context per task, a live run has its own "
+            "('a2a-tape import TAPE --db LOG', then verify --db LOG --update)"
+        )
     extra = _env_headers() + options.header_pairs(header or [])
     opts = VerifyOptions(
         url=against,
@@ -346,7 +342,7 @@ def verify_cmd(
         call_timeout=timeout,
         stall_timeout=timeout,
     )
-    with _target(db, into, update=update) as (source, target, into_name):
+    with _target(db, into) as (source, target, into_name):
         names = tasks or [t.task_id for t in source.task_events()]
         recorded = [_recorded_run(source, t) for t in names]
         todo = [r for r in recorded if replayed(r)]

@@ -255,8 +255,19 @@ def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -
     assert [r["source"] for r in runs] == ["client", "verify", "verify", "verify", "verify"], runs
 
 
-def test_update_refuses_into(drifting, tmp_path: Path) -> None:
-    url, _, db, ids = drifting
-    line = f"verify {ids['jsonrpc']['hello there']} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}' --update"
+@pytest.mark.parametrize("where", ["into", "tape"])
+def test_update_needs_the_recordings_log(drifting, where: str, tmp_path: Path) -> None:
+    """A live run adopted goes with the recordings: not into another log, not into a tape (one
+    context per task there; the live run has its own), nothing sent to the agent."""
+    url, agent, db, ids = drifting
+    task = ids["jsonrpc"]["hello there"]
+    if where == "tape":
+        tape = tmp_path / "t.jsonl"
+        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path)[0] == 0
+        line = f"verify {task} --against {url} --db '{tape}' --update"
+    else:
+        line = f"verify {task} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}' --update"
+    before = agent.executions
     code, out, err = _cli(line, tmp_path)
     assert code == 2 and out == "" and "--update" in err and len(err.strip().splitlines()) == 1, err
+    assert agent.executions == before
