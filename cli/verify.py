@@ -78,6 +78,7 @@ class TaskReport(msgspec.Struct):
     disagreements: list[Divergence]
     note: str | None = None
     update: Update | None = None  # with --update
+    binding: str | None = None  # with --across-bindings: the binding the live runs were sent in
 
 
 class Summary(msgspec.Struct):
@@ -144,7 +145,9 @@ def _is_tape(loc: str) -> bool:
 
 
 def _report(v: TaskVerdict) -> TaskReport:
-    return TaskReport(v.task_id, v.recorded, v.live, v.verdict, v.first, v.divergences, v.disagreements, None, v.update)
+    return TaskReport(
+        v.task_id, v.recorded, v.live, v.verdict, v.first, v.divergences, v.disagreements, v.note, v.update, v.binding
+    )
 
 
 def _point(label: str, p: object) -> str:
@@ -157,7 +160,7 @@ def _point(label: str, p: object) -> str:
 
 def _print_text(reports: Sequence[TaskReport]) -> None:
     for r in reports:
-        head = f"{r.task_id}  {r.verdict}"
+        head = f"{r.task_id}{f' over {r.binding}' if r.binding else ''}  {r.verdict}"
         if r.verdict == "skipped":
             out.print(f"{head} ({r.note})", markup=False, highlight=False, soft_wrap=True)
             continue
@@ -201,7 +204,8 @@ def _junit(path: str, reports: Sequence[TaskReport], against: str) -> None:
         skipped=str(sum(1 for r in reports if r.verdict == "skipped")),
     )
     for r in reports:
-        case = ET.SubElement(suite, "testcase", classname=f"verify {against}", name=r.task_id)
+        name = f"{r.task_id} over {r.binding}" if r.binding else r.task_id
+        case = ET.SubElement(suite, "testcase", classname=f"verify {against}", name=name)
         if r.verdict == "diverged" and r.first is not None:
             d = r.first
             fault = ET.SubElement(case, "failure", message=f"{d.rule}: {d.message}", type=d.rule)
@@ -285,6 +289,15 @@ TimeoutArg = Annotated[
     ),
 ]
 
+AcrossArg = Annotated[
+    bool,
+    typer.Option(
+        "--across-bindings",
+        help="Send each recorded client over every binding the agent's card offers (JSON-RPC, HTTP+JSON), "
+        "each compared with the recording: errors by what A2A names them, in each binding's shape.",
+    ),
+]
+
 UpdateArg = Annotated[
     bool,
     typer.Option(
@@ -313,6 +326,7 @@ def verify_cmd(
     timeout: TimeoutArg = 30.0,
     junit: JunitArg = None,
     update: UpdateArg = False,
+    across_bindings: AcrossArg = False,
     progress: ProgressOption = False,
     db: DbOption = None,
     json: JsonOption = False,
@@ -325,6 +339,10 @@ def verify_cmd(
         fail("verify needs --against URL: the live agent to send the recorded requests to")
     if slower is not None and slower < 1:
         fail(f"--slower {slower:g}: a factor of 1 or more")
+    if across_bindings and binding.choice != "auto":
+        fail(f"--across-bindings sends over every binding the card offers: not with --binding {binding.choice}")
+    if across_bindings and update:
+        fail("--update adopts one live run per task: not with --across-bindings (one per binding)")
     if update and into is not None:
         fail("--update makes a live run the one serve replays: it goes with the recordings, not --into")
     if update and _is_tape(db_location(db)):
@@ -341,6 +359,7 @@ def verify_cmd(
         runs=runs,
         call_timeout=timeout,
         stall_timeout=timeout,
+        across=across_bindings,
     )
     with _target(db, into) as (source, target, into_name):
         names = tasks or [t.task_id for t in source.task_events()]

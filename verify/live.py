@@ -16,6 +16,7 @@ sampling agent, not a regression.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +36,7 @@ from a2a_tape.store import Exchange, NewEvent, RecordingStore, StoredEvent
 from a2a_tape.store.decode import local_note
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import SETTLED_STATES
-from a2a_tape.store.methods import METHODS, STREAMING_OPERATIONS
+from a2a_tape.store.methods import CARD_BINDINGS, METHODS, STREAMING_OPERATIONS
 from a2a_tape.store.observers import Observer, new_observer
 from a2a_tape.store.redact import REDACTED, Redactor
 from a2a_tape.wire.bindings import client_of, recorded_call
@@ -63,11 +64,18 @@ DROPPED_HEADERS: frozenset[str] = frozenset(
 """Recorded request headers not sent again: the binding and httpx set them, or they name the
 recorded call itself. Credentials (the redactor's secret headers) are never in a recording."""
 
-Verdict = Literal["match", "diverged", "flaky", "unreachable"]
+Verdict = Literal["match", "diverged", "flaky", "skipped"]
+
+SPOKEN: Final = ("jsonrpc", "http+json")
+"""The bindings verify sends in (a gRPC recording is sent over JSON-RPC; gRPC itself not yet)."""
 
 
 class AgentUnreachable(A2ATapeError):
     """The live agent cannot be called (down, not an agent, no such binding): exit 2."""
+
+
+class NotInBinding(AgentUnreachable):
+    """The agent's interface in the binding asked for speaks another A2A version than the recording."""
 
 
 @dataclass
@@ -79,6 +87,7 @@ class VerifyOptions:
     runs: int = 1
     call_timeout: float = 30.0
     stall_timeout: float = 60.0
+    across: bool = False  # each binding the card offers (--across-bindings)
 
 
 class Update(msgspec.Struct):
@@ -101,6 +110,8 @@ class TaskVerdict(msgspec.Struct):
     divergences: list[Divergence]  # of the first live run that diverged (none: match)
     disagreements: list[Divergence] = []  # between live runs (flaky)
     update: Update | None = None  # with --update
+    binding: str | None = None  # the binding the live runs were sent in (--across-bindings)
+    note: str | None = None  # why a task (or a binding of it) was skipped
 
     @property
     def first(self) -> Divergence | None:
@@ -277,7 +288,7 @@ class LiveRun:
         except a2a.NotAnAgent as exc:
             raise AgentUnreachable(str(exc)) from None
         if ep.dialect != dialect:
-            raise AgentUnreachable(
+            raise NotInBinding(
                 f"task {self.recorded.task_id} was recorded in A2A {dialect}: {choice} at {ep.url} speaks {ep.dialect}"
             )
         req = a2a.Request(op, method, dialect, body, "", message_id)
@@ -383,15 +394,44 @@ async def verify(
     out: list[TaskVerdict] = []
     async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=False) as http:
         card = await load_card(opts.url, http, log, opts.call_timeout)
-        total = len(recorded) * opts.runs
-        for k, run in enumerate(recorded):
-            lives = []
-            for n in range(opts.runs):
-                lives.append(await LiveRun(log, run, http, card, opts).run())
-                if progress is not None:
-                    progress(k * opts.runs + n + 1, total)
-            verdict = judge(run, lives, opts.rules)
-            if adopt:
-                verdict.update = update(log, run, lives, verdict)
-            out.append(verdict)
+        bindings: list[a2a.BindingChoice | None] = [None]
+        if opts.across:
+            offered = card_bindings(card)
+            bindings = [b for b in SPOKEN if b in offered]
+            if not bindings:
+                raise AgentUnreachable(f"its card offers no binding verify speaks ({', '.join(offered) or 'none'})")
+        total, done = len(recorded) * opts.runs * len(bindings), 0
+        for run in recorded:
+            for binding in bindings:
+                each = opts if binding is None else dataclasses.replace(opts, binding=binding)
+                lives = []
+                try:
+                    for _ in range(opts.runs):
+                        lives.append(await LiveRun(log, run, http, card, each).run())
+                        done += 1
+                        if progress is not None:
+                            progress(done, total)
+                except NotInBinding as exc:
+                    if binding is None:
+                        raise
+                    done += opts.runs - len(lives)
+                    out.append(
+                        TaskVerdict(run.task_id, run.selector, [], "skipped", [], binding=binding, note=str(exc))
+                    )
+                    continue
+                verdict = judge(run, lives, opts.rules)
+                verdict.binding = binding
+                if adopt:
+                    verdict.update = update(log, run, lives, verdict)
+                out.append(verdict)
+    return out
+
+
+def card_bindings(card: a2a.AgentCard) -> list[str]:
+    """The bindings the card offers, in its order (jsonrpc, http+json, grpc)."""
+    out: list[str] = []
+    for itf in a2a.interfaces(card):
+        binding = CARD_BINDINGS.get((itf.protocolBinding or itf.transport or "JSONRPC").upper())
+        if binding is not None and binding not in out:
+            out.append(binding)
     return out

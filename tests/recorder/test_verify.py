@@ -271,3 +271,42 @@ def test_update_needs_the_recordings_log(drifting, where: str, tmp_path: Path) -
     code, out, err = _cli(line, tmp_path)
     assert code == 2 and out == "" and "--update" in err and len(err.strip().splitlines()) == 1, err
     assert agent.executions == before
+
+
+def test_across_bindings_each_recording_over_every_binding_the_card_offers(tmp_path: Path) -> None:
+    """``--across-bindings`` (issue 32 item 4): every recorded client over JSON-RPC and HTTP+JSON,
+    its errors compared by what A2A names them; the unchanged agents match on every binding."""
+    db = tmp_path / "corpus.db"
+    with two_binding_agent() as rest, drift_agent() as (drift, _):
+        for url, recordings in ((rest, [_record(rest, db, "http+json")]), (drift, [_record(drift, db, "jsonrpc")])):
+            ids = [tid for r in recordings for tid in r.values()]
+            code, out, err = _cli(
+                f"verify {' '.join(ids)} --against {url} --across-bindings --db '{db}' --json", tmp_path
+            )
+            assert code == 0, (out, err)
+            report = json.loads(out)
+            pairs = sorted((t["task_id"], t["binding"], t["verdict"]) for t in report["tasks"])
+            assert pairs == sorted((i, b, "match") for i in ids for b in ("jsonrpc", "http+json")), out
+
+
+def test_across_bindings_names_a_binding_specific_error_shape(drifting, tmp_path: Path) -> None:
+    """The agent's HTTP+JSON binding fails with INTERNAL where its JSON-RPC one (and the recording)
+    says UNSUPPORTED_OPERATION: the HTTP+JSON run diverges at the error, the JSON-RPC one matches."""
+    url, agent, db, ids = drifting
+    task = ids["jsonrpc"]["boom now"]
+    junit = tmp_path / "v.xml"
+    agent.fault = "rest-error-shape"
+    try:
+        line = f"verify {task} --against {url} --across-bindings --db '{db}' --into '{tmp_path / 'l.db'}' --json"
+        code, out, err = _cli(f"{line} --junit '{junit}'", tmp_path)
+    finally:
+        agent.fault = None
+    assert code == 1, (out, err)
+    by = {t["binding"]: t for t in json.loads(out)["tasks"]}
+    assert by["jsonrpc"]["verdict"] == "match", by["jsonrpc"]
+    first = by["http+json"]["first"]
+    assert by["http+json"]["verdict"] == "diverged" and first["rule"] == "errors", by["http+json"]
+    assert first["recorded"]["kind"] == "error" and first["recorded"]["what"] == "error UNSUPPORTED_OPERATION", first
+    assert first["live"]["kind"] == "error" and "INTERNAL" in first["live"]["what"], first
+    names = [c.get("name") for c in ET.parse(junit).getroot()]
+    assert names == [f"{task} over jsonrpc", f"{task} over http+json"], names

@@ -16,7 +16,9 @@ one thing, each one a regression users met (issue 32):
   ``tool-status``: the tool call ends with another status; ``sampling``: every other execution
   renames the answer (an agent whose runs disagree among themselves: flaky, not regressed);
   ``reword``: the answer says the same in other words (:data:`REWORDED`): no drift of the
-  contract, only of its text (what ``verify --update`` adopts).
+  contract, only of its text (what ``verify --update`` adopts); ``rest-error-shape``: over
+  HTTP+JSON only, ``boom`` fails with INTERNAL where JSON-RPC still says UNSUPPORTED_OPERATION (a
+  binding's error shape changed by an SDK upgrade: ``verify --across-bindings`` names it).
 
 All of them an a2a-sdk executor can produce, so no hand-written agent is needed here.
 """
@@ -31,7 +33,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Part, Task, TaskState, TaskStatus
-from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
+from a2a.utils.errors import InternalError, InvalidParamsError, UnsupportedOperationError
 from google.protobuf import struct_pb2
 
 from tests.support.sdk_agents import serve_executor
@@ -52,6 +54,7 @@ FAULTS = (
     "cut",
     "slow",
     "tool-status",
+    "rest-error-shape",
 )
 
 
@@ -63,6 +66,12 @@ def _data(value: dict[str, object]) -> Part:
     s = struct_pb2.Value()
     s.struct_value.update(value)
     return Part(data=s)
+
+
+def _over_http_json(ctx: RequestContext) -> bool:
+    """Whether the request came over HTTP+JSON: the SDK's JSON-RPC dispatcher names the JSON-RPC
+    request id in the call's state, its REST routes do not."""
+    return "request_id" not in ctx.call_context.state
 
 
 class DriftAgent(AgentExecutor):
@@ -118,6 +127,8 @@ class DriftAgent(AgentExecutor):
         for again in range(2 if fault == "double-answer" else 1):
             for i, chunk in enumerate(REWORDED if fault == "reword" else ANSWER):
                 if boom and i == 1:
+                    if fault == "rest-error-shape" and _over_http_json(ctx):
+                        raise InternalError("agent failed")
                     raise (InvalidParamsError if fault == "error-code" else UnsupportedOperationError)("agent failed")
                 last = i == len(ANSWER) - 1 and fault != "no-last-chunk"  # REWORDED: as many chunks
                 await up.add_artifact(
