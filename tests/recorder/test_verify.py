@@ -35,6 +35,7 @@ ROUNDS = int(os.environ.get("A2A_TAPE_VERIFY_ROUNDS", "2"))
 TEXTS = ("hello there", "ask me", "boom now")
 READY = r"http://127\.0\.0\.1:\d+"
 
+pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
 
 
@@ -310,3 +311,33 @@ def test_across_bindings_names_a_binding_specific_error_shape(drifting, tmp_path
     assert first["live"]["kind"] == "error" and "INTERNAL" in first["live"]["what"], first
     names = [c.get("name") for c in ET.parse(junit).getroot()]
     assert names == [f"{task} over jsonrpc", f"{task} over http+json"], names
+
+
+GATED = """
+import pytest
+
+@pytest.mark.a2a_tape("recordings/hello.jsonl")
+def test_client(a2a_tape):
+    assert a2a_tape.url
+"""
+
+
+def test_pytest_gate_fails_a_test_whose_recording_diverged(drifting, pytester: pytest.Pytester) -> None:
+    """``pytest --a2a-tape-verify URL`` (issue 32 item 5): the replayed recording is verified first;
+    unchanged agent, the test passes; the agent drifted, it fails with the first divergence."""
+    url, agent, db, ids = drifting
+    (pytester.path / "recordings").mkdir()
+    tape = pytester.path / "recordings" / "hello.jsonl"
+    task = ids["jsonrpc"]["hello there"]
+    assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", pytester.path)[0] == 0
+    pytester.makepyfile(test_gated=GATED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-verify", url)
+    result.assert_outcomes(passed=1)
+    agent.fault = "rename"
+    try:
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-verify", url)
+    finally:
+        agent.fault = None
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*a2a-tape verify: *hello.jsonl: {task} diverged: artifacts: artifact #3: renamed*"])
+    assert '"source":"verify"' not in tape.read_text()  # the recording is never written
