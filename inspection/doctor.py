@@ -87,12 +87,19 @@ def _streams(steps: Sequence[Step]) -> list[list[Step]]:
     return sorted(groups.values(), key=lambda g: g[0].position)
 
 
-def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()) -> list[Finding]:
+def findings(
+    task_id: str,
+    events: Sequence[StoredEvent],
+    exchanges: Iterable[Exchange] = (),
+    *,
+    steps: Sequence[Step] | None = None,
+) -> list[Finding]:
     """Every fault of one task, in the order of the first position involved.
 
-    Pure: the task's stored events (and its exchanges, when known) in, the findings out."""
+    Pure: the task's stored events (and its exchanges, when known) in, the findings out;
+    ``steps``: the events already decoded (:func:`inspection.steps.decode_events` of ``events``)."""
     exchanges = list(exchanges)
-    steps = decode_events(events)
+    steps = decode_events(events) if steps is None else list(steps)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
     found: list[Finding] = []
 

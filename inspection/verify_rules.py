@@ -45,6 +45,7 @@ from a2a_tape.store import (
     StoredEvent,
     TaskSnapshot,
 )
+from a2a_tape.store.decode import decode_item
 from a2a_tape.store.methods import HTTP_JSON, SEND_METHODS
 
 TextRule = Literal["exact", "similar", "ignore"]
@@ -142,15 +143,21 @@ class Rules(msgspec.Struct, frozen=True):
 
 def named_task(task_id: str, events: Iterable[StoredEvent]) -> str:
     """The task id the run's agent named (a verify run is filed under the recorded task's id)."""
-    for step in decode_events(ev for ev in events if ev.origin != "local"):
-        tid = step.item.task_id
+    for ev in events:  # decoded one at a time: the first one that names a task ends the search
+        if ev.origin == "local":
+            continue
+        tid = decode_item(bytes(ev.payload)).task_id
         if tid:
             return tid
     return task_id
 
 
-def contract(run: str, task_id: str, events: Sequence[StoredEvent], exchanges: Sequence[Exchange]) -> Contract:
-    """The contract of one run (``run``: its selector) from its events and exchanges."""
+def contract(
+    run: str, task_id: str, events: Sequence[StoredEvent], exchanges: Sequence[Exchange], *, doctor: bool = True
+) -> Contract:
+    """The contract of one run (``run``: its selector) from its events and exchanges. ``doctor``
+    False: doctor's findings left out (the ``doctor`` rule reads the recording's findings only when
+    the live run has any: a recorded run's are not needed otherwise, and they are half its cost)."""
     upstream = [ev for ev in events if ev.origin != "local"]
     named = named_task(task_id, upstream)
     steps = decode_events(upstream)
@@ -173,7 +180,7 @@ def contract(run: str, task_id: str, events: Sequence[StoredEvent], exchanges: S
         errors=errors,
         doctor=[
             Entry(f.positions[0] if f.positions else None, None, f.code)
-            for f in findings(named, upstream, exchanges)
+            for f in (findings(named, upstream, exchanges, steps=steps) if doctor else ())
             if f.level == "error"
         ],
         first_position=upstream[0].position if upstream else None,

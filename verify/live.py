@@ -328,14 +328,15 @@ class LiveRun:
 # -- a task, and many -----------------------------------------------------------------------------
 
 
-def run_contract(run: Run) -> Contract:
-    return contract(run.selector, run.task_id, run.events, run.exchanges)
+def run_contract(run: Run, *, doctor: bool = True) -> Contract:
+    return contract(run.selector, run.task_id, run.events, run.exchanges, doctor=doctor)
 
 
 def judge(recorded: Run, lives: Sequence[Run], rules: Rules) -> TaskVerdict:
-    """The verdict of one task from its recorded run and its live runs."""
-    rec = run_contract(recorded)
+    """The verdict of one task from its recorded run and its live runs (the recording's doctor
+    findings only when a live run has some: the rule looks for live ones the recording has not)."""
     contracts = [run_contract(r) for r in lives]
+    rec = run_contract(recorded, doctor=any(c.doctor for c in contracts))
     found = [compare(rec, c, rules) for c in contracts]
     among = next((d for c in contracts[1:] if (d := compare(contracts[0], c, rules))), [])
     live = [r.selector for r in lives]
