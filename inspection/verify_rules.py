@@ -331,8 +331,8 @@ def _meanings(steps: Sequence[Step], by_ex: dict[int, Exchange]) -> list[Entry]:
             continue
         ex = by_ex.get(s.event.exchange_id) if s.event.exchange_id is not None else None
         binding = (ex.binding if ex is not None else None) or "jsonrpc"
-        table = JSONRPC_ERRORS if binding == "jsonrpc" else HTTP_ERRORS if binding == HTTP_JSON else {}
-        coded = table.get(body.code)
+        table: dict[int, str] = JSONRPC_ERRORS if binding == "jsonrpc" else HTTP_ERRORS if binding == HTTP_JSON else {}
+        coded = table.get(body.code) if body.code is not None else None
         reason = _reason(s.event.payload)
         name = reason or coded or f"code {body.code}"
         if reason and binding == "jsonrpc" and coded and coded != reason:
