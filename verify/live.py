@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
@@ -26,6 +25,7 @@ from typing import Any, Final, Literal, cast
 import httpx
 import msgspec
 
+from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.upstream_call import Collect, StallWatch
 from a2a_tape.fold.runs import SERVED_NOTE, Run, split_runs
 from a2a_tape.inspection.steps import decode_events
@@ -33,7 +33,6 @@ from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, change
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.upstream import Unreachable, Upstream
 from a2a_tape.store import Exchange, NewEvent, RecordingStore, StoredEvent
-from a2a_tape.store.decode import local_note
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import SETTLED_STATES
 from a2a_tape.store.methods import CARD_BINDINGS, METHODS, STREAMING_OPERATIONS
@@ -365,8 +364,8 @@ def update(log: RecordingStore, recorded: Run, lives: Sequence[Run], verdict: Ta
     last = max((ex.id for ex in live.exchanges if ex.id is not None), default=None)
     if live.source != "verify" or last is None:
         return Update(recorded.selector, None, why="the live run is not in the recording's log")
-    note = local_note(SERVED_NOTE, f"replaces {recorded.selector}", live.task_id)
-    log.append(NewEvent(note, live.task_id, last, received_at=time.time(), origin="local"))
+    detail = f"replaces {recorded.selector}"
+    log.append(note_event(Redactor(), SERVED_NOTE, detail, task_id=live.task_id, exchange_id=last))
     return Update(recorded.selector, live.selector, changes(run_contract(recorded), run_contract(live)))
 
 
