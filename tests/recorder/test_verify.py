@@ -233,14 +233,12 @@ def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -
             report = json.loads(out)
             (one,) = report["tasks"]
             assert one["verdict"] == "match" and report["summary"]["updated"] == 1, out
-            assert one["update"] == {
-                "was": f"{task}@1",
-                "served": f"{task}@3",
-                "changes": [
-                    "artifact #3 'answer' (final_answer): text 'The answer is 42.' -> 'The answer is forty-two.'"
-                ],
-                "why": None,
-            }, one
+            update = one["update"]
+            assert (update["was"], update["served"], update["why"]) == (f"{task}@1", f"{task}@3", None), one
+            # the text changed; the times may have too (a loaded machine): they are listed after it
+            text = "artifact #3 'answer' (final_answer): text 'The answer is 42.' -> 'The answer is forty-two.'"
+            assert update["changes"][0] == text, update
+            assert all(c.startswith(("time to first event", "total time")) for c in update["changes"][1:]), update
             code, text, err = _cli(f"verify {task} --against {url} --db '{db}' --update", tmp_path)
             assert code == 0 and f"updated: serve replays {task}@4 (was {task}@3)" in text, (text, err)
             assert "1 updated" in err, err
