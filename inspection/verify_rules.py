@@ -32,7 +32,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from a2a_tape.fold.fold import fold_task_events
+from a2a_tape.fold.fold import TaskFold
 from a2a_tape.fold.views import ToolCall
 from a2a_tape.inspection.doctor import findings
 from a2a_tape.inspection.steps import Step, closed_exchanges, decode_events
@@ -161,7 +161,10 @@ def contract(
     upstream = [ev for ev in events if ev.origin != "local"]
     named = named_task(task_id, upstream)
     steps = decode_events(upstream)
-    view = fold_task_events(named, upstream).view(closed_exchanges(exchanges) if exchanges else None)
+    fold = TaskFold(named)  # over the steps decoded above (doctor takes its view: no second fold)
+    for step in steps:
+        fold.apply(step.event, step.item)
+    view = fold.view(closed_exchanges(exchanges) if exchanges else None)
     by_ex = {ex.id: ex for ex in exchanges if ex.id is not None}
     artifacts = _artifacts(named, steps, {a.artifact_id: (a.channel, a.text) for a in view.artifacts}, upstream)
     first, total = _times(upstream, exchanges)
@@ -180,7 +183,7 @@ def contract(
         errors=errors,
         doctor=[
             Entry(f.positions[0] if f.positions else None, None, f.code)
-            for f in (findings(named, upstream, exchanges, steps=steps) if doctor else ())
+            for f in (findings(named, upstream, exchanges, steps=steps, view=view) if doctor else ())
             if f.level == "error"
         ],
         first_position=upstream[0].position if upstream else None,
