@@ -339,10 +339,13 @@ def judge(recorded: Run, lives: Sequence[Run], rules: Rules) -> TaskVerdict:
     found = [compare(rec, c, rules) for c in contracts]
     among = next((d for c in contracts[1:] if (d := compare(contracts[0], c, rules))), [])
     live = [r.selector for r in lives]
-    if among and any(not f for f in found):
-        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", next(f for f in found if f), among)
     if among:
-        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", found[0], among)
+        # the live runs disagree: flaky, with the first live run's divergences from the recording
+        # that has any. None may have any: the rules are not transitive (a time within the factor
+        # of the recorded one on both sides, but not of each other; a doctor finding the recording
+        # has, on one live run only)
+        diverged = next((f for f in found if f), [])
+        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", diverged, among)
     if found[0]:
         return TaskVerdict(recorded.task_id, recorded.selector, live, "diverged", found[0])
     return TaskVerdict(recorded.task_id, recorded.selector, live, "match", [])

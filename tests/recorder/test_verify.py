@@ -339,3 +339,23 @@ def test_pytest_gate_fails_a_test_whose_recording_diverged(drifting, pytester: p
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*a2a-tape verify: *hello.jsonl: {task} diverged: artifacts: artifact #3: renamed*"])
     assert '"source":"verify"' not in tape.read_text()  # the recording is never written
+
+
+def test_live_runs_that_disagree_while_each_matches_the_recording_are_flaky(tmp_path: Path) -> None:
+    """The rules are not transitive: recorded 0.8 s to the first event, one live run fast and one
+    0.8 s late each hold against the recording with ``--slower 3``, not against each other. Flaky,
+    exit 0 (verify died with StopIteration when no live run diverged from the recording)."""
+    db = tmp_path / "recorded.db"
+    with drift_agent() as (url, agent):
+        agent.fault = "slow"
+        try:
+            task = _record(url, db, "jsonrpc")["hello there"]
+            agent.fault, agent.executions = "sampling:slow", 0
+            line = f"verify {task} --against {url} --runs 2 --slower 3 --db '{db}' --json"
+            code, out, err = _cli(line, tmp_path)
+        finally:
+            agent.fault = None
+    assert code == 0, (out, err)
+    (one,) = json.loads(out)["tasks"]
+    assert one["verdict"] == "flaky" and one["divergences"] == [] and one["first"] is None, one
+    assert one["disagreements"][0]["rule"] == "first-event", one

@@ -14,7 +14,8 @@ one thing, each one a regression users met (issue 32):
   on the answer channel; ``cut``: the stream ends after WORKING (the executor returns, the SDK
   closes it cleanly); ``slow``: the first event comes :data:`SLOW` seconds late;
   ``tool-status``: the tool call ends with another status; ``sampling``: every other execution
-  renames the answer (an agent whose runs disagree among themselves: flaky, not regressed);
+  renames the answer (an agent whose runs disagree among themselves: flaky, not regressed;
+  ``sampling:FAULT``: every other execution has FAULT);
   ``reword``: the answer says the same in other words (:data:`REWORDED`): no drift of the
   contract, only of its text (what ``verify --update`` adopts); ``rest-error-shape``: over
   HTTP+JSON only, ``boom`` fails with INTERNAL where JSON-RPC still says UNSUPPORTED_OPERATION (a
@@ -82,8 +83,8 @@ class DriftAgent(AgentExecutor):
     async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
         fault, text = self.fault, ctx.get_user_input()
         self.executions += 1
-        if fault == "sampling":
-            fault = "rename" if self.executions % 2 == 0 else None
+        if fault is not None and fault.startswith("sampling"):
+            fault = (fault.partition(":")[2] or "rename") if self.executions % 2 == 0 else None
         if fault == "slow":
             await asyncio.sleep(SLOW)
         await q.enqueue_event(
