@@ -8,7 +8,12 @@ Three consumers read the same stream, alternating, several rounds each (medians)
   the CLI's default durability "normal" (WAL, no fsync), projection fold, stall watchdog),
   without a terminal to draw on; ``record-full`` is the same with an fsync per commit (reported,
   not a target: on this kind of disk one fsync alone takes ~4 ms);
-- ``transport``: the bare consumer again, through ``RecordingTransport``.
+- ``transport``: the bare consumer again, through ``RecordingTransport``;
+- ``verify``: ``a2a-tape verify``'s work on the task ``record`` just recorded (issue 32): the
+  recorded client sent again to the same agent, the live run recorded (write-ahead, as ``record``)
+  and compared with the recording at contract level. Its CPU time per event is compared with
+  ``record``'s (target <= 1.5x, median of the rounds' pairs): verify of a corpus must be bounded by
+  the agents, not by a2a-tape.
 
 Then the whole processes a user starts, fresh ones alternated (``--process-rounds``): the bare
 consumer as a script of its own (it imports anyio, httpx and httpx-sse, nothing else) against
@@ -58,6 +63,7 @@ from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status
 from a2a_tape.recorder.record import Recorder, RecordOptions
 from a2a_tape.recorder.session import Session
 from a2a_tape.recorder.transport import RecordingTransport
+from a2a_tape.verify.live import VerifyOptions, verify
 from a2a_tape.wire import http_json
 from a2a_tape.wire.http_client import LazyTlsTransport
 from benchmarks.local_server import free_port, wait_listening
@@ -65,6 +71,9 @@ from benchmarks.local_server import free_port, wait_listening
 batches: list[int] = []
 WALL_TARGET = 1.2  # record / bare wall time (issue 14 item 6)
 FIRST_TARGET_MS = 5.0  # record's first event - bare's (issue 3)
+VERIFY_CPU_TARGET = 1.5  # verify's CPU per verified event / record's (issue 32)
+record_events: list[int] = []
+verify_events: list[int] = []
 
 
 def make_agent(n: int):
@@ -191,6 +200,28 @@ async def recorded(
         assert res.state == "completed", res
         batches.append(session.commits)
         return wall, marks["first"] - marks["send"], marks["send"] - t0, res.events, cpu
+    finally:
+        st.close()
+
+
+async def verified(url: str, db: Path, binding: str = "jsonrpc") -> tuple[float, int, float]:
+    """``verify`` of the one task recorded in ``db`` against the agent at ``url``, its live run
+    recorded into ``db`` (durability normal, as ``record`` here): (wall seconds, the live run's
+    events, CPU seconds of this process)."""
+    from a2a_tape.fold.runs import served_run, task_runs
+
+    st = store.open_store(db, durability="normal")
+    try:
+        (task,) = [t.task_id for t in st.task_events()]
+        recorded_run = served_run(task_runs(st, task))
+        assert recorded_run is not None
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        opts = VerifyOptions(url=url, binding=binding, stall_timeout=60)  # type: ignore[arg-type]
+        (verdict,) = await verify(st, [recorded_run], opts)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        assert verdict.verdict == "match", verdict
+        return wall, len(task_runs(st, task)[-1].events), cpu
     finally:
         st.close()
 
@@ -332,7 +363,7 @@ def main() -> int:
 
 def in_process(url: str, tmp: Path, args: argparse.Namespace) -> bool:
     """The in-process rows: bare, record, record-full and transport, alternated; True when they hold."""
-    kinds = ("bare", "record", "record-full", "transport")
+    kinds = ("bare", "record", "record-full", "transport", "verify")
     walls: dict[str, list[float]] = {k: [] for k in kinds}
     firsts: dict[str, list[float]] = {k: [] for k in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
@@ -353,6 +384,10 @@ def in_process(url: str, tmp: Path, args: argparse.Namespace) -> bool:
         keep("record", w, f, cpu)
         card_fetch.append(c)
         assert n == args.events + 3, n
+        w, n_live, vcpu = anyio.run(verified, url, tmp / f"rec{r}.db", b)
+        keep("verify", w, 0.0, vcpu)
+        record_events.append(n)
+        verify_events.append(n_live)
         w, f, c, n, cpu = anyio.run(recorded, url, tmp / f"full{r}.db", "full", b)
         keep("record-full", w, f, cpu)
         tr = RecordingTransport(tmp / f"tr{r}.db")
@@ -375,10 +410,8 @@ def report(
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{args.events} events, {args.rounds} rounds alternated, medians; load average now {load}")
     for k in walls:
-        print(
-            f"  {k:11s} wall {med[k] * 1000:8.1f} ms   cpu {mcpu[k] * 1000:8.1f} ms   "
-            f"first event {mfirst[k] * 1000:6.2f} ms"
-        )
+        first = f"first event {mfirst[k] * 1000:6.2f} ms" if k != "verify" else "(card, sends, compare)"
+        print(f"  {k:11s} wall {med[k] * 1000:8.1f} ms   cpu {mcpu[k] * 1000:8.1f} ms   {first}")
     print(f"  (record committed in {statistics.median(batches):.0f} transactions per run, median)")
     print(f"  (record also fetched the agent card first: {statistics.median(card_fetch) * 1000:.2f} ms)")
     ratio = med["record"] / med["bare"]
@@ -397,7 +430,15 @@ def report(
             f"{what} (not a target): {med[k] / med['bare']:.2f}x wall, {mcpu[k] / mcpu['bare']:.2f}x cpu, "
             f"first event {(mfirst[k] - mfirst['bare']) * 1000:+.2f} ms"
         )
-    return ratio <= WALL_TARGET and dfirst <= FIRST_TARGET_MS
+    # verify's CPU per event against record's, each round's pair (the same task, back to back)
+    per_event = statistics.median(
+        (v / nv) / (rc / nr) for rc, v, nr, nv in zip(cpus["record"], cpus["verify"], record_events, verify_events)
+    )
+    print(
+        f"verify / record cpu per event: {per_event:.2f}x  (target <= {VERIFY_CPU_TARGET}x; "
+        f"{statistics.median(cpus['verify']) / statistics.median(verify_events) * 1e6:.1f} us per verified event)"
+    )
+    return ratio <= WALL_TARGET and dfirst <= FIRST_TARGET_MS and per_event <= VERIFY_CPU_TARGET
 
 
 if __name__ == "__main__":

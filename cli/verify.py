@@ -38,10 +38,10 @@ from a2a_tape.cli.app import (
 )
 from a2a_tape.cli.progress import ProgressOption, bar
 from a2a_tape.cli.record import BindingOption
-from a2a_tape.fold.runs import Run, pick_run, task_runs
+from a2a_tape.fold.runs import Run, pick_run, served_run, task_runs
 from a2a_tape.inspection.verify_rules import Divergence, Rules
 from a2a_tape.store.tape_copy import is_tape
-from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, VerifyOptions, replayed, verify
+from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, Update, VerifyOptions, replayed, verify
 
 app = commands()
 
@@ -77,6 +77,8 @@ class TaskReport(msgspec.Struct):
     divergences: list[Divergence]
     disagreements: list[Divergence]
     note: str | None = None
+    update: Update | None = None  # with --update
+    binding: str | None = None  # with --across-bindings: the binding the live runs were sent in
 
 
 class Summary(msgspec.Struct):
@@ -85,6 +87,7 @@ class Summary(msgspec.Struct):
     diverged: int
     flaky: int
     skipped: int
+    updated: int = 0  # tasks whose live run serve replays from now on (--update)
 
 
 class VerifyReport(msgspec.Struct):
@@ -108,12 +111,12 @@ def _env_headers() -> list[tuple[str, str]]:
 
 
 def _recorded_run(st: store.Store, text: str) -> Run:
-    """The run a task is verified against: TASK@N, else its first run that is no verify run."""
+    """The run a task is verified against: TASK@N, else the one serve replays (the one the last
+    ``--update`` adopted, else its first run that is no verify run)."""
     task, number = find_run(st, text)
     runs = task_runs(st, task)
-    if number is not None:
-        return pick_run(runs, task, number)
-    return next((r for r in runs if r.source != "verify"), runs[0])
+    served = served_run(runs) if number is None else None
+    return served if served is not None else pick_run(runs, task, number)
 
 
 @contextlib.contextmanager
@@ -121,7 +124,7 @@ def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, sto
     """The log to read the recordings from, the log the live runs go to, and the latter's name. A
     tape is read-only: its live runs go to ``--into``, else to a temporary log removed at the end."""
     loc = db_location(db)
-    tape = "://" not in loc and Path(loc).is_file() and is_tape(loc)
+    tape = _is_tape(loc)
     if not tape and into is None:
         with open_db(db) as st:
             yield st, st, loc
@@ -137,8 +140,14 @@ def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, sto
         yield source, target, name
 
 
+def _is_tape(loc: str) -> bool:
+    return "://" not in loc and Path(loc).is_file() and is_tape(loc)
+
+
 def _report(v: TaskVerdict) -> TaskReport:
-    return TaskReport(v.task_id, v.recorded, v.live, v.verdict, v.first, v.divergences, v.disagreements)
+    return TaskReport(
+        v.task_id, v.recorded, v.live, v.verdict, v.first, v.divergences, v.disagreements, v.note, v.update, v.binding
+    )
 
 
 def _point(label: str, p: object) -> str:
@@ -151,7 +160,7 @@ def _point(label: str, p: object) -> str:
 
 def _print_text(reports: Sequence[TaskReport]) -> None:
     for r in reports:
-        head = f"{r.task_id}  {r.verdict}"
+        head = f"{r.task_id}{f' over {r.binding}' if r.binding else ''}  {r.verdict}"
         if r.verdict == "skipped":
             out.print(f"{head} ({r.note})", markup=False, highlight=False, soft_wrap=True)
             continue
@@ -168,6 +177,21 @@ def _print_text(reports: Sequence[TaskReport]) -> None:
             if len(shown) > 1:
                 more = ", ".join(d.rule for d in shown[1:])
                 out.print(f"  also: {more}", markup=False, highlight=False, soft_wrap=True)
+        if r.update is not None:
+            _print_update(r.update)
+
+
+def _print_update(u: Update) -> None:
+    if u.served is None:
+        out.print(f"  not updated: {u.why}", markup=False, highlight=False, soft_wrap=True)
+        return
+    what = "; ".join(u.changes) if u.changes else "nothing beyond ids and chunk boundaries"
+    out.print(
+        f"  updated: serve replays {u.served} (was {u.was}); changed: {what}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _junit(path: str, reports: Sequence[TaskReport], against: str) -> None:
@@ -180,7 +204,8 @@ def _junit(path: str, reports: Sequence[TaskReport], against: str) -> None:
         skipped=str(sum(1 for r in reports if r.verdict == "skipped")),
     )
     for r in reports:
-        case = ET.SubElement(suite, "testcase", classname=f"verify {against}", name=r.task_id)
+        name = f"{r.task_id} over {r.binding}" if r.binding else r.task_id
+        case = ET.SubElement(suite, "testcase", classname=f"verify {against}", name=name)
         if r.verdict == "diverged" and r.first is not None:
             d = r.first
             fault = ET.SubElement(case, "failure", message=f"{d.rule}: {d.message}", type=d.rule)
@@ -264,6 +289,24 @@ TimeoutArg = Annotated[
     ),
 ]
 
+AcrossArg = Annotated[
+    bool,
+    typer.Option(
+        "--across-bindings",
+        help="Send each recorded client over every binding the agent's card offers (JSON-RPC, HTTP+JSON), "
+        "each compared with the recording: errors by what A2A names them, in each binding's shape.",
+    ),
+]
+
+UpdateArg = Annotated[
+    bool,
+    typer.Option(
+        "--update",
+        help="After a match, serve replays the live run from now on (the recording stays, as an earlier run); "
+        "never after a divergence. A log only (not a tape, not with --into).",
+    ),
+]
+
 JunitArg = Annotated[
     str | None,
     typer.Option("--junit", metavar="FILE", help="Also write a JUnit XML report (a test case per task)."),
@@ -282,6 +325,8 @@ def verify_cmd(
     into: IntoArg = None,
     timeout: TimeoutArg = 30.0,
     junit: JunitArg = None,
+    update: UpdateArg = False,
+    across_bindings: AcrossArg = False,
     progress: ProgressOption = False,
     db: DbOption = None,
     json: JsonOption = False,
@@ -294,6 +339,17 @@ def verify_cmd(
         fail("verify needs --against URL: the live agent to send the recorded requests to")
     if slower is not None and slower < 1:
         fail(f"--slower {slower:g}: a factor of 1 or more")
+    if across_bindings and binding.choice != "auto":
+        fail(f"--across-bindings sends over every binding the card offers: not with --binding {binding.choice}")
+    if across_bindings and update:
+        fail("--update adopts one live run per task: not with --across-bindings (one per binding)")
+    if update and into is not None:
+        fail("--update makes a live run the one serve replays: it goes with the recordings, not --into")
+    if update and _is_tape(db_location(db)):
+        fail(
+            "--update needs a log: a tape holds one context per task, a live run has its own "
+            "('a2a-tape import TAPE --db LOG', then verify --db LOG --update)"
+        )
     extra = _env_headers() + options.header_pairs(header or [])
     opts = VerifyOptions(
         url=against,
@@ -303,6 +359,7 @@ def verify_cmd(
         runs=runs,
         call_timeout=timeout,
         stall_timeout=timeout,
+        across=across_bindings,
     )
     with _target(db, into) as (source, target, into_name):
         names = tasks or [t.task_id for t in source.task_events()]
@@ -315,7 +372,7 @@ def verify_cmd(
         ]
         with bar("verify", asked=progress, unit="runs", show=bool(todo)) as report:
             try:
-                verdicts = anyio.run(lambda: verify(target, todo, opts, progress=report))
+                verdicts = anyio.run(lambda: verify(target, todo, opts, progress=report, adopt=update))
             except AgentUnreachable as exc:
                 fail(f"the agent at {against} cannot be verified: {exc}")
     reports = [_report(v) for v in verdicts] + skipped
@@ -329,6 +386,7 @@ def _finish(reports: list[TaskReport], against: str, db: str, into: str, *, json
         diverged=sum(1 for r in reports if r.verdict == "diverged"),
         flaky=sum(1 for r in reports if r.verdict == "flaky"),
         skipped=sum(1 for r in reports if r.verdict == "skipped"),
+        updated=sum(1 for r in reports if r.update is not None and r.update.served is not None),
     )
     ok = summary.diverged == 0
     if junit is not None:
@@ -340,5 +398,6 @@ def _finish(reports: list[TaskReport], against: str, db: str, into: str, *, json
         say(
             f"verify: {summary.tasks} task(s) against {against}: {summary.matched} match, "
             f"{summary.diverged} diverged, {summary.flaky} flaky, {summary.skipped} skipped"
+            + (f", {summary.updated} updated" if any(r.update is not None for r in reports) else "")
         )
     raise typer.Exit(EXIT_OK if ok else EXIT_FAILED)

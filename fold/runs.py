@@ -30,7 +30,9 @@ import msgspec
 from a2a_tape.fold.fold import RunRef, TaskFold, TaskState, fold_task_events, route
 from a2a_tape.fold.views import TaskView
 from a2a_tape.store import Exchange, Recordings, StoredEvent
+from a2a_tape.store.decode import decode_item
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.events import Note
 
 Seen = tuple[str | None, str | None]
 """An exchange's ``(observer, source)``."""
@@ -197,6 +199,30 @@ def _run_of(
     if observer is not None:
         index[observer] = run
     return run
+
+
+SERVED_NOTE: Final = "serve-run"
+"""The action of the local note ``verify --update`` appends to a run it adopts: from then on that run is
+the one ``serve`` replays and ``verify`` compares with (:func:`served_run`)."""
+
+
+def adopted(run: Run) -> bool:
+    """Whether ``verify --update`` made this run the one served (its own note says so)."""
+    for ev in run.events:
+        if ev.origin == "local" and SERVED_NOTE.encode() in ev.payload:
+            body = decode_item(ev.payload).body
+            if isinstance(body, Note) and body.action == SERVED_NOTE:
+                return True
+    return False
+
+
+def served_run(runs: Sequence[Run]) -> Run | None:
+    """The run ``serve`` replays and ``verify`` compares with: the latest one ``verify --update``
+    adopted, else the first that is not a verify run (the agent as it was recorded), else the first."""
+    if not runs:
+        return None
+    chosen = next((r for r in reversed(runs) if r.source == "verify" and adopted(r)), None)
+    return chosen or next((r for r in runs if r.source != "verify"), runs[0])
 
 
 def task_runs(st: Recordings, task_id: str) -> list[Run]:

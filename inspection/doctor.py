@@ -87,12 +87,21 @@ def _streams(steps: Sequence[Step]) -> list[list[Step]]:
     return sorted(groups.values(), key=lambda g: g[0].position)
 
 
-def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange] = ()) -> list[Finding]:
+def findings(
+    task_id: str,
+    events: Sequence[StoredEvent],
+    exchanges: Iterable[Exchange] = (),
+    *,
+    steps: Sequence[Step] | None = None,
+    view: TaskView | None = None,
+) -> list[Finding]:
     """Every fault of one task, in the order of the first position involved.
 
-    Pure: the task's stored events (and its exchanges, when known) in, the findings out."""
+    Pure: the task's stored events (and its exchanges, when known) in, the findings out;
+    ``steps``: the events already decoded (:func:`inspection.steps.decode_events` of ``events``);
+    ``view``: their fold's view already made (over ``steps``, with ``exchanges``' closed ones)."""
     exchanges = list(exchanges)
-    steps = decode_events(events)
+    steps = decode_events(events) if steps is None else list(steps)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
     found: list[Finding] = []
 
@@ -100,10 +109,11 @@ def findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Ex
         found.append(Finding(code, level, task_id, message, sorted(set(positions))))
 
     upstream = [s for s in steps if not s.local]
-    fold = TaskFold(task_id)  # the one fold, over the steps decoded above
-    for step in steps:
-        fold.apply(step.event, step.item)
-    view = fold.view(closed_exchanges(exchanges) if exchanges else None)
+    if view is None:
+        fold = TaskFold(task_id)  # the one fold, over the steps decoded above
+        for step in steps:
+            fold.apply(step.event, step.item)
+        view = fold.view(closed_exchanges(exchanges) if exchanges else None)
     _check_waiting(steps, add)
     _check_streams(_streams(upstream), steps, ex_by_id, add)
     _check_artifacts(task_id, upstream, steps, add)

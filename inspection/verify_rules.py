@@ -32,7 +32,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from a2a_tape.fold.fold import fold_task_events
+from a2a_tape.fold.fold import TaskFold
 from a2a_tape.fold.views import ToolCall
 from a2a_tape.inspection.doctor import findings
 from a2a_tape.inspection.steps import Step, closed_exchanges, decode_events
@@ -45,6 +45,7 @@ from a2a_tape.store import (
     StoredEvent,
     TaskSnapshot,
 )
+from a2a_tape.store.decode import decode_item
 from a2a_tape.store.methods import HTTP_JSON, SEND_METHODS
 
 TextRule = Literal["exact", "similar", "ignore"]
@@ -108,6 +109,8 @@ class Contract(msgspec.Struct):
     first_event: float | None  # seconds from the first send to its first event
     total: float | None  # seconds the sends took, summed
     final_answer: str | None
+    binding: str | None = None  # of its first send (jsonrpc, http+json, grpc)
+    meanings: list[Entry] = []  # each error as A2A names it, whatever the binding (errors across bindings)
 
 
 class Point(msgspec.Struct, frozen=True):
@@ -140,22 +143,33 @@ class Rules(msgspec.Struct, frozen=True):
 
 def named_task(task_id: str, events: Iterable[StoredEvent]) -> str:
     """The task id the run's agent named (a verify run is filed under the recorded task's id)."""
-    for step in decode_events(ev for ev in events if ev.origin != "local"):
-        tid = step.item.task_id
+    for ev in events:  # decoded one at a time: the first one that names a task ends the search
+        if ev.origin == "local":
+            continue
+        tid = decode_item(bytes(ev.payload)).task_id
         if tid:
             return tid
     return task_id
 
 
-def contract(run: str, task_id: str, events: Sequence[StoredEvent], exchanges: Sequence[Exchange]) -> Contract:
-    """The contract of one run (``run``: its selector) from its events and exchanges."""
+def contract(
+    run: str, task_id: str, events: Sequence[StoredEvent], exchanges: Sequence[Exchange], *, doctor: bool = True
+) -> Contract:
+    """The contract of one run (``run``: its selector) from its events and exchanges. ``doctor``
+    False: doctor's findings left out (the ``doctor`` rule reads the recording's findings only when
+    the live run has any: a recorded run's are not needed otherwise, and they are half its cost)."""
     upstream = [ev for ev in events if ev.origin != "local"]
     named = named_task(task_id, upstream)
     steps = decode_events(upstream)
-    view = fold_task_events(named, upstream).view(closed_exchanges(exchanges) if exchanges else None)
+    fold = TaskFold(named)  # over the steps decoded above (doctor takes its view: no second fold)
+    for step in steps:
+        fold.apply(step.event, step.item)
+    view = fold.view(closed_exchanges(exchanges) if exchanges else None)
     by_ex = {ex.id: ex for ex in exchanges if ex.id is not None}
     artifacts = _artifacts(named, steps, {a.artifact_id: (a.channel, a.text) for a in view.artifacts}, upstream)
     first, total = _times(upstream, exchanges)
+    errors = _errors(steps, by_ex)
+    sends = [ex for ex in exchanges if ex.rpc_method in SEND_METHODS]
     return Contract(
         run=run,
         task_id=named,
@@ -166,16 +180,18 @@ def contract(run: str, task_id: str, events: Sequence[StoredEvent], exchanges: S
             Entry(artifacts[t.artifact_id].position if t.artifact_id in artifacts else None, "artifact", _tool(t))
             for t in view.tool_calls
         ],
-        errors=_errors(steps, by_ex),
+        errors=errors,
         doctor=[
             Entry(f.positions[0] if f.positions else None, None, f.code)
-            for f in findings(named, upstream, exchanges)
+            for f in (findings(named, upstream, exchanges, steps=steps, view=view) if doctor else ())
             if f.level == "error"
         ],
         first_position=upstream[0].position if upstream else None,
         first_event=first,
         total=total,
         final_answer=view.final_answer,
+        binding=(sends[0].binding or "jsonrpc") if sends else None,
+        meanings=_meanings(steps, by_ex),
     )
 
 
@@ -276,6 +292,58 @@ def _errors(steps: Sequence[Step], by_ex: dict[int, Exchange]) -> list[Entry]:
     return out
 
 
+JSONRPC_ERRORS: Final = {
+    -32700: "PARSE_ERROR",
+    -32600: "INVALID_REQUEST",
+    -32601: "METHOD_NOT_FOUND",
+    -32602: "INVALID_PARAMS",
+    -32603: "INTERNAL",
+    -32001: "TASK_NOT_FOUND",
+    -32002: "TASK_NOT_CANCELABLE",
+    -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    -32004: "UNSUPPORTED_OPERATION",
+    -32005: "CONTENT_TYPE_NOT_SUPPORTED",
+    -32006: "INVALID_AGENT_RESPONSE",
+    -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    -32008: "EXTENSION_SUPPORT_REQUIRED",
+    -32009: "VERSION_NOT_SUPPORTED",
+}
+"""The A2A error each JSON-RPC code stands for (A2A 1.0, section 5.4; the reason an ``ErrorInfo`` names)."""
+
+HTTP_ERRORS: Final = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "FAILED_PRECONDITION",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+}
+"""An HTTP+JSON error that names no ``ErrorInfo`` reason, by its code (google.rpc's, as HTTP statuses)."""
+
+
+def _meanings(steps: Sequence[Step], by_ex: dict[int, Exchange]) -> list[Entry]:
+    """Each error as A2A names it, in any binding: its ``ErrorInfo`` reason, else what its code
+    stands for in its binding (a reason the code contradicts is shown with it)."""
+    out: list[Entry] = []
+    for s in steps:
+        body = s.item.body
+        if not isinstance(body, ErrorItem):
+            continue
+        ex = by_ex.get(s.event.exchange_id) if s.event.exchange_id is not None else None
+        binding = (ex.binding if ex is not None else None) or "jsonrpc"
+        table: dict[int, str] = JSONRPC_ERRORS if binding == "jsonrpc" else HTTP_ERRORS if binding == HTTP_JSON else {}
+        coded = table.get(body.code) if body.code is not None else None
+        reason = _reason(s.event.payload)
+        name = reason or coded or f"code {body.code}"
+        if reason and binding == "jsonrpc" and coded and coded != reason:
+            name = f"{reason} (code {body.code}: {coded})"
+        out.append(Entry(s.position, "error", f"error {name}"))
+    return out
+
+
 def _reason(payload: bytes) -> str | None:
     """The ``ErrorInfo`` reason of an error (JSON-RPC ``data``, HTTP+JSON ``details``), if any."""
     try:
@@ -317,7 +385,7 @@ def compare(recorded: Contract, live: Contract, rules: Rules = Rules()) -> list[
             _artifact_rule(recorded, live),
             _closure_rule(recorded, live),
             _sequence("tool-calls", "the tool calls", recorded, live, recorded.tools, live.tools),
-            _sequence("errors", "the errors", recorded, live, recorded.errors, live.errors),
+            _errors_rule(recorded, live),
             _doctor_rule(recorded, live),
             _text_rule(recorded, live, rules.text),
             *_time_rules(recorded, live, rules.slower),
@@ -353,6 +421,14 @@ def _sequence(
         lb = _point(live, eb) if eb is not None else _end_point(live, b)
         return Divergence(rule, f"{what} differs at entry {k + 1}: {ra.what} -> {lb.what}", ra, lb)
     return None
+
+
+def _errors_rule(rec: Contract, live: Contract) -> Divergence | None:
+    """The errors, code by code in one binding; across bindings (a recording sent over another),
+    by what A2A names them: the same error in each binding's own shape."""
+    if rec.binding != live.binding and rec.binding is not None and live.binding is not None:
+        return _sequence("errors", "the errors (across bindings)", rec, live, rec.meanings, live.meanings)
+    return _sequence("errors", "the errors", rec, live, rec.errors, live.errors)
 
 
 def _facts_point(c: Contract, art: ArtifactFacts | None, number: int) -> Point:
@@ -457,4 +533,23 @@ def _time_rules(rec: Contract, live: Contract, factor: float | None) -> list[Div
                 Point(live.run, live.first_position, None, f"{b:.3f} s"),
             )
         )
+    return out
+
+
+# -- what a passing run changed ------------------------------------------------------------------
+
+
+def changes(recorded: Contract, live: Contract) -> list[str]:
+    """What differs between two runs that match by the rules (``verify --update``'s summary): each
+    artifact's text, the times (by more than :data:`SLOWER_GRACE`). Empty: nothing a report shows."""
+    out = []
+    for k, (x, y) in enumerate(zip(recorded.artifacts, live.artifacts, strict=False)):
+        if x.text != y.text:
+            out.append(f"{_label(x, k + 1)}: text {_clip(x.text)} -> {_clip(y.text)}")
+    for what, a, b in (
+        ("time to first event", recorded.first_event, live.first_event),
+        ("total time", recorded.total, live.total),
+    ):
+        if a is not None and b is not None and abs(b - a) > SLOWER_GRACE:
+            out.append(f"{what}: {a:.3f} s -> {b:.3f} s")
     return out

@@ -21,6 +21,12 @@ recording with pushes has them POSTed to the webhook the test's client registers
 does) and ``upstream`` (the live agent for the record modes; default ``$A2A_TAPE_UPSTREAM``). ``--a2a-tape-record-mode`` switches the record
 mode of a whole run. Under ``none`` a request that was never recorded gets a JSON-RPC error
 naming the closest recording, and the test fails with that line.
+
+``--a2a-tape-verify URL`` is ``a2a-tape verify``'s gate for a suite of recordings (docs/verify.md):
+each recording a test replays is first verified against the live agent at URL (once a session,
+its live runs in a temporary log: the recording is never written), and a test whose recording
+diverged fails with the first divergence, so a new build of the agent fails the run. An agent that
+cannot be verified fails every such test with the one line verify said.
 """
 
 from __future__ import annotations
@@ -43,7 +49,9 @@ if TYPE_CHECKING:  # imported when a test asks for the fixture: pytest starts as
     from a2a_tape.replay.serve.engine import ReplayEngine
 
 _OPTION = "--a2a-tape-record-mode"
+_VERIFY = "--a2a-tape-verify"
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+_VERIFIED = pytest.StashKey[dict[Path, str | None]]()  # recording -> why it fails the gate (None: it holds)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,6 +62,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         choices=[m.value for m in RecordMode],
         help="Record mode for every @pytest.mark.a2a_tape test (overrides the markers): none, once, new_episodes, all.",
+    )
+    group.addoption(
+        _VERIFY,
+        action="store",
+        default=None,
+        metavar="URL",
+        help="Verify each replayed recording against the live agent at URL first (a2a-tape verify); "
+        "a test whose recording diverged fails.",
     )
 
 
@@ -181,6 +197,37 @@ class A2ATape:
         self.transport.close()
 
 
+def verify_gate(recording: Path, against: str) -> str | None:
+    """``a2a-tape verify`` of ``recording`` against the agent at ``against`` (a process of its own,
+    its live runs in a temporary log); None when every task matched, else what failed: each
+    diverged task with its first divergence, or the line verify said (exit 2)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="a2a-tape-gate-") as tmp:
+        into = str(Path(tmp) / "verify.db")
+        line = [sys.executable, "-m", "a2a_tape.cli", "verify", "--db", str(recording), "--against", against]
+        done = subprocess.run([*line, "--into", into, "--json"], capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        return None
+    if done.returncode != 1:
+        lines = done.stderr.strip().splitlines()
+        return f"{recording}: {lines[-1] if lines else f'exit {done.returncode}'}"
+    report = json.loads(done.stdout)
+    failed = []
+    for task in report["tasks"]:
+        first = task.get("first")
+        if task["verdict"] == "diverged" and first is not None:
+            failed.append(
+                f"{recording}: {task['task_id']} diverged: {first['rule']}: {first['message']}\n"
+                f"  recorded {first['recorded']['run']} #{first['recorded']['position']}: {first['recorded']['what']}\n"
+                f"  live     {first['live']['run']} #{first['live']['position']}: {first['live']['what']}"
+            )
+    return "\n".join(failed) or f"{recording}: verify exited 1"
+
+
 PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "pytest.ini", ".git")
 
 
@@ -270,6 +317,13 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
     create = record_mode.records(upstream)
     name = str(marker.args[0]) if marker.args else default_name(request.node)
     path = _find_recording(request, name, create=create)
+    against = request.config.getoption(_VERIFY)
+    if against and path.exists():
+        verdicts = request.config.stash.setdefault(_VERIFIED, {})
+        if path not in verdicts:
+            verdicts[path] = verify_gate(path, against)
+        if verdicts[path] is not None:
+            pytest.fail(f"a2a-tape verify: {verdicts[path]}", pytrace=False)
     problem = None
     try:
         library = Library.open(path, create=create)

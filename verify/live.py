@@ -16,24 +16,26 @@ sampling agent, not a regression.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 import httpx
 import msgspec
 
+from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.upstream_call import Collect, StallWatch
-from a2a_tape.fold.runs import Run, split_runs
+from a2a_tape.fold.runs import SERVED_NOTE, Run, split_runs
 from a2a_tape.inspection.steps import decode_events
-from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, compare, contract, named_task
+from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, changes, compare, contract, named_task
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.upstream import Unreachable, Upstream
 from a2a_tape.store import Exchange, NewEvent, RecordingStore, StoredEvent
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import SETTLED_STATES
-from a2a_tape.store.methods import METHODS, STREAMING_OPERATIONS
+from a2a_tape.store.methods import CARD_BINDINGS, METHODS, STREAMING_OPERATIONS
 from a2a_tape.store.observers import Observer, new_observer
 from a2a_tape.store.redact import REDACTED, Redactor
 from a2a_tape.wire.bindings import client_of, recorded_call
@@ -61,11 +63,18 @@ DROPPED_HEADERS: frozenset[str] = frozenset(
 """Recorded request headers not sent again: the binding and httpx set them, or they name the
 recorded call itself. Credentials (the redactor's secret headers) are never in a recording."""
 
-Verdict = Literal["match", "diverged", "flaky", "unreachable"]
+Verdict = Literal["match", "diverged", "flaky", "skipped"]
+
+SPOKEN: Final = ("jsonrpc", "http+json")
+"""The bindings verify sends in (a gRPC recording is sent over JSON-RPC; gRPC itself not yet)."""
 
 
 class AgentUnreachable(A2ATapeError):
     """The live agent cannot be called (down, not an agent, no such binding): exit 2."""
+
+
+class NotInBinding(AgentUnreachable):
+    """The agent's interface in the binding asked for speaks another A2A version than the recording."""
 
 
 @dataclass
@@ -77,6 +86,17 @@ class VerifyOptions:
     runs: int = 1
     call_timeout: float = 30.0
     stall_timeout: float = 60.0
+    across: bool = False  # each binding the card offers (--across-bindings)
+
+
+class Update(msgspec.Struct):
+    """What ``--update`` did for one task: the run served before and after, and what changed
+    between them (text, times: what the rules let pass); ``served`` None: not updated (``why``)."""
+
+    was: str  # the run served before, TASK@N
+    served: str | None  # the run served now (None: unchanged)
+    changes: list[str] = []
+    why: str | None = None  # why the task was not updated
 
 
 class TaskVerdict(msgspec.Struct):
@@ -88,6 +108,9 @@ class TaskVerdict(msgspec.Struct):
     verdict: Verdict
     divergences: list[Divergence]  # of the first live run that diverged (none: match)
     disagreements: list[Divergence] = []  # between live runs (flaky)
+    update: Update | None = None  # with --update
+    binding: str | None = None  # the binding the live runs were sent in (--across-bindings)
+    note: str | None = None  # why a task (or a binding of it) was skipped
 
     @property
     def first(self) -> Divergence | None:
@@ -264,7 +287,7 @@ class LiveRun:
         except a2a.NotAnAgent as exc:
             raise AgentUnreachable(str(exc)) from None
         if ep.dialect != dialect:
-            raise AgentUnreachable(
+            raise NotInBinding(
                 f"task {self.recorded.task_id} was recorded in A2A {dialect}: {choice} at {ep.url} speaks {ep.dialect}"
             )
         req = a2a.Request(op, method, dialect, body, "", message_id)
@@ -304,24 +327,49 @@ class LiveRun:
 # -- a task, and many -----------------------------------------------------------------------------
 
 
-def run_contract(run: Run) -> Contract:
-    return contract(run.selector, run.task_id, run.events, run.exchanges)
+def run_contract(run: Run, *, doctor: bool = True) -> Contract:
+    return contract(run.selector, run.task_id, run.events, run.exchanges, doctor=doctor)
 
 
 def judge(recorded: Run, lives: Sequence[Run], rules: Rules) -> TaskVerdict:
-    """The verdict of one task from its recorded run and its live runs."""
-    rec = run_contract(recorded)
+    """The verdict of one task from its recorded run and its live runs (the recording's doctor
+    findings only when a live run has some: the rule looks for live ones the recording has not)."""
     contracts = [run_contract(r) for r in lives]
+    rec = run_contract(recorded, doctor=any(c.doctor for c in contracts))
     found = [compare(rec, c, rules) for c in contracts]
     among = next((d for c in contracts[1:] if (d := compare(contracts[0], c, rules))), [])
     live = [r.selector for r in lives]
-    if among and any(not f for f in found):
-        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", next(f for f in found if f), among)
     if among:
-        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", found[0], among)
+        # the live runs disagree: flaky, with the first live run's divergences from the recording
+        # that has any. None may have any: the rules are not transitive (a time within the factor
+        # of the recorded one on both sides, but not of each other; a doctor finding the recording
+        # has, on one live run only)
+        diverged = next((f for f in found if f), [])
+        return TaskVerdict(recorded.task_id, recorded.selector, live, "flaky", diverged, among)
     if found[0]:
         return TaskVerdict(recorded.task_id, recorded.selector, live, "diverged", found[0])
     return TaskVerdict(recorded.task_id, recorded.selector, live, "match", [])
+
+
+NOT_UPDATED: Final = {
+    "diverged": "diverged: a failing verify never replaces the recording (record it anew once the change is meant)",
+    "flaky": "flaky: the live runs disagree, none of them is the agent's answer",
+}
+
+
+def update(log: RecordingStore, recorded: Run, lives: Sequence[Run], verdict: TaskVerdict) -> Update:
+    """``--update``: after a match, the first live run becomes the run ``serve`` replays (and the
+    one the next verify compares with): a local note of action :data:`fold.runs.SERVED_NOTE` on
+    its last exchange, so it is that run's own. Never after a divergence or a flaky verdict."""
+    if verdict.verdict != "match":
+        return Update(recorded.selector, None, why=NOT_UPDATED.get(verdict.verdict, verdict.verdict))
+    live = lives[0]
+    last = max((ex.id for ex in live.exchanges if ex.id is not None), default=None)
+    if live.source != "verify" or last is None:
+        return Update(recorded.selector, None, why="the live run is not in the recording's log")
+    detail = f"replaces {recorded.selector}"
+    log.append(note_event(Redactor(), SERVED_NOTE, detail, task_id=live.task_id, exchange_id=last))
+    return Update(recorded.selector, live.selector, changes(run_contract(recorded), run_contract(live)))
 
 
 async def load_card(url: str, http: httpx.AsyncClient, log: RecordingStore, call_timeout: float) -> a2a.AgentCard:
@@ -341,18 +389,52 @@ async def verify(
     *,
     progress: Callable[[int, int], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    adopt: bool = False,
 ) -> list[TaskVerdict]:
     """Each recorded run sent again ``opts.runs`` times to the agent at ``opts.url``, its live
-    runs recorded into ``log`` and judged."""
+    runs recorded into ``log`` and judged; ``adopt`` (``--update``, ``log`` holding the
+    recordings): a task that matched is served from its first live run from then on (:func:`update`)."""
     out: list[TaskVerdict] = []
     async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=False) as http:
         card = await load_card(opts.url, http, log, opts.call_timeout)
-        total = len(recorded) * opts.runs
-        for k, run in enumerate(recorded):
-            lives = []
-            for n in range(opts.runs):
-                lives.append(await LiveRun(log, run, http, card, opts).run())
-                if progress is not None:
-                    progress(k * opts.runs + n + 1, total)
-            out.append(judge(run, lives, opts.rules))
+        bindings: list[a2a.BindingChoice | None] = [None]
+        if opts.across:
+            offered = card_bindings(card)
+            bindings = [b for b in SPOKEN if b in offered]
+            if not bindings:
+                raise AgentUnreachable(f"its card offers no binding verify speaks ({', '.join(offered) or 'none'})")
+        total, done = len(recorded) * opts.runs * len(bindings), 0
+        for run in recorded:
+            for binding in bindings:
+                each = opts if binding is None else dataclasses.replace(opts, binding=binding)
+                lives = []
+                try:
+                    for _ in range(opts.runs):
+                        lives.append(await LiveRun(log, run, http, card, each).run())
+                        done += 1
+                        if progress is not None:
+                            progress(done, total)
+                except NotInBinding as exc:
+                    if binding is None:
+                        raise
+                    done += opts.runs - len(lives)
+                    out.append(
+                        TaskVerdict(run.task_id, run.selector, [], "skipped", [], binding=binding, note=str(exc))
+                    )
+                    continue
+                verdict = judge(run, lives, opts.rules)
+                verdict.binding = binding
+                if adopt:
+                    verdict.update = update(log, run, lives, verdict)
+                out.append(verdict)
+    return out
+
+
+def card_bindings(card: a2a.AgentCard) -> list[str]:
+    """The bindings the card offers, in its order (jsonrpc, http+json, grpc)."""
+    out: list[str] = []
+    for itf in a2a.interfaces(card):
+        binding = CARD_BINDINGS.get((itf.protocolBinding or itf.transport or "JSONRPC").upper())
+        if binding is not None and binding not in out:
+            out.append(binding)
     return out

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import msgspec
 
-from a2a_tape.fold.runs import task_runs
+from a2a_tape.fold.runs import Run, served_run, task_runs
 from a2a_tape.replay.serve.rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
 from a2a_tape.replay.serve.shape import Shape, shape_of
 from a2a_tape.replay.serve.write_back import Mark, mark_of, write_back
@@ -206,10 +206,11 @@ def message_text(req: RpcRequest | None) -> str:
 class Library:
     """The recordings behind one replay server or transport."""
 
-    def __init__(self, store: Store, *, source: str = "", run: int = 1) -> None:
+    def __init__(self, store: Store, *, source: str = "", run: int | None = None) -> None:
         self.store = store
-        # which run of a task recorded by several observers is served (fold.runs): the first,
-        # the agent as it was recorded, unless told; a replay recorded back is a later run
+        # which run of a task recorded by several observers is served (fold.runs): run ``run`` when
+        # told, else fold.runs.served_run's (the one verify --update adopted, else the agent as it
+        # was recorded); a replay recorded back is a later run
         self.run = run
         self._observers: dict[str, set[str]] = {}  # task -> the observers of its exchanges
         self._chosen: dict[str, str | None] = {}  # task -> the observer of its served run
@@ -315,10 +316,16 @@ class Library:
         if tid is None or observer is None or len(self._observers.get(tid, ())) < 2:
             return True
         if tid not in self._chosen:
-            runs = task_runs(self.store, tid)
-            self._chosen[tid] = runs[self.run - 1].observer if len(runs) >= self.run else None
+            served = self._served(task_runs(self.store, tid))
+            self._chosen[tid] = served.observer if served is not None else None
         chosen = self._chosen[tid]
         return chosen is None or observer == chosen
+
+    def _served(self, runs: Sequence[Run]) -> Run | None:
+        """The run served of a task of these runs."""
+        if self.run is None:
+            return served_run(runs)
+        return runs[min(self.run, len(runs)) - 1] if runs else None
 
     def _add_card(self, ex: Exchange) -> None:
         path = urlsplit(ex.url).path.rstrip("/")
@@ -395,8 +402,8 @@ class Library:
         if self._observer_count(task_id) < 2:
             events = self.store.read_task(task_id)
         else:
-            runs = task_runs(self.store, task_id)
-            events = runs[min(self.run, len(runs)) - 1].events if runs else []
+            served = self._served(task_runs(self.store, task_id))
+            events = served.events if served is not None else []
         return [
             TaskEvent(ev, ops.get(ev.exchange_id or 0, ""), decode_item(ev.payload))
             for ev in events

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from a2a_tape.recorder.record import RecordOptions, record
 from a2a_tape.recorder.session import Session
 from a2a_tape.store import open_store
 from tests.conftest import running_sdk_agent
-from tests.docs.harness import BIN, reader_env, run_line
+from tests.docs.harness import BIN, Background, reader_env, run_line
 from tests.support.sdk_agents import two_binding_agent
 from tests.support.verify_agents import DriftAgent, drift_agent
 
@@ -32,7 +33,9 @@ A2A = BIN / "a2a-tape"
 ROUNDS = int(os.environ.get("A2A_TAPE_VERIFY_ROUNDS", "2"))
 """Live runs per task of the corpus (``--runs``): a few by default, more on demand."""
 TEXTS = ("hello there", "ask me", "boom now")
+READY = r"http://127\.0\.0\.1:\d+"
 
+pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
 
 
@@ -189,3 +192,170 @@ def test_bad_usage_is_one_line_exit_2(drifting, line: str, says: str, tmp_path: 
     code, out, err = _cli(line.format(db=db), tmp_path)
     assert code == 2 and out == "", (out, err)
     assert len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def _replayed_answer(db: Path, cwd: Path, text: str) -> str:
+    """The final answer a client gets from ``serve`` replaying ``db`` (recorded into a log of its own)."""
+    serve = Background(f"{A2A} serve --db '{db}' --listen 127.0.0.1:0", cwd, reader_env(cwd), READY)
+    try:
+        url = re.search(READY, serve.text)
+        assert url is not None, serve.text
+        code, out, err = _cli(f"record {url.group(0)} '{text}' --db '{cwd / 'client.db'}' --json", cwd)
+        assert code == 0, (out, err)
+        answer = json.loads(out)["final_answer"]
+        assert isinstance(answer, str), out
+        return answer
+    finally:
+        serve.stop()
+
+
+def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -> None:
+    """``--update`` (issue 32 item 6): after a match the live run is what ``serve`` replays and what
+    the next verify compares with, the recording kept as run 1; after a divergence nothing changes."""
+    db = tmp_path / "recorded.db"
+    with drift_agent() as (url, agent):
+        task = _record(url, db, "jsonrpc")["hello there"]
+        assert _replayed_answer(db, tmp_path, "hello there") == "The answer is 42."
+        agent.fault = "rename"  # a regression: never adopted
+        try:
+            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --update --json", tmp_path)
+        finally:
+            agent.fault = None
+        assert code == 1, (out, err)
+        (one,) = json.loads(out)["tasks"]
+        assert one["update"]["served"] is None and one["update"]["why"].startswith("diverged"), one
+        assert _replayed_answer(db, tmp_path, "hello there") == "The answer is 42."
+
+        agent.fault = "reword"  # the same contract, other words: adopted, the change summarised
+        try:
+            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --update --json", tmp_path)
+            assert code == 0, (out, err)
+            report = json.loads(out)
+            (one,) = report["tasks"]
+            assert one["verdict"] == "match" and report["summary"]["updated"] == 1, out
+            update = one["update"]
+            assert (update["was"], update["served"], update["why"]) == (f"{task}@1", f"{task}@3", None), one
+            # the text changed; the times may have too (a loaded machine): they are listed after it
+            text = "artifact #3 'answer' (final_answer): text 'The answer is 42.' -> 'The answer is forty-two.'"
+            assert update["changes"][0] == text, update
+            assert all(c.startswith(("time to first event", "total time")) for c in update["changes"][1:]), update
+            code, text, err = _cli(f"verify {task} --against {url} --db '{db}' --update", tmp_path)
+            assert code == 0 and f"updated: serve replays {task}@4 (was {task}@3)" in text, (text, err)
+            assert "1 updated" in err, err
+            # the next verify compares with the adopted run: its exact text holds
+            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --text exact --json", tmp_path)
+            assert code == 0, (out, err)
+            assert json.loads(out)["tasks"][0]["recorded"] == f"{task}@4", out
+        finally:
+            agent.fault = None
+    assert _replayed_answer(db, tmp_path, "hello there") == "The answer is forty-two."
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path)
+    runs = [r for r in json.loads(out) if r["task_id"] == task]
+    assert [r["source"] for r in runs] == ["client", "verify", "verify", "verify", "verify"], runs
+
+
+@pytest.mark.parametrize("where", ["into", "tape"])
+def test_update_needs_the_recordings_log(drifting, where: str, tmp_path: Path) -> None:
+    """A live run adopted goes with the recordings: not into another log, not into a tape (one
+    context per task there; the live run has its own), nothing sent to the agent."""
+    url, agent, db, ids = drifting
+    task = ids["jsonrpc"]["hello there"]
+    if where == "tape":
+        tape = tmp_path / "t.jsonl"
+        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path)[0] == 0
+        line = f"verify {task} --against {url} --db '{tape}' --update"
+    else:
+        line = f"verify {task} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}' --update"
+    before = agent.executions
+    code, out, err = _cli(line, tmp_path)
+    assert code == 2 and out == "" and "--update" in err and len(err.strip().splitlines()) == 1, err
+    assert agent.executions == before
+
+
+def test_across_bindings_each_recording_over_every_binding_the_card_offers(tmp_path: Path) -> None:
+    """``--across-bindings`` (issue 32 item 4): every recorded client over JSON-RPC and HTTP+JSON,
+    its errors compared by what A2A names them; the unchanged agents match on every binding."""
+    db = tmp_path / "corpus.db"
+    with two_binding_agent() as rest, drift_agent() as (drift, _):
+        for url, recordings in ((rest, [_record(rest, db, "http+json")]), (drift, [_record(drift, db, "jsonrpc")])):
+            ids = [tid for r in recordings for tid in r.values()]
+            code, out, err = _cli(
+                f"verify {' '.join(ids)} --against {url} --across-bindings --db '{db}' --json", tmp_path
+            )
+            assert code == 0, (out, err)
+            report = json.loads(out)
+            pairs = sorted((t["task_id"], t["binding"], t["verdict"]) for t in report["tasks"])
+            assert pairs == sorted((i, b, "match") for i in ids for b in ("jsonrpc", "http+json")), out
+
+
+def test_across_bindings_names_a_binding_specific_error_shape(drifting, tmp_path: Path) -> None:
+    """The agent's HTTP+JSON binding fails with INTERNAL where its JSON-RPC one (and the recording)
+    says UNSUPPORTED_OPERATION: the HTTP+JSON run diverges at the error, the JSON-RPC one matches."""
+    url, agent, db, ids = drifting
+    task = ids["jsonrpc"]["boom now"]
+    junit = tmp_path / "v.xml"
+    agent.fault = "rest-error-shape"
+    try:
+        line = f"verify {task} --against {url} --across-bindings --db '{db}' --into '{tmp_path / 'l.db'}' --json"
+        code, out, err = _cli(f"{line} --junit '{junit}'", tmp_path)
+    finally:
+        agent.fault = None
+    assert code == 1, (out, err)
+    by = {t["binding"]: t for t in json.loads(out)["tasks"]}
+    assert by["jsonrpc"]["verdict"] == "match", by["jsonrpc"]
+    first = by["http+json"]["first"]
+    assert by["http+json"]["verdict"] == "diverged" and first["rule"] == "errors", by["http+json"]
+    assert first["recorded"]["kind"] == "error" and first["recorded"]["what"] == "error UNSUPPORTED_OPERATION", first
+    assert first["live"]["kind"] == "error" and "INTERNAL" in first["live"]["what"], first
+    names = [c.get("name") for c in ET.parse(junit).getroot()]
+    assert names == [f"{task} over jsonrpc", f"{task} over http+json"], names
+
+
+GATED = """
+import pytest
+
+@pytest.mark.a2a_tape("recordings/hello.jsonl")
+def test_client(a2a_tape):
+    assert a2a_tape.url
+"""
+
+
+def test_pytest_gate_fails_a_test_whose_recording_diverged(drifting, pytester: pytest.Pytester) -> None:
+    """``pytest --a2a-tape-verify URL`` (issue 32 item 5): the replayed recording is verified first;
+    unchanged agent, the test passes; the agent drifted, it fails with the first divergence."""
+    url, agent, db, ids = drifting
+    (pytester.path / "recordings").mkdir()
+    tape = pytester.path / "recordings" / "hello.jsonl"
+    task = ids["jsonrpc"]["hello there"]
+    assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", pytester.path)[0] == 0
+    pytester.makepyfile(test_gated=GATED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-verify", url)
+    result.assert_outcomes(passed=1)
+    agent.fault = "rename"
+    try:
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-verify", url)
+    finally:
+        agent.fault = None
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*a2a-tape verify: *hello.jsonl: {task} diverged: artifacts: artifact #3: renamed*"])
+    assert '"source":"verify"' not in tape.read_text()  # the recording is never written
+
+
+def test_live_runs_that_disagree_while_each_matches_the_recording_are_flaky(tmp_path: Path) -> None:
+    """The rules are not transitive: recorded 0.8 s to the first event, one live run fast and one
+    0.8 s late each hold against the recording with ``--slower 3``, not against each other. Flaky,
+    exit 0 (verify died with StopIteration when no live run diverged from the recording)."""
+    db = tmp_path / "recorded.db"
+    with drift_agent() as (url, agent):
+        agent.fault = "slow"
+        try:
+            task = _record(url, db, "jsonrpc")["hello there"]
+            agent.fault, agent.executions = "sampling:slow", 0
+            line = f"verify {task} --against {url} --runs 2 --slower 3 --db '{db}' --json"
+            code, out, err = _cli(line, tmp_path)
+        finally:
+            agent.fault = None
+    assert code == 0, (out, err)
+    (one,) = json.loads(out)["tasks"]
+    assert one["verdict"] == "flaky" and one["divergences"] == [] and one["first"] is None, one
+    assert one["disagreements"][0]["rule"] == "first-event", one

@@ -14,7 +14,12 @@ one thing, each one a regression users met (issue 32):
   on the answer channel; ``cut``: the stream ends after WORKING (the executor returns, the SDK
   closes it cleanly); ``slow``: the first event comes :data:`SLOW` seconds late;
   ``tool-status``: the tool call ends with another status; ``sampling``: every other execution
-  renames the answer (an agent whose runs disagree among themselves: flaky, not regressed).
+  renames the answer (an agent whose runs disagree among themselves: flaky, not regressed;
+  ``sampling:FAULT``: every other execution has FAULT);
+  ``reword``: the answer says the same in other words (:data:`REWORDED`): no drift of the
+  contract, only of its text (what ``verify --update`` adopts); ``rest-error-shape``: over
+  HTTP+JSON only, ``boom`` fails with INTERNAL where JSON-RPC still says UNSUPPORTED_OPERATION (a
+  binding's error shape changed by an SDK upgrade: ``verify --across-bindings`` names it).
 
 All of them an a2a-sdk executor can produce, so no hand-written agent is needed here.
 """
@@ -29,12 +34,13 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Part, Task, TaskState, TaskStatus
-from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
+from a2a.utils.errors import InternalError, InvalidParamsError, UnsupportedOperationError
 from google.protobuf import struct_pb2
 
 from tests.support.sdk_agents import serve_executor
 
 ANSWER = ["The answer ", "is ", "42."]
+REWORDED = ["The answer ", "is ", "forty-two."]
 REASONING = "The user asks for the answer."
 SLOW = 0.8
 FAULTS = (
@@ -49,6 +55,7 @@ FAULTS = (
     "cut",
     "slow",
     "tool-status",
+    "rest-error-shape",
 )
 
 
@@ -62,6 +69,12 @@ def _data(value: dict[str, object]) -> Part:
     return Part(data=s)
 
 
+def _over_http_json(ctx: RequestContext) -> bool:
+    """Whether the request came over HTTP+JSON: the SDK's JSON-RPC dispatcher names the JSON-RPC
+    request id in the call's state, its REST routes do not."""
+    return "request_id" not in ctx.call_context.state
+
+
 class DriftAgent(AgentExecutor):
     def __init__(self) -> None:
         self.fault: str | None = None
@@ -70,8 +83,8 @@ class DriftAgent(AgentExecutor):
     async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
         fault, text = self.fault, ctx.get_user_input()
         self.executions += 1
-        if fault == "sampling":
-            fault = "rename" if self.executions % 2 == 0 else None
+        if fault is not None and fault.startswith("sampling"):
+            fault = (fault.partition(":")[2] or "rename") if self.executions % 2 == 0 else None
         if fault == "slow":
             await asyncio.sleep(SLOW)
         await q.enqueue_event(
@@ -113,10 +126,12 @@ class DriftAgent(AgentExecutor):
             return
         name = "reply" if fault == "rename" else "answer"
         for again in range(2 if fault == "double-answer" else 1):
-            for i, chunk in enumerate(ANSWER):
+            for i, chunk in enumerate(REWORDED if fault == "reword" else ANSWER):
                 if boom and i == 1:
+                    if fault == "rest-error-shape" and _over_http_json(ctx):
+                        raise InternalError("agent failed")
                     raise (InvalidParamsError if fault == "error-code" else UnsupportedOperationError)("agent failed")
-                last = i == len(ANSWER) - 1 and fault != "no-last-chunk"
+                last = i == len(ANSWER) - 1 and fault != "no-last-chunk"  # REWORDED: as many chunks
                 await up.add_artifact(
                     [Part(text=chunk)],
                     artifact_id=answer,
