@@ -176,3 +176,20 @@ def test_record_follows_opencode_a2a_in_each_binding(script, binding, tmp_path):
     (task,) = json.loads(listed.stdout)
     expected = "jsonrpc" if binding == "jsonrpc" else "http+json"
     assert expected in task["bindings"], task
+    # record asked GetTask after the stream (its default): the agent's stored copy is evidence and never
+    # rewrites the channels, which are what the stream said, as record --json said it (issue 30 item 2)
+    channels = subprocess.run(
+        [str(tape.tape_script()), "channels", task["task_id"], "--db", str(db), "--json"],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    folded = json.loads(channels.stdout)
+    assert folded["final_answer"] == result["final_answer"] == "".join(ANSWER), folded
+    assert folded["state"] == "completed"
+    doctor = subprocess.run(
+        [str(tape.tape_script()), "doctor", task["task_id"], "--db", str(db), "--json"], capture_output=True, timeout=60
+    )
+    assert doctor.returncode == 0 and json.loads(doctor.stdout)["findings"] == [], (
+        doctor.stdout
+    )  # opencode stores it right
