@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, Literal
 
 import msgspec
@@ -278,14 +278,20 @@ def _events(steps: Sequence[Step], artifacts: dict[str, ArtifactFacts]) -> list[
     return out
 
 
-def _errors(steps: Sequence[Step], by_ex: dict[int, Exchange]) -> list[Entry]:
-    out: list[Entry] = []
+def _error_steps(
+    steps: Sequence[Step], by_ex: dict[int, Exchange]
+) -> Iterator[tuple[Step, ErrorItem, Exchange | None, str]]:
+    """Each error among ``steps``, with its exchange and the binding it came in (JSON-RPC when unknown)."""
     for s in steps:
         body = s.item.body
-        if not isinstance(body, ErrorItem):
-            continue
-        ex = by_ex.get(s.event.exchange_id) if s.event.exchange_id is not None else None
-        binding = (ex.binding if ex is not None else None) or "jsonrpc"
+        if isinstance(body, ErrorItem):
+            ex = by_ex.get(s.event.exchange_id) if s.event.exchange_id is not None else None
+            yield s, body, ex, (ex.binding if ex is not None else None) or "jsonrpc"
+
+
+def _errors(steps: Sequence[Step], by_ex: dict[int, Exchange]) -> list[Entry]:
+    out: list[Entry] = []
+    for s, body, ex, binding in _error_steps(steps, by_ex):
         http = f" HTTP {ex.status}" if ex is not None and binding == HTTP_JSON and ex.status else ""
         reason = _reason(s.event.payload)
         out.append(Entry(s.position, "error", f"{binding} error {body.code}{http}{f' {reason}' if reason else ''}"))
@@ -328,12 +334,7 @@ def _meanings(steps: Sequence[Step], by_ex: dict[int, Exchange]) -> list[Entry]:
     """Each error as A2A names it, in any binding: its ``ErrorInfo`` reason, else what its code
     stands for in its binding (a reason the code contradicts is shown with it)."""
     out: list[Entry] = []
-    for s in steps:
-        body = s.item.body
-        if not isinstance(body, ErrorItem):
-            continue
-        ex = by_ex.get(s.event.exchange_id) if s.event.exchange_id is not None else None
-        binding = (ex.binding if ex is not None else None) or "jsonrpc"
+    for s, body, _ex, binding in _error_steps(steps, by_ex):
         table: dict[int, str] = JSONRPC_ERRORS if binding == "jsonrpc" else HTTP_ERRORS if binding == HTTP_JSON else {}
         coded = table.get(body.code) if body.code is not None else None
         reason = _reason(s.event.payload)

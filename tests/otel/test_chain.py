@@ -99,24 +99,7 @@ def _agent(next_url: str | None, passes: str = "trace") -> Iterator[str]:
 
 @pytest.mark.parametrize("client_tp", [None, CLIENT_TP], ids=["client-sent-none", "client-sent-one"])
 def test_three_hops_export_one_trace_with_each_parent(db_path, client_tp):
-    opts = {"inject_traceparent": True, "continue_traceparent": True}
-    with contextlib.ExitStack() as stack:
-        proxies = []
-        next_url = None
-        for _ in range(3):  # C first: each agent calls the proxy in front of the next one
-            agent = stack.enter_context(_agent(next_url))
-            proxy = stack.enter_context(running_proxy(agent, db_path, **opts))
-            proxies.insert(0, proxy)
-            next_url = proxy.url
-        watches = [SettleWatch(p.proxy) for p in proxies]
-        for _ in range(ROUNDS):
-            body, headers = send_body("start", dialect="1.0")
-            if client_tp:
-                headers["traceparent"] = client_tp
-            with httpx.stream("POST", proxies[0].url + "/", content=body, headers=headers, timeout=30) as r:
-                read_sse(r)
-        for w in watches:
-            w.wait(ROUNDS)
+    _chain(db_path, "trace", ROUNDS, client_header=client_tp, inject_traceparent=True, continue_traceparent=True)
     assert_one_tree(str(db_path), ROUNDS, client_tp)
 
 
@@ -150,9 +133,12 @@ def assert_one_tree(db: str, rounds: int, client_tp: str | None) -> None:
             assert row["task_id"] in rows[parent]["children"]
 
 
-def _chain(db_path, passes: str, rounds: int, first_metadata: str | None = None, **opts) -> None:
+def _chain(
+    db_path, passes: str, rounds: int, first_metadata: str | None = None, client_header: str | None = None, **opts
+) -> None:
     """Three hops (each agent behind its own proxy, one log), ``rounds`` runs one after another; the first
-    client's message carries ``first_metadata`` as its metadata's traceparent (A2A#2026) when given."""
+    client's message carries ``first_metadata`` as its metadata's traceparent (A2A#2026) when given, every
+    client's request ``client_header`` as its traceparent header."""
     with contextlib.ExitStack() as stack:
         proxies = []
         next_url = None
@@ -164,6 +150,8 @@ def _chain(db_path, passes: str, rounds: int, first_metadata: str | None = None,
         watches = [SettleWatch(p.proxy) for p in proxies]
         for _ in range(rounds):
             body, headers = send_body("start", dialect="1.0")
+            if client_header:
+                headers["traceparent"] = client_header
             if first_metadata:
                 doc = json.loads(body)
                 doc["params"]["message"]["metadata"] = {TRACE_EXTENSION: {"traceparent": first_metadata}}
