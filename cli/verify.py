@@ -40,6 +40,7 @@ from a2a_tape.cli.progress import ProgressOption, bar
 from a2a_tape.cli.record import BindingOption
 from a2a_tape.fold.runs import Run, pick_run, served_run, task_runs
 from a2a_tape.inspection.verify_rules import Divergence, Rules
+from a2a_tape.inspection.words import count
 from a2a_tape.store.tape_copy import is_tape
 from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, Update, VerifyOptions, replayed, verify
 
@@ -396,7 +397,7 @@ def _finish(reports: list[TaskReport], against: str, db: str, into: str, *, json
     else:
         _print_text(reports)
         say(
-            f"verify: {summary.tasks} task(s) against {against}: {summary.matched} match, "
+            f"verify: {count(summary.tasks, 'task')} against {against}: {summary.matched} match, "
             f"{summary.diverged} diverged, {summary.flaky} flaky, {summary.skipped} skipped"
             + (f", {summary.updated} updated" if any(r.update is not None for r in reports) else "")
         )

@@ -295,7 +295,7 @@ class Proxy:
             if report.resumed or report.failed or report.replayed:
                 print(
                     f"a2a-tape proxy: startup recovery: {len(report.resumed)} resumed, {len(report.failed)} failed, "
-                    f"{len(report.replayed)} keys ready to replay",
+                    f"{len(report.replayed)} {'key' if len(report.replayed) == 1 else 'keys'} ready to replay",
                     file=sys.stderr,
                 )
         except Exception as exc:  # noqa: BLE001 - the proxy keeps serving; say why recovery did not run
