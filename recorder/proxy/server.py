@@ -224,6 +224,14 @@ class Proxy:
         # the agent's webhook POSTs (recorder.proxy.push_receiver), at push_base, else at the proxy's own address
         self.push = PushReceiver(st, config.redactor, config.max_body) if config.push else None
         self.push_base: str | None = url_of(config.push_socket) if config.push_socket is not None else None
+        # where this proxy listens (``http://HOST:PORT``), once bound: the receiver's address for a
+        # webhook registered over gRPC (no HTTP request names an origin there) when push_base is None
+        self.listen_url: str | None = None
+
+    def push_address(self) -> str | None:
+        """The push receiver's origin for a config registered outside an HTTP request (gRPC):
+        its own listener's, else the proxy's own address once bound (None: not known yet)."""
+        return self.push_base or self.listen_url
 
     # -- the ASGI app -------------------------------------------------------------------------
 
