@@ -91,3 +91,22 @@ def test_push_webhook_without_a_receiver_is_one_line_and_exit_2(tmp_path):
     )
     assert r.returncode == 2 and "--push-webhook goes with --push-receiver" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_an_agent_that_never_pushes_is_noted_and_doctor_names_it(tmp_path):
+    """The a2a-sdk agent with push notifications off takes the config and never POSTs: record waits its
+    --push-wait for the push of the end, notes that none came, and doctor names the end never pushed."""
+    db = tmp_path / "tape.db"
+    with running_sdk_agent(push=False) as agent:
+        _, out = _record(agent.url, db, "--push-receiver", "127.0.0.1:0", "--push-wait", "0.5")
+    rows, events = _rows(db, out["task_id"])
+    assert out["state"] == "completed" and not [ex for ex in rows if ex.role == "push"]
+    notes = [e.payload for e in events if e.origin == "local" and b"push-wait" in e.payload]
+    assert len(notes) == 1 and b"no push of the task's end (completed) came within 0.5 s" in notes[0]
+    doctor = json.loads(
+        subprocess.run(
+            [CLI, "doctor", out["task_id"], "--db", str(db), "--json"], capture_output=True, text=True
+        ).stdout
+    )
+    missed = [f for f in doctor["findings"] if f["code"] == "push-missed-state" and f["level"] == "error"]
+    assert len(missed) == 1 and "completed" in missed[0]["message"]
