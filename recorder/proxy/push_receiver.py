@@ -111,7 +111,7 @@ def _unsaid(ex_id: int | None, exc: Exception, redactor: Redactor) -> None:
 class PushReceiver:
     """Takes an agent's POSTs to the hooks of ``hooks``, for one proxy's log."""
 
-    def __init__(self, st: store.Store, redactor: Redactor, max_body: int, hooks: Hooks | None = None) -> None:
+    def __init__(self, st: store.RecordingStore, redactor: Redactor, max_body: int, hooks: Hooks | None = None) -> None:
         self.store = st
         self.redactor = redactor
         self.max_body = max_body
