@@ -247,8 +247,9 @@ def proxy_cmd(
         attach(asgi, proxy, *grpc_side)
     listening: list[str] = []
 
-    def banner(url: str) -> str:
+    def banner(url: str) -> str:  # said once bound, before the app (and its gRPC side) starts
         listening.append(url)
+        proxy.listen_url = url
         pushes = f"; pushes received at {proxy.push_base}" if proxy.push_base else ""
         return f"a2a-tape proxy: listening on {url} -> {config.shown_upstream} (recording to {db_location(db)}){pushes}"
 

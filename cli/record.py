@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -189,6 +190,50 @@ NoGetTaskArg = Annotated[
 ]
 
 
+PushReceiverArg = Annotated[
+    str | None,
+    typer.Option(
+        "--push-receiver",
+        metavar="HOST:PORT",
+        help="Register a webhook with the send: a2a-tape's push receiver on this loopback address (port 0: any "
+        "free one), which records each push notification the agent POSTs as an exchange of the task (docs/replay.md).",
+    ),
+]
+PushWebhookArg = Annotated[
+    str | None,
+    typer.Option(
+        "--push-webhook",
+        metavar="URL",
+        help="With --push-receiver: deliver each recorded push to this webhook too (its answer is recorded); "
+        "without it the receiver answers the agent itself.",
+        callback=options.url,
+    ),
+]
+PushWaitArg = Annotated[
+    float,
+    typer.Option(
+        "--push-wait",
+        metavar="SECONDS",
+        help="With --push-receiver: once the task has ended, how long to wait for the push of its end.",
+        callback=options.seconds,
+    ),
+]
+
+
+def push_socket(value: str | None) -> socket.socket | None:
+    """The push receiver's listener for ``record --push-receiver HOST:PORT`` (None: no webhook), or exit 2."""
+    if value is None:
+        return None
+    from a2a_tape.recorder.listen import bind
+
+    why = "the push receiver takes an agent's POSTs on this machine (loopback only)"
+    host, port = listen_address(value, allow_remote=False, why=why, option="--push-receiver")
+    try:
+        return bind(host, port)
+    except OSError as exc:
+        fail(f"--push-receiver: cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
 @app.command("record")
 def record_cmd(
     url: Annotated[
@@ -241,12 +286,19 @@ def record_cmd(
     ] = DEFAULT_MAX_LINE,
     durability: DurabilityOption = Durability.normal,
     otlp_endpoint: OtlpEndpointOption = None,
+    push_receiver: PushReceiverArg = None,
+    push_webhook: PushWebhookArg = None,
+    push_wait: PushWaitArg = 10.0,
     db: DbOption = None,
     json: JsonOption = False,
     busy_timeout: BusyTimeoutOption = None,
 ) -> None:
     """Send TEXT to the live agent at URL, record every raw event, follow the recovery tree."""
     from a2a_tape.recorder.record import RecordOptions
+
+    if push_webhook is not None and push_receiver is None:
+        fail("--push-webhook goes with --push-receiver HOST:PORT (where the agent's pushes are received)")
+    receiver = push_socket(push_receiver)
 
     opts = RecordOptions(
         url=url,
@@ -262,6 +314,9 @@ def record_cmd(
         stall_timeout=stall_timeout,
         on_stall=on_stall.choice,
         max_line=max_line_bytes,
+        push_socket=receiver,
+        push_webhook=push_webhook,
+        push_wait=push_wait,
     )
     result, session = run_record(
         opts, db, redact or [], json=json, durability=durability, busy_timeout=busy_timeout, otlp_endpoint=otlp_endpoint

@@ -10,22 +10,33 @@ events:
   error when the missed state is the task's last (the client never learns the end), else a warning;
 - ``push-after-terminal``: a push arrived after the one that carried a terminal state;
 - ``push-without-token``: a push came without the config's token, or with another (the receiver
-  noted it; the token itself is never stored).
+  noted it; the token itself is never stored);
+- ``push-other-task``: a push for this task came to a webhook no config of this task names (a
+  send's configuration, a config call): the agent sent one task's updates to a webhook registered
+  for another. Webhooks are compared without their query, userinfo and fragment (a push row's URL
+  is redacted, a config's may be kept as sent), so two webhooks that differ only there count as
+  one: the check may miss such a push, never names one that was registered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
+from urllib.parse import urlsplit
+
+import msgspec
 
 from a2a_tape.inspection.steps import Step, is_terminal, state_of
 from a2a_tape.store import Exchange, Note, StatusUpdate, TaskSnapshot, decode_item
+from a2a_tape.store.json_values import decode_json
+from a2a_tape.wire.push_configs import registered
 
 PUSH = "push"
 CHECKS: dict[str, str] = {
     "push-missed-state": "a state the agent streamed or stored was never pushed to the task's webhook",
     "push-after-terminal": "a push arrived after the push of the task's terminal state",
     "push-without-token": "a push came without the config's token, or with another",
+    "push-other-task": "a push for the task came to a webhook no config of the task names",
 }
 _CONFIG_WORDS = (b"pushNotificationConfig", b"PushNotificationConfig")
 _TOKEN_NOTES = {"push-token-missing": "without the config's token", "push-token-wrong": "with another token"}
@@ -59,7 +70,51 @@ def check_pushes(steps: Sequence[Step], exchanges: Sequence[Exchange], add: Add)
     late = [ex for ex in pushes if ends and ex.started_at > ends[0]]
     if late:
         add("push-after-terminal", "warning", f"{len(late)} push(es) after the push of the terminal state", [])
+    _other_task(pushes, exchanges, add)
     _missed(steps, {state for _, state in states}, add)
+
+
+def webhook_key(url: str) -> str:
+    """A webhook URL as the check compares it: scheme, host, port and path (lower-case scheme and
+    host; no userinfo, query or fragment)."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return url
+    return f"{parts.scheme.lower()}://{host}{port}{parts.path or '/'}"
+
+
+def registered_webhooks(exchanges: Iterable[Exchange]) -> set[str]:
+    """The webhooks (:func:`webhook_key`) the configs registered in ``exchanges`` name: a send's
+    configuration, a config call (JSON-RPC params, or the body itself: HTTP+JSON, gRPC's JSON)."""
+    found: set[str] = set()
+    for ex in exchanges:
+        if ex.role == PUSH or not ex.request_body or not ex.rpc_method:
+            continue
+        try:
+            doc = decode_json(ex.request_body)
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        params = doc.get("params") if isinstance(doc, dict) and "params" in doc else doc
+        found.update(webhook_key(c["url"]) for c in registered(ex.rpc_method, params))
+    return found
+
+
+def _other_task(pushes: Sequence[Exchange], exchanges: Sequence[Exchange], add: Add) -> None:
+    """``push-other-task``: the task's pushes that came to a webhook none of its configs names."""
+    named = registered_webhooks(exchanges)
+    stray = [ex for ex in pushes if ex.outcome != "refused" and webhook_key(ex.url) not in named]
+    if stray:
+        where = ", ".join(sorted({webhook_key(ex.url) for ex in stray}))
+        add(
+            "push-other-task",
+            "error",
+            f"{len(stray)} push(es) for this task came to a webhook no config of this task names ({where}):"
+            " the agent sent this task's updates to a webhook registered for another",
+            [],
+        )
 
 
 def _missed(steps: Sequence[Step], pushed: set[str], add: Add) -> None:

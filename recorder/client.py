@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -179,6 +179,7 @@ class _Message(msgspec.Struct, omit_defaults=True):
 
 class _SendParams(msgspec.Struct, omit_defaults=True):
     message: _Message
+    configuration: dict[str, Any] | None = None  # a webhook to register (record --push-receiver)
 
 
 class _IdParams(msgspec.Struct, omit_defaults=True):
@@ -228,7 +229,10 @@ def send_request(
     context_id: str | None = None,
     task_id: str | None = None,
     rpc_id: str | int | None = None,
+    webhook: dict[str, Any] | None = None,
 ) -> Request:
+    """A send or stream of ``text``; ``webhook`` (a push config: ``url``, ``token``) registered in its
+    configuration, under the dialect's name for it."""
     mid = message_id or new_id()
     if dialect == "1.0":
         msg = _Message(messageId=mid, role="ROLE_USER", parts=[_Part(text=text)], contextId=context_id, taskId=task_id)
@@ -242,7 +246,11 @@ def send_request(
             kind="message",
         )
     op = "stream" if stream else "send"
-    return _request(op, dialect, _SendParams(message=msg), message_id=mid, rpc_id=rpc_id)
+    configuration = None
+    if webhook is not None:
+        configuration = {("taskPushNotificationConfig" if dialect == "1.0" else "pushNotificationConfig"): webhook}
+    params = _SendParams(message=msg, configuration=configuration)
+    return _request(op, dialect, params, message_id=mid, rpc_id=rpc_id)
 
 
 def task_request(op: str, dialect: Dialect, task_id: str, *, rpc_id: str | int | None = None) -> Request:

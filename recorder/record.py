@@ -11,16 +11,26 @@ the task is still SUBMITTED/WORKING, or drops, or times out:
    not progress): cancel the task, or resend in a new task with the same contextId.
 
 Every decision is appended as an ``origin="local"`` event before it is acted on, so
-``a2a-tape show`` tells the story afterwards. Steps 1-3 and the stall check are
+``a2a-tape show`` tells the story afterwards.
+
+With ``push_socket`` (``record --push-receiver HOST:PORT``) the send registers a webhook: a2a-tape's
+push receiver (:mod:`recorder.proxy.push_receiver`) on that socket, with a token of its own. Each
+POST the agent makes to it is a push row of the task (joining this run), forwarded to
+``push_webhook`` when given, else answered by the receiver. Once the task has ended, record waits
+up to ``push_wait`` seconds for the push of its terminal state, and notes it when none came. Steps 1-3 and the stall check are
 :func:`recorder.settle.settle`, shared with the startup recovery; what is done on a stall is here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import secrets
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import anyio
 import httpx
 
 from a2a_tape.capture.exchange import Outcome
@@ -48,7 +58,7 @@ from a2a_tape.store.methods import BINDING_NAMES, CARD_BINDINGS
 from a2a_tape.store.redact import safe_text
 from a2a_tape.wire.bindings import client_of
 from a2a_tape.wire.codings import DecodingError
-from a2a_tape.wire.http_client import BodyTooLarge, LazyTlsTransport
+from a2a_tape.wire.http_client import MAX_BODY, BodyTooLarge, LazyTlsTransport
 from a2a_tape.wire.sse_reader import DEFAULT_MAX_LINE, SseLineTooLong
 
 BATCHING = Batching(
@@ -82,6 +92,9 @@ class RecordOptions:
     max_resubscribes: int = 5
     get_task: bool = True  # ask the agent for the task once after a stream ends (its own GetTask answer)
     say: Callable[[str], None] | None = None  # one line for the user (stderr): which interface auto took
+    push_socket: socket.socket | None = None  # the push receiver's listener (None: no webhook registered)
+    push_webhook: str | None = None  # where each push goes on to (None: the receiver answers it)
+    push_wait: float = 10.0  # seconds to wait, once the task ended, for the push of its end
     on_exchange_end: Callable[[int], None] | None = None  # each exchange id once its row is final (--otlp-endpoint)
 
 
@@ -125,6 +138,7 @@ class Recorder:
         self.error: str | None = None
         self._resent = False
         self._last_streaming = False
+        self.webhook: dict[str, str] | None = None  # the push config the send registers (record --push-receiver)
         # the values of the secret headers the user gave (an API key) never come back in a text
         session.secrets = [v for k, v in opts.headers if session.redactor.is_secret_header(k)]
         self.up = up = Upstream(
@@ -160,6 +174,7 @@ class Recorder:
             stream=streaming,
             message_id=self.opts.message_id,
             context_id=self.opts.context_id,
+            webhook=self.webhook,
         )
         res = await self.call(req, first=True)
         await self.follow(res)
@@ -262,7 +277,11 @@ class Recorder:
             s.reset_for_new_task()
             self.stalled = False
             req = send_request(
-                self.dialect, self.opts.text, stream=self.opts.stream and self.card.streaming, context_id=ctx
+                self.dialect,
+                self.opts.text,
+                stream=self.opts.stream and self.card.streaming,
+                context_id=ctx,
+                webhook=self.webhook,
             )
             await self.follow(await self.call(req, first=True))
             return
@@ -402,4 +421,56 @@ async def record(
 ) -> RecordResult:
     """Run one recorded session against ``opts.url``. Raises :class:`NotAnAgent` for exit-2 cases."""
     async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=False) as http:
-        return await Recorder(http, session, opts).run()
+        recorder = Recorder(http, session, opts)
+        if opts.push_socket is None:
+            return await recorder.run()
+        async with _receiving(session, opts) as pushes:
+            recorder.webhook = pushes.webhook
+            result = await recorder.run()
+            await pushes.wait_end(session, result, opts.push_wait)
+            return result
+
+
+class _Pushes:
+    """record's push receiver as it runs: the webhook its send registers, the end states pushed."""
+
+    def __init__(self, webhook: dict[str, str]) -> None:
+        self.webhook = webhook
+        self.ended: dict[str, anyio.Event] = {}
+
+    def _event(self, task_id: str) -> anyio.Event:
+        return self.ended.setdefault(task_id, anyio.Event())
+
+    def pushed(self, task_id: str | None, state: str | None) -> None:
+        if task_id and state in TERMINAL_STATES:
+            self._event(task_id).set()
+
+    async def wait_end(self, session: Session, result: RecordResult, wait: float) -> None:
+        """Up to ``wait`` seconds for the push of the task's terminal state (the agent may push
+        after its stream ended); noted on the task when none came."""
+        if result.task_id is None or result.state not in TERMINAL_STATES:
+            return
+        event = self._event(result.task_id)
+        with anyio.move_on_after(wait):
+            await event.wait()
+        if not event.is_set():
+            await session.note("push-wait", f"no push of the task's end ({result.state}) came within {wait:g} s")
+
+
+@contextlib.asynccontextmanager
+async def _receiving(session: Session, opts: RecordOptions) -> AsyncIterator[_Pushes]:
+    """The push receiver on ``opts.push_socket`` while inside: a hook for this send (to
+    ``opts.push_webhook``, or answered here) with a token of its own (memory only)."""
+    from a2a_tape.recorder.listen import url_of
+    from a2a_tape.recorder.proxy.push_configs import PUSH_PATH
+    from a2a_tape.recorder.proxy.push_receiver import PushReceiver, listening, receiver_app
+    from a2a_tape.wire.loopback import LOOPBACK_ONLY
+
+    assert opts.push_socket is not None
+    receiver = PushReceiver(session.store, session.redactor, MAX_BODY)
+    token = secrets.token_urlsafe(24)
+    hook = receiver.hooks.add(opts.push_webhook or "", token)
+    pushes = _Pushes({"url": url_of(opts.push_socket) + PUSH_PATH + hook.id, "token": token})
+    receiver.on_push = lambda verdict: pushes.pushed(verdict.task_id, verdict.state)
+    async with receiver.running(), listening(receiver_app(receiver, LOOPBACK_ONLY), opts.push_socket):
+        yield pushes

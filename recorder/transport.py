@@ -50,6 +50,12 @@ class _Msg(msgspec.Struct):
 class _Params(msgspec.Struct, frozen=True):
     id: str | None = None
     message: _Msg | None = None
+    taskId: str | None = None  # a push-config call's task (its ``id`` is the config's in v1.0)
+    task_id: str | None = None  # the same under proto JSON's other spelling
+
+    @property
+    def task(self) -> str | None:
+        return self.taskId or self.task_id or self.id
 
 
 class _Rpc(msgspec.Struct):
@@ -339,7 +345,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         cap = Capture(
             self.redactor,
             max_line=self.max_line,
-            task_id=params.id or (msg.taskId if msg else None),
+            task_id=params.task or (msg.taskId if msg else None),
             context_id=msg.contextId if msg else None,
         )
         exchange = cap.request(

@@ -22,14 +22,19 @@ group-commit writer, redactor, idempotency gateway and settling of rows.
   ``--read-timeout`` (DEADLINE_EXCEEDED); a stream the agent cuts is cut for the client too;
 - its token (``authorization: Bearer TOKEN`` metadata, stripped before forwarding) and its body
   limit (``--max-body``: RESOURCE_EXHAUSTED, said by gRPC itself) are the only things it answers
-  for itself.
+  for itself;
+- push configs (issue 33) as over HTTP (:mod:`.push_configs`): a webhook a send or a config call
+  registers is swapped for the HTTP proxy's push receiver in the message the agent gets (the log
+  keeps the client's), and an answer naming the receiver names the client's webhook again, in
+  what the client gets and in the log. Only a message that carries a webhook is written again
+  (from its JSON mapping); every other one goes on as its exact bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -51,6 +56,7 @@ from a2a_tape.recorder.proxy.idempotency import (
 )
 from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import carries_token, token_presented
+from a2a_tape.recorder.proxy.push_configs import PUSH_PATH, restore, rewrite
 from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire import grpc as grpc_wire
@@ -184,6 +190,7 @@ class GrpcProxy:
             await context.abort(_status(UNAUTHENTICATED), refusal)
         gc = GrpcCapture(self.config.redactor, path, role="proxy")
         ex = self.core.observer.stamp(gc.request(self.upstream, request, metadata))
+        request = self._to_receiver(gc, request)  # the log has the client's webhook, the agent our receiver
         try:
             live = await self._begin(gc, ex, request, metadata, context.time_remaining())
         except Exception as exc:
@@ -193,6 +200,43 @@ class GrpcProxy:
             await context.abort(_status(UNAVAILABLE), self.config.redactor.text(log_fault_line(fault)))
         async for raw in live.follow(context):
             yield raw
+
+    def _to_receiver(self, gc: GrpcCapture, request: bytes) -> bytes:
+        """``request`` as the agent gets it: each webhook it registers (a send's config, a config
+        call) replaced by the push receiver's URL; unchanged when it registers none, or with the
+        receiver off."""
+        push, base = self.core.push, self.core.push_address()
+        m = gc.method
+        if push is None or base is None or m is None or gc.request_json is None or gc.unmapped:
+            return request
+        body, used = rewrite(gc.request_json, gc.request_json, m.name, push.hooks, base)
+        if not used:
+            return request
+        try:
+            return grpc_wire.from_json(m.request_type, body)
+        except grpc_wire.NotTheMessage:  # cannot be: the JSON came from this very message
+            return request
+
+    def restorer(self, gc: GrpcCapture) -> Any:
+        """What makes an answer message name the client's webhook where the agent names the
+        receiver (None: the receiver is off)."""
+        push, m = self.core.push, gc.method
+        if push is None or m is None:
+            return None
+        kind = "lf.a2a.v1.StreamResponse" if m.streaming else m.response_type
+        marker = PUSH_PATH.encode()
+
+        def restored(raw: bytes) -> bytes:
+            if marker not in raw:  # a protobuf string is its UTF-8 bytes: no receiver URL, nothing to do
+                return raw
+            try:
+                data = grpc_wire.to_json(kind, raw)
+                back = restore(data, push.hooks)
+                return raw if back == data else grpc_wire.from_json(kind, back)
+            except grpc_wire.NotTheMessage:
+                return raw
+
+        return restored
 
     async def _begin(
         self, gc: GrpcCapture, ex: store.Exchange, request: bytes, metadata: Any, remaining: Any
@@ -299,7 +343,7 @@ class GrpcProxy:
         """Relay one call upstream; runs in the proxy's task group (outlives the client)."""
         grpc = self.grpc
         cfg = self.config
-        relay = _Relay(live, gc, self.core.writer)
+        relay = _Relay(live, gc, self.core.writer, self.restorer(gc))
         release = False
         gc.set_deadline(remaining)
         try:
@@ -433,8 +477,15 @@ class GrpcProxy:
 class _Relay:
     """The upstream side of one relayed call: read, commit, publish; what it ended with."""
 
-    def __init__(self, live: GrpcLive, gc: GrpcCapture, writer: store.GroupCommitWriter | None) -> None:
+    def __init__(
+        self,
+        live: GrpcLive,
+        gc: GrpcCapture,
+        writer: store.GroupCommitWriter | None,
+        restored: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.live, self.gc, self.writer = live, gc, writer
+        self.restored = restored  # an answer naming the push receiver, as the client's webhook
         self.code: int | None = None
         self.details = ""
         self.initial: Any = ()
@@ -517,7 +568,10 @@ class _Relay:
             raise state["error"]
 
     async def _commit(self, raws: list[bytes]) -> None:
-        """Write-ahead: the batch's rows durable, then the exact bytes published."""
+        """Write-ahead: the batch's rows durable, then the exact bytes published (a config the
+        agent echoes with the push receiver's URL: the client's webhook, in both)."""
+        if self.restored is not None:
+            raws = [self.restored(r) for r in raws]
         events = self.gc.message_events(raws)
         if events:
             assert self.writer is not None

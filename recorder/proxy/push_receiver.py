@@ -15,6 +15,10 @@ judge; the log says so in a local note on the row (``push-not-a2a``, ``push-toke
 ``push-token-wrong``), which doctor reads. A push for a task the log holds nothing of yet is no
 fault (an agent pushes a non-streaming task's updates before it answers the send): its row names
 the task it names.
+
+``record --push-receiver`` runs the same receiver for its own send's webhook: a hook with no
+client URL behind it (``Hook.url`` empty) is answered by the receiver itself (200, the row
+complete), as the webhook the client is; ``on_push`` tells record each push as it is stored.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import hmac
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 import anyio
@@ -43,7 +47,7 @@ from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import request_headers, response_headers
 from a2a_tape.recorder.proxy.push_configs import PUSH_PATH, Hook, Hooks
 from a2a_tape.store.decode import decode_item
-from a2a_tape.store.events import ErrorItem, Item, Other, Undecodable
+from a2a_tape.store.events import ErrorItem, Item, Other, StatusUpdate, TaskSnapshot, Undecodable
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body, read_request
@@ -61,6 +65,7 @@ class Verdict:
     context_id: str | None
     dialect: str | None
     notes: tuple[tuple[str, str], ...]
+    state: str | None = None  # the task state the push carries (a status update, a task), if any
 
 
 def read_push(body: bytes, token: str | None, hook: Hook) -> Verdict:
@@ -76,7 +81,8 @@ def read_push(body: bytes, token: str | None, hook: Hook) -> Verdict:
             notes.append(("push-token-wrong", "the push came with another token than the config's"))
     if item is None:
         return Verdict(None, None, None, tuple(notes))
-    return Verdict(item.task_id, item.context_id, "0.3" if item.dialect == "0.3" else "1.0", tuple(notes))
+    state = item.body.state if isinstance(item.body, (StatusUpdate, TaskSnapshot)) else None
+    return Verdict(item.task_id, item.context_id, "0.3" if item.dialect == "0.3" else "1.0", tuple(notes), state)
 
 
 def _item(body: bytes) -> Item | None:
@@ -105,12 +111,13 @@ def _unsaid(ex_id: int | None, exc: Exception, redactor: Redactor) -> None:
 class PushReceiver:
     """Takes an agent's POSTs to the hooks of ``hooks``, for one proxy's log."""
 
-    def __init__(self, st: store.Store, redactor: Redactor, max_body: int, hooks: Hooks | None = None) -> None:
+    def __init__(self, st: store.RecordingStore, redactor: Redactor, max_body: int, hooks: Hooks | None = None) -> None:
         self.store = st
         self.redactor = redactor
         self.max_body = max_body
         self.hooks = hooks if hooks is not None else Hooks()
         self.http: httpx.AsyncClient | None = None
+        self.on_push: Callable[[Verdict], None] | None = None  # each push once its row is durable (record)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -132,7 +139,7 @@ class PushReceiver:
         body = await read_request(request.stream(), request.headers.get("content-length"), self.max_body)
         ex = store.Exchange(
             started_at=arrived,
-            url=self.redactor.url(hook.url if hook else str(request.url)),
+            url=self.redactor.url(hook.url if hook and hook.url else str(request.url)),
             http_method=request.method,
             rpc_method=PUSH,
             request_headers=self.redactor.headers_dict(request.headers.items()),
@@ -158,7 +165,22 @@ class PushReceiver:
             if fault is None:
                 raise
             return _answer(503, self.redactor.text(log_fault_line(fault)))
+        if self.on_push is not None:
+            self.on_push(verdict)
+        if not hook.url:  # no client webhook behind the hook (record): the receiver is the webhook
+            return await self._answered_here(ex_id)
         return await self._deliver(request, hook, body, ex_id)
+
+    async def _answered_here(self, ex_id: int) -> Response:
+        """A push to a hook with no webhook behind it: taken (200), its row complete."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await write_soon(
+                    self.store, self.store.update_exchange, ex_id, ended_at=time.time(), status=200, outcome="ok"
+                )
+            except Exception as exc:  # noqa: BLE001 - the agent has its answer; the row stays begun
+                _unsaid(ex_id, exc, self.redactor)
+        return Response(b"", 200)
 
     async def _refuse(self, ex: store.Exchange, why: str) -> Response:
         try:

@@ -46,6 +46,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -104,7 +105,8 @@ from a2a_tape.recorder.proxy.tee import tee
 from a2a_tape.recorder.recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.headers import is_json_type, media_type_of
-from a2a_tape.store.methods import HTTP_JSON, JSONRPC, SEND_METHODS
+from a2a_tape.store.json_values import decode_json
+from a2a_tape.store.methods import ALL_METHODS, HTTP_JSON, JSONRPC, SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
@@ -114,6 +116,7 @@ from a2a_tape.wire import sse_frames as frames
 from a2a_tape.wire.grpc import rewrite_grpc_urls
 from a2a_tape.wire.http_client import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
+from a2a_tape.wire.push_configs import config_task
 from a2a_tape.wire.trace_context import INJECTED_HEADER, continued, new_traceparent
 
 DEFAULT_MAX_BODY = MAX_REQUEST
@@ -221,6 +224,14 @@ class Proxy:
         # the agent's webhook POSTs (recorder.proxy.push_receiver), at push_base, else at the proxy's own address
         self.push = PushReceiver(st, config.redactor, config.max_body) if config.push else None
         self.push_base: str | None = url_of(config.push_socket) if config.push_socket is not None else None
+        # where this proxy listens (``http://HOST:PORT``), once bound: the receiver's address for a
+        # webhook registered over gRPC (no HTTP request names an origin there) when push_base is None
+        self.listen_url: str | None = None
+
+    def push_address(self) -> str | None:
+        """The push receiver's origin for a config registered outside an HTTP request (gRPC):
+        its own listener's, else the proxy's own address once bound (None: not known yet)."""
+        return self.push_base or self.listen_url
 
     # -- the ASGI app -------------------------------------------------------------------------
 
@@ -539,6 +550,7 @@ class Proxy:
             key_name=path if found else None,
             params_raw=out.body if request.method == "POST" and out.body else b"null",
             streaming=found is not None and found[0] in ("stream", "resubscribe"),
+            path_task=found[1].get("id") if found is not None and found[0].startswith("push-") else None,
         )
 
     async def _relay(
@@ -550,8 +562,10 @@ class Proxy:
         key_name: str | None,
         params_raw: bytes,
         streaming: bool,
+        path_task: str | None = None,
     ) -> Response:
-        """One request: an exchange row, then relay it (or answer an exact repeat from the log)."""
+        """One request: an exchange row, then relay it (or answer an exact repeat from the log).
+        ``path_task``: the task an HTTP+JSON push-config route names in its path."""
         params = parse_params(params_raw)
         low_headers = {k.lower(): v for k, v in request.headers.items()}
         key = idempotency_key(low_headers, key_name, params) if key_name else None
@@ -561,6 +575,9 @@ class Proxy:
             scope = self.gateway.scope(_raw_target(request), out.headers, self.config.redactor.is_secret)
             req_hash = scoped(scope, request_hash(key_name, params_raw))
         ex = self._exchange_of(request, out, params, name=name, key=key, streaming=streaming)
+        op, dialect = ALL_METHODS.get(name or "", ("", None))
+        if op.startswith("push-"):  # the config's task, never the config's id
+            ex.task_id = path_task or config_task(dialect, _decoded(params_raw))
         proxy_origin = self._proxy_origin(request)
         if self.push is not None:  # the log keeps the client's webhook; the agent is given the receiver
             out.body = rewrite(out.body, params_raw, name, self.push.hooks, self.push_base or proxy_origin)[0]
@@ -913,6 +930,14 @@ class Proxy:
             live.finish()
             if self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
+
+
+def _decoded(raw: bytes) -> Any:
+    """JSON params as values (None when they are not JSON: the agent judges them)."""
+    try:
+        return decode_json(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def _raw_target(request: Request) -> str:

@@ -74,7 +74,7 @@ from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import ALL_METHODS, CARD_PATHS, JSONRPC
 from a2a_tape.store.redact import Redactor
 from a2a_tape.wire import bindings
-from a2a_tape.wire.push_configs import registered
+from a2a_tape.wire.push_configs import config_task, registered
 from a2a_tape.wire.sse_frames import comment, frame
 
 _BATCH = 256  # frames joined into one body chunk when nothing waits between them
@@ -199,6 +199,9 @@ class ReplayEngine:
         noted = said()
         noted.method = req.method
         noted.task_id = req.params.id if req.params else None
+        other = ALL_METHODS.get(req.method or "", ("", None))
+        if other[0].startswith("push-"):  # a config call: its task, not the config's id
+            noted.task_id = config_task(other[1], _params(wire))
         known = rpc.METHODS.get(req.method or "")
         if known is None:
             configured = None if self.record_all else self._push_config(req, wire, headers)

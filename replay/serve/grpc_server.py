@@ -79,9 +79,13 @@ class GrpcReplay:
         kind = "lf.a2a.v1.StreamResponse" if m.streaming else m.response_type
         answered = reply.said.answered if reply.said is not None else None
         if reply.stream is None:
-            yield _message(kind, reply.body)
-            if answered is not None:  # the answer is out: the task's pushes may go
-                answered()
+            message = _message(kind, reply.body)
+            if answered is not None:  # once the call has ended, its answer out: the task's pushes may go
+                # (the unary handler returns the first message and never resumes this generator: a
+                # line after the yield would not run)
+                done = answered
+                context.add_done_callback(lambda _call: done())
+            yield message
             return
         sent = 0
         parser = SseParser()
@@ -129,6 +133,8 @@ def _message(kind: str, payload: bytes) -> bytes:
         code, details, status_bin = grpc_wire.status_of_error(error, jsonrpc="jsonrpc" in doc)
         raise Answered(code, details, status_bin)
     result = doc["result"] if "result" in doc else doc
+    if result is None:  # a JSON-RPC answer with no result (a config deleted): google.protobuf.Empty's {}
+        result = {}
     try:
         return grpc_wire.from_json(kind, msgspec.json.encode(result))
     except grpc_wire.NotTheMessage as exc:

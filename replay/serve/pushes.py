@@ -8,7 +8,9 @@ pushes the agent made for that send's task (those that arrived from the send's s
 send of the task, to the first webhook the recording names) are POSTed to every webhook the
 client has registered for the task by then (:class:`Run`), each with the token as the client set
 it (``X-A2A-Notification-Token``) and the recorded bytes unchanged (recorded task ids included:
-a replay answers with the recorded ids).
+a replay answers with the recorded ids). Where the agent sent an ``Authorization`` header (the
+config's ``authentication``: the recording keeps it redacted), the replay sends the one the
+client's config makes, ``<scheme> <credentials>``, as a2a-sdk's sender does.
 
 When: never before the client has the answer that starts the task. A whole-body answer (a
 non-streaming send, where the agent pushed before it answered) lets them all go once it is sent;
@@ -37,7 +39,7 @@ import msgspec
 from a2a_tape.replay.serve.faults import Faults
 from a2a_tape.replay.serve.modes import PushTiming
 from a2a_tape.wire.http_client import cookieless
-from a2a_tape.wire.push_configs import TOKEN_HEADER, registered
+from a2a_tape.wire.push_configs import TOKEN_HEADER, config_task, registered
 
 if TYPE_CHECKING:
     from a2a_tape.replay.serve.library import Episode, Library
@@ -55,6 +57,20 @@ class Webhook:
     url: str
     token: str | None
     authentication: Any = None
+
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header this config's ``authentication`` makes (v1.0 ``scheme``, v0.3
+        ``schemes``' first, with its ``credentials``), as a2a-sdk's sender makes it; None: none."""
+        auth = self.authentication
+        if not isinstance(auth, dict):
+            return None
+        scheme, credentials = auth.get("scheme"), auth.get("credentials")
+        schemes = auth.get("schemes")
+        if not scheme and isinstance(schemes, list) and schemes:
+            scheme = schemes[0]
+        if isinstance(scheme, str) and scheme and isinstance(credentials, str) and credentials:
+            return f"{scheme} {credentials}"
+        return None
 
     def as_result(self, task_id: str, dialect: str) -> dict[str, Any]:
         """The config as an a2a-sdk 1.3.0 agent echoes it (set, get, list) in ``dialect``."""
@@ -108,6 +124,7 @@ class Planned:
     body: bytes  # the agent's bytes
     after: int  # stream items sent before it goes (0: a whole-body answer)
     offset: float  # seconds after the send's start it arrived, recorded
+    authorized: bool = False  # the agent sent an Authorization header with it (the config's authentication)
 
 
 def recorded_pushes(library: Library, ep: Episode) -> list[Exchange]:
@@ -143,7 +160,8 @@ def plan(library: Library, ep: Episode, streamed: bool) -> list[Planned]:
     out = []
     for ex in rows:
         after = max(1, sum(1 for t in times if t <= ex.started_at)) if streamed else 0
-        out.append(Planned(ex.request_body or b"", after, max(0.0, ex.started_at - start)))
+        authorized = any(k.lower() == "authorization" for k in (ex.request_headers or {}))
+        out.append(Planned(ex.request_body or b"", after, max(0.0, ex.started_at - start), authorized))
     return out
 
 
@@ -161,7 +179,7 @@ def with_faults(planned: list[Planned], faults: Faults) -> list[tuple[Planned, i
     out = []
     for i, (p, body) in enumerate(zip(planned, bodies, strict=True), start=1):
         copies = 0 if i == dropped else 2 if i == doubled else 1
-        out.append((Planned(body, p.after, p.offset), copies))
+        out.append((Planned(body, p.after, p.offset, p.authorized), copies))
     return out
 
 
@@ -214,12 +232,16 @@ class Run:
                     continue
                 for _ in range(copies):
                     for hook in hooks:
-                        await self._post(http, hook, p.body, n)
+                        await self._post(http, hook, p, n)
 
-    async def _post(self, http: httpx.AsyncClient, hook: Webhook, body: bytes, n: int) -> None:
+    async def _post(self, http: httpx.AsyncClient, hook: Webhook, p: Planned, n: int) -> None:
         headers = {"content-type": "application/json"}
         if hook.token is not None:
             headers[TOKEN_HEADER] = hook.token
+        authorization = hook.authorization() if p.authorized else None
+        if authorization is not None:
+            headers["authorization"] = authorization
+        body = p.body
         try:
             resp = await http.post(hook.url, content=body, headers=headers)
             said = str(resp.status_code)
@@ -272,7 +294,7 @@ class Pushes:
         """A config call's result from the configs registered here: (result, None), or (None,
         why) for a task the recording does not hold or a config not set."""
         p = params if isinstance(params, dict) else {}
-        task_id = p.get("taskId") if dialect == "1.0" or op == "push-set" else p.get("id")
+        task_id = config_task(dialect, p)
         if not isinstance(task_id, str) or not (self.library.pushes.get(task_id) or self.library.task_events(task_id)):
             return None, "Task not found"
         if op == "push-set":

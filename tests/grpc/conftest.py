@@ -60,6 +60,7 @@ def running_grpc_proxy(
     try:
         with _uvicorn(asgi) as url:
             assert started.wait(10), "the proxy did not start"
+            proxy.listen_url = url  # as `a2a-tape proxy` sets it once bound (the push receiver's address)
             yield RunningGrpcProxy(url, proxy.grpc_address, proxy, st)
     finally:
         st.close()

@@ -15,6 +15,12 @@ The three set-ups, per transport, each with an agent of its own (so that ListTas
 ``--idempotency off`` when the installed proxy has that option) and ``serve`` (``a2a-tape serve`` over a copy
 of that recording, replay only). Serve gets the whole session the proxy recorded (every level), so that the
 requests come in the recorded order; it is judged on the tests of level ``must``.
+
+The push slice (issue 33): the same three set-ups with the SUT's push notifications on (``SUT_PUSH=1``) and the
+TCK's push tests only (``-k push``: config create/get/list/delete and webhook delivery, the TCK's own receiver
+checking the agent's POSTs; the push-not-supported tests skip), judged the same way against
+``known_tck1_push_differences.txt``. Through the proxy the agent POSTs to a2a-tape's receiver, which records and
+forwards each push to the TCK's webhook; against serve, serve POSTs the recorded pushes to it.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ TARBALL_GLOB = "a2a-tck-1.0-*.tar.gz"
 TRANSPORTS_ENV = "A2A_TAPE_TCK1_TRANSPORTS"
 PARALLEL_ENV = "A2A_TAPE_TCK1_PARALLEL"
 KNOWN_DIFFERENCES = Path(__file__).with_name("known_tck1_differences.txt")
+PUSH_KNOWN_DIFFERENCES = Path(__file__).with_name("known_tck1_push_differences.txt")
+PUSH_SELECTION = "push"
+"""The push slice's ``-k``: the TCK's tests with push in their names (10 per binding run with push on)."""
+PUSH_FILE = "tests/compatibility/core_operations/test_push_notifications.py"
 
 SUT = ROOT / "tests" / "support" / "tck1_sut.py"
 SUT_REQUIREMENTS = ("a2a-sdk[http-server,grpc]==1.3.0", "uvicorn", "starlette")
@@ -143,10 +153,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def sut(install: Install, log: Path) -> Iterator[str]:
+def sut(install: Install, log: Path, push: bool = False) -> Iterator[str]:
     """tests/support/tck1_sut.py in its venv on 127.0.0.1 (HTTP on a free port, gRPC on the next); yields its
-    base URL once both listen. Its output goes to ``log``."""
+    base URL once both listen. Its output goes to ``log``. ``push``: its push notifications on (``SUT_PUSH=1``)."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**plain_env(), "SUT_PUSH": "1"} if push else plain_env()
     for _ in range(3):  # another process may take a port between our check and the SUT's bind
         port = _free_port_pair()
         with log.open("ab") as out:
@@ -155,7 +166,7 @@ def sut(install: Install, log: Path) -> Iterator[str]:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=plain_env(),
+                env=env,
             )
         deadline = time.monotonic() + START_TIMEOUT
         while not (_answers(port) and _answers(port + 1)):
@@ -254,14 +265,25 @@ def read_junit(path: Path, source: Path) -> dict[str, str]:
     return out
 
 
-def run_tck(install: Install, setup: str, url: str, transport: str, workdir: Path, level: str | None = None) -> Run:
-    """The TCK against ``url`` on one transport (``level``: ``must``, ``should``, ``may`` or all); its outcomes."""
+def run_tck(
+    install: Install,
+    setup: str,
+    url: str,
+    transport: str,
+    workdir: Path,
+    level: str | None = None,
+    select: str | None = None,
+) -> Run:
+    """The TCK against ``url`` on one transport (``level``: ``must``, ``should``, ``may`` or all; ``select``:
+    pytest's ``-k``); its outcomes."""
     workdir.mkdir(parents=True, exist_ok=True)
     junit, log = workdir / f"{setup}.xml", workdir / f"{setup}.log"
     cmd = [str(install.python), "-m", "pytest", "tests/compatibility/", f"--sut-host={url}"]
     cmd += [f"--transport={transport}", "--tb=short", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
     if level:
         cmd += ["-m", level]
+    if select:
+        cmd += ["-k", select]
     started = time.monotonic()
     with log.open("wb") as out:
         done = subprocess.run(
@@ -288,6 +310,7 @@ class Runs:
     replay: Run
     must: frozenset[str]  # the node ids of the TCK's tests of level must (serve is judged on those)
     serve_refused: str = ""  # what serve said when it would not start over the recording (replay then empty)
+    known: Path = KNOWN_DIFFERENCES  # the allowlist these runs are judged against
 
     def all(self) -> list[Run]:
         return [self.direct, self.proxied, self.replay]
@@ -307,27 +330,34 @@ def must_tests(install: Install) -> frozenset[str]:
     return found
 
 
-def three_ways(install: Install, transport: str, workdir: Path, together: bool) -> Runs:
-    """``direct`` and ``proxy`` (at the same time when ``together``), then ``serve`` over the recording."""
-    here = workdir / transport
+def three_ways(install: Install, transport: str, workdir: Path, together: bool, push: bool = False) -> Runs:
+    """``direct`` and ``proxy`` (at the same time when ``together``), then ``serve`` over the recording.
+    ``push``: the push slice (the SUT's push notifications on, the TCK's push tests only), in ``workdir/push``."""
+    here = workdir / "push" / transport if push else workdir / transport
+    select = PUSH_SELECTION if push else None
+    known = PUSH_KNOWN_DIFFERENCES if push else KNOWN_DIFFERENCES
     recording, replayed = here / "proxy.db", here / "serve.db"
-    with sut(install, here / "direct.sut.log") as direct_url, sut(install, here / "proxy.sut.log") as upstream:
+    with (
+        sut(install, here / "direct.sut.log", push) as direct_url,
+        sut(install, here / "proxy.sut.log", push) as upstream,
+    ):
         with tape.running(proxy_args(upstream, recording), here / "proxy.stderr") as proxy:
             jobs = [("direct", direct_url), ("proxy", proxy.url)]
             if together:
                 with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                    futures = [pool.submit(run_tck, install, s, u, transport, here) for s, u in jobs]
+                    futures = [pool.submit(run_tck, install, s, u, transport, here, select=select) for s, u in jobs]
                     direct, proxied = (f.result() for f in futures)
             else:
-                direct, proxied = (run_tck(install, s, u, transport, here) for s, u in jobs)
+                direct, proxied = (run_tck(install, s, u, transport, here, select=select) for s, u in jobs)
     _copy_db(recording, replayed)
     must = must_tests(install)
     try:
         with tape.running(serve_args(replayed), here / "serve.stderr") as served:
-            replay = run_tck(install, "serve", served.url, transport, here)
+            replay = run_tck(install, "serve", served.url, transport, here, select=select)
     except tape.TapeError as exc:  # serve refused the recording: a finding to judge, not a broken harness
-        return Runs(transport, direct, proxied, Run("serve", ""), must, serve_refused=str(exc).splitlines()[0])
-    return Runs(transport, direct, proxied, replay, must)
+        refused = str(exc).splitlines()[0]
+        return Runs(transport, direct, proxied, Run("serve", ""), must, serve_refused=refused, known=known)
+    return Runs(transport, direct, proxied, replay, must, known=known)
 
 
 def parallelism() -> int:
@@ -340,15 +370,23 @@ def parallelism() -> int:
     return int(raw)
 
 
-def run_all(install: Install, transports: Iterable[str], workdir: Path, parallel: int = 4) -> dict[str, Runs]:
-    """:func:`three_ways` for each transport this harness runs through a2a-tape."""
+def run_all(
+    install: Install, transports: Iterable[str], workdir: Path, parallel: int = 4, push: bool = False
+) -> dict[str, Runs]:
+    """:func:`three_ways` for each transport this harness runs through a2a-tape (``push``: the push slice)."""
     wired = [t for t in transports if t in WIRED]
     together = parallel >= 2
     if parallel < 4:
-        return {t: three_ways(install, t, workdir, together) for t in wired}
+        return {t: three_ways(install, t, workdir, together, push) for t in wired}
     with concurrent.futures.ThreadPoolExecutor(len(wired) or 1) as pool:
-        futures = {t: pool.submit(three_ways, install, t, workdir, together) for t in wired}
+        futures = {t: pool.submit(three_ways, install, t, workdir, together, push) for t in wired}
         return {t: f.result() for t, f in futures.items()}
+
+
+def push_tests(runs: Runs) -> dict[str, str]:
+    """The direct outcome of each of the TCK's push tests (:data:`PUSH_FILE`) of the runs' transport."""
+    mine = f"[{runs.transport}]"
+    return {n: o for n, o in runs.direct.outcomes.items() if n.startswith(PUSH_FILE) and n.endswith(mine)}
 
 
 # --- judging ---------------------------------------------------------------------------------------------
@@ -392,13 +430,13 @@ def judge(setup: str, runs: Runs, known: dict[tuple[str, ...], allowlist.Line]) 
     problems = []
     for nodeid, (a, b) in diff.items():
         if (setup, transport, nodeid) not in known:
-            problems.append(f"differs, not in {KNOWN_DIFFERENCES.name}: {transport} {nodeid}: direct {a}, {setup} {b}")
+            problems.append(f"differs, not in {runs.known.name}: {transport} {nodeid}: direct {a}, {setup} {b}")
     for (where, on, nodeid), line in sorted(known.items()):
         if where == setup and on == transport and not line.sometimes and nodeid not in diff:
             now = f"direct {runs.direct.outcomes.get(nodeid, ABSENT)}, {setup} "
             now += (runs.proxied if setup == "proxy" else runs.replay).outcomes.get(nodeid, ABSENT)
             problems.append(
-                f"no longer differs ({now}), remove line {line.number} of {KNOWN_DIFFERENCES.name}:"
+                f"no longer differs ({now}), remove line {line.number} of {runs.known.name}:"
                 f" {setup} {transport} {nodeid} ({line.reason})"
             )
     return problems
@@ -407,10 +445,10 @@ def judge(setup: str, runs: Runs, known: dict[tuple[str, ...], allowlist.Line]) 
 def _judge_refusal(runs: Runs, known: dict[tuple[str, ...], allowlist.Line]) -> list[str]:
     line = known.get(("serve", runs.transport, WHOLE))
     if runs.serve_refused and line is None:
-        return [f"serve would not start, not in {KNOWN_DIFFERENCES.name}: {runs.transport}: {runs.serve_refused}"]
+        return [f"serve would not start, not in {runs.known.name}: {runs.transport}: {runs.serve_refused}"]
     if not runs.serve_refused and line is not None:
         return [
-            f"serve starts now: replace line {line.number} of {KNOWN_DIFFERENCES.name} (serve {runs.transport} *)"
+            f"serve starts now: replace line {line.number} of {runs.known.name} (serve {runs.transport} *)"
             f" with the tests it misses, if any: {serve_misses(runs) or 'none'}"
         ]
     return []

@@ -7,11 +7,16 @@ TCK runs (a) against the TCK's own agent ported to a2a-sdk 1.3.0 (tests/support/
 outcome equals (a)'s; against serve every MUST test that passed in (a) passes. A difference fails this module unless ``known_tck1_differences.txt`` lists it with its
 reason; a listed difference that no longer shows fails it too, so the list only shrinks. The long form with the
 whole table: ``benchmarks/run_tck.py --tck 1.0`` (docs/oracles.md).
+
+The push slice (issue 33) is judged the same way: the SUT with its push notifications on, the TCK's push tests only
+(config calls and webhook delivery, the TCK's own receiver), allowlist ``known_tck1_push_differences.txt``.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -34,7 +39,23 @@ def tck1_install(oracle_timing) -> tck1.Install:
 
 
 @pytest.fixture(scope="module")
-def tck1_runs(tck1_install, tmp_path_factory, oracle_timing) -> dict[str, tck1.Runs]:
+def tck1_push_started(tck1_install, tmp_path_factory) -> Iterator[concurrent.futures.Future[tuple[dict, float]]]:
+    """The push slice, begun in the background: the main runs mostly wait (the TCK's timeouts, the agent's
+    sleeps), so the slice runs beside them instead of after them (its runs, alone, take a few seconds each)."""
+    transports = tck1.selected_transports()
+    workdir = tmp_path_factory.mktemp("tck1push")
+
+    def run() -> tuple[dict, float]:
+        started = time.monotonic()
+        runs = tck1.run_all(tck1_install, transports, workdir, tck1.parallelism(), push=True)
+        return runs, time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        yield pool.submit(run)
+
+
+@pytest.fixture(scope="module")
+def tck1_runs(tck1_install, tck1_push_started, tmp_path_factory, oracle_timing) -> dict[str, tck1.Runs]:
     transports = tck1.selected_transports()
     parallel = tck1.parallelism()
     started = time.monotonic()
@@ -50,7 +71,20 @@ def tck1_runs(tck1_install, tmp_path_factory, oracle_timing) -> dict[str, tck1.R
     return runs
 
 
-def _runs_of(request: pytest.FixtureRequest, transport: str) -> tck1.Runs:
+@pytest.fixture(scope="module")
+def tck1_push_runs(tck1_push_started, oracle_timing) -> dict[str, tck1.Runs]:
+    """The push slice (started by :func:`tck1_push_started`, beside the main runs when they run)."""
+    runs, took = tck1_push_started.result()
+    oracle_timing(f"tck 1.0 push slice ({', '.join(runs) or 'no transport'}, beside the main runs): {took:.0f} s")
+    for r in runs.values():
+        for run in r.all():
+            oracle_timing(f"  push {r.transport} {run.name}: {run.counts()} ({run.seconds.get(r.transport, 0):.0f} s)")
+        if r.serve_refused:
+            oracle_timing(f"  push {r.transport} serve did not start: {r.serve_refused}")
+    return runs
+
+
+def _runs_of(request: pytest.FixtureRequest, transport: str, fixture: str = "tck1_runs") -> tck1.Runs:
     """The runs of ``transport``; skipped (saying why) when a2a-tape has no binding for it or it was not chosen."""
     why = tck1.no_binding_yet(transport)
     if why:
@@ -62,7 +96,7 @@ def _runs_of(request: pytest.FixtureRequest, transport: str) -> tck1.Runs:
         )
     if transport not in tck1.selected_transports():
         pytest.skip(f"not in ${tck1.TRANSPORTS_ENV}")
-    runs: dict[str, tck1.Runs] = request.getfixturevalue("tck1_runs")
+    runs: dict[str, tck1.Runs] = request.getfixturevalue(fixture)
     return runs[transport]
 
 
@@ -96,11 +130,36 @@ def test_tck1_must_passes_hold_against_serve(request, transport):
     assert not problems, _explain(problems, runs)
 
 
+@pytest.mark.parametrize("transport", tck1.TRANSPORTS)
+def test_tck1_push_tests_pass_against_the_agent(request, transport):
+    """The push slice is sound: with SUT_PUSH=1 the agent passes every push test of the TCK directly (config
+    calls, and its webhook receiver got the agent's POSTs); none skipped for want of push support."""
+    runs = _runs_of(request, transport, "tck1_push_runs")
+    outcomes = tck1.push_tests(runs)
+    assert len(outcomes) >= 10, sorted(outcomes)
+    assert set(outcomes.values()) == {"passed"}, {n: o for n, o in outcomes.items() if o != "passed"}
+
+
+@pytest.mark.parametrize("transport", tck1.TRANSPORTS)
+def test_tck1_push_outcomes_through_the_proxy_match_the_agent(request, transport):
+    runs = _runs_of(request, transport, "tck1_push_runs")
+    problems = tck1.judge("proxy", runs, tck1.load_known(tck1.PUSH_KNOWN_DIFFERENCES))
+    assert not problems, _explain(problems, runs)
+
+
+@pytest.mark.parametrize("transport", tck1.TRANSPORTS)
+def test_tck1_push_must_passes_hold_against_serve(request, transport):
+    runs = _runs_of(request, transport, "tck1_push_runs")
+    problems = tck1.judge("serve", runs, tck1.load_known(tck1.PUSH_KNOWN_DIFFERENCES))
+    assert not problems, _explain(problems, runs)
+
+
 # --- the allowlist and the judging rules (no TCK needed) -------------------------------------------------
 
 
-def test_known_tck1_differences_file_is_well_formed():
-    for line in tck1.load_known().values():
+@pytest.mark.parametrize("path", [tck1.KNOWN_DIFFERENCES, tck1.PUSH_KNOWN_DIFFERENCES], ids=lambda p: p.name)
+def test_known_tck1_differences_file_is_well_formed(path):
+    for line in tck1.load_known(path).values():
         assert line.fields[1].startswith("tests/compatibility/") or line.fields[1] == tck1.WHOLE, line
         assert len(line.reason) > 10, line
 

@@ -3,7 +3,8 @@
 The agent is :class:`tests.support.sdk_agents.ChunkAgent` (same texts, same behaviours); its card
 lists the gRPC interface first (``HOST:PORT``, no scheme, as the TCK's agent writes it), then
 JSON-RPC 1.0. The gRPC server runs on an event loop of its own in a thread; the JSON-RPC app with
-uvicorn (:mod:`tests.support.servers`).
+uvicorn (:mod:`tests.support.servers`). ``push=True``: push notifications on, as in
+:func:`tests.support.sdk_agents.make_agent_app` (a2a-sdk's in-memory config store and httpx sender).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ class GrpcAgent:
 @contextlib.contextmanager
 def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
     import grpc
+    import httpx
     from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-    from a2a.server.tasks import InMemoryTaskStore
+    from a2a.server.tasks import BasePushNotificationSender, InMemoryPushNotificationConfigStore, InMemoryTaskStore
     from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, a2a_pb2_grpc
     from starlette.applications import Starlette
 
@@ -43,6 +45,7 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
     ready = threading.Event()
     box: dict[str, object] = {}
     executor = ChunkAgent(delay=kw.get("delay", 0.0), slow_delay=kw.get("slow_delay", 0.3))
+    push = bool(kw.get("push", False))
 
     async def start() -> None:
         server = grpc.aio.server()
@@ -52,7 +55,7 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
             name="chunk-agent",
             description="streams chunks",
             version="1.0.0",
-            capabilities=AgentCapabilities(streaming=True),
+            capabilities=AgentCapabilities(streaming=True, push_notifications=push),
             default_input_modes=["text"],
             default_output_modes=["text"],
             skills=[AgentSkill(id="chunks", name="chunks", description="streams chunks", tags=["test"])],
@@ -61,7 +64,19 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
                 AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
             ],
         )
-        handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+        pushing = {}
+        if push:
+            configs = InMemoryPushNotificationConfigStore()
+            pushing = {
+                "push_config_store": configs,
+                "push_sender": BasePushNotificationSender(httpx.AsyncClient(), configs),
+            }
+        handler = DefaultRequestHandler(
+            agent_executor=executor,
+            task_store=InMemoryTaskStore(),
+            agent_card=card,
+            **pushing,  # type: ignore[arg-type]
+        )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
         await server.start()
         box.update(server=server, target=target, card=card, handler=handler)

@@ -26,6 +26,9 @@ and why:
    GRPC_PORT still work as before) and both servers bind that host only (loopback), so the card's URLs are
    http://HOST:PORT, http://HOST:PORT/a2a/rest and HOST:PORT+1 (no scheme, as in the original). uvicorn's log
    level is `warning` (the original: `info`, one line per request).
+6. SUT_PUSH=1 turns push notifications on: the card says so, and the handler gets a2a-sdk 1.3.0's
+   InMemoryPushNotificationConfigStore and BasePushNotificationSender (no push-URL screening, so a webhook on
+   loopback is accepted). Off by default, as in the original. (As ../shared/oracles/tck1-sut/sut_agent.py has it.)
 """
 
 import asyncio
@@ -41,6 +44,8 @@ from a2a.server.agent_execution.context import RequestContext
 from a2a.server.events.event_queue import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks.base_push_notification_sender import BasePushNotificationSender
+from a2a.server.tasks.inmemory_push_notification_config_store import InMemoryPushNotificationConfigStore
 from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types import (
@@ -60,6 +65,9 @@ from a2a.utils.errors import (
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
 from starlette.applications import Starlette
+
+# SUT_PUSH=1 turns push notifications on (off by default, as the TCK's generated SUT has them).
+PUSH = os.environ.get("SUT_PUSH") == "1"
 
 REST_URL = "/a2a/rest"
 
@@ -247,7 +255,7 @@ async def main() -> None:
         ],
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=False,
+            push_notifications=PUSH,
         ),
         default_input_modes=["text"],
         default_output_modes=["text"],
@@ -262,10 +270,22 @@ async def main() -> None:
     )
 
     task_store = InMemoryTaskStore()
+    push = {}
+    if (
+        PUSH
+    ):  # SUT_PUSH=1: push notifications on (the a2a-sdk's in-memory config store and its sender; no URL screening)
+        import httpx
+
+        push_store = InMemoryPushNotificationConfigStore()
+        push = {
+            "push_config_store": push_store,
+            "push_sender": BasePushNotificationSender(httpx.AsyncClient(timeout=10), push_store),
+        }
     request_handler = DefaultRequestHandler(  # port change 2
         agent_executor=TckAgentExecutor(),
         task_store=task_store,
         agent_card=agent_card,
+        **push,
     )
 
     # JSON-RPC at /, HTTP+JSON under /a2a/rest, the card at /.well-known/agent-card.json (port change 1)

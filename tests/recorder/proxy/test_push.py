@@ -353,3 +353,28 @@ def test_behind_a_token_only_a_hook_this_proxy_gave_out_is_public(tmp_path, webh
         other = httpx.post(p.url + "/.a2a-tape/other", content=b"{}", timeout=10)
     assert guessed.status_code == 404 and other.status_code == 401
     assert {ex.task_id for ex in _pushes(db) if ex.outcome == "ok"} == {task_id}
+
+
+def test_config_calls_are_rows_of_their_task_in_either_spelling(tmp_path, webhook):
+    """A config call's row names the task the config is for, never the config's own ``id`` (v1.0's
+    ``CreateTaskPushNotificationConfig`` has both): ``taskId``, or ``task_id`` as the TCK sends it (proto
+    JSON's other spelling, which the a2a-sdk agent accepts), or the HTTP+JSON route's path."""
+    _, hook_url = webhook
+    db = tmp_path / "tape.db"
+    with running_sdk_agent(push=True, rest=True) as agent, running_proxy(agent.url, db) as p:
+        task_id = _send(p.url, "configs", hook_url)
+
+        def call(method: str, **params: object) -> dict[str, object]:
+            body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+            return dict(httpx.post(p.url + "/", json=body, headers=V1, timeout=30).json())
+
+        made = call("CreateTaskPushNotificationConfig", task_id=task_id, id="cfg-snake", url=hook_url)
+        got = call("GetTaskPushNotificationConfig", taskId=task_id, id="cfg-snake")
+        rest = httpx.get(p.url + f"/a2a/rest/tasks/{task_id}/pushNotificationConfigs/cfg-snake", headers=V1, timeout=30)
+    assert "result" in made and "result" in got and rest.status_code == 200, (made, got, rest.text)
+    st = store.open_store(db)
+    try:
+        calls = [ex for ex in st.exchanges() if "PushNotificationConfig" in (ex.rpc_method or "")]
+    finally:
+        st.close()
+    assert len(calls) == 3 and {ex.task_id for ex in calls} == {task_id}, [(ex.rpc_method, ex.task_id) for ex in calls]

@@ -65,6 +65,53 @@ def test_doctor_names_a_push_without_the_token_and_one_after_the_terminal(tmp_pa
     assert TOKEN not in json.dumps(doctor)
 
 
+def test_doctor_names_a_push_for_a_task_no_config_named(tmp_path):
+    """An agent that sends one task's update to the webhook another task registered: the a2a-sdk agent does not,
+    so the stray push is POSTed to the proxy's receiver by hand (to the hook the real agent was given; the proxy
+    and doctor as they run). Task A registers a webhook, task B none; a push naming B comes to A's webhook: it is
+    filed under B, and doctor says no config of B names that webhook; A has no such finding."""
+    db = tmp_path / "t.db"
+    hook = Webhook()
+    with serve_app(hook.app()) as url, running_sdk_agent(push=True) as agent, running_proxy(agent.url, db) as p:
+        a = _send(p.url, "hello", url + "/hook")
+        hook.wait_ended({a})
+        plain = {"messageId": "m-b", "role": "ROLE_USER", "parts": [{"text": "no webhook"}]}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": plain}}
+        b = httpx.post(p.url + "/", json=body, headers={"a2a-version": "1.0"}, timeout=30).json()["result"]["task"][
+            "id"
+        ]
+        (h,) = p.proxy.push.hooks.all()
+        stray = {"statusUpdate": {"taskId": b, "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}}
+        httpx.post(p.url + PUSH_PATH + h.id, json=stray, headers={"x-a2a-notification-token": TOKEN}, timeout=30)
+    other = json.loads(_cli("doctor", b, "--db", str(db), "--json").stdout)
+    found = [f for f in other["findings"] if f["code"] == "push-other-task"]
+    assert [f["level"] for f in found] == ["error"], other
+    assert "1 push(es)" in found[0]["message"] and "/hook" in found[0]["message"]
+    mine = json.loads(_cli("doctor", a, "--db", str(db), "--json").stdout)
+    assert [f for f in mine["findings"] if f["code"] == "push-other-task"] == []
+
+
+def test_push_other_task_compares_webhooks_without_their_query(tmp_path):
+    """A config's URL is kept as sent, a push row's redacted: a secret in the query does not make the push stray."""
+    with store.open_store(tmp_path / "t.db") as st:
+        send = store.Exchange(
+            url="http://agent/",
+            rpc_method="SendMessage",
+            request_body=b'{"params":{"configuration":{"taskPushNotificationConfig":{"url":"http://C/h?token=s3cr3t"}}}}',
+            task_id="t1",
+            role="proxy",
+        )
+        st.begin_exchange(send)
+        body = b'{"statusUpdate":{"taskId":"t1","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}'
+        st.begin_exchange(
+            store.Exchange(
+                url="http://c/h?token=[redacted]", rpc_method="push", request_body=body, task_id="t1", role="push"
+            )
+        )
+        found = [f for f in findings("t1", st.read_task("t1"), st.exchanges("t1")) if f.code == "push-other-task"]
+    assert found == []
+
+
 def _log(st: store.Store, pushed_states: list[str]) -> list[store.Exchange]:
     send = store.Exchange(
         url="http://agent/",

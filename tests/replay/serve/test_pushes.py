@@ -255,3 +255,39 @@ def test_a_bad_push_timing_is_one_line_and_exit_2(recording):
         [str(CLI), "serve", "--db", str(db), "--fault", "push-drop=0"], capture_output=True, text=True, timeout=30
     )
     assert bad.returncode == 2 and "pushes count from 1" in bad.stderr
+
+
+def test_the_agents_authorization_is_replayed_with_the_replaying_clients_credentials(tmp_path, webhook):
+    """A config with ``authentication`` (scheme and credentials): the a2a-sdk agent sends each push with
+    ``Authorization: <scheme> <credentials>`` (the TCK's PUSH-DELIVER-001 checks it). The proxy forwards it to the
+    webhook and keeps it redacted; serve sends the header the replaying client's own config makes."""
+    hook, hook_url = webhook
+    db = tmp_path / "tape.db"
+
+    def send_with_auth(url: str, credentials: str) -> str:
+        config = {"url": hook_url, "authentication": {"scheme": "Bearer", "credentials": credentials}}
+        params = {
+            "message": {"messageId": "m-auth", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+            "configuration": {"taskPushNotificationConfig": config},
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+        return str(httpx.post(url + "/", json=body, headers=V1, timeout=30).json()["result"]["task"]["id"])
+
+    with running_sdk_agent(push=True) as agent:
+        proxy = ProxyCli(agent.url, db)
+        try:
+            task_id = send_with_auth(proxy.url, "recorded-secret-1234")
+            hook.wait_ended({task_id})
+        finally:
+            proxy.stop()
+    live = [h.get("authorization") for h, _ in hook.got]
+    assert live and set(live) == {"Bearer recorded-secret-1234"}
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("tape.db"))
+    assert b"recorded-secret-1234" not in raw  # redacted in the log
+    hook.got.clear()
+    with serving(db) as serve:
+        replayed_task = send_with_auth(serve.url, "replaying-secret-5678")
+        got = wait_for(hook, len(live))
+        serve.wait_line(rf"PUSH {len(live)}/{len(live)} task {replayed_task} webhook")
+    assert len(got) == len(live)
+    assert {h.get("authorization") for h, _ in hook.got} == {"Bearer replaying-secret-5678"}
