@@ -27,10 +27,9 @@ from typing import Any, Final
 
 import msgspec
 
-from a2a_tape.fold.fold import RunRef, TaskFold, TaskState, fold_task_events, route
+from a2a_tape.fold.fold import RunRef, TaskFold, TaskState, fold_task_events, route, stored_copy_differences
 from a2a_tape.fold.views import TaskView
-from a2a_tape.store import EventLog, Exchange, Recordings, StoredEvent
-from a2a_tape.store.decode import decode_item
+from a2a_tape.store import EventLog, Exchange, Recordings, StoredEvent, TaskSnapshot, decode_item
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import Note
 
@@ -149,6 +148,35 @@ class Run(msgspec.Struct):
             "first_position": self.first_position,
             "last_position": self.events[-1].position if self.events else self.first_position,
         }
+
+
+class StoredCopy(msgspec.Struct, frozen=True):
+    """The agent's stored copy of a run's task (a GetTask answer after the stream ended it, the
+    last one): evidence, never folded into the run's channels. ``state`` and ``final_answer`` as
+    the copy alone holds them; ``differences``: how it differs from what was streamed (the
+    fold's ``stored-copy-differs``, each way; empty: the same)."""
+
+    position: int
+    state: str
+    final_answer: str | None
+    differences: list[str]
+
+
+def stored_copy(run: Run) -> StoredCopy | None:
+    """The run's stored copy (:meth:`TaskFold.takes_as_stored_copy`: the fold's own rule), if it has one."""
+    fold = TaskFold(run.task_id)
+    found = None
+    for ev in run.events:
+        item = decode_item(bytes(ev.payload))
+        body = item.body
+        if type(body) is TaskSnapshot and fold.takes_as_stored_copy(ev.exchange_id, local=ev.origin == "local"):
+            alone = TaskFold(run.task_id)
+            alone.apply(ev, item)
+            view = alone.view()
+            state = body.state if body.state != "unknown" else view.state
+            found = StoredCopy(ev.position, state, view.final_answer, stored_copy_differences(fold.s, body))
+        fold.apply(ev, item)
+    return found
 
 
 def split_runs(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange]) -> list[Run]:

@@ -61,7 +61,10 @@ def aligned(a: Sequence[str], b: Sequence[str], context: int = CONTEXT) -> list[
     return out
 
 
-def compare(a: TaskSide, b: TaskSide) -> Comparison:
+def compare(a: TaskSide, b: TaskSide, *, labels: tuple[str, str] | None = None) -> Comparison:
+    """``a`` and ``b`` side by side; ``labels``: what names them (default: their task ids; two
+    runs: their selectors, ``TASK@N``)."""
     pair = diff_sides(a, b)
     channels = [ChannelDiff(name, a.channels.get(name, ""), b.channels.get(name, "")) for name in pair.channels]
-    return Comparison(a.task_id, b.task_id, pair.equal, channels, aligned(a.events, b.events))
+    name_a, name_b = labels if labels is not None else (a.task_id, b.task_id)
+    return Comparison(name_a, name_b, pair.equal, channels, aligned(a.events, b.events))

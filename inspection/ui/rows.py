@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from a2a_tape.fold import tool_calls
+from a2a_tape.fold.runs import Run, StoredCopy, stored_copy
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import Finding
 from a2a_tape.inspection.messages import LoneMessage
@@ -306,3 +307,67 @@ def list_row(view: TaskView, match: str | None = None) -> TaskListRow:
         answer=answer,
         match=match,
     )
+
+
+class RunCard(msgspec.Struct, frozen=True):
+    """One run of a task as the task page shows it beside the others: who recorded it and how,
+    how it ended, its answer, and the agent's stored copy (evidence, never its answer)."""
+
+    number: int
+    selector: str  # TASK@N: the notation of the CLI and --json
+    source: str | None
+    binding: str | None  # as people read it: JSONRPC 1.0, HTTP+JSON 1.0
+    upstream: str | None
+    host: str | None
+    events: int
+    state: str
+    terminal: bool
+    final_answer: str | None
+    faults: int
+    recording: bool  # an exchange of it is open now: being recorded
+    stored: StoredCopy | None
+
+
+def run_card(run: Run) -> RunCard:
+    view = run.view()
+    called = [ex for ex in run.exchanges if ex.binding]
+    label = None
+    if called:
+        name, version = binding_of(called[0])
+        label = f"{name} {version}" if version else name
+    upstream = run.upstream
+    return RunCard(
+        number=run.number,
+        selector=run.selector,
+        source=run.source,
+        binding=label,
+        upstream=None if upstream is None else upstream_of(Exchange(url=upstream)),
+        host=run.host,
+        events=len(run.events),
+        state=view.state,
+        terminal=is_terminal(view.state),
+        final_answer=view.final_answer,
+        faults=len(view.faults),
+        recording=recording(run.exchanges),
+        stored=stored_copy(run),
+    )
+
+
+def recording(exchanges: Iterable[Exchange]) -> bool:
+    """Whether one of ``exchanges`` is open now (no end, no outcome recorded): still being recorded."""
+    return any(ex.ended_at is None and ex.outcome is None for ex in exchanges)
+
+
+class RunPair(msgspec.Struct, frozen=True):
+    a: str  # TASK@N
+    b: str
+    label: str
+
+
+def run_pairs(cards: Sequence[RunCard]) -> list[RunPair]:
+    """Every pair of runs, to compare in the diff view."""
+    return [
+        RunPair(x.selector, y.selector, f"run {x.number} and run {y.number}")
+        for i, x in enumerate(cards)
+        for y in cards[i + 1 :]
+    ]
