@@ -16,6 +16,7 @@ from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import Finding
 from a2a_tape.inspection.ui import rows
 from a2a_tape.inspection.ui.render import pretty_json
+from a2a_tape.inspection.words import count
 from a2a_tape.store import Exchange, StoredEvent, decode_item
 
 
@@ -27,7 +28,7 @@ class Verdict(msgspec.Struct, frozen=True):
 def verdict(found: Sequence[Finding]) -> Verdict:
     errors = sum(1 for f in found if f.level == "error")
     if errors:
-        return Verdict("error", f"{errors} error(s)")
+        return Verdict("error", count(errors, "error"))
     return Verdict("warning", "warnings only") if found else Verdict("ok", "no faults")
 
 
@@ -58,7 +59,9 @@ def task_context(
         "tools": rows.tool_table(shown),
         "findings": None if findings is None else rows.finding_rows(findings),
         "verdict": None if findings is None else verdict(findings),
-        "rows": rows.event_rows(events, view.first_at, previous_at, preview=preview),
+        "rows": rows.event_rows(
+            events, view.first_at, previous_at, preview=preview, numbers=rows.exchange_numbers(exchanges)
+        ),
         "more": None,
     }
 
