@@ -9,7 +9,7 @@ Routes (every one behind :func:`.access.protect`: the headers, the loopback guar
   as fragments; ``/tasks/TASK@N``: its run N (the CLI's selector), a task of several runs its
   latest, the runs side by side above it;
 - ``/diff?a=..&b=..``: two tasks (or two runs, ``TASK@N``) side by side, ``diff``'s normalisation;
-- ``/live/tasks``, ``/live/task``: server-sent events as the log grows (:mod:`.live`);
+- ``/live/tasks``, ``/live/task``, ``/live/run``: server-sent events as the log grows (:mod:`.live`);
 - ``/static/``: the stylesheet, our script and the vendored htmx (no CDN, no build step).
 
 Pages are rendered on the server (:mod:`.render`, the templates the static export uses too). The
@@ -154,12 +154,42 @@ class UI:
         runs, one = got
         label = f"run {one.number} of {len(runs)}" if len(runs) > 1 else None
         section = task_section(one.task_id, one.events, one.exchanges, run_label=label)
+        live = "/live/run?" + urlencode({"task": found.key, "after": str(self.follower.position)})
         return {
             "section": Markup(section),
             "shown": one.selector,
-            "urls": {"diff": "/diff?" + urlencode({"a": one.selector})},
+            "urls": {"diff": "/diff?" + urlencode({"a": one.selector}), "live_run": live},
             **self._runs_context(runs, one.number),
         }
+
+    async def live_run(self, request: Request) -> Response:
+        """A run page's stream: the runs and the run shown, made again each time the task grows."""
+        try:
+            after = _resume(request)
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        found = await self.read(reading.select, self.store, request.query_params.get("task", ""))
+        if not isinstance(found, reading.Selected):
+            return PlainTextResponse("no such task or run\n", 404)
+        return _stream(self._run_stream(found, after))
+
+    async def _run_stream(self, found: reading.Selected, after: int) -> AsyncIterator[bytes]:
+        async for grown in self._grown(after):
+            if grown is None:
+                yield KEEPALIVE
+                continue
+            html = await self.read(self._run_update, found, *grown)
+            if html is not None:
+                yield sse("run", html, grown[1])
+
+    def _run_update(self, found: reading.Selected, after: int, upto: int) -> str | None:
+        """The run page again when the task has events in ``(after, upto]`` (None: it has none)."""
+        if not any(ev.position <= upto for ev in self.store.iter_task(found.task_id, after=after, limit=1)):
+            return None
+        context = self._run_context(found)
+        if isinstance(context, reading.NotFound):
+            return None
+        return fragment("task_page.html", "run_page", live=True, **context)
 
     def _runs_context(self, runs: list[Any], current: int) -> dict[str, Any]:
         cards = [rows.run_card(r) for r in runs]
@@ -519,6 +549,7 @@ def create_app(
         Route("/diff", ui.diff),
         Route("/live/tasks", ui.live_tasks),
         Route("/live/task", ui.live_task),
+        Route("/live/run", ui.live_run),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ]

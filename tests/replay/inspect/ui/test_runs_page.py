@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import ConsoleMessage, Page, expect
 
+from tests.conftest import running_sdk_agent
+from tests.docs.harness import Background, reader_env
 from tests.replay.inspect.ui.conftest import run
-from tests.store.test_runs_export_serve import FIRST, SECOND, two_runs
+from tests.store.test_runs_export_serve import A2A, FIRST, SECOND, two_runs
+
+PROXY_READY = r"http://127\.0\.0\.1:\d+"
 
 
 @pytest.fixture(autouse=True)
@@ -131,3 +137,63 @@ def test_a_task_of_one_run_shows_its_run_and_stored_copy(page: Page, serve_ui, d
     expect(card.locator("pre.stored-answer")).to_contain_text("a2a-tape keeps every raw A2A stream event")
     expect(page.locator("#runs a.run-pair")).to_have_count(0)
     expect(page.locator("#scrubber")).to_be_visible()  # the live page, as before
+    # the artifacts table agrees with doctor on lastChunk (the stored copy closes nothing)
+    task = page.locator("section.task").get_attribute("data-task")
+    doctor = json.loads(run("doctor", task, "--json", "--db", demo_db).stdout)
+    never = [f["message"].split()[1] for f in doctor["findings"] if f["code"] == "artifact-not-closed"]
+    assert never  # the demo agent never closes its reasoning artifact, on purpose
+    for row in page.locator("table.artifacts tbody tr").all():
+        name, closed = row.locator("td").nth(0).inner_text(), row.locator("td").nth(2).inner_text()
+        assert closed == ("no" if name in never else "yes"), (name, closed, never)
+
+
+def test_two_runs_recorded_at_once_update_live(page: Page, serve_ui, tmp_path):
+    """A proxy and ``record`` through it, one log: two runs of one task, both being recorded while
+    the page is open (an agent that waits for the test before each chunk); the page follows both."""
+    env = reader_env(tmp_path)
+    db = tmp_path / "live.db"
+    with running_sdk_agent() as agent:
+        proxy = Background(f"{A2A} proxy {agent.url} --listen 127.0.0.1:0 --db '{db}'", tmp_path, env, PROXY_READY)
+        rec = None
+        try:
+            url = re.search(r"http://127\.0\.0\.1:\d+", proxy.text).group(0)  # type: ignore[union-attr]
+            rec = subprocess.Popen(
+                [str(A2A), "record", url, "gated many 2", "--db", str(db)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            task = _two_runs_appear(db)
+            ui = serve_ui(db)
+            page.goto(ui.url)
+            page.goto(f"{ui.base}/tasks/{task}")
+            cards = page.locator("#runs article.run-card")
+            expect(cards).to_have_count(2)
+            expect(cards.locator("dd.source")).to_have_text(["proxy", "client"])
+            expect(cards.locator("dd.final-state .state")).to_have_text(["working", "working"])
+            expect(cards.nth(1).locator("dd.final-state")).to_contain_text("(being recorded)")
+            for _ in range(2):
+                agent.executor.gate.release()
+            # the page follows the log: both runs end, the latest shown below them
+            expect(cards.locator("dd.final-state .state")).to_have_text(["completed", "completed"])
+            expect(page.locator("section.task h2 .state")).to_have_text("completed")
+            expect(page.locator("section.task .answer pre.final-answer")).to_have_text("chunk-0 chunk-1 ")
+            expect(page.locator("#runs .same-as-stream")).to_have_count(2)  # each run's GetTask: the same
+        finally:
+            for _ in range(2):
+                agent.executor.gate.release()
+            if rec is not None:
+                out, err = rec.communicate(timeout=60)
+                assert rec.returncode == 0, err
+            assert proxy.stop() == 0, proxy.text
+
+
+def _two_runs_appear(db: Path) -> str:
+    """The task once the log holds both runs of it (the proxy's and the client's first events)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r = run("tasks", "--runs", "--json", "--db", db)
+        found = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else []
+        if len(found) == 2:
+            return found[0]["task_id"]
+    raise AssertionError("the proxy and the client never both recorded the task")
