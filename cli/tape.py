@@ -174,7 +174,10 @@ def export_cmd(
     run: ExportRunOption = None,
     db: DbOption = None,
 ) -> None:
-    """Export one task (every run of it, or the run TASK@N or --run N names), or the whole log with --all."""
+    """Export one task, or the whole log with --all.
+
+    A task is exported with every run of it; TASK@N (or --run N) exports its run N alone.
+    """
     if (task is None) == (not all_):
         fail("name a TASK or pass --all (not both)")
     if run is not None and task is None:
