@@ -47,6 +47,9 @@ from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard
 
 KEEPALIVE_EVERY = 15.0
 """Seconds between keep-alive comments on a quiet event stream."""
+RUN_PAGE_EVERY = 0.5
+"""Seconds at least between two renderings of a run page as its task grows (a run page is the
+run read whole: a fast stream is shown as it stands every half second, not once per commit)."""
 
 
 def task_href(task_id: str) -> str:
@@ -174,12 +177,17 @@ class UI:
         return _stream(self._run_stream(found, after))
 
     async def _run_stream(self, found: reading.Selected, after: int) -> AsyncIterator[bytes]:
+        last = 0.0
         async for grown in self._grown(after):
             if grown is None:
                 yield KEEPALIVE
                 continue
+            wait = last + RUN_PAGE_EVERY - anyio.current_time()
+            if wait > 0:  # a fast stream: the page is made again at most this often, with all that came
+                await anyio.sleep(wait)
             html = await self.read(self._run_update, found, *grown)
             if html is not None:
+                last = anyio.current_time()
                 yield sse("run", html, grown[1])
 
     def _run_update(self, found: reading.Selected, after: int, upto: int) -> str | None:
