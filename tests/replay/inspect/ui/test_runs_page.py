@@ -99,6 +99,12 @@ def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page,
     expect(page.locator("h2")).to_have_text("Compare two runs")
     expect(page.locator("body")).to_contain_text("The runs differ.")
     expect(page.locator("input[name=a]")).to_have_value(f"{task}@1")
+    # a changed line marks the words that differ, not the whole line
+    changed = [line for line in page.locator(".diff.events div.chg").all() if line.locator("mark.word").count()]
+    assert changed
+    for line in changed:
+        marked = "".join(line.locator("mark.word").all_inner_texts())
+        assert 0 < len(marked) < len(line.inner_text()), line.inner_text()
     r = run("diff", f"{task}@1", f"{task}@2", "--db", db)
     assert r.returncode == 1, r.stdout + r.stderr  # the command says they differ too
 
