@@ -316,6 +316,24 @@ def runs_of(store: Store, task_id: str, number: int | None) -> tuple[list[Run], 
         return NotFound(str(exc))
 
 
+CARD_LOOKBACK = 3
+"""Exchanges before a task's first one where its recorder's agent-card fetch is looked for."""
+
+
+def card_fetch(store: Store, exchanges: Sequence[Exchange]) -> Exchange | None:
+    """The agent-card fetch that began the recording of these exchanges (the task's, or a run's):
+    the same observer's card request just before its first exchange (a card names no task, so
+    the task's own exchanges never hold it). A few lookups by id: a page never scans the log."""
+    first = min((ex for ex in exchanges if ex.id is not None), key=lambda ex: ex.id or 0, default=None)
+    if first is None or first.id is None or first.observer is None:
+        return None
+    for back in range(1, CARD_LOOKBACK + 1):
+        ex = store.get_exchange(first.id - back) if first.id > back else None
+        if ex is not None and ex.task_id is None and ex.rpc_method == "agent-card" and ex.observer == first.observer:
+            return ex
+    return None
+
+
 def task_view(store: Store, task_id: str, exchanges: Sequence[Exchange]) -> TaskView:
     """The task as it is now: the projection's row (a fold of its events if the row is behind)."""
     closed = closed_exchanges(exchanges)

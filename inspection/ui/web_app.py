@@ -156,7 +156,8 @@ class UI:
             return got
         runs, one = got
         label = f"run {one.number} of {len(runs)}" if len(runs) > 1 else None
-        section = task_section(one.task_id, one.events, one.exchanges, run_label=label)
+        card = reading.card_fetch(self.store, one.exchanges)
+        section = task_section(one.task_id, one.events, one.exchanges, run_label=label, card=card)
         live = "/live/run?" + urlencode({"task": found.key, "after": str(self.follower.position)})
         return {
             "section": Markup(section),
@@ -238,7 +239,8 @@ class UI:
         if position is not None and position > view.first_position:
             start = position - 1  # the timeline opens at the position asked for
         events, more = reading.timeline(st, task_id, after=start)
-        context = pages.task_context(view, exchanges, events, findings=None, channels=at.view)
+        card = reading.card_fetch(st, exchanges)
+        context = pages.task_context(view, exchanges, events, findings=None, channels=at.view, card=card)
         context["at"] = at
         context["urls"] = self._task_urls(task_id, cursor)
         context["from_position"] = start or None
@@ -276,7 +278,8 @@ class UI:
         exchanges = st.exchanges(task_id)
         view = reading.task_view(st, task_id, exchanges)
         previous = reading.previous_time(st, task_id, after) if after else None
-        context = pages.task_context(view, exchanges, events, findings=None, previous_at=previous)
+        card = reading.card_fetch(st, exchanges)
+        context = pages.task_context(view, exchanges, events, findings=None, previous_at=previous, card=card)
         context["urls"] = self._task_urls(task_id, self.follower.position)
         if more and events:
             context["more"] = self._rows_url(task_id, events[-1])
@@ -478,7 +481,8 @@ class UI:
             return None
         exchanges = st.exchanges(task_id)
         view = reading.task_view(st, task_id, exchanges)
-        context = pages.task_context(view, exchanges, new, findings=None, previous_at=last_at)
+        card = reading.card_fetch(st, exchanges)
+        context = pages.task_context(view, exchanges, new, findings=None, previous_at=last_at, card=card)
         context["urls"] = self._task_urls(task_id, upto)
         at = self.scrubber.at(task_id, view.events, view.events, final=view)
         context["at"] = at

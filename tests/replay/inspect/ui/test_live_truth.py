@@ -4,7 +4,7 @@ installed ``a2a-tape ui``, with a real a2a-sdk agent recorded by the installed `
 While its exchange is open a task is being recorded: the page shows the "being recorded" dot and
 no ``closed-while-working`` (the stream has not ended); a task that waits for input, its exchange
 closed, has no dot. The page shows what the user asked; exchanges are numbered in the task (not by
-the log's ids); numeric cells do not wrap; a failed task's answer is not in the green box of a
+the log's ids), the agent-card fetch that began the recording among them; numeric cells do not wrap; a failed task's answer is not in the green box of a
 final answer; counts are said as people say them (no "(s)").
 """
 
@@ -84,9 +84,10 @@ def test_a_task_being_recorded_tells_the_truth_while_live(page: Page, serve_ui, 
             # the stream has not ended: no closed-while-working while its exchange is open
             shown = _findings_loaded(page)
             assert "closed-while-working" not in shown, shown
-            expect(page.locator("table.exchanges td.method")).to_have_text(["SendStreamingMessage"])
-            expect(page.locator("table.exchanges tbody tr td").first).to_have_text("1")  # the task's first
-            expect(page.locator("#events tr[data-position] td:nth-child(7)").first).to_have_text("1")
+            # the task's exchanges numbered in it, the agent card record fetched first among them
+            expect(page.locator("table.exchanges td.method")).to_have_text(["agent-card", "SendStreamingMessage"])
+            expect(page.locator("table.exchanges tbody tr td:first-child")).to_have_text(["1", "2"])
+            expect(page.locator("#events tr[data-position] td:nth-child(7)").first).to_have_text("2")
             for _ in range(2):
                 agent.executor.gate.release()
             expect(page.locator("#task-header h2 .state")).to_have_text("completed")
