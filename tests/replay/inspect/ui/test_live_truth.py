@@ -129,3 +129,11 @@ def test_a_failed_tasks_answer_is_not_shown_as_a_final_answer(page: Page, serve_
     page.goto(f"{ui.base}/tasks/{done['task_id']}")
     expect(page.locator("#channels .answer h3")).to_have_text("Final answer")
     assert page.locator("#channels .answer pre").evaluate("e => getComputedStyle(e).backgroundColor") == green
+
+
+def test_the_list_fits_a_narrow_window(page: Page, serve_ui, golden_db):
+    ui = serve_ui(golden_db)
+    page.set_viewport_size({"width": 820, "height": 900})
+    page.goto(ui.url)
+    expect(page.locator("#task-rows tr.task-row").first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
