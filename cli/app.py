@@ -233,20 +233,33 @@ def find_run(st: store.EventLog, text: str, run: int | None = None) -> tuple[str
     """A task and the run a selector names: ``TASK@N`` (or ``TASK`` with ``--run N``) as
     ``(task id, N)``, a task alone as ``(task id, None)`` (its latest run). A bad selector: one
     line, exit 2."""
-    from a2a_tape.fold.runs import BadSelector, parse_selector  # only the commands that read runs
+    from a2a_tape.fold.runs import BadSelector, read_selector  # only the commands that read runs
 
-    if text and st.has_task(text):  # a task id that holds an '@' of its own
-        task, number = text, None
-    else:
-        try:
-            task, number = parse_selector(text)
-        except BadSelector as exc:
-            fail(str(exc))
-    if run is not None:
-        if number is not None and number != run:
-            fail(f"{text} and --run {run} name two runs: give one")
-        number = run
+    try:
+        task, number = read_selector(st, text, run)
+    except BadSelector as exc:
+        fail(str(exc))
     return find_task(st, task), number
+
+
+def find_export(st: store.Recordings, text: str, run: int | None = None) -> tuple[Any, str | LoneMessage, str | None]:
+    """What ``export`` reads for ``TASK``, ``TASK@N`` or ``TASK --run N`` (:func:`find_run`'s
+    rules): the log to read it from (for a run named, the log as that run shows it:
+    :class:`a2a_tape.fold.runs.RunLog`), the task id or the lone Message reply, and the run's
+    selector (None: the task's every run). A bad selector: one line, exit 2."""
+    from a2a_tape.fold.runs import RunLog
+    from a2a_tape.inspection.messages import find_message
+
+    lone = None if st.has_task(text) else find_message(st, text)
+    if lone is not None:
+        if run is not None:
+            fail(f"{text} is a lone Message reply (no task): it has no runs")
+        return st, lone, None
+    task_id, number = find_run(st, text, run)
+    if number is None:
+        return st, task_id, None
+    one = load_run(st, task_id, number)
+    return RunLog(st, one), task_id, one.selector
 
 
 def load_run(st: store.Recordings, task_id: str, number: int | None) -> Run:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
-from a2a_tape.cli.app import err, find_task_or_message, open_db
+from a2a_tape.cli.app import err, find_export, open_db
 from a2a_tape.cli.options import ExportFormat
 from a2a_tape.cli.output import Output
 from a2a_tape.cli.progress import bar
@@ -27,7 +27,7 @@ from a2a_tape.inspection.listing import log_order_ids, newest_ids
 from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.ui.sections import message_section
 from a2a_tape.inspection.words import count
-from a2a_tape.store import Store
+from a2a_tape.store import Recordings, Store
 
 
 def _version() -> str:
@@ -44,6 +44,7 @@ def _said(text: str) -> None:
 def export(
     *,
     task: str | None,
+    run: int | None = None,
     all_: bool,
     format: ExportFormat,
     output: Output,
@@ -55,7 +56,7 @@ def export(
     # html of --all reads the task index (kept when the log can be written), the rest only reads
     st = open_db(db, readonly="fallback" if all_ and format == "html" else True)
     with st:
-        found = None if task is None else find_task_or_message(st, task)
+        log, found, selector = (st, None, None) if task is None else find_export(st, task, run)
         if found is not None and not isinstance(found, str):
             _export_message(st, found, format, output)
             return
@@ -67,13 +68,13 @@ def export(
                 report(n, len(task_ids))
 
             if format == "html":
-                title = "a2a-tape report" + ("" if all_ else f": task {task_ids[0]}")
-                _export_html(st, task_ids, output, title=title, step=step, asked_all=no_limit)
+                title = "a2a-tape report" + ("" if all_ else f": task {selector or task_ids[0]}")
+                _export_html(log, task_ids, output, title=title, step=step, asked_all=no_limit)
                 return
             if format == "har":
-                data = encode_har(build_har(st, None if all_ and limit is None else task_ids, version=_version()))
+                data = encode_har(build_har(log, None if all_ and limit is None else task_ids, version=_version()))
             else:
-                data = build_mermaid(st, task_ids, progress=step).encode()
+                data = build_mermaid(log, task_ids, progress=step).encode()
     with output.stream() as fh:
         fh.write(data)
     if not output.to_stdout:
@@ -110,7 +111,7 @@ def _chosen(st: Store, format: ExportFormat, limit: int | None, no_limit: bool) 
 
 
 def _export_html(
-    st: Store,
+    st: Recordings,
     task_ids: list[str],
     output: Output,
     *,

@@ -17,14 +17,14 @@ import typer
 
 from a2a_tape.inspection.words import count
 
-from .app import db_location, err, fail, find_task, open_db
+from .app import db_location, err, fail, find_export, open_db
 from .output import Output
 from .progress import bar
 
 if TYPE_CHECKING:
     from a2a_tape.inspection.otlp import Settings
     from a2a_tape.recorder.otlp_live import LiveExport
-    from a2a_tape.store import Store
+    from a2a_tape.store import Recordings, Store
 
 MISSING = "{what} needs the OpenTelemetry packages: pip install 'a2a-tape[otel]'"
 
@@ -101,6 +101,7 @@ def live_export(st: Store, endpoint: str | None) -> Iterator[LiveExport | None]:
 def export_otlp(
     *,
     task: str | None,
+    run: int | None = None,
     output: Output,
     endpoint: str | None,
     db: str | None,
@@ -117,11 +118,17 @@ def export_otlp(
         check_endpoint(endpoint)
     st = open_db(db, readonly=True)
     with st:
-        task_ids = [find_task(st, task)] if task is not None else log_order_ids(st, limit)
+        log: Recordings = st
+        task_ids = log_order_ids(st, limit) if task is None else []
+        if task is not None:
+            log, found, _ = find_export(st, task, run)
+            if not isinstance(found, str):
+                fail(f"{task} is a lone Message reply (no task): --format otlp exports tasks")
+            task_ids = [found]
         s = otlp.settings(_version(), safe_location(db_location(db)))
         where = otlp.endpoint_url(endpoint) if endpoint is not None else output.name
         with bar("exporting otlp", asked=progress, unit="tasks", show=progress or len(task_ids) >= 50) as report:
-            spans = _send(st, task_ids, s, output, endpoint, lambda n: report(n, len(task_ids)))
+            spans = _send(log, task_ids, s, output, endpoint, lambda n: report(n, len(task_ids)))
     err.print(
         f"exported {count(len(task_ids), 'task')} ({count(spans, 'span')}) as OTLP to {where}",
         markup=False,
@@ -130,7 +137,7 @@ def export_otlp(
 
 
 def _send(
-    st: Store, task_ids: list[str], s: Settings, output: Output, endpoint: str | None, step: Callable[[int], None]
+    st: Recordings, task_ids: list[str], s: Settings, output: Output, endpoint: str | None, step: Callable[[int], None]
 ) -> int:
     """Every batch to the file or the collector; how many spans went."""
     from a2a_tape.inspection import otlp

@@ -73,6 +73,18 @@ RedactOption = Annotated[
         help="Record modes: also redact this header name, or JSON path (a.b.c / $.a.b) in bodies (repeatable).",
     ),
 ]
+ServeRunOption = Annotated[
+    int | None,
+    typer.Option(
+        "--run",
+        metavar="N",
+        help="Serve run N of each task recorded by several observers (1: the first; a task with fewer runs: "
+        "its last; 'a2a-tape tasks --runs' lists them). Default: the run verify --update adopted, else the "
+        "agent as first recorded.",
+        show_default=False,
+        callback=options.count,
+    ),
+]
 TapeOption = Annotated[
     str | None,
     typer.Option(
@@ -112,6 +124,7 @@ def serve_cmd(
     grpc_listen: GrpcListenOption = None,
     quiet: QuietOption = False,
     head_timeout: HeadTimeoutOption = HEAD_TIMEOUT,
+    run: ServeRunOption = None,
     db: TapeOption = None,
 ) -> None:
     """Replay the recordings as a fake A2A agent (loopback only unless --allow-remote).
@@ -128,7 +141,7 @@ def serve_cmd(
         fail(f"--record-mode {record_mode} needs --upstream URL (the live agent to record)")
     location = db_location(db)
     records = record_mode.records(upstream)
-    library = Library.open(location, create=records, readonly=not records)
+    library = Library.open(location, create=records, readonly=not records, run=run)
     try:
         if not library.episodes and not records:
             fail(f"no recordings in {location}: nothing to serve (record something first, or pass --db)")
@@ -148,6 +161,7 @@ def serve_cmd(
             f"replaying {count(len(library.episodes), 'recorded send')} from {location} (timing {timing}, faults "
             f"{faults.describe()}, match {match}, record mode {record_mode})"
             + (f", upstream {upstream}" if upstream else "")
+            + (f", run {run} of each task" if run is not None else "")
         )
         asgi = create_app(engine, Guard.of(allow_host, any_host=allow_remote), log=None if quiet else _say_request)
         if grpc_at is not None:

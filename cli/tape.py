@@ -19,7 +19,7 @@ from a2a_tape.cli.app import (
     emit_json,
     err,
     fail,
-    find_task_or_message,
+    find_export,
     open_db,
     say,
 )
@@ -31,6 +31,17 @@ from a2a_tape.store import safe_location
 from a2a_tape.store.tape import ImportResult, TapeError, export_lines, import_tape, write_tape
 
 app = commands()
+
+ExportRunOption = Annotated[
+    int | None,
+    typer.Option(
+        "--run",
+        metavar="N",
+        help="Run N of the task (as TASK@N; 1 is the first recorded; default: every run; 'a2a-tape tasks --runs' lists them).",
+        show_default=False,
+        callback=options.count,
+    ),
+]
 
 
 @app.command("import")
@@ -116,7 +127,10 @@ def _report(done: str, result: ImportResult, *, json: bool) -> None:
 
 @app.command("export")
 def export_cmd(
-    task: Annotated[str | None, typer.Argument(help="Task id (or a unique prefix).")] = None,
+    task: Annotated[
+        str | None,
+        typer.Argument(help="Task id (or a unique prefix); TASK@N for its run N, else every run of it."),
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Export every task.")] = False,
     format: Annotated[
         ExportFormat,
@@ -157,11 +171,17 @@ def export_cmd(
         ),
     ] = None,
     progress: ProgressOption = False,
+    run: ExportRunOption = None,
     db: DbOption = None,
 ) -> None:
-    """Export one task, or the whole log with --all."""
+    """Export one task, or the whole log with --all.
+
+    A task is exported with every run of it; TASK@N (or --run N) exports its run N alone.
+    """
     if (task is None) == (not all_):
         fail("name a TASK or pass --all (not both)")
+    if run is not None and task is None:
+        fail("--run N goes with a TASK (not --all)")
     if endpoint is not None and (format != "otlp" or output is not None):
         fail("--endpoint goes with --format otlp, and not with -o (the spans go to the collector)")
     if limit is not None and no_limit:
@@ -173,24 +193,32 @@ def export_cmd(
     if format == "otlp":
         from .export_otlp import export_otlp  # the spans are built with the optional OpenTelemetry packages
 
-        export_otlp(task=task, output=out, endpoint=endpoint, db=db, limit=limit, progress=progress)
+        export_otlp(task=task, run=run, output=out, endpoint=endpoint, db=db, limit=limit, progress=progress)
         return
     if format != "jsonl":
         from a2a_tape.cli.export_formats import export  # other formats live with the inspection views
 
         export(
-            task=task, all_=all_, format=format, output=out, db=db, limit=limit, no_limit=no_limit, progress=progress
+            task=task,
+            run=run,
+            all_=all_,
+            format=format,
+            output=out,
+            db=db,
+            limit=limit,
+            no_limit=no_limit,
+            progress=progress,
         )
         return
     st = open_db(db, readonly=True)
     with st:
-        found = None if task is None else find_task_or_message(st, task)  # a TASK or --all, checked above
+        log, found = (st, None) if task is None else find_export(st, task, run)[:2]  # a TASK or --all, checked above
         if found is None or isinstance(found, str):
             chosen: dict[str, object] = {"task_ids": None if found is None else [found]}
         else:  # a lone Message reply: its exchange (there is no task)
             chosen = {"exchange_ids": [found.exchange.id]}
         with out.stream() as fh:
-            n = write_tape(st, fh, **chosen)
+            n = write_tape(log, fh, **chosen)
     if not out.to_stdout:
         err.print(f"wrote {count(n - 1, 'line')} to {output}")
 

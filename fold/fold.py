@@ -651,6 +651,12 @@ class TaskFold:
             buffers[art.artifact_id] = buf
         s.buffers = buffers
 
+    def takes_as_stored_copy(self, exchange_id: int | None, *, local: bool = False) -> bool:
+        """Whether a Task snapshot on ``exchange_id`` folded next is the agent's stored copy (evidence,
+        not folded into the channels): the agent ended the task already, on another exchange."""
+        s = self.s
+        return not local and s.terminal is not None and exchange_id != s.terminal_exchange
+
     def _stored_copy(self, pos: int, exchange_id: int | None, at: float, body: TaskSnapshot, local: bool) -> bool:
         """A Task snapshot (a GetTask or resubscribe answer) after the agent ended the task on
         another exchange is the agent's stored copy: evidence (returns True, having folded it).
@@ -658,7 +664,7 @@ class TaskFold:
         and each way the copy differs is noted (``stored-copy-differs``, from where the stream
         ended the task to the copy)."""
         s = self.s
-        if local or s.terminal is None or exchange_id == s.terminal_exchange:
+        if not self.takes_as_stored_copy(exchange_id, local=local):
             return False
         if s.context_id is None:
             s.context_id = body.context_id

@@ -22,15 +22,14 @@ A selector names a run: ``TASK@N`` (N from 1), or the task alone for its latest 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
 
 import msgspec
 
-from a2a_tape.fold.fold import RunRef, TaskFold, TaskState, fold_task_events, route
+from a2a_tape.fold.fold import RunRef, TaskFold, TaskState, fold_task_events, route, stored_copy_differences
 from a2a_tape.fold.views import TaskView
-from a2a_tape.store import Exchange, Recordings, StoredEvent
-from a2a_tape.store.decode import decode_item
+from a2a_tape.store import EventLog, Exchange, Recordings, StoredEvent, TaskSnapshot, decode_item
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import Note
 
@@ -151,6 +150,35 @@ class Run(msgspec.Struct):
         }
 
 
+class StoredCopy(msgspec.Struct, frozen=True):
+    """The agent's stored copy of a run's task (a GetTask answer after the stream ended it, the
+    last one): evidence, never folded into the run's channels. ``state`` and ``final_answer`` as
+    the copy alone holds them; ``differences``: how it differs from what was streamed (the
+    fold's ``stored-copy-differs``, each way; empty: the same)."""
+
+    position: int
+    state: str
+    final_answer: str | None
+    differences: list[str]
+
+
+def stored_copy(run: Run) -> StoredCopy | None:
+    """The run's stored copy (:meth:`TaskFold.takes_as_stored_copy`: the fold's own rule), if it has one."""
+    fold = TaskFold(run.task_id)
+    found = None
+    for ev in run.events:
+        item = decode_item(bytes(ev.payload))
+        body = item.body
+        if type(body) is TaskSnapshot and fold.takes_as_stored_copy(ev.exchange_id, local=ev.origin == "local"):
+            alone = TaskFold(run.task_id)
+            alone.apply(ev, item)
+            view = alone.view()
+            state = body.state if body.state != "unknown" else view.state
+            found = StoredCopy(ev.position, state, view.final_answer, stored_copy_differences(fold.s, body))
+        fold.apply(ev, item)
+    return found
+
+
 def split_runs(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Exchange]) -> list[Run]:
     """The runs of a task from its events (log order) and exchanges, by :func:`enter_run`'s rule."""
     by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
@@ -249,6 +277,23 @@ def parse_selector(text: str) -> tuple[str, int | None]:
     return task, int(number)
 
 
+def read_selector(st: EventLog, text: str, run: int | None = None) -> tuple[str, int | None]:
+    """What a selector names, as every view reads it (the CLI's ``TASK@N`` and ``--run N``, the
+    UI's ``/tasks/TASK@N``): ``(task, N)``, or ``(task, None)`` for the latest run. ``task`` is as
+    written (a prefix is the caller's to resolve); a task id that holds an ``@`` of its own names
+    that task. :class:`BadSelector` for a selector that names no run number, or ``TASK@N`` with
+    another ``run``."""
+    if text and st.has_task(text):
+        task, number = text, None
+    else:
+        task, number = parse_selector(text)
+    if run is not None:
+        if number is not None and number != run:
+            raise BadSelector(f"{text} and --run {run} name two runs: give one")
+        number = run
+    return task, number
+
+
 def pick_run(runs: Sequence[Run], task_id: str, number: int | None) -> Run:
     """Run ``number`` of these (the latest when None); :class:`BadSelector` when there is none."""
     if not runs:
@@ -260,3 +305,32 @@ def pick_run(runs: Sequence[Run], task_id: str, number: int | None) -> Run:
         have = selector(task_id, 1) if n == 1 else f"{selector(task_id, 1)} .. {selector(task_id, n)}"
         raise BadSelector(f"task {task_id} has {n} run{'s' if n != 1 else ''} ({have}): no run {number}")
     return runs[number - 1]
+
+
+class RunLog:
+    """The log as one run of a task shows it: that task's events and exchanges are the run's, the
+    rest of the log as it is. What the exports read a run through (``export TASK@N``): each
+    format reads a task from a log, so a run is exported by every format alike."""
+
+    def __init__(self, st: Recordings, run: Run) -> None:
+        self._st = st
+        self.run = run
+
+    def read_task(self, task_id: str) -> list[StoredEvent]:
+        return list(self.run.events) if task_id == self.run.task_id else self._st.read_task(task_id)
+
+    def iter_task(
+        self, task_id: str, *, after: int = 0, limit: int | None = None, batch: int = 5000
+    ) -> Iterator[StoredEvent]:
+        if task_id != self.run.task_id:
+            return self._st.iter_task(task_id, after=after, limit=limit, batch=batch)
+        found = [ev for ev in self.run.events if ev.position > after]
+        return iter(found if limit is None else found[:limit])
+
+    def exchanges(self, task_id: str | None = None, *, after_id: int = 0) -> list[Exchange]:
+        if task_id != self.run.task_id:
+            return self._st.exchanges(task_id, after_id=after_id)
+        return [ex for ex in self.run.exchanges if (ex.id or 0) > after_id]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._st, name)

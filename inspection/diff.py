@@ -171,15 +171,22 @@ def diff_runs(a: Run, b: Run) -> DiffResult:
     differ by observer by construction, so they are left out. Two observers of one stream (a
     transparent proxy and the client recording through it) are then equal, and so are a recording and
     its verify run when the agent did the same (each normalised by the task id its agent named)."""
+    side_a, side_b = run_sides(a, b)
+    pair = diff_sides(side_a, side_b)
+    pair.a, pair.b = a.selector, b.selector
+    return DiffResult(equal=pair.equal, pairs=[pair])
+
+
+def run_sides(a: Run, b: Run) -> tuple[TaskSide, TaskSide]:
+    """The two sides :func:`diff_runs` compares (what the agent sent in each run, normalised), for
+    a view that shows them (the UI's diff)."""
     from a2a_tape.inspection.verify_rules import (
         named_task,  # a verify run is filed under the recorded task, its agent named another
     )
 
     upstream = [[ev for ev in r.events if ev.origin != "local"] for r in (a, b)]
-    sides = [normalised(named_task(r.task_id, evs), evs) for r, evs in zip((a, b), upstream, strict=True)]
-    pair = diff_sides(sides[0], sides[1])
-    pair.a, pair.b = a.selector, b.selector
-    return DiffResult(equal=pair.equal, pairs=[pair])
+    side_a, side_b = (normalised(named_task(r.task_id, evs), evs) for r, evs in zip((a, b), upstream, strict=True))
+    return side_a, side_b
 
 
 def request_key(events: Sequence[StoredEvent]) -> str:

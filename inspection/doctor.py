@@ -166,8 +166,8 @@ def _check_streams(streams: list[list[Step]], steps: Sequence[Step], ex_by_id: d
                 f"the stream began with a lone Message, then sent {count(len(content) - 1, 'more item')}",
                 [content[0].position, content[1].position],
             )
-        if not streaming:
-            continue
+        if not streaming or (ex is not None and ex.ended_at is None and ex.outcome is None):
+            continue  # (an exchange still open is a stream being recorded: it has not ended)
         states = [s for s in group if state_of(s) is not None]
         if not states or state_of(states[-1]) not in ("submitted", "working"):
             continue

@@ -16,6 +16,7 @@ from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import Finding
 from a2a_tape.inspection.ui import rows
 from a2a_tape.inspection.ui.render import pretty_json
+from a2a_tape.inspection.words import count
 from a2a_tape.store import Exchange, StoredEvent, decode_item
 
 
@@ -27,7 +28,7 @@ class Verdict(msgspec.Struct, frozen=True):
 def verdict(found: Sequence[Finding]) -> Verdict:
     errors = sum(1 for f in found if f.level == "error")
     if errors:
-        return Verdict("error", f"{errors} error(s)")
+        return Verdict("error", count(errors, "error"))
     return Verdict("warning", "warnings only") if found else Verdict("ok", "no faults")
 
 
@@ -41,24 +42,29 @@ def task_context(
     previous_at: float | None = None,
     preview: int | None = rows.PREVIEW,
     kind: str = "task",
+    card: Exchange | None = None,
 ) -> dict[str, Any]:
     """task.html's context: ``view`` the task as it ends (its header), ``channels`` the answer
     shown (``view`` unless a scrubber position asks for another), ``events`` the timeline rows
     shown (all of them, or a live page's first page), ``findings`` None while the doctor has
     not looked (a live page loads them after). ``kind``: ``message`` for a lone Message reply
-    (no task: the header says so, and names no task state)."""
+    (no task: the header says so, and names no task state). ``card``: the agent-card fetch that
+    began the recording (:func:`reading.card_fetch`), first among the exchanges."""
     h = rows.header(view, exchanges, kind=kind)
-    start = min([view.first_at, *(ex.started_at for ex in exchanges if ex.started_at)]) if exchanges else view.first_at
-    end = max([view.last_at, *(ex.ended_at for ex in exchanges if ex.ended_at)]) if exchanges else view.last_at
+    calls = [card, *exchanges] if card is not None else list(exchanges)
+    start = min([view.first_at, *(ex.started_at for ex in calls if ex.started_at)]) if calls else view.first_at
+    end = max([view.last_at, *(ex.ended_at for ex in calls if ex.ended_at)]) if calls else view.last_at
     shown = channels if channels is not None else view
     return {
         "h": h,
-        "bars": rows.exchange_bars(exchanges, start, end),
+        "bars": rows.exchange_bars(calls, start, end),
         "view": shown,
         "tools": rows.tool_table(shown),
         "findings": None if findings is None else rows.finding_rows(findings),
         "verdict": None if findings is None else verdict(findings),
-        "rows": rows.event_rows(events, view.first_at, previous_at, preview=preview),
+        "rows": rows.event_rows(
+            events, view.first_at, previous_at, preview=preview, numbers=rows.exchange_numbers(calls)
+        ),
         "more": None,
     }
 

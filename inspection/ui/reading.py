@@ -15,10 +15,11 @@ from typing import Protocol
 import msgspec
 
 from a2a_tape.fold.fold import TaskFold, fold_task_events
+from a2a_tape.fold.runs import BadSelector, Run, pick_run, read_selector, selector, task_runs
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection import listing
 from a2a_tape.inspection.grep import Match, is_literal, iter_grep
-from a2a_tape.inspection.messages import LoneMessage, lone_messages
+from a2a_tape.inspection.messages import LoneMessage, find_message, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.inspection.ui import rows
 from a2a_tape.store import Exchange, ReadOnlyStore, Store, StoredEvent
@@ -266,6 +267,71 @@ def resolve(store: Store, key: str) -> str | None:
     """The task named by ``key``: its id, or a unique prefix of one."""
     found = tasks_named(store, key)
     return found[0] if len(found) == 1 else None
+
+
+class Selected(msgspec.Struct, frozen=True):
+    """What a task page's address names: a task and its run N (None: the latest)."""
+
+    task_id: str
+    number: int | None
+
+    @property
+    def key(self) -> str:
+        """The address's own spelling: ``TASK`` or ``TASK@N`` (the CLI's and ``--json``'s)."""
+        return self.task_id if self.number is None else selector(self.task_id, self.number)
+
+
+class NotFound(msgspec.Struct, frozen=True):
+    """An address that names no task or no run of it: why, in one line."""
+
+    message: str
+
+
+def select(store: Store, key: str) -> Selected | LoneMessage | NotFound:
+    """What ``/tasks/KEY`` names: a task (its id or a unique prefix), ``TASK@N`` for its run N
+    (:func:`fold.runs.read_selector`, the CLI's rule), or a lone Message reply."""
+    try:
+        text, number = read_selector(store, key)
+    except BadSelector as exc:
+        return NotFound(str(exc))
+    task_id = resolve(store, text)
+    if task_id is None:
+        lone = find_message(store, key) if number is None else None
+        return lone if lone is not None else NotFound(f"No task {text!r} in this log.")
+    return Selected(task_id, number)
+
+
+def run_count(store: Store, task_id: str) -> int:
+    """How many runs the task projection knows the task to have (0: no row)."""
+    raw = store.projection_load("tasks", [task_id]).get(task_id)
+    return 0 if raw is None else len(TaskFold.load(raw).s.runs)
+
+
+def runs_of(store: Store, task_id: str, number: int | None) -> tuple[list[Run], Run] | NotFound:
+    """The task's runs read whole, and the one ``number`` names (the latest when None)."""
+    runs = task_runs(store, task_id)
+    try:
+        return runs, pick_run(runs, task_id, number)
+    except BadSelector as exc:
+        return NotFound(str(exc))
+
+
+CARD_LOOKBACK = 3
+"""Exchanges before a task's first one where its recorder's agent-card fetch is looked for."""
+
+
+def card_fetch(store: Store, exchanges: Sequence[Exchange]) -> Exchange | None:
+    """The agent-card fetch that began the recording of these exchanges (the task's, or a run's):
+    the same observer's card request just before its first exchange (a card names no task, so
+    the task's own exchanges never hold it). A few lookups by id: a page never scans the log."""
+    first = min((ex for ex in exchanges if ex.id is not None), key=lambda ex: ex.id or 0, default=None)
+    if first is None or first.id is None or first.observer is None:
+        return None
+    for back in range(1, CARD_LOOKBACK + 1):
+        ex = store.get_exchange(first.id - back) if first.id > back else None
+        if ex is not None and ex.task_id is None and ex.rpc_method == "agent-card" and ex.observer == first.observer:
+            return ex
+    return None
 
 
 def task_view(store: Store, task_id: str, exchanges: Sequence[Exchange]) -> TaskView:

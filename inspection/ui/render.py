@@ -24,6 +24,7 @@ import msgspec
 from markupsafe import Markup, escape
 
 from a2a_tape.inspection.visible import CONTROLS
+from a2a_tape.inspection.words import count
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -114,6 +115,11 @@ def cell(value: Any) -> str:
         return str(value)
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 task``, ``10 recorded events``: :func:`inspection.words.count`, the CLI's rule."""
+    return count(n, noun)
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -125,7 +131,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         auto_reload=False,
     )
-    env.filters.update(attr=attr, clip=clip, when=when, seconds=seconds, cell=cell)
+    env.filters.update(attr=attr, clip=clip, when=when, seconds=seconds, cell=cell, plural=plural)
     env.tests.update(clipped=clipped)
     env.globals.update(css=stylesheet)
     return env

@@ -7,12 +7,13 @@ the live UI and the static export show the same facts the same way.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import msgspec
 
 from a2a_tape.fold import tool_calls
+from a2a_tape.fold.runs import Run, StoredCopy, stored_copy
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import Finding
 from a2a_tape.inspection.messages import LoneMessage
@@ -20,7 +21,8 @@ from a2a_tape.inspection.steps import summary
 from a2a_tape.inspection.ui.render import cell
 from a2a_tape.store import Exchange, StoredEvent, decode_item
 from a2a_tape.store.events import is_terminal
-from a2a_tape.store.methods import BINDING_NAMES, METHODS, binding_and_version, binding_label
+from a2a_tape.store.methods import BINDING_NAMES, METHODS, SEND_METHODS, binding_and_version, binding_label
+from a2a_tape.wire.bindings import recorded_call
 
 GAP = 1.0
 """Seconds of silence between two events of a task that the waterfall marks as a gap."""
@@ -49,6 +51,7 @@ class EventRow(msgspec.Struct, frozen=True):
     exchange_id: int | None
     sse_event: str | None
     what: str
+    exchange_no: int | None = None  # the exchange's number in its task (1, 2, ...: the exchanges table's #)
 
     @property
     def problem(self) -> bool:
@@ -56,11 +59,17 @@ class EventRow(msgspec.Struct, frozen=True):
 
 
 def event_rows(
-    events: Iterable[StoredEvent], first_at: float, previous_at: float | None = None, *, preview: int | None = PREVIEW
+    events: Iterable[StoredEvent],
+    first_at: float,
+    previous_at: float | None = None,
+    *,
+    preview: int | None = PREVIEW,
+    numbers: Mapping[int, int] | None = None,
 ) -> list[EventRow]:
     """Rows for ``events`` (in log order) of a task whose first event came at ``first_at``;
     ``previous_at``: when the event before the first of these came. ``preview``: characters of
-    each summary kept (None: all)."""
+    each summary kept (None: all). ``numbers``: each exchange's number in the task (:func:`exchange_numbers`)."""
+    numbers = numbers or {}
     rows = []
     prev = previous_at
     for ev in events:
@@ -84,6 +93,7 @@ def event_rows(
                 exchange_id=ev.exchange_id,
                 sse_event=ev.sse_event,
                 what=what,
+                exchange_no=None if ev.exchange_id is None else numbers.get(ev.exchange_id),
             )
         )
         prev = ev.received_at
@@ -93,7 +103,8 @@ def event_rows(
 class ExchangeBar(msgspec.Struct, frozen=True):
     """One HTTP exchange of a task on the waterfall: when it ran, what it was, how it ended."""
 
-    id: int
+    id: int  # the exchange's id in the log
+    number: int  # its number in the task: 1, 2, ... in the order they began
     method: str
     operation: str | None
     binding: str
@@ -125,8 +136,15 @@ def upstream_of(ex: Exchange) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}" if parts.netloc else "(no host)"
 
 
+def exchange_numbers(exchanges: Iterable[Exchange]) -> dict[int, int]:
+    """Each exchange's number in its task (1, 2, ... by id: the order they began), for people: a
+    log's global ids say nothing about one task."""
+    return {ex_id: n for n, ex_id in enumerate(sorted(ex.id for ex in exchanges if ex.id is not None), 1)}
+
+
 def exchange_bars(exchanges: Sequence[Exchange], start: float, end: float) -> list[ExchangeBar]:
     span = max(end - start, 1e-6)
+    numbers = exchange_numbers(exchanges)
     bars = []
     for ex in exchanges:
         if ex.id is None:
@@ -139,6 +157,7 @@ def exchange_bars(exchanges: Sequence[Exchange], start: float, end: float) -> li
         bars.append(
             ExchangeBar(
                 id=ex.id,
+                number=numbers[ex.id],
                 method=ex.rpc_method or ex.http_method,
                 operation=op,
                 binding=binding,
@@ -177,6 +196,8 @@ class Header(msgspec.Struct, frozen=True):
     error: str | None
     terminal: bool  # completed, failed, canceled or rejected: nothing more is expected
     kind: str = "task"  # or "message": a lone Message reply (task_id is then its key; no task state)
+    recording: bool = False  # an exchange of it is open now: being recorded
+    asked: list[str] = []  # what the user sent, each send's text
 
 
 def header(view: TaskView, exchanges: Sequence[Exchange], *, kind: str = "task") -> Header:
@@ -201,7 +222,27 @@ def header(view: TaskView, exchanges: Sequence[Exchange], *, kind: str = "task")
         error=view.error,
         terminal=is_terminal(view.state) or kind == "message",
         kind=kind,
+        recording=recording(exchanges),
+        asked=asked(exchanges),
     )
+
+
+def asked(exchanges: Iterable[Exchange]) -> list[str]:
+    """What the user sent: the text of each send's message (any binding), in the order sent."""
+    out = []
+    for ex in sorted((ex for ex in exchanges if ex.rpc_method in SEND_METHODS), key=lambda e: e.id or 0):
+        try:
+            body = msgspec.json.decode(recorded_call(ex).body)
+        except (msgspec.DecodeError, ValueError):
+            continue
+        params = body.get("params") if isinstance(body, dict) else None
+        message = params.get("message") if isinstance(params, dict) else None
+        parts = message.get("parts") if isinstance(message, dict) else None
+        if isinstance(parts, list):
+            text = "".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+            if text:
+                out.append(text)
+    return out
 
 
 class ToolTable(msgspec.Struct, frozen=True):
@@ -306,3 +347,67 @@ def list_row(view: TaskView, match: str | None = None) -> TaskListRow:
         answer=answer,
         match=match,
     )
+
+
+class RunCard(msgspec.Struct, frozen=True):
+    """One run of a task as the task page shows it beside the others: who recorded it and how,
+    how it ended, its answer, and the agent's stored copy (evidence, never its answer)."""
+
+    number: int
+    selector: str  # TASK@N: the notation of the CLI and --json
+    source: str | None
+    binding: str | None  # as people read it: JSONRPC 1.0, HTTP+JSON 1.0
+    upstream: str | None
+    host: str | None
+    events: int
+    state: str
+    terminal: bool
+    final_answer: str | None
+    faults: int
+    recording: bool  # an exchange of it is open now: being recorded
+    stored: StoredCopy | None
+
+
+def run_card(run: Run) -> RunCard:
+    view = run.view()
+    called = [ex for ex in run.exchanges if ex.binding]
+    label = None
+    if called:
+        name, version = binding_of(called[0])
+        label = f"{name} {version}" if version else name
+    upstream = run.upstream
+    return RunCard(
+        number=run.number,
+        selector=run.selector,
+        source=run.source,
+        binding=label,
+        upstream=None if upstream is None else upstream_of(Exchange(url=upstream)),
+        host=run.host,
+        events=len(run.events),
+        state=view.state,
+        terminal=is_terminal(view.state),
+        final_answer=view.final_answer,
+        faults=len(view.faults),
+        recording=recording(run.exchanges),
+        stored=stored_copy(run),
+    )
+
+
+def recording(exchanges: Iterable[Exchange]) -> bool:
+    """Whether one of ``exchanges`` is open now (no end, no outcome recorded): still being recorded."""
+    return any(ex.ended_at is None and ex.outcome is None for ex in exchanges)
+
+
+class RunPair(msgspec.Struct, frozen=True):
+    a: str  # TASK@N
+    b: str
+    label: str
+
+
+def run_pairs(cards: Sequence[RunCard]) -> list[RunPair]:
+    """Every pair of runs, to compare in the diff view."""
+    return [
+        RunPair(x.selector, y.selector, f"run {x.number} and run {y.number}")
+        for i, x in enumerate(cards)
+        for y in cards[i + 1 :]
+    ]

@@ -11,17 +11,25 @@ from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.steps import task_view
 from a2a_tape.inspection.ui import pages
 from a2a_tape.inspection.ui.render import render
-from a2a_tape.store import StoredEvent
+from a2a_tape.store import Exchange, StoredEvent
 
 
-def task_section(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[Any] = ()) -> str:
+def task_section(
+    task_id: str,
+    events: Sequence[StoredEvent],
+    exchanges: Iterable[Any] = (),
+    *,
+    run_label: str | None = None,
+    card: Exchange | None = None,
+) -> str:
     """One task's section (``ui/templates/task.html``, the live UI's task view without a script):
-    its final state and every event."""
+    its final state and every event. ``run_label``: which run of the task these events are
+    (``run 2 of 3``), for a task of several runs; ``card``: the agent-card fetch that began them."""
     exchanges = list(exchanges)
     view = task_view(task_id, events, exchanges)
     found = findings(task_id, events, exchanges)
-    context = pages.task_context(view, exchanges, events, findings=found, preview=None)
-    return render("task.html", live=False, **context)
+    context = pages.task_context(view, exchanges, events, findings=found, preview=None, card=card)
+    return render("task.html", live=False, run_label=run_label, **context)
 
 
 def message_section(m: LoneMessage) -> str:

@@ -5,9 +5,11 @@ Routes (every one behind :func:`.access.protect`: the headers, the loopback guar
 - ``/``: the task list (``?q=`` search, ``state``, ``context``, ``binding``, ``upstream``,
   ``since``, ``level``; ``before`` the key to go on from); ``/rows``: a further page of it;
 - ``/tasks/{task_id}``: one task (``?n=`` or ``?position=``: the scrubber there);
-  ``/task/rows``, ``/task/at``, ``/task/event``, ``/task/findings``: its parts, as fragments;
-- ``/diff?a=..&b=..``: two tasks side by side, ``diff``'s normalisation;
-- ``/live/tasks``, ``/live/task``: server-sent events as the log grows (:mod:`.live`);
+  ``/task/rows``, ``/task/at``, ``/task/event``, ``/task/findings``, ``/task/runs``: its parts,
+  as fragments; ``/tasks/TASK@N``: its run N (the CLI's selector), a task of several runs its
+  latest, the runs side by side above it;
+- ``/diff?a=..&b=..``: two tasks (or two runs, ``TASK@N``) side by side, ``diff``'s normalisation;
+- ``/live/tasks``, ``/live/task``, ``/live/run``: server-sent events as the log grows (:mod:`.live`);
 - ``/static/``: the stylesheet, our script and the vendored htmx (no CDN, no build step).
 
 Pages are rendered on the server (:mod:`.render`, the templates the static export uses too). The
@@ -30,25 +32,29 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from a2a_tape.fold.views import TaskView
-from a2a_tape.inspection.diff import normalised
+from a2a_tape.inspection.diff import normalised, run_sides
 from a2a_tape.inspection.doctor import findings as doctor_findings
-from a2a_tape.inspection.messages import LoneMessage, find_message
+from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.ui import diffview, pages, reading, rows
 from a2a_tape.inspection.ui.access import protect
 from a2a_tape.inspection.ui.follower import KEEPALIVE, Follower, sse
 from a2a_tape.inspection.ui.reading import BadQuery, Filters
 from a2a_tape.inspection.ui.render import STATIC, fragment, render
 from a2a_tape.inspection.ui.scrub import At, Scrubber
-from a2a_tape.inspection.ui.sections import message_section
+from a2a_tape.inspection.ui.sections import message_section, task_section
 from a2a_tape.store import Store
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard
 
 KEEPALIVE_EVERY = 15.0
 """Seconds between keep-alive comments on a quiet event stream."""
+RUN_PAGE_EVERY = 0.5
+"""Seconds at least between two renderings of a run page as its task grows (a run page is the
+run read whole: a fast stream is shown as it stands every half second, not once per commit)."""
 
 
 def task_href(task_id: str) -> str:
-    return "/tasks/" + quote(task_id, safe="")
+    """A task's page, or its run's (``TASK@N``: the '@' kept as written, as the CLI reads it)."""
+    return "/tasks/" + quote(task_id, safe="@")
 
 
 class UI:
@@ -115,23 +121,101 @@ class UI:
 
     async def task(self, request: Request) -> Response:
         key = request.path_params["task_id"]
-        task_id = await self.read(reading.resolve, self.store, key)
-        if task_id is None:
-            lone = await self.read(find_message, self.store, key)
-            if lone is not None:
-                return await self._message_page(key, lone)
-            return self.page(
-                "notice.html", title="a2a-tape: no such task", message=f"No task {key!r} in this log.", status_code=404
-            )
-        if task_id != key:
-            return RedirectResponse(task_href(task_id), 303)
+        found = await self.read(reading.select, self.store, key)
+        if isinstance(found, reading.NotFound):
+            return self._not_found(found.message)
+        if isinstance(found, LoneMessage):
+            return await self._message_page(key, found)
+        if found.key != key:
+            return RedirectResponse(task_href(found.key), 303)
+        task_id = found.task_id
         try:
             n = reading.parse_position(request.query_params.get("n"), "n")
             position = reading.parse_position(request.query_params.get("position"), "position")
         except BadQuery as exc:
             return PlainTextResponse(str(exc), 400)
+        if (found.number or 1) > 1 or await self.read(reading.run_count, self.store, task_id) > 1:
+            return await self._run_page(found)
         context = await self.read(self._task_context, task_id, n, position)
         return self.page("task_page.html", title=f"a2a-tape: task {task_id}", **context)
+
+    def _not_found(self, message: str) -> Response:
+        return self.page("notice.html", title="a2a-tape: not found", message=message, status_code=404)
+
+    async def _run_page(self, found: reading.Selected) -> Response:
+        """A task of several runs (or a run named): the run shown whole (its static section:
+        its final state, findings and every event), the runs side by side above it."""
+        context = await self.read(self._run_context, found)
+        if isinstance(context, reading.NotFound):
+            return self._not_found(context.message)
+        return self.page("task_page.html", title=f"a2a-tape: task {context['shown']}", **context)
+
+    def _run_context(self, found: reading.Selected) -> dict[str, Any] | reading.NotFound:
+        got = reading.runs_of(self.store, found.task_id, found.number)
+        if isinstance(got, reading.NotFound):
+            return got
+        runs, one = got
+        label = f"run {one.number} of {len(runs)}" if len(runs) > 1 else None
+        card = reading.card_fetch(self.store, one.exchanges)
+        section = task_section(one.task_id, one.events, one.exchanges, run_label=label, card=card)
+        live = "/live/run?" + urlencode({"task": found.key, "after": str(self.follower.position)})
+        return {
+            "section": Markup(section),
+            "shown": one.selector,
+            "urls": {"diff": "/diff?" + urlencode({"a": one.selector}), "live_run": live},
+            **self._runs_context(runs, one.number),
+        }
+
+    async def live_run(self, request: Request) -> Response:
+        """A run page's stream: the runs and the run shown, made again each time the task grows."""
+        try:
+            after = _resume(request)
+        except BadQuery as exc:
+            return PlainTextResponse(str(exc), 400)
+        found = await self.read(reading.select, self.store, request.query_params.get("task", ""))
+        if not isinstance(found, reading.Selected):
+            return PlainTextResponse("no such task or run\n", 404)
+        return _stream(self._run_stream(found, after))
+
+    async def _run_stream(self, found: reading.Selected, after: int) -> AsyncIterator[bytes]:
+        last = 0.0
+        async for grown in self._grown(after):
+            if grown is None:
+                yield KEEPALIVE
+                continue
+            wait = last + RUN_PAGE_EVERY - anyio.current_time()
+            if wait > 0:  # a fast stream: the page is made again at most this often, with all that came
+                await anyio.sleep(wait)
+            html = await self.read(self._run_update, found, *grown)
+            if html is not None:
+                last = anyio.current_time()
+                yield sse("run", html, grown[1])
+
+    def _run_update(self, found: reading.Selected, after: int, upto: int) -> str | None:
+        """The run page again when the task has events in ``(after, upto]`` (None: it has none)."""
+        if not any(ev.position <= upto for ev in self.store.iter_task(found.task_id, after=after, limit=1)):
+            return None
+        context = self._run_context(found)
+        if isinstance(context, reading.NotFound):
+            return None
+        return fragment("task_page.html", "run_page", live=True, **context)
+
+    def _runs_context(self, runs: list[Any], current: int) -> dict[str, Any]:
+        cards = [rows.run_card(r) for r in runs]
+        return {"runs": cards, "pairs": rows.run_pairs(cards), "current": current, "href": task_href}
+
+    async def task_runs(self, request: Request) -> Response:
+        """The runs panel of a task's live page (loaded after the page: it reads the task whole)."""
+        task_id = request.query_params.get("task", "")
+
+        def read() -> str:
+            got = reading.runs_of(self.store, task_id, None)
+            if isinstance(got, reading.NotFound):
+                return ""
+            runs, one = got
+            return fragment("runs.html", "runs", live=True, **self._runs_context(runs, one.number))
+
+        return HTMLResponse(await self.read(read))
 
     async def _message_page(self, key: str, lone: LoneMessage) -> Response:
         """A lone Message reply's page: the task page's layout, headed as a message; it never
@@ -155,7 +239,8 @@ class UI:
         if position is not None and position > view.first_position:
             start = position - 1  # the timeline opens at the position asked for
         events, more = reading.timeline(st, task_id, after=start)
-        context = pages.task_context(view, exchanges, events, findings=None, channels=at.view)
+        card = reading.card_fetch(st, exchanges)
+        context = pages.task_context(view, exchanges, events, findings=None, channels=at.view, card=card)
         context["at"] = at
         context["urls"] = self._task_urls(task_id, cursor)
         context["from_position"] = start or None
@@ -173,6 +258,7 @@ class UI:
             "position": task_href(task_id) + "?position=",
             "page": task_href(task_id),
             "diff": "/diff?" + urlencode({"a": task_id}),
+            "runs": "/task/runs?" + urlencode(q),
         }
 
     def _rows_url(self, task_id: str, last: Any) -> str:
@@ -192,7 +278,8 @@ class UI:
         exchanges = st.exchanges(task_id)
         view = reading.task_view(st, task_id, exchanges)
         previous = reading.previous_time(st, task_id, after) if after else None
-        context = pages.task_context(view, exchanges, events, findings=None, previous_at=previous)
+        card = reading.card_fetch(st, exchanges)
+        context = pages.task_context(view, exchanges, events, findings=None, previous_at=previous, card=card)
         context["urls"] = self._task_urls(task_id, self.follower.position)
         if more and events:
             context["more"] = self._rows_url(task_id, events[-1])
@@ -275,18 +362,40 @@ class UI:
     async def diff(self, request: Request) -> Response:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
         context = await self.read(self._diff_context, a, b)
-        return self.page("diff.html", title="a2a-tape: diff", **context)
+        status = 404 if context["problem"] else 200  # a task or run that is not there
+        return self.page("diff.html", title="a2a-tape: diff", status_code=status, **context)
 
     def _diff_context(self, a: str, b: str) -> dict[str, Any]:
+        """Two tasks, or two runs (``TASK@N``; a task alone beside a run: its latest run), as
+        ``a2a-tape diff`` compares them."""
         st = self.store
-        ta, tb = (reading.resolve(st, a) if a else None), (reading.resolve(st, b) if b else None)
-        problem = None
-        if (a and ta is None) or (b and tb is None):
-            problem = "No task " + " or ".join(repr(k) for k, t in ((a, ta), (b, tb)) if k and t is None) + "."
-        result = None
-        if ta is not None and tb is not None:
-            result = diffview.compare(normalised(ta, list(st.iter_task(ta))), normalised(tb, list(st.iter_task(tb))))
-        return {"a": a, "b": b, "ta": ta, "tb": tb, "problem": problem, "result": result, "href": task_href}
+        found = [reading.select(st, k) if k else None for k in (a, b)]
+        problems = [f.message for f in found if isinstance(f, reading.NotFound)]
+        problems += [
+            f"{k!r} is a lone Message reply, not a task."
+            for k, f in zip((a, b), found, strict=True)
+            if isinstance(f, LoneMessage)
+        ]
+        result, what = None, "tasks"
+        sa, sb = found
+        if not problems and isinstance(sa, reading.Selected) and isinstance(sb, reading.Selected):
+            if sa.number is None and sb.number is None:
+                ta, tb = sa.task_id, sb.task_id
+                result = diffview.compare(normalised(ta, st.read_task(ta)), normalised(tb, st.read_task(tb)))
+            else:
+                picked = []
+                for side in (sa, sb):
+                    got = reading.runs_of(st, side.task_id, side.number)
+                    if isinstance(got, reading.NotFound):
+                        problems.append(got.message)
+                    else:
+                        picked.append(got[1])
+                if not problems:
+                    ra, rb = picked
+                    what = "runs"
+                    result = diffview.compare(*run_sides(ra, rb), labels=(ra.selector, rb.selector))
+        problem = " ".join(problems) or None
+        return {"a": a, "b": b, "problem": problem, "result": result, "what": what, "href": task_href}
 
     # -- live ------------------------------------------------------------------------------------
 
@@ -372,7 +481,8 @@ class UI:
             return None
         exchanges = st.exchanges(task_id)
         view = reading.task_view(st, task_id, exchanges)
-        context = pages.task_context(view, exchanges, new, findings=None, previous_at=last_at)
+        card = reading.card_fetch(st, exchanges)
+        context = pages.task_context(view, exchanges, new, findings=None, previous_at=last_at, card=card)
         context["urls"] = self._task_urls(task_id, upto)
         at = self.scrubber.at(task_id, view.events, view.events, final=view)
         context["at"] = at
@@ -447,9 +557,11 @@ def create_app(
         Route("/task/event", ui.task_event),
         Route("/task/findings", ui.task_findings),
         Route("/task/text", ui.task_text),
+        Route("/task/runs", ui.task_runs),
         Route("/diff", ui.diff),
         Route("/live/tasks", ui.live_tasks),
         Route("/live/task", ui.live_task),
+        Route("/live/run", ui.live_run),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ]

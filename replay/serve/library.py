@@ -231,23 +231,28 @@ class Library:
         self.refresh()
 
     @classmethod
-    def open(cls, location: str | os.PathLike[str], *, create: bool = False, readonly: bool = False) -> Library:
+    def open(
+        cls, location: str | os.PathLike[str], *, create: bool = False, readonly: bool = False, run: int | None = None
+    ) -> Library:
         """A database file, or a JSONL tape (imported into a private temporary database).
 
-        ``readonly``: nothing will be recorded; a database file is opened read-only (read-only media too)."""
+        ``readonly``: nothing will be recorded; a database file is opened read-only (read-only media too).
+        ``run``: which run of a task recorded by several observers is served (None:
+        :func:`fold.runs.served_run`'s, the one ``verify --update`` adopted, else the first)."""
         if "://" in os.fspath(location):  # a PostgreSQL URL: no file to look at
-            return cls(open_store(location, create=create and not readonly, readonly=readonly), source=str(location))
+            st = open_store(location, create=create and not readonly, readonly=readonly)
+            return cls(st, source=str(location), run=run)
         path = Path(location)
         if is_tape(path):
             if not path.exists() and not create:
                 raise StoreError(f"no recording at {path}")
-            st = TapeCopy(path if path.exists() else None)
-            library = cls(st, source=str(path))
-            library._mark = mark_of(st)  # what follows is this run's own (written back at save)
+            copy = TapeCopy(path if path.exists() else None)
+            library = cls(copy, source=str(path), run=run)
+            library._mark = mark_of(copy)  # what follows is this run's own (written back at save)
             return library
         if not create and not path.exists():
             raise StoreError(f"no recording at {path}")
-        return cls(open_store(path, create=create and not readonly, readonly=readonly), source=str(path))
+        return cls(open_store(path, create=create and not readonly, readonly=readonly), source=str(path), run=run)
 
     def close(self) -> None:
         self.store.close()  # a tape's copy goes with it (TapeCopy)

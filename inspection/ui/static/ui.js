@@ -93,7 +93,7 @@
     var follow = following();
     s.max = counts.dataset.events;
     if (follow) s.value = s.max;
-    if (counts.dataset.terminal === "yes") {
+    if (counts.dataset.terminal === "yes" || counts.dataset.recording === "no") {  // done, or its exchange closed
       var section = $("section.task.live");
       if (section) {
         section.classList.remove("live");

@@ -91,11 +91,13 @@ def test_the_demo_task_shows_its_waterfall_answer_reasoning_and_tool_call(page: 
     ui = serve_ui(demo_db)
     page.goto(ui.url)
     page.locator("#task-rows tr.task-row a").first.click()
-    # the stream, then the GetTask record asks once after it (the agent's own answer, kept)
-    expect(page.locator("table.exchanges tbody tr")).to_have_count(2)
+    # the agent card record fetched first, the stream, then the GetTask record asks once after it
+    # (the agent's own answer, kept), numbered in the task
+    expect(page.locator("table.exchanges tbody tr")).to_have_count(3)
     expect(page.locator("table.exchanges td.method")).to_have_text(
-        ["SendStreamingMessage", "GetTask (a client decision)"]
+        ["agent-card", "SendStreamingMessage", "GetTask (a client decision)"]
     )
+    expect(page.locator("table.exchanges tbody tr td:first-child")).to_have_text(["1", "2", "3"])
     answer = page.locator(".answer pre.final-answer")
     expect(answer).to_have_count(1)
     expect(answer).to_contain_text("a2a-tape keeps every raw A2A stream event")
