@@ -32,21 +32,22 @@ Rules (docs/design.md section 4; profiles in :mod:`fold.profiles`):
 Task state follows the log (the latest state reported wins, our own synthetic FAILED included) and
 lifecycle faults are noted. The faults of the agent's lifecycle are judged on the agent's events
 only (origin ``local`` events, ours, never make one), from the first terminal state it reported;
-doctor reports these, under its own codes, and adds only what a fold cannot see:
+doctor reports these as they are, and adds only what a fold cannot see. Their codes are doctor's
+(:mod:`fold.codes`, the one table):
 
-- ``terminal-changed``: a terminal state replaced by another terminal state (completed -> failed);
-  the new one is the reference from then on;
-- ``terminal-reopened``: a finished task that goes back to an active or interrupted state;
-- ``after-terminal``: an artifact update, a message, or a status update on the stream that
+- ``terminal-changed``: a terminal state replaced by another terminal state (completed -> failed;
+  the new one is the reference from then on), or a finished task that goes back to an active or
+  interrupted state;
+- ``events-after-terminal``: an artifact update, a message, or a status update on the stream that
   ended the task, after the task reached a terminal state (the same state repeated by another
   exchange, a GetTask or a resubscribe, is fine). Each starts its positions with the terminal's;
-- ``stream-closed-active``: an exchange that delivered stream updates ended while the task was
-  still submitted/working. A stream ends when its exchange ends (the exchange's ended row, passed
-  to ``view``); with the log alone, when the task's later events all came on other exchanges.
-  Either way the state that counts is the task's when that stream ended, so a resubscribe opened
-  beside a stream that is still open is not the first stream ending;
-- ``ended-active``: the log ends with the task submitted/working (the stream closed while
-  working, or the recording is still going on);
+- ``closed-while-working`` (a warning here; doctor judges its level): an exchange that delivered
+  stream updates ended while the task was still submitted/working. A stream ends when its exchange
+  ends (the exchange's ended row, passed to ``view``); with the log alone, when the task's later
+  events all came on other exchanges. Either way the state that counts is the task's when that
+  stream ended, so a resubscribe opened beside a stream that is still open is not the first stream
+  ending. Also when the log ends with the task submitted/working (the stream closed while working,
+  or the recording is still going on);
 - ``rpc-error``: a JSON-RPC error on the task's stream (``event: error`` in v1.0, a plain
   ``{"error": ...}`` in v0.3); ``undecodable``: payload bytes that are not an A2A item;
 - ``after-last-chunk``: text appended to an artifact that ``lastChunk`` had closed.
@@ -62,6 +63,7 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.fold.codes import CLOSED_WHILE_WORKING, EVENTS_AFTER_TERMINAL, TERMINAL_CHANGED
 from a2a_tape.fold.profiles import (
     _GENERIC_APPEND,
     _GENERIC_REPLACE,
@@ -100,8 +102,11 @@ _AFTER_TERMINAL: dict[type, str] = {
     MessageItem: "a message",
     StatusUpdate: "a status update",
 }
-"""What an event after the terminal state is called in the ``after-terminal`` fault."""
+"""What an event after the terminal state is called in the ``events-after-terminal`` fault."""
 _MAX_POSITIONS = 50  # positions kept per fault (the count stays exact)
+_CODE = {"terminal-reopened": TERMINAL_CHANGED, "after-terminal": EVENTS_AFTER_TERMINAL}
+"""A fault's code (:mod:`fold.codes`, doctor's) by the key the folded state keeps it under: the
+state keeps its own keys (a persisted projection reads on), a view names them by the one table."""
 
 
 # -- the persisted state of one task --------------------------------------------------------
@@ -758,7 +763,7 @@ class TaskFold:
         return fallback if state is None else state
 
     def _closed_streams(self, closed: Mapping[int, float] | None) -> list[Fault]:
-        """``stream-closed-active``: a stream ended while the task was submitted/working.
+        """``closed-while-working``: a stream ended while the task was submitted/working.
 
         A stream ends when its exchange ends: ``closed`` maps the exchanges that ended (their
         ended row) to when. Without it (a log alone), a stream counts as ended once a later event
@@ -771,7 +776,7 @@ class TaskFold:
         last = s.last_position
         for key, st in s.streams.items():
             if st.last == last and is_active(s.state):
-                continue  # the log ends on this stream with the task active: ``ended-active`` says it
+                continue  # the log ends on this stream with the task active: the log's end says it
             if closed is None:
                 if st.last == last:
                     continue  # the log ends on this stream (it may still be open)
@@ -783,11 +788,11 @@ class TaskFold:
                 state = self._state_at(max(ended, st.at), st.state)
             if is_active(state):
                 out.append(
-                    Fault("stream-closed-active", "warning", f"a stream ended while the task was {state}", [st.last], 1)
+                    Fault(CLOSED_WHILE_WORKING, "warning", f"a stream ended while the task was {state}", [st.last], 1)
                 )
         if len(out) > 1:
             positions = sorted(p for f in out for p in f.positions)
-            return [Fault("stream-closed-active", "warning", out[-1].message, positions[:_MAX_POSITIONS], len(out))]
+            return [Fault(CLOSED_WHILE_WORKING, "warning", out[-1].message, positions[:_MAX_POSITIONS], len(out))]
         return out
 
     def view(self, closed: Mapping[int, float] | None = None) -> TaskView:
@@ -824,11 +829,13 @@ class TaskFold:
                         text,
                     )
                 )
-        faults = [Fault(f.code, f.level, f.message, list(f.positions), f.count) for f in s.faults.values()]
+        faults = [
+            Fault(_CODE.get(f.code, f.code), f.level, f.message, list(f.positions), f.count) for f in s.faults.values()
+        ]
         faults.extend(self._closed_streams(closed))
         if s.state in _ACTIVE and s.events:
             faults.append(
-                Fault("ended-active", "warning", f"the log ends with the task {s.state}", [s.last_position], 1)
+                Fault(CLOSED_WHILE_WORKING, "warning", f"the log ends with the task {s.state}", [s.last_position], 1)
             )
         return TaskView(
             task_id=s.task_id,

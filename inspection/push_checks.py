@@ -18,15 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
+from a2a_tape.fold.codes import PUSH_AFTER_TERMINAL, PUSH_MISSED_STATE, PUSH_WITHOUT_TOKEN
 from a2a_tape.inspection.steps import Step, is_terminal, state_of
 from a2a_tape.store import Exchange, Note, StatusUpdate, TaskSnapshot, decode_item
 
 PUSH = "push"
-CHECKS: dict[str, str] = {
-    "push-missed-state": "a state the agent streamed or stored was never pushed to the task's webhook",
-    "push-after-terminal": "a push arrived after the push of the task's terminal state",
-    "push-without-token": "a push came without the config's token, or with another",
-}
 _CONFIG_WORDS = (b"pushNotificationConfig", b"PushNotificationConfig")
 _TOKEN_NOTES = {"push-token-missing": "without the config's token", "push-token-wrong": "with another token"}
 
@@ -50,7 +46,7 @@ def check_pushes(steps: Sequence[Step], exchanges: Sequence[Exchange], add: Add)
     for s in steps:
         body = s.item.body
         if s.local and isinstance(body, Note) and body.action in _TOKEN_NOTES:
-            add("push-without-token", "error", f"a push came {_TOKEN_NOTES[body.action]}", [s.position])
+            add(PUSH_WITHOUT_TOKEN, "error", f"a push came {_TOKEN_NOTES[body.action]}", [s.position])
     pushes = [ex for ex in exchanges if ex.role == PUSH]
     if not pushes and not any(w in ex.request_body for ex in exchanges for w in _CONFIG_WORDS):
         return  # no webhook: nothing was to be pushed
@@ -58,7 +54,7 @@ def check_pushes(steps: Sequence[Step], exchanges: Sequence[Exchange], add: Add)
     ends = [at for at, state in states if is_terminal(state)]
     late = [ex for ex in pushes if ends and ex.started_at > ends[0]]
     if late:
-        add("push-after-terminal", "warning", f"{len(late)} push(es) after the push of the terminal state", [])
+        add(PUSH_AFTER_TERMINAL, "warning", f"{len(late)} push(es) after the push of the terminal state", [])
     _missed(steps, {state for _, state in states}, add)
 
 
@@ -74,4 +70,4 @@ def _missed(steps: Sequence[Step], pushed: set[str], add: Add) -> None:
     for state, pos in seen.items():
         if state not in pushed:
             level: Literal["error", "warning"] = "error" if state == last else "warning"
-            add("push-missed-state", level, f"state {state} was streamed or stored but never pushed", [pos])
+            add(PUSH_MISSED_STATE, level, f"state {state} was streamed or stored but never pushed", [pos])

@@ -17,6 +17,7 @@ import msgspec
 from a2a_tape.fold.fold import TaskFold, fold_task_events
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection import listing
+from a2a_tape.inspection.doctor import FaultCount, task_fault_count
 from a2a_tape.inspection.grep import Match, is_literal, iter_grep
 from a2a_tape.inspection.messages import LoneMessage, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
@@ -157,17 +158,18 @@ def views_of(store: Store, task_ids: Sequence[str]) -> dict[str, TaskView]:
     return out
 
 
-def passes(store: Store, view: TaskView, f: Filters) -> bool:
-    """Whether a task passes every filter (the index's and the others)."""
+def passes(store: Store, view: TaskView, f: Filters, faults: FaultCount | None = None) -> bool:
+    """Whether a task passes every filter (the index's and the others); ``faults``: doctor's
+    counts of the task (read when the level filter needs them and they are not given)."""
     if f.states and view.state not in f.states:
         return False
     if f.context is not None and view.context_id != f.context:
         return False
     if f.since is not None and view.last_at < f.since:
         return False
-    if f.level is not None:
-        levels = {fault.level for fault in view.faults}
-        if "error" not in levels and (f.level == "error" or "warning" not in levels):
+    if f.level is not None:  # doctor's levels, as the list's faults column counts them
+        errors, warnings = faults if faults is not None else task_fault_count(store, view.task_id)
+        if not errors and (f.level == "error" or not warnings):
             return False
     return _went(store.exchanges(view.task_id) if f.binding or f.upstream else [], f)
 
@@ -212,8 +214,10 @@ def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int
         if isinstance(item, LoneMessage):
             if f.index_only or _message_passes(item, by_id, f):
                 found.append(rows.message_row(item))
-        elif f.index_only or passes(store, item, f):
-            found.append(rows.list_row(item))
+        else:
+            faults = task_fault_count(store, item.task_id)  # doctor's counts, as ``tasks`` shows them
+            if f.index_only or passes(store, item, f, faults):
+                found.append(rows.list_row(item, faults))
         if len(found) >= limit or scanned >= SCAN:
             return ListPage(found, last, scanned)
     return ListPage(found, None, scanned)
@@ -232,8 +236,8 @@ def search(store: Store, f: Filters, *, after: int | None = None, limit: int = P
         views = views_of(store, list(pending))
         for t, (snippet, _) in pending.items():
             view = views.get(t)
-            if view is not None and passes(store, view, f):
-                found.append(rows.list_row(view, match=snippet))
+            if view is not None and passes(store, view, f, faults := task_fault_count(store, t)):
+                found.append(rows.list_row(view, faults, match=snippet))
         pending.clear()
 
     last = None

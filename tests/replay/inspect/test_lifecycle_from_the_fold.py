@@ -1,5 +1,6 @@
 """Lifecycle faults are the fold's (fold/fold.py): ``channels`` lists them, doctor reports the same
-ones under its codes (terminal-changed, events-after-terminal) and adds only what a fold cannot see.
+ones under the same codes (terminal-changed, events-after-terminal: fold/codes.py, the one table)
+and adds only what a fold cannot see.
 
 doctor kept its own copy of the rules, and the two had drifted:
 - our own synthetic FAILED (origin local) made the fold blame the agent for going on afterwards
@@ -24,8 +25,7 @@ from a2a_tape.store import Exchange, StoredEvent, local_failed
 from tests.replay.inspect.builders import Tape, items
 from tests.replay.inspect.conftest import cli
 
-LIFECYCLE = {"terminal-changed": "terminal-changed", "terminal-reopened": "terminal-changed"}
-LIFECYCLE["after-terminal"] = "events-after-terminal"
+LIFECYCLE = {"terminal-changed": "terminal-changed", "events-after-terminal": "events-after-terminal"}
 
 
 def both(tmp_path, build, dialect="1.0"):
@@ -58,7 +58,7 @@ def test_our_own_failed_is_no_fault_of_the_agent_that_goes_on(tmp_path, dialect)
 
 def test_the_terminal_status_sent_again_on_its_stream_is_an_event_after_the_end(tmp_path):
     fold, _ = both(tmp_path, lambda t, it: t.stream(it, stream(it, it.status("completed"), it.status("completed"))))
-    assert fold == {("after-terminal", "error"): [4, 5]}  # the end at 4; the repeat at 5
+    assert fold == {("events-after-terminal", "error"): [4, 5]}  # the end at 4; the repeat at 5
 
 
 def test_a_repeat_by_another_exchange_is_fine(tmp_path):
@@ -74,7 +74,7 @@ def test_what_follows_a_finished_task_that_went_back_is_after_its_end(tmp_path):
         tmp_path,
         lambda t, it: t.stream(it, stream(it, it.status("completed"), it.status("working"), it.artifact("a2", "x"))),
     )
-    assert fold == {("terminal-reopened", "error"): [4, 5], ("after-terminal", "error"): [4, 6]}
+    assert fold == {("terminal-changed", "error"): [4, 5], ("events-after-terminal", "error"): [4, 6]}
     assert doctor == {("terminal-changed", "error"): [4, 5], ("events-after-terminal", "error"): [4, 6]}
 
 
