@@ -193,7 +193,7 @@ class Recorder:
         if s.task_id is None or not self._last_streaming or self.stalled or self.error or s.state not in SETTLED_STATES:
             return
         await s.note("GetTask", "asking the agent for the task once, so the recording holds its own GetTask answer")
-        ended = await self.up.exchange(task_request("get", self.dialect, s.task_id), self.endpoint, Collect())
+        ended = await self.up.exchange(task_request("get", self.dialect, s.task_id), self.endpoint, _Kept(s))
         if ended.outcome != "ok":
             await s.note("GetTask failed", ended.error or ended.outcome)
 
@@ -345,6 +345,19 @@ class _Fold:
         if s.state in SETTLED_STATES or self.errors or (s.state == "unknown" and s.fold.reply is not None):
             return None
         return f"stream closed while the task was {s.state}"
+
+
+class _Kept(Collect):
+    """The sink of the GetTask asked once after the stream: its answer is kept, not folded (what
+    the run shows is what the stream said), and counted among the run's events (Session.kept)."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def take(self, stored: Sequence[StoredEvent], items: Sequence[Item | TextChunk]) -> None:
+        super().take(stored, items)
+        self.session.kept(stored)
 
 
 class _Follow:
