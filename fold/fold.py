@@ -40,7 +40,10 @@ doctor reports these as they are, and adds only what a fold cannot see. Their co
   interrupted state;
 - ``events-after-terminal``: an artifact update, a message, or a status update on the stream that
   ended the task, after the task reached a terminal state (the same state repeated by another
-  exchange, a GetTask or a resubscribe, is fine). Each starts its positions with the terminal's;
+  exchange, a GetTask or a resubscribe, is fine). Each starts its positions with the terminal's.
+  A stream that was open beside the one that ended the task (a resubscribe while a proxy reads the
+  dropped stream to its end) delivers the same updates at its own pace: nothing on it is judged
+  until it delivers the terminal state itself;
 - ``closed-while-working`` (a warning here; doctor judges its level): an exchange that delivered
   stream updates ended while the task was still submitted/working. A stream ends when its exchange
   ends (the exchange's ended row, passed to ``view``); with the log alone, when the task's later
@@ -191,9 +194,11 @@ class TaskState(msgspec.Struct, array_like=True):
     terminal_position: int = 0  # where the agent reported ``terminal``
     terminal_exchange: int | None = None  # on which exchange
     runs: list[RunRef] = []  # the task's runs so far, in order; this state folds the last (fold.runs)
+    before_end: list[int] = []  # the exchanges that delivered the agent's events before its terminal state
+    catching_up: list[int] = []  # of them, those still open beside the one that ended the task (until they end it too)
 
 
-STATE_VERSION = "4"
+STATE_VERSION = "5"
 """Bump when the fold's rules or :class:`TaskState` change: stored rows are then rebuilt."""
 
 _state_encoder = msgspec.msgpack.Encoder()
@@ -404,9 +409,16 @@ class TaskFold:
         s.last_position = pos
         s.last_at = at
 
+    def _before_end(self, exchange_id: int | None) -> None:
+        """An agent's event before its terminal state came on this exchange (see ``catching_up``)."""
+        if exchange_id and exchange_id not in self.s.before_end:
+            self.s.before_end.append(exchange_id)
+
     def _on_stream(self, pos: int, exchange_id: int | None, at: float, streamed: bool) -> None:
         """After an event is folded: the exchange's stream bookkeeping (see :meth:`view`)."""
         key = exchange_id or 0
+        if self.s.terminal is None:
+            self._before_end(exchange_id)
         streams = self.s.streams
         st = streams.get(key)
         if st is not None:
@@ -445,6 +457,8 @@ class TaskFold:
         else:
             st.last = pos
             st.at = at
+        if s.terminal is None:
+            self._before_end(exchange_id)
         if s.context_id is None:
             s.context_id = chunk.contextId
         replace = chunk.append is not True
@@ -455,7 +469,7 @@ class TaskFold:
             buf.channel = ARTIFACT
             if buf.closed and replace is False:
                 self._fault("after-last-chunk", "warning", pos, f"artifact {aid} got text after lastChunk")
-        if s.terminal is not None:
+        if s.terminal is not None and (exchange_id or 0) not in s.catching_up:
             self._after_terminal(pos, "an artifact update")
         buf.updated = s.tick = s.tick + 1
         parts = art.parts
@@ -602,7 +616,18 @@ class TaskFold:
         if s.terminal is None:
             if state in TERMINAL_STATES:
                 s.terminal, s.terminal_position, s.terminal_exchange = state, pos, exchange_id
+                # the other streams of the task open now (a resubscribe beside a stream a proxy reads
+                # to its end) deliver the same updates at their own pace: not after the end, until
+                # each delivers the end itself
+                s.catching_up = [k for k in s.before_end if k != exchange_id]
             return
+        key = exchange_id or 0
+        if key in s.catching_up:
+            if state not in TERMINAL_STATES:
+                return  # still catching up
+            s.catching_up.remove(key)  # it has caught up: what follows on it is after the end
+            if state == s.terminal:
+                return  # (another terminal state is judged below)
         if state is not None and state not in ("unknown", s.terminal):
             was, since = s.terminal, s.terminal_position
             if state in TERMINAL_STATES:

@@ -125,3 +125,39 @@ def test_doctor_reports_the_folds_lifecycle_faults_and_no_others(steps):
     assert found == expected
     locals_at = {e.position for e in events if e.origin == "local"}
     assert not any(set(p) <= locals_at for _, p in found)  # our own events are never the fault
+
+
+# -- a stream open beside the one that ended the task -------------------------------------------------
+
+
+def _beside(t, it, *after_end):
+    """A stream (exchange 1) and a resubscribe opened beside it (exchange 2), each delivering the
+    same updates at its own pace, as a proxy records them when it reads a dropped stream to its end
+    (``a2a-tape probe``'s dropped-stream check through the proxy): the first ends the task first."""
+    first = t.stream(it, [it.task("submitted"), it.status("working")])
+    second = t.exchange(task_id=it.task_id, rpc_method="SubscribeToTask")
+    t.add(it.task_id, [it.task("working")], exchange_id=second)
+    t.add(it.task_id, [it.artifact("a1", "hi", last=True), it.status("completed")], exchange_id=first)
+    t.add(it.task_id, [it.artifact("a1", "hi", last=True), it.status("completed"), *after_end], exchange_id=second)
+
+
+def test_a_stream_open_beside_the_end_catches_up_without_a_fault(tmp_path):
+    """Before: events-after-terminal (an error) for the resubscribe's copy of the last chunk, on a
+    task the agent ran correctly (the README's proxy and probe block left it in agent.db)."""
+    assert both(tmp_path, lambda t, it: _beside(t, it)) == ({}, {})
+
+
+def test_once_caught_up_what_follows_on_it_is_after_the_end(tmp_path):
+    fold, doctor = both(tmp_path, lambda t, it: _beside(t, it, it.artifact("a2", "late")))
+    assert fold == {("events-after-terminal", "error"): [5, 8]}  # the end (on the first stream), the late one
+    assert doctor == fold
+
+
+def test_a_stream_opened_after_the_end_is_judged_at_once(tmp_path):
+    def build(t, it):
+        t.stream(it, stream(it, it.status("completed")))
+        late = t.exchange(task_id=it.task_id, rpc_method="SubscribeToTask")
+        t.add(it.task_id, [it.task("completed"), it.artifact("a2", "late")], exchange_id=late)
+
+    fold, _ = both(tmp_path, build)
+    assert fold == {("events-after-terminal", "error"): [4, 6]}
