@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -68,6 +68,9 @@ class RecordOptions:
     stream: bool = True
     context_id: str | None = None
     message_id: str | None = None
+    task_id: str | None = None  # the task the message continues (record --continue; recorder.turns)
+    reference_task_ids: tuple[str, ...] = ()  # the finished task a new one follows from (--continue)
+    parts: list[dict[str, Any]] = field(default_factory=list)  # after the text: --file, --data (v1.0 shape)
     headers: list[tuple[str, str]] = field(default_factory=list)
     stall_timeout: float = 120.0
     on_stall: Literal["cancel", "resend"] = "cancel"
@@ -160,6 +163,9 @@ class Recorder:
             stream=streaming,
             message_id=self.opts.message_id,
             context_id=self.opts.context_id,
+            task_id=self.opts.task_id,
+            parts=self.opts.parts,
+            reference_task_ids=self.opts.reference_task_ids,
         )
         res = await self.call(req, first=True)
         await self.follow(res)
@@ -262,7 +268,12 @@ class Recorder:
             s.reset_for_new_task()
             self.stalled = False
             req = send_request(
-                self.dialect, self.opts.text, stream=self.opts.stream and self.card.streaming, context_id=ctx
+                self.dialect,
+                self.opts.text,
+                stream=self.opts.stream and self.card.streaming,
+                context_id=ctx,
+                parts=self.opts.parts,
+                reference_task_ids=self.opts.reference_task_ids,
             )
             await self.follow(await self.call(req, first=True))
             return
