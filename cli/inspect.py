@@ -266,7 +266,7 @@ def channels_cmd(
             view, total, shown = one.view(), len(task_runs(st, task_id)), number
         if not json:  # the faults people read are doctor's findings of this run (doctor TASK@N)
             one = load_run(st, task_id, number)
-            found = findings(task_id, one.events, one.exchanges)
+            faults = findings(task_id, one.events, one.exchanges)
     if view is None:  # pragma: no cover - find_task saw the task, catch_up folded it
         raise UsageError(f"unknown task: {task}")
     if json:
@@ -274,4 +274,4 @@ def channels_cmd(
         return
     if total > 1:
         out.print(f"run {selector(task_id, shown)} of {total} ('a2a-tape tasks --runs' lists them)", markup=False)
-    render.channels(view, found, show_reasoning=reasoning, show_ignored=ignored)
+    render.channels(view, faults, show_reasoning=reasoning, show_ignored=ignored)
