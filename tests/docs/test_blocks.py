@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,17 +47,19 @@ def run_block(block: Block, cwd: Path, env: dict[str, str], n: int) -> str | Non
         argv = [str(VENV / "bin" / "python"), script.name]
     else:
         argv = ["bash", "-e", "-o", "pipefail", "-c", block.text]
-    # a session of its own: whatever the block left running (a server it failed to stop) ends with it
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        _end_group(proc.pid)
-        stdout, stderr = proc.communicate()
-        return f"{block.where}: still running after 300 s\n{stdout[-3000:]}\n{stderr[-3000:]}"
-    left = _end_group(proc.pid)
+    # a session of its own: whatever the block left running (a server it failed to stop) ends with
+    # it; its output in files, so a server it left does not hold the test until it ends
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errs:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=errs, text=True, start_new_session=True)
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        left = _end_group(proc.pid)
+        out.seek(0)
+        errs.seek(0)
+        stdout, stderr = out.read(), errs.read()
     if proc.returncode != 0 or "Traceback" in stderr:
         return f"{block.where}: exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
     if left:
