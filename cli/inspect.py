@@ -106,9 +106,11 @@ def run_rows(st: Store, task_id: str) -> list[dict[str, object]]:
     from a2a_tape.inspection.doctor import FaultCount, findings
 
     rows = []
-    for one in task_runs(st, task_id):
+    runs = task_runs(st, task_id)
+    for one in runs:
         view = one.view()
-        errors, warnings = FaultCount.of(findings(task_id, one.events, one.exchanges))  # doctor TASK@N's
+        found = findings(task_id, one.events, one.exchanges, followed=one is not runs[-1])  # doctor TASK@N's
+        errors, warnings = FaultCount.of(found)
         faults = {"faults": errors + warnings, "errors": errors, "warnings": warnings}
         rows.append({**one.row(), "state": view.state, **faults, "final_answer": view.final_answer})
     return rows
@@ -266,7 +268,7 @@ def channels_cmd(
             view, total, shown = one.view(), len(task_runs(st, task_id)), number
         if not json:  # the faults people read are doctor's findings of this run (doctor TASK@N)
             one = load_run(st, task_id, number)
-            faults = findings(task_id, one.events, one.exchanges)
+            faults = findings(task_id, one.events, one.exchanges, followed=shown < total)
     if view is None:  # pragma: no cover - find_task saw the task, catch_up folded it
         raise UsageError(f"unknown task: {task}")
     if json:

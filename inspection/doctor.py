@@ -79,12 +79,15 @@ def findings(
     *,
     steps: Sequence[Step] | None = None,
     view: TaskView | None = None,
+    followed: bool = False,
 ) -> list[Finding]:
     """Every fault of one task, in the order of the first position involved.
 
     Pure: the task's stored events (and its exchanges, when known) in, the findings out;
     ``steps``: the events already decoded (:func:`inspection.steps.decode_events` of ``events``);
-    ``view``: their fold's view already made (over ``steps``, with ``exchanges``' closed ones)."""
+    ``view``: their fold's view already made (over ``steps``, with ``exchanges``' closed ones).
+    ``followed``: these are a run of the task that a later run follows (the next turn of a
+    conversation, ``record --continue``): a task left waiting for input was followed up."""
     exchanges = list(exchanges)
     steps = decode_events(events) if steps is None else list(steps)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
@@ -99,7 +102,8 @@ def findings(
         for step in steps:
             fold.apply(step.event, step.item)
         view = fold.view(closed_exchanges(exchanges) if exchanges else None)
-    _check_waiting(steps, add)
+    if not followed:
+        _check_waiting(steps, add)
     _check_streams(_streams(upstream), steps, ex_by_id, add)
     _check_artifacts(task_id, upstream, steps, add)
     _check_sequences(upstream, add)
@@ -409,7 +413,7 @@ def run_findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterabl
     found = [
         msgspec.structs.replace(f, run=run.selector, message=f"{run.selector}: {f.message}")
         for run in runs
-        for f in findings(task_id, run.events, run.exchanges)
+        for f in findings(task_id, run.events, run.exchanges, followed=run is not runs[-1])
     ]
     found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
     return found
@@ -445,8 +449,13 @@ def diagnose(store: Recordings, task_id: str | None = None, run: int | None = No
     if run is not None and task_id is not None:
         from a2a_tape.fold.runs import pick_run, task_runs
 
-        one = pick_run(task_runs(store, task_id), task_id, run)
-        found = [msgspec.structs.replace(f, run=one.selector) for f in findings(task_id, one.events, one.exchanges)]
+        runs = task_runs(store, task_id)
+        one = pick_run(runs, task_id, run)
+        followed = one.number != runs[-1].number
+        found = [
+            msgspec.structs.replace(f, run=one.selector)
+            for f in findings(task_id, one.events, one.exchanges, followed=followed)
+        ]
         errors = sum(1 for f in found if f.level == "error")
         return Report(tasks=1, errors=errors, warnings=len(found) - errors, findings=found)
     ids = [task_id] if task_id is not None else [t.task_id for t in store.task_events()]

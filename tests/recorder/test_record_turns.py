@@ -101,6 +101,12 @@ def test_the_next_turn_of_a_waiting_task_is_the_same_task_a_new_run(agent, tmp_p
     assert isinstance(runs, list) and [r["state"] for r in runs] == ["input-required", "completed"]
     [row] = cli_json("tasks", "--json", "--db", db)  # type: ignore[misc]
     assert row["runs"] == 2
+    # the first turn waited for input and the second followed it up: no interrupted-no-follow-up
+    # (doctor examines each run alone; it said so of the first before)
+    for target in (first["task_id"], first["task_id"] + "@1"):
+        doc = cli_json("doctor", target, "--db", db, "--json")
+        assert isinstance(doc, dict) and doc["findings"] == [], doc
+    assert row["faults"] == 0 and all(r["faults"] == 0 for r in runs)
 
 
 def test_the_next_turn_of_a_finished_task_is_a_new_task_in_its_context(agent, tmp_path):
