@@ -22,7 +22,8 @@ from a2a_tape.capture.lineage import families as inferred_families
 from a2a_tape.fold.fold import RunRef, TaskFold
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.views import TaskView
-from a2a_tape.inspection.doctor import FaultCount, task_fault_count
+from a2a_tape.inspection.doctor import FaultCount
+from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.messages import LoneMessage, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection
@@ -300,6 +301,7 @@ class _Seen:
 
     def __init__(self, st: Recordings | None = None) -> None:
         self.exchanges: dict[str, list[Exchange]] = {}  # task -> its exchanges, once read
+        self._counter: FaultCounter | None = None  # doctor's counts, read when a row asks
         self.bindings: dict[str, set[str]] = {}
         self.traces: dict[str, list[ExchangeTrace]] = {}
         self.lineage = False  # every row's parent and children, inferred ones too (tasks --json)
@@ -368,7 +370,9 @@ class _Seen:
         """doctor's counts of the task (``doctor TASK``): a list's faults are doctor's."""
         if self._st is None:  # pragma: no cover - a listing always has its store
             return FaultCount()
-        return task_fault_count(self._st, task_id, self.exchanges.get(task_id))
+        if self._counter is None:
+            self._counter = FaultCounter(self._st)
+        return self._counter(task_id, self.exchanges.get(task_id))
 
 
 def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:

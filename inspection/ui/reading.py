@@ -17,7 +17,8 @@ import msgspec
 from a2a_tape.fold.fold import TaskFold, fold_task_events
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection import listing
-from a2a_tape.inspection.doctor import FaultCount, task_fault_count
+from a2a_tape.inspection.doctor import FaultCount
+from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.grep import Match, is_literal, iter_grep
 from a2a_tape.inspection.messages import LoneMessage, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
@@ -168,7 +169,7 @@ def passes(store: Store, view: TaskView, f: Filters, faults: FaultCount | None =
     if f.since is not None and view.last_at < f.since:
         return False
     if f.level is not None:  # doctor's levels, as the list's faults column counts them
-        errors, warnings = faults if faults is not None else task_fault_count(store, view.task_id)
+        errors, warnings = faults if faults is not None else FaultCounter(store)(view.task_id)
         if not errors and (f.level == "error" or not warnings):
             return False
     return _went(store.exchanges(view.task_id) if f.binding or f.upstream else [], f)
@@ -208,6 +209,7 @@ def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int
         lone=lone_messages(store, taskless),
     )
     last = None
+    counted = FaultCounter(store)  # doctor's counts, as ``tasks`` shows them
     for item, key in keyed:
         scanned += 1
         last = key
@@ -215,7 +217,7 @@ def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int
             if f.index_only or _message_passes(item, by_id, f):
                 found.append(rows.message_row(item))
         else:
-            faults = task_fault_count(store, item.task_id)  # doctor's counts, as ``tasks`` shows them
+            faults = counted(item.task_id)
             if f.index_only or passes(store, item, f, faults):
                 found.append(rows.list_row(item, faults))
         if len(found) >= limit or scanned >= SCAN:
@@ -231,12 +233,13 @@ def search(store: Store, f: Filters, *, after: int | None = None, limit: int = P
     found: list[rows.TaskListRow] = []
     scanned = 0
     pending: dict[str, tuple[str, int]] = {}
+    counted = FaultCounter(store)
 
     def flush() -> None:
         views = views_of(store, list(pending))
         for t, (snippet, _) in pending.items():
             view = views.get(t)
-            if view is not None and passes(store, view, f, faults := task_fault_count(store, t)):
+            if view is not None and passes(store, view, f, faults := counted(t)):
                 found.append(rows.list_row(view, faults, match=snippet))
         pending.clear()
 

@@ -32,7 +32,7 @@ from starlette.staticfiles import StaticFiles
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.diff import normalised
 from a2a_tape.inspection.doctor import findings as doctor_findings
-from a2a_tape.inspection.doctor import task_fault_count
+from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.messages import LoneMessage, find_message
 from a2a_tape.inspection.ui import diffview, pages, reading, rows
 from a2a_tape.inspection.ui.access import protect
@@ -327,11 +327,12 @@ class UI:
         touched = st.tasks_touched(after, upto)
         views = reading.views_of(st, touched)
         out = []
+        counted = FaultCounter(st)
         for t in touched:
             view = views.get(t)
             if view is None:
                 continue
-            faults = task_fault_count(st, t)  # doctor's counts, as the list shows them
+            faults = counted(t)  # doctor's counts, as the list shows them
             row = _with_href(rows.list_row(view, faults))
             keep = reading.passes(st, view, f, faults)
             out.append(

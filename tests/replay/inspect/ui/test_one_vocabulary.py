@@ -115,6 +115,39 @@ def test_every_list_counts_doctors_findings(tape, tmp_path, serve_ui):
     _check_counts(db, serve_ui)
 
 
+def test_counts_read_from_doctors_kept_findings_are_the_same(tmp_path, serve_ui):
+    """Every golden recording in one log, listed three ways: each task examined afresh (the kept
+    findings out of date by more than a list catches up), then read from the findings ``doctor``
+    kept in the log, then after the log grew (a list catches a few tasks up itself)."""
+    from a2a_tape.inspection import listing
+    from a2a_tape.inspection.doctor_index import FaultCounter
+
+    db = tmp_path / "all.db"
+    for tape in TAPES[:-1]:
+        assert run("import", tape, "--db", db).returncode == 0
+    st = open_store(str(db), create=False)
+    try:
+        rows = list(listing.list_tasks(st, listing.TaskFilter(), limit=None).rows)
+        fresh = {r.task_id: (r.errors, r.warnings) for r in rows if r.task_id}
+        counter = FaultCounter(st, catch_up_at_most=0)
+        assert {t: tuple(counter(t)) for t in fresh} == fresh  # afresh: nothing kept yet
+        assert counter._kept is None
+    finally:
+        st.close()
+    doctor = run("doctor", "--db", db, "--json")
+    assert doctor.returncode in (0, 1)
+    assert run("import", TAPES[-1], "--db", db).returncode == 0  # the log grows past what doctor kept
+    counts = _check_counts(db, serve_ui)
+    assert {t: counts[t] for t in fresh} == fresh
+    st = open_store(str(db), create=False)
+    try:
+        counter = FaultCounter(st)
+        assert {t: tuple(counter(t)) for t in counts} == counts
+        assert counter._kept is not None  # read from the findings kept in the log
+    finally:
+        st.close()
+
+
 def test_the_closed_working_task_shows_one_error_everywhere(tmp_path, serve_ui):
     """The issue's case: the list said 2 (the fold's stream-closed-active and ended-active) where
     the task's page and doctor show 1 error; channels named codes doctor does not know."""
