@@ -103,11 +103,16 @@ def show_cmd(
 def run_rows(st: Store, task_id: str) -> list[dict[str, object]]:
     """The runs of a task as ``tasks --runs`` lists them: each folded alone."""
     from a2a_tape.fold.runs import task_runs
+    from a2a_tape.inspection.doctor import FaultCount, findings
 
     rows = []
-    for one in task_runs(st, task_id):
+    runs = task_runs(st, task_id)
+    for one in runs:
         view = one.view()
-        rows.append({**one.row(), "state": view.state, "faults": len(view.faults), "final_answer": view.final_answer})
+        found = findings(task_id, one.events, one.exchanges, followed=one is not runs[-1])  # doctor TASK@N's
+        errors, warnings = FaultCount.of(found)
+        faults = {"faults": errors + warnings, "errors": errors, "warnings": warnings}
+        rows.append({**one.row(), "state": view.state, **faults, "final_answer": view.final_answer})
     return rows
 
 
@@ -238,6 +243,7 @@ def channels_cmd(
 
     from a2a_tape.cli import tables as render
     from a2a_tape.fold.runs import selector, task_runs
+    from a2a_tape.inspection.doctor import findings
     from a2a_tape.inspection.messages import message_view
     from a2a_tape.inspection.task_views import task_view_runs
 
@@ -260,6 +266,9 @@ def channels_cmd(
         else:
             one = load_run(st, task_id, number)
             view, total, shown = one.view(), len(task_runs(st, task_id)), number
+        if not json:  # the faults people read are doctor's findings of this run (doctor TASK@N)
+            one = load_run(st, task_id, number)
+            faults = findings(task_id, one.events, one.exchanges, followed=shown < total)
     if view is None:  # pragma: no cover - find_task saw the task, catch_up folded it
         raise UsageError(f"unknown task: {task}")
     if json:
@@ -267,4 +276,4 @@ def channels_cmd(
         return
     if total > 1:
         out.print(f"run {selector(task_id, shown)} of {total} ('a2a-tape tasks --runs' lists them)", markup=False)
-    render.channels(view, show_reasoning=reasoning, show_ignored=ignored)
+    render.channels(view, faults, show_reasoning=reasoning, show_ignored=ignored)

@@ -6,6 +6,7 @@ import contextlib
 import socket
 import time
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     from a2a_tape.recorder.record import RecordOptions, RecordResult
     from a2a_tape.recorder.session import Session
+    from a2a_tape.recorder.turns import Turn
 
 app = commands()
 
@@ -252,6 +254,27 @@ def record_cmd(
         bool, typer.Option("--no-stream", help="Send message/send and poll instead of streaming.")
     ] = False,
     context_id: Annotated[str | None, typer.Option("--context-id", help="Continue this context.")] = None,
+    continue_task: Annotated[
+        str | None,
+        typer.Option(
+            "--continue",
+            metavar="TASK",
+            help="The next turn of TASK (in --db): the same task while it waits or runs, else a new task "
+            "in its context that refers to it (A2A's rules; a lone reply: its context).",
+        ),
+    ] = None,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            metavar="PATH",
+            help="Send this file too, as a file part (its bytes inline, its type guessed from its name; repeatable).",
+        ),
+    ] = None,
+    data: Annotated[
+        list[str] | None,
+        typer.Option("--data", metavar="JSON", help="Send this JSON value too, as a data part (repeatable)."),
+    ] = None,
     message_id: Annotated[
         str | None, typer.Option("--message-id", help="Use this messageId.", show_default="a new UUID")
     ] = None,
@@ -298,8 +321,15 @@ def record_cmd(
 
     if push_webhook is not None and push_receiver is None:
         fail("--push-webhook goes with --push-receiver HOST:PORT (where the agent's pushes are received)")
-    receiver = push_socket(push_receiver)
-
+    parts = [*(_file_part(p) for p in file or []), *(_data_part(d) for d in data or [])]
+    turn = _next_turn(db, continue_task) if continue_task is not None else None
+    if turn is not None:
+        if context_id is not None and context_id != turn.context_id:
+            fail(f"--continue {continue_task} is in context {turn.context_id}, not --context-id {context_id}: give one")
+        context_id = turn.context_id
+    receiver = push_socket(push_receiver)  # bound last: a usage error above leaves no socket open
+    if turn is not None and not json:
+        say(f"a2a-tape: {turn.describe}")
     opts = RecordOptions(
         url=url,
         text=text,
@@ -310,6 +340,9 @@ def record_cmd(
         stream=not no_stream,
         context_id=context_id,
         message_id=message_id,
+        task_id=turn.task_id if turn is not None else None,
+        reference_task_ids=turn.reference_task_ids if turn is not None else (),
+        parts=parts,
         headers=options.header_pairs(header or []),
         stall_timeout=stall_timeout,
         on_stall=on_stall.choice,
@@ -323,6 +356,50 @@ def record_cmd(
     )
     report(result, session, db, json=json)
     raise typer.Exit(result.exit_code)
+
+
+def _file_part(path: Path) -> dict[str, object]:
+    """``--file PATH`` as a file part; a file that cannot be read: one line, exit 2."""
+    import mimetypes
+
+    from a2a_tape.recorder.client import file_part
+
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        fail(f"--file {path}: {exc.strerror or exc}")
+    media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    return file_part(content, path.name, media_type)
+
+
+def _data_part(text: str) -> dict[str, object]:
+    """``--data JSON`` as a data part; text that is not JSON: one line, exit 2."""
+    import msgspec
+
+    from a2a_tape.recorder.client import data_part
+
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        fail(f"--data is not JSON ({exc}): {text[:60]!r}")
+    return data_part(value)
+
+
+def _next_turn(db: str | None, key: str) -> Turn:
+    """What ``--continue KEY`` sends with (:mod:`recorder.turns`): the task (or lone reply) KEY
+    names in the log; none: one line, exit 2."""
+    from a2a_tape.cli.app import find_task_or_message
+    from a2a_tape.inspection.task_views import task_view_runs
+    from a2a_tape.recorder.turns import next_message_turn, next_turn
+
+    with open_db(db, readonly=True) as st:
+        found = find_task_or_message(st, key)
+        if not isinstance(found, str):
+            return next_message_turn(found.context_id)
+        view, _ = task_view_runs(st, found)
+    if view is None:  # pragma: no cover - find_task saw the task
+        fail(f"unknown task: {key}")
+    return next_turn(found, view.context_id, view.state)
 
 
 DEMO_TEXT = "What does a2a-tape record?"

@@ -24,7 +24,7 @@ from a2a_tape.inspection.words import count
 if TYPE_CHECKING:  # the rows' types only: each command imports what it reads, nothing more
     from a2a_tape.fold.views import TaskView
     from a2a_tape.inspection.diff import PairDiff
-    from a2a_tape.inspection.doctor import Report
+    from a2a_tape.inspection.doctor import Finding, Report
     from a2a_tape.inspection.grep import Match
     from a2a_tape.inspection.listing import TaskRow
     from a2a_tape.inspection.messages import MessageView
@@ -130,7 +130,7 @@ def runs(rows: Iterable[Mapping[str, Any]]) -> int:
             str(r.get("binding") or ""),
             str(r.get("events")),
             state_text(str(r.get("state") or "unknown")),
-            str(r.get("faults") or ""),
+            fault_cell(int(r.get("errors") or 0), int(r.get("warnings") or 0)),
             answer,
         )
         n += 1
@@ -141,6 +141,17 @@ def runs(rows: Iterable[Mapping[str, Any]]) -> int:
     return n
 
 
+def fault_cell(errors: int, warnings: int) -> Text:
+    """doctor's findings of a task or run as a list shows them: ``1E 2W`` (errors in red, warnings
+    in yellow; nothing when doctor finds nothing)."""
+    cell = Text()
+    if errors:
+        cell.append(f"{errors}E", style="bold red")
+    if warnings:
+        cell.append(f"{' ' if errors else ''}{warnings}W", style="yellow")
+    return cell
+
+
 def _task_cells(r: TaskRow, wide: bool, widest: bool) -> list[Any]:
     started = _dt.datetime.fromtimestamp(r.first_at, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S" if wide else "%m-%d %H:%M")
     if r.kind == "message":
@@ -148,7 +159,7 @@ def _task_cells(r: TaskRow, wide: bool, widest: bool) -> list[Any]:
         state_cell: Any = Text("message", style="dim")  # a lone Message: no task state
     else:
         name, state_cell = row_name(r), state_text(r.state or "unknown")
-    cells: list[Any] = [name, state_cell, str(r.events), started, str(r.faults) if r.faults else ""]
+    cells: list[Any] = [name, state_cell, str(r.events), started, fault_cell(r.errors, r.warnings)]
     if wide:
         cells.append(r.profile)
     if widest:
@@ -210,8 +221,9 @@ def tasks(rows: Iterable[TaskRow]) -> int:
 # -- channels ---------------------------------------------------------------------------------------
 
 
-def channels(view: TaskView, *, show_reasoning: bool, show_ignored: bool) -> None:
-    """One task's channels: the state line, reasoning, tool calls, the answer, artifacts, faults."""
+def channels(view: TaskView, found: Sequence[Finding], *, show_reasoning: bool, show_ignored: bool) -> None:
+    """One task's channels: the state line, reasoning, tool calls, the answer, artifacts, and
+    ``found``: doctor's findings of the run shown (the faults, as doctor names and counts them)."""
     out.print(
         Text.assemble(
             ("task ", "bold"),
@@ -233,11 +245,11 @@ def channels(view: TaskView, *, show_reasoning: bool, show_ignored: bool) -> Non
     if view.status_message and view.status_message != view.final_answer:
         out.print(Text(f"status message: {view.status_message}", style="cyan"))
     _artifacts(view)
-    for f in view.faults:
+    for f in found:
         style = "red" if f.level == "error" else "yellow"
         where = ", ".join(str(p) for p in f.positions[:5]) + (" ..." if len(f.positions) > 5 else "")
-        times = f" (x{f.count})" if f.count > 1 else ""
-        out.print(Text(f"{f.level}: {f.code}{times}: {f.message} [position {where}]", style=style))
+        at = f" [position {where}]" if where else ""
+        out.print(Text(f"{f.level}: {f.code}: {f.message}{at}", style=style))
     if view.ignored_events or show_ignored:
         _ignored(view, show_ignored)
 

@@ -32,21 +32,25 @@ Rules (docs/design.md section 4; profiles in :mod:`fold.profiles`):
 Task state follows the log (the latest state reported wins, our own synthetic FAILED included) and
 lifecycle faults are noted. The faults of the agent's lifecycle are judged on the agent's events
 only (origin ``local`` events, ours, never make one), from the first terminal state it reported;
-doctor reports these, under its own codes, and adds only what a fold cannot see:
+doctor reports these as they are, and adds only what a fold cannot see. Their codes are doctor's
+(:mod:`fold.codes`, the one table):
 
-- ``terminal-changed``: a terminal state replaced by another terminal state (completed -> failed);
-  the new one is the reference from then on;
-- ``terminal-reopened``: a finished task that goes back to an active or interrupted state;
-- ``after-terminal``: an artifact update, a message, or a status update on the stream that
+- ``terminal-changed``: a terminal state replaced by another terminal state (completed -> failed;
+  the new one is the reference from then on), or a finished task that goes back to an active or
+  interrupted state;
+- ``events-after-terminal``: an artifact update, a message, or a status update on the stream that
   ended the task, after the task reached a terminal state (the same state repeated by another
-  exchange, a GetTask or a resubscribe, is fine). Each starts its positions with the terminal's;
-- ``stream-closed-active``: an exchange that delivered stream updates ended while the task was
-  still submitted/working. A stream ends when its exchange ends (the exchange's ended row, passed
-  to ``view``); with the log alone, when the task's later events all came on other exchanges.
-  Either way the state that counts is the task's when that stream ended, so a resubscribe opened
-  beside a stream that is still open is not the first stream ending;
-- ``ended-active``: the log ends with the task submitted/working (the stream closed while
-  working, or the recording is still going on);
+  exchange, a GetTask or a resubscribe, is fine). Each starts its positions with the terminal's.
+  A stream that was open beside the one that ended the task (a resubscribe while a proxy reads the
+  dropped stream to its end) delivers the same updates at its own pace: nothing on it is judged
+  until it delivers the terminal state itself;
+- ``closed-while-working`` (a warning here; doctor judges its level): an exchange that delivered
+  stream updates ended while the task was still submitted/working. A stream ends when its exchange
+  ends (the exchange's ended row, passed to ``view``); with the log alone, when the task's later
+  events all came on other exchanges. Either way the state that counts is the task's when that
+  stream ended, so a resubscribe opened beside a stream that is still open is not the first stream
+  ending. Also when the log ends with the task submitted/working (the stream closed while working,
+  or the recording is still going on);
 - ``rpc-error``: a JSON-RPC error on the task's stream (``event: error`` in v1.0, a plain
   ``{"error": ...}`` in v0.3); ``undecodable``: payload bytes that are not an A2A item;
 - ``after-last-chunk``: text appended to an artifact that ``lastChunk`` had closed.
@@ -62,6 +66,7 @@ from typing import Any
 
 import msgspec
 
+from a2a_tape.fold.codes import CLOSED_WHILE_WORKING, EVENTS_AFTER_TERMINAL, TERMINAL_CHANGED
 from a2a_tape.fold.profiles import (
     _GENERIC_APPEND,
     _GENERIC_REPLACE,
@@ -100,8 +105,11 @@ _AFTER_TERMINAL: dict[type, str] = {
     MessageItem: "a message",
     StatusUpdate: "a status update",
 }
-"""What an event after the terminal state is called in the ``after-terminal`` fault."""
+"""What an event after the terminal state is called in the ``events-after-terminal`` fault."""
 _MAX_POSITIONS = 50  # positions kept per fault (the count stays exact)
+_CODE = {"terminal-reopened": TERMINAL_CHANGED, "after-terminal": EVENTS_AFTER_TERMINAL}
+"""A fault's code (:mod:`fold.codes`, doctor's) by the key the folded state keeps it under: the
+state keeps its own keys (a persisted projection reads on), a view names them by the one table."""
 
 
 # -- the persisted state of one task --------------------------------------------------------
@@ -186,9 +194,11 @@ class TaskState(msgspec.Struct, array_like=True):
     terminal_position: int = 0  # where the agent reported ``terminal``
     terminal_exchange: int | None = None  # on which exchange
     runs: list[RunRef] = []  # the task's runs so far, in order; this state folds the last (fold.runs)
+    before_end: list[int] = []  # the exchanges that delivered the agent's events before its terminal state
+    catching_up: list[int] = []  # of them, those still open beside the one that ended the task (until they end it too)
 
 
-STATE_VERSION = "4"
+STATE_VERSION = "5"
 """Bump when the fold's rules or :class:`TaskState` change: stored rows are then rebuilt."""
 
 _state_encoder = msgspec.msgpack.Encoder()
@@ -399,9 +409,16 @@ class TaskFold:
         s.last_position = pos
         s.last_at = at
 
+    def _before_end(self, exchange_id: int | None) -> None:
+        """An agent's event before its terminal state came on this exchange (see ``catching_up``)."""
+        if exchange_id and exchange_id not in self.s.before_end:
+            self.s.before_end.append(exchange_id)
+
     def _on_stream(self, pos: int, exchange_id: int | None, at: float, streamed: bool) -> None:
         """After an event is folded: the exchange's stream bookkeeping (see :meth:`view`)."""
         key = exchange_id or 0
+        if self.s.terminal is None:
+            self._before_end(exchange_id)
         streams = self.s.streams
         st = streams.get(key)
         if st is not None:
@@ -440,6 +457,8 @@ class TaskFold:
         else:
             st.last = pos
             st.at = at
+        if s.terminal is None:
+            self._before_end(exchange_id)
         if s.context_id is None:
             s.context_id = chunk.contextId
         replace = chunk.append is not True
@@ -450,7 +469,7 @@ class TaskFold:
             buf.channel = ARTIFACT
             if buf.closed and replace is False:
                 self._fault("after-last-chunk", "warning", pos, f"artifact {aid} got text after lastChunk")
-        if s.terminal is not None:
+        if s.terminal is not None and (exchange_id or 0) not in s.catching_up:
             self._after_terminal(pos, "an artifact update")
         buf.updated = s.tick = s.tick + 1
         parts = art.parts
@@ -597,7 +616,18 @@ class TaskFold:
         if s.terminal is None:
             if state in TERMINAL_STATES:
                 s.terminal, s.terminal_position, s.terminal_exchange = state, pos, exchange_id
+                # the other streams of the task open now (a resubscribe beside a stream a proxy reads
+                # to its end) deliver the same updates at their own pace: not after the end, until
+                # each delivers the end itself
+                s.catching_up = [k for k in s.before_end if k != exchange_id]
             return
+        key = exchange_id or 0
+        if key in s.catching_up:
+            if state not in TERMINAL_STATES:
+                return  # still catching up
+            s.catching_up.remove(key)  # it has caught up: what follows on it is after the end
+            if state == s.terminal:
+                return  # (another terminal state is judged below)
         if state is not None and state not in ("unknown", s.terminal):
             was, since = s.terminal, s.terminal_position
             if state in TERMINAL_STATES:
@@ -764,7 +794,7 @@ class TaskFold:
         return fallback if state is None else state
 
     def _closed_streams(self, closed: Mapping[int, float] | None) -> list[Fault]:
-        """``stream-closed-active``: a stream ended while the task was submitted/working.
+        """``closed-while-working``: a stream ended while the task was submitted/working.
 
         A stream ends when its exchange ends: ``closed`` maps the exchanges that ended (their
         ended row) to when. Without it (a log alone), a stream counts as ended once a later event
@@ -777,7 +807,7 @@ class TaskFold:
         last = s.last_position
         for key, st in s.streams.items():
             if st.last == last and is_active(s.state):
-                continue  # the log ends on this stream with the task active: ``ended-active`` says it
+                continue  # the log ends on this stream with the task active: the log's end says it
             if closed is None:
                 if st.last == last:
                     continue  # the log ends on this stream (it may still be open)
@@ -789,11 +819,11 @@ class TaskFold:
                 state = self._state_at(max(ended, st.at), st.state)
             if is_active(state):
                 out.append(
-                    Fault("stream-closed-active", "warning", f"a stream ended while the task was {state}", [st.last], 1)
+                    Fault(CLOSED_WHILE_WORKING, "warning", f"a stream ended while the task was {state}", [st.last], 1)
                 )
         if len(out) > 1:
             positions = sorted(p for f in out for p in f.positions)
-            return [Fault("stream-closed-active", "warning", out[-1].message, positions[:_MAX_POSITIONS], len(out))]
+            return [Fault(CLOSED_WHILE_WORKING, "warning", out[-1].message, positions[:_MAX_POSITIONS], len(out))]
         return out
 
     def view(self, closed: Mapping[int, float] | None = None) -> TaskView:
@@ -830,11 +860,13 @@ class TaskFold:
                         text,
                     )
                 )
-        faults = [Fault(f.code, f.level, f.message, list(f.positions), f.count) for f in s.faults.values()]
+        faults = [
+            Fault(_CODE.get(f.code, f.code), f.level, f.message, list(f.positions), f.count) for f in s.faults.values()
+        ]
         faults.extend(self._closed_streams(closed))
         if s.state in _ACTIVE and s.events:
             faults.append(
-                Fault("ended-active", "warning", f"the log ends with the task {s.state}", [s.last_position], 1)
+                Fault(CLOSED_WHILE_WORKING, "warning", f"the log ends with the task {s.state}", [s.last_position], 1)
             )
         return TaskView(
             task_id=s.task_id,

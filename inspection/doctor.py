@@ -13,14 +13,15 @@ Levels: ``error`` (the contract was broken, or a user saw something wrong) and `
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
+from a2a_tape.fold.codes import CHECKS as _CODES
+from a2a_tape.fold.codes import FROM_FOLD
 from a2a_tape.fold.fold import TaskFold
 from a2a_tape.fold.profiles import channel_of, crossed_channel, is_answer_channel
 from a2a_tape.fold.views import TaskView
-from a2a_tape.inspection.push_checks import CHECKS as PUSH_CHECKS
 from a2a_tape.inspection.push_checks import check_pushes
 from a2a_tape.inspection.steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
 from a2a_tape.inspection.words import count
@@ -39,24 +40,8 @@ Level = Literal["error", "warning"]
 Add = Callable[[str, Level, str, Iterable[int]], None]
 """How a check reports a finding: ``add(code, level, message, positions)``."""
 
-# the checks, with what each means (docs and `doctor --json` consumers rely on the codes)
-CHECKS: dict[str, str] = {
-    "closed-while-working": "a stream ended while the task was still submitted/working",
-    "events-after-terminal": "events arrived after the task reached a terminal state",
-    "terminal-changed": "a terminal state changed afterwards (e.g. completed, then working)",
-    "first-item": "a stream's first item is neither a Task nor a lone Message",
-    "answer-shown-twice": "the final answer is doubled (by the agent, or for a naive client by a snapshot)",
-    "text-crosses-channels": "one artifact carried text of more than one channel",
-    "artifact-not-closed": "an artifact never got lastChunk (while others did, or the task never finished)",
-    "sequence-gap": "upstream sequence numbers skip values",
-    "sequence-repeat": "upstream sequence numbers or event ids repeat",
-    "interrupted-no-follow-up": "the task waits for input or auth and nothing followed",
-    "undecodable": "an item could not be decoded",
-    "after-last-chunk": "text appended to an artifact after its lastChunk (from the projection)",
-    "rpc-error": "a JSON-RPC error arrived on the task's stream (from the projection)",
-    "stored-copy-differs": "the agent's stored task (a GetTask answer after the stream ended it) differs from the stream",
-    **PUSH_CHECKS,
-}
+CHECKS = _CODES
+"""Every fault code with what it means: the one table, :data:`fold.codes.CHECKS`."""
 
 
 class Finding(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -94,12 +79,15 @@ def findings(
     *,
     steps: Sequence[Step] | None = None,
     view: TaskView | None = None,
+    followed: bool = False,
 ) -> list[Finding]:
     """Every fault of one task, in the order of the first position involved.
 
     Pure: the task's stored events (and its exchanges, when known) in, the findings out;
     ``steps``: the events already decoded (:func:`inspection.steps.decode_events` of ``events``);
-    ``view``: their fold's view already made (over ``steps``, with ``exchanges``' closed ones)."""
+    ``view``: their fold's view already made (over ``steps``, with ``exchanges``' closed ones).
+    ``followed``: these are a run of the task that a later run follows (the next turn of a
+    conversation, ``record --continue``): a task left waiting for input was followed up."""
     exchanges = list(exchanges)
     steps = decode_events(events) if steps is None else list(steps)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
@@ -114,7 +102,8 @@ def findings(
         for step in steps:
             fold.apply(step.event, step.item)
         view = fold.view(closed_exchanges(exchanges) if exchanges else None)
-    _check_waiting(steps, add)
+    if not followed:
+        _check_waiting(steps, add)
     _check_streams(_streams(upstream), steps, ex_by_id, add)
     _check_artifacts(task_id, upstream, steps, add)
     _check_sequences(upstream, add)
@@ -287,22 +276,12 @@ def _check_sequences(upstream: Sequence[Step], add: Add) -> None:
             last_seq[scope] = (meta.sequence, s.position)
 
 
-_FROM_FOLD = {
-    "terminal-changed": "terminal-changed",
-    "terminal-reopened": "terminal-changed",
-    "after-terminal": "events-after-terminal",
-    "after-last-chunk": "after-last-chunk",
-    "rpc-error": "rpc-error",
-    "stored-copy-differs": "stored-copy-differs",
-}
-"""The faults the fold notes (fold/fold.py holds their rules), under doctor's codes (CHECKS)."""
-
-
 def _fold_faults(view: TaskView, add: Add) -> None:
+    """The faults the fold notes (fold/fold.py holds their rules) that doctor takes as they are
+    (:data:`fold.codes.FROM_FOLD`); it finds the others itself."""
     for f in view.faults:
-        code = _FROM_FOLD.get(f.code)
-        if code is not None:
-            add(code, "error" if f.level == "error" else "warning", f.message, f.positions)
+        if f.code in FROM_FOLD:
+            add(f.code, "error" if f.level == "error" else "warning", f.message, f.positions)
 
 
 def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[int]]:
@@ -434,10 +413,35 @@ def run_findings(task_id: str, events: Sequence[StoredEvent], exchanges: Iterabl
     found = [
         msgspec.structs.replace(f, run=run.selector, message=f"{run.selector}: {f.message}")
         for run in runs
-        for f in findings(task_id, run.events, run.exchanges)
+        for f in findings(task_id, run.events, run.exchanges, followed=run is not runs[-1])
     ]
     found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
     return found
+
+
+class FaultCount(NamedTuple):
+    """How many findings doctor has for a task or a run, by level: what every list shows as its
+    "faults" (``tasks``, ``tasks --runs``, the UI's list), so it is always doctor's count."""
+
+    errors: int = 0
+    warnings: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.errors + self.warnings
+
+    @classmethod
+    def of(cls, found: Iterable[Finding]) -> FaultCount:
+        levels = [f.level for f in found]
+        errors = levels.count("error")
+        return cls(errors, len(levels) - errors)
+
+
+def task_fault_count(store: Recordings, task_id: str, exchanges: Iterable[Exchange] | None = None) -> FaultCount:
+    """``doctor TASK``'s counts (every run of the task, each examined alone); ``exchanges``: the
+    task's, when the caller has read them already."""
+    events = store.read_task(task_id)
+    return FaultCount.of(run_findings(task_id, events, store.exchanges(task_id) if exchanges is None else exchanges))
 
 
 def diagnose(store: Recordings, task_id: str | None = None, run: int | None = None) -> Report:
@@ -445,8 +449,13 @@ def diagnose(store: Recordings, task_id: str | None = None, run: int | None = No
     if run is not None and task_id is not None:
         from a2a_tape.fold.runs import pick_run, task_runs
 
-        one = pick_run(task_runs(store, task_id), task_id, run)
-        found = [msgspec.structs.replace(f, run=one.selector) for f in findings(task_id, one.events, one.exchanges)]
+        runs = task_runs(store, task_id)
+        one = pick_run(runs, task_id, run)
+        followed = one.number != runs[-1].number
+        found = [
+            msgspec.structs.replace(f, run=one.selector)
+            for f in findings(task_id, one.events, one.exchanges, followed=followed)
+        ]
         errors = sum(1 for f in found if f.level == "error")
         return Report(tasks=1, errors=errors, warnings=len(found) - errors, findings=found)
     ids = [task_id] if task_id is not None else [t.task_id for t in store.task_events()]

@@ -16,14 +16,15 @@ index kept incrementally and one rebuilt from nothing hold the same rows. When t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
 from a2a_tape.fold.catch_up import ProjectionMoved, catch_up_retrying, code_digest
 from a2a_tape.inspection import doctor as _doctor
-from a2a_tape.store import Durability, FindingsStore, Recordings, Store
+from a2a_tape.store import Durability, Exchange, FindingsStore, Recordings, Store
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.indexes import DOCTOR_CURSOR, FindingsRow
 
 if TYPE_CHECKING:  # imported when a pool is started: a CLI that never starts one does not pay for them
@@ -187,6 +188,56 @@ def _examine(location: str, durability: Durability, task_ids: list[str]) -> list
 
         st = _worker_stores[location] = open_store(location, create=False, durability=durability)
     return [r for r in (task_row(st, t) for t in task_ids) if r is not None]
+
+
+LIST_CATCH_UP = 200
+"""A list (``tasks``, the UI's) brings the findings kept in the log up to date first when at most
+this many tasks wait to be examined (a log ``doctor`` has examined, grown since): then each row's
+count is read, not examined again. Further behind (a big log doctor never examined), each listed
+task is examined afresh: the list costs what it shows."""
+
+
+class FaultCounter:
+    """doctor's counts of tasks as every list shows them (:func:`inspection.doctor.task_fault_count`):
+    from the findings kept in the log when they are current, else examined afresh."""
+
+    def __init__(self, store: Recordings, *, catch_up_at_most: int = LIST_CATCH_UP) -> None:
+        self.store = store
+        self.at_most = catch_up_at_most
+        self._kept: FindingsStore | None | bool = False  # False: not decided yet
+
+    def _current(self) -> FindingsStore | None:
+        """The store, when its findings are current (brought up to date if few tasks wait)."""
+        st = self.store
+        if not hasattr(st, "findings_counts"):  # a store that keeps no findings
+            return None
+        kept = cast("Store", st)
+        try:
+            if kept.get_meta(_VERSION_KEY) != _code_digest():
+                return None
+            start, end = kept.projection_cursor(DOCTOR_CURSOR), kept.last_position()
+            if end == start:
+                return kept if not kept.findings_unsettled() else self._caught_up(kept)
+            if len(kept.tasks_touched(start, end)) + len(kept.findings_unsettled()) > self.at_most:
+                return None
+            return self._caught_up(kept)
+        except A2ATapeError:  # locked, read-only: examine afresh
+            return None
+
+    @staticmethod
+    def _caught_up(st: Store) -> FindingsStore | None:
+        return st if DoctorIndex(st, workers=1).catch_up() is not None else None
+
+    def __call__(self, task_id: str, exchanges: Iterable[Exchange] | None = None) -> _doctor.FaultCount:
+        if self._kept is False:
+            self._kept = self._current()
+        kept = self._kept
+        if isinstance(kept, bool) or kept is None:
+            return _doctor.task_fault_count(self.store, task_id, exchanges)
+        got = kept.findings_counts(task_id)
+        if got is None:  # a task with no events (any more)
+            return _doctor.task_fault_count(self.store, task_id, exchanges)
+        return _doctor.FaultCount(*got)
 
 
 def doctor_report(

@@ -22,6 +22,8 @@ from a2a_tape.capture.lineage import families as inferred_families
 from a2a_tape.fold.fold import RunRef, TaskFold
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.views import TaskView
+from a2a_tape.inspection.doctor import FaultCount
+from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.messages import LoneMessage, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection
@@ -144,7 +146,7 @@ class TaskRow(msgspec.Struct):
     first_at: float
     last_at: float
     profile: str
-    faults: int
+    faults: int  # doctor's findings of the task (``doctor TASK``): errors + warnings
     final_answer: str | None
     kind: str = "task"
     message_id: str | None = None
@@ -155,6 +157,8 @@ class TaskRow(msgspec.Struct):
     children: list[str] = []  # the tasks this one's agent called
     runs: int = 1  # how many runs the task has (fold.runs); the row shows the latest
     sources: list[str] = []  # the source of each run, in order (client, proxy, in-process, replay, import)
+    errors: int = 0  # of ``faults``, doctor's errors
+    warnings: int = 0  # and its warnings
 
 
 class TaskFilter(msgspec.Struct, frozen=True):
@@ -296,6 +300,8 @@ class _Seen:
     carried, the time they span (for the callers and callees inferred of a page's tasks)."""
 
     def __init__(self, st: Recordings | None = None) -> None:
+        self.exchanges: dict[str, list[Exchange]] = {}  # task -> its exchanges, once read
+        self._counter: FaultCounter | None = None  # doctor's counts, read when a row asks
         self.bindings: dict[str, set[str]] = {}
         self.traces: dict[str, list[ExchangeTrace]] = {}
         self.lineage = False  # every row's parent and children, inferred ones too (tasks --json)
@@ -360,9 +366,19 @@ class _Seen:
             self.lineage_done = True
         return self._inferred.get(task_id, (None, [], None))
 
+    def faults(self, task_id: str) -> FaultCount:
+        """doctor's counts of the task (``doctor TASK``): a list's faults are doctor's."""
+        if self._st is None:  # pragma: no cover - a listing always has its store
+            return FaultCount()
+        if self._counter is None:
+            self._counter = FaultCounter(self._st)
+        return self._counter(task_id, self.exchanges.get(task_id))
+
 
 def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
     for ex in exchanges:
+        if ex.task_id:
+            seen.exchanges.setdefault(ex.task_id, []).append(ex)
         name = binding_and_version(ex.binding, ex.dialect)[0]
         if ex.task_id and name:
             seen.bindings.setdefault(ex.task_id, set()).add(name)
@@ -371,10 +387,13 @@ def _note_bindings(exchanges: Iterable[Exchange], seen: _Seen) -> None:
         seen.note(ex)
 
 
-def _task_row(v: TaskView, bindings: Iterable[str] = (), runs: Sequence[RunRef] = ()) -> TaskRow:
+def _task_row(
+    v: TaskView, bindings: Iterable[str] = (), runs: Sequence[RunRef] = (), faults: FaultCount = FaultCount()
+) -> TaskRow:
     row = TaskRow(
-        v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, len(v.faults), v.final_answer
+        v.task_id, v.context_id, v.state, v.events, v.first_at, v.last_at, v.profile, faults.total, v.final_answer
     )
+    row.errors, row.warnings = faults
     row.bindings = sorted(bindings)
     row.runs = max(1, len(runs))
     row.sources = [r.source or "unknown" for r in runs]
@@ -389,7 +408,9 @@ def _message_row(m: LoneMessage) -> TaskRow:
 def _row(found: TaskView | LoneMessage, seen: _Seen, runs: Mapping[str, list[RunRef]] | None = None) -> TaskRow:
     if isinstance(found, LoneMessage):
         return _message_row(found)
-    row = _task_row(found, seen.bindings.get(found.task_id, ()), (runs or {}).get(found.task_id, ()))
+    row = _task_row(
+        found, seen.bindings.get(found.task_id, ()), (runs or {}).get(found.task_id, ()), seen.faults(found.task_id)
+    )
     row.trace_context = sorted(seen.traces.get(found.task_id, []), key=lambda t: t.exchange_id or 0)
     if row.trace_context or seen.lineage:
         row.parent, row.children, row.parent_inferred = seen.family(found.task_id)

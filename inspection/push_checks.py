@@ -26,18 +26,13 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.fold.codes import PUSH_AFTER_TERMINAL, PUSH_MISSED_STATE, PUSH_OTHER_TASK, PUSH_WITHOUT_TOKEN
 from a2a_tape.inspection.steps import Step, is_terminal, state_of
 from a2a_tape.store import Exchange, Note, StatusUpdate, TaskSnapshot, decode_item
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.wire.push_configs import registered
 
 PUSH = "push"
-CHECKS: dict[str, str] = {
-    "push-missed-state": "a state the agent streamed or stored was never pushed to the task's webhook",
-    "push-after-terminal": "a push arrived after the push of the task's terminal state",
-    "push-without-token": "a push came without the config's token, or with another",
-    "push-other-task": "a push for the task came to a webhook no config of the task names",
-}
 _CONFIG_WORDS = (b"pushNotificationConfig", b"PushNotificationConfig")
 _TOKEN_NOTES = {"push-token-missing": "without the config's token", "push-token-wrong": "with another token"}
 
@@ -61,7 +56,7 @@ def check_pushes(steps: Sequence[Step], exchanges: Sequence[Exchange], add: Add)
     for s in steps:
         body = s.item.body
         if s.local and isinstance(body, Note) and body.action in _TOKEN_NOTES:
-            add("push-without-token", "error", f"a push came {_TOKEN_NOTES[body.action]}", [s.position])
+            add(PUSH_WITHOUT_TOKEN, "error", f"a push came {_TOKEN_NOTES[body.action]}", [s.position])
     pushes = [ex for ex in exchanges if ex.role == PUSH]
     if not pushes and not any(w in ex.request_body for ex in exchanges for w in _CONFIG_WORDS):
         return  # no webhook: nothing was to be pushed
@@ -69,7 +64,7 @@ def check_pushes(steps: Sequence[Step], exchanges: Sequence[Exchange], add: Add)
     ends = [at for at, state in states if is_terminal(state)]
     late = [ex for ex in pushes if ends and ex.started_at > ends[0]]
     if late:
-        add("push-after-terminal", "warning", f"{len(late)} push(es) after the push of the terminal state", [])
+        add(PUSH_AFTER_TERMINAL, "warning", f"{len(late)} push(es) after the push of the terminal state", [])
     _other_task(pushes, exchanges, add)
     _missed(steps, {state for _, state in states}, add)
 
@@ -109,7 +104,7 @@ def _other_task(pushes: Sequence[Exchange], exchanges: Sequence[Exchange], add: 
     if stray:
         where = ", ".join(sorted({webhook_key(ex.url) for ex in stray}))
         add(
-            "push-other-task",
+            PUSH_OTHER_TASK,
             "error",
             f"{len(stray)} push(es) for this task came to a webhook no config of this task names ({where}):"
             " the agent sent this task's updates to a webhook registered for another",
@@ -129,4 +124,4 @@ def _missed(steps: Sequence[Step], pushed: set[str], add: Add) -> None:
     for state, pos in seen.items():
         if state not in pushed:
             level: Literal["error", "warning"] = "error" if state == last else "warning"
-            add("push-missed-state", level, f"state {state} was streamed or stored but never pushed", [pos])
+            add(PUSH_MISSED_STATE, level, f"state {state} was streamed or stored but never pushed", [pos])

@@ -10,8 +10,10 @@ Both dialects of docs/design.md section 3 are spoken; v1.0 requests carry ``A2A-
 
 from __future__ import annotations
 
+import base64
 import itertools
 import uuid
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,6 +24,7 @@ from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.json_values import Decoder
 from a2a_tape.store.methods import CARD_BINDINGS, CARD_PATH, HTTP_JSON, JSONRPC, OPERATIONS, STREAMING_OPERATIONS
+from a2a_tape.wire.dialects import part_to_v03, part_to_v1
 
 Dialect = Literal["1.0", "0.3"]
 ProtocolChoice = Literal["auto", "1.0", "0.3"]  # what --protocol asks for
@@ -163,18 +166,29 @@ def join_path(base_url: str, path: str) -> str:
 # -- requests ------------------------------------------------------------------------------
 
 
-class _Part(msgspec.Struct, omit_defaults=True):
-    text: str
-    kind: str | None = None
-
-
 class _Message(msgspec.Struct, omit_defaults=True):
     messageId: str
     role: str
-    parts: list[_Part]
+    parts: list[dict[str, Any]]
     contextId: str | None = None
     taskId: str | None = None
+    referenceTaskIds: list[str] | None = None
     kind: str | None = None
+
+
+def text_part(text: str) -> dict[str, Any]:
+    """A text part, in the v1.0 shape (:func:`send_request` writes each part in the request's dialect)."""
+    return {"text": text}
+
+
+def file_part(content: bytes, filename: str, media_type: str) -> dict[str, Any]:
+    """A file part with its bytes inline (base64), in the v1.0 shape (v0.3: ``kind: file``)."""
+    return {"raw": base64.b64encode(content).decode("ascii"), "filename": filename, "mediaType": media_type}
+
+
+def data_part(value: Any) -> dict[str, Any]:
+    """A data part (any JSON value; v0.3 carries a non-object as ``{"value": ...}``, flagged)."""
+    return {"data": value, "mediaType": "application/json"}
 
 
 class _SendParams(msgspec.Struct, omit_defaults=True):
@@ -229,20 +243,35 @@ def send_request(
     context_id: str | None = None,
     task_id: str | None = None,
     rpc_id: str | int | None = None,
+    parts: Sequence[dict[str, Any]] = (),
+    reference_task_ids: Sequence[str] = (),
     webhook: dict[str, Any] | None = None,
 ) -> Request:
-    """A send or stream of ``text``; ``webhook`` (a push config: ``url``, ``token``) registered in its
-    configuration, under the dialect's name for it."""
+    """A send (``stream``: a streaming one) of a user message: ``text`` (left out when empty and
+    other ``parts`` follow it), then ``parts`` (:func:`file_part`, :func:`data_part`, in the v1.0
+    shape), in ``dialect``'s shape. ``task_id``: continue that task; ``reference_task_ids``: the
+    tasks a new task in the same context follows from (A2A's ``referenceTaskIds``); ``webhook`` (a
+    push config: ``url``, ``token``) registered in its configuration, under the dialect's name for it."""
     mid = message_id or new_id()
+    every = ([text_part(text)] if text or not parts else []) + list(parts)
+    refs = list(reference_task_ids) or None
     if dialect == "1.0":
-        msg = _Message(messageId=mid, role="ROLE_USER", parts=[_Part(text=text)], contextId=context_id, taskId=task_id)
+        msg = _Message(
+            messageId=mid,
+            role="ROLE_USER",
+            parts=[part_to_v1(p) for p in every],
+            contextId=context_id,
+            taskId=task_id,
+            referenceTaskIds=refs,
+        )
     else:
         msg = _Message(
             messageId=mid,
             role="user",
-            parts=[_Part(text=text, kind="text")],
+            parts=[part_to_v03(p) for p in every],
             contextId=context_id,
             taskId=task_id,
+            referenceTaskIds=refs,
             kind="message",
         )
     op = "stream" if stream else "send"

@@ -28,7 +28,7 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -78,6 +78,9 @@ class RecordOptions:
     stream: bool = True
     context_id: str | None = None
     message_id: str | None = None
+    task_id: str | None = None  # the task the message continues (record --continue; recorder.turns)
+    reference_task_ids: tuple[str, ...] = ()  # the finished task a new one follows from (--continue)
+    parts: list[dict[str, Any]] = field(default_factory=list)  # after the text: --file, --data (v1.0 shape)
     headers: list[tuple[str, str]] = field(default_factory=list)
     stall_timeout: float = 120.0
     on_stall: Literal["cancel", "resend"] = "cancel"
@@ -174,6 +177,9 @@ class Recorder:
             stream=streaming,
             message_id=self.opts.message_id,
             context_id=self.opts.context_id,
+            task_id=self.opts.task_id,
+            parts=self.opts.parts,
+            reference_task_ids=self.opts.reference_task_ids,
             webhook=self.webhook,
         )
         res = await self.call(req, first=True)
@@ -208,7 +214,7 @@ class Recorder:
         if s.task_id is None or not self._last_streaming or self.stalled or self.error or s.state not in SETTLED_STATES:
             return
         await s.note("GetTask", "asking the agent for the task once, so the recording holds its own GetTask answer")
-        ended = await self.up.exchange(task_request("get", self.dialect, s.task_id), self.endpoint, Collect())
+        ended = await self.up.exchange(task_request("get", self.dialect, s.task_id), self.endpoint, _Kept(s))
         if ended.outcome != "ok":
             await s.note("GetTask failed", ended.error or ended.outcome)
 
@@ -281,6 +287,8 @@ class Recorder:
                 self.opts.text,
                 stream=self.opts.stream and self.card.streaming,
                 context_id=ctx,
+                parts=self.opts.parts,
+                reference_task_ids=self.opts.reference_task_ids,
                 webhook=self.webhook,
             )
             await self.follow(await self.call(req, first=True))
@@ -364,6 +372,19 @@ class _Fold:
         if s.state in SETTLED_STATES or self.errors or (s.state == "unknown" and s.fold.reply is not None):
             return None
         return f"stream closed while the task was {s.state}"
+
+
+class _Kept(Collect):
+    """The sink of the GetTask asked once after the stream: its answer is kept, not folded (what
+    the run shows is what the stream said), and counted among the run's events (Session.kept)."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def take(self, stored: Sequence[StoredEvent], items: Sequence[Item | TextChunk]) -> None:
+        super().take(stored, items)
+        self.session.kept(stored)
 
 
 class _Follow:

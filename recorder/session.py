@@ -39,8 +39,8 @@ class Session:
         self.task_id: str | None = None
         self.context_id: str | None = None
         self.fold = LiveFold()
-        self.events = 0  # upstream events recorded
-        self.local_events = 0
+        self.events = 0  # the task's events this run put in the log: see :meth:`kept`
+        self.local_events = 0  # of them, our own (origin local)
         self.commits = 0  # transactions that carried events (group commit: fewer than events)
         self.errors: list[ErrorItem] = []
         self.last_progress = time.monotonic()
@@ -83,12 +83,25 @@ class Session:
             progress = True
             fold.apply_texts(stored[run:], cast("Sequence[TextChunk]", items[run:]))
         self.errors += errors
-        self.events += len(stored)
+        self.kept(stored)
         if progress or (has_snapshot and self._signature() != before):
             self.last_progress = time.monotonic()
         if self.on_change is not None:
             self.on_change(self)
         return errors
+
+    def kept(self, stored: Sequence[StoredEvent]) -> None:
+        """Count events this run put in the log. The one definition of a task's (run's) events:
+        every row the log holds for it, the agent's and ours (LOCAL notes, a synthetic FAILED, the
+        GetTask answer kept beside the stream), as ``show`` lists them and ``tasks``, ``channels``
+        and the UI count them (the fold counts each row it folds: :attr:`fold.views.TaskView.events`).
+        A lone Message reply has no task: its events are its exchange's. A note of ours filed under
+        neither (before the send) is nobody's."""
+        for ev in stored:
+            if ev.task_id is not None or ev.exchange_id is not None:
+                self.events += 1
+                if ev.origin == "local":
+                    self.local_events += 1
 
     def _signature(self) -> tuple[object, ...]:
         """What a poll must change to count as progress (a repeated snapshot is not)."""
@@ -98,7 +111,7 @@ class Session:
         """Record a decision of ours (origin ``local``) in the task's log, before it is acted on."""
         new = note_event(self, action, detail, task_id=self.task_id, exchange_id=ex_id)
         ev: StoredEvent = yield functools.partial(self.store.append, new)
-        self.local_events += 1
+        self.kept([ev])
         if self.on_change is not None:
             self.on_change(self)
         return ev
@@ -114,7 +127,7 @@ class Session:
         new = failed_event(self, self.task_id, self.context_id, reason)
         ev: StoredEvent = yield functools.partial(self.store.append, new)
         self.fold.apply(ev, store.decode_item(new.payload))
-        self.local_events += 1
+        self.kept([ev])
 
     async def fail_locally(self, reason: str) -> None:
         """:meth:`fail_locally_writes` through the one commit mechanism."""
@@ -129,6 +142,7 @@ class Session:
     def reset_for_new_task(self) -> None:
         """``--on-stall resend``: the next items belong to a new task in the same context."""
         self.task_id = None
+        self.events = self.local_events = 0  # the new task's, from here
         self.fold = LiveFold()
         self.errors = []
         self.last_progress = time.monotonic()

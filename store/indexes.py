@@ -283,6 +283,11 @@ class IndexSql(SharedSql):
     def findings_unsettled(self) -> list[str]:
         return [r[0] for r in self._read("SELECT task_id FROM doctor_findings WHERE settled = 0")]
 
+    def findings_counts(self, task_id: str) -> tuple[int, int] | None:
+        """(errors, warnings) of a task's findings row, None when it has none."""
+        rows = self._read(f"SELECT errors, warnings FROM doctor_findings WHERE task_id = {self._mark}", (task_id,))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
     def findings_totals(self) -> tuple[int, int, int]:
         """(tasks, errors, warnings) over every findings row."""
         n, e, w = self._read(

@@ -18,6 +18,8 @@ from a2a_tape.fold.fold import TaskFold, fold_task_events
 from a2a_tape.fold.runs import BadSelector, Run, pick_run, read_selector, selector, task_runs
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection import listing
+from a2a_tape.inspection.doctor import FaultCount
+from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.grep import Match, is_literal, iter_grep
 from a2a_tape.inspection.messages import LoneMessage, find_message, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
@@ -158,17 +160,18 @@ def views_of(store: Store, task_ids: Sequence[str]) -> dict[str, TaskView]:
     return out
 
 
-def passes(store: Store, view: TaskView, f: Filters) -> bool:
-    """Whether a task passes every filter (the index's and the others)."""
+def passes(store: Store, view: TaskView, f: Filters, faults: FaultCount | None = None) -> bool:
+    """Whether a task passes every filter (the index's and the others); ``faults``: doctor's
+    counts of the task (read when the level filter needs them and they are not given)."""
     if f.states and view.state not in f.states:
         return False
     if f.context is not None and view.context_id != f.context:
         return False
     if f.since is not None and view.last_at < f.since:
         return False
-    if f.level is not None:
-        levels = {fault.level for fault in view.faults}
-        if "error" not in levels and (f.level == "error" or "warning" not in levels):
+    if f.level is not None:  # doctor's levels, as the list's faults column counts them
+        errors, warnings = faults if faults is not None else FaultCounter(store)(view.task_id)
+        if not errors and (f.level == "error" or not warnings):
             return False
     return _went(store.exchanges(view.task_id) if f.binding or f.upstream else [], f)
 
@@ -207,14 +210,17 @@ def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int
         lone=lone_messages(store, taskless),
     )
     last = None
+    counted = FaultCounter(store)  # doctor's counts, as ``tasks`` shows them
     for item, key in keyed:
         scanned += 1
         last = key
         if isinstance(item, LoneMessage):
             if f.index_only or _message_passes(item, by_id, f):
                 found.append(rows.message_row(item))
-        elif f.index_only or passes(store, item, f):
-            found.append(rows.list_row(item))
+        else:
+            faults = counted(item.task_id)
+            if f.index_only or passes(store, item, f, faults):
+                found.append(rows.list_row(item, faults))
         if len(found) >= limit or scanned >= SCAN:
             return ListPage(found, last, scanned)
     return ListPage(found, None, scanned)
@@ -228,13 +234,14 @@ def search(store: Store, f: Filters, *, after: int | None = None, limit: int = P
     found: list[rows.TaskListRow] = []
     scanned = 0
     pending: dict[str, tuple[str, int]] = {}
+    counted = FaultCounter(store)
 
     def flush() -> None:
         views = views_of(store, list(pending))
         for t, (snippet, _) in pending.items():
             view = views.get(t)
-            if view is not None and passes(store, view, f):
-                found.append(rows.list_row(view, match=snippet))
+            if view is not None and passes(store, view, f, faults := counted(t)):
+                found.append(rows.list_row(view, faults, match=snippet))
         pending.clear()
 
     last = None

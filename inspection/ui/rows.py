@@ -15,7 +15,7 @@ import msgspec
 from a2a_tape.fold import tool_calls
 from a2a_tape.fold.runs import Run, StoredCopy, stored_copy
 from a2a_tape.fold.views import TaskView
-from a2a_tape.inspection.doctor import Finding
+from a2a_tape.inspection.doctor import FaultCount, Finding
 from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.steps import summary
 from a2a_tape.inspection.ui.render import cell
@@ -290,12 +290,14 @@ class TaskListRow(msgspec.Struct, frozen=True):
     first_at: float
     last_at: float
     last_position: int
-    faults: int
+    faults: int  # doctor's findings of the task (``doctor TASK``, as ``tasks`` counts them)
     profile: str
     answer: str | None  # the final answer's first line, shortened
     match: str | None = None  # a search's snippet
     kind: str = "task"
     message_key: str = ""  # a lone Message reply's message id, else its context id
+    errors: int = 0  # of ``faults``, doctor's errors
+    warnings: int = 0  # and its warnings
 
     @property
     def name(self) -> str:
@@ -331,7 +333,8 @@ def message_row(m: LoneMessage) -> TaskListRow:
     )
 
 
-def list_row(view: TaskView, match: str | None = None) -> TaskListRow:
+def list_row(view: TaskView, faults: FaultCount, match: str | None = None) -> TaskListRow:
+    """A task in the list; ``faults``: doctor's counts of it (:func:`inspection.doctor.task_fault_count`)."""
     answer = _first_line(view.final_answer)
     return TaskListRow(
         task_id=view.task_id,
@@ -342,10 +345,12 @@ def list_row(view: TaskView, match: str | None = None) -> TaskListRow:
         first_at=view.first_at,
         last_at=view.last_at,
         last_position=view.last_position,
-        faults=len(view.faults),
+        faults=faults.total,
         profile=view.profile,
         answer=answer,
         match=match,
+        errors=faults.errors,
+        warnings=faults.warnings,
     )
 
 

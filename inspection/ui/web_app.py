@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.diff import normalised, run_sides
 from a2a_tape.inspection.doctor import findings as doctor_findings
+from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.ui import diffview, pages, reading, rows
 from a2a_tape.inspection.ui.access import protect
@@ -435,12 +436,14 @@ class UI:
         touched = st.tasks_touched(after, upto)
         views = reading.views_of(st, touched)
         out = []
+        counted = FaultCounter(st)
         for t in touched:
             view = views.get(t)
             if view is None:
                 continue
-            row = _with_href(rows.list_row(view))
-            keep = reading.passes(st, view, f)
+            faults = counted(t)  # doctor's counts, as the list shows them
+            row = _with_href(rows.list_row(view, faults))
+            keep = reading.passes(st, view, f, faults)
             out.append(
                 fragment(
                     "tasks.html",

@@ -6,8 +6,10 @@ A block runs as pasted unless the HTML comment just above its fence says otherwi
 - ``<!-- background, ready at "TEXT" -->``: the block's last command runs until stopped (a
   server, as in another terminal); the test goes on once it printed TEXT, and stops it with
   SIGTERM (exit 0 expected) where the section ends (the next ``## `` heading).
-- ``<!-- with `COMMAND`, ready at "TEXT" -->``: the test starts COMMAND (a server the block
-  talks to) before the block, and stops it after.
+
+A block that needs a server starts it itself (``a2a-tape serve ... 2> serve.log &``, then waits
+until the log says it is ready, and stops it with ``kill %1``), as a reader pastes it: nothing a
+block needs is named only in a comment. Whatever a block leaves running is stopped after it.
 - ``<!-- pytest file: PATH -->``: the block is a test module; the test writes it to PATH and
   runs pytest on it.
 """
@@ -24,7 +26,6 @@ LANGUAGES = (*SHELL, "python")
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*(.*?)\s*-->$")
 _READY = re.compile(r'ready at "([^"]+)"')
-_WITH = re.compile(r"^with `([^`]+)`")
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,6 @@ class Block:
     @property
     def ready(self) -> str | None:
         m = _READY.search(self.marker or "")
-        return m.group(1) if m else None
-
-    @property
-    def with_command(self) -> str | None:
-        m = _WITH.match(self.marker or "")
         return m.group(1) if m else None
 
     @property

@@ -1,16 +1,21 @@
 """Every shell and Python block of README.md and docs/*.md runs as pasted (tests/docs/blocks.py
-says how a block is marked when it cannot, or needs a server beside it): in a directory of its
-own holding a copy of ``recordings/`` and a ``.venv`` that is this one, the installed CLI on PATH,
-against the demo agent, a replay server, or the golden recordings.
+says how a block is marked when it cannot, or is a server a reader leaves running in a terminal):
+in a directory of its own holding a copy of ``recordings/`` and a ``.venv`` that is this one, the
+installed CLI on PATH. A block that needs a server (the demo agent, a replay) starts it itself.
 
 The blocks of one page run in order in one directory (a later block reads what an earlier one
-recorded); pages take a lock, since their servers listen on the ports the docs name."""
+recorded); pages take a lock, since their servers listen on the ports the docs name. Following
+the README top to bottom leaves no doctor finding it did not announce (every database it made)."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -42,10 +47,33 @@ def run_block(block: Block, cwd: Path, env: dict[str, str], n: int) -> str | Non
         argv = [str(VENV / "bin" / "python"), script.name]
     else:
         argv = ["bash", "-e", "-o", "pipefail", "-c", block.text]
-    run = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    if run.returncode != 0 or "Traceback" in run.stderr:
-        return f"{block.where}: exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    # a session of its own: whatever the block left running (a server it failed to stop) ends with
+    # it; its output in files, so a server it left does not hold the test until it ends
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errs:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=errs, text=True, start_new_session=True)
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        left = _end_group(proc.pid)
+        out.seek(0)
+        errs.seek(0)
+        stdout, stderr = out.read(), errs.read()
+    if proc.returncode != 0 or "Traceback" in stderr:
+        return f"{block.where}: exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    if left:
+        return f"{block.where}: left a process running (a block stops what it starts)"
     return None
+
+
+def _end_group(pgid: int) -> bool:
+    """Kill what is left of a block's process group; whether anything was."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def stop_all(servers: list[Background], where: str) -> list[str]:
@@ -71,23 +99,28 @@ def run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
                 continue
             if block.language in SHELL:
                 problems += shell_problems(block)
-            beside = Background(block.with_command, cwd, env, block.ready or "http://") if block.with_command else None
-            try:
-                if block.background:
-                    *first, last = commands(block.text)
-                    script = "\n".join([*first, f"exec {last}"])
-                    servers.append(Background(script, cwd, env, block.ready or "http://", shell_script=True))
-                elif (problem := run_block(block, cwd, env, n)) is not None:
-                    problems.append(problem)
-            finally:
-                if beside is not None and (code := beside.stop()) != 0:
-                    problems.append(f"{block.where}: `{block.with_command}` ended {code}: {beside.text[-2000:]}")
+            if block.background:
+                *first, last = commands(block.text)
+                script = "\n".join([*first, f"exec {last}"])
+                servers.append(Background(script, cwd, env, block.ready or "http://", shell_script=True))
+            elif (problem := run_block(block, cwd, env, n)) is not None:
+                problems.append(problem)
     finally:
         problems += stop_all(servers, f"{page.name} {section!r}")
     return problems
 
 
-@pytest.mark.parametrize("page", documents(), ids=lambda p: str(p.relative_to(ROOT)))
+README = ROOT / "README.md"
+DEMO_AGENT = {"artifact-not-closed": 1, "answer-shown-twice": 1}  # the demo agent's two warnings, on purpose
+ANNOUNCED = {
+    # database the README makes -> doctor's findings the README says it holds (code: how many)
+    "agent.db": DEMO_AGENT,
+    "probe.db": {**DEMO_AGENT, "closed-while-working": 2},  # the streams the probe cut on purpose
+}
+"""What the README announces doctor finds in what it recorded; every other database: nothing."""
+
+
+@pytest.mark.parametrize("page", [p for p in documents() if p != README], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_block_runs_as_pasted(page, tmp_path):
     if not any(b.not_run is None for b in blocks_of(page)):
         pytest.skip(f"{page.name}: no block to run")
@@ -97,9 +130,45 @@ def test_every_block_runs_as_pasted(page, tmp_path):
     assert not problems, "\n\n".join(problems)
 
 
+def test_the_readme_top_to_bottom_leaves_only_the_findings_it_announces(tmp_path):
+    """Every README block, in order, in one directory as a newcomer follows it; then doctor on
+    every database it made: exit 0, and exactly the findings the README announces. Before: two
+    blocks recorded one replay into rest.db, and the proxy + probe block left doctor's error
+    (events-after-terminal) in agent.db; blocks needed servers named only in HTML comments."""
+    cwd = reader_dir(tmp_path)
+    env = reader_env(tmp_path / "home")
+    with locked(LOCK):
+        problems = run_page(README, cwd, env)
+    assert not problems, "\n\n".join(problems)
+    made = sorted(p.name for p in cwd.glob("*.db"))
+    assert set(ANNOUNCED) <= set(made), made
+    found = {}
+    for name in made:
+        run = subprocess.run(
+            [str(VENV / "bin" / "a2a-tape"), "doctor", "--db", name, "--json"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        doc = json.loads(run.stdout)
+        codes = [f["code"] for f in doc["findings"]]
+        found[name] = (run.returncode, {c: codes.count(c) for c in codes})
+    assert found == {name: (0, ANNOUNCED.get(name, {})) for name in made}
+    text = README.read_text()
+    assert all(f"`{code}`" in text for codes in ANNOUNCED.values() for code in codes)
+
+
+def test_no_block_needs_a_server_named_only_in_a_comment():
+    """The ``with `COMMAND``` marker is gone: a block starts the server it needs (issue 37 item 1)."""
+    withs = [b.where for p in documents() for b in blocks_of(p) if b.marker and b.marker.startswith("with ")]
+    assert not withs
+
+
 def test_every_block_is_run_or_says_why_not():
     """A marker is one of the known kinds: a typo would silently run (or skip) a block."""
-    known = ("not run:", "background", "with `", "pytest file:")
+    known = ("not run:", "background", "pytest file:")
     odd = [b.where for p in documents() for b in blocks_of(p) if b.marker and not b.marker.startswith(known)]
     assert not odd
     reasons = [b.where for p in documents() for b in blocks_of(p) if b.not_run == ""]

@@ -1,7 +1,7 @@
 """``record`` asks the agent for the task once after a stream ends (issue 22 item 4): the recording
 holds the agent's own GetTask answer (a replay serves GetTask as that agent answers it: agents keep
 history differently), on each binding, after a local note saying why; ``--no-get-task`` leaves it
-out. The run's own view (state, answer, events) is what the stream said."""
+out. The run's own view (state, answer) is what the stream said; its events are every row it put in the log."""
 
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ def test_record_keeps_the_agents_get_task_answer_after_the_stream(tmp_path, bind
         notes = [e for e in st.read_task(out["task_id"]) if e.origin == "local"]
     finally:
         st.close()
-    assert out["events"] == len(streamed)  # the run's count is the stream's: the GetTask answer is beside it
+    # the run's count is every row the log holds for it (tasks, channels and the UI count so): the
+    # stream, our note, and the GetTask answer kept beside the stream
+    assert out["events"] == len(streamed) + len(notes) + len(answer)
     item = store.decode_item(answer[0].payload)
     assert item.kind == "task" and item.body.state == "completed"
     assert any(b"GetTask" in e.payload for e in notes)

@@ -24,9 +24,10 @@ def test_v1_streaming_records_every_event_in_order(sdk_agent, record, db_path):
     doc = run.json
     assert doc["state"] == "completed"
     assert doc["final_answer"] == ANSWER
-    assert doc["events"] == 6
+    assert doc["events"] == 8 and doc["local_events"] == 1
     with store.open_store(db_path) as st:
-        # the stream's six (its count), then the note and the agent's answer to the GetTask asked once after it
+        # the stream's six, then the note and the agent's answer to the GetTask asked once after it:
+        # eight, as tasks, channels and show count them
         kinds = ["task", "status", "artifact", "artifact", "artifact", "status", "note", "task"]
         assert _kinds(st, doc["task_id"]) == kinds
         stream = [x for x in st.exchanges() if x.rpc_method == "SendStreamingMessage"]

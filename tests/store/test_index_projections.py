@@ -60,6 +60,7 @@ def test_findings_rows_cursor_totals_and_unsettled(st):
     assert st.findings_unsettled() == ["a"]
     assert [r[0] for r in st.findings_rows()] == ["b", "c"]
     assert list(st.findings_rows(faulty_only=False, batch=1)) == [rows[0], rows[1], rows[2]]
+    assert (st.findings_counts("b"), st.findings_counts("c"), st.findings_counts("zz")) == ((1, 1), (0, 2), None)
     st.findings_reset()
     assert st.findings_totals() == (0, 0, 0) and st.projection_cursor("doctor") == 0
 

@@ -1,5 +1,6 @@
 """Lifecycle faults are the fold's (fold/fold.py): ``channels`` lists them, doctor reports the same
-ones under its codes (terminal-changed, events-after-terminal) and adds only what a fold cannot see.
+ones under the same codes (terminal-changed, events-after-terminal: fold/codes.py, the one table)
+and adds only what a fold cannot see.
 
 doctor kept its own copy of the rules, and the two had drifted:
 - our own synthetic FAILED (origin local) made the fold blame the agent for going on afterwards
@@ -24,8 +25,7 @@ from a2a_tape.store import Exchange, StoredEvent, local_failed
 from tests.replay.inspect.builders import Tape, items
 from tests.replay.inspect.conftest import cli
 
-LIFECYCLE = {"terminal-changed": "terminal-changed", "terminal-reopened": "terminal-changed"}
-LIFECYCLE["after-terminal"] = "events-after-terminal"
+LIFECYCLE = {"terminal-changed": "terminal-changed", "events-after-terminal": "events-after-terminal"}
 
 
 def both(tmp_path, build, dialect="1.0"):
@@ -58,7 +58,7 @@ def test_our_own_failed_is_no_fault_of_the_agent_that_goes_on(tmp_path, dialect)
 
 def test_the_terminal_status_sent_again_on_its_stream_is_an_event_after_the_end(tmp_path):
     fold, _ = both(tmp_path, lambda t, it: t.stream(it, stream(it, it.status("completed"), it.status("completed"))))
-    assert fold == {("after-terminal", "error"): [4, 5]}  # the end at 4; the repeat at 5
+    assert fold == {("events-after-terminal", "error"): [4, 5]}  # the end at 4; the repeat at 5
 
 
 def test_a_repeat_by_another_exchange_is_fine(tmp_path):
@@ -74,7 +74,7 @@ def test_what_follows_a_finished_task_that_went_back_is_after_its_end(tmp_path):
         tmp_path,
         lambda t, it: t.stream(it, stream(it, it.status("completed"), it.status("working"), it.artifact("a2", "x"))),
     )
-    assert fold == {("terminal-reopened", "error"): [4, 5], ("after-terminal", "error"): [4, 6]}
+    assert fold == {("terminal-changed", "error"): [4, 5], ("events-after-terminal", "error"): [4, 6]}
     assert doctor == {("terminal-changed", "error"): [4, 5], ("events-after-terminal", "error"): [4, 6]}
 
 
@@ -125,3 +125,39 @@ def test_doctor_reports_the_folds_lifecycle_faults_and_no_others(steps):
     assert found == expected
     locals_at = {e.position for e in events if e.origin == "local"}
     assert not any(set(p) <= locals_at for _, p in found)  # our own events are never the fault
+
+
+# -- a stream open beside the one that ended the task -------------------------------------------------
+
+
+def _beside(t, it, *after_end):
+    """A stream (exchange 1) and a resubscribe opened beside it (exchange 2), each delivering the
+    same updates at its own pace, as a proxy records them when it reads a dropped stream to its end
+    (``a2a-tape probe``'s dropped-stream check through the proxy): the first ends the task first."""
+    first = t.stream(it, [it.task("submitted"), it.status("working")])
+    second = t.exchange(task_id=it.task_id, rpc_method="SubscribeToTask")
+    t.add(it.task_id, [it.task("working")], exchange_id=second)
+    t.add(it.task_id, [it.artifact("a1", "hi", last=True), it.status("completed")], exchange_id=first)
+    t.add(it.task_id, [it.artifact("a1", "hi", last=True), it.status("completed"), *after_end], exchange_id=second)
+
+
+def test_a_stream_open_beside_the_end_catches_up_without_a_fault(tmp_path):
+    """Before: events-after-terminal (an error) for the resubscribe's copy of the last chunk, on a
+    task the agent ran correctly (the README's proxy and probe block left it in agent.db)."""
+    assert both(tmp_path, lambda t, it: _beside(t, it)) == ({}, {})
+
+
+def test_once_caught_up_what_follows_on_it_is_after_the_end(tmp_path):
+    fold, doctor = both(tmp_path, lambda t, it: _beside(t, it, it.artifact("a2", "late")))
+    assert fold == {("events-after-terminal", "error"): [5, 8]}  # the end (on the first stream), the late one
+    assert doctor == fold
+
+
+def test_a_stream_opened_after_the_end_is_judged_at_once(tmp_path):
+    def build(t, it):
+        t.stream(it, stream(it, it.status("completed")))
+        late = t.exchange(task_id=it.task_id, rpc_method="SubscribeToTask")
+        t.add(it.task_id, [it.task("completed"), it.artifact("a2", "late")], exchange_id=late)
+
+    fold, _ = both(tmp_path, build)
+    assert fold == {("events-after-terminal", "error"): [4, 6]}

@@ -78,7 +78,7 @@ def test_resubscribe_beside_an_open_stream_then_cancel_raises_no_false_fault(db_
     view = json.loads(res.stdout)
     assert view["state"] == "canceled"
     codes = [f["code"] for f in view["faults"]]
-    assert "stream-closed-active" not in codes, view["faults"]
+    assert "closed-while-working" not in codes, view["faults"]
     assert view["status_message"] is None
 
     res = runner.invoke(app, ["tasks", "--db", db, "--json"])
@@ -138,7 +138,7 @@ def test_a_stream_that_ended_while_working_is_still_a_fault(tmp_path, dialect):
     tape.add(it.task_id, [it.task("working"), it.status("completed")], exchange_id=b)
     tape.close()
     view = _channels(tmp_path / "t.db", it.task_id)
-    assert [(f["code"], f["positions"]) for f in view["faults"]] == [("stream-closed-active", [3])]
+    assert [(f["code"], f["positions"]) for f in view["faults"]] == [("closed-while-working", [3])]
     assert a == 1
 
 
