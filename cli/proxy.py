@@ -38,6 +38,7 @@ from a2a_tape.cli.options import Durability
 from a2a_tape.recorder.listen import HEAD_TIMEOUT
 from a2a_tape.recorder.proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
 from a2a_tape.recorder.proxy.outcomes import request_line
+from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER
 from a2a_tape.recorder.proxy.server import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -146,6 +147,23 @@ ReadTimeout = Annotated[
     ),
 ]
 
+StreamBufferOption = Annotated[
+    int,
+    typer.Option(
+        help="Bytes of one stream held for its clients (unread items; items kept for a duplicate while they fit): "
+        "a client further behind slows the agent down (back-pressure).",
+        callback=options.count,
+    ),
+]
+SlowClientTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Seconds a client may stay more than --stream-buffer behind; then its stream is closed, with a local "
+        "note, and the rest of the answer is recorded.",
+        callback=options.seconds,
+    ),
+]
+
 
 @app.command("proxy")
 def proxy_cmd(
@@ -165,6 +183,8 @@ def proxy_cmd(
     connect_timeout: ConnectTimeout = DEFAULT_CONNECT_TIMEOUT,
     first_byte_timeout: FirstByteTimeout = DEFAULT_FIRST_BYTE_TIMEOUT,
     read_timeout: ReadTimeout = DEFAULT_READ_TIMEOUT,
+    stream_buffer: StreamBufferOption = DEFAULT_STREAM_BUFFER,
+    slow_client_timeout: SlowClientTimeout = DEFAULT_SLOW_CLIENT_TIMEOUT,
     grpc_listen: GrpcListenOption = None,
     grpc_upstream: GrpcUpstreamOption = None,
     upstream_credentials_file: UpstreamCredentialsFileOption = None,
@@ -230,6 +250,8 @@ def proxy_cmd(
         connect_timeout=connect_timeout,
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,
+        stream_buffer=stream_buffer,
+        slow_client_timeout=slow_client_timeout,
         guard=Guard.of(allow_host, any_host=allow_remote),
         upstream_auth=_upstream_credentials(upstream, upstream_credentials_file),
         inject_traceparent=inject_traceparent,

@@ -33,8 +33,9 @@ group-commit writer, redactor, idempotency gateway and settling of rows.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -53,10 +54,13 @@ from a2a_tape.recorder.proxy.idempotency import (
     conflict_note,
     recorded_items,
     request_hash,
+    same_caller,
+    scoped,
 )
 from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import carries_token, token_presented
 from a2a_tape.recorder.proxy.push_configs import PUSH_PATH, restore, rewrite
+from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER, Reader, Window
 from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire import grpc as grpc_wire
@@ -72,12 +76,19 @@ _AUTH = frozenset({"authorization", "proxy-authorization"})
 
 class GrpcLive:
     """One relayed call as it goes: the head, the messages published so far (durable first), the
-    end. The client's handler and any duplicate attached to it read the same one."""
+    end. The client's handler and any duplicate attached to it read the same one; the messages are
+    held as the HTTP relay's items are (:class:`recorder.proxy.relay.Window`: bounded, back-pressure,
+    a client too far behind for too long dropped)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, keep: bool = True, limit: int = DEFAULT_STREAM_BUFFER, patience: float = DEFAULT_SLOW_CLIENT_TIMEOUT
+    ) -> None:
+        self.exchange_id: int | None = None
         self.head: tuple[Any, ...] | None = None
-        self.messages: list[bytes] = []
+        self.window: Window[bytes] = Window(_message_size, keep=keep, limit=limit, patience=patience)
+        self._first = self.window.join()  # the call that made this relay: in from the start
         self.end: tuple[int, str, tuple[Any, ...]] | None = None
+        self.ended = anyio.Event()
         self._wake = anyio.Event()
 
     def set_head(self, metadata: Any) -> None:
@@ -85,40 +96,77 @@ class GrpcLive:
         self._poke()
 
     def publish(self, raws: list[bytes]) -> None:
-        self.messages += raws
+        self.window.put(raws)
         self._poke()
+
+    async def make_room(self, in_flight: Callable[[], int]) -> int:
+        dropped = await self.window.make_room(in_flight)
+        if dropped:
+            self._poke()
+        return dropped
 
     def finish(self, code: int, details: str, trailers: Any = ()) -> None:
         if self.end is None:
             self.end = (code, details, tuple(trailers or ()))
+        self.ended.set()
         self._poke()
 
     def _poke(self) -> None:
         self._wake.set()
         self._wake = anyio.Event()
 
-    async def follow(self, context: Any) -> AsyncIterator[bytes]:
-        """The messages as they are published, then the status on ``context``."""
+    def reader(self, first: bool = True) -> Reader | None:
+        """``first``: the place made with this relay for the call that made it; else a new one
+        from the first message (None once those are gone)."""
+        if first and self._first is not None:
+            place, self._first = self._first, None
+            return place
+        return self.window.join()
+
+    async def follow(self, context: Any, place: Reader, per_client: Any = None) -> AsyncIterator[bytes]:
+        """The messages as they are published, then the status on ``context``. ``per_client``: a test
+        of a metadata entry that belongs to the call the agent answered (a cookie, a session token),
+        left out of the head and trailers for any other call."""
         sent_head = False
-        i = 0
-        while True:
-            wake = self._wake
-            if not sent_head and (self.head is not None or self.end is not None):
-                await context.send_initial_metadata(self.head or ())
-                sent_head = True
-            while i < len(self.messages):
-                yield self.messages[i]
-                i += 1
-            if self.end is not None and i >= len(self.messages):
-                break
-            await wake.wait()
+        window = self.window
+        try:
+            while True:
+                wake = self._wake
+                if not sent_head and (self.head is not None or self.end is not None):
+                    await context.send_initial_metadata(_own(self.head or (), per_client))
+                    sent_head = True
+                if place.dropped:
+                    await context.abort(_status(RESOURCE_EXHAUSTED), TOO_SLOW)
+                while place.at < window.end and not place.dropped:
+                    (raw,) = window.take(place, 1)
+                    yield raw
+                if self.end is not None and place.at >= window.end:
+                    break
+                if not place.dropped:
+                    await wake.wait()
+        finally:
+            window.leave(place)
         assert self.end is not None
         code, details, trailers = self.end
+        trailers = _own(trailers, per_client)
         if trailers:
             context.set_trailing_metadata(trailers)
         if code != OK:
             context.set_code(_status(code))
             context.set_details(details)
+
+
+TOO_SLOW = "the client read too slowly: it stayed more than --stream-buffer behind past --slow-client-timeout"
+
+
+def _message_size(raw: bytes) -> int:
+    return len(raw) + 64
+
+
+def _own(metadata: Any, per_client: Any) -> tuple[Any, ...]:
+    if per_client is None:
+        return tuple(metadata)
+    return tuple((k, v) for k, v in metadata if not per_client(k, v))
 
 
 def _status(code: int) -> Any:
@@ -192,14 +240,53 @@ class GrpcProxy:
         ex = self.core.observer.stamp(gc.request(self.upstream, request, metadata))
         request = self._to_receiver(gc, request)  # the log has the client's webhook, the agent our receiver
         try:
-            live = await self._begin(gc, ex, request, metadata, context.time_remaining())
+            live, owner, fresh = await self._begin(gc, ex, request, metadata, context.time_remaining())
         except Exception as exc:
             fault = store_fault(exc)
             if fault is None:
                 raise
             await context.abort(_status(UNAVAILABLE), self.config.redactor.text(log_fault_line(fault)))
-        async for raw in live.follow(context):
-            yield raw
+        place = live.reader(first=fresh)
+        if place is None:  # a late duplicate: the first messages left memory (--stream-buffer)
+            live = await self._after(live, gc.method)
+            place = live.reader()
+            assert place is not None
+        # a call the agent did not answer itself gets none of the answer's per-client metadata
+        try:
+            async for raw in live.follow(context, place, None if owner else self._per_client):
+                yield raw
+        finally:  # a call cancelled mid-message gives its place up at once: it must not hold the relay back
+            live.window.leave(place)
+
+    def _per_client(self, name: str, value: Any) -> bool:
+        """Metadata that belongs to one caller: a credential by its shape (``set-cookie``, a session
+        token; :mod:`store.redact`); a binary value by its name."""
+        return bool(self.config.redactor.is_secret(name, value if isinstance(value, str) else ""))
+
+    def _new_live(self, *, keep: bool = True) -> GrpcLive:
+        cfg = self.config
+        return GrpcLive(keep=keep, limit=cfg.stream_buffer, patience=cfg.slow_client_timeout)
+
+    async def _after(self, live: GrpcLive, m: grpc_wire.Method | None) -> GrpcLive:
+        """A duplicate of a relay whose first messages this proxy no longer holds: answered from the
+        log, as a repeat is after a restart, once the relay ends."""
+        late = self._new_live()
+        await live.ended.wait()
+        if m is None or live.exchange_id is None:
+            late.finish(UNAVAILABLE, "the call this one repeats is not in the log")
+            return late
+        await self._from_log(late, m, store.IdempotencyRecord(key="", request_hash="", exchange_id=live.exchange_id))
+        return late
+
+    def _outgoing(self, metadata: Any) -> list[tuple[str, Any]]:
+        """The call's metadata as it goes to the agent: hop-by-hop entries aside, and the proxy's own
+        token never (whatever method the call is, A2A's or not)."""
+        token = self.config.token
+        return [
+            (k, v)
+            for k, v in forwardable(metadata)
+            if not (token and k in _AUTH and isinstance(v, str) and carries_token(v, token))
+        ]
 
     def _to_receiver(self, gc: GrpcCapture, request: bytes) -> bytes:
         """``request`` as the agent gets it: each webhook it registers (a send's config, a config
@@ -240,48 +327,58 @@ class GrpcProxy:
 
     async def _begin(
         self, gc: GrpcCapture, ex: store.Exchange, request: bytes, metadata: Any, remaining: Any
-    ) -> GrpcLive:
-        """The exchange row (and the key's claim), then the relay or the answer from the log."""
+    ) -> tuple[GrpcLive, bool, bool]:
+        """The exchange row (and the key's claim), then the relay or the answer from the log; whether
+        this call is the one the agent answers (its per-client metadata is this call's); and whether
+        this call made the relay it reads (False: a duplicate attached to another call's)."""
         st = self.core.store
-        live = GrpcLive()
         m = gc.method
         key = _key(metadata, m, gc.request_json) if self.config.idempotency is Idempotency.on else None
         if key is None or gc.request_json is None or m is None:
-            gc.cap.exchange_id = await write_soon(st, st.begin_exchange, ex)
+            live = self._new_live(keep=False)  # nobody can attach: nothing kept once read
+            gc.cap.exchange_id = live.exchange_id = await write_soon(st, st.begin_exchange, ex)
             self._start(live, gc, request, metadata, remaining, settle_key=None, slot=None)
-            return live
+            return live, True, True
         ex.idempotency_key = key
-        req_hash = request_hash(m.name, gc.request_json)
+        # whose call: the method's path and the credentials the agent sees (our token is not one), as
+        # the HTTP proxy scopes its requests (recorder.proxy.idempotency.caller_scope)
+        scope = self.core.gateway.scope(gc.path, self._outgoing(metadata), self._per_client)
+        req_hash = scoped(scope, request_hash(m.name, gc.request_json))
         slot = (key, req_hash)
         attached = self.by_key.get(slot)
-        if attached is not None:  # an exact duplicate of a call this proxy is relaying
+        if attached is not None:  # an exact duplicate (same caller) of a call this proxy is relaying
             ex_id = await write_soon(st, st.begin_exchange, ex)
             await self.core.finish_row(ex_id, outcome="replayed")
-            return attached  # the same relay: head, messages, end
+            return attached, False, False  # the same relay: head, messages, end (less the first caller's own)
+        live = self._new_live()
         self.by_key[slot] = live
         try:
             ex_id, record, claimed = await write_soon(st, self.core.begin_and_claim, ex, key, req_hash)
         except BaseException:
             self.by_key.pop(slot, None)
             raise
-        gc.cap.exchange_id = ex_id
+        gc.cap.exchange_id = live.exchange_id = ex_id
+        other = not same_caller(record.request_hash, req_hash)
         if claimed:
             self._start(live, gc, request, metadata, remaining, settle_key=key, slot=slot)
-        elif record.request_hash == req_hash:  # held by an earlier call (in the log, or another process)
+            return live, True, True
+        if record.request_hash == req_hash:  # held by an earlier call (in the log, or another process)
             self.by_key.pop(slot, None)
             await self._from_log(live, m, record)
             await self.core.finish_row(ex_id, outcome="replayed")
-        elif self.config.on_key_conflict is OnKeyConflict.reject:
+            return live, False, True
+        if self.config.on_key_conflict is OnKeyConflict.reject:
             self.by_key.pop(slot, None)
-            live.finish(INVALID_ARGUMENT, conflict_message(key))
-            await self.core.finish_row(ex_id, outcome="refused", error="idempotency key reused for another request")
-        else:
-            assert self.core.writer is not None
-            note = conflict_note(key, record.exchange_id)
-            reused = note_event(self.config.redactor, "idempotency-key-reused", note, exchange_id=ex_id)
-            await self.core.writer.append(reused)
-            self._start(live, gc, request, metadata, remaining, settle_key=None, slot=slot)
-        return live
+            live.finish(INVALID_ARGUMENT, conflict_message(key, other))
+            why = "idempotency key in use by another caller" if other else "idempotency key reused for another request"
+            await self.core.finish_row(ex_id, outcome="refused", error=why)
+            return live, True, True
+        assert self.core.writer is not None
+        note = conflict_note(key, record.exchange_id, other)
+        reused = note_event(self.config.redactor, "idempotency-key-reused", note, exchange_id=ex_id)
+        await self.core.writer.append(reused)
+        self._start(live, gc, request, metadata, remaining, settle_key=None, slot=slot)
+        return live, True, True
 
     def _start(
         self,
@@ -295,13 +392,19 @@ class GrpcProxy:
         slot: tuple[str, str] | None,
     ) -> None:
         assert self._tg is not None
-        token = self.config.token
-        outgoing = [  # our token stays here; every other piece of metadata goes to the agent
-            (k, v)
-            for k, v in forwardable(metadata)
-            if not (token and k in _AUTH and isinstance(v, str) and carries_token(v, token))
-        ]
+        outgoing = self._outgoing(metadata)  # our token stays here; every other piece of metadata goes on
         self._tg.start_soon(self._pump, live, gc, request, outgoing, remaining, settle_key, slot)
+
+    async def _too_slow(self, ex_id: int, dropped: int) -> None:
+        """The local note of calls the relay dropped (:meth:`recorder.proxy.relay.Window.make_room`)."""
+        cfg = self.config
+        who = "a client" if dropped == 1 else f"{dropped} clients"
+        note = (
+            f"{who} stayed more than {cfg.stream_buffer} bytes behind the agent for {cfg.slow_client_timeout:g} s "
+            "(--stream-buffer, --slow-client-timeout): its call was ended (RESOURCE_EXHAUSTED); the recording goes on"
+        )
+        assert self.core.writer is not None
+        await self.core.writer.append(note_event(self.config.redactor, "client-too-slow", note, exchange_id=ex_id))
 
     async def _from_log(self, live: GrpcLive, m: grpc_wire.Method, record: store.IdempotencyRecord) -> None:
         """A repeat of a call the log answers: its recorded answers, as messages of this method."""
@@ -343,7 +446,7 @@ class GrpcProxy:
         """Relay one call upstream; runs in the proxy's task group (outlives the client)."""
         grpc = self.grpc
         cfg = self.config
-        relay = _Relay(live, gc, self.core.writer, self.restorer(gc))
+        relay = _Relay(live, gc, self.core.writer, self.restorer(gc), self._too_slow)
         release = False
         gc.set_deadline(remaining)
         try:
@@ -443,7 +546,7 @@ class GrpcProxy:
         )
         relay = _Relay(GrpcLive(), gc, None)
         call = self._channel.stream_stream(path)(
-            requests, metadata=forwardable(metadata), timeout=context.time_remaining()
+            requests, metadata=self._outgoing(metadata), timeout=context.time_remaining()
         )
         try:
             relay.initial = await call.initial_metadata()
@@ -483,9 +586,11 @@ class _Relay:
         gc: GrpcCapture,
         writer: store.GroupCommitWriter | None,
         restored: Callable[[bytes], bytes] | None = None,
+        too_slow: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> None:
-        self.live, self.gc, self.writer = live, gc, writer
+        self.live, self.gc, self.writer, self.too_slow = live, gc, writer, too_slow
         self.restored = restored  # an answer naming the push receiver, as the client's webhook
+        self.read_bytes = self.published = 0  # bytes of messages read from the agent, handed to the clients
         self.code: int | None = None
         self.details = ""
         self.initial: Any = ()
@@ -520,14 +625,19 @@ class _Relay:
             # message (a scope entered and left each time) cost the relay more than the read itself
             scope = anyio.CancelScope()
             now = anyio.current_time
+            window = self.live.window
             try:
                 with scope:
                     while True:
+                        if window.held + self.read_bytes - self.published > window.limit:
+                            scope.deadline = math.inf  # the clients (or the log) are behind: no timeout of ours
+                            await self._room()
                         scope.deadline = now() + (first_byte if not self.received else read)
                         raw = await call.read()
                         if raw is grpc.aio.EOF:
                             return
                         self.received += 1
+                        self.read_bytes += len(raw)
                         pending.append(raw)
                         state["wake"].set()
                 if scope.cancelled_caught and now() >= scope.deadline:
@@ -567,6 +677,12 @@ class _Relay:
         if state["error"] is not None:
             raise state["error"]
 
+    async def _room(self) -> None:
+        """Back-pressure: wait for the clients (and the log) to catch up; note the clients dropped."""
+        dropped = await self.live.make_room(lambda: self.read_bytes - self.published)
+        if dropped and self.too_slow is not None and self.gc.cap.exchange_id is not None:
+            await self.too_slow(self.gc.cap.exchange_id, dropped)
+
     async def _commit(self, raws: list[bytes]) -> None:
         """Write-ahead: the batch's rows durable, then the exact bytes published (a config the
         agent echoes with the push receiver's URL: the client's webhook, in both)."""
@@ -576,6 +692,7 @@ class _Relay:
         if events:
             assert self.writer is not None
             await self.writer.append_many(events)
+        self.published += sum(map(len, raws))
         self.live.publish(raws)
 
     async def agent_status(self, code: int, details: str, initial: Any, trailers: Any) -> None:

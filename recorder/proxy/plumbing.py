@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import anyio
 import httpx
 from httpcore import LocalProtocolError
 from starlette.responses import StreamingResponse
@@ -199,9 +200,22 @@ QUIET_CUT = QuietCut()
 
 class RelayedStream(StreamingResponse):
     """A streaming answer that can end without its last chunk: when the upstream cut its stream,
-    the client's connection is closed the same way instead of ending as if the agent finished."""
+    the client's connection is closed the same way instead of ending as if the agent finished; and
+    when ``gone`` is set (the proxy dropped a client that read too slowly), at once, even while a
+    write waits for the client to read."""
+
+    def __init__(self, content: AsyncIterator[bytes], status_code: int, gone: anyio.Event | None = None) -> None:
+        super().__init__(content, status_code)
+        self.gone = gone
 
     async def stream_response(self, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+            if self.gone is not None:
+                tg.start_soon(_cancel_when, self.gone, tg.cancel_scope)
+            await self._relay(send)
+            tg.cancel_scope.cancel()
+
+    async def _relay(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         try:
             async for chunk in self.body_iterator:
@@ -209,3 +223,8 @@ class RelayedStream(StreamingResponse):
         except Cut:
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

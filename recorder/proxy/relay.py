@@ -13,7 +13,8 @@ clean end that would look like the agent finished.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Generic, TypeVar
 
 import anyio
 
@@ -27,23 +28,155 @@ Headers = list[tuple[str, str]]
 RelayItem = tuple[bytes, bytes | None, str | None]
 """(the item's exact stream bytes, its ``data`` payload or None for a comment, its event name)"""
 
+DEFAULT_STREAM_BUFFER = 16 * 1024 * 1024
+"""Bytes of one relayed stream the proxy holds for its clients (``--stream-buffer``): items published
+and not yet read by every reader, and, while the stream fits, items kept for a duplicate that attaches."""
+DEFAULT_SLOW_CLIENT_TIMEOUT = 60.0
+"""Seconds a client may stay more than the buffer behind before its stream is closed (``--slow-client-timeout``)."""
+_CHUNK = 1024 * 1024  # at most this much (or one item) handed to a client at once
+
+T = TypeVar("T")
+
 
 class Cut(A2ATapeError):
     """Raised to a reader when the upstream cut the stream: its client's stream is cut too."""
+
+
+class TooSlow(Cut):
+    """Raised to a reader the proxy dropped: it stayed more than the buffer behind for too long."""
+
+
+class Reader:
+    """One client's place in a :class:`Window`; ``dropped`` once the window gave up on it."""
+
+    __slots__ = ("at", "dropped", "gone")
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.dropped = False
+        self.gone = anyio.Event()  # set when dropped: the client's response stops even mid-write
+
+
+class Window(Generic[T]):
+    """The items of one relayed answer, in memory only while a reader may still take them, bounded.
+
+    Each reader has a place (:class:`Reader`); an item every reader has taken is let go at once,
+    unless ``keep``: then the items stay, for a duplicate that attaches later and reads from the
+    first, while they fit in ``limit`` bytes (past it they go as for any window, and a reader can no
+    longer join: :attr:`trimmed`). The producer (the relay reading the agent) calls
+    :meth:`make_room` before it reads on: it waits while the readers hold more than ``limit``
+    bytes unread (back-pressure to the agent: the relay stops reading, the agent's socket fills),
+    and after ``patience`` seconds of that it drops the readers furthest behind, so the rest of the
+    answer is read and recorded whatever a client does. A fast reader never waits for anything."""
+
+    def __init__(self, size: Callable[[T], int], *, keep: bool, limit: int, patience: float) -> None:
+        self.size, self.keep, self.limit, self.patience = size, keep, limit, patience
+        self.items: list[T] = []
+        self._sizes: list[int] = []
+        self.base = 0  # the place of items[0]
+        self.held = 0  # bytes in items
+        self.trimmed = False
+        self.readers: set[Reader] = set()
+        self._moved = anyio.Event()  # a reader took something, left, or items came
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.items)
+
+    def join(self) -> Reader | None:
+        """A new reader at the first item; None once the first items are gone (:attr:`trimmed`)."""
+        if self.trimmed:
+            return None
+        reader = Reader(self.base)
+        self.readers.add(reader)
+        return reader
+
+    def put(self, items: list[T]) -> None:
+        sizes = [self.size(it) for it in items]
+        self.items += items
+        self._sizes += sizes
+        self.held += sum(sizes)
+        self._trim()
+
+    def take(self, reader: Reader, most: int | None = None) -> list[T]:
+        """What ``reader`` has not read yet: one item when ``most`` is 1, else up to about 1 MiB."""
+        start = reader.at - self.base
+        stop = start + 1
+        if most != 1:
+            total = 0
+            stop = start
+            while stop < len(self.items) and (stop == start or total + self._sizes[stop] <= _CHUNK):
+                total += self._sizes[stop]
+                stop += 1
+        out = self.items[start:stop]
+        reader.at = self.base + stop
+        self._trim()
+        return out
+
+    def leave(self, reader: Reader) -> None:
+        self.readers.discard(reader)
+        self._trim()
+
+    def _trim(self) -> None:
+        if not (self.keep and self.held <= self.limit):
+            low = min((r.at for r in self.readers), default=self.end) - self.base
+            if low > 0:
+                self.held -= sum(self._sizes[:low])
+                del self.items[:low], self._sizes[:low]
+                self.base += low
+                self.trimmed = True
+        moved, self._moved = self._moved, anyio.Event()
+        moved.set()
+
+    async def make_room(self, in_flight: Callable[[], int] = lambda: 0) -> int:
+        """Wait until what the readers hold unread, and ``in_flight`` (bytes read and not yet put),
+        fit in the limit; past ``patience`` seconds with the readers themselves more than the limit
+        behind, drop the readers furthest behind. Returns how many were dropped."""
+        dropped = 0
+        deadline: float | None = None
+        while self.held + in_flight() > self.limit:
+            moved = self._moved
+            if self.held <= self.limit:  # the log is what is behind: wait for it, drop no one
+                deadline = None
+                await moved.wait()
+                continue
+            now = anyio.current_time()
+            deadline = now + self.patience if deadline is None else deadline
+            if now < deadline:
+                with anyio.move_on_after(deadline - now):
+                    await moved.wait()
+                continue
+            while self.held > self.limit and self.readers:
+                slowest = min(self.readers, key=lambda r: r.at)
+                slowest.dropped = True
+                slowest.gone.set()
+                self.readers.discard(slowest)
+                dropped += 1
+                self._trim()
+        return dropped
 
 
 class Live:
     """One relayed response: what the upstream said so far, for every client reading it."""
 
     def __init__(
-        self, exchange_id: int | None, req_hash: str | None, rpc_id: bytes | None, *, single_reader: bool = False
+        self,
+        exchange_id: int | None,
+        req_hash: str | None,
+        rpc_id: bytes | None,
+        *,
+        single_reader: bool = False,
+        limit: int = DEFAULT_STREAM_BUFFER,
+        patience: float = DEFAULT_SLOW_CLIENT_TIMEOUT,
     ) -> None:
         self.exchange_id = exchange_id
         # no idempotency key: nobody can attach later, so items its one reader has taken (or
         # that nobody will read, once that reader is gone) are not kept: memory stays flat on
-        # a long stream. With a key, the items stay for duplicates attaching mid-stream.
-        self.single_reader = single_reader
-        self._reader_gone = False
+        # a long stream. With a key, the items stay for duplicates attaching mid-stream while
+        # they fit in ``limit`` bytes; either way a reader more than ``limit`` behind holds the
+        # relay back (back-pressure) for ``patience`` seconds at most (:class:`Window`).
+        self.window: Window[RelayItem] = Window(_size, keep=not single_reader, limit=limit, patience=patience)
+        self._first = self.window.join()  # the client whose request made this relay: in from the start
         self.req_hash = req_hash
         self.rpc_id = rpc_id  # the id the items carry (None: rewrite for everyone)
         self.ready = anyio.Event()
@@ -52,7 +185,6 @@ class Live:
         self.status = 200
         self.headers: Headers = [("content-type", _JSON)]
         self.body = b""
-        self.items: list[RelayItem] = []
         self.done = False
         self.cut_off = False
         self._changed = anyio.Event()
@@ -60,6 +192,10 @@ class Live:
     @property
     def content_type(self) -> str:
         return next((v for k, v in self.headers if k.lower() == "content-type"), "")
+
+    def can_attach(self) -> bool:
+        """Whether a duplicate arriving now can read this relay from its first item."""
+        return not self.window.trimmed
 
     def start_sse(self, status: int, headers: Headers) -> None:
         self.mode, self.status, self.headers = "sse", status, headers
@@ -70,10 +206,20 @@ class Live:
         self.ready.set()
 
     def publish(self, items: list[RelayItem]) -> None:
-        if not self._reader_gone:
-            self.items.extend(items)
+        self.window.put(items)
+        self._poke()
+
+    def _poke(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
+
+    async def make_room(self, in_flight: Callable[[], int] = lambda: 0) -> int:
+        """Back-pressure for the relay (:meth:`Window.make_room`); the readers it dropped are woken
+        to end. Returns how many were dropped."""
+        dropped = await self.window.make_room(in_flight)
+        if dropped:
+            self._poke()
+        return dropped
 
     def fail(self, status: int, error: bytes, event: str | None = None) -> None:
         """End with ``error`` (a JSON-RPC error payload): the last item of a stream already under
@@ -94,28 +240,32 @@ class Live:
         self.finished.set()
         self._changed.set()
 
-    async def follow(self, rpc_id: bytes | None) -> AsyncIterator[bytes]:
+    def reader(self) -> Reader | None:
+        """A place for one more client: the first client's own, else a new one from the first
+        item (None when those items are gone: :meth:`can_attach`)."""
+        first, self._first = self._first, None
+        return first if first is not None else self.window.join()
+
+    async def follow(self, rpc_id: bytes | None, reader: Reader | None = None) -> AsyncIterator[bytes]:
         """The SSE bytes for one client, as soon as each item is published (``rpc_id`` None: the
-        HTTP+JSON binding, which has no JSON-RPC id to answer to)."""
+        HTTP+JSON binding, which has no JSON-RPC id to answer to). A reader the window dropped
+        ends cut (:class:`TooSlow`)."""
         rewrite = rpc_id if rpc_id is not None and (self.rpc_id is None or self.rpc_id != rpc_id) else None
-        i = 0
+        place = reader if reader is not None else self.reader()
+        if place is None:
+            raise Cut("the first items of this stream are no longer held")
+        window = self.window
         try:
             while True:
-                items = self.items
-                if i < len(items) and rewrite is not None:
+                if place.dropped:
+                    raise TooSlow("the client read too slowly: its stream was closed")
+                if place.at < window.end and rewrite is not None:
                     # the id this client asked with, in place of the recorded one: spliced one item at a
                     # time, so a huge id costs one item's copy at once, never one per item kept
-                    yield _with_id(items[i], rewrite)
-                    i += 1
-                    if self.single_reader and i == len(items):
-                        self.items, i = [], 0
-                elif i < len(items):
-                    chunk = b"".join(it[0] for it in items[i:])
-                    if self.single_reader:
-                        self.items, i = [], 0
-                    else:
-                        i = len(items)
-                    yield chunk
+                    (item,) = window.take(place, 1)
+                    yield _with_id(item, rewrite)
+                elif place.at < window.end:
+                    yield b"".join(it[0] for it in window.take(place))
                 elif self.done:
                     if self.cut_off:
                         raise Cut("the upstream agent cut its stream")
@@ -123,8 +273,7 @@ class Live:
                 else:
                     await self._changed.wait()
         finally:
-            if self.single_reader:
-                self._reader_gone, self.items = True, []
+            window.leave(place)
 
     def body_for(self, rpc_id: bytes | None) -> bytes:
         """The whole answer for one client: a JSON-RPC body answered to its own id."""
@@ -133,6 +282,10 @@ class Live:
         if not is_json_type(self.content_type):
             return self.body
         return frames.split_id(self.body).with_id(rpc_id)
+
+
+def _size(item: RelayItem) -> int:
+    return len(item[0]) + 64  # the bytes, and what holding an item costs besides
 
 
 def _with_id(item: RelayItem, rpc_id: bytes) -> bytes:

@@ -99,8 +99,8 @@ from a2a_tape.recorder.proxy.plumbing import (
 )
 from a2a_tape.recorder.proxy.push_configs import hook_of_path, restore, rewrite
 from a2a_tape.recorder.proxy.push_receiver import PushReceiver, listening, receiver_app
+from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER, Headers, Live
 from a2a_tape.recorder.proxy.relay import Cut as _Cut
-from a2a_tape.recorder.proxy.relay import Headers, Live
 from a2a_tape.recorder.proxy.tee import tee
 from a2a_tape.recorder.recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from a2a_tape.store.errors import StoreError
@@ -149,6 +149,8 @@ class ProxyConfig:
     inject_traceparent: bool = False  # start a W3C traceparent when the client sent none (docs/otel.md)
     continue_traceparent: bool = False  # a client's traceparent goes on with the proxy's span as its parent
     traceparent_metadata: bool = False  # the traceparent sent also goes in the message's metadata (A2A#2026)
+    stream_buffer: int = DEFAULT_STREAM_BUFFER  # bytes of a stream held for its clients (relay.Window)
+    slow_client_timeout: float = DEFAULT_SLOW_CLIENT_TIMEOUT  # seconds a client may stay that far behind
 
     @cached_property
     def target(self) -> Upstream:
@@ -586,7 +588,7 @@ class Proxy:
         rpc_id = out.rpc_id
         if key is None or req_hash is None:
             ex_id = await self._exchange_row(ex)
-            live = Live(ex_id, None, rpc_id, single_reader=True)
+            live = self._live(ex_id, None, rpc_id, single_reader=True)
             self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=None)
             return await self._respond(live, rpc_id, owner=True)
 
@@ -596,7 +598,7 @@ class Proxy:
             ex_id = await self._exchange_row(ex)
             await self.finish_row(ex_id, outcome="replayed")
             return await self._respond(attached, rpc_id, owner=False)
-        live = Live(None, req_hash, rpc_id)
+        live = self._live(None, req_hash, rpc_id)
         self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
         try:
             # on the loop when the log's lock is free, else on a worker thread (write_soon)
@@ -718,13 +720,36 @@ class Proxy:
         await live.ready.wait()
         headers = live.headers if owner else [(k, v) for k, v in live.headers if not self._per_client(k, v)]
         if live.mode == "sse":
-            stream = RelayedStream(live.follow(rpc_id), live.status)
+            place = live.reader()
+            if place is None:  # a late duplicate: the first items left memory (--stream-buffer)
+                return await self._respond(self._after(live, rpc_id), rpc_id, owner=False)
+            stream = RelayedStream(live.follow(rpc_id, place), live.status, place.gone)
             stream.raw_headers.extend(encoded(headers))
             return stream
         await live.finished.wait()
         answer = Response(live.body_for(rpc_id), live.status)
         answer.raw_headers.extend(encoded(headers))
         return answer
+
+    def _live(self, exchange_id: int | None, req_hash: str | None, rpc_id: bytes | None, **kw: bool) -> Live:
+        cfg = self.config
+        return Live(exchange_id, req_hash, rpc_id, limit=cfg.stream_buffer, patience=cfg.slow_client_timeout, **kw)
+
+    def _after(self, live: Live, rpc_id: bytes | None) -> Live:
+        """A duplicate of a relay whose first items this proxy no longer holds (its stream passed
+        ``--stream-buffer``): answered from the log, as a repeat is after a restart, once the relay ends."""
+        late = self._live(live.exchange_id, live.req_hash, rpc_id)
+        record = store.IdempotencyRecord(
+            key="", request_hash=live.req_hash or "", exchange_id=live.exchange_id, created_at=0.0, expires_at=0.0
+        )
+
+        async def answer() -> None:
+            await live.finished.wait()
+            await self._replay_from_log(late, record, True, None)
+
+        assert self._tg is not None
+        self._tg.start_soon(answer)
+        return late
 
     def _per_client(self, name: str, value: str) -> bool:
         """An answer header that belongs to one client: a credential by its shape (``Set-Cookie``,
@@ -801,7 +826,7 @@ class Proxy:
         if media_type_of(ct) == "text/event-stream":
             live.start_sse(resp.status_code, headers)
             assert self.writer is not None
-            await tee(resp, live, cap, self.writer, self._notes)
+            await tee(resp, live, cap, self.writer, self._notes, self._too_slow)
             row["outcome"] = "closed"
             if cap.cut:  # the last item came without its blank line: kept, and relayed as it came
                 row.update(outcome="incomplete", error=CUT)
@@ -833,6 +858,19 @@ class Proxy:
         await self._notes(cap)
         live.set_body(resp.status_code, headers, data)
         return recorded
+
+    async def _too_slow(self, cap: Capture, dropped: int) -> None:
+        """The local note of clients the relay dropped (:meth:`recorder.proxy.relay.Window.make_room`)."""
+        assert cap.exchange_id is not None
+        cfg = self.config
+        who = "a client" if dropped == 1 else f"{dropped} clients"
+        await self._note(
+            cap.exchange_id,
+            "client-too-slow",
+            f"{who} stayed more than {cfg.stream_buffer} bytes behind the agent for {cfg.slow_client_timeout:g} s "
+            "(--stream-buffer, --slow-client-timeout): its stream was closed; the recording goes on",
+            cap.task_id,
+        )
 
     async def _notes(self, cap: Capture) -> None:
         """The capture core's redaction notes (a payload that was not JSON), as local notes."""
@@ -895,10 +933,10 @@ class Proxy:
                 self.gateway.done(key, task_id)
 
     async def _replay_from_log(
-        self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str]
+        self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str] | None
     ) -> None:
         """Serve a repeated request from the log (the first one ran in an earlier process)."""
-        key = slot[0]
+        key = slot[0] if slot is not None else record.key
         try:
             events = await anyio.to_thread.run_sync(recorded_items, self.store, record)
             if not events:
@@ -928,7 +966,7 @@ class Proxy:
             live.fail(503, rpc_error(b"null", -32603, self.config.redactor.text(log_fault_line(fault))))
         finally:
             live.finish()
-            if self.by_key.get(slot) is live:
+            if slot is not None and self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
 
 

@@ -22,6 +22,7 @@ async def tee(
     cap: Capture,
     writer: GroupCommitWriter,
     notes: Callable[[Capture], Awaitable[None]],
+    too_slow: Callable[[Capture, int], Awaitable[None]] | None = None,
 ) -> None:
     """Parse the upstream SSE with the capture core, append each item, then publish its exact bytes.
 
@@ -33,7 +34,12 @@ async def tee(
     published with its exact bytes (``raw``: ``id``/``retry`` fields, comments, a BOM, the agent's
     line ends), so the client reads what the agent sent; a last item cut by the close is kept.
     Either side's failure stops both and is raised here as it is (the reader's once the items it
-    had read are in). ``notes`` appends the capture core's redaction notes."""
+    had read are in). ``notes`` appends the capture core's redaction notes.
+
+    The reader reads on only while the clients hold at most the stream's buffer unread
+    (:meth:`recorder.proxy.relay.Live.make_room`): a slow client slows the agent down (back-pressure
+    through the sockets), a client that stays that far behind past its patience is dropped and
+    ``too_slow`` notes it, and the rest is read and recorded. A fast client never waits."""
     log = cast("store.RecordingStore", writer.store)
 
     async def commit(batch: list[SseItem], arrived: list[float]) -> None:
@@ -43,19 +49,32 @@ async def tee(
         if events:
             await writer.run(cap.commit_writes(log, events))
         await notes(cap)
+        published[0] += sum(len(it.raw) for it in batch)
         live.publish([(it.raw, None if it.comment else it.data, it.event) for it in batch])
 
     batches: Batcher[SseItem] = Batcher(commit, ahead=4096)  # 4096 items behind the disk: stop reading a moment
+    published = [0]  # bytes of items handed to the clients
+    read_bytes = 0  # bytes of items read (published once in the log)
+    limit = live.window.limit
+
+    def in_flight() -> int:
+        return read_bytes - published[0]
 
     async def read() -> None:
+        nonlocal read_bytes
         pending = batches.pending
         try:
             async for chunk in body_chunks(resp):
                 items = cap.feed(chunk)
                 if items:
                     pending += items
+                    read_bytes += sum(len(it.raw) for it in items)
                     if batches.added(len(items)):
                         await batches.room()
+                    if live.window.held + in_flight() > limit:  # the clients (or the log) are behind
+                        dropped = await live.make_room(in_flight)
+                        if dropped and too_slow is not None:
+                            await too_slow(cap, dropped)
             rest = cap.close()
             tail = cap.parser.tail if cap.parser is not None else b""
             if tail:  # bytes after the last item that make none (stray blank lines): passed on
