@@ -8,6 +8,7 @@ What the user's text asks for decides the behaviour:
   ``reply bare``: neither a task id nor a context id, the official helloworld agent's shape);
 - ``slow``: chunks ``SLOW_DELAY`` apart (for drop / resubscribe tests);
 - ``many N``: N chunks instead of 3;
+- ``big N SIZE``: N chunks of SIZE bytes each, as fast as the agent can send them (memory bounds);
 - ``spaced``: each chunk begins with the space before its word (`` chunk-0``), as streamed prose does;
 - ``gated``: each chunk waits for the test to release it (``executor.gate.release()``), so a
   test can look at a task while it is being recorded, at a step it chooses;
@@ -76,6 +77,9 @@ class ChunkAgent(AgentExecutor):
         words = text.split()
         if "many" in words:
             n = int(words[words.index("many") + 1])
+        size = 0
+        if "big" in words:
+            n, size = int(words[words.index("big") + 1]), int(words[words.index("big") + 2])
         delay = self.slow_delay if "slow" in text else self.delay
         for i in range(n):
             if delay:
@@ -84,8 +88,9 @@ class ChunkAgent(AgentExecutor):
                 raise RuntimeError("the test never released this chunk")
             if "boom" in text and i == 1:
                 raise RuntimeError("agent exploded mid-stream")
+            chunk = f" chunk-{i}" if "spaced" in text else f"chunk-{i} "
             await up.add_artifact(
-                [Part(text=f" chunk-{i}" if "spaced" in text else f"chunk-{i} ")],
+                [Part(text=chunk + "x" * size if size else chunk)],
                 artifact_id="art-1",
                 name="out",
                 append=i > 0,
