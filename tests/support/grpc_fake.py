@@ -3,7 +3,8 @@
 a2a-sdk's server encodes its messages itself (canonical bytes, no unknown fields), sets no
 metadata of its own, never stalls or goes silent: to check that the proxy passes the exact bytes,
 every piece of metadata, the status, its details and the trailers, and that its timeouts answer,
-this agent sends them as told by the request metadata ``x-fake-mode``:
+this agent sends them as told by the request metadata ``x-fake-mode`` (``echo-held``: the ``echo``
+answer's head and first message, then the call stays live until the test calls ``release()``):
 
 - ``exact``: initial metadata (text and ``-bin``), two StreamResponse messages with an unknown
   field (number 999) and fields in a non-canonical order, trailers, OK;
@@ -76,6 +77,13 @@ def error_details() -> bytes:
 class _Handler:
     def __init__(self) -> None:
         self.calls = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.held: asyncio.Event | None = None  # ``echo-held`` calls wait for it after their first message
+
+    def release(self) -> None:
+        """Let every ``echo-held`` call end (from any thread)."""
+        assert self.loop is not None and self.held is not None
+        self.loop.call_soon_threadsafe(self.held.set)
 
     def service(self, details):
         import grpc
@@ -88,12 +96,16 @@ class _Handler:
                 mode = md.get("x-fake-mode", "exact")
                 if mode == "silent":
                     await asyncio.Event().wait()
-                if mode == "echo":
+                if mode in ("echo", "echo-held"):
                     echoed = [(f"echo-{k}", v) for k, v in context.invocation_metadata() if k != "user-agent"]
                     await context.send_initial_metadata(echoed)
                     # one message after: grpc 1.85 can lose the initial metadata of an answer
                     # that ends right after it with no message (seen directly, without the proxy)
                     yield exact_messages()[0]
+                    if mode == "echo-held":  # live until the test releases it; trailers echo too
+                        assert self.held is not None
+                        await self.held.wait()
+                        context.set_trailing_metadata(echoed)
                     return
                 await context.send_initial_metadata((("x-agent", "fake"), ("x-agent-bin", b"\x00\x01\xff")))
                 if mode == "error":
@@ -112,6 +124,10 @@ class _Handler:
             return grpc.unary_stream_rpc_method_handler(a2a)
 
         async def echo(requests, context):
+            # the metadata it got, echoed (what reached the agent: a test of what the proxy forwards)
+            await context.send_initial_metadata(
+                [(f"echo-{k}", v) for k, v in context.invocation_metadata() if k != "user-agent"]
+            )
             async for r in requests:
                 yield r[::-1]
 
@@ -130,6 +146,7 @@ def running_fake_grpc_agent() -> Iterator[tuple[str, _Handler]]:
     box: dict[str, object] = {}
 
     async def start() -> None:
+        handler.loop, handler.held = loop, asyncio.Event()
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((handler,))
         box["port"] = server.add_insecure_port("127.0.0.1:0")
