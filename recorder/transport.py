@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator
+from urllib.parse import unquote
 
 import httpx
 import msgspec
@@ -71,7 +72,7 @@ def _a2a_call(request: httpx.Request, body: bytes) -> tuple[str, str | None, Bin
     """What an A2A request is: (method, protocol version, binding, the params we read), by its
     binding's own signs (:mod:`wire.bindings`): a card fetch, an HTTP+JSON route (any method),
     a JSON-RPC ``POST`` of an A2A method. None: not A2A."""
-    path = request.url.path  # percent-decoded, as a server reads it
+    path = http_json.sent_path(request.url.raw_path, request.url.path)  # as sent: routed undecoded, as serve does
     if request.method == "GET" and path.endswith(CARD_PATH):
         return "agent-card", None, None, _Params()
     found = http_json.route(request.method, path)
@@ -82,7 +83,7 @@ def _a2a_call(request: httpx.Request, body: bytes) -> tuple[str, str | None, Bin
         except (msgspec.DecodeError, msgspec.ValidationError):
             params = _Params()  # recorded as sent: the agent judges it
         if "id" in fields:  # the task's id, on every route that names one
-            params = _Params(id=fields["id"], message=params.message)
+            params = _Params(id=unquote(fields["id"]), message=params.message)  # each field decoded after
         version = http_json.version_of(request.headers)
         return http_json.method_of(operation) or operation, version, http_json.CLIENT, params
     if request.method != "POST":

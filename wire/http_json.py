@@ -87,6 +87,16 @@ _BOOLS = {"includeArtifacts"}
 _encoder = msgspec.json.Encoder()
 
 
+def sent_path(raw_path: bytes | None, path: str) -> str:
+    """The path a request is routed by, everywhere (serve, the proxy, ``RecordingTransport``,
+    ``ReplayTransport``): as the client sent it, percent-encoded, its query cut off, so a ``%2F`` is
+    never a separator (:func:`read` decodes each field after routing). ``raw_path`` is the ASGI
+    scope's ``raw_path`` or httpx's ``URL.raw_path``; ``path`` (decoded) only when there is none."""
+    if not raw_path:
+        return path
+    return bytes(raw_path).split(b"?", 1)[0].decode("latin-1")
+
+
 def route(http_method: str, path: str) -> tuple[str, dict[str, str]] | None:
     """The operation of an HTTP+JSON route and its path fields (``prefix``, ``id``, ``cid``), or None."""
     for methods, pattern, operation in _ROUTES:

@@ -320,7 +320,8 @@ class Proxy:
 
     async def handle(self, request: Request) -> Response:
         raw_path: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
-        hook = hook_of_path(request.scope["path"]) if self.push is not None else None
+        path = http_json.sent_path(raw_path, request.scope["path"])  # routed as sent (serve's rule)
+        hook = hook_of_path(path) if self.push is not None else None
         if hook is not None and self.push is not None and request.method == "POST":  # an agent's push: no token
             return await self.push.handle(request, hook)
         if is_public(request.method, raw_path.split(b"?", 1)[0]):
@@ -342,7 +343,6 @@ class Proxy:
                 413,
                 media_type=_JSON,
             )
-        path: str = request.scope["path"]  # not request.url: a URL object built per request
         jsonrpc = request.method == "POST" and not http_json.is_route(request.method, path)
         out = Outgoing(
             method=request.method,
@@ -541,7 +541,7 @@ class Proxy:
 
     async def _rest(self, request: Request, out: Outgoing) -> Response:
         """The HTTP+JSON binding (and anything else that is not a JSON-RPC POST): the body is the params."""
-        path: str = request.scope["path"]
+        path = http_json.sent_path(request.scope.get("raw_path"), request.scope["path"])
         found = http_json.route(request.method, path)
         if found is not None:
             out.binding, out.dialect = HTTP_JSON, http_json.version_of(request.headers)

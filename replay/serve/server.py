@@ -15,12 +15,12 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Scope
 
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.reply import Reply, Said
 from a2a_tape.replay.serve.rpc import INVALID_REQUEST, error_body
 from a2a_tape.store.headers import header_problem
+from a2a_tape.wire import http_json
 from a2a_tape.wire.http_client import MAX_REQUEST, read_request, sendable
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
 
@@ -51,7 +51,7 @@ def create_app(
                 log(f"{request.method} {request.url.path} - task - error 413")
             return Response(refusal, status_code=413, media_type="application/json")
         base = guard.base_url(request.scope)  # never a Host a client made up
-        path = _sent_path(request.scope)
+        path = http_json.sent_path(request.scope.get("raw_path"), request.scope["path"])
         reply = await engine.handle(request.method, path, request.url.query, request.headers, body, base)
         if log is not None:
             log(request_line(request.method, path, reply))
@@ -73,12 +73,3 @@ def create_app(
         routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "DELETE"])],
         middleware=[Middleware(LoopbackGuard, guard=guard)],
     )
-
-
-def _sent_path(scope: Scope) -> str:
-    """The path as the client sent it (percent-encoded): routed by its own ``/``s, never decoded
-    first (``/tenant%2Fa/...`` is one segment), and sent upstream so in the record modes."""
-    raw = scope.get("raw_path")
-    if not raw:
-        return str(scope["path"])
-    return bytes(raw).split(b"?", 1)[0].decode("latin-1")

@@ -35,6 +35,7 @@ from a2a_tape.replay.serve.faults import Faults
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.modes import RecordMode
 from a2a_tape.replay.serve.reply import Reply
+from a2a_tape.wire import http_json
 from a2a_tape.wire.http_client import sendable
 
 
@@ -189,7 +190,7 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         base = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
         return await self.engine.handle(
             request.method,
-            request.url.raw_path.split(b"?", 1)[0].decode("ascii"),  # as sent: routed undecoded
+            http_json.sent_path(request.url.raw_path, request.url.path),  # as sent: routed undecoded
             request.url.query.decode("ascii"),
             {k.lower(): v for k, v in request.headers.items()},
             body,
