@@ -77,7 +77,8 @@ class Window(Generic[T]):
         self.held = 0  # bytes in items
         self.trimmed = False
         self.readers: set[Reader] = set()
-        self._moved = anyio.Event()  # a reader took something, left, or items came
+        self._moved = anyio.Event()  # a reader took something, left, or items came (while the producer waits)
+        self._waiting = False
 
     @property
     def end(self) -> int:
@@ -125,8 +126,10 @@ class Window(Generic[T]):
                 del self.items[:low], self._sizes[:low]
                 self.base += low
                 self.trimmed = True
-        moved, self._moved = self._moved, anyio.Event()
-        moved.set()
+        if self._waiting:  # only a waiting producer needs telling: no event per item otherwise
+            self._waiting = False
+            moved, self._moved = self._moved, anyio.Event()
+            moved.set()
 
     async def make_room(self, in_flight: Callable[[], int] = lambda: 0) -> int:
         """Wait until what the readers hold unread, and ``in_flight`` (bytes read and not yet put),
@@ -136,6 +139,7 @@ class Window(Generic[T]):
         deadline: float | None = None
         while self.held + in_flight() > self.limit:
             moved = self._moved
+            self._waiting = True
             if self.held <= self.limit:  # the log is what is behind: wait for it, drop no one
                 deadline = None
                 await moved.wait()
@@ -240,18 +244,21 @@ class Live:
         self.finished.set()
         self._changed.set()
 
-    def reader(self) -> Reader | None:
-        """A place for one more client: the first client's own, else a new one from the first
-        item (None when those items are gone: :meth:`can_attach`)."""
-        first, self._first = self._first, None
-        return first if first is not None else self.window.join()
+    def reader(self, first: bool = True) -> Reader | None:
+        """A place for one more client: ``first``, the place made with this relay for the request
+        that made it (in from the start, so nothing it must read goes before it starts reading);
+        else a new one from the first item (None when those items are gone: :meth:`can_attach`)."""
+        if first and self._first is not None:
+            place, self._first = self._first, None
+            return place
+        return self.window.join()
 
     async def follow(self, rpc_id: bytes | None, reader: Reader | None = None) -> AsyncIterator[bytes]:
         """The SSE bytes for one client, as soon as each item is published (``rpc_id`` None: the
         HTTP+JSON binding, which has no JSON-RPC id to answer to). A reader the window dropped
         ends cut (:class:`TooSlow`)."""
         rewrite = rpc_id if rpc_id is not None and (self.rpc_id is None or self.rpc_id != rpc_id) else None
-        place = reader if reader is not None else self.reader()
+        place = reader if reader is not None else self.reader(first=False)
         if place is None:
             raise Cut("the first items of this stream are no longer held")
         window = self.window

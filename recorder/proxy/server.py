@@ -597,7 +597,7 @@ class Proxy:
         if attached is not None:  # an exact duplicate (same caller) of a request this proxy is relaying
             ex_id = await self._exchange_row(ex)
             await self.finish_row(ex_id, outcome="replayed")
-            return await self._respond(attached, rpc_id, owner=False)
+            return await self._respond(attached, rpc_id, owner=False, first=False)
         live = self._live(None, req_hash, rpc_id)
         self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
         try:
@@ -713,14 +713,15 @@ class Proxy:
         assert self._tg is not None
         self._tg.start_soon(self._pump, live, ex_id, out, proxy_origin, settle_key, slot)
 
-    async def _respond(self, live: Live, rpc_id: bytes | None, *, owner: bool) -> Response:
+    async def _respond(self, live: Live, rpc_id: bytes | None, *, owner: bool, first: bool = True) -> Response:
         """``live`` for one client; ``owner``: the client whose request went upstream. Any other
         (a duplicate attached, a repeat answered from the log) gets no per-client header: a
-        cookie, a session or a token the agent set is for the client it answered."""
+        cookie, a session or a token the agent set is for the client it answered. ``first``: this
+        request made ``live`` (False: a duplicate attached to another request's)."""
         await live.ready.wait()
         headers = live.headers if owner else [(k, v) for k, v in live.headers if not self._per_client(k, v)]
         if live.mode == "sse":
-            place = live.reader()
+            place = live.reader(first)
             if place is None:  # a late duplicate: the first items left memory (--stream-buffer)
                 return await self._respond(self._after(live, rpc_id), rpc_id, owner=False)
             stream = RelayedStream(live.follow(rpc_id, place), live.status, place.gone)
