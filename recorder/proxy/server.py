@@ -739,7 +739,7 @@ class Proxy:
     def _after(self, live: Live, rpc_id: bytes | None) -> Live:
         """A duplicate of a relay whose first items this proxy no longer holds (its stream passed
         ``--stream-buffer``): answered from the log, as a repeat is after a restart, once the relay ends."""
-        late = self._live(live.exchange_id, live.req_hash, rpc_id)
+        late = self._live(live.exchange_id, live.req_hash, None)  # recorded items: each spliced to rpc_id
         record = store.IdempotencyRecord(
             key="", request_hash=live.req_hash or "", exchange_id=live.exchange_id, created_at=0.0, expires_at=0.0
         )

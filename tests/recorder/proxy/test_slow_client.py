@@ -123,3 +123,52 @@ def _read_rest_until_end(sock: socket.socket) -> bytes:
         assert chunk, "the proxy closed the stream before its end"
         out += chunk
     return bytes(out)
+
+
+def test_a_duplicate_arriving_after_the_first_items_left_memory_gets_the_whole_answer_with_its_own_id(tmp_path):
+    """The first client stops reading (its relay held back, not dropped); once its stream passed the
+    buffer a duplicate (same messageId, another JSON-RPC id) cannot read it from memory: it is answered
+    from the log when the relay ends, every item with its own id."""
+    import concurrent.futures
+
+    import httpx
+    import msgspec
+
+    db = tmp_path / "late.db"
+    body, headers = send_body(f"big {EVENTS} {SIZE}", message_id="m-late", rpc_id=1)
+    again, _ = send_body(f"big {EVENTS} {SIZE}", message_id="m-late", rpc_id=2)
+    with (
+        running_sdk_agent() as agent,
+        _proxy(
+            agent.url, db, tmp_path / "proxy.log", "--stream-buffer", str(BUFFER), "--slow-client-timeout", "600"
+        ) as p,
+    ):
+        sock, _ = stalled_client(p.url, body, headers)
+        deadline = time.monotonic() + 60
+        while True:  # the stream is past the buffer: its first items have left memory
+            with store.open_store(db, readonly=True) as st:
+                rows = [ex for ex in st.exchanges() if ex.streaming]
+                if rows and sum(b"chunk-" in bytes(e.payload) for e in st.read_exchange(rows[0].id)) >= 3:
+                    break
+            assert time.monotonic() < deadline, "the stream never got past the buffer"
+            time.sleep(0.05)  # polling the log for a condition
+
+        def duplicate() -> bytes:
+            with httpx.stream("POST", p.url, content=again, headers=headers, timeout=120) as r:
+                return r.read()
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            late = pool.submit(duplicate)
+            while len([ex for ex in _rows(db) if ex.streaming]) < 2:  # the duplicate is in
+                assert time.monotonic() < deadline + 60, "the duplicate never arrived"
+                time.sleep(0.05)  # polling the log for a condition
+            sock.close()  # the first client goes: the relay reads on to the end
+            got = late.result(timeout=120)
+    items = [msgspec.json.decode(line[5:]) for line in got.splitlines() if line.startswith(b"data:")]
+    assert sum("chunk-" in str(it) for it in items) == EVENTS  # the whole answer
+    assert {it["id"] for it in items} == {2}  # each item answered to the duplicate's own id
+
+
+def _rows(db) -> list[store.Exchange]:
+    with store.open_store(db, readonly=True) as st:
+        return st.exchanges()
