@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -31,7 +31,7 @@ import anyio
 import httpx
 from httpcore import LocalProtocolError
 from starlette.responses import StreamingResponse
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 
 from a2a_tape.recorder.proxy.relay import Cut, Headers
 from a2a_tape.store.headers import HOP_BY_HOP
@@ -204,9 +204,23 @@ class RelayedStream(StreamingResponse):
     when ``gone`` is set (the proxy dropped a client that read too slowly), at once, even while a
     write waits for the client to read."""
 
-    def __init__(self, content: AsyncIterator[bytes], status_code: int, gone: anyio.Event | None = None) -> None:
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        status_code: int,
+        gone: anyio.Event | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(content, status_code)
         self.gone = gone
+        self.on_close = on_close  # called once the response is over, however it ended
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.on_close is not None:
+                self.on_close()
 
     async def stream_response(self, send: Send) -> None:
         async with anyio.create_task_group() as tg:

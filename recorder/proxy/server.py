@@ -724,7 +724,11 @@ class Proxy:
             place = live.reader(first)
             if place is None:  # a late duplicate: the first items left memory (--stream-buffer)
                 return await self._respond(self._after(live, rpc_id), rpc_id, owner=False)
-            stream = RelayedStream(live.follow(rpc_id, place), live.status, place.gone)
+            # the place is given up when the response ends, however it ends (a client gone before its
+            # body started never runs the generator's own cleanup): it must not hold the relay back
+            stream = RelayedStream(
+                live.follow(rpc_id, place), live.status, place.gone, on_close=lambda: live.window.leave(place)
+            )
             stream.raw_headers.extend(encoded(headers))
             return stream
         await live.finished.wait()

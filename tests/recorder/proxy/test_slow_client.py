@@ -172,3 +172,26 @@ def test_a_duplicate_arriving_after_the_first_items_left_memory_gets_the_whole_a
 def _rows(db) -> list[store.Exchange]:
     with store.open_store(db, readonly=True) as st:
         return st.exchanges()
+
+
+def test_a_client_gone_before_its_answer_started_does_not_hold_the_relay_back(tmp_path):
+    """A client that sends its request and closes before the answer's head: its place in the relay
+    goes with its response, however early (the recording goes on at the agent's pace, no note; before, its place
+    stayed and held the relay back until --slow-client-timeout)."""
+    db = tmp_path / "gone.db"
+    body, headers = send_body(f"big {EVENTS} {SIZE}", message_id="m-gone")
+    with (
+        running_sdk_agent() as agent,
+        _proxy(
+            agent.url, db, tmp_path / "proxy.log", "--stream-buffer", str(BUFFER), "--slow-client-timeout", "600"
+        ) as p,
+    ):
+        port = int(p.url.rpartition(":")[2])
+        with socket.create_connection(("127.0.0.1", port)) as sock:  # sends its request and goes, reading nothing
+            head = f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {len(body)}\r\n"
+            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            sock.sendall(head.encode() + b"\r\n" + body)
+        ex, events = _settled(db, timeout=60)
+    assert ex.outcome == "closed"
+    assert len({e.position for e in events if b"chunk-" in bytes(e.payload) and e.origin != "local"}) == EVENTS
+    assert not any(e.origin == "local" and b"client-too-slow" in bytes(e.payload) for e in events)
