@@ -7,9 +7,10 @@
 2. The peak resident size of ``a2a-tape proxy`` while a real a2a-sdk agent streams 96 MiB (96 events
    of 1 MiB) to a client that reads the answer's head and then nothing (tests/support/slow_client.py),
    and to a client that reads everything, for comparison. Before the stream buffer
-   (recorder/proxy/relay.py: Window) the unread items piled up (~+200 MiB over the fast client's run);
-   with it the proxy holds ``--stream-buffer`` (16 MiB) per stream, waits ``--slow-client-timeout``,
-   drops the client and records the rest.
+   (recorder/proxy/relay.py: Window) the unread items piled up: a peak of 251-257 MiB (keyed or not)
+   against ~97 MiB with a fast client; with it the proxy holds ``--stream-buffer`` (16 MiB) per
+   stream, waits ``--slow-client-timeout``, drops the client and records the rest: ~97-100 MiB, as
+   with the fast client. The peak is the proxy process's own (``VmHWM``).
 
     .venv/bin/python benchmarks/bench_memory.py
 
