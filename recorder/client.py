@@ -255,25 +255,16 @@ def send_request(
     mid = message_id or new_id()
     every = ([text_part(text)] if text or not parts else []) + list(parts)
     refs = list(reference_task_ids) or None
-    if dialect == "1.0":
-        msg = _Message(
-            messageId=mid,
-            role="ROLE_USER",
-            parts=[part_to_v1(p) for p in every],
-            contextId=context_id,
-            taskId=task_id,
-            referenceTaskIds=refs,
-        )
-    else:
-        msg = _Message(
-            messageId=mid,
-            role="user",
-            parts=[part_to_v03(p) for p in every],
-            contextId=context_id,
-            taskId=task_id,
-            referenceTaskIds=refs,
-            kind="message",
-        )
+    v1 = dialect == "1.0"
+    msg = _Message(
+        messageId=mid,
+        role="ROLE_USER" if v1 else "user",
+        parts=[part_to_v1(p) if v1 else part_to_v03(p) for p in every],
+        contextId=context_id,
+        taskId=task_id,
+        referenceTaskIds=refs,
+        kind=None if v1 else "message",
+    )
     op = "stream" if stream else "send"
     configuration = None
     if webhook is not None:

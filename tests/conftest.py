@@ -15,6 +15,22 @@ from tests.support.servers import bind_loopback, serve_app
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n``: each oracle module on one worker, every other test wherever a worker is free.
+
+    An oracle runs its suite once per module, in a module-scoped fixture (the TCK's nine runs, the JS SDK,
+    opencode-a2a); a module split across two workers ran it on each. xdist's ``--dist loadgroup`` would do
+    this from ``xdist_group`` marks, but it names an item's group by rewriting ``item._nodeid``, which pytest 9
+    no longer reads (xdist 3.8): the groups are made here, from the node id, with the scheduler it uses."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OracleModulesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid.split("::", 1)[0] if nodeid.startswith("tests/oracles/") else nodeid
+
+    return OracleModulesTogether(config, log)
+
+
 class Agent:
     """A running agent: its base URL, its executor (to count executions) and the app served."""
 

@@ -24,11 +24,3 @@ def oracle_timing():
         print(line)
 
     return note
-
-
-def pytest_collection_modifyitems(items):
-    """Each oracle module on one xdist worker (``--dist loadgroup``, pyproject.toml's addopts): its suite runs
-    once, in a module-scoped fixture, and a module split across two workers ran it on each (the TCK twice)."""
-    for item in items:
-        if item.get_closest_marker("oracle") is not None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else "oracle"))

@@ -25,7 +25,7 @@ import pytest
 from tests.replay.inspect.builders import Tape, items
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, ConsoleMessage, Page
 from tests.replay.inspect.recordings import build_opencode
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
@@ -84,6 +84,22 @@ class Ui:
     @property
     def port(self) -> int:
         return int(self.base.rpartition(":")[2])
+
+
+def page_problems(page: Page) -> list[str]:
+    """What ``page`` will have done wrong, filled as it happens: a script error, a console error (a 401
+    aside: tests knock without the token on purpose), a rule of its Content-Security-Policy broken (a
+    console error too), a dialog opened. A module's autouse fixture asserts it empty after each test."""
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+
+    def console(msg: ConsoleMessage) -> None:
+        if msg.type == "error" and "401" not in msg.text:
+            problems.append(f"console: {msg.text}")
+
+    page.on("console", console)
+    page.on("dialog", lambda d: problems.append(f"a dialog opened: {d.message}"))
+    return problems
 
 
 def _interruptible() -> None:

@@ -10,14 +10,14 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Page, expect
+from playwright.sync_api import Page, expect
 
 from a2a_tape import store
 from a2a_tape.fold.fold import fold_task_events
 from a2a_tape.inspection.ui.render import CLIP
 from tests.conftest import running_sdk_agent
 from tests.replay.inspect.recordings import ANSWER, REASONING
-from tests.replay.inspect.ui.conftest import ESCAPES, HUGE, HUGE_TAIL, SCRIPT, Hostile, run
+from tests.replay.inspect.ui.conftest import ESCAPES, HUGE, HUGE_TAIL, SCRIPT, Hostile, page_problems, run
 
 OUR_SCRIPTS = 3  # htmx, its SSE extension, ui.js
 
@@ -25,15 +25,7 @@ OUR_SCRIPTS = 3  # htmx, its SSE extension, ui.js
 @pytest.fixture(autouse=True)
 def no_page_errors(page: Page) -> Iterator[list[str]]:
     """Every test: the page threw nothing and broke no rule of its Content-Security-Policy."""
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-
-    def console(msg: ConsoleMessage) -> None:
-        if msg.type == "error" and "401" not in msg.text:
-            problems.append(f"console: {msg.text}")
-
-    page.on("console", console)
-    page.on("dialog", lambda d: problems.append(f"a dialog opened: {d.message}"))
+    problems = page_problems(page)
     yield problems
     assert problems == []
 

@@ -16,22 +16,16 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Page, expect
+from playwright.sync_api import Page, expect
 
 from tests.conftest import running_sdk_agent
-from tests.replay.inspect.ui.conftest import SCRIPT, run
+from tests.replay.inspect.ui.conftest import SCRIPT, page_problems, run
 
 
 @pytest.fixture(autouse=True)
 def no_page_errors(page: Page) -> Iterator[list[str]]:
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-
-    def console(msg: ConsoleMessage) -> None:
-        if msg.type == "error" and "401" not in msg.text:
-            problems.append(f"console: {msg.text}")
-
-    page.on("console", console)
+    """Every test: the page threw nothing and broke no rule of its Content-Security-Policy."""
+    problems = page_problems(page)
     yield problems
     assert problems == []
 
