@@ -15,6 +15,13 @@ from tests.support.servers import bind_loopback, serve_app
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker more than the cores. The oracles' module fixtures mostly wait (the TCK's
+    timeouts, the agents' sleeps: 4-5 minutes of a worker each at a load under 1), and a third worker on
+    two cores runs the other tests meanwhile."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_xdist_make_scheduler(config, log):
     """Under ``-n``: each oracle module on one worker, every other test wherever a worker is free.
 
