@@ -42,7 +42,7 @@ def test_record_recovers_from_each_fault(tmp_path, fault, exit_code, state, reco
                     str(tmp_path / "r.db"),
                     "--json",
                     "--stall-timeout",
-                    "0.5",
+                    "2",  # 0.5 s: under load the cancel after the stall missed it once (state unknown)
                     "-H",
                     f"X-A2A-Tape-Fault: {fault}",
                 ],
