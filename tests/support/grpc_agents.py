@@ -28,14 +28,13 @@ class GrpcAgent:
 @contextlib.contextmanager
 def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
     import grpc
-    import httpx
     from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-    from a2a.server.tasks import BasePushNotificationSender, InMemoryPushNotificationConfigStore, InMemoryTaskStore
+    from a2a.server.tasks import InMemoryTaskStore
     from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, a2a_pb2_grpc
     from starlette.applications import Starlette
 
-    from tests.support.sdk_agents import ChunkAgent
+    from tests.support.sdk_agents import ChunkAgent, pushing
 
     sock = bind_loopback()
     http_port = sock.getsockname()[1]
@@ -64,18 +63,8 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
                 AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url + "/"),
             ],
         )
-        pushing = {}
-        if push:
-            configs = InMemoryPushNotificationConfigStore()
-            pushing = {
-                "push_config_store": configs,
-                "push_sender": BasePushNotificationSender(httpx.AsyncClient(), configs),
-            }
         handler = DefaultRequestHandler(
-            agent_executor=executor,
-            task_store=InMemoryTaskStore(),
-            agent_card=card,
-            **pushing,  # type: ignore[arg-type]
+            agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card, **pushing(push)
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
         await server.start()

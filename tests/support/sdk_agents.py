@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import httpx
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -37,6 +38,15 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Message, Par
 from starlette.applications import Starlette
 
 from tests.support.servers import bind_loopback, serve_app
+
+
+def pushing(on: bool) -> dict[str, Any]:
+    """A DefaultRequestHandler's push notifications (a2a-sdk's in-memory config store and httpx sender)
+    when ``on``; nothing when not. Every test agent that pushes (JSON-RPC and gRPC) takes them here."""
+    if not on:
+        return {}
+    configs = InMemoryPushNotificationConfigStore()
+    return {"push_config_store": configs, "push_sender": BasePushNotificationSender(httpx.AsyncClient(), configs)}
 
 
 class ChunkAgent(AgentExecutor):
@@ -128,14 +138,9 @@ def make_agent_app(
             AgentInterface(protocol_binding="JSONRPC", protocol_version=v, url=base_url + "/") for v in ("1.0", "0.3")
         ],
     )
-    pushing = {}
-    if push:
-        configs = InMemoryPushNotificationConfigStore()
-        pushing = {
-            "push_config_store": configs,
-            "push_sender": BasePushNotificationSender(httpx.AsyncClient(), configs),
-        }
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card, **pushing)
+    handler = DefaultRequestHandler(
+        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card, **pushing(push)
+    )
     routes = create_agent_card_routes(card) + [
         r for u in rpc_urls for r in create_jsonrpc_routes(handler, rpc_url=u, enable_v0_3_compat=True)
     ]
