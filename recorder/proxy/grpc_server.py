@@ -47,6 +47,16 @@ from a2a_tape import store
 from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, outcome_of
 from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.sending import store_fault
+from a2a_tape.recorder.proxy.grpc_live import (
+    DEADLINE_EXCEEDED,
+    INVALID_ARGUMENT,
+    OK,
+    RESOURCE_EXHAUSTED,
+    UNAUTHENTICATED,
+    UNAVAILABLE,
+    GrpcLive,
+    grpc_status,
+)
 from a2a_tape.recorder.proxy.idempotency import (
     Idempotency,
     OnKeyConflict,
@@ -60,119 +70,16 @@ from a2a_tape.recorder.proxy.idempotency import (
 from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import carries_token, token_presented
 from a2a_tape.recorder.proxy.push_configs import PUSH_PATH, restore, rewrite
-from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER, Reader, Window
 from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
 from a2a_tape.store.writer import write_soon
 from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire.http_client import MAX_BODY
 
-OK, DEADLINE_EXCEEDED, INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE, RESOURCE_EXHAUSTED = 0, 4, 3, 16, 14, 8
 MAX_MESSAGE = MAX_BODY
 """The largest answer message the proxy takes from the agent (an answer that is not a stream, over HTTP, has the
 same bound): a message without end cannot take the proxy's memory."""
 _TOO_LARGE = "Received message larger than max"  # grpc's own words when MAX_MESSAGE stops a message
 _AUTH = frozenset({"authorization", "proxy-authorization"})
-
-
-class GrpcLive:
-    """One relayed call as it goes: the head, the messages published so far (durable first), the
-    end. The client's handler and any duplicate attached to it read the same one; the messages are
-    held as the HTTP relay's items are (:class:`recorder.proxy.relay.Window`: bounded, back-pressure,
-    a client too far behind for too long dropped)."""
-
-    def __init__(
-        self, *, keep: bool = True, limit: int = DEFAULT_STREAM_BUFFER, patience: float = DEFAULT_SLOW_CLIENT_TIMEOUT
-    ) -> None:
-        self.exchange_id: int | None = None
-        self.head: tuple[Any, ...] | None = None
-        self.window: Window[bytes] = Window(_message_size, keep=keep, limit=limit, patience=patience)
-        self._first = self.window.join()  # the call that made this relay: in from the start
-        self.end: tuple[int, str, tuple[Any, ...]] | None = None
-        self.ended = anyio.Event()
-        self._wake = anyio.Event()
-
-    def set_head(self, metadata: Any) -> None:
-        self.head = tuple(metadata or ())
-        self._poke()
-
-    def publish(self, raws: list[bytes]) -> None:
-        self.window.put(raws)
-        self._poke()
-
-    async def make_room(self, in_flight: Callable[[], int]) -> int:
-        dropped = await self.window.make_room(in_flight)
-        if dropped:
-            self._poke()
-        return dropped
-
-    def finish(self, code: int, details: str, trailers: Any = ()) -> None:
-        if self.end is None:
-            self.end = (code, details, tuple(trailers or ()))
-        self.ended.set()
-        self._poke()
-
-    def _poke(self) -> None:
-        self._wake.set()
-        self._wake = anyio.Event()
-
-    def reader(self, first: bool = True) -> Reader | None:
-        """``first``: the place made with this relay for the call that made it; else a new one
-        from the first message (None once those are gone)."""
-        if first and self._first is not None:
-            place, self._first = self._first, None
-            return place
-        return self.window.join()
-
-    async def follow(self, context: Any, place: Reader, per_client: Any = None) -> AsyncIterator[bytes]:
-        """The messages as they are published, then the status on ``context``. ``per_client``: a test
-        of a metadata entry that belongs to the call the agent answered (a cookie, a session token),
-        left out of the head and trailers for any other call."""
-        sent_head = False
-        window = self.window
-        try:
-            while True:
-                wake = self._wake
-                if not sent_head and (self.head is not None or self.end is not None):
-                    await context.send_initial_metadata(_own(self.head or (), per_client))
-                    sent_head = True
-                if place.dropped:
-                    await context.abort(_status(RESOURCE_EXHAUSTED), TOO_SLOW)
-                while place.at < window.end and not place.dropped:
-                    (raw,) = window.take(place, 1)
-                    yield raw
-                if self.end is not None and place.at >= window.end:
-                    break
-                if not place.dropped:
-                    await wake.wait()
-        finally:
-            window.leave(place)
-        assert self.end is not None
-        code, details, trailers = self.end
-        trailers = _own(trailers, per_client)
-        if trailers:
-            context.set_trailing_metadata(trailers)
-        if code != OK:
-            context.set_code(_status(code))
-            context.set_details(details)
-
-
-TOO_SLOW = "the client read too slowly: it stayed more than --stream-buffer behind past --slow-client-timeout"
-
-
-def _message_size(raw: bytes) -> int:
-    return len(raw) + 64
-
-
-def _own(metadata: Any, per_client: Any) -> tuple[Any, ...]:
-    if per_client is None:
-        return tuple(metadata)
-    return tuple((k, v) for k, v in metadata if not per_client(k, v))
-
-
-def _status(code: int) -> Any:
-    import grpc
-
-    return next((s for s in grpc.StatusCode if s.value[0] == code), grpc.StatusCode.UNKNOWN)
 
 
 class GrpcProxy:
@@ -235,7 +142,7 @@ class GrpcProxy:
         metadata = tuple(context.invocation_metadata() or ())
         refusal = self._refusal(metadata)
         if refusal is not None:
-            await context.abort(_status(UNAUTHENTICATED), refusal)
+            await context.abort(grpc_status(UNAUTHENTICATED), refusal)
         gc = GrpcCapture(self.config.redactor, path, role="proxy")
         ex = self.core.observer.stamp(gc.request(self.upstream, request, metadata))
         request = self._to_receiver(gc, request)  # the log has the client's webhook, the agent our receiver
@@ -245,7 +152,7 @@ class GrpcProxy:
             fault = store_fault(exc)
             if fault is None:
                 raise
-            await context.abort(_status(UNAVAILABLE), self.config.redactor.text(log_fault_line(fault)))
+            await context.abort(grpc_status(UNAVAILABLE), self.config.redactor.text(log_fault_line(fault)))
         place = live.reader(first=fresh)
         if place is None:  # a late duplicate: the first messages left memory (--stream-buffer)
             live = await self._after(live, gc.method)
@@ -466,7 +373,7 @@ class GrpcProxy:
                 release = True  # never reached the agent: a retry may run
                 relay.ours(UNAVAILABLE, "error", f"upstream agent unreachable: {exc.details()}")
             else:
-                await relay.agent_status(code, exc.details() or "", exc.initial_metadata(), exc.trailing_metadata())
+                await relay.agentgrpc_status(code, exc.details() or "", exc.initial_metadata(), exc.trailing_metadata())
         except TimeoutError:
             first = not relay.received
             limit = cfg.first_byte_timeout if first else cfg.read_timeout
@@ -538,7 +445,7 @@ class GrpcProxy:
         metadata = tuple(context.invocation_metadata() or ())
         refusal = self._refusal(metadata)
         if refusal is not None:
-            await context.abort(_status(UNAUTHENTICATED), refusal)
+            await context.abort(grpc_status(UNAUTHENTICATED), refusal)
         gc = GrpcCapture(self.config.redactor, path, role="proxy")
         st = self.core.store
         gc.cap.exchange_id = ex_id = await write_soon(
@@ -573,7 +480,7 @@ class GrpcProxy:
         if relay.trailers:
             context.set_trailing_metadata(tuple(relay.trailers))
         if relay.code:
-            context.set_code(_status(relay.code))
+            context.set_code(grpc_status(relay.code))
             context.set_details(relay.details)
 
 
@@ -611,7 +518,7 @@ class _Relay:
             self.received = 1
             await self._commit([raw])
         code = await call.code()
-        await self.agent_status(code.value[0], await call.details() or "", None, await call.trailing_metadata())
+        await self.agentgrpc_status(code.value[0], await call.details() or "", None, await call.trailing_metadata())
 
     async def _stream(self, call: Any, first_byte: float, read: float) -> None:
         """Read and commit apart: the messages that arrive while a batch commits form the next."""
@@ -695,7 +602,7 @@ class _Relay:
         self.published += sum(map(len, raws))
         self.live.publish(raws)
 
-    async def agent_status(self, code: int, details: str, initial: Any, trailers: Any) -> None:
+    async def agentgrpc_status(self, code: int, details: str, initial: Any, trailers: Any) -> None:
         """The agent's own status: an error item in the log (write-ahead) for a non-OK one."""
         self.code, self.details, self.trailers = code, details, tuple(trailers or ())
         if initial is not None and not self.initial:
