@@ -45,7 +45,6 @@ from anyio.abc import TaskGroup
 
 from a2a_tape import store
 from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, forwardable, outcome_of
-from a2a_tape.capture.notes import note_event
 from a2a_tape.capture.sending import store_fault
 from a2a_tape.recorder.proxy.grpc_live import (
     DEADLINE_EXCEEDED,
@@ -280,10 +279,7 @@ class GrpcProxy:
             why = "idempotency key in use by another caller" if other else "idempotency key reused for another request"
             await self.core.finish_row(ex_id, outcome="refused", error=why)
             return live, True, True
-        assert self.core.writer is not None
-        note = conflict_note(key, record.exchange_id, other)
-        reused = note_event(self.config.redactor, "idempotency-key-reused", note, exchange_id=ex_id)
-        await self.core.writer.append(reused)
+        await self.core.note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
         self._start(live, gc, request, metadata, remaining, settle_key=None, slot=slot)
         return live, True, True
 
@@ -303,15 +299,7 @@ class GrpcProxy:
         self._tg.start_soon(self._pump, live, gc, request, outgoing, remaining, settle_key, slot)
 
     async def _too_slow(self, ex_id: int, dropped: int) -> None:
-        """The local note of calls the relay dropped (:meth:`recorder.proxy.relay.Window.make_room`)."""
-        cfg = self.config
-        who = "a client" if dropped == 1 else f"{dropped} clients"
-        note = (
-            f"{who} stayed more than {cfg.stream_buffer} bytes behind the agent for {cfg.slow_client_timeout:g} s "
-            "(--stream-buffer, --slow-client-timeout): its call was ended (RESOURCE_EXHAUSTED); the recording goes on"
-        )
-        assert self.core.writer is not None
-        await self.core.writer.append(note_event(self.config.redactor, "client-too-slow", note, exchange_id=ex_id))
+        await self.core.client_too_slow(ex_id, dropped, "its call was ended (RESOURCE_EXHAUSTED)")
 
     async def _from_log(self, live: GrpcLive, m: grpc_wire.Method, record: store.IdempotencyRecord) -> None:
         """A repeat of a call the log answers: its recorded answers, as messages of this method."""

@@ -631,7 +631,7 @@ class Proxy:
             why = "idempotency key in use by another caller" if other else "idempotency key reused for another request"
             await self.finish_row(ex_id, outcome="refused", error=why)
             return Response(refusal, 200 if rpc_id else 409, media_type=_JSON)
-        await self._note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
+        await self.note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
         self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
         return await self._respond(live, rpc_id, owner=True)
 
@@ -673,8 +673,8 @@ class Proxy:
             self._begun[ex_id] = ex
         return ex_id, record, claimed
 
-    async def _note(self, ex_id: int, action: str, detail: str, task_id: str | None = None) -> None:
-        """A decision of ours, in the exchange's log (origin ``local``)."""
+    async def note(self, ex_id: int, action: str, detail: str, task_id: str | None = None) -> None:
+        """A decision of ours, in the exchange's log (origin ``local``); the gRPC proxy's too."""
         assert self.writer is not None
         await self.writer.append(note_event(self.config.redactor, action, detail, task_id=task_id, exchange_id=ex_id))
 
@@ -865,23 +865,27 @@ class Proxy:
         return recorded
 
     async def _too_slow(self, cap: Capture, dropped: int) -> None:
-        """The local note of clients the relay dropped (:meth:`recorder.proxy.relay.Window.make_room`)."""
         assert cap.exchange_id is not None
+        await self.client_too_slow(cap.exchange_id, dropped, "its stream was closed", cap.task_id)
+
+    async def client_too_slow(self, ex_id: int, dropped: int, ended: str, task_id: str | None = None) -> None:
+        """The local note of clients a relay dropped (:meth:`recorder.proxy.relay.Window.make_room`):
+        how their answer ``ended``. Both proxies say it here."""
         cfg = self.config
         who = "a client" if dropped == 1 else f"{dropped} clients"
-        await self._note(
-            cap.exchange_id,
+        await self.note(
+            ex_id,
             "client-too-slow",
             f"{who} stayed more than {cfg.stream_buffer} bytes behind the agent for {cfg.slow_client_timeout:g} s "
-            "(--stream-buffer, --slow-client-timeout): its stream was closed; the recording goes on",
-            cap.task_id,
+            f"(--stream-buffer, --slow-client-timeout): {ended}; the recording goes on",
+            task_id,
         )
 
     async def _notes(self, cap: Capture) -> None:
         """The capture core's redaction notes (a payload that was not JSON), as local notes."""
         while cap.notes:
             assert cap.exchange_id is not None
-            await self._note(cap.exchange_id, "redacted", cap.notes.pop(0), cap.task_id)
+            await self.note(cap.exchange_id, "redacted", cap.notes.pop(0), cap.task_id)
 
     async def _settle(
         self,
