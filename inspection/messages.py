@@ -92,7 +92,7 @@ def find_message(st: Recordings, key: str) -> LoneMessage | None:
     prefix of its key (the last one, when the same reply was recorded more than once)."""
     if not key:
         return None
-    every = lone_messages(st)
+    every = lone_messages(st, st.exchanges_without_task())  # the candidates only: flat as the log grows
     found = [m for m in every if key in (m.message_id, m.context_id, m.key)]
     if not found:
         found = [m for m in every if m.key.startswith(key)]
