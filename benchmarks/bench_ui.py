@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -61,7 +62,7 @@ class Server(msgspec.Struct):
     proc: subprocess.Popen
 
     def client(self) -> httpx.Client:
-        port = self.base.rpartition(":")[2]
+        port = urlsplit(self.base).port  # base: http://127.0.0.1:PORT/PREFIX
         return httpx.Client(base_url=self.base, cookies={f"a2a_tape_ui_{port}": self.token}, timeout=60)
 
     def peak_rss_kb(self) -> int:
