@@ -2,8 +2,9 @@
 
 Two tasks, each recorded by ``record`` from a real agent, then verified by the installed ``verify
 --json`` against a live a2a-sdk agent: one against another agent than it was recorded from (the
-opencode-blocks agent: a divergence), one against the agent it was recorded from (a match, with
-``--update``: the live run is served from then on), then once more (compared with that run). The
+opencode-blocks agent: a divergence), one against the agent it was recorded from (a match), then
+again with ``--update`` (its live run is served from then on), then once more (compared with that
+run, where the first two were compared with the recording). The
 task page lists each verify run as such, with the verdict ``verify`` printed: match, or the first
 divergence (its rule and message, the recorded and the live event), and a link to the diff view of
 the recorded run and the live one. The UI judges by verify's own rule
@@ -29,8 +30,8 @@ from tests.support.contract_agents import contract_agent
 
 
 class Verified:
-    def __init__(self, db: Path, diverged: dict, matched: dict, again: dict) -> None:
-        self.db, self.diverged, self.matched, self.again = db, diverged, matched, again
+    def __init__(self, db: Path, diverged: dict, matched: dict, adopted: dict, again: dict) -> None:
+        self.db, self.diverged, self.matched, self.adopted, self.again = db, diverged, matched, adopted, again
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +51,14 @@ def verified(tmp_path_factory) -> Verified:
             code, out, err = _cli(f"record {agent} '{text}' --db '{db}' --json", cwd, env)
             assert code == 0, err
             task = json.loads(out)["task_id"]
-            verify(task, sdk.url, exit_code, *(("--update",) if exit_code == 0 else ()))
-        verify(task, sdk.url, 0)  # after --update: compared with the run it adopted
-    diverged, matched, again = reports
-    assert [r["verdict"] for r in reports] == ["diverged", "match", "match"], reports
-    assert again["recorded"] == matched["live"][0] == f"{matched['task_id']}@2", reports  # the adopted run
-    return Verified(db, diverged, matched, again)
+            verify(task, sdk.url, exit_code)
+        verify(task, sdk.url, 0, "--update")  # its live run is served from then on
+        verify(task, sdk.url, 0)  # compared with the run --update adopted
+    diverged, matched, adopted, again = reports
+    assert [r["verdict"] for r in reports] == ["diverged", "match", "match", "match"], reports
+    assert matched["recorded"] == adopted["recorded"] == f"{matched['task_id']}@1", reports
+    assert again["recorded"] == adopted["live"][0] == f"{matched['task_id']}@3", reports  # the adopted run
+    return Verified(db, diverged, matched, adopted, again)
 
 
 @pytest.fixture(autouse=True)
@@ -127,14 +130,14 @@ def test_a_matching_verify_run_says_so(page: Page, serve_ui, verified):
     assert task in page.url
 
 
-def test_a_verify_run_after_an_update_is_judged_against_the_adopted_run(page: Page, serve_ui, verified):
-    """``verify --update`` made run 2 the one served; the next verify run (3) was compared with it,
-    not with the recording: the page says what the command said."""
-    first, again = verified.matched, verified.again
+def test_each_verify_run_is_judged_against_the_run_served_when_it_was_made(page: Page, serve_ui, verified):
+    """``verify --update`` made run 3 the one served: the next verify run (4) was compared with it,
+    runs 2 and 3 with the recording (run 2 before run 3 was adopted): the page says what the command said."""
+    reports = [verified.matched, verified.adopted, verified.again]
     ui = serve_ui(verified.db)
     page.goto(ui.url)
-    page.goto(f"{ui.base}/tasks/{again['task_id']}")
+    page.goto(f"{ui.base}/tasks/{verified.again['task_id']}")
     cards = page.locator("#runs article.run-card")
-    expect(cards).to_have_count(3)
-    expect(cards.locator(".verify-verdict code.recorded-run")).to_have_text([first["recorded"], again["recorded"]])
-    expect(cards.locator(".verify-verdict .verdict")).to_have_text(["match", "match"])
+    expect(cards).to_have_count(4)
+    expect(cards.locator(".verify-verdict code.recorded-run")).to_have_text([r["recorded"] for r in reports])
+    expect(cards.locator(".verify-verdict .verdict")).to_have_text([r["verdict"] for r in reports])
