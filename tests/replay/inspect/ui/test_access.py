@@ -148,3 +148,14 @@ def test_each_run_has_its_own_token(demo_db):
     finally:
         stop_ui(one)
         stop_ui(two)
+
+
+def test_the_prefix_alone_is_its_index(ui):
+    """``/PREFIX`` without its slash: the list, for the token holder; 401 for anyone else."""
+    server, _ = ui
+    with httpx.Client(base_url=server.origin, timeout=10, follow_redirects=False) as c:
+        assert c.get(server.prefix).status_code == 401
+        c.cookies.set(f"a2a_tape_ui_{server.port}", server.token)
+        r = c.get(server.prefix + "?state=completed")
+    assert r.status_code == 303 and r.headers["location"] == f"{server.prefix}/?state=completed"
+    assert "set-cookie" not in r.headers
