@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -61,7 +62,7 @@ class Server(msgspec.Struct):
     proc: subprocess.Popen
 
     def client(self) -> httpx.Client:
-        port = self.base.rpartition(":")[2]
+        port = urlsplit(self.base).port  # base: http://127.0.0.1:PORT/PREFIX
         return httpx.Client(base_url=self.base, cookies={f"a2a_tape_ui_{port}": self.token}, timeout=60)
 
     def peak_rss_kb(self) -> int:
@@ -114,7 +115,8 @@ def alternate_gets(a: tuple[httpx.Client, str], b: tuple[httpx.Client, str], rou
 
 def first_task(client: httpx.Client) -> str:
     html = client.get("/").text
-    start = html.index('<a href="/tasks/') + len('<a href="/tasks/')
+    link = '<a href="' + urlsplit(str(client.base_url)).path.rstrip("/") + "/tasks/"  # under the UI's prefix
+    start = html.index(link) + len(link)
     return html[start : html.index('"', start)]
 
 
@@ -264,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                 pl <= 1.5,
             )
             html = cl.get(f"/tasks/{long_task}").text
-            more = html[html.index('hx-get="/task/rows?') + len('hx-get="') :]
+            prefix = urlsplit(str(cl.base_url)).path.rstrip("/")  # the page's addresses are under it
+            more = html[html.index(f'hx-get="{prefix}/task/rows?') + len('hx-get="') + len(prefix) :]
             more = more[: more.index('"')].replace("&amp;", "&")
             a, b, r = alternate_gets((cl, more), (cl, f"/tasks/{long_task}"), rounds)
             row("long task scroll", "next 500 rows (s)", "the page (s)", a, b, r, "paged", True)

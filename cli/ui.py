@@ -59,8 +59,9 @@ def ui_cmd(
 ) -> None:
     """A live local web view of the log: tasks, a task's waterfall and answer, diffs (read-only).
 
-    Prints one line, the address to open: it carries a token made for this run, without which
-    every page answers 401 (--json: that line as {"url", "host", "port"}). Stops on Ctrl-C.
+    Prints one line, the address to open: under a path made for this run (anything else is 404), with
+    a token made for this run, without which every page answers 401 (--json: that line as {"url",
+    "host", "port"}). Stops on Ctrl-C.
     """
     host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     location = db_location(db)
@@ -71,16 +72,21 @@ def ui_cmd(
             sock = listening.bind(host, port)
         except OSError as exc:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        from a2a_tape.inspection.ui.access import new_prefix
         from a2a_tape.inspection.ui.web_app import create_app
 
         token = secrets.token_urlsafe(24)
+        prefix = new_prefix()  # the UI's path, and its cookie's: no other local server is sent the cookie
         bound = sock.getsockname()[1]
-        url = f"{listening.url_of(sock)}/?token={token}"
-        # the browser gets a one-time code, not the token: its command line is readable by any local user
+        url = f"{listening.url_of(sock)}{prefix}/?token={token}"
+        # the browser gets a one-time code at the root, not the token nor the prefix: its command
+        # line is readable by any local user
         code = secrets.token_urlsafe(24)
         opened = f"{listening.url_of(sock)}/?code={code}"
         guard = Guard.of(allow_host, any_host=allow_remote)
-        app_ = create_app(st, token=token, port=bound, where=safe_location(location), guard=guard, codes={code})
+        app_ = create_app(
+            st, token=token, port=bound, where=safe_location(location), prefix=prefix, guard=guard, codes={code}
+        )
         # the pages' event streams end first, so they do not hold the shutdown for its grace period
         listening.run(
             app_,
@@ -95,11 +101,11 @@ def ui_cmd(
 
 
 def _announce(url: str, opened: str, host: str, port: int, *, json: bool, open_browser: bool | None) -> None:
-    """The one line: the address with this run's token (not a recorded secret: it opens this
-    process's pages, and dies with it), on stdout for people and scripts alike (not emit_json:
+    """The one line: the address with this run's prefix and token (not a recorded secret: it opens
+    this process's pages, and dies with it), on stdout for people and scripts alike (not emit_json:
     its redaction would take the token out, and the line is for opening it); then the browser,
-    given ``opened``: the address with a one-time code, never the token (a browser's command
-    line is readable by every local user; a code already spent there opens nothing)."""
+    given ``opened``: the address with a one-time code, never the token nor the prefix (a browser's
+    command line is readable by every local user; a code already spent there opens nothing)."""
     line = msgspec.json.encode({"url": url, "host": host, "port": port}).decode() if json else f"a2a-tape ui: {url}"
     sys.stdout.write(line + "\n")
     sys.stdout.flush()

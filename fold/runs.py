@@ -234,9 +234,12 @@ SERVED_NOTE: Final = "serve-run"
 the one ``serve`` replays and ``verify`` compares with (:func:`served_run`)."""
 
 
-def adopted(run: Run) -> bool:
-    """Whether ``verify --update`` made this run the one served (its own note says so)."""
+def adopted(run: Run, before: int | None = None) -> bool:
+    """Whether ``verify --update`` made this run the one served (its own note says so); ``before``:
+    as the log stood before that position (a note after it not counted)."""
     for ev in run.events:
+        if before is not None and ev.position >= before:
+            break
         if ev.origin == "local" and SERVED_NOTE.encode() in ev.payload:
             body = decode_item(ev.payload).body
             if isinstance(body, Note) and body.action == SERVED_NOTE:
@@ -244,12 +247,16 @@ def adopted(run: Run) -> bool:
     return False
 
 
-def served_run(runs: Sequence[Run]) -> Run | None:
+def served_run(runs: Sequence[Run], before: int | None = None) -> Run | None:
     """The run ``serve`` replays and ``verify`` compares with: the latest one ``verify --update``
-    adopted, else the first that is not a verify run (the agent as it was recorded), else the first."""
+    adopted, else the first that is not a verify run (the agent as it was recorded), else the first.
+    ``before``: as it was before that position of the log (the runs begun, the notes written by then):
+    the run a verify run that began there was compared with."""
+    if before is not None:
+        runs = [r for r in runs if r.first_position < before]
     if not runs:
         return None
-    chosen = next((r for r in reversed(runs) if r.source == "verify" and adopted(r)), None)
+    chosen = next((r for r in reversed(runs) if r.source == "verify" and adopted(r, before)), None)
     return chosen or next((r for r in runs if r.source != "verify"), runs[0])
 
 

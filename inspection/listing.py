@@ -433,3 +433,33 @@ def log_order_ids(st: Recordings, limit: int | None = None) -> list[str]:
     """Every task id in log order (of first appearance); the last ``limit`` of them."""
     ids = [t.task_id for t in st.task_events()]
     return ids if limit is None else ids[-limit:]
+
+
+class Relative(msgspec.Struct, frozen=True):
+    """A task's parent or child: by trace context (``inferred`` None), or inferred from the log
+    (:mod:`capture.lineage`; ``inferred``: the basis of a parent, ``"inferred"`` for a child)."""
+
+    task_id: str
+    inferred: str | None = None
+
+
+class Family(msgspec.Struct, frozen=True):
+    """A task's parent and children, as ``tasks --json`` names them (``parent``, ``parent_inferred``,
+    ``children``), each marked when inferred."""
+
+    parent: Relative | None
+    children: list[Relative]
+
+
+def family_of(st: Store, task_id: str) -> Family:
+    """One task's parent and children by the listing's own rule (:meth:`_Seen.family`: trace
+    context first, else inferred), each child marked inferred when no trace context names it."""
+    seen = _Seen(st)
+    seen.lineage = True
+    _note_bindings(st.exchanges(task_id), seen)
+    parent, children, basis = seen.family(task_id)
+    traced = seen._traced_family(task_id)[1] if seen.traces.get(task_id) else []
+    return Family(
+        None if parent is None else Relative(parent, basis),
+        [Relative(c, None if c in traced else "inferred") for c in children],
+    )

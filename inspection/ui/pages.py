@@ -7,13 +7,14 @@ templates from the same functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import Finding
+from a2a_tape.inspection.listing import Family
 from a2a_tape.inspection.ui import rows
 from a2a_tape.inspection.ui.render import pretty_json
 from a2a_tape.inspection.words import count
@@ -43,18 +44,23 @@ def task_context(
     preview: int | None = rows.PREVIEW,
     kind: str = "task",
     card: Exchange | None = None,
+    family: Family | None = None,
+    task_link: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """task.html's context: ``view`` the task as it ends (its header), ``channels`` the answer
     shown (``view`` unless a scrubber position asks for another), ``events`` the timeline rows
     shown (all of them, or a live page's first page), ``findings`` None while the doctor has
     not looked (a live page loads them after). ``kind``: ``message`` for a lone Message reply
     (no task: the header says so, and names no task state). ``card``: the agent-card fetch that
-    began the recording (:func:`reading.card_fetch`), first among the exchanges."""
+    began the recording (:func:`reading.card_fetch`), first among the exchanges. ``family``: the
+    task's parent and children (:func:`inspection.listing.family_of`; None: not shown), linked by
+    ``task_link`` (a task id to its page; None: named, not linked, as in a report of one page)."""
     h = rows.header(view, exchanges, kind=kind)
     calls = [card, *exchanges] if card is not None else list(exchanges)
     start = min([view.first_at, *(ex.started_at for ex in calls if ex.started_at)]) if calls else view.first_at
     end = max([view.last_at, *(ex.ended_at for ex in calls if ex.ended_at)]) if calls else view.last_at
     shown = channels if channels is not None else view
+    numbers = rows.exchange_numbers(calls)
     return {
         "h": h,
         "bars": rows.exchange_bars(calls, start, end),
@@ -62,10 +68,11 @@ def task_context(
         "tools": rows.tool_table(shown),
         "findings": None if findings is None else rows.finding_rows(findings),
         "verdict": None if findings is None else verdict(findings),
-        "rows": rows.event_rows(
-            events, view.first_at, previous_at, preview=preview, numbers=rows.exchange_numbers(calls)
-        ),
+        "rows": rows.event_rows(events, view.first_at, previous_at, preview=preview, numbers=numbers),
         "more": None,
+        "traces": rows.trace_rows(exchanges, numbers),
+        "family": family,
+        "task_link": task_link,
     }
 
 

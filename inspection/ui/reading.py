@@ -14,7 +14,7 @@ from typing import Protocol
 
 import msgspec
 
-from a2a_tape.fold.fold import TaskFold, fold_task_events
+from a2a_tape.fold.fold import RunRef, TaskFold, fold_task_events
 from a2a_tape.fold.runs import BadSelector, Run, pick_run, read_selector, selector, task_runs
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection import listing
@@ -148,15 +148,19 @@ def _closed(store: Store, task_ids: Iterable[str]) -> dict[int, float]:
     return ended
 
 
-def views_of(store: Store, task_ids: Sequence[str]) -> dict[str, TaskView]:
-    """The projection's views of some tasks (their streams closed as their exchanges say)."""
+def views_of(store: Store, task_ids: Sequence[str], runs: dict[str, list[RunRef]] | None = None) -> dict[str, TaskView]:
+    """The projection's views of some tasks (their streams closed as their exchanges say); each
+    task's runs put in ``runs``, when given (as :func:`listing.keyed_listing` does)."""
     raw = store.projection_load("tasks", task_ids)
     ended = _closed(store, task_ids)
     out = {}
     for t in task_ids:
         row = raw.get(t)
         if row is not None:
-            out[t] = TaskFold.load(row).view(ended)
+            fold = TaskFold.load(row)
+            out[t] = fold.view(ended)
+            if runs is not None:
+                runs[t] = list(fold.s.runs)
     return out
 
 
@@ -201,6 +205,7 @@ def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int
     scanned = 0
     taskless = store.exchanges_without_task()
     by_id = {ex.id: ex for ex in taskless if ex.id is not None}
+    runs: dict[str, list[RunRef]] = {}  # each task's runs, read with its row
     keyed = listing.keyed_listing(
         store,
         listing.TaskFilter(states=frozenset(f.states) or None, context=f.context, since=f.since),
@@ -208,6 +213,7 @@ def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int
         batch=limit if f.index_only else 200,
         closed=lambda ids: _closed(store, ids),
         lone=lone_messages(store, taskless),
+        runs=runs,
     )
     last = None
     counted = FaultCounter(store)  # doctor's counts, as ``tasks`` shows them
@@ -220,7 +226,7 @@ def task_list(store: Store, f: Filters, *, before: int | None = None, limit: int
         else:
             faults = counted(item.task_id)
             if f.index_only or passes(store, item, f, faults):
-                found.append(rows.list_row(item, faults))
+                found.append(rows.list_row(item, faults, runs=runs.get(item.task_id, ())))
         if len(found) >= limit or scanned >= SCAN:
             return ListPage(found, last, scanned)
     return ListPage(found, None, scanned)
@@ -237,11 +243,12 @@ def search(store: Store, f: Filters, *, after: int | None = None, limit: int = P
     counted = FaultCounter(store)
 
     def flush() -> None:
-        views = views_of(store, list(pending))
+        runs: dict[str, list[RunRef]] = {}
+        views = views_of(store, list(pending), runs)
         for t, (snippet, _) in pending.items():
             view = views.get(t)
             if view is not None and passes(store, view, f, faults := counted(t)):
-                found.append(rows.list_row(view, faults, match=snippet))
+                found.append(rows.list_row(view, faults, match=snippet, runs=runs.get(t, ())))
         pending.clear()
 
     last = None

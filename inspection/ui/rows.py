@@ -12,13 +12,16 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.capture.lineage import carried
 from a2a_tape.fold import tool_calls
-from a2a_tape.fold.runs import Run, StoredCopy, stored_copy
+from a2a_tape.fold.fold import RunRef
+from a2a_tape.fold.runs import Run, StoredCopy, selector, stored_copy
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import FaultCount, Finding
 from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.steps import summary
 from a2a_tape.inspection.ui.render import cell
+from a2a_tape.inspection.verify_runs import RunVerdict
 from a2a_tape.store import Exchange, StoredEvent, decode_item
 from a2a_tape.store.events import is_terminal
 from a2a_tape.store.methods import BINDING_NAMES, METHODS, SEND_METHODS, binding_and_version, binding_label
@@ -176,6 +179,34 @@ def exchange_bars(exchanges: Sequence[Exchange], start: float, end: float) -> li
     return bars
 
 
+class TraceRow(msgspec.Struct, frozen=True):
+    """The W3C trace context one exchange's request carried (:func:`capture.lineage.carried`, as
+    ``show`` prints it under the timeline and ``tasks --json`` lists it)."""
+
+    number: int | None  # the exchange's number in the task
+    exchange_id: int | None
+    traceparent: str | None
+    tracestate: str | None
+    baggage: str | None
+    how: str | None  # where it came from, when not the client's header as sent
+    sent: str | None  # the traceparent the proxy sent on in its place (--continue-traceparent)
+
+
+def trace_rows(exchanges: Iterable[Exchange], numbers: Mapping[int, int]) -> list[TraceRow]:
+    """The trace context of each of ``exchanges`` that carried any, in the order they began."""
+    out = []
+    for ex in sorted(exchanges, key=lambda e: e.id or 0):
+        t = carried(ex)
+        if t is None:
+            continue
+        how = "started by the proxy: the client sent none" if t.injected else None
+        if t.metadata:
+            how = "in the message's metadata" + (f"; {how}" if how else "")
+        number = None if t.exchange_id is None else numbers.get(t.exchange_id)
+        out.append(TraceRow(number, t.exchange_id, t.traceparent, t.tracestate, t.baggage, how, t.sent))
+    return out
+
+
 class Header(msgspec.Struct, frozen=True):
     """What a task page says first: state, context, where it went, when, how long to its first event."""
 
@@ -298,6 +329,12 @@ class TaskListRow(msgspec.Struct, frozen=True):
     message_key: str = ""  # a lone Message reply's message id, else its context id
     errors: int = 0  # of ``faults``, doctor's errors
     warnings: int = 0  # and its warnings
+    sources: list[str] = []  # each run's source, in order (``tasks``' ``sources``): one a run
+
+    @property
+    def runs(self) -> int:
+        """How many runs the task has (``tasks``' ``runs``); a lone Message reply: none."""
+        return max(1, len(self.sources)) if self.kind == "task" else 0
 
     @property
     def name(self) -> str:
@@ -333,8 +370,9 @@ def message_row(m: LoneMessage) -> TaskListRow:
     )
 
 
-def list_row(view: TaskView, faults: FaultCount, match: str | None = None) -> TaskListRow:
-    """A task in the list; ``faults``: doctor's counts of it (:func:`inspection.doctor.task_fault_count`)."""
+def list_row(view: TaskView, faults: FaultCount, match: str | None = None, runs: Sequence[RunRef] = ()) -> TaskListRow:
+    """A task in the list; ``faults``: doctor's counts of it (:func:`inspection.doctor.task_fault_count`);
+    ``runs``: its runs, as the task projection lists them (the row shows the latest)."""
     answer = _first_line(view.final_answer)
     return TaskListRow(
         task_id=view.task_id,
@@ -351,7 +389,33 @@ def list_row(view: TaskView, faults: FaultCount, match: str | None = None) -> Ta
         match=match,
         errors=faults.errors,
         warnings=faults.warnings,
+        sources=[r.source or "unknown" for r in runs],
     )
+
+
+class RunLink(msgspec.Struct, frozen=True):
+    """A link of the list to one run of a task (``TASK@N``); None in a list of them: runs left out."""
+
+    number: int
+    selector: str
+    source: str
+
+
+RUN_LINKS = 5
+"""Runs a list row links to at most: the first and the last ones of a task of more (the task page has all)."""
+
+
+def run_links(row: TaskListRow) -> list[RunLink | None]:
+    """The runs a list row links to, when the task has more than one: every one, or the first and
+    the last :data:`RUN_LINKS` - 1 with a None between (the runs left out)."""
+    if row.task_id is None or row.runs < 2:
+        return []
+    links: list[RunLink | None] = [
+        RunLink(n, selector(row.task_id, n), source) for n, source in enumerate(row.sources, 1)
+    ]
+    if len(links) > RUN_LINKS:
+        links = [links[0], None, *links[-(RUN_LINKS - 1) :]]
+    return links
 
 
 class RunCard(msgspec.Struct, frozen=True):
@@ -371,9 +435,10 @@ class RunCard(msgspec.Struct, frozen=True):
     faults: int
     recording: bool  # an exchange of it is open now: being recorded
     stored: StoredCopy | None
+    verify: RunVerdict | None = None  # a verify run: against the run it was compared with
 
 
-def run_card(run: Run) -> RunCard:
+def run_card(run: Run, verdict: RunVerdict | None = None) -> RunCard:
     view = run.view()
     called = [ex for ex in run.exchanges if ex.binding]
     label = None
@@ -395,6 +460,7 @@ def run_card(run: Run) -> RunCard:
         faults=len(view.faults),
         recording=recording(run.exchanges),
         stored=stored_copy(run),
+        verify=verdict,
     )
 
 

@@ -1,6 +1,7 @@
 """``a2a-tape ui``: the log in a browser, read-only and live.
 
-Routes (every one behind :func:`.access.protect`: the headers, the loopback guard, the token):
+Routes (every one under the run's path prefix, ``/PREFIX/``, and behind :func:`.access.protect`:
+the headers, the loopback guard, the prefix and the token; the paths below are under the prefix):
 
 - ``/``: the task list (``?q=`` search, ``state``, ``context``, ``binding``, ``upstream``,
   ``since``, ``level``; ``before`` the key to go on from); ``/rows``: a further page of it;
@@ -31,10 +32,12 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from a2a_tape.fold.fold import RunRef
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.diff import normalised, run_sides
 from a2a_tape.inspection.doctor import findings as doctor_findings
 from a2a_tape.inspection.doctor_index import FaultCounter
+from a2a_tape.inspection.listing import family_of
 from a2a_tape.inspection.messages import LoneMessage
 from a2a_tape.inspection.ui import diffview, pages, reading, rows
 from a2a_tape.inspection.ui.access import protect
@@ -43,6 +46,7 @@ from a2a_tape.inspection.ui.reading import BadQuery, Filters
 from a2a_tape.inspection.ui.render import STATIC, fragment, render
 from a2a_tape.inspection.ui.scrub import At, Scrubber
 from a2a_tape.inspection.ui.sections import message_section, task_section
+from a2a_tape.inspection.verify_runs import judged
 from a2a_tape.store import Store
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard
 
@@ -53,27 +57,42 @@ RUN_PAGE_EVERY = 0.5
 run read whole: a fast stream is shown as it stands every half second, not once per commit)."""
 
 
-def task_href(task_id: str) -> str:
-    """A task's page, or its run's (``TASK@N``: the '@' kept as written, as the CLI reads it)."""
-    return "/tasks/" + quote(task_id, safe="@")
+def task_href(task_id: str, root: str = "") -> str:
+    """A task's page, or its run's (``TASK@N``: the '@' kept as written, as the CLI reads it),
+    under ``root`` (the run's prefix)."""
+    return root + "/tasks/" + quote(task_id, safe="@")
 
 
 class UI:
-    """The app's state: the store, the follower, the scrubber's kept folds."""
+    """The app's state: the store, the follower, the scrubber's kept folds, and ``root``: the
+    path prefix every address it makes starts with (:mod:`.access`: the run's own)."""
 
-    def __init__(self, store: Store, *, where: str, follower: Follower, writable: bool) -> None:
+    def __init__(self, store: Store, *, where: str, follower: Follower, writable: bool, root: str = "") -> None:
         self.store = store
         self.where = where
         self.follower = follower
         self.writable = writable
+        self.root = root
         self.scrubber = Scrubber(store)
+
+    def href(self, task_id: str) -> str:
+        """A task's (or run's) page under the prefix."""
+        return task_href(task_id, self.root)
+
+    def url(self, path: str, query: Any = None) -> str:
+        """``path`` of the app (``/diff``) under the prefix, with ``query`` (pairs or a dict) if any."""
+        return self.root + path + (("?" + urlencode(query)) if query else "")
+
+    def fragment(self, template: str, block: str, **context: Any) -> str:
+        """One block of a live page, its addresses under the prefix."""
+        return fragment(template, block, live=True, root=self.root, **context)
 
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a reader of the store on a worker thread (the loop never waits on the log)."""
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
     def page(self, template: str, *, status_code: int = 200, **context: Any) -> HTMLResponse:
-        return HTMLResponse(render(template, live=True, where=self.where, **context), status_code)
+        return HTMLResponse(render(template, live=True, where=self.where, root=self.root, **context), status_code)
 
     # -- the task list ------------------------------------------------------------------------
 
@@ -94,20 +113,20 @@ class UI:
             return PlainTextResponse(str(exc), 400)
         page = await self.read(reading.task_list, self.store, f, before=before)
         context = self._list_context(f, page)
-        return HTMLResponse(fragment("tasks.html", "rows", live=True, **context))
+        return HTMLResponse(self.fragment("tasks.html", "rows", **context))
 
     def _list_context(self, f: Filters, page: reading.ListPage | None, problem: str | None = None) -> dict[str, Any]:
         found = [] if page is None else page.rows
         more = None
         if page is not None and page.more is not None:
-            more = "/rows?" + urlencode([*f.query(), ("before", str(page.more))])
-        live = "/live/tasks?" + urlencode([*f.query(), ("after", str(self.follower.position))])
+            more = self.url("/rows", [*f.query(), ("before", str(page.more))])
+        live = self.url("/live/tasks", [*f.query(), ("after", str(self.follower.position))])
         if problem is None and not self.writable:
             problem = "This log is read-only here: the list shows the task projection as it was last kept."
         end = "no tasks match" if not found and f != Filters() else ("no tasks recorded yet" if not found else "")
         return {
             "f": f,
-            "rows": [_with_href(r) for r in found],
+            "rows": [_Linked(r, self.root) for r in found],
             "more": more,
             "live_url": live,
             "states": reading.STATES,
@@ -128,7 +147,7 @@ class UI:
         if isinstance(found, LoneMessage):
             return await self._message_page(key, found)
         if found.key != key:
-            return RedirectResponse(task_href(found.key), 303)
+            return RedirectResponse(self.href(found.key), 303)
         task_id = found.task_id
         try:
             n = reading.parse_position(request.query_params.get("n"), "n")
@@ -158,12 +177,15 @@ class UI:
         runs, one = got
         label = f"run {one.number} of {len(runs)}" if len(runs) > 1 else None
         card = reading.card_fetch(self.store, one.exchanges)
-        section = task_section(one.task_id, one.events, one.exchanges, run_label=label, card=card)
-        live = "/live/run?" + urlencode({"task": found.key, "after": str(self.follower.position)})
+        family = family_of(self.store, one.task_id)
+        section = task_section(
+            one.task_id, one.events, one.exchanges, run_label=label, card=card, family=family, task_link=self.href
+        )
+        live = self.url("/live/run", {"task": found.key, "after": str(self.follower.position)})
         return {
             "section": Markup(section),
             "shown": one.selector,
-            "urls": {"diff": "/diff?" + urlencode({"a": one.selector}), "live_run": live},
+            "urls": {"diff": self.url("/diff", {"a": one.selector}), "live_run": live},
             **self._runs_context(runs, one.number),
         }
 
@@ -199,11 +221,12 @@ class UI:
         context = self._run_context(found)
         if isinstance(context, reading.NotFound):
             return None
-        return fragment("task_page.html", "run_page", live=True, **context)
+        return self.fragment("task_page.html", "run_page", **context)
 
     def _runs_context(self, runs: list[Any], current: int) -> dict[str, Any]:
-        cards = [rows.run_card(r) for r in runs]
-        return {"runs": cards, "pairs": rows.run_pairs(cards), "current": current, "href": task_href}
+        verdicts = judged(runs)  # each verify run against the run it was compared with, by verify's rules
+        cards = [rows.run_card(r, verdicts.get(r.number)) for r in runs]
+        return {"runs": cards, "pairs": rows.run_pairs(cards), "current": current, "href": self.href}
 
     async def task_runs(self, request: Request) -> Response:
         """The runs panel of a task's live page (loaded after the page: it reads the task whole)."""
@@ -214,7 +237,7 @@ class UI:
             if isinstance(got, reading.NotFound):
                 return ""
             runs, one = got
-            return fragment("runs.html", "runs", live=True, **self._runs_context(runs, one.number))
+            return self.fragment("runs.html", "runs", **self._runs_context(runs, one.number))
 
         return HTMLResponse(await self.read(read))
 
@@ -223,7 +246,7 @@ class UI:
         grows (an answered send), so it is the static export's section, with every event."""
         name = lone.message_id or lone.context_id or lone.key
         if key != name:
-            return RedirectResponse(task_href(name), 303)
+            return RedirectResponse(self.href(name), 303)
         section = await self.read(message_section, lone)
         return self.page("task_page.html", title=f"a2a-tape: message {name}", section=Markup(section), urls={})
 
@@ -241,7 +264,16 @@ class UI:
             start = position - 1  # the timeline opens at the position asked for
         events, more = reading.timeline(st, task_id, after=start)
         card = reading.card_fetch(st, exchanges)
-        context = pages.task_context(view, exchanges, events, findings=None, channels=at.view, card=card)
+        context = pages.task_context(
+            view,
+            exchanges,
+            events,
+            findings=None,
+            channels=at.view,
+            card=card,
+            family=family_of(st, task_id),
+            task_link=self.href,
+        )
         context["at"] = at
         context["urls"] = self._task_urls(task_id, cursor)
         context["from_position"] = start or None
@@ -252,18 +284,18 @@ class UI:
     def _task_urls(self, task_id: str, cursor: int) -> dict[str, str]:
         q = {"task": task_id}
         return {
-            "live": "/live/task?" + urlencode({**q, "after": str(cursor)}),
-            "at": "/task/at?" + urlencode(q),
-            "findings": "/task/findings?" + urlencode(q),
-            "text": "/task/text?" + urlencode(q),
-            "position": task_href(task_id) + "?position=",
-            "page": task_href(task_id),
-            "diff": "/diff?" + urlencode({"a": task_id}),
-            "runs": "/task/runs?" + urlencode(q),
+            "live": self.url("/live/task", {**q, "after": str(cursor)}),
+            "at": self.url("/task/at", q),
+            "findings": self.url("/task/findings", q),
+            "text": self.url("/task/text", q),
+            "position": self.href(task_id) + "?position=",
+            "page": self.href(task_id),
+            "diff": self.url("/diff", {"a": task_id}),
+            "runs": self.url("/task/runs", q),
         }
 
     def _rows_url(self, task_id: str, last: Any) -> str:
-        return "/task/rows?" + urlencode({"task": task_id, "after": str(last.position)})
+        return self.url("/task/rows", {"task": task_id, "after": str(last.position)})
 
     async def task_rows(self, request: Request) -> Response:
         task_id, after = request.query_params.get("task", ""), request.query_params.get("after")
@@ -284,7 +316,7 @@ class UI:
         context["urls"] = self._task_urls(task_id, self.follower.position)
         if more and events:
             context["more"] = self._rows_url(task_id, events[-1])
-        return fragment("task.html", "rows", live=True, **context)
+        return self.fragment("task.html", "rows", **context)
 
     async def task_at(self, request: Request) -> Response:
         task_id = request.query_params.get("task", "")
@@ -311,7 +343,7 @@ class UI:
             "at": at,
             "urls": self._task_urls(view.task_id, self.follower.position),
         }
-        return fragment("task.html", "channels", live=True, **context)
+        return self.fragment("task.html", "channels", **context)
 
     async def task_text(self, request: Request) -> Response:
         """The whole answer (or reasoning) after ``n`` events, as plain text: what a page clips."""
@@ -350,10 +382,9 @@ class UI:
         st = self.store
         exchanges = st.exchanges(task_id)
         found = doctor_findings(task_id, list(st.iter_task(task_id)), exchanges)
-        return fragment(
+        return self.fragment(
             "task.html",
             "findings",
-            live=True,
             findings=rows.finding_rows(found),
             urls=self._task_urls(task_id, self.follower.position),
         )
@@ -396,7 +427,7 @@ class UI:
                     what = "runs"
                     result = diffview.compare(*run_sides(ra, rb), labels=(ra.selector, rb.selector))
         problem = " ".join(problems) or None
-        return {"a": a, "b": b, "problem": problem, "result": result, "what": what, "href": task_href}
+        return {"a": a, "b": b, "problem": problem, "result": result, "what": what, "href": self.href}
 
     # -- live ------------------------------------------------------------------------------------
 
@@ -434,7 +465,8 @@ class UI:
         each at the top in place of its old row (a hidden row when it no longer passes the filters)."""
         st = self.store
         touched = st.tasks_touched(after, upto)
-        views = reading.views_of(st, touched)
+        runs: dict[str, list[RunRef]] = {}
+        views = reading.views_of(st, touched, runs)
         out = []
         counted = FaultCounter(st)
         for t in touched:
@@ -442,13 +474,12 @@ class UI:
             if view is None:
                 continue
             faults = counted(t)  # doctor's counts, as the list shows them
-            row = _with_href(rows.list_row(view, faults))
+            row = _Linked(rows.list_row(view, faults, runs=runs.get(t, ())), self.root)
             keep = reading.passes(st, view, f, faults)
             out.append(
-                fragment(
+                self.fragment(
                     "tasks.html",
                     "rows",
-                    live=True,
                     rows=[row] if keep else [],
                     more=None,
                     end_note=None,
@@ -490,8 +521,8 @@ class UI:
         at = self.scrubber.at(task_id, view.events, view.events, final=view)
         context["at"] = at
         return pages.Update(
-            rows=fragment("task.html", "rows", live=True, **context),
-            header=fragment("task.html", "header", live=True, **context),
+            rows=self.fragment("task.html", "rows", **context),
+            header=self.fragment("task.html", "header", **context),
             channels=self._channels(view, at),
             last_at=new[-1].received_at,
         )
@@ -515,33 +546,40 @@ def _stream(events: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(events, media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
 
-def _with_href(row: rows.TaskListRow) -> Any:
-    return _Linked(row)
-
-
 class _Linked:
-    """A list row and its link (the template reads both)."""
+    """A list row and its links: its page, and its runs' when it has several (the template reads them)."""
 
-    def __init__(self, row: rows.TaskListRow) -> None:
+    def __init__(self, row: rows.TaskListRow, root: str) -> None:
         self._row = row
         key = row.task_id if row.task_id is not None else row.message_key  # a lone Message reply: its page too
-        self.href = task_href(key) if key else None
+        self.href = task_href(key, root) if key else None
+        self.run_links = [
+            None if link is None else (link, task_href(link.selector, root)) for link in rows.run_links(row)
+        ]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._row, name)
 
 
 def create_app(
-    store: Store, *, token: str, port: int, where: str, guard: Guard = LOOPBACK_ONLY, codes: set[str] | None = None
+    store: Store,
+    *,
+    token: str,
+    port: int,
+    where: str,
+    prefix: str,
+    guard: Guard = LOOPBACK_ONLY,
+    codes: set[str] | None = None,
 ) -> Starlette:
-    """The UI over ``store``, for the server on ``port``, readable with ``token`` by the clients
-    ``guard`` lets in (loopback only by default: ``--allow-host``, ``--allow-remote``)."""
+    """The UI over ``store``, for the server on ``port``, under the path ``prefix``
+    (:func:`.access.new_prefix`), readable with ``token`` by the clients ``guard`` lets in
+    (loopback only by default: ``--allow-host``, ``--allow-remote``)."""
     from a2a_tape.inspection.ui.reading import keep_projection
 
     kept = keep_projection(store)
     writable = kept is not None
     follower = Follower(store, (lambda: keep_projection(store) or store.last_position()) if writable else None)
-    ui = UI(store, where=where, follower=follower, writable=writable)
+    ui = UI(store, where=where, follower=follower, writable=writable, root=prefix)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -569,7 +607,9 @@ def create_app(
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ]
     app = Starlette(
-        routes=routes, lifespan=lifespan, middleware=protect(token=token, port=port, guard=guard, codes=codes)
+        routes=routes,
+        lifespan=lifespan,
+        middleware=protect(token=token, port=port, guard=guard, prefix=prefix, codes=codes),
     )
     app.state.ui = ui
     return app

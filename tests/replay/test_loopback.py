@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -76,7 +77,7 @@ class Served:
 
     @property
     def port(self) -> str:
-        return self.url.rsplit(":", 1)[1]
+        return str(urlsplit(self.url).port)
 
 
 @functools.cache
@@ -235,7 +236,7 @@ def _reading(kind: str, proc: Served) -> list[object]:
     the UI's task list with the run's token (which a rebinding page should not have: given anyway,
     the guard refuses first)."""
     if kind == "ui":
-        return [f"/?token={proc.token}", {}]
+        return [f"{urlsplit(proc.url).path}/?token={proc.token}", {}]  # under the UI's prefix
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
     return [
         "/",

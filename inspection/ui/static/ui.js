@@ -8,6 +8,9 @@
 
   function $(selector, root) { return (root || document).querySelector(selector); }
 
+  // the run's path prefix (the UI lives under it: access.py), which every address we make starts with
+  function under(path) { return (document.body.dataset.root || "") + path; }
+
   function scrub() { return $("#scrub"); }
 
   function following() {
@@ -69,7 +72,7 @@
     var last = lastRow();
     if (!section || !last || $("#events > tr.more")) return;
     stale = false;
-    var url = "/task/rows?task=" + encodeURIComponent(section.dataset.task) + "&after=" + last.dataset.position;
+    var url = under("/task/rows?task=") + encodeURIComponent(section.dataset.task) + "&after=" + last.dataset.position;
     htmx.ajax("GET", url, { target: "#events", swap: "beforeend" });
   }
 
@@ -130,7 +133,7 @@
       e.preventDefault();
       stop();
       row.scrollIntoView({ block: "center" });
-      var url = "/task/at?task=" + encodeURIComponent(section.dataset.task) + "&position=" + link.dataset.position;
+      var url = under("/task/at?task=") + encodeURIComponent(section.dataset.task) + "&position=" + link.dataset.position;
       htmx.ajax("GET", url, { target: "#channels", swap: "innerHTML" });
     }
   });
@@ -145,7 +148,7 @@
     var section = $("section.task[data-task]");
     if (!row || !section) return;
     details.dataset.loaded = "yes";
-    var url = "/task/event?task=" + encodeURIComponent(section.dataset.task) + "&position=" + row.dataset.position;
+    var url = under("/task/event?task=") + encodeURIComponent(section.dataset.task) + "&position=" + row.dataset.position;
     htmx.ajax("GET", url, { target: details.querySelector(".raw"), swap: "innerHTML" });
   }, true);
 })();

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -76,26 +77,44 @@ def page(browser: Browser) -> Iterator[Page]:
 class Ui:
     """A running ``a2a-tape ui``: its address with the token, and without."""
 
-    url: str  # as printed: http://127.0.0.1:PORT/?token=...
-    base: str  # http://127.0.0.1:PORT
+    url: str  # as printed: http://127.0.0.1:PORT/PREFIX/?token=...
+    base: str  # http://127.0.0.1:PORT/PREFIX: the UI's root (its pages are under it)
     token: str
     proc: subprocess.Popen[str]
 
     @property
     def port(self) -> int:
-        return int(self.base.rpartition(":")[2])
+        port = urlsplit(self.base).port
+        assert port is not None, self.base
+        return port
+
+    @property
+    def origin(self) -> str:
+        """``http://127.0.0.1:PORT``: the server, outside the UI's prefix."""
+        parts = urlsplit(self.base)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
+    def prefix(self) -> str:
+        """``/PREFIX``: the path the UI lives under, and its cookie's."""
+        return urlsplit(self.base).path
 
 
 def page_problems(page: Page) -> list[str]:
     """What ``page`` will have done wrong, filled as it happens: a script error, a console error (a 401
-    aside: tests knock without the token on purpose), a rule of its Content-Security-Policy broken (a
-    console error too), a dialog opened. A module's autouse fixture asserts it empty after each test."""
+    aside: tests knock without the token on purpose; and the 404 of the browser's own ``/favicon.ico``
+    at the server's root, asked for by a page that names no icon, such as the 401 answer: outside the
+    UI's prefix, everything is 404), a rule of its Content-Security-Policy broken (a console error
+    too), a dialog opened. A module's autouse fixture asserts it empty after each test."""
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
 
     def console(msg: ConsoleMessage) -> None:
-        if msg.type == "error" and "401" not in msg.text:
-            problems.append(f"console: {msg.text}")
+        if msg.type != "error" or "401" in msg.text:
+            return
+        if "404" in msg.text and urlsplit(msg.location.get("url", "")).path == "/favicon.ico":
+            return
+        problems.append(f"console: {msg.text}")
 
     page.on("console", console)
     page.on("dialog", lambda d: problems.append(f"a dialog opened: {d.message}"))

@@ -142,7 +142,7 @@ def test_a_huge_answer_shows_its_ends_and_the_whole_is_a_link_away_as_plain_text
     assert shown.startswith("0123456789") and shown.endswith(HUGE_TAIL)
     assert f"{HUGE - CLIP:,} characters not shown here" in shown and len(shown) < CLIP + 200
     link = page.get_by_role("link", name=re.compile("the whole answer"))
-    response = page.request.get(ui.base + link.get_attribute("href"))
+    response = page.request.get(ui.origin + link.get_attribute("href"))  # an address under the prefix
     assert (
         response.headers["content-type"].startswith("text/plain")
         and response.headers["x-content-type-options"] == "nosniff"

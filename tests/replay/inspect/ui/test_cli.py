@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 
@@ -72,7 +73,9 @@ def test_json_prints_the_address_as_one_document(demo_db):
         assert proc.stdout is not None
         doc = json.loads(proc.stdout.readline())
         assert set(doc) == {"url", "host", "port"} and doc["host"] == "127.0.0.1"
-        assert doc["url"].startswith(f"http://127.0.0.1:{doc['port']}/?token=")
+        assert re.fullmatch(
+            rf"http://127\.0\.0\.1:{doc['port']}/[A-Za-z0-9_-]{{22,}}/\?token=[A-Za-z0-9_-]+", doc["url"]
+        )
         with httpx.Client(timeout=10) as c:
             assert c.get(doc["url"], follow_redirects=True).status_code == 200
     finally:

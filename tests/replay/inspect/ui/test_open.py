@@ -1,6 +1,7 @@
-"""``a2a-tape ui --open`` hands the browser a one-time code, never the run's token: a browser's
-command line is readable by every local user (``ps``). The installed script, a ``$BROWSER`` that
-reports its command line through a FIFO, and real HTTP."""
+"""``a2a-tape ui --open`` hands the browser a one-time code at the server's root, never the run's
+token nor its path prefix (the cookie's path: known, it would let another local server be sent
+the cookie): a browser's command line is readable by every local user (``ps``). The installed
+script, a ``$BROWSER`` that reports its command line through a FIFO, and real HTTP."""
 
 from __future__ import annotations
 
@@ -47,10 +48,13 @@ def test_open_gives_the_browser_a_one_time_code_not_the_token(demo_db, tmp_path)
     try:
         opened = argv.get(timeout=60)
         assert token and token not in opened, opened
-        assert opened.startswith(base + "/?code="), opened
+        assert ui.prefix.strip("/") not in opened, opened
+        assert opened.startswith(ui.origin + "/?code="), opened
         first = httpx.get(opened, timeout=10)
         again = httpx.get(opened, timeout=10)  # another client, no cookie
         assert first.status_code == 303 and f"a2a_tape_ui_{ui.port}={token}" in first.headers["set-cookie"]
-        assert again.status_code == 401  # spent: a code read off the command line later opens nothing
+        assert f"Path={ui.prefix}" in first.headers["set-cookie"]
+        assert first.headers["location"] == ui.prefix + "/"  # into the prefix
+        assert again.status_code == 404  # spent: a code read off the command line later opens nothing
     finally:
         stop_ui(ui)

@@ -203,3 +203,26 @@ def _two_runs_appear(db: Path) -> str:
         if len(found) == 2:
             return found[0]["task_id"]
     raise AssertionError("the proxy and the client never both recorded the task")
+
+
+@pytest.mark.parametrize(
+    "query", ["", "?q=hello", "?state=completed&binding=JSONRPC"], ids=["list", "search", "filters"]
+)
+def test_the_list_shows_each_tasks_runs_and_links_to_each(page: Page, serve_ui, runs_db, query):
+    """The task list's runs column (issue 30): how many runs ``tasks --json`` counts, a link to each
+    (``/tasks/TASK@N``) named by its source, on the list, a search and a filtered list alike."""
+    db, task = runs_db
+    listed = {r["task_id"]: r for r in json.loads(run("tasks", "--json", "--db", db).stdout)}
+    assert listed[task]["runs"] == 2 and listed[task]["sources"] == ["client", "verify"]
+    ui = serve_ui(db)
+    page.goto(ui.url)
+    page.goto(f"{ui.base}/{query}")
+    row = page.locator("#task-rows tr.task-row", has=page.locator("td.id code", has_text=task))
+    expect(row.locator("td.runs .run-count")).to_have_text(str(listed[task]["runs"]))
+    links = row.locator("td.runs a.run-link")
+    expect(links).to_have_text(["@1", "@2"])
+    assert [links.nth(k).get_attribute("title") for k in (0, 1)] == ["run 1 (client)", "run 2 (verify)"]
+    links.nth(1).click()
+    expect(page).to_have_url(f"{ui.base}/tasks/{task}@2")
+    expect(page.locator("section.task h2 .run-label")).to_have_text("run 2 of 2")
+    expect(page.locator("section.task .answer pre.final-answer")).to_have_text(SECOND)
