@@ -203,10 +203,15 @@ class TaskState(msgspec.Struct, array_like=True):
     pushed: str | None = None  # the last state a push carried (its ``push`` note): see :func:`shown_state`
 
 
+def known_by_pushes(s: TaskState) -> bool:
+    """The run's events gave no state and its pushes did (a task the log knows by its pushes alone)."""
+    return s.state == "unknown" and s.pushed is not None
+
+
 def shown_state(s: TaskState) -> str:
     """The state a view and the task index show: the agent's, as streamed or stored; for a run whose
-    events never gave one (a task known by its pushes alone), the last state a push carried."""
-    return s.pushed if s.state == "unknown" and s.pushed is not None else s.state
+    events never gave one (:func:`known_by_pushes`), the last state a push carried."""
+    return s.pushed if known_by_pushes(s) and s.pushed is not None else s.state
 
 
 STATE_VERSION = "6"

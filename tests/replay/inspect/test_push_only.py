@@ -114,6 +114,7 @@ def test_tasks_lists_them_with_the_state_pushed(log):
     assert {log.around, GHOST, log.registered} <= rows.keys()
     assert rows[GHOST]["state"] == "completed" and rows[GHOST]["context_id"] == "ctx-ghost"
     assert rows[GHOST]["events"] == 2  # a note per push: the place of each in the log
+    assert rows[GHOST]["final_answer"] == "pushed answer"  # as channels folds the pushes
     assert rows[log.around]["state"] == "completed"
     assert {GHOST, log.around} <= _tasks(log, "--state", "completed").keys()
     assert GHOST not in _tasks(log, "--state", "working")
@@ -159,4 +160,5 @@ def test_the_ui_lists_them(log):
         stop_ui(ui)
     listed = re.findall(r'class="task-row[^"]*"><td class="id">(?:<a href="[^"]*">)?<code[^>]*>([^<]*)</code>', html)
     assert {GHOST, log.around} <= set(listed), listed
+    assert "pushed answer" in html  # its answer, folded from its pushes, as tasks lists it
     assert page.status_code == 200 and "push-only" in page.text  # its page, doctor's finding on it
