@@ -13,7 +13,8 @@ Two such tasks, each recorded for real behind the proxy:
 
 Every inspection path reads them through the installed CLI: ``tasks`` (and ``--state``), ``show``,
 ``channels``, ``doctor TASK``, ``doctor`` over the whole log (its findings kept in the log) and the
-UI's task list. Before each push had its note in the log, none of them knew these tasks.
+UI's task list, on SQLite and on PostgreSQL. Before each push had its note in the log, none of them
+knew these tasks.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _cli(*args: object) -> subprocess.CompletedProcess[str]:
 
 @dataclass
 class Log:
-    db: Path
+    db: Path | str  # a SQLite file, or a PostgreSQL URL
     around: str  # the task streamed around the proxy, its webhook registered through it
     registered: str  # the task that registered the webhook with its send (through the proxy)
 
@@ -75,9 +76,21 @@ def _stream_around(agent_url: str, proxy_url: str, hook_url: str, gate: threadin
     return task_id
 
 
-@pytest.fixture(scope="module")
-def log(tmp_path_factory) -> Iterator[Log]:
-    db = tmp_path_factory.mktemp("push-only") / "tape.db"
+def _database(request, tmp_path_factory) -> Path | str:
+    """A new SQLite file, or a fresh schema on the session's PostgreSQL server (as a URL)."""
+    if request.param == "sqlite":
+        return tmp_path_factory.mktemp("push-only") / "tape.db"
+    import psycopg
+
+    server = request.getfixturevalue("pg_server")
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA push_only")
+    return f"{server}?options=-csearch_path%3Dpush_only"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def log(request, tmp_path_factory) -> Iterator[Log]:
+    db = _database(request, tmp_path_factory)
     hook = Webhook()
     with serve_app(hook.app()) as url, running_sdk_agent(push=True) as agent, running_proxy(agent.url, db) as p:
         registered = _send(p.url, "hello", url + "/hook")
@@ -145,6 +158,11 @@ def test_doctor_examines_them(log):
     assert ("push-only", "warning") in codes and ("push-other-task", "error") in codes, ghost
     around = json.loads(_cli("doctor", log.around, "--db", log.db, "--json").stdout)
     assert not [f for f in around["findings"] if f["level"] == "error"], around
+    runs = json.loads(_cli("tasks", "--db", log.db, "--runs", "--json").stdout)  # each run examined alone
+    counts = {r["task_id"]: (r["errors"], r["warnings"]) for r in runs}
+    for task, doc in ((GHOST, ghost), (log.around, around)):
+        levels = [f["level"] for f in doc["findings"]]
+        assert counts[task] == (levels.count("error"), levels.count("warning")), (task, counts[task], doc)
     every = _cli("doctor", "--db", log.db, "--json")  # the findings kept in the log
     assert {f["task_id"] for f in json.loads(every.stdout)["findings"]} >= {GHOST}
     assert TOKEN not in every.stdout
@@ -156,9 +174,11 @@ def test_the_ui_lists_them(log):
         with httpx.Client(base_url=ui.base, cookies={f"a2a_tape_ui_{ui.port}": ui.token}, timeout=30) as c:
             html = c.get("/").text
             page = c.get(f"/tasks/{GHOST}")
+            findings = c.get("/task/findings", params={"task": GHOST})
     finally:
         stop_ui(ui)
     listed = re.findall(r'class="task-row[^"]*"><td class="id">(?:<a href="[^"]*">)?<code[^>]*>([^<]*)</code>', html)
     assert {GHOST, log.around} <= set(listed), listed
     assert "pushed answer" in html  # its answer, folded from its pushes, as tasks lists it
-    assert page.status_code == 200 and "push-only" in page.text  # its page, doctor's finding on it
+    assert page.status_code == 200 and GHOST in page.text  # its page
+    assert findings.status_code == 200 and "push-only" in findings.text  # doctor's finding on it
