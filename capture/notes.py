@@ -16,8 +16,9 @@ import time
 from a2a_tape.store import NewEvent
 from a2a_tape.store.decode import local_failed, local_note
 from a2a_tape.wire.http_client import Scrubs
+from a2a_tape.wire.push_configs import PUSH
 
-__all__ = ["Scrubs", "failed_event", "note_event"]
+__all__ = ["Scrubs", "failed_event", "note_event", "push_event"]
 
 
 def note_event(
@@ -46,5 +47,29 @@ def failed_event(scrub: Scrubs, task_id: str, context_id: str | None, reason: st
         payload=local_failed(task_id, context_id, scrub.text(reason)),
         task_id=task_id,
         received_at=time.time(),
+        origin="local",
+    )
+
+
+def push_event(
+    scrub: Scrubs,
+    task_id: str,
+    exchange_id: int,
+    received_at: float,
+    *,
+    state: str | None = None,
+    context_id: str | None = None,
+) -> NewEvent:
+    """The note that gives a push (its exchange row, ``exchange_id``) its place in its task's log:
+    action ``push``, with the state and context the push carried. A note is never folded as an
+    update (the push is not counted twice beside the stream); it makes the task known to every
+    index (a task the log knows only by its pushes is listed, examined, searched) and moves their
+    cursors when a push arrives after the task's last event (docs/design.md, section 12)."""
+    detail = f"the agent pushed {f'state {state}' if state else 'an update'} to the webhook (exchange {exchange_id})"
+    return NewEvent(
+        payload=local_note(PUSH, scrub.text(detail), task_id, state=state, context_id=context_id),
+        task_id=task_id,
+        exchange_id=exchange_id,
+        received_at=received_at,
         origin="local",
     )

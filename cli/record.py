@@ -160,6 +160,7 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
                 "stalled": result.stalled,
                 "error": safe_text(result.error, session.redactor, session.secrets) if result.error else None,
                 "local_events": session.local_events,
+                "pushes": result.pushes,
                 "db": db_location(db),
             }
         )
@@ -171,8 +172,9 @@ def report(result: RecordResult, session: Session, db: str | None, *, json: bool
         out.print(render(session.fold, title=title, done=True, plain=plain), soft_wrap=plain)
         where = f"task {result.task_id}" if result.task_id else "the exchange"
         what = "a lone message, no task" if lone else result.state
+        pushed = "" if result.pushes is None else f" and {count(result.pushes, 'push', 'pushes')} to its webhook"
         say(
-            f"recorded {count(result.events, 'event')} of {where} ({what}) into {db_location(db)}"
+            f"recorded {count(result.events, 'event')} of {where} ({what}){pushed} into {db_location(db)}"
             + (f"; recovery: {', '.join(result.recovered)}" if result.recovered else "")
         )
     if result.exit_code != 0:

@@ -63,8 +63,8 @@ def timeline(task_id: str, entries: Sequence[Entry], bindings: Sequence[str] = (
         row = e.row
         kind = row.kind + (f" ({row.sse_event})" if row.sse_event else "")
         table.add_row(
-            "-" if e.pushed else str(row.seq),
-            "-" if e.pushed else str(row.position),
+            "-" if e.pushed and not row.position else str(row.seq),
+            "-" if e.pushed and not row.position else str(row.position),
             f"+{row.received_at - t0:.3f}",
             Text(kind, style="bold red" if row.kind in ("error", "undecodable") else ""),
             Text("LOCAL", style="bold yellow") if e.local else Text("PUSH", style="bold cyan") if e.pushed else "",

@@ -21,6 +21,7 @@ PUSH_MISSED_STATE = "push-missed-state"
 PUSH_AFTER_TERMINAL = "push-after-terminal"
 PUSH_WITHOUT_TOKEN = "push-without-token"
 PUSH_OTHER_TASK = "push-other-task"
+PUSH_ONLY = "push-only"
 
 CHECKS: dict[str, str] = {
     CLOSED_WHILE_WORKING: "a stream ended while the task was still submitted/working",
@@ -41,6 +42,7 @@ CHECKS: dict[str, str] = {
     PUSH_AFTER_TERMINAL: "a push arrived after the push of the task's terminal state",
     PUSH_WITHOUT_TOKEN: "a push came without the config's token, or with another",
     PUSH_OTHER_TASK: "a push for the task came to a webhook no config of the task names",
+    PUSH_ONLY: "the log knows the task by its pushes alone: its send, stream or stored copy was never recorded",
 }
 """Every fault code, with what it means (doctor's ``--help`` prints this table; ``--json``
 consumers rely on the codes)."""

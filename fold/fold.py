@@ -55,7 +55,9 @@ doctor reports these as they are, and adds only what a fold cannot see. Their co
   ``{"error": ...}`` in v0.3); ``undecodable``: payload bytes that are not an A2A item;
 - ``after-last-chunk``: text appended to an artifact that ``lastChunk`` had closed.
 
-Synthetic FAILED events (origin ``local``) fold like any status update.
+Synthetic FAILED events (origin ``local``) fold like any status update. A push's note (action
+``push``, :func:`capture.notes.push_event`) is never an update: it keeps the state the push carried,
+which a view shows only for a run whose events never gave a state (a task known by its pushes alone).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ from a2a_tape.store import (
     ErrorItem,
     Item,
     MessageItem,
+    Note,
     StatusUpdate,
     StoredEvent,
     TaskSnapshot,
@@ -95,9 +98,10 @@ from a2a_tape.store import (
     decode_item,
 )
 from a2a_tape.store.decode import TextChunk, normalise_state, peek_text_chunk
-from a2a_tape.store.events import ACTIVE_STATES, Artifact, is_active
+from a2a_tape.store.events import ACTIVE_STATES, Artifact, Body, is_active
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.wire.dialects import Json, item_in, recorded_object
+from a2a_tape.wire.push_configs import PUSH
 
 _ACTIVE = ACTIVE_STATES
 _AFTER_TERMINAL: dict[type, str] = {
@@ -196,9 +200,21 @@ class TaskState(msgspec.Struct, array_like=True):
     runs: list[RunRef] = []  # the task's runs so far, in order; this state folds the last (fold.runs)
     before_end: list[int] = []  # the exchanges that delivered the agent's events before its terminal state
     catching_up: list[int] = []  # of them, those still open beside the one that ended the task (until they end it too)
+    pushed: str | None = None  # the last state a push carried (its ``push`` note): see :func:`shown_state`
 
 
-STATE_VERSION = "5"
+def known_by_pushes(s: TaskState) -> bool:
+    """The run's events gave no state and its pushes did (a task the log knows by its pushes alone)."""
+    return s.state == "unknown" and s.pushed is not None
+
+
+def shown_state(s: TaskState) -> str:
+    """The state a view and the task index show: the agent's, as streamed or stored; for a run whose
+    events never gave one (:func:`known_by_pushes`), the last state a push carried."""
+    return s.pushed if known_by_pushes(s) and s.pushed is not None else s.state
+
+
+STATE_VERSION = "6"
 """Bump when the fold's rules or :class:`TaskState` change: stored rows are then rebuilt."""
 
 _state_encoder = msgspec.msgpack.Encoder()
@@ -582,7 +598,14 @@ class TaskFold:
                 s.user_texts.append(msg.text)
             else:
                 s.agent_message = msg.text
-        elif type(body) is ErrorItem:
+        else:
+            self._other(pos, body, local)
+        self._on_stream(pos, exchange_id, at, streamed)
+
+    def _other(self, pos: int, body: Body, local: bool) -> None:
+        """An item that is no update of the task: an error, bytes that are not A2A, a note of ours."""
+        s = self.s
+        if type(body) is ErrorItem:
             code = "" if body.code is None else f"{body.code} "
             s.error = f"{code}{body.message}".strip()
             level = "warning" if s.state in TERMINAL_STATES else "error"
@@ -590,8 +613,9 @@ class TaskFold:
         elif type(body) is Undecodable:
             s.undecodable += 1
             self._fault("undecodable", "warning", pos, f"payload is not an A2A item ({body.reason[:80]})")
-        # Note / Other: counted as events, nothing to fold
-        self._on_stream(pos, exchange_id, at, streamed)
+        elif type(body) is Note and local and body.action == PUSH:
+            self._pushed(body)
+        # other notes / Other: counted as events, nothing to fold
 
     def _fault(self, code: str, level: str, pos: int, message: str, since: int | None = None) -> None:
         """Note a fault at ``pos`` (``since``: the position it follows from, kept first)."""
@@ -647,6 +671,15 @@ class TaskFold:
         self._fault(
             "after-terminal", "error", pos, f"{what} arrived after the task was {s.terminal}", s.terminal_position
         )
+
+    def _pushed(self, note: Note) -> None:
+        """A push's note: the state and context the push carried, never folded as an update (the
+        stream's or the stored copy's items are the task's; :func:`shown_state`)."""
+        s = self.s
+        if note.state is not None and note.state != "unknown":
+            s.pushed = note.state
+        if s.context_id is None and note.context_id:
+            s.context_id = note.context_id
 
     def _state(self, new: str) -> None:
         s = self.s
@@ -871,7 +904,7 @@ class TaskFold:
         return TaskView(
             task_id=s.task_id,
             context_id=s.context_id,
-            state=s.state,
+            state=shown_state(s),
             final_answer=final,
             reasoning=reasoning,
             tool_calls=tools,

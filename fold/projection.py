@@ -24,6 +24,7 @@ from a2a_tape.fold.fold import (
     fold_stored,
     fold_task_events,
     route,
+    shown_state,
 )
 from a2a_tape.fold.runs import NO_OBSERVER, Seen, enter_run
 from a2a_tape.fold.views import (
@@ -426,7 +427,7 @@ v3) have no index rows, so they are folded again."""
 
 
 def _index_row(s: TaskState) -> TaskIndexRow:
-    return (s.task_id, s.last_position, s.last_at, s.state, s.context_id)
+    return (s.task_id, s.last_position, s.last_at, shown_state(s), s.context_id)
 
 
 def _reset_rows(store: Projections, name: str) -> None:

@@ -193,8 +193,13 @@ def split_runs(task_id: str, events: Sequence[StoredEvent], exchanges: Iterable[
         if ex is not None and ex.id not in placed:
             placed[ex.id] = run  # type: ignore[index]  # by_id holds exchanges with an id
             run.exchanges.append(ex)
+    anonymous = next((run for run in runs if run.observer is None), None)
     for ex_id, ex in by_id.items():  # an exchange without events (a card, a failure) is its observer's
         owner = index.get(ex.observer) if ex.observer is not None else None
+        if owner is None and ex.observer is not None:
+            # an observer with no event of the task: the run no observer's event made, if there is one
+            # (a task known by its pushes alone: the config call the proxy relayed for the pushes it took)
+            owner = anonymous
         if owner is not None and ex_id not in placed:
             owner.exchanges.append(ex)
     for run in runs:

@@ -19,14 +19,14 @@ import msgspec
 
 from a2a_tape.capture.lineage import carried, infer
 from a2a_tape.capture.lineage import families as inferred_families
-from a2a_tape.fold.fold import RunRef, TaskFold
+from a2a_tape.fold.fold import RunRef, TaskFold, known_by_pushes
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import FaultCount
 from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.messages import LoneMessage, lone_messages
 from a2a_tape.inspection.steps import closed_exchanges
-from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection
+from a2a_tape.inspection.task_views import Folding, InMemoryProjection, quietly, task_projection, with_pushes
 from a2a_tape.store import Exchange, ReadOnlyStore, Recordings, Store, TaskIndexStore, normalise_state
 from a2a_tape.store.events import ALL_STATES
 from a2a_tape.store.methods import binding_and_version
@@ -76,10 +76,13 @@ def keyed_newest(
     batch: int = 200,
     closed: Callable[[list[str]], Mapping[int, float]] | None = None,
     runs: dict[str, list[RunRef]] | None = None,
+    pushed: Callable[[str], TaskView] | None = None,
 ) -> Iterator[tuple[TaskView, int]]:
     """:func:`newest` with each view's key in the index: passed back as ``before``, it goes on
     after that task (paging by key: a page deep in a long list costs what the first one does).
-    A view is the task's latest run; ``runs`` (when given) receives each task's runs."""
+    A view is the task's latest run; ``runs`` (when given) receives each task's runs. ``pushed``:
+    the view of a task known by its pushes alone folded with them (its final answer is theirs,
+    as ``channels`` shows it)."""
     wanted = None if states is None else sorted(set(states))
     while True:
         keys = store.task_index_page(name, limit=batch, before=before, states=wanted, context=context, since=since)
@@ -97,6 +100,8 @@ def keyed_newest(
                 view = fold.view(ended)
             except (msgspec.DecodeError, msgspec.ValidationError):  # pragma: no cover - caught by catch_up
                 continue
+            if pushed is not None and known_by_pushes(fold.s) and view.final_answer is None:
+                view = msgspec.structs.replace(view, final_answer=pushed(key).final_answer)
             if runs is not None:
                 runs[key] = fold.s.runs
             yield view, position
@@ -234,6 +239,7 @@ def keyed_listing(
         batch=batch,
         closed=closed,
         runs=runs,
+        pushed=lambda task_id: with_pushes(task_id, st.read_task(task_id), st.exchanges(task_id)),
     )
     return _newest_first(tasks, [m for m in lone if where.keeps_message(m)], before)
 

@@ -11,6 +11,9 @@ events:
 - ``push-after-terminal``: a push arrived after the one that carried a terminal state;
 - ``push-without-token``: a push came without the config's token, or with another (the receiver
   noted it; the token itself is never stored);
+- ``push-only`` (a warning): the log knows the task by its pushes alone (each push's note, no event
+  of the agent's): the client's send, stream or GetTask went around the recorder, or was never
+  answered. The task's state and channels are then the pushes' (``tasks``, ``channels``);
 - ``push-other-task``: a push for this task came to a webhook no config of this task names (a
   send's configuration, a config call): the agent sent one task's updates to a webhook registered
   for another. Webhooks are compared without their query, userinfo and fragment (a push row's URL
@@ -26,13 +29,18 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from a2a_tape.fold.codes import PUSH_AFTER_TERMINAL, PUSH_MISSED_STATE, PUSH_OTHER_TASK, PUSH_WITHOUT_TOKEN
+from a2a_tape.fold.codes import (
+    PUSH_AFTER_TERMINAL,
+    PUSH_MISSED_STATE,
+    PUSH_ONLY,
+    PUSH_OTHER_TASK,
+    PUSH_WITHOUT_TOKEN,
+)
 from a2a_tape.inspection.steps import Step, is_terminal, state_of
 from a2a_tape.store import Exchange, Note, StatusUpdate, TaskSnapshot, decode_item
 from a2a_tape.store.json_values import decode_json
-from a2a_tape.wire.push_configs import registered
+from a2a_tape.wire.push_configs import PUSH, registered
 
-PUSH = "push"
 _CONFIG_WORDS = (b"pushNotificationConfig", b"PushNotificationConfig")
 _TOKEN_NOTES = {"push-token-missing": "without the config's token", "push-token-wrong": "with another token"}
 
@@ -60,6 +68,14 @@ def check_pushes(steps: Sequence[Step], exchanges: Sequence[Exchange], add: Add)
     pushes = [ex for ex in exchanges if ex.role == PUSH]
     if not pushes and not any(w in ex.request_body for ex in exchanges for w in _CONFIG_WORDS):
         return  # no webhook: nothing was to be pushed
+    if pushes and all(s.local for s in steps):
+        add(
+            PUSH_ONLY,
+            "warning",
+            f"the log knows this task by its {len(pushes)} push(es) alone: its send, stream or stored copy was"
+            " never recorded (sent around the recorder, or never answered); its state is the last one pushed",
+            [s.position for s in steps[:1]],
+        )
     states = pushed_states(pushes)
     ends = [at for at, state in states if is_terminal(state)]
     late = [ex for ex in pushes if ends and ex.started_at > ends[0]]

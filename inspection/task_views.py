@@ -15,9 +15,9 @@ from a2a_tape.fold.fold import RunRef, fold_task_events
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.runs import fold_latest
 from a2a_tape.fold.views import TaskView
-from a2a_tape.inspection.push_checks import PUSH
 from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.store import Exchange, ExchangeLog, ReadOnlyStore, Recordings, Store, StoredEvent
+from a2a_tape.wire.push_configs import PUSH
 
 Folding = Callable[[int], AbstractContextManager[object]]
 """``folding(behind)``: entered while ``behind`` new events are folded into the projection (a

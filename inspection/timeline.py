@@ -34,6 +34,7 @@ from a2a_tape.store import (
 )
 from a2a_tape.store.events import is_terminal
 from a2a_tape.store.methods import binding_and_version, binding_label
+from a2a_tape.wire.push_configs import PUSH
 
 
 class FollowedLog(EventLog, Following, Protocol):
@@ -74,7 +75,7 @@ class Entry(msgspec.Struct, frozen=True):
 
     @property
     def pushed(self) -> bool:
-        """A POST the agent made to a client's webhook (:func:`pushes`), not an event of the log."""
+        """A POST the agent made to a client's webhook (:func:`pushes`): an exchange row, shown at its note's place."""
         return self.row.origin == PUSH
 
 
@@ -116,13 +117,11 @@ def entries(task_id: str, events: Iterable[StoredEvent], by_exchange: Mapping[in
     return (entry(task_id, ev, by_exchange.get(ev.exchange_id or 0)) for ev in events)
 
 
-PUSH = "push"  # the role and method of a push's exchange row (recorder.proxy.push_receiver)
-
-
 def pushes(st: ExchangeLog, task_id: str) -> list[Entry]:
     """The task's pushes (the POSTs its agent made to a client's webhook, each an exchange row of
-    its own), as timeline entries: origin ``push``, no position or seq (they are not events), the
-    agent's bytes as the payload, what the webhook answered in the preview."""
+    its own), as timeline entries: origin ``push``, the agent's bytes as the payload, what the
+    webhook answered in the preview; no position or seq until :func:`with_pushes` gives each the
+    place of its note."""
     found = []
     for ex in st.exchanges(task_id):
         if ex.role != PUSH or ex.id is None:
@@ -135,13 +134,33 @@ def pushes(st: ExchangeLog, task_id: str) -> list[Entry]:
     return found
 
 
+def push_note(e: Entry) -> bool:
+    """``e`` is the note that gives a push its place in the task's log (:func:`capture.notes.push_event`)."""
+    if not e.local or e.row.kind != "note":
+        return False
+    body = decode_item(bytes(e.event.payload)).body
+    return isinstance(body, Note) and body.action == PUSH
+
+
 def with_pushes(events: list[Entry], pushed: list[Entry]) -> list[Entry]:
-    """The events in log order, each push placed by its arrival time (beside the stream)."""
+    """The events in log order, each push at the place of its note (its seq and position; the note
+    itself is the push's row, shown once); a push without one (recorded before pushes had notes)
+    by its arrival time, beside the stream."""
     if not pushed:
         return events
+    by_exchange = {e.event.exchange_id: e for e in pushed}
     out: list[Entry] = []
-    rest = sorted(pushed, key=lambda e: e.row.received_at)
+    placed: list[Entry] = []
     for e in events:
+        push = by_exchange.pop(e.event.exchange_id, None) if push_note(e) else None
+        if push is None:
+            placed.append(e)
+            continue
+        row = msgspec.structs.replace(push.row, seq=e.row.seq, position=e.row.position)
+        ev = msgspec.structs.replace(push.event, position=e.event.position, seq=e.event.seq)
+        placed.append(Entry(ev, row, push.where, push.what))
+    rest = sorted(by_exchange.values(), key=lambda e: e.row.received_at)
+    for e in placed:
         while rest and rest[0].row.received_at <= e.row.received_at:
             out.append(rest.pop(0))
         out.append(e)

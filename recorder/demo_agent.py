@@ -9,15 +9,22 @@ of the whole answer (sent with ``append: true``, the trap a correct projection m
 :class:`AgentHost` is the reusable part: tasks run as background jobs that outlive the HTTP
 stream (a dropped client does not stop the work), ``tasks/get`` / ``tasks/resubscribe`` /
 ``tasks/cancel`` see them. The test fault agent builds on it.
+
+A send that carries a push config (v1.0 ``configuration.taskPushNotificationConfig``, v0.3
+``pushNotificationConfig``) gets its task's updates POSTed to that webhook too, in order, with the
+config's token in ``X-A2A-Notification-Token``: the task as created, then each update as a
+``StreamResponse`` (the send's dialect), until the task settles. Config calls are not served.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+import httpx
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -60,9 +67,20 @@ class _InMessage(msgspec.Struct):
     parts: list[_InPart] = []
 
 
+class _InPush(msgspec.Struct, frozen=True):
+    url: str = ""
+    token: str | None = None
+
+
+class _InConfiguration(msgspec.Struct, frozen=True):
+    taskPushNotificationConfig: _InPush | None = None  # v1.0
+    pushNotificationConfig: _InPush | None = None  # v0.3
+
+
 class _InParams(msgspec.Struct, frozen=True):
     message: _InMessage | None = None
     id: str | None = None
+    configuration: _InConfiguration | None = None
 
 
 class _InRequest(msgspec.Struct):
@@ -131,6 +149,17 @@ Event = Chunk | Status
 
 
 @dataclass
+class Webhook:
+    """Where a task's pushes go: the config of its send, in its dialect; the bodies still to POST."""
+
+    url: str
+    token: str | None
+    dialect: str
+    outbox: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)  # None: no more
+    sender: asyncio.Task[None] | None = None
+
+
+@dataclass
 class HostedTask:
     id: str
     context_id: str
@@ -141,6 +170,7 @@ class HostedTask:
     artifacts: dict[str, Chunk] = field(default_factory=dict)
     subscribers: list[asyncio.Queue[Event]] = field(default_factory=list)
     job: asyncio.Task[None] | None = None
+    webhook: Webhook | None = None  # the push config its send carried
 
     def apply(self, ev: Event) -> None:
         if isinstance(ev, Status):
@@ -165,6 +195,11 @@ class HostedTask:
 
 
 def encode_event(ev: Event, task: HostedTask, dialect: str, rpc_id: RpcId) -> bytes:
+    return _encoder.encode(_Frame(id=rpc_id, result=event_result(ev, task, dialect)))
+
+
+def event_result(ev: Event, task: HostedTask, dialect: str) -> WireResult:
+    """One update as the ``result`` of a stream's frame (and a push's body)."""
     if isinstance(ev, Status):
         msg = _message(ev.text, "agent", dialect, task) if ev.text else None
         status = WireStatus(state=_state_on_wire(ev.state, dialect), message=msg)
@@ -204,10 +239,15 @@ def encode_event(ev: Event, task: HostedTask, dialect: str, rpc_id: RpcId) -> by
                 append=ev.append,
                 lastChunk=ev.last_chunk,
             )
-    return _encoder.encode(_Frame(id=rpc_id, result=result))
+    return result
 
 
 def encode_task(task: HostedTask, dialect: str, rpc_id: RpcId) -> bytes:
+    return _encoder.encode(_Frame(id=rpc_id, result=task_result(task, dialect)))
+
+
+def task_result(task: HostedTask, dialect: str) -> WireResult:
+    """The task as a ``result`` (and a push's body): v1.0 wraps it in ``task``, v0.3 is the bare object."""
     arts = [
         WireArtifact(
             artifactId=a.artifact_id,
@@ -227,20 +267,10 @@ def encode_task(task: HostedTask, dialect: str, rpc_id: RpcId) -> bytes:
         kind=None if dialect == "1.0" else "task",
     )
     if dialect == "1.0":
-        return _encoder.encode(_Frame(id=rpc_id, result=WireResult(task=wt)))
+        return WireResult(task=wt)
     # v0.3: a bare Task object with kind
-    return _encoder.encode(
-        _Frame(
-            id=rpc_id,
-            result=WireResult(
-                kind="task",
-                id=wt.id,
-                contextId=wt.contextId,
-                status=wt.status,
-                artifacts=wt.artifacts,
-                history=wt.history,
-            ),
-        )
+    return WireResult(
+        kind="task", id=wt.id, contextId=wt.contextId, status=wt.status, artifacts=wt.artifacts, history=wt.history
     )
 
 
@@ -264,6 +294,7 @@ class InterfaceOut(msgspec.Struct):
 
 class CapabilitiesOut(msgspec.Struct):
     streaming: bool
+    pushNotifications: bool = True
 
 
 class CardOut(msgspec.Struct):
@@ -294,6 +325,7 @@ class AgentHost:
         self.description = description
         self.tasks: dict[str, HostedTask] = {}
         self.base_url = ""
+        self._http: httpx.AsyncClient | None = None  # the pushes' client, made on the first one
 
     def routes(self, prefix: str = "") -> list[Route]:
         return [
@@ -340,6 +372,7 @@ class AgentHost:
             if op == "stream" and not self.streaming:
                 return self.json(encode_error(-32004, "streaming is not supported", req.id))
             new = self.start(text, msg.messageId or str(uuid.uuid4()), msg.contextId, defer=op == "stream")
+            self.push_to(new, req.params.configuration, dialect)
             if op == "stream":
                 return self.sse(self.stream_frames(new, dialect, req.id, snapshot_first=True))
             return self.json(encode_task(new, dialect, req.id))
@@ -384,6 +417,33 @@ class AgentHost:
         task.apply(ev)
         for q in list(task.subscribers):
             q.put_nowait(ev)
+        hook = task.webhook
+        if hook is not None and hook.sender is not None:
+            hook.outbox.put_nowait(_encoder.encode(event_result(ev, task, hook.dialect)))
+            if isinstance(ev, Status) and ev.state in SETTLED_STATES:
+                hook.outbox.put_nowait(None)
+
+    # -- push notifications ------------------------------------------------------------------
+
+    def push_to(self, task: HostedTask, config: _InConfiguration | None, dialect: str) -> None:
+        """The webhook a send's config names: the task as it is now, then each update (:meth:`emit`)."""
+        push = None if config is None else config.taskPushNotificationConfig or config.pushNotificationConfig
+        if push is None or not push.url:
+            return
+        hook = task.webhook = Webhook(push.url, push.token, dialect)
+        hook.outbox.put_nowait(_encoder.encode(task_result(task, dialect)))
+        hook.sender = asyncio.get_running_loop().create_task(self._send_pushes(hook))
+
+    async def _send_pushes(self, hook: Webhook) -> None:
+        """POST a task's pushes in order (one at a time); a webhook that fails misses that one."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=10.0)
+        headers = {"content-type": "application/json"}
+        if hook.token:
+            headers["x-a2a-notification-token"] = hook.token
+        while (body := await hook.outbox.get()) is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                await self._http.post(hook.url, content=body, headers=headers)
 
     async def stream_frames(
         self, task: HostedTask, dialect: str, rpc_id: RpcId, *, snapshot_first: bool

@@ -27,7 +27,7 @@ import contextlib
 import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
@@ -117,6 +117,7 @@ class RecordResult:
     recovered: list[str]
     stalled: bool = False
     error: str | None = None
+    pushes: int | None = None  # the task's pushes the receiver took (``--push-receiver``; None: no receiver)
 
     @property
     def exit_code(self) -> int:
@@ -449,7 +450,11 @@ async def record(
             recorder.webhook = pushes.webhook
             result = await recorder.run()
             await pushes.wait_end(session, result, opts.push_wait)
-            return result
+            # the run's events: the session's (a push-wait note included) and the notes the
+            # receiver wrote for the task's pushes (before the send's answer named it, some)
+            mine = sum(1 for ev in pushes.stored if ev.task_id is not None and ev.task_id == result.task_id)
+            taken = pushes.taken.get(result.task_id, 0) if result.task_id else 0
+            return replace(result, events=session.events + mine, pushes=taken)
 
 
 class _Pushes:
@@ -458,11 +463,15 @@ class _Pushes:
     def __init__(self, webhook: dict[str, str]) -> None:
         self.webhook = webhook
         self.ended: dict[str, anyio.Event] = {}
+        self.stored: list[StoredEvent] = []  # the events the receiver wrote with the pushes
+        self.taken: dict[str, int] = {}  # pushes taken, by the task they name
 
     def _event(self, task_id: str) -> anyio.Event:
         return self.ended.setdefault(task_id, anyio.Event())
 
     def pushed(self, task_id: str | None, state: str | None) -> None:
+        if task_id:
+            self.taken[task_id] = self.taken.get(task_id, 0) + 1
         if task_id and state in TERMINAL_STATES:
             self._event(task_id).set()
 
@@ -484,7 +493,7 @@ async def _receiving(session: Session, opts: RecordOptions) -> AsyncIterator[_Pu
     ``opts.push_webhook``, or answered here) with a token of its own (memory only)."""
     from a2a_tape.recorder.listen import url_of
     from a2a_tape.recorder.proxy.push_configs import PUSH_PATH
-    from a2a_tape.recorder.proxy.push_receiver import PushReceiver, listening, receiver_app
+    from a2a_tape.recorder.proxy.push_receiver import PushReceiver, Verdict, listening, receiver_app
     from a2a_tape.wire.loopback import LOOPBACK_ONLY
 
     assert opts.push_socket is not None
@@ -492,6 +501,11 @@ async def _receiving(session: Session, opts: RecordOptions) -> AsyncIterator[_Pu
     token = secrets.token_urlsafe(24)
     hook = receiver.hooks.add(opts.push_webhook or "", token)
     pushes = _Pushes({"url": url_of(opts.push_socket) + PUSH_PATH + hook.id, "token": token})
-    receiver.on_push = lambda verdict: pushes.pushed(verdict.task_id, verdict.state)
+
+    def on_push(verdict: Verdict, stored: list[StoredEvent]) -> None:
+        pushes.stored += stored
+        pushes.pushed(verdict.task_id, verdict.state)
+
+    receiver.on_push = on_push
     async with receiver.running(), listening(receiver_app(receiver, LOOPBACK_ONLY), opts.push_socket):
         yield pushes

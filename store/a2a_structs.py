@@ -129,6 +129,8 @@ class LocalNote(msgspec.Struct, omit_defaults=True):
     action: str
     detail: str = ""
     task_id: str | None = None
+    state: str | None = None  # a push's note: the task state the push carried (lowercase), if any
+    context_id: str | None = None  # and the context it named
 
 
 class WireResult(msgspec.Struct, omit_defaults=True):

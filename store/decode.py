@@ -261,7 +261,11 @@ def decode_item(payload: bytes | str) -> Item:
         rpc_id = _rpc_id(rpc_id)
     if frame.note is not None:
         n = frame.note
-        return Item(Note(action=n.action, detail=n.detail, task_id=n.task_id), "local", rpc_id)
+        return Item(
+            Note(action=n.action, detail=n.detail, task_id=n.task_id, state=n.state, context_id=n.context_id),
+            "local",
+            rpc_id,
+        )
     if frame.error is not None:
         e = frame.error
         dialect: Dialect = "unknown" if frame.jsonrpc else "rest"
@@ -370,11 +374,20 @@ _peek = PEEK_DECODER.decode
 _decode_frame = FRAME_DECODER.fast.decode  # bound once: decode_item is on every reader's path
 
 
-def local_note(action: str, detail: str = "", task_id: str | None = None) -> bytes:
-    """The payload bytes of a decision a2a-tape took, to append with origin ``local``."""
+def local_note(
+    action: str,
+    detail: str = "",
+    task_id: str | None = None,
+    *,
+    state: str | None = None,
+    context_id: str | None = None,
+) -> bytes:
+    """The payload bytes of a decision a2a-tape took, to append with origin ``local`` (``state`` and
+    ``context_id``: a push's note, what the push carried)."""
     from a2a_tape.store.a2a_structs import LocalNote, WireFrame
 
-    return msgspec.json.encode(WireFrame(note=LocalNote(action=action, detail=detail, task_id=task_id)))
+    note = LocalNote(action=action, detail=detail, task_id=task_id, state=state, context_id=context_id)
+    return msgspec.json.encode(WireFrame(note=note))
 
 
 def local_failed(task_id: str, context_id: str | None, reason: str) -> bytes:

@@ -135,6 +135,8 @@ class Note(msgspec.Struct, frozen=True, tag="note"):
     action: str
     detail: str = ""
     task_id: str | None = None
+    state: str | None = None  # a push's note (action ``push``): the task state the push carried, if any
+    context_id: str | None = None  # and the context the push named
 
 
 class Other(msgspec.Struct, frozen=True, tag="other"):

@@ -9,7 +9,8 @@ from typing import Any
 from a2a_tape.store.methods import ALL_METHODS
 
 PUSH = "push"
-"""A recorded push's exchange role and rpc_method."""
+"""A recorded push's exchange role and rpc_method, and the action of the local note that gives the push
+its place in its task's log (``capture.notes.push_event``)."""
 TOKEN_HEADER = "x-a2a-notification-token"
 """The header an agent sends a config's token in, with each push (A2A)."""
 

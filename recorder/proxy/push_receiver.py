@@ -14,7 +14,9 @@ the POST holds: a body that is not A2A or a push without the config's token is t
 judge; the log says so in a local note on the row (``push-not-a2a``, ``push-token-missing``,
 ``push-token-wrong``), which doctor reads. A push for a task the log holds nothing of yet is no
 fault (an agent pushes a non-streaming task's updates before it answers the send): its row names
-the task it names.
+the task it names. Each push that names a task also gets a ``push`` note in that task's log, in
+the row's transaction (:func:`capture.notes.push_event`): its place among the task's events, so a
+task known only by its pushes is a task like any other (listed, examined, searched).
 
 ``record --push-receiver`` runs the same receiver for its own send's webhook: a hook with no
 client URL behind it (``Hook.url`` empty) is answered by the receiver itself (200, the row
@@ -41,7 +43,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
-from a2a_tape.capture.notes import note_event
+from a2a_tape.capture.notes import note_event, push_event
 from a2a_tape.capture.sending import store_fault
 from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import request_headers, response_headers
@@ -117,7 +119,8 @@ class PushReceiver:
         self.max_body = max_body
         self.hooks = hooks if hooks is not None else Hooks()
         self.http: httpx.AsyncClient | None = None
-        self.on_push: Callable[[Verdict], None] | None = None  # each push once its row is durable (record)
+        # each push once its row is durable, with the events written with it (record)
+        self.on_push: Callable[[Verdict, list[store.StoredEvent]], None] | None = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -159,14 +162,14 @@ class PushReceiver:
         ex.request_body = self.redactor.json_bytes(body)
         ex.task_id, ex.context_id, ex.dialect = verdict.task_id, verdict.context_id, verdict.dialect
         try:
-            ex_id = await write_soon(self.store, self._begin, ex, verdict)
+            ex_id, stored = await write_soon(self.store, self._begin, ex, verdict)
         except Exception as exc:
             fault = store_fault(exc)
             if fault is None:
                 raise
             return _answer(503, self.redactor.text(log_fault_line(fault)))
         if self.on_push is not None:
-            self.on_push(verdict)
+            self.on_push(verdict, stored)
         if not hook.url:  # no client webhook behind the hook (record): the receiver is the webhook
             return await self._answered_here(ex_id)
         return await self._deliver(request, hook, body, ex_id)
@@ -189,12 +192,25 @@ class PushReceiver:
             _unsaid(None, exc, self.redactor)
         return _answer(ex.status or 400, why)
 
-    def _begin(self, ex: store.Exchange, verdict: Verdict) -> int:
-        """The push's row and its notes, one transaction: durable before it goes on."""
+    def _begin(self, ex: store.Exchange, verdict: Verdict) -> tuple[int, list[store.StoredEvent]]:
+        """The push's row, the note that places it in its task's log (a push that names a task)
+        and its other notes, one transaction: durable before it goes on."""
         with self.store.transaction():
             ex_id = self.store.begin_exchange(ex)
+            new = []
+            if verdict.task_id is not None:
+                new.append(
+                    push_event(
+                        self.redactor,
+                        verdict.task_id,
+                        ex_id,
+                        ex.started_at,
+                        state=verdict.state,
+                        context_id=verdict.context_id,
+                    )
+                )
             for action, detail in verdict.notes:
-                self.store.append(
+                new.append(
                     note_event(
                         self.redactor,
                         action,
@@ -204,7 +220,8 @@ class PushReceiver:
                         received_at=ex.started_at,
                     )
                 )
-        return ex_id
+            stored = self.store.append_batch(new) if new else []
+        return ex_id, stored
 
     async def _deliver(self, request: Request, hook: Hook, body: bytes, ex_id: int) -> Response:
         """The push to the client's webhook; its answer recorded, then given to the agent."""

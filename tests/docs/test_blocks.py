@@ -116,6 +116,8 @@ ANNOUNCED = {
     # database the README makes -> doctor's findings the README says it holds (code: how many)
     "agent.db": DEMO_AGENT,
     "probe.db": {**DEMO_AGENT, "closed-while-working": 2},  # the streams the probe cut on purpose
+    "push.db": DEMO_AGENT,  # the demo agent's task with its pushes
+    "push-replay.db": DEMO_AGENT,  # and its replay, pushes included
 }
 """What the README announces doctor finds in what it recorded; every other database: nothing."""
 

@@ -73,13 +73,14 @@ def workspace(modules: NodeModules, where: Path) -> Path:
 
 
 class JsAgent:
-    """``node agent.mjs --dialect D`` in a subprocess; ``url`` read from its first stdout line."""
+    """``node agent.mjs --dialect D`` (and ``extra`` options: ``--push``) in a subprocess; ``url`` read from its
+    first stdout line."""
 
-    def __init__(self, ws: Path, dialect: str) -> None:
+    def __init__(self, ws: Path, dialect: str, *extra: str) -> None:
         self.log = ws / f"agent-{dialect}.stderr"
         with self.log.open("wb") as err:  # a file, not a pipe: nobody has to drain it
             self.proc = subprocess.Popen(
-                ["node", "agent.mjs", "--dialect", dialect],
+                ["node", "agent.mjs", "--dialect", dialect, *extra],
                 cwd=ws,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -89,7 +90,13 @@ class JsAgent:
         first: queue.Queue[str] = queue.Queue()
         assert self.proc.stdout is not None
         out = self.proc.stdout
-        threading.Thread(target=lambda: first.put(out.readline()), daemon=True).start()
+
+        def drain() -> None:  # the first line for us, the rest read away (a full pipe blocks node's console)
+            first.put(out.readline())
+            for _ in out:
+                pass
+
+        threading.Thread(target=drain, daemon=True).start()
         try:
             line = first.get(timeout=30)
         except queue.Empty:

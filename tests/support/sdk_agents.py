@@ -46,7 +46,11 @@ def pushing(on: bool) -> dict[str, Any]:
     if not on:
         return {}
     configs = InMemoryPushNotificationConfigStore()
-    return {"push_config_store": configs, "push_sender": BasePushNotificationSender(httpx.AsyncClient(), configs)}
+    # 60 s, not httpx's 5 s: a sender that gives up on a push sends the next one while the first is still
+    # on its way, so a loaded machine (a proxy's push round trip reached 11 s at a load of 17 on 2 cores,
+    # tests/oracles/test_push_load.py) would reorder what the webhook gets; the agent's order is the point
+    client = httpx.AsyncClient(timeout=60.0)
+    return {"push_config_store": configs, "push_sender": BasePushNotificationSender(client, configs)}
 
 
 class ChunkAgent(AgentExecutor):

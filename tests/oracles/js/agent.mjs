@@ -1,19 +1,28 @@
 // An A2A agent built with the official JavaScript SDK (@a2a-js/sdk, server side, Express): the second
 // implementation a2a-tape is checked against (tests/oracles/test_js_sdk.py).
 //
-//   node agent.mjs [--dialect 1.0|0.3] [--chunks N]
+//   node agent.mjs [--dialect 1.0|0.3] [--chunks N] [--push]
 //
 // It listens on 127.0.0.1 (a free port) and prints "listening on http://127.0.0.1:PORT" as its first line.
 // Every message starts a task that streams: the Task snapshot (SUBMITTED, with metadata), WORKING with an agent
 // message, N artifact chunks on one artifact (parts with mediaType and metadata, each update with metadata),
 // then COMPLETED with an agent message. Every status carries a timestamp.
 //
+// --push: push notifications on (the SDK's in-memory config store and its default sender: each event of a task
+// POSTed, in order, to the webhook a send's config names, with the config's token).
+//
 // --dialect 1.0 (the default) serves v1.0 only; --dialect 0.3 serves v0.3 only, through the SDK's
 // compatibility layer (legacyCompat: {enabled: true} on the card and JSON-RPC handlers).
 
 import express from 'express';
 import { TaskState, Role } from '@a2a-js/sdk';
-import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
+import {
+  DefaultRequestHandler,
+  InMemoryTaskStore,
+  AgentEvent,
+  InMemoryPushNotificationStore,
+  DefaultPushNotificationSender,
+} from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 
 function option(name, fallback) {
@@ -23,8 +32,9 @@ function option(name, fallback) {
 
 const dialect = option('--dialect', '1.0');
 const chunks = Number(option('--chunks', '3'));
+const push = process.argv.includes('--push');
 if (!['1.0', '0.3'].includes(dialect) || !(chunks > 0)) {
-  console.error('usage: node agent.mjs [--dialect 1.0|0.3] [--chunks N]');
+  console.error('usage: node agent.mjs [--dialect 1.0|0.3] [--chunks N] [--push]');
   process.exit(2);
 }
 const legacy = dialect === '0.3';
@@ -128,7 +138,7 @@ const server = app.listen(0, '127.0.0.1', () => {
     provider: undefined,
     version: '1.0.0',
     documentationUrl: undefined,
-    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming: true, pushNotifications: push, extensions: [], extendedAgentCard: false },
     securitySchemes: {},
     securityRequirements: [],
     defaultInputModes: ['text/plain'],
@@ -148,7 +158,12 @@ const server = app.listen(0, '127.0.0.1', () => {
     signatures: [],
     iconUrl: undefined,
   };
-  const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new ChunkExecutor());
+  const configs = push ? new InMemoryPushNotificationStore() : undefined;
+  // 60 s, not the SDK's 5 s: on a timeout the sender goes on to the task's next push while the first is still on its
+  // way, so a loaded machine reorders what the webhook gets (through the proxy at a load of 17 on 2 cores a push's
+  // round trip reached 11 s: tests/oracles/test_push_load.py); the agent's order is what the tests check
+  const sender = push ? new DefaultPushNotificationSender(configs, { timeout: 60000 }) : undefined;
+  const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new ChunkExecutor(), undefined, configs, sender);
   const compat = legacy ? { legacyCompat: { enabled: true } } : {};
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler, ...compat }));
   app.use('/', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, ...compat }));

@@ -310,11 +310,11 @@ def test_bad_pushes_get_a_clear_record_and_the_right_answer(receiver):
     assert [ex.outcome for ex in rows] == ["refused", "refused", "ok", "ok", "ok", "ok"]
     assert "no push config" in (rows[0].error or "") and "limit of 4096 bytes" in (rows[1].error or "")
     assert rows[2].request_body == b"<html>hello</html>"
-    assert [_notes(db, ex.id) for ex in rows[2:]] == [
+    assert [_notes(db, ex.id) for ex in rows[2:]] == [  # a push naming a task has its place in it: a push note
         ["push-not-a2a"],
-        ["push-token-missing"],
-        ["push-token-wrong"],
-        [],
+        ["push", "push-token-missing"],
+        ["push", "push-token-wrong"],
+        ["push"],
     ]
     assert rows[5].task_id == "no-such-task"
     assert all("Traceback" not in a.text for a in answers.values())
