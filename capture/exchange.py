@@ -497,10 +497,9 @@ class Capture:
             raise RuntimeError("events committed before their exchange was begun")
         if self.filed_under is not None:
             new = [_filed(ev, self.filed_under) for ev in new]
-        head = self.pending_head()
         stored: list[StoredEvent]
-        if head:
-            stored = yield functools.partial(_head_and_events, log, self.exchange_id, head, new)
+        if self._head:  # (no dict made per batch once it is written: this runs for every batch of a stream)
+            stored = yield functools.partial(_head_and_events, log, self.exchange_id, self.pending_head(), new)
         else:
             stored = yield Appends(log, new)
         return stored
