@@ -7,10 +7,17 @@ serve's recording modes (each call a :class:`capture.upstream_call.UpstreamCall`
     begin -> response head -> body bytes -> SSE items (exact bytes) -> redaction -> batched append -> outcome
     request()   head()          feed()/close()                       events()/answer()   commit_writes() end()
 
-The writes of the steps are here too (:meth:`Capture.begin_writes`, :meth:`Capture.commit_writes`,
-:meth:`Capture.end_writes`): each one transaction, yielded (:data:`store.writer.Writes`), so the
-same steps run in a plain call (:func:`store.writer.run_writes`) or from an event loop
-(:meth:`store.writer.GroupCommitWriter.run`).
+The writes of the steps are here too, and they are the one sequence every driver writes its row
+through (docs/design.md section 11): :meth:`Capture.begin_writes` (or :meth:`Capture.claim_writes`,
+the begin and an idempotency key's claim together; :meth:`Capture.whole_writes`, a row begun
+and ended at once), :meth:`Capture.commit_writes`, :meth:`Capture.note_writes`, :meth:`Capture.end_writes`.
+Each is one transaction, yielded (:data:`store.writer.Writes`), so the same steps run in a plain
+call (:func:`store.writer.run_writes`) or from an event loop
+(:meth:`store.writer.GroupCommitWriter.run`). The drivers: the recorded-upstream client (``record``,
+recovery, ``probe``, serve's recording modes, ``verify``: :mod:`capture.upstream_call`),
+``RecordingTransport``, both proxies and the push receiver, ``RecordingInterceptor`` (the gRPC ones
+through :mod:`capture.grpc_calls`). Only this module and the store call the log's
+``begin_exchange``/``update_exchange`` (tests/packaging/test_one_rule.py).
 
 :class:`Capture` holds one exchange and does no I/O: the caller moves the bytes (httpx, a
 wrapped transport's stream, a test) and runs the writes it hands back. What it promises,
@@ -32,9 +39,7 @@ whoever calls it:
   or to its exchange);
 - the outcome is one word of :data:`Outcome`, the closed vocabulary of docs/tape-format.md.
 
-Why in ``store/``: serve's recording modes live in ``replay/``, and the imports go store <-
-replay <- recorder; the core needs nothing above the store (no httpx, no event loop). The
-HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors) is
+The core needs nothing above the store and the wire (no httpx, no event loop). The HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors) is
 :mod:`wire.http_client`.
 """
 
@@ -43,12 +48,15 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol, get_args, overload
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, get_args, overload
 
-from a2a_tape.capture.notes import note_event
+import msgspec
+
+from a2a_tape.capture.notes import note_event, push_event
 from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
 from a2a_tape.store.events import Item, Undecodable
 from a2a_tape.store.headers import media_type_of
+from a2a_tape.store.observers import Observer, stamp
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 from a2a_tape.store.redact import Redactor, credential_parts
 from a2a_tape.store.writer import Appends
@@ -74,6 +82,9 @@ OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
 
 Headers = Mapping[str, str] | Sequence[tuple[str, str]]
 RawItem = tuple[bytes, "str | None"]
+Note = tuple[str, str]
+"""A note of a request: ``(action, detail)`` (:meth:`Capture.begin_writes`)."""
+T = TypeVar("T")
 ECHOED = "the agent's answer held a credential the request carried: redacted"
 CUT = "the last SSE item had no blank line before the close (kept, marked incomplete)"
 
@@ -183,6 +194,8 @@ class Capture:
     ``task_id``/``context_id``: what the exchange is about, when known before it starts (a
     GetTask, a resubscribe); learnt from the items otherwise. ``secrets``: values the caller
     knows must never appear in a stored or printed text (a header value the user gave).
+    ``filed_under``: the task every row and event of the exchange is filed under, whatever id the
+    agent gives it (the payloads keep the agent's own): a verify run of a recorded task.
     """
 
     __slots__ = (
@@ -197,6 +210,8 @@ class Capture:
         "sse",
         "cut",
         "parser",
+        "filed_under",
+        "ended",
         "_head",
     )
 
@@ -208,6 +223,7 @@ class Capture:
         task_id: str | None = None,
         context_id: str | None = None,
         secrets: Sequence[str] = (),
+        filed_under: str | None = None,
     ) -> None:
         self.redactor = redactor
         self.max_line = max_line
@@ -220,6 +236,8 @@ class Capture:
         self.sse = False
         self.cut = False  # the close cut an SSE item
         self.parser: SseParser | None = None
+        self.filed_under = filed_under  # every row and event of the exchange filed under this task (verify)
+        self.ended = False  # the row's end is written
         self._head: dict[str, object] = {}
 
     # -- begin -------------------------------------------------------------------------------
@@ -417,40 +435,168 @@ class Capture:
             self.notes.append(note)
         return out
 
-    # -- the writes of the steps (one transaction each; a plain call or a GroupCommitWriter runs them)
+    # -- the writes: the one sequence every driver writes its row through -------------------------
+    #
+    # begin (with a claim, or the request's notes, in the same transaction) -> commit* -> end, and
+    # notes of the exchange between; each step one transaction, yielded (a plain call or a
+    # GroupCommitWriter runs them). The row is stamped with its observer at its begin, a commit
+    # before the begin is refused, its end is written once (a second end writes nothing), and every
+    # note is built here, scrubbed with this exchange's secrets (capture.notes).
 
-    def begin_writes(self, log: RecordingStore, exchange: Exchange) -> Writes[int]:
-        """Begin: the exchange row (from :meth:`request`), written before the request goes out."""
+    def begin_writes(
+        self, log: RecordingStore, exchange: Exchange, observer: Observer | None, *, notes: Sequence[Note] = ()
+    ) -> Writes[int]:
+        """Begin: the exchange row (from :meth:`request`), written before the request goes out, stamped
+        with ``observer`` (None: the process's own for the row's role, none for a role that joins the
+        task's run: :func:`store.observers.stamp`). ``notes``: ``(action, detail)`` notes of the
+        request (a push without its token), in the same transaction."""
+        self._begin(exchange, observer)
+        if not notes:
+            self.exchange_id = yield functools.partial(log.begin_exchange, exchange)
+        else:
+            write = self._notes_of(log, notes, exchange.started_at)
+            self.exchange_id, _ = yield functools.partial(_begin_then, log, exchange, write)
+        return self.exchange_id
+
+    def push_writes(
+        self, log: RecordingStore, exchange: Exchange, *, state: str | None, notes: Sequence[Note] = ()
+    ) -> Writes[tuple[int, list[StoredEvent]]]:
+        """Begin a push's row (no observer: a push joins the run that relayed its task) with, in the
+        same transaction, the note that places the push in its task's log when it names one
+        (:func:`capture.notes.push_event`, carrying the pushed ``state``) and the request's ``notes``:
+        the row's id and the notes as stored."""
+        self._begin(exchange, None)
+        at = exchange.started_at
+
+        def write(exchange_id: int) -> list[StoredEvent]:
+            new: list[NewEvent] = []
+            if self.task_id is not None:
+                new.append(push_event(self, self.task_id, exchange_id, at, state=state, context_id=exchange.context_id))
+            new += [self._note(action, detail, exchange_id, received_at=at) for action, detail in notes]
+            return log.append_batch(new) if new else []
+
+        ex_id, stored = yield functools.partial(_begin_then, log, exchange, write)
+        self.exchange_id = ex_id
+        return ex_id, stored
+
+    def claim_writes(
+        self, log: RecordingStore, exchange: Exchange, observer: Observer | None, claim: Callable[[int], T]
+    ) -> Writes[tuple[int, T]]:
+        """Begin and claim (an idempotency key: ``claim(exchange_id)``) in one transaction: one
+        commit before the request is forwarded."""
+        self._begin(exchange, observer)
+        ex_id, claimed = yield functools.partial(_begin_then, log, exchange, claim)
+        self.exchange_id = ex_id
+        return ex_id, claimed
+
+    def whole_writes(self, log: RecordingStore, exchange: Exchange, observer: Observer | None) -> Writes[int]:
+        """A row begun and ended in one write (a card fetched, a request refused): ``exchange`` holds
+        its end (``ended_at``, ``outcome``); its error scrubbed. It cannot be ended again."""
+        if exchange.ended_at is None or exchange.outcome not in OUTCOMES:
+            raise ValueError(f"not a whole exchange: ended_at {exchange.ended_at!r}, outcome {exchange.outcome!r}")
+        if exchange.error is not None:
+            exchange.error = self.text(exchange.error)
+        self._begin(exchange, observer)
+        self.ended = True
         self.exchange_id = yield functools.partial(log.begin_exchange, exchange)
         return self.exchange_id
+
+    def _begin(self, exchange: Exchange, observer: Observer | None) -> None:
+        if self.exchange_id is not None:
+            raise RuntimeError(f"exchange {self.exchange_id} is begun already")
+        if observer is None:
+            stamp(exchange)
+        else:
+            observer.stamp(exchange)
+        if self.filed_under is not None:
+            exchange.task_id = self.filed_under
 
     def commit_writes(self, log: RecordingStore, new: Sequence[NewEvent]) -> Writes[list[StoredEvent]]:
         """A batch of rows (from :meth:`events`) in one transaction, with the response head when
         it is not written yet (the first batch carries it: one commit, not two)."""
-        head = self.pending_head()
+        if self.exchange_id is None:
+            raise RuntimeError("events committed before their exchange was begun")
+        if self.filed_under is not None:
+            new = [_filed(ev, self.filed_under) for ev in new]
         stored: list[StoredEvent]
-        if head:
-            assert self.exchange_id is not None
-            stored = yield functools.partial(_head_and_events, log, self.exchange_id, head, new)
+        if self._head:  # (no dict made per batch once it is written: this runs for every batch of a stream)
+            stored = yield functools.partial(_head_and_events, log, self.exchange_id, self.pending_head(), new)
         else:
             stored = yield Appends(log, new)
         return stored
 
+    def note_writes(self, log: RecordingStore, action: str, detail: str) -> Writes[StoredEvent]:
+        """A decision of ours about this exchange (``action``, why in ``detail``), as a local note of
+        its row, the detail scrubbed with the exchange's secrets."""
+        stored: StoredEvent = yield functools.partial(log.append, self._note(action, detail))
+        return stored
+
     def end_writes(
-        self, log: RecordingStore, outcome: Outcome, error: str | None = None, **fields: object
-    ) -> Writes[None]:
-        """End: the row's closing fields (:meth:`end`), then the redaction notes as local notes."""
-        assert self.exchange_id is not None
-        yield functools.partial(log.update_exchange, self.exchange_id, **self.end(outcome, error, **fields))
+        self,
+        log: RecordingStore,
+        outcome: Outcome,
+        error: str | None = None,
+        also: Callable[[], object] | None = None,
+        /,
+        **fields: object,
+    ) -> Writes[dict[str, object] | None]:
+        """End: the row's closing fields (:meth:`end`; ``also``: more of the caller's in the same
+        transaction, a key's fate), then the redaction notes as local notes. The fields written, or
+        None when the row was ended already (nothing is written twice)."""
+        if self.ended:
+            return None
+        if self.exchange_id is None:
+            raise RuntimeError("an exchange ended before it was begun")
+        closing = self.end(outcome, error, **fields)
+        if self.filed_under is not None:
+            closing["task_id"] = self.filed_under
+        if also is None:
+            yield functools.partial(log.update_exchange, self.exchange_id, **closing)
+        else:
+            yield functools.partial(_end_then, log, self.exchange_id, closing, also)
+        self.ended = True
         yield from self.notes_writes(log)
+        return closing
 
     def notes_writes(self, log: RecordingStore) -> Writes[None]:
         """Each redaction note not written yet (a payload that was not JSON and had to be redacted),
         as a local note of the exchange."""
         notes, self.notes = self.notes, []
         for note in dict.fromkeys(notes):
-            new = note_event(self, "redacted", note, task_id=self.task_id, exchange_id=self.exchange_id)
-            yield functools.partial(log.append, new)
+            yield functools.partial(log.append, self._note("redacted", note))
+
+    def _note(
+        self, action: str, detail: str, exchange_id: int | None = None, received_at: float | None = None
+    ) -> NewEvent:
+        task = self.filed_under if self.filed_under is not None else self.task_id
+        ex_id = self.exchange_id if exchange_id is None else exchange_id
+        return note_event(self, action, detail, task_id=task, exchange_id=ex_id, received_at=received_at)
+
+    def _notes_of(self, log: RecordingStore, notes: Sequence[Note], at: float) -> Callable[[int], None]:
+        """The request's notes (stamped ``at`` its start), written once its row has an id, inside
+        the begin's transaction."""
+
+        def write(exchange_id: int) -> None:
+            for action, detail in notes:
+                log.append(self._note(action, detail, exchange_id, received_at=at))
+
+        return write
+
+
+def _filed(ev: NewEvent, task_id: str) -> NewEvent:
+    return ev if ev.task_id == task_id else msgspec.structs.replace(ev, task_id=task_id)
+
+
+def _begin_then(log: RecordingStore, exchange: Exchange, then: Callable[[int], T]) -> tuple[int, T]:
+    with log.transaction():
+        ex_id = log.begin_exchange(exchange)
+        return ex_id, then(ex_id)
+
+
+def _end_then(log: RecordingStore, exchange_id: int, fields: dict[str, object], then: Callable[[], object]) -> None:
+    with log.transaction():
+        log.update_exchange(exchange_id, **fields)
+        then()
 
 
 def _header(headers: Headers, name: str) -> str | None:

@@ -7,7 +7,9 @@ interceptor) share, on top of the capture core (:mod:`capture.exchange`).
 - each answer message as an event: its JSON mapping, redacted and filed under its task by
   :class:`capture.exchange.Capture` (the exact protobuf bytes go on to the client as they came);
 - the call's end: the status (an error item in the log for a non-OK status, ``google.rpc.Status``
-  with its details), trailers on the row beside the initial metadata, one outcome word.
+  with its details), trailers on the row beside the initial metadata, one outcome word;
+- its writes: the capture core's one sequence (begin, commit, end once, notes scrubbed), as every
+  other recording path writes its row.
 
 Why here and not in ``store/``: the capture core stays binding-free (no protobuf); this module
 is the gRPC side of it, as :mod:`capture.sending` is the HTTP side.
@@ -17,18 +19,21 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from a2a_tape import store
 from a2a_tape.capture.exchange import Capture, Outcome
-from a2a_tape.capture.notes import note_event
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import GRPC
 from a2a_tape.store.redact import Redactor
 from a2a_tape.wire import grpc as grpc_wire
+
+if TYPE_CHECKING:
+    from a2a_tape.store.interface import RecordingStore
+    from a2a_tape.store.writer import Writes
 
 GRPC_CONTENT_TYPE = "application/grpc"
 DEADLINE_EXCEEDED = 4
@@ -150,8 +155,15 @@ class GrpcCapture:
         new, _ = self.cap.events([(payload, None)])
         return new[0]
 
-    def end(
+    def commit_writes(self, log: RecordingStore, events: Sequence[store.NewEvent]) -> Writes[list[store.StoredEvent]]:
+        """Answer messages' rows (:meth:`message_events`, :meth:`status_event`), through the
+        exchange's one sequence (:meth:`capture.exchange.Capture.commit_writes`)."""
+        stored: list[store.StoredEvent] = yield from self.cap.commit_writes(log, events)
+        return stored
+
+    def end_writes(
         self,
+        log: RecordingStore,
         outcome: Outcome,
         *,
         code: int | None,
@@ -159,9 +171,14 @@ class GrpcCapture:
         initial: Iterable[Any] | None,
         trailers: Iterable[Any] | None,
         error: str | None = None,
-    ) -> dict[str, object]:
-        """The row's closing fields: the response metadata and trailers (``grpc-status`` and
-        ``grpc-message`` among them, as a gRPC server sends them), the outcome."""
+        also: Callable[[], object] | None = None,
+    ) -> Writes[dict[str, object] | None]:
+        """The row's end through the exchange's one sequence (:meth:`capture.exchange.Capture.end_writes`,
+        written once; ``also``: the caller's, in the same transaction): the response metadata and
+        trailers (``grpc-status`` and ``grpc-message`` among them, as a gRPC server sends them),
+        the outcome; then the local notes the call left: payloads redacted at byte level, answers
+        that were not the method's message type, numbers JSON cannot hold (the client got them as
+        sent). The fields written (None: the row had ended already)."""
         headers = metadata_pairs(initial) + metadata_pairs(trailers)
         if code is not None:
             headers.append(("grpc-status", str(code)))
@@ -172,18 +189,15 @@ class GrpcCapture:
             "content_type": GRPC_CONTENT_TYPE if code is not None else None,
             "response_headers": self.redactor.headers_dict(headers),
         }
-        return self.cap.end(outcome, error, **fields)
-
-    def notes(self) -> list[store.NewEvent]:
-        """The local notes the call left, once: payloads redacted at byte level, answers that were
-        not the method's message type, numbers JSON cannot hold (the client got them as sent)."""
-        ex_id = self.cap.exchange_id
-        assert ex_id is not None
-        found = [("redacted", n) for n in dict.fromkeys(self.cap.notes)]
-        found += [("undecodable", n) for n in dict.fromkeys(self.undecodable)]
+        ended = yield from self.cap.end_writes(log, outcome, error, also, **fields)
+        if ended is None:
+            return None
+        found = [("undecodable", n) for n in dict.fromkeys(self.undecodable)]
         found += [("not-json", n) for n in dict.fromkeys(self.unmapped)]
-        self.cap.notes, self.undecodable, self.unmapped = [], [], []
-        return [note_event(self.cap, a, detail, task_id=self.cap.task_id, exchange_id=ex_id) for a, detail in found]
+        self.undecodable, self.unmapped = [], []
+        for action, detail in found:
+            yield from self.cap.note_writes(log, action, detail)
+        return ended
 
 
 def redacted_as(redactor: Redactor, member: bytes, payload: bytes) -> bytes:

@@ -47,6 +47,7 @@ from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import SETTLED_STATES, ErrorItem, Item, StatusUpdate, TaskSnapshot
 from a2a_tape.store.headers import media_type_of
 from a2a_tape.store.interface import RecordingStore
+from a2a_tape.store.observers import Observer
 from a2a_tape.store.records import Exchange, StoredEvent
 from a2a_tape.store.writer import Batcher, GroupCommitWriter
 from a2a_tape.wire import jsonrpc
@@ -219,9 +220,10 @@ class UpstreamCall:
 
     # 1. begin ---------------------------------------------------------------------------------
 
-    async def begin(self, exchange: Exchange) -> int:
-        """The exchange row (from :meth:`capture.exchange.Capture.request`: redacted), in the log first."""
-        return await self.writer.run(self.capture.begin_writes(self.log, exchange))
+    async def begin(self, exchange: Exchange, observer: Observer | None) -> int:
+        """The exchange row (from :meth:`capture.exchange.Capture.request`: redacted), in the log first,
+        stamped with ``observer`` (None: the process's own for its role)."""
+        return await self.writer.run(self.capture.begin_writes(self.log, exchange, observer))
 
     # 2., 3. send, head -------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ unary-unary and the unary-stream ones (A2A has no other kind), bound to the targ
 the log. Each call of an A2A method (:mod:`wire.grpc`) is recorded through the capture
 core (:mod:`capture.grpc_calls`): its exchange row (the request in the proto3 JSON mapping, the
 metadata as headers, redacted) before the request goes out, each answer message before the caller
-gets it (write-ahead), its status and trailers at the end; a call of any other method passes
-untouched. Writes never make the caller's event loop wait for the log's lock
-(:func:`store.writer.write_soon`).
+gets it (write-ahead), its status and trailers at the end, through the capture core's one
+sequence (begin, commit, end once); a call of any other method passes untouched. Writes never make
+the caller's event loop wait for the log's lock (:func:`store.writer.writer_of`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from a2a_tape.capture.grpc_calls import CLIENT_DEADLINE, GrpcCapture, outcome_of
 from a2a_tape.capture.recording_log import recording_log
 from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.writer import write_soon
+from a2a_tape.store.writer import writer_of
 from a2a_tape.wire import grpc as grpc_wire
 
 
@@ -52,6 +52,7 @@ class RecordingInterceptor:
         )
         self.task_ids: list[str] = []  # every task these calls named, in order
         self.observer = new_observer("in-process")  # this interceptor's recordings are one run of each task
+        self.writer = writer_of(self.store)  # every write from the caller's event loop, never waiting for the lock
 
     def interceptors(self, target: str) -> list[Any]:
         """The interceptors to give a ``grpc.aio`` channel to ``target`` (``HOST:PORT``)."""
@@ -91,9 +92,9 @@ class RecordingInterceptor:
             return None  # not A2A: passed on untouched
         gc = GrpcCapture(self.redactor, path, role="client")
         raw = request if isinstance(request, bytes) else request.SerializeToString()  # what the stub sends
-        ex = self.observer.stamp(gc.request(target, raw, details.metadata))
+        ex = gc.request(target, raw, details.metadata)
         gc.set_deadline(details.timeout)
-        gc.cap.exchange_id = await write_soon(self.store, self.store.begin_exchange, ex)
+        await self.writer.run(gc.cap.begin_writes(self.store, ex, self.observer))
         return gc
 
     async def _unary(self, target: str, continuation: Any, details: Any, request: Any) -> Any:
@@ -152,7 +153,7 @@ class RecordingInterceptor:
     async def _record(self, gc: GrpcCapture, messages: list[Any]) -> None:
         events = gc.message_events(messages)
         if events:
-            await write_soon(self.store, self.store.append_batch, events)
+            await self.writer.run(gc.commit_writes(self.store, events))
         if gc.cap.task_id and gc.cap.task_id not in self.task_ids:
             self.task_ids.append(gc.cap.task_id)
 
@@ -165,26 +166,17 @@ class RecordingInterceptor:
         else:
             event = gc.status_event(code, details, trailers)
             if event is not None:
-                await write_soon(self.store, self.store.append_batch, [event])
+                await self.writer.run(gc.commit_writes(self.store, [event]))
             outcome = outcome_of(code, gc.streaming, received)
             error = None if code == 0 else f"gRPC status {grpc_wire.status_name(code)}: {details or ''}"
-        fields = gc.end(outcome, code=code, details=details, initial=initial, trailers=trailers, error=error)
-        await self._finish(gc, fields)
+        await self.writer.run(
+            gc.end_writes(
+                self.store, outcome, code=code, details=details, initial=initial, trailers=trailers, error=error
+            )
+        )
 
     async def _broken(self, gc: GrpcCapture, exc: BaseException) -> None:
         why = "the caller stopped reading before the answer ended" if not isinstance(exc, Exception) else str(exc)
-        fields = gc.end("incomplete", code=None, details=None, initial=None, trailers=None, error=why)
-        await self._finish(gc, fields)
-
-    async def _finish(self, gc: GrpcCapture, fields: dict[str, object]) -> None:
-        ex_id = gc.cap.exchange_id
-        assert ex_id is not None
-        notes = gc.notes()
-
-        def work() -> None:
-            with self.store.transaction():
-                self.store.update_exchange(ex_id, **fields)
-                if notes:
-                    self.store.append_batch(notes)
-
-        await write_soon(self.store, work)
+        await self.writer.run(
+            gc.end_writes(self.store, "incomplete", code=None, details=None, initial=None, trailers=None, error=why)
+        )

@@ -361,8 +361,7 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             role="client",
             binding=binding.name if binding is not None else None,
         )
-        self.observer.stamp(exchange)
-        yield from cap.begin_writes(self.store, exchange)
+        yield from cap.begin_writes(self.store, exchange, self.observer)
         return cap, binding
 
     def saw(self, task_id: str | None) -> None:

@@ -33,6 +33,7 @@ from a2a_tape.capture.upstream_call import (
 )
 from a2a_tape.recorder import client as a2a
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.observers import Observer
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import GroupCommitWriter, writer_of
 from a2a_tape.wire.binding_client import Binding
@@ -54,7 +55,9 @@ class Upstream:
     ``headers``: added to every request (the user's ``--header``); ``secrets``: values never to
     appear in a stored or printed text; ``ctx``: learns the task ids across calls (a session);
     ``max_line``: the longest SSE line or event read; ``binding``: how requests and answers look
-    on the wire (:class:`capture.upstream_call.Binding`).
+    on the wire (:class:`capture.upstream_call.Binding`); ``observer``: whose run the exchanges
+    are (None: the process's own for ``role``); ``filed_under``: the task every exchange and item
+    is filed under, whatever id the agent gives it (a verify run of a recorded task).
     """
 
     def __init__(
@@ -71,8 +74,12 @@ class Upstream:
         ctx: TaskContext | None = None,
         max_line: int = DEFAULT_MAX_LINE,
         binding: Binding = JSON_RPC,
+        observer: Observer | None = None,
+        filed_under: str | None = None,
     ) -> None:
         self.store = st
+        self.observer = observer
+        self.filed_under = filed_under
         self.redactor = redactor or Redactor()  # URLs and error texts: no token from a query string on disk
         self.base_url = base_url if "?" in base_url else base_url.rstrip("/")
         self.http = http
@@ -110,6 +117,7 @@ class Upstream:
             task_id=task_id if ctx is None else ctx.task_id,
             context_id=None if ctx is None else ctx.context_id,
             secrets=self.secrets,
+            filed_under=self.filed_under,
         )
 
     # -- the card --------------------------------------------------------------------------
@@ -139,7 +147,8 @@ class Upstream:
                     headers=self.headers,
                     http_method="GET",
                     role=self.role,
-                )
+                ),
+                self.observer,
             )
             self.learn(cap)
         ended = Ended("error")
@@ -235,7 +244,8 @@ class Upstream:
                 message_id=req.message_id,
                 role=self.role,
                 binding=binding.name,
-            )
+            ),
+            self.observer,
         )
         self.learn(call.capture)
         return await call.run(sink, batching=batching, watch=watch, limit=limit)

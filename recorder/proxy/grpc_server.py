@@ -36,7 +36,7 @@ import contextlib
 import math
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -70,7 +70,6 @@ from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import carries_token, token_presented
 from a2a_tape.recorder.proxy.push_configs import PUSH_PATH, restore, rewrite
 from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
-from a2a_tape.store.writer import write_soon
 from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire.http_client import MAX_BODY
 
@@ -143,7 +142,7 @@ class GrpcProxy:
         if refusal is not None:
             await context.abort(grpc_status(UNAUTHENTICATED), refusal)
         gc = GrpcCapture(self.config.redactor, path, role="proxy")
-        ex = self.core.observer.stamp(gc.request(self.upstream, request, metadata))
+        ex = gc.request(self.upstream, request, metadata)
         request = self._to_receiver(gc, request)  # the log has the client's webhook, the agent our receiver
         try:
             live, owner, fresh = await self._begin(gc, ex, request, metadata, context.time_remaining())
@@ -237,12 +236,11 @@ class GrpcProxy:
         """The exchange row (and the key's claim), then the relay or the answer from the log; whether
         this call is the one the agent answers (its per-client metadata is this call's); and whether
         this call made the relay it reads (False: a duplicate attached to another call's)."""
-        st = self.core.store
         m = gc.method
         key = _key(metadata, m, gc.request_json) if self.config.idempotency is Idempotency.on else None
         if key is None or gc.request_json is None or m is None:
             live = self._new_live(keep=False)  # nobody can attach: nothing kept once read
-            gc.cap.exchange_id = live.exchange_id = await write_soon(st, st.begin_exchange, ex)
+            live.exchange_id = await self.core.begin_row(gc.cap, ex)
             self._start(live, gc, request, metadata, remaining, settle_key=None, slot=None)
             return live, True, True
         ex.idempotency_key = key
@@ -253,17 +251,17 @@ class GrpcProxy:
         slot = (key, req_hash)
         attached = self.by_key.get(slot)
         if attached is not None:  # an exact duplicate (same caller) of a call this proxy is relaying
-            ex_id = await write_soon(st, st.begin_exchange, ex)
-            await self.core.finish_row(ex_id, outcome="replayed")
+            await self.core.begin_row(gc.cap, ex)
+            await self.core.finish_row(gc.cap, "replayed")
             return attached, False, False  # the same relay: head, messages, end (less the first caller's own)
         live = self._new_live()
         self.by_key[slot] = live
         try:
-            ex_id, record, claimed = await write_soon(st, self.core.begin_and_claim, ex, key, req_hash)
+            ex_id, record, claimed = await self.core.begin_and_claim(gc.cap, ex, key, req_hash)
         except BaseException:
             self.by_key.pop(slot, None)
             raise
-        gc.cap.exchange_id = live.exchange_id = ex_id
+        live.exchange_id = ex_id
         other = not same_caller(record.request_hash, req_hash)
         if claimed:
             self._start(live, gc, request, metadata, remaining, settle_key=key, slot=slot)
@@ -271,15 +269,15 @@ class GrpcProxy:
         if record.request_hash == req_hash:  # held by an earlier call (in the log, or another process)
             self.by_key.pop(slot, None)
             await self._from_log(live, m, record)
-            await self.core.finish_row(ex_id, outcome="replayed")
+            await self.core.finish_row(gc.cap, "replayed")
             return live, False, True
         if self.config.on_key_conflict is OnKeyConflict.reject:
             self.by_key.pop(slot, None)
             live.finish(INVALID_ARGUMENT, conflict_message(key, other))
             why = "idempotency key in use by another caller" if other else "idempotency key reused for another request"
-            await self.core.finish_row(ex_id, outcome="refused", error=why)
+            await self.core.finish_row(gc.cap, "refused", why)
             return live, True, True
-        await self.core.note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
+        await self.core.note(gc.cap, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
         self._start(live, gc, request, metadata, remaining, settle_key=None, slot=slot)
         return live, True, True
 
@@ -298,8 +296,8 @@ class GrpcProxy:
         outgoing = self._outgoing(metadata)  # our token stays here; every other piece of metadata goes on
         self._tg.start_soon(self._pump, live, gc, request, outgoing, remaining, settle_key, slot)
 
-    async def _too_slow(self, ex_id: int, dropped: int) -> None:
-        await self.core.client_too_slow(ex_id, dropped, "its call was ended (RESOURCE_EXHAUSTED)")
+    async def _too_slow(self, gc: GrpcCapture, dropped: int) -> None:
+        await self.core.client_too_slow(gc.cap, dropped, "its call was ended (RESOURCE_EXHAUSTED)")
 
     async def _from_log(self, live: GrpcLive, m: grpc_wire.Method, record: store.IdempotencyRecord) -> None:
         """A repeat of a call the log answers: its recorded answers, as messages of this method."""
@@ -398,25 +396,18 @@ class GrpcProxy:
     ) -> None:
         ex_id = gc.cap.exchange_id
         assert ex_id is not None
-        fields = gc.end(
+        end = gc.end_writes(
+            self.core.store,
             relay.outcome,
             code=relay.code,
             details=relay.details,
             initial=relay.initial,
             trailers=relay.trailers,
             error=relay.error,
+            also=self.core.key_fate(settle_key, release, gc.cap),
         )
         try:
-            notes = gc.notes()
-            if notes and self.core.writer is not None:
-                await self.core.writer.append_many(notes)
-
-            def work() -> None:
-                with self.core.store.transaction():
-                    self.core.settle_rows(ex_id, fields, settle_key, release, gc.cap.task_id)
-                self.core.tell_line(ex_id, fields)
-
-            await anyio.to_thread.run_sync(work)
+            await anyio.to_thread.run_sync(self.core.settle, gc.cap, end)
         except Exception as exc:
             fault = store_fault(exc)
             if fault is None:
@@ -435,10 +426,7 @@ class GrpcProxy:
         if refusal is not None:
             await context.abort(grpc_status(UNAUTHENTICATED), refusal)
         gc = GrpcCapture(self.config.redactor, path, role="proxy")
-        st = self.core.store
-        gc.cap.exchange_id = ex_id = await write_soon(
-            st, st.begin_exchange, self.core.observer.stamp(gc.request(self.upstream, None, metadata))
-        )
+        ex_id = await self.core.begin_row(gc.cap, gc.request(self.upstream, None, metadata))
         relay = _Relay(GrpcLive(), gc, None)
         call = self._channel.stream_stream(path)(
             requests, metadata=self._outgoing(metadata), timeout=context.time_remaining()
@@ -460,11 +448,17 @@ class GrpcProxy:
             )
             relay.outcome = "error"
         finally:
-            fields = gc.end(
-                relay.outcome, code=relay.code, details=relay.details, initial=relay.initial, trailers=relay.trailers
+            end = gc.end_writes(
+                self.core.store,
+                relay.outcome,
+                code=relay.code,
+                details=relay.details,
+                initial=relay.initial,
+                trailers=relay.trailers,
             )
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await anyio.to_thread.run_sync(lambda: st.update_exchange(ex_id, **fields))
+                await anyio.to_thread.run_sync(self.core.settle, gc.cap, end)
+            self.core.row_settled(ex_id)
         if relay.trailers:
             context.set_trailing_metadata(tuple(relay.trailers))
         if relay.code:
@@ -481,9 +475,10 @@ class _Relay:
         gc: GrpcCapture,
         writer: store.GroupCommitWriter | None,
         restored: Callable[[bytes], bytes] | None = None,
-        too_slow: Callable[[int, int], Awaitable[None]] | None = None,
+        too_slow: Callable[[GrpcCapture, int], Awaitable[None]] | None = None,
     ) -> None:
         self.live, self.gc, self.writer, self.too_slow = live, gc, writer, too_slow
+        self.log = cast("store.RecordingStore", writer.store) if writer is not None else None
         self.restored = restored  # an answer naming the push receiver, as the client's webhook
         self.read_bytes = self.published = 0  # bytes of messages read from the agent, handed to the clients
         self.code: int | None = None
@@ -575,8 +570,8 @@ class _Relay:
     async def _room(self) -> None:
         """Back-pressure: wait for the clients (and the log) to catch up; note the clients dropped."""
         dropped = await self.live.make_room(lambda: self.read_bytes - self.published)
-        if dropped and self.too_slow is not None and self.gc.cap.exchange_id is not None:
-            await self.too_slow(self.gc.cap.exchange_id, dropped)
+        if dropped and self.too_slow is not None:
+            await self.too_slow(self.gc, dropped)
 
     async def _commit(self, raws: list[bytes]) -> None:
         """Write-ahead: the batch's rows durable, then the exact bytes published (a config the
@@ -585,8 +580,8 @@ class _Relay:
             raws = [self.restored(r) for r in raws]
         events = self.gc.message_events(raws)
         if events:
-            assert self.writer is not None
-            await self.writer.append_many(events)
+            assert self.writer is not None and self.log is not None
+            await self.writer.run(self.gc.commit_writes(self.log, events))
         self.published += sum(map(len, raws))
         self.live.publish(raws)
 
@@ -601,8 +596,8 @@ class _Relay:
         if code != OK:
             self.error = f"gRPC status {grpc_wire.status_name(code)}: {details}"
             event = self.gc.status_event(code, details, self.trailers)
-            if event is not None and self.writer is not None and self.gc.method is not None:
-                await self.writer.append(event)
+            if event is not None and self.writer is not None and self.log is not None and self.gc.method is not None:
+                await self.writer.run(self.gc.commit_writes(self.log, [event]))
 
     def ours(self, code: int, outcome: Any, why: str) -> None:
         """A status of the proxy's own (a timeout, the log, an unreachable agent): told to the

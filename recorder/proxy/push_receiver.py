@@ -43,15 +43,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
-from a2a_tape.capture.notes import note_event, push_event
-from a2a_tape.capture.sending import store_fault
+from a2a_tape.capture.sending import Capture, Outcome, store_fault
 from a2a_tape.recorder.proxy.outcomes import log_fault_line
 from a2a_tape.recorder.proxy.plumbing import request_headers, response_headers
 from a2a_tape.recorder.proxy.push_configs import PUSH_PATH, Hook, Hooks
 from a2a_tape.store.decode import decode_item
 from a2a_tape.store.events import ErrorItem, Item, Other, StatusUpdate, TaskSnapshot, Undecodable
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.writer import write_soon
+from a2a_tape.store.writer import writer_of
 from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body, read_request
 from a2a_tape.wire.loopback import Guard, LoopbackGuard
 from a2a_tape.wire.push_configs import PUSH, TOKEN_HEADER
@@ -161,8 +160,13 @@ class PushReceiver:
         verdict = read_push(body, request.headers.get(TOKEN_HEADER), hook)
         ex.request_body = self.redactor.json_bytes(body)
         ex.task_id, ex.context_id, ex.dialect = verdict.task_id, verdict.context_id, verdict.dialect
+        # the capture core's one sequence: the row and its notes in one transaction, durable before
+        # the push goes on (no observer: a push joins the run that relayed its task)
+        cap = Capture(self.redactor, task_id=verdict.task_id)
         try:
-            ex_id, stored = await write_soon(self.store, self._begin, ex, verdict)
+            _, stored = await writer_of(self.store).run(
+                cap.push_writes(self.store, ex, state=verdict.state, notes=verdict.notes)
+            )
         except Exception as exc:
             fault = store_fault(exc)
             if fault is None:
@@ -171,63 +175,31 @@ class PushReceiver:
         if self.on_push is not None:
             self.on_push(verdict, stored)
         if not hook.url:  # no client webhook behind the hook (record): the receiver is the webhook
-            return await self._answered_here(ex_id)
-        return await self._deliver(request, hook, body, ex_id)
+            await self._end(cap, "ok", status=200)
+            return Response(b"", 200)
+        return await self._deliver(request, hook, body, cap)
 
-    async def _answered_here(self, ex_id: int) -> Response:
-        """A push to a hook with no webhook behind it: taken (200), its row complete."""
+    async def _end(self, cap: Capture, outcome: Outcome, error: str | None = None, **fields: object) -> None:
+        """The push's row complete, whatever happens to the agent's request meanwhile."""
         with anyio.CancelScope(shield=True):
             try:
-                await write_soon(
-                    self.store, self.store.update_exchange, ex_id, ended_at=time.time(), status=200, outcome="ok"
-                )
+                await writer_of(self.store).run(cap.end_writes(self.store, outcome, error, **fields))
             except Exception as exc:  # noqa: BLE001 - the agent has its answer; the row stays begun
-                _unsaid(ex_id, exc, self.redactor)
-        return Response(b"", 200)
+                _unsaid(cap.exchange_id, exc, self.redactor)
 
     async def _refuse(self, ex: store.Exchange, why: str) -> Response:
         try:
-            await write_soon(self.store, self.store.begin_exchange, ex)
+            await writer_of(self.store).run(Capture(self.redactor).whole_writes(self.store, ex, None))
         except Exception as exc:  # noqa: BLE001 - a refusal is answered whatever the log says
             _unsaid(None, exc, self.redactor)
         return _answer(ex.status or 400, why)
 
-    def _begin(self, ex: store.Exchange, verdict: Verdict) -> tuple[int, list[store.StoredEvent]]:
-        """The push's row, the note that places it in its task's log (a push that names a task)
-        and its other notes, one transaction: durable before it goes on."""
-        with self.store.transaction():
-            ex_id = self.store.begin_exchange(ex)
-            new = []
-            if verdict.task_id is not None:
-                new.append(
-                    push_event(
-                        self.redactor,
-                        verdict.task_id,
-                        ex_id,
-                        ex.started_at,
-                        state=verdict.state,
-                        context_id=verdict.context_id,
-                    )
-                )
-            for action, detail in verdict.notes:
-                new.append(
-                    note_event(
-                        self.redactor,
-                        action,
-                        detail,
-                        task_id=verdict.task_id,
-                        exchange_id=ex_id,
-                        received_at=ex.started_at,
-                    )
-                )
-            stored = self.store.append_batch(new) if new else []
-        return ex_id, stored
-
-    async def _deliver(self, request: Request, hook: Hook, body: bytes, ex_id: int) -> Response:
+    async def _deliver(self, request: Request, hook: Hook, body: bytes, cap: Capture) -> Response:
         """The push to the client's webhook; its answer recorded, then given to the agent."""
         assert self.http is not None
         row: dict[str, object] = {}
         answer: Response
+        error: str | None = None
         try:
             out = self.http.build_request(
                 "POST", hook.url, content=body, headers=request_headers(request.headers.items(), None)
@@ -237,12 +209,12 @@ class PushReceiver:
                 data = await read_body(resp, "the webhook's answer")
             finally:
                 await resp.aclose()
+            outcome: Outcome = "ok" if resp.status_code < 300 else "error"
             row.update(
                 status=resp.status_code,
                 content_type=resp.headers.get("content-type"),
                 response_headers=self.redactor.headers_dict(resp.headers.multi_items()),
-                response_body=self.redactor.json_bytes(data) if data else None,
-                outcome="ok" if resp.status_code < 300 else "error",
+                response_body=data or None,  # redacted by the row's end
             )
             answer = Response(data, resp.status_code)
             answer.raw_headers.extend(
@@ -254,13 +226,10 @@ class PushReceiver:
                 f"the client's webhook {'did not answer in time' if timeout else 'cannot be reached'}: "
                 f"{type(exc).__name__}: {exc}"
             )
-            row.update(outcome="timeout" if timeout else "error", error=why)
+            outcome = "timeout" if timeout else "error"
+            error = why
             answer = _answer(504 if timeout else 502, why)
-        with anyio.CancelScope(shield=True):
-            try:
-                await write_soon(self.store, self.store.update_exchange, ex_id, ended_at=time.time(), **row)
-            except Exception as exc:  # noqa: BLE001 - the agent has its answer; the row stays begun
-                _unsaid(ex_id, exc, self.redactor)
+        await self._end(cap, outcome, error, **row)
         return answer
 
 

@@ -38,6 +38,7 @@ response), :mod:`recorder.proxy.tee` (an SSE answer, write-ahead, item by item) 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import socket
 import sys
@@ -46,7 +47,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -61,8 +62,7 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.capture.lineage import request_of, with_metadata_trace
-from a2a_tape.capture.notes import note_event
-from a2a_tape.capture.sending import CUT, Capture, DecodingError, Timeouts, body_chunks, send, store_fault
+from a2a_tape.capture.sending import CUT, Capture, DecodingError, Outcome, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.listen import url_of
 from a2a_tape.recorder.proxy.idempotency import (
@@ -110,7 +110,7 @@ from a2a_tape.store.methods import ALL_METHODS, HTTP_JSON, JSONRPC, SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.writer import write_soon
+from a2a_tape.store.writer import Writes, run_writes, writer_of
 from a2a_tape.wire import http_json
 from a2a_tape.wire import sse_frames as frames
 from a2a_tape.wire.grpc import rewrite_grpc_urls
@@ -125,6 +125,8 @@ DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
 DEFAULT_READ_TIMEOUT = 300.0
 _JSON = "application/json"
 _JSON_HEADERS: Headers = [("content-type", _JSON)]
+KEPT = 1 << 20
+"""Bytes of an answer that is no A2A item kept on the exchange row (redacted by its end)."""
 
 
 @dataclass
@@ -439,7 +441,7 @@ class Proxy:
                 role="proxy",
             )
             with contextlib.suppress(StoreError):
-                await self._exchange_row(failed)
+                await self._whole_row(failed)
             if self.on_line is not None:
                 self.on_line(failed)
             return self._fault_answer(None, fault.status, fault.why)
@@ -461,7 +463,7 @@ class Proxy:
             role="proxy",
         )
         with contextlib.suppress(StoreError):  # the card is read-only: a full disk does not hide it
-            await self._exchange_row(card)
+            await self._whole_row(card)
         if self.on_line is not None:
             self.on_line(card)
         answer = Response(body, resp.status_code)
@@ -516,14 +518,29 @@ class Proxy:
             req.extensions["trace"] = out.departure.trace
         return await send(self._pool, req, self._timeouts)
 
-    async def _exchange_row(self, ex: store.Exchange) -> int:
+    async def _whole_row(self, ex: store.Exchange) -> None:
+        """A row begun and ended at once (a card fetch), through the capture core's one sequence."""
         ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
-        if ex.error:
-            ex.error = self.config.redactor.text(ex.error)
-        ex_id = await write_soon(self.store, self.store.begin_exchange, self.observer.stamp(ex))
-        if self.on_line is not None and ex.ended_at is None:  # a row still open: its line comes at its end
+        await writer_of(self.store).run(Capture(self.config.redactor).whole_writes(self.store, ex, self.observer))
+
+    async def begin_row(self, cap: Capture, ex: store.Exchange) -> int:
+        """An exchange row (redacted: :meth:`_exchange_of`, :meth:`capture.grpc_calls.GrpcCapture.request`)
+        begun through the capture core's one sequence, stamped with this proxy's observer. Both
+        proxies begin a call without a key here (with one: :meth:`begin_and_claim`)."""
+        ex_id = await writer_of(self.store).run(cap.begin_writes(self.store, ex, self.observer))
+        if self.on_line is not None:  # a row still open: its line comes at its end
             self._begun[ex_id] = ex
         return ex_id
+
+    def capture(self, out: Outgoing) -> Capture:
+        """The capture core of a relayed request: the redactor, and the credentials sent upstream
+        (scrubbed if the agent echoes them); the request row's redaction notes to write."""
+        cfg = self.config
+        sent = cfg.redactor.secret_values(out.headers) + cfg.redactor.url_secrets(out.url)[1]
+        sent += [cfg.upstream_auth[1]] if cfg.upstream_auth else []
+        cap = Capture(cfg.redactor, secrets=sent)
+        cap.notes += out.notes
+        return cap
 
     async def _jsonrpc(self, request: Request, out: Outgoing) -> Response:
         v1 = request.headers.get("a2a-version", "").startswith("1")
@@ -586,23 +603,24 @@ class Proxy:
         if out.injected is not None and out.to_metadata is not None and name in SEND_METHODS:
             out.body = with_metadata_trace(out.body, out.injected, out.to_metadata or None) or out.body
         rpc_id = out.rpc_id
+        cap = self.capture(out)
         if key is None or req_hash is None:
-            ex_id = await self._exchange_row(ex)
+            ex_id = await self.begin_row(cap, ex)
             live = self._live(ex_id, None, rpc_id, single_reader=True)
-            self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=None)
+            self._start(live, cap, out, proxy_origin, settle_key=None, slot=None)
             return await self._respond(live, rpc_id, owner=True)
 
         slot = (key, req_hash)
         attached = self.by_key.get(slot)
         if attached is not None:  # an exact duplicate (same caller) of a request this proxy is relaying
-            ex_id = await self._exchange_row(ex)
-            await self.finish_row(ex_id, outcome="replayed")
+            await self.begin_row(cap, ex)
+            await self.finish_row(cap, "replayed")
             return await self._respond(attached, rpc_id, owner=False, first=False)
         live = self._live(None, req_hash, rpc_id)
         self.by_key[slot] = live  # before any await: a concurrent duplicate attaches to this one
         try:
-            # on the loop when the log's lock is free, else on a worker thread (write_soon)
-            ex_id, record, claimed = await write_soon(self.store, self.begin_and_claim, ex, key, req_hash)
+            # on the loop when the log's lock is free, else on a worker thread (the group-commit writer)
+            ex_id, record, claimed = await self.begin_and_claim(cap, ex, key, req_hash)
         except BaseException as exc:
             self.by_key.pop(slot, None)
             fault = store_fault(exc) if isinstance(exc, Exception) else None
@@ -612,14 +630,14 @@ class Proxy:
             raise
         live.exchange_id = ex_id
         if claimed:
-            self._start(live, ex_id, out, proxy_origin, settle_key=key, slot=slot)
+            self._start(live, cap, out, proxy_origin, settle_key=key, slot=slot)
             return await self._respond(live, rpc_id, owner=True)
         if record.request_hash == req_hash:  # held by an earlier request (in the log, or another process)
             live.req_hash = record.request_hash
             live.rpc_id = None
             assert self._tg is not None
             self._tg.start_soon(self._replay_from_log, live, record, streaming, slot)
-            await self.finish_row(ex_id, outcome="replayed")
+            await self.finish_row(cap, "replayed")
             return await self._respond(live, rpc_id, owner=False)
         # the same key, another request (or another caller's)
         other = not same_caller(record.request_hash, req_hash)
@@ -629,10 +647,10 @@ class Proxy:
             live.set_body(200 if rpc_id else 409, list(_JSON_HEADERS), refusal)
             live.finish()
             why = "idempotency key in use by another caller" if other else "idempotency key reused for another request"
-            await self.finish_row(ex_id, outcome="refused", error=why)
+            await self.finish_row(cap, "refused", why)
             return Response(refusal, 200 if rpc_id else 409, media_type=_JSON)
-        await self.note(ex_id, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
-        self._start(live, ex_id, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
+        await self.note(cap, "idempotency-key-reused", conflict_note(key, record.exchange_id, other))
+        self._start(live, cap, out, proxy_origin, settle_key=None, slot=slot)  # the key stays the first's
         return await self._respond(live, rpc_id, owner=True)
 
     def _exchange_of(
@@ -663,31 +681,51 @@ class Proxy:
             role="proxy",
         )
 
-    def begin_and_claim(self, ex: store.Exchange, key: str, req_hash: str) -> tuple[int, store.IdempotencyRecord, bool]:
-        """The exchange row and the key's claim in one write transaction: one fsync before forwarding
-        (both proxies begin a keyed call here, the HTTP relay and :mod:`.grpc_server`)."""
-        with self.store.transaction():
-            ex_id = self.store.begin_exchange(self.observer.stamp(ex))
-            record, claimed = self.gateway.claim(key, req_hash, ex_id)
+    async def begin_and_claim(
+        self, cap: Capture, ex: store.Exchange, key: str, req_hash: str
+    ) -> tuple[int, store.IdempotencyRecord, bool]:
+        """The exchange row and the key's claim in one write transaction, through the capture core's
+        one sequence: one fsync before forwarding (both proxies begin a keyed call here, the HTTP
+        relay and :mod:`.grpc_server`)."""
+        claim = functools.partial(self.gateway.claim, key, req_hash)
+        ex_id, (record, claimed) = await writer_of(self.store).run(
+            cap.claim_writes(self.store, ex, self.observer, claim)
+        )
         if self.on_line is not None:
             self._begun[ex_id] = ex
         return ex_id, record, claimed
 
-    async def note(self, ex_id: int, action: str, detail: str, task_id: str | None = None) -> None:
-        """A decision of ours, in the exchange's log (origin ``local``); the gRPC proxy's too."""
+    async def note(self, cap: Capture, action: str, detail: str) -> None:
+        """A decision of ours, in the exchange's log (origin ``local``, scrubbed); the gRPC proxy's too."""
         assert self.writer is not None
-        await self.writer.append(note_event(self.config.redactor, action, detail, task_id=task_id, exchange_id=ex_id))
+        await self.writer.run(cap.note_writes(self.store, action, detail))
 
-    async def finish_row(self, ex_id: int, **fields: object) -> None:
-        error = fields.get("error")
-        if isinstance(error, str):
-            fields["error"] = self.config.redactor.text(error)
+    async def finish_row(self, cap: Capture, outcome: Outcome, error: str | None = None) -> None:
+        """The end of a row no relay of its own ends (a repeat, a refusal); the gRPC proxy's too."""
+        await anyio.to_thread.run_sync(self.settle, cap, cap.end_writes(self.store, outcome, error))
 
-        def work() -> None:
-            self.store.update_exchange(ex_id, ended_at=time.time(), **fields)
-            self.tell_line(ex_id, fields)
+    def settle(self, cap: Capture, end: Writes[dict[str, object] | None]) -> None:
+        """An exchange's end (:meth:`capture.exchange.Capture.end_writes`: written once), on a worker
+        thread, and its line told. Both proxies end every row here."""
+        fields = run_writes(end)
+        if fields is not None and cap.exchange_id is not None:
+            self.tell_line(cap.exchange_id, fields)
 
-        await anyio.to_thread.run_sync(work)
+    def key_fate(self, key: str | None, release: bool, cap: Capture) -> Callable[[], None] | None:
+        """What becomes of an exchange's idempotency key, in its end's transaction: released (a
+        retry may run) or done. One rule for the HTTP relay and the gRPC one (:mod:`.grpc_server`)."""
+        if key is None:
+            return None
+        held = key
+
+        def fate() -> None:
+            if release:
+                assert cap.exchange_id is not None
+                self.gateway.release(held, cap.exchange_id)
+            else:
+                self.gateway.done(held, cap.task_id)
+
+        return fate
 
     def tell_line(self, ex_id: int, fields: dict[str, object]) -> None:
         """Hand :attr:`on_line` the exchange's final row: as begun, with ``fields`` (what was
@@ -702,16 +740,17 @@ class Proxy:
     def _start(
         self,
         live: Live,
-        ex_id: int,
+        cap: Capture,
         out: Outgoing,
         proxy_origin: str,
         *,
         settle_key: str | None,
         slot: tuple[str, str] | None,
     ) -> None:
-        self.by_exchange[ex_id] = live
+        assert cap.exchange_id is not None
+        self.by_exchange[cap.exchange_id] = live
         assert self._tg is not None
-        self._tg.start_soon(self._pump, live, ex_id, out, proxy_origin, settle_key, slot)
+        self._tg.start_soon(self._pump, live, cap, out, proxy_origin, settle_key, slot)
 
     async def _respond(self, live: Live, rpc_id: bytes | None, *, owner: bool, first: bool = True) -> Response:
         """``live`` for one client; ``owner``: the client whose request went upstream. Any other
@@ -766,21 +805,16 @@ class Proxy:
     async def _pump(
         self,
         live: Live,
-        ex_id: int,
+        cap: Capture,
         out: Outgoing,
         proxy_origin: str,
         settle_key: str | None,
         slot: tuple[str, str] | None,
     ) -> None:
-        """Relay one request upstream; runs in the proxy's task group (outlives the client)."""
+        """Relay one request upstream; runs in the proxy's task group (outlives the client). ``cap``:
+        the capture core (SSE items, redaction of the credentials sent upstream too, task ids) of
+        the row begun."""
         assert self.http is not None
-        cfg = self.config
-        # the capture core: SSE items, redaction (the credentials sent upstream too, if echoed), task ids
-        sent = cfg.redactor.secret_values(out.headers) + cfg.redactor.url_secrets(out.url)[1]
-        sent += [cfg.upstream_auth[1]] if cfg.upstream_auth else []
-        cap = Capture(cfg.redactor, secrets=sent)
-        cap.exchange_id = ex_id
-        cap.notes += out.notes
         row: dict[str, object] = {}
         release = False
         try:
@@ -815,7 +849,7 @@ class Proxy:
         finally:
             live.finish()
             with anyio.CancelScope(shield=True):
-                await self._settle(ex_id, row, cap, settle_key, slot, live, release)
+                await self._settle(row, cap, settle_key, slot, live, release)
 
     async def _answer(
         self, resp: httpx.Response, live: Live, cap: Capture, row: dict[str, object], proxy_origin: str
@@ -842,54 +876,51 @@ class Proxy:
         recorded = False
         if is_json_type(ct):
             new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
-            if new is None:  # JSON, but not an A2A item: kept (redacted) on the row
-                row["response_body"] = cap.response_body(data)
+            if new is None:  # JSON, but not an A2A item: kept on the row (redacted by its end)
+                row["response_body"] = data[:KEPT]
             else:
                 assert self.writer is not None
-                await self.writer.append(new)
+                await self.writer.run(cap.commit_writes(self.store, [new]))
                 recorded = True
             failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
             row["outcome"] = "error" if failed else "ok"
         elif resp.status_code < 400 and (not data or 300 <= resp.status_code < 400):
             row["outcome"] = "ok"  # an empty answer (HTTP+JSON DELETE, 204) or a redirect
             if data:
-                row["response_body"] = cap.response_body(data)
+                row["response_body"] = data[:KEPT]
         else:
             row.update(
                 outcome="error",
                 error=a2a.explain_not_json(resp, "the upstream agent"),
-                response_body=cap.response_body(data),
+                response_body=data[:KEPT],
             )
         await self._notes(cap)
         live.set_body(resp.status_code, headers, data)
         return recorded
 
     async def _too_slow(self, cap: Capture, dropped: int) -> None:
-        assert cap.exchange_id is not None
-        await self.client_too_slow(cap.exchange_id, dropped, "its stream was closed", cap.task_id)
+        await self.client_too_slow(cap, dropped, "its stream was closed")
 
-    async def client_too_slow(self, ex_id: int, dropped: int, ended: str, task_id: str | None = None) -> None:
+    async def client_too_slow(self, cap: Capture, dropped: int, ended: str) -> None:
         """The local note of clients a relay dropped (:meth:`recorder.proxy.relay.Window.make_room`):
         how their answer ``ended``. Both proxies say it here."""
         cfg = self.config
         who = "a client" if dropped == 1 else f"{dropped} clients"
         await self.note(
-            ex_id,
+            cap,
             "client-too-slow",
             f"{who} stayed more than {cfg.stream_buffer} bytes behind the agent for {cfg.slow_client_timeout:g} s "
             f"(--stream-buffer, --slow-client-timeout): {ended}; the recording goes on",
-            task_id,
         )
 
     async def _notes(self, cap: Capture) -> None:
         """The capture core's redaction notes (a payload that was not JSON), as local notes."""
-        while cap.notes:
-            assert cap.exchange_id is not None
-            await self.note(cap.exchange_id, "redacted", cap.notes.pop(0), cap.task_id)
+        if cap.notes:
+            assert self.writer is not None
+            await self.writer.run(cap.notes_writes(self.store))
 
     async def _settle(
         self,
-        ex_id: int,
         row: dict[str, object],
         cap: Capture,
         settle_key: str | None,
@@ -897,16 +928,13 @@ class Proxy:
         live: Live,
         release: bool,
     ) -> None:
-        def work() -> None:
-            fields = dict(row, ended_at=time.time())
-            if cap.task_id:
-                fields.update(task_id=cap.task_id, context_id=cap.context_id)
-            with self.store.transaction():
-                self.settle_rows(ex_id, fields, settle_key, release, cap.task_id)
-            self.tell_line(ex_id, fields)
-
+        ex_id = cap.exchange_id
+        assert ex_id is not None
+        outcome = cast("Outcome", row.pop("outcome", "incomplete"))
+        error = cast("str | None", row.pop("error", None))
+        also = self.key_fate(settle_key, release, cap)
         try:
-            await anyio.to_thread.run_sync(work)
+            await anyio.to_thread.run_sync(self.settle, cap, cap.end_writes(self.store, outcome, error, also, **row))
         except Exception as exc:
             fault = store_fault(exc)
             if fault is None:
@@ -925,21 +953,6 @@ class Proxy:
         self._begun.pop(ex_id, None)
         if self.on_settled is not None:
             self.on_settled(ex_id)
-
-    def settle_rows(
-        self, ex_id: int, fields: dict[str, object], key: str | None, release: bool, task_id: str | None
-    ) -> None:
-        """An exchange's final row and its key's fate (released: a retry may run; else done), inside the
-        caller's write transaction: one rule for the HTTP relay and the gRPC one (:mod:`.grpc_server`)."""
-        error = fields.get("error")
-        if isinstance(error, str):
-            fields["error"] = self.config.redactor.text(error)
-        self.store.update_exchange(ex_id, **fields)
-        if key is not None:
-            if release:
-                self.gateway.release(key, ex_id)
-            else:
-                self.gateway.done(key, task_id)
 
     async def _replay_from_log(
         self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str] | None

@@ -98,20 +98,19 @@ class Forwarder:
         )
         msg = req.params.message if req.params else None
         await call.begin(
-            self.observer.stamp(
-                call.capture.request(
-                    url=url,
-                    rpc_method=req.method,
-                    dialect=dialect,
-                    streaming=operation in STREAMING_OPERATIONS,
-                    headers=fwd,
-                    body=body,
-                    http_method=target.method,
-                    message_id=msg.messageId if msg else None,
-                    role="proxy",
-                    binding=binding,
-                )
-            )
+            call.capture.request(
+                url=url,
+                rpc_method=req.method,
+                dialect=dialect,
+                streaming=operation in STREAMING_OPERATIONS,
+                headers=fwd,
+                body=body,
+                http_method=target.method,
+                message_id=msg.messageId if msg else None,
+                role="proxy",
+                binding=binding,
+            ),
+            self.observer,
         )
         self.library.dirty = True
         try:

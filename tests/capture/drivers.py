@@ -26,6 +26,7 @@ import httpx
 from a2a_tape import store
 from a2a_tape.recorder.listen import serving
 from a2a_tape.store.redact import build_redactor
+from tests.capture.grpc_drivers import GRPC, run_grpc_interceptor, run_grpc_proxy
 from tests.support.fault_agent import SHAPED_HEADERS
 from tests.support.servers import serve_app
 
@@ -310,6 +311,15 @@ _DRIVERS = {
 PATHS = {
     **_DRIVERS,
     **{f"{name} {REST}": functools.partial(driver, binding=REST) for name, driver in _DRIVERS.items()},
+    f"proxy {GRPC}": run_grpc_proxy,
+    f"interceptor {GRPC}": run_grpc_interceptor,
 }
-"""Every path, in each binding it records (JSON-RPC; HTTP+JSON: ``"record http+json"``, ...)."""
-CLIENT_PATHS = tuple(p for p in PATHS if kind(p) in ("transport-sync", "transport-async", "serve", "proxy"))
+"""Every path, in each binding it records (JSON-RPC; HTTP+JSON: ``"record http+json"``, ...; gRPC:
+the gRPC proxy and ``RecordingInterceptor``, the paths that record gRPC)."""
+CLIENT_PATHS = tuple(
+    p for p in PATHS if kind(p) in ("transport-sync", "transport-async", "serve", "proxy", "interceptor")
+)
+
+
+def is_grpc(path: str) -> bool:
+    return path.endswith(f" {GRPC}")

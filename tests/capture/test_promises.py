@@ -6,6 +6,11 @@ Paths: ``record``, ``RecordingTransport`` (sync and async), serve's recording mo
 ``recover`` (and the recovery's stream reader), ``probe``, the proxy; each over JSON-RPC and over
 HTTP+JSON (``"record http+json"``: the mode's HTTP+JSON agent, the path's client in that binding). The agent is the scripted
 one of tests/support/fault_agent.py (a real agent cannot send a BOM or cut an item on demand).
+The paths that record gRPC, the gRPC proxy and ``RecordingInterceptor`` (``"proxy grpc"``,
+``"interceptor grpc"``: tests/capture/grpc_drivers.py), run the modes that have a gRPC form against
+the hand-written gRPC agent (tests/support/grpc_fake.py); a mode that cannot apply to a gRPC call
+(SSE framing, redirects, a body without end) is skipped with why (``grpc_drivers.NOT_GRPC``). A
+gRPC answer is kept in the log as each message's JSON mapping, and the client gets its exact bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import pytest
 
 from a2a_tape import store
 from a2a_tape.capture.exchange import OUTCOMES
-from tests.capture.drivers import CLIENT_PATHS, PATHS, Outcome, cli, kind
+from a2a_tape.store.observers import JOINS_RUN
+from tests.capture import grpc_drivers
+from tests.capture.drivers import CLIENT_PATHS, PATHS, Outcome, cli, is_grpc, kind
 from tests.support.fault_agent import SECRETS, raw_items
 
 ALL_SECRETS = (*SECRETS, "SEKRET-TOKEN")
@@ -24,12 +31,22 @@ BYTE_MODES = ("plain", "bom", "cr", "crlf", "multiline", "fields", "nofinal", "n
 FAULT_MODES = ("silent", "redirect", "badgzip", "endless", "endlessanswer")  # endless*: without end
 LIMITS = ("SSE event is longer than", "MiB limit: not read further")  # what an endless body stops at
 
+
+def test_each_mode_runs_on_grpc_or_says_why_not():
+    """A mode of the matrix has a gRPC form (grpc_drivers.GRPC_MODES) or a reason it has none."""
+    modes = {*BYTE_MODES, *FAULT_MODES, "secret"}
+    assert modes == set(grpc_drivers.GRPC_MODES) | set(grpc_drivers.NOT_GRPC)
+    assert not set(grpc_drivers.GRPC_MODES) & set(grpc_drivers.NOT_GRPC)
+
+
 # cells of the matrix known not to hold yet, each with why (strict xfails): none today; the proxy's
 # request side (URL credentials on disk, first-byte timeout, redirects) was the last, fixed with issue 12
 PENDING: dict[tuple[str, str, str], str] = {}  # (promise, path, mode) -> why it does not hold yet
 
 
 def _pending(promise: str, path: str, mode: str) -> None:
+    if is_grpc(path) and mode in grpc_drivers.NOT_GRPC:
+        pytest.skip(f"not for gRPC: {grpc_drivers.NOT_GRPC[mode]}")
     why = PENDING.get((promise, path, mode)) or PENDING.get((promise, path, "*"))
     if why:
         pytest.xfail(why)
@@ -105,6 +122,9 @@ def test_exact_bytes_kept(raw_agent, path, mode, workdir):
     out = _run(raw_agent, path, mode, workdir)
     streams = _streams(out.db)
     assert streams, (out.printed, out.error)
+    if is_grpc(path):  # each message's JSON mapping (the exact bytes went to the client)
+        assert grpc_drivers.decoded(streams)[-1] == grpc_drivers.logged(mode)
+        return
     want = raw_items(mode)
     if kind(path) == "probe":  # the probes drop streams after their first item, on purpose; a resubscribe reads all
         assert all(s in (want[:1], want) for s in streams) and want in streams, streams
@@ -121,7 +141,7 @@ def test_client_sees_what_the_agent_sent(raw_agent, path, mode, workdir):
     base, agent = raw_agent
     out = _run(raw_agent, path, mode, workdir)
     assert out.error is None
-    assert out.client == agent.sent(mode)
+    assert out.client == (grpc_drivers.sent(mode) if is_grpc(path) else agent.sent(mode))
 
 
 @pytest.mark.parametrize("mode", FAULT_MODES)
@@ -148,6 +168,40 @@ def test_faults_become_readable_errors(raw_agent, path, mode, workdir):
             assert error and "ExceptionGroup" not in error and "TaskGroup" not in error, rows
         if mode.startswith("endless"):  # a limit stopped it (the reader's memory is bounded by it), and says so
             assert any(limit in error for _, error in failed for limit in LIMITS), rows
+
+
+SOURCE = {
+    "record": "client",
+    "probe": "probe",
+    "transport-sync": "in-process",
+    "transport-async": "in-process",
+    "interceptor": "in-process",
+    "serve": "proxy",
+    "proxy": "proxy",
+    "recover": None,  # every row a recovery's: it completes the run it recovers
+}
+"""The source of the observer each path stamps its rows with (store/observers.py)."""
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_every_row_is_a_run_of_its_recorder_and_ended(raw_agent, path, workdir):
+    """The capture core's sequence stamps each row it begins with the driver's observer: one
+    observer per recorder, of its source; a recovery's rows (and a push's) carry none. Every row
+    it begins, it ends."""
+    out = _run(raw_agent, path, "plain", workdir)
+    st = store.open_store(out.db)
+    try:
+        rows = [ex for ex in st.exchanges() if not (kind(path) == "recover" and ex.role == "proxy")]  # seeded
+    finally:
+        st.close()
+    assert rows, out.printed
+    assert [ex.id for ex in rows if ex.ended_at is None or ex.outcome is None] == [], out.printed
+    joined = [ex for ex in rows if ex.role in JOINS_RUN]
+    own = [ex for ex in rows if ex.role not in JOINS_RUN]
+    assert [ex.observer for ex in joined] == [None] * len(joined)
+    source = SOURCE[kind(path)]
+    assert {ex.source for ex in own} == ({source} if source else set()), [(ex.role, ex.source) for ex in rows]
+    assert len({ex.observer for ex in own}) <= 1 and None not in {ex.observer for ex in own}
 
 
 @pytest.mark.parametrize("path", ["record", "probe"])  # the paths that read the card at the URL given

@@ -43,3 +43,31 @@ def test_each_rule_is_written_once(rule, text, home):
     holders = [path for path, src in _sources().items() if text in src]
     expected = [] if home == "nowhere" else [home]
     assert holders == expected, f"{rule}: {text!r} is written in {holders}, not only in {home}"
+
+
+# A row of the log's exchanges is begun, committed to and ended through one sequence, the capture
+# core's (capture/exchange.py: begin/claim, commit, note, end once, the observer stamped at the begin),
+# which every recording driver runs: record and recovery, probe, serve's record modes and verify (the
+# recorded-upstream client), RecordingTransport, both proxies, the push receiver and the gRPC
+# interceptor. Only the capture room and the store (its backends, and store/tape.py's import, which
+# copies finished rows of a tape and drives no live exchange) call the log's row writers. Not product
+# code, so not checked here: recordings/make_recordings.py (writes the golden recordings from a
+# script) and benchmarks/ (fill a log to measure it); neither drives a live exchange.
+ROW_WRITERS = (".begin_exchange(", ".update_exchange(")
+ROW_WRITER_ROOMS = ("capture/", "store/")
+
+
+def _calls_a_row_writer(src: str) -> bool:
+    """A call of the log's row writers, or a reference handed to something that calls it
+    (``write_soon(st, st.begin_exchange, ex)``, ``functools.partial(log.update_exchange, ...)``)."""
+    return any(w in src or f"{w[:-1]}," in src or f"{w[:-1]})" in src for w in ROW_WRITERS)
+
+
+def test_only_the_capture_room_and_the_store_write_exchange_rows():
+    writers = sorted(
+        path for path, src in _sources().items() if _calls_a_row_writer(src) and not path.startswith(ROW_WRITER_ROOMS)
+    )
+    assert writers == [], (
+        f"{writers} begin or end exchange rows themselves: record through the capture core's sequence "
+        "(capture.exchange.Capture: begin_writes/claim_writes/whole_writes, commit_writes, end_writes)"
+    )

@@ -48,7 +48,7 @@ GROUPS = _payload_groups()
 def _begin(st, s: Session, method: str = "SendStreamingMessage") -> Capture:
     cap = Capture(Redactor())
     ex = cap.request(url="http://agent/", rpc_method=method, dialect="1.0", streaming=True, headers={})
-    run_writes(cap.begin_writes(st, ex))
+    run_writes(cap.begin_writes(st, ex, None))
     return cap
 
 

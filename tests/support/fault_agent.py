@@ -304,7 +304,12 @@ SECRETS = (
 )
 SECRET_CONFIG = """[tool.a2a-tape]
 redact_headers = ["x-agent-secret"]
-redact_json_paths = ["result.metadata.token", "params.message.metadata.token", "message.metadata.token"]
+redact_json_paths = [
+    "result.metadata.token",
+    "params.message.metadata.token",
+    "message.metadata.token",
+    "result.statusUpdate.metadata.token",  # a v1.0 answer (the gRPC paths' secret mode)
+]
 """
 
 

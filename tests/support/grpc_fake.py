@@ -12,7 +12,11 @@ answer's head and first message, then the call stays live until the test calls `
 - ``stall``: initial metadata, one message, then nothing until the call is cancelled;
 - ``silent``: nothing at all (no initial metadata) until cancelled;
 - ``echo``: echoes the metadata it was sent as its initial metadata (``echo-`` prefixed), one
-  message, OK.
+  message, OK;
+- ``secret``: as ``exact``, with secrets where a recording must redact them: a configured header
+  and credential-shaped ones in the initial metadata and the trailers, a first message whose
+  metadata holds a token (``SEKRET-EVENT``, at ``result.statusUpdate.metadata.token`` in the
+  JSON-RPC form the redaction paths are written in).
 
 Any other path (``/other.Echo/Reverse``) is a bidirectional echo of reversed messages.
 """
@@ -67,6 +71,34 @@ def exact_messages() -> list[bytes]:
     return [first + unknown, second]
 
 
+SECRET_METADATA = (
+    ("x-agent-secret", "SEKRET-HEADER"),
+    ("private-token", "SEKRET-SHAPE-TOKEN"),
+    ("authentication", "Bearer SEKRET-SHAPE-BEARER"),
+)
+
+
+def secret_message() -> bytes:
+    """A status update whose metadata holds a token (``SEKRET-EVENT``)."""
+    from google.protobuf.struct_pb2 import Struct
+
+    meta = Struct()
+    meta.update({"token": "SEKRET-EVENT", "keep": "shown"})
+    return a2a_pb2.StreamResponse(
+        status_update=a2a_pb2.TaskStatusUpdateEvent(
+            task_id=TASK,
+            context_id="c-fake",
+            status=a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_WORKING),
+            metadata=meta,
+        )
+    ).SerializeToString()
+
+
+def messages(mode: str) -> list[bytes]:
+    """The answer messages of ``mode``, as sent (``stall`` sends the first, then waits)."""
+    return [secret_message(), *exact_messages()] if mode == "secret" else exact_messages()
+
+
 def error_details() -> bytes:
     info = error_details_pb2.ErrorInfo(reason="TASK_NOT_FOUND", domain="a2a-protocol.org", metadata={"taskId": "nope"})
     status = status_pb2.Status(code=5, message="task nope not found")
@@ -107,7 +139,8 @@ class _Handler:
                         await self.held.wait()
                         context.set_trailing_metadata(echoed)
                     return
-                await context.send_initial_metadata((("x-agent", "fake"), ("x-agent-bin", b"\x00\x01\xff")))
+                initial = (("x-agent", "fake"), ("x-agent-bin", b"\x00\x01\xff"))
+                await context.send_initial_metadata(initial + (SECRET_METADATA if mode == "secret" else ()))
                 if mode == "error":
                     context.set_trailing_metadata(
                         (("x-trailer", "after"), ("grpc-status-details-bin", error_details()))
@@ -115,11 +148,12 @@ class _Handler:
                     context.set_code(grpc.StatusCode.NOT_FOUND)
                     context.set_details("task nope not found")
                     return
-                for k, m in enumerate(exact_messages()):
+                for k, m in enumerate(messages(mode)):
                     yield m
                     if mode == "stall" and k == 0:
                         await asyncio.Event().wait()
-                context.set_trailing_metadata((("x-trailer", "after"), ("x-trailer-bin", b"\xfe")))
+                trailers = (("x-trailer", "after"), ("x-trailer-bin", b"\xfe"))
+                context.set_trailing_metadata(trailers + (SECRET_METADATA[:1] if mode == "secret" else ()))
 
             return grpc.unary_stream_rpc_method_handler(a2a)
 
