@@ -1,5 +1,5 @@
 """Pushes and the projections (issue 33): a push is an exchange row with a note in its task's log
-(written by the proxy's receiver, ``PushReceiver._begin``, the one place every push path writes), so
+(written as the proxy's receiver writes them, ``Capture.push_writes``, the one place every push path writes), so
 a task known by its pushes alone is in every index, and the indexes kept incrementally at any cut
 hold the rows a rebuild makes (Hypothesis, over logs that mix the agent's streamed updates and
 pushes of several tasks). The task index's state is the rule of ``fold.fold.shown_state``: the
@@ -16,15 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from a2a_tape import store
+from a2a_tape.capture.sending import Capture
 from a2a_tape.fold.projection import Projector
 from a2a_tape.inspection.doctor import diagnose
 from a2a_tape.inspection.doctor_index import DoctorIndex
 from a2a_tape.inspection.listing import newest
 from a2a_tape.inspection.search_index import SearchIndex
 from a2a_tape.recorder.proxy.push_configs import Hook
-from a2a_tape.recorder.proxy.push_receiver import PushReceiver, read_push
+from a2a_tape.recorder.proxy.push_receiver import read_push
 from a2a_tape.store import open_store
 from a2a_tape.store.redact import Redactor
+from a2a_tape.store.writer import run_writes
 
 from .test_index_properties import _task_index
 from .test_properties import _tmpdir
@@ -57,11 +59,11 @@ def _write(s: store.Store, op: tuple[str, str, str], streams: dict[str, int], at
             )
         s.append(store.NewEvent(payload=body, task_id=task, exchange_id=ex, received_at=at))
         return
-    receiver = PushReceiver(s, Redactor(), 1 << 20)
     verdict = read_push(body, "tok", HOOK)
     ex = store.Exchange(started_at=at, url=HOOK.url, rpc_method="push", request_body=body, task_id=task, role="push")
     ex.context_id, ex.dialect = verdict.context_id, verdict.dialect
-    receiver._begin(ex, verdict)
+    capture = Capture(Redactor(), task_id=verdict.task_id)
+    run_writes(capture.push_writes(s, ex, state=verdict.state, notes=verdict.notes))
 
 
 def _expected_states(done: list[tuple[str, str, str]]) -> dict[str, str]:
