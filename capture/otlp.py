@@ -450,7 +450,7 @@ FIRST_EVENTS = 8
 """Events of an open exchange read for its task (the first that names one)."""
 
 
-class NotYet(Exception):
+class NotYet(A2ATapeError):
     """A live exchange's caller cannot be told yet (:func:`capture.lineage.unsettled`): ask again later."""
 
 
@@ -725,7 +725,9 @@ def task_spans(
         first = builders[order[0]]
         at = first.ex.started_at or first.first_at or 0.0
         found.setdefault(order[0], []).extend((f, at) for f in faults if not f.positions)
-    runs = TaskRuns(task_id, {**{ex.id: ex for ex in every}, **exchanges}.values(), joins)
+    rows = {ex.id or 0: ex for ex in every}  # the task's other runs, then the exchanges read here
+    rows.update(exchanges)
+    runs = TaskRuns(task_id, rows.values(), joins)
     spans = []
     for k in order:
         b = builders[k]
