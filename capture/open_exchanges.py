@@ -15,6 +15,7 @@ are read again from the id of two refreshes ago, so a row whose insert was commi
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Iterable
@@ -31,6 +32,8 @@ class OpenExchanges:
     def __init__(self, since: float) -> None:
         self.since = since
         self._rows: dict[int, Exchange] = {}
+        self._open: dict[int, Exchange] = {}  # the rows not ended
+        self._ended: list[tuple[float, int]] = []  # (ended_at, id) of the others, in order
         self._tops: list[int] | None = None  # the last exchange id at the two refreshes before
         self._forgot_before = since  # rows that ended before this may have been forgotten
 
@@ -56,18 +59,20 @@ class OpenExchanges:
             after = self._tops[0]
             for row in st.exchanges(after_id=after):
                 self._put(row)
-            for ex_id in [i for i, row in self._rows.items() if row.ended_at is None and i <= after]:
+            for ex_id in [i for i in self._open if i <= after]:
                 fresh = st.get_exchange(ex_id)
                 if fresh is not None:
                     self._put(fresh)
             self._tops = [self._tops[1], top]
         starts = [now - RETAIN]
-        starts += [row.started_at for row in self._rows.values() if row.ended_at is None]
+        starts += [row.started_at for row in self._open.values()]
         starts += [self._rows[i].started_at for i in keep_from if i in self._rows]
         floor = min(starts)
         self._forgot_before = max(self._forgot_before, floor)
-        for ex_id in [i for i, row in self._rows.items() if row.ended_at is not None and row.ended_at < floor]:
+        cut = bisect.bisect_left(self._ended, (floor, -1))
+        for _, ex_id in self._ended[:cut]:
             del self._rows[ex_id]
+        del self._ended[:cut]
 
     def _put(self, row: Exchange) -> None:
         if row.id is None:
@@ -76,13 +81,21 @@ class OpenExchanges:
         if old is not None:  # what was learnt of an open row from its first events (its task, its context)
             row.task_id = row.task_id or old.task_id
             row.context_id = row.context_id or old.context_id
+            if old.ended_at is not None:
+                self._ended.remove((old.ended_at, row.id))
         self._rows[row.id] = row
+        if row.ended_at is None:
+            self._open[row.id] = row
+        else:
+            self._open.pop(row.id, None)
+            bisect.insort(self._ended, (row.ended_at, row.id))
 
     def open_at(self, moment: float) -> list[Exchange]:
         """The rows open at ``moment`` (begun by it, not ended before it), as ``exchanges_open_within(moment,
         moment)`` gives them (in the order read, not by id: the rule sorts them by start)."""
-        return [
-            row
-            for row in self._rows.values()
-            if row.started_at <= moment and (row.ended_at is None or row.ended_at >= moment)
-        ]
+        found = [row for row in self._open.values() if row.started_at <= moment]
+        for _, ex_id in self._ended[bisect.bisect_left(self._ended, (moment, -1)) :]:
+            row = self._rows[ex_id]
+            if row.started_at <= moment:
+                found.append(row)
+        return found

@@ -34,7 +34,6 @@ from a2a_tape.store import (
     ArtifactUpdate,
     ErrorItem,
     Exchange,
-    Item,
     Recordings,
     StatusUpdate,
     StoredEvent,
@@ -164,47 +163,42 @@ class _Builder:
         self.findings: list[Finding] = []
 
     def add(self, ev: StoredEvent) -> None:
+        """One stored event: what the span learns from it, and its span event (the first
+        :attr:`max_events`). The event is named by the item's kind and stamped with its arrival, so
+        neither is repeated as an attribute (nor the offset from the span's start, which is its time)."""
         item = decode_item(bytes(ev.payload))
         self.count += 1
         if self.first_at is None:
             self.first_at = ev.received_at
         self.last_at = ev.received_at
         self.context_id = self.context_id or item.context_id
-        attrs = self._item(item)
-        if len(self.events) >= self.max_events:
-            return
-        offset = (ev.received_at - self.ex.started_at) * 1000.0 if self.ex.started_at else None
-        attrs.update(
-            {
-                OURS + "event.kind": item.kind,
-                OURS + "event.position": ev.position,
-                OURS + "event.seq": ev.seq,
-                OURS + "event.origin": ev.origin,
-            }
-        )
-        if offset is not None:
-            attrs[OURS + "event.offset_ms"] = offset
-        if ev.sse_event:
-            attrs[OURS + "event.sse_event"] = ev.sse_event
-        self.events.append(Event(item.kind, attrs, nanos(ev.received_at)))
-
-    def _item(self, item: Item) -> dict[str, Any]:
-        """The item's own attributes (a state, an artifact, an error), and what the span learns from it."""
         body = item.body
-        attrs: dict[str, Any] = {}
+        attrs: dict[str, Any] = {POSITION: ev.position}
         if isinstance(body, (StatusUpdate, TaskSnapshot)):
             self.state = body.state
             attrs["a2a.task.state"] = task_state(body.state)
         elif isinstance(body, ArtifactUpdate):
-            attrs[OURS + "artifact.id"] = body.artifact.artifact_id
-            attrs[OURS + "artifact.append"] = body.append
-            attrs[OURS + "artifact.last_chunk"] = body.last_chunk
+            attrs[ARTIFACT_ID] = body.artifact.artifact_id
+            if body.append:
+                attrs[ARTIFACT_APPEND] = True
+            if body.last_chunk:
+                attrs[ARTIFACT_LAST_CHUNK] = True
         elif isinstance(body, ErrorItem):
             self.error_type = str(body.code) if body.code is not None else "_OTHER"
             self.error_message = body.message
             attrs["error.type"] = self.error_type
             attrs[OURS + "error.message"] = body.message
-        return attrs
+        if len(self.events) >= self.max_events:
+            return
+        if ev.origin != "upstream":
+            attrs[OURS + "event.origin"] = ev.origin
+        if ev.sse_event:
+            attrs[OURS + "event.sse_event"] = ev.sse_event
+        self.events.append(Event(item.kind, attrs, nanos(ev.received_at)))
+
+
+POSITION = OURS + "event.position"
+ARTIFACT_ID, ARTIFACT_APPEND, ARTIFACT_LAST_CHUNK = (OURS + "artifact." + k for k in ("id", "append", "last_chunk"))
 
 
 def _request_fields(ex: Exchange) -> dict[str, Any]:
