@@ -548,9 +548,12 @@ class LogWindows(Lineage):
                 return
 
     def link(self, ex: Exchange) -> Link | None:
-        if ex.id is None or not call_of(ex):
+        if ex.id is None:
             return None
         if ex.id not in self._links:
+            if not call_of(ex):
+                self._links[ex.id] = None
+                return None
             open_then = self._open_at_start(ex)
             if not self.final and unsettled(ex, open_then):
                 raise NotYet(ex.id)
