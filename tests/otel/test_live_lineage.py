@@ -40,9 +40,11 @@ def test_live_spans_infer_the_callers_the_export_infers(request, tmp_path, passe
         _cli_chain(db, passes, ROUNDS, f"--otlp-endpoint {got.url}", tmp_path)  # ends when the proxies stop
         live = got.spans
     exported = _spans_of(db)
-    assert_joined_by_inference(db, ROUNDS, basis)  # the export joins them (tests/otel/test_chain.py)
     assert len(live) == len(placements(exported)) == 3 * ROUNDS
-    assert placements(live) == placements(exported)
+    assert placements(live) == placements(exported)  # live == export, whatever the export joined
+    # ... and the export joins them (tests/otel/test_chain.py; under heavy load its timing case has failed
+    # there too, with a proxy's row stamped as ended after its caller's: a fault of the log, not of live)
+    assert_joined_by_inference(db, ROUNDS, basis)
     assert sum(p[3] == "inferred" for p in placements(live).values()) == 2 * ROUNDS
 
 
