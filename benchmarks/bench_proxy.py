@@ -499,10 +499,13 @@ def main() -> int:
 
 
 def collector_stand_in() -> str:
-    """An OTLP/HTTP endpoint that takes every export at once (an empty ExportTraceServiceResponse)."""
+    """An OTLP/HTTP endpoint that takes every export at once (an empty ExportTraceServiceResponse), over
+    one kept-alive connection as a collector keeps it (HTTP/1.1: the exporter does not connect per batch)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", "0")))
             self.send_response(200)

@@ -211,6 +211,38 @@ def infer(exchanges: Iterable[Exchange]) -> dict[int, Link]:
     return links
 
 
+def call_of(ex: Exchange) -> bool:
+    """Whether ``ex`` is a *call* the rule may join to a caller: a message send of a task, to an agent,
+    whose request carried no valid traceparent (the cheap test before any other row is read)."""
+    if ex.id is None or not ex.task_id:
+        return False
+    row = _Row(ex, agent_of(ex.url))
+    return row.operation in _CALLS and row.agent is not None and not row.traced
+
+
+def caller_within(call: Exchange, open_at_start: Iterable[Exchange]) -> Link | None:
+    """The inferred caller of ``call`` from the exchanges open when it began (the store's
+    ``exchanges_open_within(call.started_at, call.started_at)``): what :func:`infer` gives it over the
+    whole log, since every candidate of a call is open when it begins."""
+    rows = [ex for ex in open_at_start if ex.id != call.id]
+    return infer([*rows, call]).get(call.id or 0)
+
+
+def unsettled(call: Exchange, open_at_start: Iterable[Exchange]) -> bool:
+    """Whether a candidate caller of ``call`` may still name its task: an exchange that began before it at
+    another agent, is still open and has no task yet (a blocking send learns its task from its answer).
+    Until it names it, the rule over the log as it is now could miss a link it will give later."""
+    agent = agent_of(call.url)
+    for ex in open_at_start:
+        began_after = (ex.started_at, ex.id or 0) > (call.started_at, call.id or 0)
+        if ex.id == call.id or ex.task_id or ex.ended_at is not None or began_after:
+            continue
+        other = agent_of(ex.url)
+        if ALL_METHODS.get(ex.rpc_method or "", (None, None))[0] in _WORKING and other is not None and other != agent:
+            return True
+    return False
+
+
 def _decide(c: _Row, open_: list[_Row]) -> Link | None:
     by_basis: dict[str, list[_Row]] = {}
     for p in open_:

@@ -2,13 +2,15 @@
 ``a2a-tape export --format otlp`` (:mod:`inspection.otlp` adds doctor's findings) and for the live export
 of ``proxy``/``record --otlp-endpoint`` (:mod:`recorder.otlp_live`, a span per exchange as it ends).
 
-Each task is a trace (the trace its requests carried in ``traceparent``, else one named by the task id),
-each exchange a span (``a2a.client``, kind CLIENT, for what a client or ``record`` saw; ``a2a.server``,
-kind SERVER, for what the proxy relayed or ``serve`` answered: the exchange row's ``role``), each stream
-item a span event, and doctor's findings span events and the span's status. The attributes are those of
-the A2A proposal of the OpenTelemetry GenAI semantic conventions (:data:`SEMCONV_PIN`), ours under
-``a2a_tape.``. Every time is the recorded one: a span starts and ends when its exchange did, an event is
-stamped with its arrival time.
+Each run of a task (its recording by one observer: ``record``, the proxy, a replay recorded back, a
+verify run) is a trace (the trace its requests carried in ``traceparent``, else its inferred caller's,
+else one named by the task id and the run), the runs of one task joined by span links; each exchange a
+span (``a2a.client``, kind CLIENT, for what a client or ``record`` saw; ``a2a.server``, kind SERVER, for
+what the proxy relayed or ``serve`` answered: the exchange row's ``role``), each stream item a span
+event, and doctor's findings span events and the span's status. The attributes are those of the A2A
+proposal of the OpenTelemetry GenAI semantic conventions (:data:`SEMCONV_PIN`), ours under ``a2a_tape.``.
+Every time is the recorded one: a span starts and ends when its exchange did, an event is stamped with
+its arrival time.
 
 The spans are the OpenTelemetry SDK's own (``ReadableSpan``), encoded by the official OTLP packages
 (the ``otel`` extra): protobuf over HTTP to a collector, OTLP/JSON lines to a file. The log is read a
@@ -18,6 +20,7 @@ task at a time and the spans go out in batches, so a large log is never held who
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any, Protocol
 
@@ -31,7 +34,6 @@ from a2a_tape.store import (
     ArtifactUpdate,
     ErrorItem,
     Exchange,
-    Item,
     Recordings,
     StatusUpdate,
     StoredEvent,
@@ -43,7 +45,8 @@ from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
 from a2a_tape.wire.trace_context import TraceParent, parse_traceparent
 
-from .lineage import Link, carried, infer
+from .lineage import Link, call_of, caller_within, carried, infer, unsettled
+from .open_exchanges import OpenExchanges
 
 SEMCONV_PIN = "eternalcuriouslearner/semantic-conventions-genai@05bcacee0cf9c7f96f10d148542d0f8b8043e4be"
 """The head of open-telemetry/semantic-conventions-genai PR #195 (A2A) whose attributes we follow."""
@@ -104,9 +107,11 @@ def _digest(*parts: str) -> bytes:
     return hashlib.sha256("\0".join(parts).encode()).digest()
 
 
-def derived_trace_id(task_id: str) -> int:
-    """The trace of a task whose requests carried none: the same id on every export of the task."""
-    return int.from_bytes(_digest("a2a-tape trace", task_id)[:16]) or 1
+def derived_trace_id(task_id: str, observer: str | None = None) -> int:
+    """The trace of a run whose requests carried none (named by the task id and the run's observer; by
+    the task id alone for exchanges of no observer): the same id on every export of the run."""
+    parts = ("a2a-tape trace", task_id) if observer is None else ("a2a-tape trace", task_id, observer)
+    return int.from_bytes(_digest(*parts)[:16]) or 1
 
 
 def derived_span_id(task_id: str, ex: Exchange) -> int:
@@ -158,47 +163,42 @@ class _Builder:
         self.findings: list[Finding] = []
 
     def add(self, ev: StoredEvent) -> None:
+        """One stored event: what the span learns from it, and its span event (the first
+        :attr:`max_events`). The event is named by the item's kind and stamped with its arrival, so
+        neither is repeated as an attribute (nor the offset from the span's start, which is its time)."""
         item = decode_item(bytes(ev.payload))
         self.count += 1
         if self.first_at is None:
             self.first_at = ev.received_at
         self.last_at = ev.received_at
         self.context_id = self.context_id or item.context_id
-        attrs = self._item(item)
-        if len(self.events) >= self.max_events:
-            return
-        offset = (ev.received_at - self.ex.started_at) * 1000.0 if self.ex.started_at else None
-        attrs.update(
-            {
-                OURS + "event.kind": item.kind,
-                OURS + "event.position": ev.position,
-                OURS + "event.seq": ev.seq,
-                OURS + "event.origin": ev.origin,
-            }
-        )
-        if offset is not None:
-            attrs[OURS + "event.offset_ms"] = offset
-        if ev.sse_event:
-            attrs[OURS + "event.sse_event"] = ev.sse_event
-        self.events.append(Event(item.kind, attrs, nanos(ev.received_at)))
-
-    def _item(self, item: Item) -> dict[str, Any]:
-        """The item's own attributes (a state, an artifact, an error), and what the span learns from it."""
         body = item.body
-        attrs: dict[str, Any] = {}
+        attrs: dict[str, Any] = {POSITION: ev.position}
         if isinstance(body, (StatusUpdate, TaskSnapshot)):
             self.state = body.state
             attrs["a2a.task.state"] = task_state(body.state)
         elif isinstance(body, ArtifactUpdate):
-            attrs[OURS + "artifact.id"] = body.artifact.artifact_id
-            attrs[OURS + "artifact.append"] = body.append
-            attrs[OURS + "artifact.last_chunk"] = body.last_chunk
+            attrs[ARTIFACT_ID] = body.artifact.artifact_id
+            if body.append:
+                attrs[ARTIFACT_APPEND] = True
+            if body.last_chunk:
+                attrs[ARTIFACT_LAST_CHUNK] = True
         elif isinstance(body, ErrorItem):
             self.error_type = str(body.code) if body.code is not None else "_OTHER"
             self.error_message = body.message
             attrs["error.type"] = self.error_type
             attrs[OURS + "error.message"] = body.message
-        return attrs
+        if len(self.events) >= self.max_events:
+            return
+        if ev.origin != "upstream":
+            attrs[OURS + "event.origin"] = ev.origin
+        if ev.sse_event:
+            attrs[OURS + "event.sse_event"] = ev.sse_event
+        self.events.append(Event(item.kind, attrs, nanos(ev.received_at)))
+
+
+POSITION = OURS + "event.position"
+ARTIFACT_ID, ARTIFACT_APPEND, ARTIFACT_LAST_CHUNK = (OURS + "artifact." + k for k in ("id", "append", "last_chunk"))
 
 
 def _request_fields(ex: Exchange) -> dict[str, Any]:
@@ -317,17 +317,18 @@ class Context(msgspec.Struct, frozen=True):
     inferred: tuple[int, int, Link] | None = None  # the inferred caller's span (trace id, span id) and the link
 
 
-def context_of(task_id: str, ex: Exchange, task_trace: int, joins: Lineage | None = None) -> Context:
+def context_of(task_id: str, ex: Exchange, run_trace: int, joins: Lineage | None = None) -> Context:
+    """Where ``ex``'s span sits, in the trace of its run (``run_trace``: :meth:`TaskRuns.trace`)."""
     found = carried(ex)
     tp: TraceParent | None = parse_traceparent(found.traceparent) if found else None
     own = derived_span_id(task_id, ex)
     if found is None or tp is None:
         caller = joins.caller(ex) if joins is not None else None
         if caller is None:
-            return Context(task_trace, own, None, "derived")
+            return Context(run_trace, own, None, "derived")
         trace_id, span_id, link = caller
-        parent = span_id if trace_id == task_trace else None  # a parent is in the span's own trace
-        return Context(task_trace, own, parent, "inferred", None, caller)
+        parent = span_id if trace_id == run_trace else None  # a parent is in the span's own trace
+        return Context(run_trace, own, parent, "inferred", None, caller)
     if found.injected:  # the proxy started the trace: the id it sent is its own span's
         return Context(tp.trace_int, tp.parent_int, None, "injected", found.tracestate)
     sent = parse_traceparent(found.sent)
@@ -336,10 +337,14 @@ def context_of(task_id: str, ex: Exchange, task_trace: int, joins: Lineage | Non
     return Context(tp.trace_int, own, tp.parent_int, "request", found.tracestate)
 
 
-def task_trace_id(task_id: str, exchanges: Iterable[Exchange], joins: Lineage | None = None) -> int:
-    """The task's trace: the first one its requests carried, else its first inferred caller's (:class:`Lineage`),
-    else one named by the task id."""
-    ordered = sorted(exchanges, key=lambda e: (e.started_at, e.id or 0))
+def _start(ex: Exchange) -> tuple[float, int]:
+    return ex.started_at, ex.id or 0
+
+
+def run_trace_id(task_id: str, run: str | None, exchanges: Iterable[Exchange], joins: Lineage | None = None) -> int:
+    """A run's trace: the first one its requests carried, else its first inferred caller's (:class:`Lineage`),
+    else one named by the task id and the run's observer."""
+    ordered = sorted(exchanges, key=_start)
     for ex in ordered:
         found = carried(ex)
         tp = parse_traceparent(found.traceparent) if found else None
@@ -350,14 +355,142 @@ def task_trace_id(task_id: str, exchanges: Iterable[Exchange], joins: Lineage | 
             caller = joins.caller(ex)
             if caller is not None:
                 return caller[0]
-    return derived_trace_id(task_id)
+    return derived_trace_id(task_id, run)
+
+
+def runs_of(exchanges: Iterable[Exchange]) -> dict[int, str | None]:
+    """The run of each of a task's exchanges (by id), as its observer: its own; for an exchange of no
+    observer (a recovery's GetTask, a push), the run of the latest exchange with one that began before it
+    (the first one's when none did): it completes that run (docs/design.md, "Runs")."""
+    ordered = sorted((ex for ex in exchanges if ex.id is not None), key=_start)
+    first = next((ex.observer for ex in ordered if ex.observer is not None), None)
+    out: dict[int, str | None] = {}
+    last = first
+    for ex in ordered:
+        if ex.observer is not None:
+            last = ex.observer
+        out[ex.id or 0] = ex.observer if ex.observer is not None else last
+    return out
+
+
+MAX_RUN_LINKS = 32
+"""Earlier runs a run's first span links to (the latest ones, when a task has more)."""
+
+
+class RunLink(msgspec.Struct, frozen=True):
+    """The first span of another run of the same task: its trace and span id, its observer, its exchange."""
+
+    trace_id: int
+    span_id: int
+    observer: str | None
+    exchange_id: int
+
+
+class TaskRuns:
+    """A task's runs as the export shows them: each run its own trace (:func:`run_trace_id`), ordered by
+    their first exchange; the first span of each run after the first linked to the first span of the runs
+    before it (:meth:`links`), so a backend shows them as related."""
+
+    def __init__(self, task_id: str, exchanges: Iterable[Exchange], joins: Lineage | None = None) -> None:
+        self.task_id, self.joins = task_id, joins
+        self.rows = sorted((ex for ex in exchanges if ex.id is not None), key=_start)
+        self.run_of = runs_of(self.rows)
+        self._firsts: dict[str | None, Exchange] = {}  # each run's first exchange, runs in order
+        for ex in self.rows:
+            self._firsts.setdefault(self.run_of[ex.id or 0], ex)
+        self.order = list(self._firsts)
+        self._traces: dict[str | None, int] = {}
+
+    def run(self, ex: Exchange) -> str | None:
+        """The run of ``ex`` (events that name no exchange: the first run's)."""
+        if ex.id is not None and ex.id in self.run_of:
+            return self.run_of[ex.id]
+        return self.order[0] if self.order else None
+
+    def trace(self, run: str | None) -> int:
+        if run not in self._traces:
+            self._traces[run] = derived_trace_id(self.task_id, run)  # a guard: links point to earlier exchanges
+            mine = [ex for ex in self.rows if self.run_of[ex.id or 0] == run]
+            self._traces[run] = run_trace_id(self.task_id, run, mine, self.joins)
+        return self._traces[run]
+
+    def context(self, ex: Exchange) -> Context:
+        return context_of(self.task_id, ex, self.trace(self.run(ex)), self.joins)
+
+    def links(self, ex: Exchange) -> list[RunLink]:
+        """For the first exchange of a run after the first: the first span of each run before it."""
+        run = self.run(ex)
+        if ex.id is None or run not in self._firsts or self._firsts[run].id != ex.id:
+            return []
+        if self.joins is not None:
+            self.joins.runs_known(ex, {row.id for row in self.rows})
+        before = self.order[: self.order.index(run)][-MAX_RUN_LINKS:]
+        out = []
+        for other in before:
+            first = self._firsts[other]
+            ctx = self.context(first)
+            out.append(RunLink(ctx.trace_id, ctx.span_id, other, first.id or 0))
+        return out
+
+
+def _of_task(task_id: str, rows: list[Exchange]) -> list[Exchange]:
+    """A task's exchange rows, each naming it (an open row names its task only once it ends)."""
+    for row in rows:
+        row.task_id = row.task_id or task_id
+    return rows
+
+
+FIRST_EVENTS = 8
+"""Events of an open exchange read for its task (the first that names one)."""
+
+
+class NotYet(A2ATapeError):
+    """A live exchange's caller cannot be told yet (:func:`capture.lineage.unsettled`): ask again later."""
 
 
 class Lineage:
-    """The inferred callers of a log's exchanges (:func:`capture.lineage.infer`), and the span each caller
-    has in the export (its trace followed up the chain): read from every exchange row once."""
+    """The inferred callers of exchanges (:mod:`capture.lineage`) and the span each caller has in the
+    export (the trace of its run, followed up the chain). Two readings of one rule: :class:`WholeLog`
+    (every exchange row read once, for ``export``) and :class:`LogWindows` (the rows open when a call
+    began, read from the log as each span is sent: the live export); they give the same links."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, TaskRuns] = {}
+
+    def link(self, ex: Exchange) -> Link | None:
+        raise NotImplementedError
+
+    def row(self, exchange_id: int) -> Exchange | None:
+        raise NotImplementedError
+
+    def task_rows(self, task_id: str) -> list[Exchange]:
+        raise NotImplementedError
+
+    def runs_known(self, first: Exchange, known: set[int | None]) -> None:
+        """Before ``first`` (the first exchange of a run) is linked to the runs before it: whether every
+        run that began before it is known (the whole log: always)."""
+
+    def runs(self, task_id: str) -> TaskRuns:
+        """A caller's task's runs (read once)."""
+        if task_id not in self._runs:
+            self._runs[task_id] = TaskRuns(task_id, self.task_rows(task_id), self)
+        return self._runs[task_id]
+
+    def caller(self, ex: Exchange) -> tuple[int, int, Link] | None:
+        """The inferred caller's (trace id, span id) and the link, for an exchange with one."""
+        link = self.link(ex) if ex.id is not None else None
+        parent = self.row(link.exchange_id) if link is not None else None
+        if link is None or parent is None:
+            return None
+        ctx = self.runs(link.task_id).context(parent)
+        return ctx.trace_id, ctx.span_id, link
+
+
+class WholeLog(Lineage):
+    """The callers of a log's exchanges, read from every exchange row once (``export``)."""
 
     def __init__(self, exchanges: Iterable[Exchange]) -> None:
+        super().__init__()
         rows = [ex for ex in exchanges if ex.id is not None]
         self.links = infer(rows)
         parents = {link.task_id for link in self.links.values()}
@@ -366,22 +499,91 @@ class Lineage:
             if ex.task_id in parents:  # kept without bodies beyond what carried() reads
                 self._by_task.setdefault(ex.task_id, []).append(ex)
         self._by_id = {ex.id: ex for exs in self._by_task.values() for ex in exs}
-        self._traces: dict[str, int] = {}
 
-    def caller(self, ex: Exchange) -> tuple[int, int, Link] | None:
-        """The inferred caller's (trace id, span id) and the link, for an exchange with one."""
-        link = self.links.get(ex.id) if ex.id is not None else None
-        parent = self._by_id.get(link.exchange_id) if link is not None else None
-        if link is None or parent is None:
+    def link(self, ex: Exchange) -> Link | None:
+        return self.links.get(ex.id) if ex.id is not None else None
+
+    def row(self, exchange_id: int) -> Exchange | None:
+        return self._by_id.get(exchange_id)
+
+    def task_rows(self, task_id: str) -> list[Exchange]:
+        return self._by_task.get(task_id, [])
+
+
+class LogWindows(Lineage):
+    """The callers of exchanges as they end (the live export): for each call, the exchanges open when it
+    began (every candidate the rule has is among them), from ``open_rows`` (the live export's
+    :class:`capture.open_exchanges.OpenExchanges`, refreshed before each batch), else read from the log
+    (``exchanges_open_within``, a scan of the exchange rows).
+    A candidate that has not named its task yet makes the call :class:`NotYet` (unless ``final``: then
+    the log as it is decides). Made afresh for each batch: what it reads is kept for that batch only."""
+
+    def __init__(self, st: Recordings, *, final: bool = False, open_rows: OpenExchanges | None = None) -> None:
+        super().__init__()
+        self._st, self.final, self._rows = st, final, open_rows
+        self._links: dict[int, Link | None] = {}
+        self._open: dict[int, list[Exchange]] = {}
+
+    def _open_at_start(self, ex: Exchange) -> list[Exchange]:
+        """The exchanges open when ``ex`` began; an open one's task and context as its first events name
+        them (a row is given them when it ends, where the export reads them)."""
+        if ex.id not in self._open:
+            if self._rows is not None and self._rows.covers(ex.started_at):
+                rows = self._rows.open_at(ex.started_at)
+            else:
+                rows = self._st.exchanges_open_within(ex.started_at, ex.started_at)
+            for row in rows:
+                if row.ended_at is None and row.id is not None and not (row.task_id and row.context_id):
+                    self._learn(row)
+            self._open[ex.id or 0] = rows
+        return self._open[ex.id or 0]
+
+    def _learn(self, row: Exchange) -> None:
+        assert row.id is not None
+        for ev in itertools.islice(self._st.iter_exchange(row.id, batch=FIRST_EVENTS), FIRST_EVENTS):
+            row.task_id = row.task_id or ev.task_id
+            if row.context_id is None and ev.origin == "upstream":
+                row.context_id = decode_item(bytes(ev.payload)).context_id
+            if row.task_id and row.context_id:
+                return
+
+    def link(self, ex: Exchange) -> Link | None:
+        if ex.id is None:
             return None
-        trace = self.trace_of(link.task_id)
-        return trace, context_of(link.task_id, parent, trace, self).span_id, link
+        if ex.id not in self._links:
+            if not call_of(ex):
+                self._links[ex.id] = None
+                return None
+            open_then = self._open_at_start(ex)
+            if not self.final and unsettled(ex, open_then):
+                raise NotYet(ex.id)
+            self._links[ex.id] = caller_within(ex, open_then)
+        return self._links[ex.id]
 
-    def trace_of(self, task_id: str) -> int:
-        if task_id not in self._traces:
-            self._traces[task_id] = derived_trace_id(task_id)  # a guard: links point to earlier exchanges
-            self._traces[task_id] = task_trace_id(task_id, self._by_task.get(task_id, ()), self)
-        return self._traces[task_id]
+    def runs_known(self, first: Exchange, known: set[int | None]) -> None:
+        """Another observer of the same request (the same message id) that began before ``first`` and has
+        not named the task yet (``record`` through a proxy: its row learns the task from the proxy's first
+        event) may be an earlier run of it: :class:`NotYet` until it does, or ends."""
+        if self.final or first.message_id is None:
+            return
+        for ex in self._open_at_start(first):
+            if (
+                ex.id not in known
+                and ex.task_id in (None, first.task_id)
+                and ex.message_id == first.message_id
+                and ex.ended_at is None
+                and _start(ex) < _start(first)
+            ):
+                raise NotYet(first.id)
+
+    def row(self, exchange_id: int) -> Exchange | None:
+        row = self._st.get_exchange(exchange_id)
+        if row is not None and row.ended_at is None and not (row.task_id and row.context_id):
+            self._learn(row)
+        return row
+
+    def task_rows(self, task_id: str) -> list[Exchange]:
+        return _of_task(task_id, self._st.exchanges(task_id))
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -398,7 +600,27 @@ def settings(version: str, log: str, *, max_events: int = MAX_SPAN_EVENTS) -> Se
     return Settings(resource, InstrumentationScope("a2a-tape", version), max_events)
 
 
-def _span(b: _Builder, ctx: Context, found: list[tuple[Finding, float]], s: Settings) -> ReadableSpan:
+def _run_link(r: RunLink, task_id: str, flags: TraceFlags) -> Any:
+    from opentelemetry.trace import Link as SpanLink
+
+    attrs: dict[str, Any] = {
+        OURS + "link.relation": "run",
+        OURS + "link.task.id": task_id,
+        OURS + "link.exchange.id": r.exchange_id,
+    }
+    if r.observer is not None:
+        attrs[OURS + "link.run.observer"] = r.observer
+    return SpanLink(SpanContext(r.trace_id, r.span_id, is_remote=True, trace_flags=flags), attrs)
+
+
+def _span(
+    b: _Builder,
+    ctx: Context,
+    found: list[tuple[Finding, float]],
+    s: Settings,
+    run: str | None = None,
+    run_links: Sequence[RunLink] = (),
+) -> ReadableSpan:
     from opentelemetry.trace import TraceState
 
     ex = b.ex
@@ -421,6 +643,7 @@ def _span(b: _Builder, ctx: Context, found: list[tuple[Finding, float]], s: Sett
             SpanLink(
                 caller,
                 {
+                    OURS + "link.relation": "caller",
                     OURS + "link.inferred": True,
                     OURS + "link.basis": link.basis,
                     OURS + "link.task.id": link.task_id,
@@ -428,6 +651,10 @@ def _span(b: _Builder, ctx: Context, found: list[tuple[Finding, float]], s: Sett
                 },
             )
         )
+    links.extend(_run_link(r, b.task_id, flags) for r in run_links)
+    attributes = _attributes(b, ctx.source)
+    if run is not None:
+        attributes[OURS + "run.observer"] = run
     if ex.id is None:  # events of the task that name no exchange
         name, kind = "a2a_tape.events", SpanKind.INTERNAL
     else:
@@ -438,7 +665,7 @@ def _span(b: _Builder, ctx: Context, found: list[tuple[Finding, float]], s: Sett
         context=SpanContext(ctx.trace_id, ctx.span_id, is_remote=False, trace_flags=flags, trace_state=trace_state),
         parent=parent,
         resource=s.resource,
-        attributes=_attributes(b, ctx.source),
+        attributes=attributes,
         events=b.events + [_finding_event(f, at) for f, at in found],
         links=links,
         kind=kind,
@@ -461,11 +688,18 @@ def _exchanges_of(st: Recordings, task_id: str, events: Sequence[StoredEvent]) -
 
 
 def task_spans(
-    st: Recordings, task_id: str, s: Settings, faults_of: Faults | None = None, joins: Lineage | None = None
+    st: Recordings,
+    task_id: str,
+    s: Settings,
+    faults_of: Faults | None = None,
+    joins: Lineage | None = None,
+    every: Iterable[Exchange] = (),
 ) -> list[ReadableSpan]:
-    """One task's spans, a span per exchange (and one for events that name no exchange), by start time;
-    with ``faults_of``, its findings as span events and statuses; with ``joins``, the callers inferred
-    for exchanges that carried no trace context (parent and a span link marked inferred)."""
+    """One task's spans, a span per exchange (and one for events that name no exchange), by start time,
+    each run in its own trace (:class:`TaskRuns`; ``every``: the task's exchanges of every run, when
+    ``st`` shows one run of it); with ``faults_of``, its findings as span events and statuses; with
+    ``joins``, the callers inferred for exchanges that carried no trace context (parent and a span link
+    marked inferred)."""
     events = st.read_task(task_id)
     exchanges = _exchanges_of(st, task_id, events)
     faults = list(faults_of(task_id, events, exchanges.values())) if faults_of is not None else []
@@ -488,13 +722,21 @@ def task_spans(
         first = builders[order[0]]
         at = first.ex.started_at or first.first_at or 0.0
         found.setdefault(order[0], []).extend((f, at) for f in faults if not f.positions)
-    trace = task_trace_id(task_id, exchanges.values(), joins)
-    return [_span(builders[k], context_of(task_id, builders[k].ex, trace, joins), found.get(k, []), s) for k in order]
+    rows = {ex.id or 0: ex for ex in every}  # the task's other runs, then the exchanges read here
+    rows.update(exchanges)
+    runs = TaskRuns(task_id, rows.values(), joins)
+    spans = []
+    for k in order:
+        b = builders[k]
+        spans.append(_span(b, runs.context(b.ex), found.get(k, []), s, runs.run(b.ex), runs.links(b.ex)))
+    return spans
 
 
-def exchange_span(st: Recordings, exchange_id: int, s: Settings) -> ReadableSpan | None:
-    """The span of one ended exchange as :func:`task_spans` builds it (the same trace and ids), without
-    doctor's findings (the task may go on); None for an exchange that belongs to no task (a card fetch)."""
+def exchange_span(st: Recordings, exchange_id: int, s: Settings, joins: Lineage | None = None) -> ReadableSpan | None:
+    """The span of one ended exchange as :func:`task_spans` builds it (the same trace, ids, parent and
+    links, from the log as it is now), without doctor's findings (the task may go on); None for an
+    exchange that belongs to no task (a card fetch). With ``joins`` (:class:`LogWindows`), its caller
+    inferred as the export infers it (:class:`NotYet` while that cannot be told)."""
     ex = st.get_exchange(exchange_id)
     if ex is None or ex.id is None:
         return None
@@ -506,8 +748,10 @@ def exchange_span(st: Recordings, exchange_id: int, s: Settings) -> ReadableSpan
     for ev in events:
         if ev.task_id == task_id:  # as task_spans reads them: the task's events in this exchange
             b.add(ev)
-    trace = task_trace_id(task_id, [ex, *st.exchanges(task_id)])
-    return _span(b, context_of(task_id, ex, trace), [], s)
+    rows = {row.id: row for row in _of_task(task_id, st.exchanges(task_id))}
+    rows[ex.id] = ex
+    runs = TaskRuns(task_id, rows.values(), joins)
+    return _span(b, runs.context(ex), [], s, runs.run(ex), runs.links(ex))
 
 
 # -- where the spans go ------------------------------------------------------------------------

@@ -328,6 +328,11 @@ class RunLog:
         self._st = st
         self.run = run
 
+    @property
+    def whole(self) -> Recordings:
+        """The log itself, every run of every task (what a run's OTLP spans link to)."""
+        return self._st
+
     def read_task(self, task_id: str) -> list[StoredEvent]:
         return list(self.run.events) if task_id == self.run.task_id else self._st.read_task(task_id)
 

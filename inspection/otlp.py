@@ -16,6 +16,7 @@ from a2a_tape.capture.otlp import (
     ExportFailed,
     Lineage,
     Settings,
+    WholeLog,
     endpoint_url,
     json_line,
     post_to,
@@ -23,6 +24,7 @@ from a2a_tape.capture.otlp import (
     write_json_lines,
 )
 from a2a_tape.capture.otlp import task_spans as _task_spans
+from a2a_tape.fold.runs import RunLog
 from a2a_tape.store import Recordings
 
 from .doctor import findings
@@ -32,6 +34,7 @@ __all__ = [
     "ExportFailed",
     "Lineage",
     "Settings",
+    "WholeLog",
     "batches",
     "endpoint_url",
     "json_line",
@@ -43,9 +46,13 @@ __all__ = [
 
 
 def task_spans(st: Recordings, task_id: str, s: Settings, joins: Lineage | None = None) -> list[ReadableSpan]:
-    """One task's spans (:func:`capture.otlp.task_spans`) with doctor's findings on them, and the callers
-    inferred from the log's exchanges (``joins``; read from the log when not given)."""
-    return _task_spans(st, task_id, s, findings, joins if joins is not None else Lineage(st.exchanges()))
+    """One task's spans (:func:`capture.otlp.task_spans`) with doctor's findings on them, each run in its
+    trace and linked to the others (a :class:`fold.runs.RunLog`: that run's spans, linked to the runs the
+    whole log has), and the callers inferred from the log's exchanges (``joins``; read when not given)."""
+    whole = st.whole if isinstance(st, RunLog) else st
+    joins = joins if joins is not None else WholeLog(whole.exchanges())
+    every = whole.exchanges(task_id) if whole is not st else ()
+    return _task_spans(st, task_id, s, findings, joins, every)
 
 
 def batches(
@@ -58,7 +65,8 @@ def batches(
 ) -> Iterator[list[ReadableSpan]]:
     """The spans of ``task_ids``, a task at a time, in lists of about ``size`` spans (a task is never split)."""
     pending: list[ReadableSpan] = []
-    joins = Lineage(st.exchanges())  # every exchange row once: who called whom (capture/lineage.py)
+    whole = st.whole if isinstance(st, RunLog) else st
+    joins = WholeLog(whole.exchanges())  # every exchange row once: who called whom (capture/lineage.py)
     for n, task_id in enumerate(task_ids, 1):
         pending.extend(task_spans(st, task_id, s, joins))
         if len(pending) >= size:

@@ -3,8 +3,11 @@
 The hot path does one thing: :meth:`LiveExport.ended` puts the exchange's id on a queue (the proxy's
 ``on_settled`` hook, ``record``'s upstream calls once their row is final). A thread of its own reads the
 exchange back from the log through a connection of its own, builds its span with the one mapping
-(:func:`capture.otlp.exchange_span`: the trace and ids ``export --format otlp`` gives it too) and sends
-the spans in batches with the official OTLP/HTTP exporter. A slow collector only makes the queue of ids
+(:func:`capture.otlp.exchange_span`: the trace, ids, parent and links ``export --format otlp`` gives it
+too, its inferred caller looked for among the exchanges open when it began, kept by
+:class:`capture.open_exchanges.OpenExchanges`) and sends the spans in batches with the official OTLP/HTTP
+exporter. A call whose caller cannot be told yet (:class:`capture.otlp.NotYet`) is built again with the
+next batch, for at most :data:`WAIT_FOR_CALLER` seconds. A slow collector only makes the queue of ids
 longer (bounded: :data:`MAX_PENDING`); a dead one costs the spans of the batches it refused, never an
 event: the log has them, ``export --format otlp`` sends them later. Either is said once, on stderr.
 """
@@ -20,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from a2a_tape.capture.open_exchanges import OpenExchanges
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -30,8 +35,11 @@ if TYPE_CHECKING:
 MAX_PENDING = 100_000
 """Exchange ids waiting for their span (a collector far behind): past it, ids are counted, not kept."""
 BATCH = 256
-LINGER = 0.2
-"""Seconds the sender waits for more exchanges before it sends what it has."""
+LINGER = 1.0
+"""Seconds the sender waits for more exchanges before it sends what it has (a POST costs the proxy's
+process more CPU than a span: fewer, larger batches; the SDK's batch processor waits 5 s)."""
+WAIT_FOR_CALLER = 10.0
+"""Seconds a call's span waits for an open caller to name its task (:func:`capture.lineage.unsettled`)."""
 TIMEOUT = 5.0
 """Seconds one batch may take, retries included (``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or
 ``OTEL_EXPORTER_OTLP_TIMEOUT`` overrides it);
@@ -55,7 +63,12 @@ class LiveExport:
         where: str,
         timeout: float = TIMEOUT,
         say: Callable[[str], None] = _stderr,
+        thread: bool = True,
+        since: float | None = None,
     ) -> None:
+        """``thread``: start the sender's thread (without: :meth:`send` is called by the caller, as
+        ``benchmarks/bench_otlp_live.py`` does). ``since``: when the exchanges to send may have begun
+        (now, by default: the recording starts after the export)."""
         self._open_log, self._exporter, self._settings = open_log, exporter, settings
         self.where, self.timeout, self._say = where, timeout, say
         self._ids: queue.Queue[int] = queue.Queue(MAX_PENDING)
@@ -63,8 +76,11 @@ class LiveExport:
         self.failed = 0  # spans it did not take (or that were never built)
         self.skipped = 0  # ids past MAX_PENDING
         self._warned = False
+        self._later: dict[int, float] = {}  # calls put off: exchange id -> when first tried (monotonic)
+        self._open = OpenExchanges(time.time() if since is None else since)  # the rows a call's caller is looked for in
         self._thread = threading.Thread(target=self._run, name="a2a-tape otlp", daemon=True)
-        self._thread.start()
+        if thread:
+            self._thread.start()
 
     # -- the hot path -------------------------------------------------------------------------------
 
@@ -91,26 +107,51 @@ class LiveExport:
 
     def _send_batch(self, log: Store) -> bool:
         """One batch: the next exchanges' spans, sent. False once :meth:`close` asked to stop."""
-        ids = [self._ids.get()]
+        try:  # while calls wait for their caller's task, look again at least every LINGER
+            ids = [self._ids.get(timeout=LINGER if self._later else None)]
+        except queue.Empty:
+            ids = []
         until = time.monotonic() + LINGER
         try:
-            while len(ids) < BATCH and ids[-1] != _DONE:
+            while ids and len(ids) < BATCH and ids[-1] != _DONE:
                 ids.append(self._ids.get(timeout=max(until - time.monotonic(), 0.0)))
         except queue.Empty:
             pass
-        more = ids[-1] != _DONE
-        spans = self._spans(log, [i for i in ids if i != _DONE])
-        if spans:
-            self._export(spans)
+        more = not ids or ids[-1] != _DONE
+        self.send(log, [i for i in ids if i != _DONE], final=not more)
         return more
 
-    def _spans(self, log: Store, ids: list[int]) -> list[ReadableSpan]:
-        from a2a_tape.capture.otlp import exchange_span
+    def send(self, log: Store, ids: list[int], *, final: bool = False) -> None:
+        """The spans of ``ids`` (and of the calls put off before), built and sent as one batch."""
+        spans = self._spans(log, ids, final=final)
+        if spans:
+            self._export(spans)
 
+    def _spans(self, log: Store, ids: list[int], *, final: bool) -> list[ReadableSpan]:
+        """The spans of ``ids`` and of the calls put off before; a call whose caller cannot be told yet
+        (:class:`capture.otlp.NotYet`) is put off again, for at most :data:`WAIT_FOR_CALLER` seconds
+        (at the end, or past that, the log as it is decides)."""
+        from a2a_tape.capture.otlp import LogWindows, NotYet, exchange_span
+
+        now = time.monotonic()
+        due = [(ex_id, since) for ex_id, since in self._later.items()]
+        self._later = {}
+        with self._ids.mutex:  # what is still queued: calls whose callers must stay known
+            waiting = [i for i in self._ids.queue if i != _DONE]
+        try:
+            self._open.refresh(log, keep_from=[*ids, *(i for i, _ in due), *waiting])
+        except Exception as exc:  # noqa: BLE001 - the spans go without inferred callers; said once
+            self._warn(f"cannot read the open exchanges ({type(exc).__name__}: {exc})")
+        joins = LogWindows(log, open_rows=self._open)
+        settled = LogWindows(log, final=True, open_rows=self._open)
         spans = []
-        for ex_id in ids:
+        for ex_id, since in [*due, *((i, now) for i in ids)]:
+            last_chance = final or now - since >= WAIT_FOR_CALLER
             try:
-                span = exchange_span(log, ex_id, self._settings)
+                span = exchange_span(log, ex_id, self._settings, settled if last_chance else joins)
+            except NotYet:
+                self._later[ex_id] = since
+                continue
             except Exception as exc:  # noqa: BLE001 - one unreadable exchange must not stop the export
                 self.failed += 1
                 self._warn(f"exchange {ex_id} not exported ({type(exc).__name__}: {exc})")

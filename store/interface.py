@@ -139,6 +139,10 @@ class ExchangeLog(Protocol):
         """The exchanges open at some moment of ``[start, end]`` (begun by ``end``, not ended before ``start``)."""
         ...
 
+    def last_exchange_id(self) -> int:
+        """The highest exchange id in the log (0: none), by the primary key."""
+        ...
+
 
 class IdempotencyStore(Protocol):
     """Idempotency keys with their request hash and expiry (the proxy's replay-safe retries)."""

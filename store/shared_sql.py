@@ -114,6 +114,10 @@ class SharedSql:
         )
         return [exchange_from_row(r) for r in rows]
 
+    def last_exchange_id(self) -> int:
+        """The highest exchange id in the log (0: none), by the primary key."""
+        return int(self._read("SELECT COALESCE(MAX(id), 0) FROM exchanges")[0][0])
+
     def exchanges_without_task(self) -> list[Exchange]:
         """The exchanges that name no task (an index probe: not a read of every exchange)."""
         rows = self._read(f"SELECT {_EXCHANGE_COLS} FROM exchanges WHERE task_id IS NULL ORDER BY id")

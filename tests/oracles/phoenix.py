@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +71,11 @@ def running_phoenix(script: Path, workdir: Path) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
-def spans(url: str, expected: int, proc_log: Path | None = None) -> list[dict[str, Any]]:
-    """The spans Phoenix holds, once it has ingested ``expected`` of them (it writes them in the background)."""
+def spans(
+    url: str, expected: int, proc_log: Path | None = None, keep: Callable[[dict[str, Any]], bool] | None = None
+) -> list[dict[str, Any]]:
+    """The spans Phoenix holds (those ``keep`` keeps), once it has ingested ``expected`` of them (it writes
+    them in the background)."""
     got: list[dict[str, Any]] = []
 
     def read() -> bool:
@@ -83,7 +86,7 @@ def spans(url: str, expected: int, proc_log: Path | None = None) -> list[dict[st
             page = _get(url, "/v1/projects/default/spans", {"limit": 1000, **({"cursor": cursor} if cursor else {})})
             if page is None:
                 return False
-            got.extend(page["data"])
+            got.extend(s for s in page["data"] if keep is None or keep(s))
             cursor = page.get("next_cursor")
             if not cursor:
                 return len(got) >= expected

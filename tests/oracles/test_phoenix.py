@@ -5,6 +5,7 @@ attributes of the pinned PR #195 list or ours."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -70,3 +71,30 @@ def test_phoenix_holds_every_golden_recording_as_recorded(phoenix, tmp_path):
             offset = _seconds(items[0]["timestamp"]) - _seconds(span["start_time"])
             assert abs(offset - (events[0].received_at - ex.started_at)) < 1e-3
     assert all(len(ids) == 1 for ids in traces.values())
+
+
+def test_phoenix_holds_each_run_of_a_task_as_a_trace_of_its_own(phoenix, tmp_path):
+    """A task of two runs (``record``, then ``verify`` against another agent): two traces in Phoenix, each
+    run's spans in its own, the trace ids of the OTLP file. Phoenix keeps no span links (its span model has
+    none), so the links between the runs are checked in tests/otel/test_runs_traces.py."""
+    from tests.otel.test_export_otlp import _spans_of
+    from tests.otel.test_runs_traces import assert_runs_are_linked_traces, hex_id
+    from tests.store.test_runs_export_serve import two_runs
+
+    db = tmp_path / "runs.db"
+    task, _ = two_runs(db, tmp_path)
+    from_file = [s for s in _spans_of(str(db)) if s["attrs"]["a2a.task.id"] == task]
+    runs = [r["observer"] for r in json.loads(run_cli("tasks", "--runs", "--json", "--db", str(db)).stdout)]
+    assert_runs_are_linked_traces(from_file, task, runs)
+
+    r = run_cli("export", task, "--format", "otlp", "--db", str(db), "--endpoint", phoenix)
+    assert r.code == 0, r.stderr
+    got = spans(phoenix, len(from_file), keep=lambda s: s["attributes"].get("a2a.task.id") == task)
+    assert len(got) == len(from_file)
+    trace_of_run: dict[str, set[str]] = {}
+    for s in got:
+        trace_of_run.setdefault(s["attributes"]["a2a_tape.run.observer"], set()).add(s["context"]["trace_id"])
+    assert sorted(trace_of_run) == sorted(runs)
+    assert all(len(t) == 1 for t in trace_of_run.values()) and len(set().union(*trace_of_run.values())) == 2
+    expected = {s["attrs"]["a2a_tape.run.observer"]: hex_id(s["traceId"]) for s in from_file}
+    assert {run: next(iter(t)) for run, t in trace_of_run.items()} == expected

@@ -4,12 +4,19 @@ must not join (a follow-up after the caller ended, a client's two sessions, two 
 from __future__ import annotations
 
 import json
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from a2a_tape.capture.lineage import TRACE_EXTENSION, carried, infer
 from a2a_tape.store import Exchange
 
 
-def _ex(id_: int, task: str, agent: int, start: float, end: float, *, role="proxy", host="h", **message) -> Exchange:
+def _ex(
+    id_: int, task: str, agent: int, start: float, end: float | None, *, role="proxy", host="h", **message
+) -> Exchange:
     body = {"jsonrpc": "2.0", "id": id_, "method": "SendStreamingMessage", "params": {"message": message}}
     return Exchange(
         id=id_,
@@ -67,3 +74,100 @@ def test_trace_context_in_message_metadata_is_read_when_no_header_carries_it():
     header.request_headers = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
     assert carried(header).traceparent.startswith("00-111")  # type: ignore[union-attr]  # the header wins
     assert infer([_ex(4, "A", 1, 0.0, 10.0), _ex(5, "B", 2, 1.0, 2.0, metadata={"traceparent": tp})]) == {}
+
+
+# -- the live reading (capture/open_exchanges.py) gives the links the whole log gives ----------------------------
+
+_rows = st.lists(
+    st.tuples(
+        st.integers(1, 3),  # agent
+        st.floats(0.0, 40.0, allow_nan=False).map(lambda x: round(x, 1)),  # start
+        st.floats(0.1, 30.0, allow_nan=False).map(lambda x: round(x, 1)),  # duration
+        st.sampled_from([None, "ctx-1", "ctx-2"]),  # the message's contextId
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=_rows, refreshes=st.lists(st.floats(0.0, 80.0, allow_nan=False), max_size=8))
+def test_the_live_reading_joins_what_the_whole_log_joins(tmp_path_factory, rows, refreshes):
+    """Exchanges begin and end over time in a real log; the live export refreshes its open rows now and then
+    and looks up each call that ended since: the same caller as :func:`infer` over the finished log."""
+    from a2a_tape.capture.open_exchanges import OpenExchanges
+    from a2a_tape.capture.otlp import LogWindows
+    from a2a_tape.store import open_store
+
+    base = time.time()  # the refreshes' clock is the simulated one (forgotten rows: a scan of the log)
+    steps = sorted(
+        [(start, 0, k) for k, (_, start, _, _) in enumerate(rows)]
+        + [(start + length, 1, k) for k, (_, start, length, _) in enumerate(rows)]
+        + [(at, 2, -1) for at in refreshes]
+    )
+    db = tmp_path_factory.mktemp("live") / "live.db"
+    with open_store(db) as log:
+        tracker = OpenExchanges(base - 1.0)
+        ids: dict[int, int] = {}
+        pending: list[int] = []
+        live: dict[int, object] = {}
+
+        def look(now: float) -> None:
+            tracker.refresh(log, keep_from=pending, now=now)
+            windows = LogWindows(log, final=True, open_rows=tracker)
+            for ex_id in pending:
+                row = log.get_exchange(ex_id)
+                assert row is not None
+                live[ex_id] = windows.link(row)
+            pending.clear()
+
+        for at, kind, k in steps:
+            if kind == 0:
+                agent, start, _, ctx = rows[k]
+                ex = _ex(0, f"t{k}", agent, base + start, None, **({"contextId": ctx} if ctx else {}))
+                ex.id, ex.context_id = None, ctx
+                ids[k] = log.begin_exchange(ex)
+            elif kind == 1:
+                log.update_exchange(ids[k], ended_at=base + at)
+                pending.append(ids[k])
+            else:
+                look(base + at)
+        look(base + 100.0)
+        whole = infer(log.exchanges())
+    assert live == {ex_id: whole.get(ex_id) for ex_id in live}
+
+
+def test_a_live_call_waits_while_its_open_caller_has_not_named_its_task(tmp_path):
+    """The live export builds a call's span only once every possible caller (open at another agent when the
+    call began) has named its task: before that, :class:`NotYet`; after, the caller's span as its parent."""
+    from a2a_tape.capture.otlp import LogWindows, NotYet, exchange_span, settings
+    from a2a_tape.store import NewEvent, open_store
+
+    def event(task: str, ex_id: int, at: float) -> NewEvent:
+        update = {"kind": "status-update", "taskId": task, "contextId": "c", "status": {"state": "working"}}
+        doc = {"jsonrpc": "2.0", "id": 1, "result": {**update, "final": False}}
+        return NewEvent(payload=json.dumps(doc).encode(), task_id=task, exchange_id=ex_id, received_at=at)
+
+    with open_store(tmp_path / "live.db") as log:
+        caller = _ex(0, "", 1, 10.0, None)
+        caller.id, caller.task_id = None, None  # a blocking send: its task comes with its answer
+        p = log.begin_exchange(caller)
+        call = _ex(0, "C", 2, 11.0, 12.0)
+        call.id = None
+        c = log.begin_exchange(call)
+        log.append(event("C", c, 11.5))
+        s = settings("0", "live.db")
+        with pytest.raises(NotYet):
+            exchange_span(log, c, s, LogWindows(log))
+        log.append(event("P", p, 12.5))  # the caller names its task
+        span = exchange_span(log, c, s, LogWindows(log))
+        final = exchange_span(log, c, s, LogWindows(log, final=True))
+    assert span is not None and final is not None
+    assert span.attributes is not None and span.attributes["a2a_tape.trace_context.source"] == "inferred"
+    (link,) = span.links
+    assert link.attributes is not None and link.attributes["a2a_tape.link.task.id"] == "P"
+    assert span.parent is not None and span.parent.span_id == link.context.span_id
+    assert (span.context.trace_id, span.parent.span_id) == (
+        final.context.trace_id,
+        final.parent and final.parent.span_id,
+    )

@@ -83,6 +83,14 @@ def test_exchanges_open_within_a_window(st):
     assert before not in {after}
 
 
+def test_last_exchange_id(st):
+    from a2a_tape.store import Exchange
+
+    assert st.last_exchange_id() == 0
+    ids = [st.begin_exchange(Exchange(started_at=float(k), url="http://127.0.0.1:1/")) for k in range(3)]
+    assert st.last_exchange_id() == max(ids)
+
+
 def test_exchanges_without_task(st):
     from a2a_tape.store import Exchange
 
