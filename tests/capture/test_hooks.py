@@ -245,3 +245,11 @@ def test_a_hook_that_raises_is_one_line_and_loses_nothing_recorded(agent, tmp_pa
 def test_hooks_that_are_not_functions_are_refused_at_once(tmp_path):
     with pytest.raises(TypeError, match="before_record_answer must be a function"):
         RecordingTransport(tmp_path / "x.db", before_record_answer="drop")  # type: ignore[arg-type]
+
+
+def test_a_hook_that_returns_something_else_is_one_line(agent, tmp_path):
+    """A hook must give back the request or answer it was handed (or None): a dict is named."""
+    sent = _sync(tmp_path / "hooks.db", agent.url, [_body("hello")], before_record_answer=lambda answer: answer.json())
+    assert str(sent.error) == (
+        "before_record_answer returned dict: return the A2AAnswer it was given (changed) or None"
+    )

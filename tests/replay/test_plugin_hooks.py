@@ -2,7 +2,7 @@
 ``before_record_request`` / ``before_record_answer`` on the marker shape what ``record_mode="once"``
 writes to the tape (redaction after them), ``match_on`` from the ``a2a_tape_config`` fixture
 (pytest-recording's ``vcr_config``) decides the replay, and a hook that raises fails its test
-with one line."""
+with one line; a marker's keyword wins over the config's."""
 
 from __future__ import annotations
 
@@ -60,6 +60,15 @@ def test_record_then_replay(a2a_tape):
     assert "completed" in datas[-1]
 
 
+@pytest.mark.a2a_tape("recordings/hooks.jsonl", match_on=None)
+def test_the_marker_wins_over_the_config(a2a_tape):
+    # the config's matcher would refuse "beta" (first word); the marker drops it: order alone answers
+    with httpx.Client(transport=a2a_tape.transport) as c:
+        with c.stream("POST", "http://agent/", content=body("beta 9")) as r:
+            datas = [line for line in r.iter_lines() if line.startswith("data:")]
+    assert "completed" in datas[-1]
+
+
 def explode(request):
     raise ValueError("no recording today")
 
@@ -81,7 +90,7 @@ def test_marker_hooks_record_config_matcher_replays_and_a_raising_hook_fails_in_
     with running_sdk_agent() as agent:
         monkeypatch.setenv("A2A_TAPE_UPSTREAM", agent.url)
         first = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-        first.assert_outcomes(passed=1, failed=1)
+        first.assert_outcomes(passed=2, failed=1)
         assert agent.executor.executions == 1
     first.stdout.fnmatch_lines([f"*{LINE}*"])
     assert "Traceback" not in first.stdout.str()
@@ -93,5 +102,5 @@ def test_marker_hooks_record_config_matcher_replays_and_a_raising_hook_fails_in_
     monkeypatch.delenv("A2A_TAPE_UPSTREAM")
     monkeypatch.setenv("TEXT", "alpha 2")
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-record-mode=none")
-    again.assert_outcomes(passed=1, failed=1)
+    again.assert_outcomes(passed=2, failed=1)
     again.stdout.fnmatch_lines([f"*{LINE}*"])
