@@ -253,3 +253,31 @@ def test_a_hook_that_returns_something_else_is_one_line(agent, tmp_path):
     assert str(sent.error) == (
         "before_record_answer returned dict: return the A2AAnswer it was given (changed) or None"
     )
+
+
+def test_the_hooks_see_an_http_json_call_as_its_binding_sent_it(tmp_path):
+    """Over HTTP+JSON the request's body is the params alone: ``text`` and ``method`` still read
+    it, and the answer hook's drop is in the log."""
+    seen: list[A2ARequest] = []
+
+    def keep(request: A2ARequest) -> A2ARequest:
+        seen.append(request)
+        return request
+
+    def no_working(answer: A2AAnswer) -> A2AAnswer | None:
+        update = answer.json().get("statusUpdate", {})
+        return None if update.get("status", {}).get("state") == "TASK_STATE_WORKING" else answer
+
+    db = tmp_path / "hooks.db"
+    message = {"messageId": "m-rest", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+    with running_sdk_agent(rest=True) as agent:
+        transport = RecordingTransport(db, before_record_request=keep, before_record_answer=no_working)
+        with httpx.Client(transport=transport, timeout=30) as http:
+            url = agent.url + "/a2a/rest/message:stream"
+            with http.stream("POST", url, json={"message": message}, headers={"A2A-Version": "1.0"}) as resp:
+                datas = _datas(resp.read())
+    assert len(datas) == 6 and "TASK_STATE_COMPLETED" in json.dumps(datas[-1])
+    assert [(r.method, r.text) for r in seen] == [("SendStreamingMessage", "hello")]
+    with store.open_store(db) as st:
+        kinds = [store.decode_item(e.payload).kind for e in st.read_from(0) if e.origin == "upstream"]
+    assert kinds == ["task", "artifact", "artifact", "artifact", "status"]
