@@ -15,6 +15,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from a2a_tape.capture.hooks import (
+        A2AAnswer,
+        A2ARequest,
+        BeforeRecordAnswer,
+        BeforeRecordRequest,
+        HookError,
+        RequestMatcher,
+    )
     from a2a_tape.fold.projection import ArtifactView, Fault, Projector, TaskFold, TaskView, ToolCall, fold_events
     from a2a_tape.recorder.grpc_interceptor import RecordingInterceptor
     from a2a_tape.recorder.transport import RecordingTransport
@@ -49,6 +57,12 @@ _EXPORTS: dict[str, str] = {
     "RecordingInterceptor": "a2a_tape.recorder.grpc_interceptor",
     "ReplayTransport": "a2a_tape.replay.serve.transport",
     "Faults": "a2a_tape.replay.serve.faults",
+    # a user's hooks: a matcher (match_on) and what the log keeps (before_record_*)
+    "A2ARequest": "a2a_tape.capture.hooks",
+    "A2AAnswer": "a2a_tape.capture.hooks",
+    "RequestMatcher": "a2a_tape.capture.hooks",
+    "BeforeRecordRequest": "a2a_tape.capture.hooks",
+    "BeforeRecordAnswer": "a2a_tape.capture.hooks",
     # the event log
     "open_store": "a2a_tape.store",
     "default_db": "a2a_tape.store",
@@ -77,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "DiskFull": "a2a_tape.store",
     "ReadOnlyStore": "a2a_tape.store",
     "ConnectionLost": "a2a_tape.store",
+    "HookError": "a2a_tape.capture.hooks",
 }
 
 __all__ = ["__version__", *_EXPORTS]

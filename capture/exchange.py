@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, get_args, overload
 
 import msgspec
 
+from a2a_tape.capture.hooks import A2ARequest, HookError, RecordHooks
 from a2a_tape.capture.notes import note_event, push_event
 from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
 from a2a_tape.store.events import Item, Undecodable
@@ -212,6 +213,10 @@ class Capture:
         "parser",
         "filed_under",
         "ended",
+        "hooks",
+        "asked",
+        "hook_error",
+        "withheld",
         "_head",
     )
 
@@ -224,6 +229,7 @@ class Capture:
         context_id: str | None = None,
         secrets: Sequence[str] = (),
         filed_under: str | None = None,
+        hooks: RecordHooks | None = None,
     ) -> None:
         self.redactor = redactor
         self.max_line = max_line
@@ -238,6 +244,10 @@ class Capture:
         self.parser: SseParser | None = None
         self.filed_under = filed_under  # every row and event of the exchange filed under this task (verify)
         self.ended = False  # the row's end is written
+        self.hooks = hooks  # a user's before-record hooks (capture/hooks.py): run before the redaction
+        self.asked: A2ARequest | None = None  # the request as recorded, for the answer hook
+        self.hook_error: HookError | None = None  # the answer hook raised: nothing recorded from there on
+        self.withheld = False  # the answer hook left a whole answer out: nothing of it is kept
         self._head: dict[str, object] = {}
 
     # -- begin -------------------------------------------------------------------------------
@@ -258,7 +268,16 @@ class Capture:
         binding: str | None = None,
     ) -> Exchange:
         """The exchange row to begin, redacted (URL, headers, JSON paths of the body). ``binding``:
-        how the request goes (:data:`store.methods.BINDINGS`); None with a version means JSON-RPC."""
+        how the request goes (:data:`store.methods.BINDINGS`); None with a version means JSON-RPC.
+        With :attr:`hooks`, ``before_record_request`` sees it first (redaction then runs on what it
+        returns); it raises :class:`capture.hooks.NotRecorded` when the hook dropped the request,
+        :class:`capture.hooks.HookError` when the hook raised."""
+        if self.hooks is not None:
+            items = headers.items() if isinstance(headers, Mapping) else headers
+            asked = A2ARequest(rpc_method, url, http_method, tuple((str(k), str(v)) for k, v in items), body)
+            asked = self.hooks.on_request(asked, self.redactor)
+            self.asked = asked
+            url, http_method, headers, body = asked.url, asked.http_method, asked.headers, asked.body
         url, found = self.redactor.url_secrets(url)
         # a token in the URL or a credential header must not come back in an error text or an answer
         self.secrets += [s for s in found + self.redactor.secret_values(headers) if s not in self.secrets]
@@ -366,6 +385,8 @@ class Capture:
                     raw.append((it.data, it.event))
             else:
                 raw.append(it)
+        if self.hooks is not None and self.hooks.answer is not None:
+            raw, arrived = self._answers_hooked(raw, arrived)
         return plan_events(
             ctx or self,
             raw,
@@ -378,10 +399,29 @@ class Capture:
             secrets=self.secrets,
         )
 
+    def _answers_hooked(
+        self, raw: list[RawItem], arrived: Sequence[float] | None
+    ) -> tuple[list[RawItem], Sequence[float] | None]:
+        """The items ``before_record_answer`` keeps (as it returned them), with their arrival
+        times. After the hook raised once, none: :attr:`hook_error` says why."""
+        assert self.hooks is not None
+        if self.hook_error is not None:
+            return [], None
+        asked = self.asked or A2ARequest(None, "", "POST", (), b"")
+        kept, out, error = self.hooks.on_answers(raw, asked)
+        if error is not None:
+            self.hook_error = HookError(self.text(str(error)))
+            self.hook_error.__cause__ = error.__cause__
+        return out, [arrived[k] for k in kept] if arrived is not None else None
+
     def answer(self, body: bytes, ctx: TaskContext | None = None) -> tuple[NewEvent | None, Item]:
         """A JSON answer (not a stream): its row when it is an A2A item (None when the body is
-        not: keep it as the exchange's ``response_body``), and the decoded item."""
+        not: keep it as the exchange's ``response_body``; or when ``before_record_answer`` left it
+        out: :attr:`withheld`, and :meth:`response_body` keeps nothing), and the decoded item."""
         new, items = self.events([(body, None)], ctx=ctx)
+        if not items:  # the answer hook left it out, or raised (hook_error)
+            self.withheld = True
+            return None, decode_item(body)
         item = items[0]
         assert isinstance(item, Item)
         if isinstance(item.body, Undecodable):
@@ -389,8 +429,9 @@ class Capture:
         return new[0], item
 
     def response_body(self, body: bytes, limit: int = 1 << 20) -> bytes:
-        """A body kept on the exchange row (a card, an error page), capped and redacted."""
-        return self._payload(body[:limit])
+        """A body kept on the exchange row (a card, an error page), capped and redacted; nothing
+        when ``before_record_answer`` left the answer out."""
+        return b"" if self.withheld else self._payload(body[:limit])
 
     # -- outcome -----------------------------------------------------------------------------
 

@@ -286,6 +286,8 @@ class UpstreamCall:
                 new, _ = cap.events(items, peek=True, ctx=self.ctx)
                 if new:  # write-ahead: in the log before the client sees it
                     self.items += len(await self.writer.run(cap.commit_writes(self.log, new)))
+                if cap.hook_error is not None:  # a user's before_record_answer raised: the caller ends the row
+                    raise cap.hook_error
                 yield b"".join(it.raw for it in items)
         items = cap.close()
         new, _ = cap.events(items, peek=True, ctx=self.ctx)

@@ -13,6 +13,10 @@ binding the client's SDK picked: JSON-RPC calls with an A2A method, every HTTP+J
 (:mod:`wire.http_json`: ``/message:stream``, ``GET /tasks/{id}``, ...), agent-card
 fetches; anything else passes through untouched.
 Headers and configured JSON paths are redacted before the disk (:mod:`store.redact`).
+
+``before_record_request`` / ``before_record_answer`` (:mod:`capture.hooks`) change or leave out
+what is recorded, before that redaction; a hook that raises is a :class:`capture.hooks.HookError`
+raised to the caller, the exchange ending ``error`` with what was recorded before it kept.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.capture.exchange import Capture, Outcome, RawItem
+from a2a_tape.capture.hooks import BeforeRecordAnswer, BeforeRecordRequest, HookError, NotRecorded, RecordHooks
 from a2a_tape.capture.recording_log import recording_log
 from a2a_tape.capture.sending import describe
 from a2a_tape.store.json_values import Decoder
@@ -133,6 +138,13 @@ class _Exchange:
             new, _ = self.cap.events(raw, peek=True)  # the items are not looked at: the narrow decoder
             yield from self.cap.commit_writes(self.log, new)
             self.owner.saw(self.cap.task_id)
+            if self.cap.hook_error is not None and not self.failed:  # what it passed is in; nothing after
+                self.failed = f"{self.cap.hook_error}: not recorded from here on"
+
+    def hook_error(self) -> HookError | None:
+        """The error of a before-record hook that stopped this exchange's recording, once the
+        exchange ended saying so (the caller raises it)."""
+        return self.cap.hook_error
 
     def _take(self, data: bytes, raw: list[RawItem]) -> None:
         """Decoded bytes: the SSE items they complete onto ``raw``, or onto the JSON body."""
@@ -171,6 +183,12 @@ class _Exchange:
         cap, body = self.cap, bytes(self.body)
         if self.as_event and outcome == "ok" and body:
             new, _ = cap.answer(body)
+            if cap.hook_error is not None:
+                yield from cap.end_writes(self.log, "error", f"{cap.hook_error}: the answer is not recorded")
+                return
+            if new is None and cap.withheld:  # before_record_answer left it out
+                yield from cap.end_writes(self.log, outcome, error)
+                return
             if new is None:
                 error = "the body is not A2A JSON"
                 yield from cap.end_writes(self.log, "error", error, response_body=cap.response_body(body))
@@ -238,11 +256,13 @@ class _AsyncTee(httpx.AsyncByteStream):
         while (batch := await ahead.next()) is not None:
             chunks = batch[0]
             await self.ex.chunks_soon(chunks)  # one transaction for all of them, then hand them up
+            await self._raise_hook_error()
             for chunk in chunks:
                 yield chunk
         exc = end[0]
         if exc is None:
             await self.ex.finish_soon("ok")
+            await self._raise_hook_error()
             return
         if isinstance(exc, httpx.HTTPError):
             await self.ex.finish_soon(*_broken(exc))
@@ -252,11 +272,20 @@ class _AsyncTee(httpx.AsyncByteStream):
         try:
             async for chunk in self.inner:
                 await self.ex.chunks_soon([chunk])  # appended to the log first, then handed up
+                await self._raise_hook_error()
                 yield chunk
         except httpx.HTTPError as exc:
             await self.ex.finish_soon(*_broken(exc))
             raise
         await self.ex.finish_soon("ok")
+        await self._raise_hook_error()
+
+    async def _raise_hook_error(self) -> None:
+        """A before-record hook raised: the exchange ends saying so, then the caller gets it."""
+        error = self.ex.hook_error()
+        if error is not None:
+            await self.ex.finish_soon("error")
+            raise error
 
     async def aclose(self) -> None:
         left = self._ahead.pending
@@ -288,11 +317,20 @@ class _SyncTee(httpx.SyncByteStream):
         try:
             for chunk in self.inner:
                 self.ex.chunks([chunk])
+                self._raise_hook_error()
                 yield chunk
         except httpx.HTTPError as exc:
             self.ex.finish(*_broken(exc))
             raise
         self.ex.finish("ok")
+        self._raise_hook_error()
+
+    def _raise_hook_error(self) -> None:
+        """A before-record hook raised: the exchange ends saying so, then the caller gets it."""
+        error = self.ex.hook_error()
+        if error is not None:
+            self.ex.finish("error")
+            raise error
 
     def close(self) -> None:
         self.ex.finish("incomplete", "the client closed the response before its end")
@@ -321,7 +359,10 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
         redact: Iterable[str] = (),
         max_line: int = DEFAULT_MAX_LINE,
         durability: store.Durability = "normal",
+        before_record_request: BeforeRecordRequest | None = None,
+        before_record_answer: BeforeRecordAnswer | None = None,
     ) -> None:
+        self.hooks = RecordHooks.of(before_record_request, before_record_answer)  # capture/hooks.py
         self.store, self._owns_store, self.redactor = recording_log(
             db, durability=durability, redactor=redactor, redact=redact, who="RecordingTransport"
         )
@@ -348,19 +389,23 @@ class RecordingTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):
             max_line=self.max_line,
             task_id=params.task or (msg.taskId if msg else None),
             context_id=msg.contextId if msg else None,
+            hooks=self.hooks,
         )
-        exchange = cap.request(
-            url=str(request.url),
-            rpc_method=method,
-            dialect=dialect,
-            streaming=method in STREAMING_METHODS,
-            headers=request.headers.multi_items(),
-            body=body,
-            http_method=request.method,
-            message_id=msg.messageId if msg else None,
-            role="client",
-            binding=binding.name if binding is not None else None,
-        )
+        try:
+            exchange = cap.request(
+                url=str(request.url),
+                rpc_method=method,
+                dialect=dialect,
+                streaming=method in STREAMING_METHODS,
+                headers=request.headers.multi_items(),
+                body=body,
+                http_method=request.method,
+                message_id=msg.messageId if msg else None,
+                role="client",
+                binding=binding.name if binding is not None else None,
+            )
+        except NotRecorded:  # before_record_request said None: passed on untouched
+            return None
         yield from cap.begin_writes(self.store, exchange, self.observer)
         return cap, binding
 

@@ -16,11 +16,16 @@ that already holds the most of its path, so beside the tapes of the same relativ
 :func:`new_recording`). A bare ``@pytest.mark.a2a_tape`` names it after the test, as
 pytest-recording names a cassette: ``recordings/<test module>/<test name>.jsonl``
 (:func:`default_name`). As keywords, the marker takes ``record_mode`` (none, once,
-new_episodes, all), ``timing``, ``faults``, ``match``, ``push_timing`` (instant, recorded: a
+new_episodes, all), ``timing``, ``faults``, ``match``, ``match_on`` (a user's matcher, or a list:
+:mod:`capture.hooks`), ``before_record_request`` / ``before_record_answer`` (what the record modes
+keep, before the redaction; a hook that raised fails the test with one line), ``push_timing`` (instant, recorded: a
 recording with pushes has them POSTed to the webhook the test's client registers, as ``serve``
 does) and ``upstream`` (the live agent for the record modes; default ``$A2A_TAPE_UPSTREAM``). ``--a2a-tape-record-mode`` switches the record
 mode of a whole run. Under ``none`` a request that was never recorded gets a JSON-RPC error
 naming the closest recording, and the test fails with that line.
+
+The ``a2a_tape_config`` fixture (pytest-recording's ``vcr_config``) gives every marker in its
+scope default keywords; a marker's own win.
 
 ``--a2a-tape-verify URL`` is ``a2a-tape verify``'s gate for a suite of recordings (docs/verify.md):
 each recording a test replays is first verified against the live agent at URL (once a session,
@@ -76,7 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "a2a_tape(recording=None, record_mode='none', timing='instant', faults=None, match='method-text', push_timing='instant', upstream=None): "
+        "a2a_tape(recording=None, record_mode='none', timing='instant', faults=None, match='method-text', "
+        "match_on=None, before_record_request=None, before_record_answer=None, push_timing='instant', upstream=None): "
         "serve an a2a-tape recording (database or JSONL tape; default: recordings/<module>/<test>.jsonl) "
         "to this test through the a2a_tape fixture",
     )
@@ -94,9 +100,12 @@ def pytest_runtest_makereport(
         return
     item.stash[_CALL_REPORT] = rep
     tape = getattr(item, "funcargs", {}).get("a2a_tape")
-    if rep.passed and isinstance(tape, A2ATape) and tape.record_mode is RecordMode.none and tape.unmatched:
+    if not rep.passed or not isinstance(tape, A2ATape):
+        return
+    lines = [*tape.hook_errors, *(tape.unmatched if tape.record_mode is RecordMode.none else [])]
+    if lines:
         rep.outcome = "failed"
-        rep.longrepr = "\n".join(tape.unmatched)
+        rep.longrepr = "\n".join(lines)
 
 
 class _Server:
@@ -186,6 +195,11 @@ class A2ATape:
     @property
     def unmatched(self) -> list[str]:
         return self.engine.unmatched
+
+    @property
+    def hook_errors(self) -> list[str]:
+        """One line per user hook that raised (``before_record_*``, ``match_on``): the test fails with them."""
+        return self.engine.hook_errors
 
     def close(self) -> None:
         if self._server is not None:
@@ -289,6 +303,14 @@ def _find_recording(request: pytest.FixtureRequest, name: str, *, create: bool) 
 
 
 @pytest.fixture
+def a2a_tape_config() -> dict[str, Any]:
+    """The marker's keywords for every test that does not say otherwise (pytest-recording's
+    ``vcr_config``): override it in a ``conftest.py`` or a module, e.g. to give a whole suite one
+    ``match_on`` matcher or ``before_record_request`` hook. Default: nothing."""
+    return {}
+
+
+@pytest.fixture
 def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
     """A replay of the recording named by ``@pytest.mark.a2a_tape(...)``: ``.url``, ``.transport``, ``.async_transport``."""
     from a2a_tape.replay.serve.engine import ReplayEngine
@@ -301,7 +323,7 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
             "(or a bare @pytest.mark.a2a_tape: a recording named after the test)",
             pytrace=False,
         )
-    kw = dict(marker.kwargs)
+    kw = {**request.getfixturevalue("a2a_tape_config"), **marker.kwargs}  # the marker's words win
     named = request.config.getoption(_OPTION) or kw.pop("record_mode", "none")
     kw.pop("record_mode", None)
     try:
@@ -344,6 +366,7 @@ def a2a_tape(request: pytest.FixtureRequest) -> Iterator[A2ATape]:
         library.save()
         library.close()
     call = request.node.stash.get(_CALL_REPORT, None)
-    if engine.unmatched and record_mode is RecordMode.none and call is None:
-        # the call never reported (a request made by another fixture): say it here
-        pytest.fail("\n".join(engine.unmatched), pytrace=False)
+    if call is None:  # the call never reported (a request made by another fixture): say it here
+        lines = [*engine.hook_errors, *(engine.unmatched if record_mode is RecordMode.none else [])]
+        if lines:
+            pytest.fail("\n".join(lines), pytrace=False)

@@ -20,7 +20,7 @@ recording answers gets an a2a-sdk 1.3.0 agent's validation (:mod:`replay.serve.l
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 from urllib.parse import parse_qs
@@ -28,6 +28,15 @@ from urllib.parse import parse_qs
 import anyio
 import msgspec
 
+from a2a_tape.capture.hooks import (
+    A2ARequest,
+    BeforeRecordAnswer,
+    BeforeRecordRequest,
+    HookError,
+    NotRecorded,
+    RecordHooks,
+    RequestMatcher,
+)
 from a2a_tape.fold.views import RecordedTask
 from a2a_tape.replay.serve import rpc
 from a2a_tape.replay.serve.convert import (
@@ -72,7 +81,7 @@ from a2a_tape.store.a2a_structs import WireTask
 from a2a_tape.store.decode import state_in
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import ALL_METHODS, CARD_PATHS, JSONRPC
-from a2a_tape.store.redact import Redactor
+from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.wire import bindings
 from a2a_tape.wire.push_configs import config_task, registered
 from a2a_tape.wire.sse_frames import comment, frame
@@ -119,6 +128,9 @@ class ReplayEngine:
         upstream: str | None = None,
         redactor: Redactor | None = None,
         push_timing: str = "instant",
+        match_on: RequestMatcher | Sequence[RequestMatcher] | None = None,
+        before_record_request: BeforeRecordRequest | None = None,
+        before_record_answer: BeforeRecordAnswer | None = None,
     ) -> None:
         mode = RecordMode.of(record_mode)
         if mode.needs_upstream and not upstream:
@@ -126,7 +138,12 @@ class ReplayEngine:
         self.library = library
         self.scale = parse_timing(timing)
         self.faults = parse_faults(faults) if isinstance(faults, str) else (faults or NO_FAULTS)
-        self.matcher = Matcher(library.episodes, match)
+        self.matcher = Matcher(library.episodes, match, match_on)
+        # a user's before-record hooks (capture/hooks.py): what the recording modes keep; the
+        # request hook also shapes a replayed request before it is matched, as vcrpy does
+        self.hooks = RecordHooks.of(before_record_request, before_record_answer)
+        self.hook_errors: list[str] = []  # one line per hook that raised (the plugin fails the test with them)
+        self.redactor = redactor  # what a hook's error line is scrubbed with (built when first needed)
         self.record_mode = mode
         self.upstream = upstream.rstrip("/") if upstream else None
         self.record_all = mode is RecordMode.all
@@ -139,7 +156,9 @@ class ReplayEngine:
         self.polls: dict[str, int] = {}  # task -> where the last recorded GetTask answer served to a poll sits
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
         # what the recording modes store is redacted as every other path does (one Redactor)
-        self.forwarder = Forwarder(library, upstream, redactor) if upstream else None
+        self.forwarder = Forwarder(library, upstream, redactor, self.hooks) if upstream else None
+        if self.forwarder is not None:
+            self.forwarder.hook_errors = self.hook_errors  # one list: the engine's
         self.grpc_address: str | None = None  # HOST:PORT of serve --grpc-listen: the card names it
         # the recorded pushes, to the webhooks replaying clients register (push_timing: instant, recorded)
         self.pushes = Pushes(library, push_timing)
@@ -173,16 +192,48 @@ class ReplayEngine:
                 if method == "GET":
                     return json_reply(rpc.error_body(rpc.METHOD_NOT_FOUND, f"no such resource: {path}"), status=404)
                 return json_reply(rpc.error_body(rpc.INVALID_REQUEST, f"method {method} not allowed"), status=405)
-            reply = await self._handle(call, Target(method, path, query), query, headers, body)
+            asked = None
+            hooked = self.hooks is not None and self.hooks.request is not None
+            if self.matcher.matchers or hooked:  # only then: the plain path reads nothing twice
+                url = base_url + path + (f"?{query}" if query else "")
+                asked = A2ARequest(shape_of(call.body).method, url, method, tuple(headers.items()), body)
+                if hooked:
+                    asked, call = self._as_recorded(asked, call, path, query)
+            reply = await self._handle(call, Target(method, path, query), query, headers, body, asked)
+        except HookError as exc:  # a user's hook raised: one line, to the client and the test
+            self.hook_errors.append(f"a2a-tape: {exc}")
+            reply = error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {exc}")
         except Exception as exc:  # noqa: BLE001 - the client gets a readable error, the server lives on
             reply = error_reply(rpc.INTERNAL_ERROR, f"a2a-tape replay: internal error: {type(exc).__name__}: {exc}")
         return render(reply, call.binding if call is not None else JSONRPC)
 
+    def _as_recorded(
+        self, asked: A2ARequest, call: bindings.Call, path: str, query: str
+    ) -> tuple[A2ARequest, bindings.Call]:
+        """The request as ``before_record_request`` would record it, to be matched as recorded
+        ones were (vcrpy's rule); a request the hook drops is matched as it came."""
+        assert self.hooks is not None
+        if self.redactor is None:  # the recording modes' (one Redactor), else the project's
+            self.redactor = self.forwarder.redactor if self.forwarder is not None else build_redactor()
+        try:
+            hooked = self.hooks.on_request(asked, self.redactor)
+        except NotRecorded:
+            return asked, call
+        again = bindings.read(hooked.http_method, path, query, dict(hooked.headers), hooked.body)
+        return hooked, call if again is None else again
+
     async def _handle(
-        self, call: bindings.Call, target: Target, query: str, headers: Mapping[str, str], body: bytes
+        self,
+        call: bindings.Call,
+        target: Target,
+        query: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        asked: A2ARequest | None = None,
     ) -> Reply:
         """``target`` and ``body`` are the request as sent (what goes upstream in the recording
-        modes); the engine reads ``call.body``, the request in the JSON-RPC form (:mod:`wire.bindings`).
+        modes); the engine reads ``call.body``, the request in the JSON-RPC form (:mod:`wire.bindings`);
+        ``asked``: the request as a ``match_on`` matcher sees it.
 
         1. read the request (what cannot be read: :meth:`_bad_params`, :meth:`_bad_request`);
         2. a method the engine does not answer itself: :meth:`_unknown_method`;
@@ -227,7 +278,7 @@ class ReplayEngine:
         if self.record_all:
             return await self._forwarded(req, operation, dialect, target, headers, body)
         if operation in rpc.SEND_OPERATIONS:
-            return await self._send(req, shape, operation, dialect, faults, target, headers, body, wire)
+            return await self._send(req, shape, operation, dialect, faults, target, headers, body, wire, asked)
         if operation == "list":
             return self._list(req, shape, dialect)
         return self._on_task(req, shape, operation, dialect, faults)
@@ -468,10 +519,11 @@ class ReplayEngine:
         headers: Mapping[str, str],
         body: bytes,
         wire: bytes,
+        asked: A2ARequest | None = None,
     ) -> Reply:
         problem = send_problem(wire, dialect)
         if problem is None:
-            ep = self.matcher.match(req, shape, operation)
+            ep = self.matcher.match(req, shape, operation, asked)
         else:  # one an a2a-sdk agent refuses finds only a recording of this very request
             ep = self.matcher.match_shape(shape, operation)
         if ep is None:
@@ -534,6 +586,9 @@ class ReplayEngine:
                 hint += f"; it is a {ep.method}"
             if diff is not None:
                 hint += f"; first difference: {diff}"
+            refused = self.matcher.refusals.get(ep.id)
+            if refused is not None:
+                hint += f"; match_on: {refused}"
         line = (
             f"a2a-tape: no recording matches {req.method} with text {text!r} "
             f"(match {self.matcher.mode}, record mode {self.record_mode}); {hint}"

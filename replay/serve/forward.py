@@ -28,13 +28,14 @@ from urllib.parse import unquote_plus
 import httpx
 
 from a2a_tape.capture.exchange import Capture, Outcome
+from a2a_tape.capture.hooks import HookError, NotRecorded, RecordHooks
 from a2a_tape.capture.upstream_call import FAULTS, HttpSource, UpstreamCall
 from a2a_tape.replay.serve import rpc
 from a2a_tape.replay.serve.faults import FAULT_HEADER, FAULT_QUERY
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.reply import SSE_HEADERS, Reply, error_reply
 from a2a_tape.store.events import ErrorItem
-from a2a_tape.store.headers import HOP_BY_HOP
+from a2a_tape.store.headers import HOP_BY_HOP, media_type_of
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC, STREAMING_OPERATIONS
 from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor, build_redactor
@@ -67,8 +68,12 @@ class Forwarder:
     """Forwards to ``upstream`` and records into ``library``'s store; counts what it recorded.
     ``redactor``: the run's (default: ``[tool.a2a-tape]`` of the current directory)."""
 
-    def __init__(self, library: Library, upstream: str, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self, library: Library, upstream: str, redactor: Redactor | None = None, hooks: RecordHooks | None = None
+    ) -> None:
         self.library = library
+        self.hooks = hooks  # a user's before-record hooks (capture/hooks.py): the pytest plugin's, ReplayTransport's
+        self.hook_errors: list[str] = []  # one line per hook that raised (the plugin fails the test with it)
         self.upstream = upstream.rstrip("/")
         self.redactor = redactor or build_redactor()
         self.recorded = 0  # exchanges recorded from upstream
@@ -94,11 +99,16 @@ class Forwarder:
             client, client.build_request(target.method, url, content=body or None, headers=fwd), timeouts
         )
         call = UpstreamCall(
-            st, writer_of(st), Capture(self.redactor), source, url=url, what=req.method or "the request"
+            st,
+            writer_of(st),
+            Capture(self.redactor, hooks=self.hooks),
+            source,
+            url=url,
+            what=req.method or "the request",
         )
         msg = req.params.message if req.params else None
-        await call.begin(
-            call.capture.request(
+        try:
+            exchange = call.capture.request(
                 url=url,
                 rpc_method=req.method,
                 dialect=dialect,
@@ -109,9 +119,13 @@ class Forwarder:
                 message_id=msg.messageId if msg else None,
                 role="proxy",
                 binding=binding,
-            ),
-            self.observer,
-        )
+            )
+        except NotRecorded:  # before_record_request said None: to the agent and back, unrecorded
+            return await _unrecorded(source, client)
+        except HookError as exc:  # nothing went upstream, nothing was written
+            await client.aclose()
+            return self._hook_failed(exc, req.id)
+        await call.begin(exchange, self.observer)
         self.library.dirty = True
         try:
             await call.send()  # transparent: the answer goes on whatever the binding calls it
@@ -130,6 +144,11 @@ class Forwarder:
         for ep in self.library.refresh():
             ep.used += 1
 
+    def _hook_failed(self, exc: HookError, rpc_id: object) -> Reply:
+        """A user's hook raised: one line, for the client and for the test (the plugin fails it)."""
+        self.hook_errors.append(f"a2a-tape: {exc}")
+        return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: {exc}", rpc_id)
+
     async def _whole(self, call: UpstreamCall, client: httpx.AsyncClient, url: str, rpc_id: object) -> Reply:
         """An answer that is not a stream: recorded (an event when it is one), then passed on whole."""
         head = call.head
@@ -143,6 +162,10 @@ class Forwarder:
         finally:
             await call.source.aclose()
             await client.aclose()
+        hook_error = call.capture.hook_error
+        if hook_error is not None:
+            await self._finish(call, "error", f"{hook_error}: the answer is not recorded")
+            return self._hook_failed(hook_error, rpc_id)
         failed = head.status >= 400 or (logged and isinstance(item.body, ErrorItem))
         fields = {} if logged or not data else {"response_body": call.capture.response_body(data)}
         await self._finish(call, "error" if failed else "ok", None, **fields)
@@ -163,6 +186,10 @@ class Forwarder:
                 outcome = "timeout" if isinstance(exc, httpx.TimeoutException) else "dropped"
                 error = f"{type(exc).__name__}: {exc}"
                 raise
+            except HookError as exc:  # what the hook passed is in the log; the client is told
+                outcome, error = "error", f"{exc}: not recorded from here on"
+                self.hook_errors.append(f"a2a-tape: {exc}")
+                raise
             finally:
                 await call.source.aclose()
                 await client.aclose()
@@ -177,3 +204,31 @@ class Forwarder:
             headers=dict(SSE_HEADERS),
             forwarded=True,
         )
+
+
+async def _unrecorded(source: HttpSource, client: httpx.AsyncClient) -> Reply:
+    """A request ``before_record_request`` dropped: sent as the client sent it, its answer passed
+    on as the agent gave it, nothing recorded."""
+    try:
+        head = await source.send()
+    except FAULTS as exc:
+        await client.aclose()
+        return error_reply(rpc.INTERNAL_ERROR, f"a2a-tape: upstream unreachable: {exc or type(exc).__name__}", None)
+    ctype = head.content_type or ""
+    if media_type_of(ctype) != "text/event-stream":
+        try:
+            data = await source.body("the answer")
+        finally:
+            await source.aclose()
+            await client.aclose()
+        return Reply(status=head.status, content_type=ctype or "application/json", body=data, forwarded=True)
+
+    async def gen() -> AsyncGenerator[bytes, None]:
+        try:
+            async for data in source.chunks():
+                yield data
+        finally:
+            await source.aclose()
+            await client.aclose()
+
+    return Reply(status=head.status, content_type=ctype, stream=gen(), headers=dict(SSE_HEADERS), forwarded=True)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from a2a_tape.capture.hooks import A2ARequest
 from a2a_tape.fold.runs import Run, served_run, task_runs
 from a2a_tape.replay.serve.rpc import METHODS, SEND_OPERATIONS, BadParams, BadRequest, RpcRequest, parse_request
 from a2a_tape.replay.serve.shape import Shape, shape_of
@@ -110,6 +111,12 @@ class Episode:
         self._served: list[Served] | None = None
         self._shape: Shape | None = None
         self._refused: bool | None = None
+
+    @property
+    def as_request(self) -> A2ARequest:
+        """The recorded request as a ``match_on`` matcher sees it (headers and body as the log keeps them)."""
+        x = self.exchange
+        return A2ARequest(x.rpc_method, x.url, x.http_method, tuple(x.request_headers.items()), x.request_body)
 
     @property
     def shape(self) -> Shape:

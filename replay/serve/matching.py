@@ -15,12 +15,19 @@ recorded messageId shares the longest word prefix with the request's comes first
 names its messages ``<purpose>-<run>`` sends one text for several purposes; a random id shares no
 word with another), else the first recorded. When nothing matches, :meth:`Matcher.closest`
 names the nearest recording and the first field that differs, for the error message.
+
+``match_on`` (:mod:`capture.hooks`, vcrpy's name): a user's matchers, ``matcher(request,
+recorded)``, each of which must agree before a recorded send may answer; they narrow what the mode
+offers (with ``order`` they alone decide, in recorded order). Why the closest recording was turned
+down (an ``AssertionError``'s message) is kept for the miss's line (:attr:`Matcher.refusals`).
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
+from a2a_tape.capture.hooks import A2ARequest, RequestMatcher, matchers_of, matches
 from a2a_tape.replay.serve.library import Episode, message_text
 from a2a_tape.replay.serve.modes import MatchMode
 from a2a_tape.replay.serve.rpc import RpcRequest
@@ -28,17 +35,41 @@ from a2a_tape.replay.serve.shape import Shape, common_fields, first_difference
 
 
 class Matcher:
-    def __init__(self, episodes: list[Episode], mode: str = "method-text") -> None:
+    def __init__(
+        self,
+        episodes: list[Episode],
+        mode: str = "method-text",
+        match_on: RequestMatcher | Sequence[RequestMatcher] | None = None,
+    ) -> None:
         self.episodes = episodes
         self.mode = MatchMode.of(mode)
+        self.matchers = matchers_of(match_on)
+        self.refusals: dict[int, str] = {}  # episode id -> why a match_on matcher last turned it down
 
-    def _candidates(self, req: RpcRequest, shape: Shape, operation: str) -> list[Episode]:
+    def _agreeing(self, found: list[Episode], asked: A2ARequest | None) -> list[Episode]:
+        """The episodes every ``match_on`` matcher accepts for ``asked`` (all of them without matchers)."""
+        if not self.matchers or asked is None:
+            return found
+        kept = []
+        for ep in found:
+            why = matches(self.matchers, asked, ep.as_request)
+            if why is None:
+                kept.append(ep)
+            else:
+                self.refusals[ep.id] = why
+        return kept
+
+    def _candidates(self, req: RpcRequest, shape: Shape, operation: str, asked: A2ARequest | None) -> list[Episode]:
         if self.mode == "order":
-            return list(self.episodes)
+            return self._agreeing(list(self.episodes), asked)
         key = shape.key
         if self.mode == "strict":
-            return [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key]
-        exact_shape = [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key]
+            return self._agreeing(
+                [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key], asked
+            )
+        exact_shape = self._agreeing(
+            [ep for ep in self.episodes if ep.operation == operation and ep.shape.key == key], asked
+        )
         if exact_shape:  # this very request was recorded: its answer before any other of the same text
             return exact_shape
         text = message_text(req)
@@ -46,6 +77,7 @@ class Matcher:
             same = [ep for ep in self.episodes if not ep.text and ep.shape.key == key]
         else:  # a recorded request the agent refused answers only itself (above)
             same = [ep for ep in self.episodes if ep.text == text and not ep.refused]
+        same = self._agreeing(same, asked)
         exact = [ep for ep in same if ep.operation == operation]
         return exact or same
 
@@ -61,8 +93,9 @@ class Matcher:
         ep.used += 1
         return ep
 
-    def match(self, req: RpcRequest, shape: Shape, operation: str) -> Episode | None:
-        return self._pick(self._candidates(req, shape, operation), _request_message_id(req))
+    def match(self, req: RpcRequest, shape: Shape, operation: str, asked: A2ARequest | None = None) -> Episode | None:
+        """The recorded send that answers ``req``; ``asked``: the request as ``match_on`` sees it."""
+        return self._pick(self._candidates(req, shape, operation, asked), _request_message_id(req))
 
     def match_shape(self, shape: Shape, operation: str) -> Episode | None:
         """A recording of exactly this request (one an a2a-sdk agent refuses: its params

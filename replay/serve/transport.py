@@ -23,13 +23,14 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import anyio
 import httpx
 import msgspec
 
+from a2a_tape.capture.hooks import BeforeRecordAnswer, BeforeRecordRequest, RequestMatcher
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import Faults
 from a2a_tape.replay.serve.library import Library
@@ -153,6 +154,11 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     transport (closing its client) closes it. ``engine=`` shares an engine (and its task state)
     with a replay server: closing the transport then leaves the engine alone, and the transport
     can serve another client.
+
+    ``match_on``, ``before_record_request``, ``before_record_answer``: a user's matcher and
+    before-record hooks (:mod:`capture.hooks`, vcrpy's names); a hook that raised answers the
+    request with a JSON-RPC error naming it (or ends its stream with :class:`capture.hooks.HookError`),
+    and its line is in :attr:`hook_errors`.
     """
 
     def __init__(
@@ -166,6 +172,9 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         record_mode: str = "none",
         upstream: str | None = None,
         push_timing: str = "instant",
+        match_on: RequestMatcher | Sequence[RequestMatcher] | None = None,
+        before_record_request: BeforeRecordRequest | None = None,
+        before_record_answer: BeforeRecordAnswer | None = None,
     ) -> None:
         self._owns_library: Library | None = None
         if engine is None:
@@ -181,10 +190,18 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 record_mode=record_mode,
                 upstream=upstream,
                 push_timing=push_timing,
+                match_on=match_on,
+                before_record_request=before_record_request,
+                before_record_answer=before_record_answer,
             )
         self.engine = engine
         self._portal: _LoopThread | None = None
         self._lock = threading.Lock()
+
+    @property
+    def hook_errors(self) -> list[str]:
+        """One line per user hook that raised (``before_record_*``, ``match_on``)."""
+        return self.engine.hook_errors
 
     async def _handle(self, request: httpx.Request, body: bytes) -> Reply:
         base = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"

@@ -118,6 +118,7 @@ ANNOUNCED = {
     "probe.db": {**DEMO_AGENT, "closed-while-working": 2},  # the streams the probe cut on purpose
     "push.db": DEMO_AGENT,  # the demo agent's task with its pushes
     "push-replay.db": DEMO_AGENT,  # and its replay, pushes included
+    "dropped.db": {"closed-while-working": 1},  # the stream the Recover block's replay drops on purpose
 }
 """What the README announces doctor finds in what it recorded; every other database: nothing."""
 

@@ -158,23 +158,38 @@ def test_the_calls_docs_api_shows_work(tmp_path):
     documented before they existed)."""
     api = (ROOT / "docs" / "api.md").read_text()
     for shown in (
-        "RecordingTransport(db, transport=inner, redact=[...])",
+        "RecordingTransport(db, transport=inner, redact=[...], before_record_request=..., before_record_answer=...)",
         'Faults.parse("drop-after=2")',
-        "ReplayTransport(recording, timing=..., faults=..., match=..., record_mode=..., upstream=...)",
+        "ReplayTransport(recording, timing=..., faults=..., match=..., match_on=..., record_mode=..., upstream=..., "
+        "before_record_request=..., before_record_answer=...)",
         'open_store(location, *, create=True, durability="full", busy_timeout=None, readonly=False)',
     ):
         assert shown in api, shown
     db = tmp_path / "log.db"
     inner = httpx.HTTPTransport()
-    a2a_tape.RecordingTransport(db, transport=inner, redact=["X-Tenant-Pass", "params.metadata.token"]).close()
+    a2a_tape.RecordingTransport(
+        db,
+        transport=inner,
+        redact=["X-Tenant-Pass", "params.metadata.token"],
+        before_record_request=lambda request: request,
+        before_record_answer=lambda answer: answer,
+    ).close()
     faults = a2a_tape.Faults.parse("drop-after=2")
     assert faults.drop_after == 2 and faults.describe() == "drop-after=2"
     with pytest.raises(a2a_tape.A2ATapeError, match="drop-after"):
         a2a_tape.Faults.parse("drop-after=two")
     with a2a_tape.ReplayTransport(
-        db, timing="instant", faults=faults, match="method-text", record_mode="none", upstream=None
+        db,
+        timing="instant",
+        faults=faults,
+        match="method-text",
+        match_on=lambda request, recorded: True,
+        record_mode="none",
+        upstream=None,
+        before_record_request=lambda request: request,
+        before_record_answer=lambda answer: answer,
     ) as replay:
-        assert replay is not None
+        assert replay.hook_errors == []
     with a2a_tape.open_store(db, create=True, durability="full", busy_timeout=None, readonly=False) as st:
         assert st.integrity_check() == "ok"
 
