@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import signal
 import socket
 import threading
@@ -163,10 +165,38 @@ def server(
     tell = on_exit
 
     class Server(uvicorn.Server):
+        _loop: asyncio.AbstractEventLoop | None = None
+        _wake: asyncio.Event | None = None
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             if tell is not None:
                 tell()
             super().handle_exit(sig, frame)
+            self.wake()
+
+        def stop(self) -> None:
+            """Ask it to stop, from any thread: it starts its shutdown at once."""
+            self.should_exit = True
+            self.wake()
+
+        def wake(self) -> None:
+            loop, wake = self._loop, self._wake
+            if loop is not None and wake is not None:
+                with contextlib.suppress(RuntimeError):  # its loop has ended already
+                    loop.call_soon_threadsafe(wake.set)
+
+        async def main_loop(self) -> None:
+            # uvicorn's own loop looks at should_exit every 0.1 s; this one is woken as soon as it is set
+            wake = asyncio.Event()
+            self._loop, self._wake = asyncio.get_running_loop(), wake
+            counter = 0
+            while not await self.on_tick(counter):
+                counter = (counter + 1) % 864000
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), 0.1)
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await _shutdown(self, sockets)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -181,6 +211,37 @@ def server(
                         signal.signal(hup, previous)
 
     return Server(config)
+
+
+async def _shutdown(srv: uvicorn.Server, sockets: list[socket.socket] | None) -> None:
+    """uvicorn's graceful shutdown without its fixed pauses (0.1 s after asking the connections to close,
+    then 0.1 s between looks at them): stop accepting, ask every connection to close, wait until they
+    and their tasks are done (polled every 5 ms, at most the graceful timeout; past it their tasks are
+    cancelled), then the lifespan's shutdown. A test starts and stops hundreds of servers: the pauses
+    were most of what a stop took (0.16-0.18 s each)."""
+    loop = asyncio.get_running_loop()
+    for server in srv.servers:
+        server.close()
+    for sock in sockets or []:
+        sock.close()
+    state = srv.server_state
+    for connection in list(state.connections):
+        connection.shutdown()
+    grace = srv.config.timeout_graceful_shutdown
+    deadline = loop.time() + (math.inf if grace is None else grace)
+    while (state.connections or state.tasks) and not srv.force_exit and loop.time() < deadline:  # noqa: ASYNC110 - uvicorn's state has no event to wait on
+        await asyncio.sleep(0.005)
+    if state.connections or state.tasks:
+        logging.getLogger("uvicorn.error").error(
+            "Cancel %s running task(s), timeout graceful shutdown exceeded", len(state.tasks)
+        )
+        for task in state.tasks:
+            task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+    else:
+        for server in srv.servers:
+            await server.wait_closed()
+    if not srv.force_exit:
+        await srv.lifespan.shutdown()
 
 
 def run(
@@ -227,6 +288,6 @@ def serving(app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, lifespan: L
     try:
         yield url_of(sock)
     finally:
-        srv.should_exit = True
+        srv.stop()  # type: ignore[attr-defined]  # server()'s class
         thread.join(timeout=10)
         sock.close()

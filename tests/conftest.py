@@ -16,26 +16,77 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: one worker more than the cores. The oracles' module fixtures mostly wait (the TCK's
-    timeouts, the agents' sleeps: 4-5 minutes of a worker each at a load under 1), and a third worker on
-    two cores runs the other tests meanwhile."""
-    return (os.cpu_count() or 1) + 1
+    """``-n auto``: two workers more than the cores. The oracles' modules hold a worker each for minutes at a
+    fraction of a core (the old TCK's module used 32 s of CPU in 450-490 s, the other oracles 98 s in 505 s,
+    load 15-26): the two extra workers run the other tests meanwhile."""
+    return (os.cpu_count() or 1) + 2
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under ``-n``: each oracle module on one worker, every other test wherever a worker is free.
+    """Under ``-n``: each oracle module on one worker, the two longest first; elsewhere a few neighbouring
+    tests of one module at a time, wherever a worker is free (:func:`scope_of`).
 
     An oracle runs its suite once per module, in a module-scoped fixture (the TCK's nine runs, the JS SDK,
     opencode-a2a); a module split across two workers ran it on each. xdist's ``--dist loadgroup`` would do
     this from ``xdist_group`` marks, but it names an item's group by rewriting ``item._nodeid``, which pytest 9
-    no longer reads (xdist 3.8): the groups are made here, from the node id, with the scheduler it uses."""
+    no longer reads (xdist 3.8): the groups are made here, from the node id, with the scheduler it uses. The
+    scopes go out in collection order (:func:`pytest_collection_modifyitems` puts the longest oracles first),
+    not xdist's largest-scope-first, which would send the old TCK's module (7 tests, 4-8 minutes) out after
+    every full chunk."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class OracleModulesTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid.split("::", 1)[0] if nodeid.startswith("tests/oracles/") else nodeid
+            return scope_of(nodeid, self.collection or [])
 
     return OracleModulesTogether(config, log)
+
+
+ORACLES_FIRST = ("tests/oracles/test_tck.py", "tests/oracles/test_tck1.py")
+"""The oracle modules that hold a worker longest (the old TCK 4-8 minutes, TCK 1.0 2-3), longest first: they
+start at once, never last. The other oracles (a minute or two each) keep their place."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """:data:`ORACLES_FIRST` first, every other test after them in its own order."""
+
+    def rank(item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return ORACLES_FIRST.index(path) if path in ORACLES_FIRST else len(ORACLES_FIRST)
+
+    items.sort(key=rank)  # stable: each module's own order kept
+
+
+CHUNK = 12
+"""Neighbouring tests of one module a worker takes together (outside tests/oracles/). One test at a time spread
+each module over every worker, and each worker built the module's fixtures (a Chromium, a recorded agent, a
+served log) again."""
+
+_chunks: dict[str, str] = {}
+
+
+def scope_of(nodeid: str, collection: list[str]) -> str:
+    """The xdist scope of a test: an oracle module whole; elsewhere its run of neighbours (:func:`chunks`)."""
+    module = nodeid.split("::", 1)[0]
+    if module.startswith("tests/oracles/"):
+        return module
+    if nodeid not in _chunks:
+        _chunks.update(chunks(collection))
+    return _chunks.get(nodeid, nodeid)
+
+
+def chunks(collection: list[str]) -> dict[str, str]:
+    """Each test's run of :data:`CHUNK` neighbouring tests of its module (``MODULE::K``): the module's
+    fixtures built once per run, units small enough to keep the workers even."""
+    seen: dict[str, int] = {}
+    out: dict[str, str] = {}
+    for item in collection:
+        module = item.split("::", 1)[0]
+        k = seen[module] = seen.get(module, -1) + 1
+        out[item] = f"{module}::{k // CHUNK}"
+    return out
 
 
 class Agent:

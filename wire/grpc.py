@@ -28,6 +28,7 @@ import msgspec
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.methods import METHODS
 from a2a_tape.wire import a2a_errors as errors
+from a2a_tape.wire import grpc_json
 
 SERVICE = "lf.a2a.v1.A2AService"
 PREFIX = f"/{SERVICE}/"
@@ -156,6 +157,10 @@ def message_json(message: Any, notes: list[str] | None = None) -> bytes:
     """The JSON mapping of a message object (what a client's stub hands over): :func:`to_json`
     without the parse. A message that has no JSON mapping even so (a timestamp out of range)
     raises :class:`NotTheMessage`: never an exception of protobuf's into a caller."""
+    try:  # json_format's mapping from a plan made once per message type (wire.grpc_json: equal output)
+        return _json.encode(grpc_json.to_dict(message))
+    except Exception:  # noqa: BLE001 - anything the plan does not cover: json_format below says what it is
+        pass
     from google.protobuf import json_format
 
     try:

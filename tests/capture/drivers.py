@@ -82,6 +82,16 @@ def cli(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> subprocess.Comp
     return subprocess.run([CLI, *args], cwd=cwd, capture_output=True, timeout=timeout, env=env)
 
 
+SILENT_WAIT = 1.5
+"""Seconds a path waits for the silent agent (its timeout options set to it): the answer never comes, so a short
+wait proves what a long one does. The other modes keep the usual timeouts, which a loaded machine needs."""
+
+
+def waits(mode: str, usual: float) -> float:
+    """The timeout a path is given for ``mode``: :data:`SILENT_WAIT` for the silent agent, else ``usual``."""
+    return SILENT_WAIT if mode.startswith("silent") else usual
+
+
 CLIENT_MAX = 80 * 1024 * 1024  # a client stops reading an answer longer than this (past every limit of ours)
 
 
@@ -125,10 +135,10 @@ def run_record(base: str, mode: str, cwd: Path, *extra: str, binding: str = "jso
     t0 = time.monotonic()
     if binding == REST:
         mode, extra = f"{mode}/rest", ("--binding", REST, *extra)
-    # a silent agent is named by the stall watch in 3 s; a body without end by the reader's limit, which a
+    # a silent agent is named by the stall watch in SILENT_WAIT; a body without end by the reader's limit, which a
     # loaded machine takes longer than 3 s to reach (an event still arriving is no progress: the stall fired
     # first, once in CI's newest-release slice), so those get a stall watch that waits past the limit
-    stall = "20" if mode.startswith("endless") else "3"
+    stall = "20" if mode.startswith("endless") else str(waits(mode, 3))
     r = cli(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", stall, *extra], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
@@ -137,7 +147,8 @@ def run_probe(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outc
     db = cwd / "tape.db"
     mode = f"{mode}/rest" if binding == REST else mode  # the card lists HTTP+JSON only: probe takes it
     t0 = time.monotonic()
-    r = cli(["probe", secret_url(base, mode), "--db", str(db), "--timeout", "3", "--token", "SEKRET-TOKEN"], cwd)
+    wait = str(waits(mode, 3))
+    r = cli(["probe", secret_url(base, mode), "--db", str(db), "--timeout", wait, "--token", "SEKRET-TOKEN"], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
 
@@ -150,7 +161,7 @@ def _transport_sync(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -
     at, route, body, headers = _stream_call(mode, binding)
 
     def call() -> bytes:
-        with httpx.Client(transport=transport, timeout=httpx.Timeout(5.0)) as http:
+        with httpx.Client(transport=transport, timeout=httpx.Timeout(waits(mode, 5.0))) as http:
             with http.stream("POST", secret_url(base, at, route), content=body, headers=headers) as resp:
                 return _at_most(resp.iter_bytes())
 
@@ -167,7 +178,7 @@ def _transport_async(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") 
 
     async def call() -> bytes:
         transport = RecordingTransport(db, redactor=build_redactor(directory=cwd))
-        async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5.0)) as http:
+        async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(waits(mode, 5.0))) as http:
             async with http.stream("POST", secret_url(base, at, route), content=body, headers=headers) as resp:
                 return await _at_most_async(resp.aiter_bytes())
 
@@ -198,7 +209,7 @@ def _serve(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome
             redactor=build_redactor(directory=cwd),
         )
         assert engine.forwarder is not None
-        engine.forwarder.first_byte = 3.0
+        engine.forwarder.first_byte = waits(mode, 3.0)
         with serve_app(create_app(engine)) as url:
             got, error = _client_read(lambda: _post_stream(f"{url}/{route}?api_key=SEKRET-QUERY", body, headers))
     finally:
@@ -208,7 +219,7 @@ def _serve(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome
 
 
 @contextlib.contextmanager
-def _proxy(upstream: str, db: Path, cwd: Path) -> Iterator[str]:
+def _proxy(upstream: str, db: Path, cwd: Path, first_byte: float = 5.0) -> Iterator[str]:
     from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
 
     st = store.open_store(db, durability="normal")
@@ -219,7 +230,7 @@ def _proxy(upstream: str, db: Path, cwd: Path) -> Iterator[str]:
             recover_on_start=False,
             durability="normal",
             redactor=build_redactor(directory=cwd),
-            first_byte_timeout=5.0,  # as record gets --stall-timeout 3: the silent upstream is named in time
+            first_byte_timeout=first_byte,  # 5 s, as record gets --stall-timeout 3: the silent upstream named in time
         ),
     )
     try:
@@ -239,7 +250,7 @@ def run_proxy(base: str, mode: str, cwd: Path, agent=None, binding: str = "jsonr
     _, route, body, headers = _stream_call(mode, binding)
     with serve_app((agent or RawFaultAgent()).root_app(mode)) as root:
         host = root.split("://", 1)[1]
-        with _proxy(f"http://alice:SEKRET-PW@{host}", db, cwd) as url:
+        with _proxy(f"http://alice:SEKRET-PW@{host}", db, cwd, waits(mode, 5.0)) as url:
             got, error = _client_read(lambda: _post_stream(f"{url}/{route}?api_key=SEKRET-QUERY", body, headers))
     return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
 
@@ -282,16 +293,16 @@ def run_recover(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Ou
         )
     finally:
         st.close()
-    r = cli(["recover", "--db", str(db), "--stall-timeout", "3"], cwd)
+    r = cli(["recover", "--db", str(db), "--stall-timeout", str(waits(mode, 3))], cwd)
 
     async def stream() -> None:
         st2 = store.open_store(db)
         try:
             async with httpx.AsyncClient() as http, store.GroupCommitWriter(st2) as writer:
                 up = Upstream(st2, secret_url(base, at), http, writer, redactor=build_redactor(directory=cwd))
-                up.call_timeout = 3.0
+                up.call_timeout = waits(mode, 3.0)
                 req = send_request("1.0" if binding == REST else "0.3", "hi", stream=True)
-                await up.stream(req, secret_url(base, at), None, stall=3.0, binding=client_of(binding))
+                await up.stream(req, secret_url(base, at), None, stall=waits(mode, 3.0), binding=client_of(binding))
         finally:
             st2.close()
 

@@ -15,6 +15,8 @@ gRPC answer is kept in the log as each message's JSON mapping, and the client ge
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -92,27 +94,49 @@ def _redirect_kept(db: Path) -> bool:
         st.close()
 
 
-def _leaks(out: Outcome, workdir: Path) -> list[str]:
+def _leaks(out: Outcome, workdir: Path, *, installed: bool) -> list[str]:
     blobs = {"printed": out.printed, "db": out.db.read_bytes()}
     wal = out.db.with_name(out.db.name + "-wal")
     if wal.exists():
         blobs["wal"] = wal.read_bytes()
+    run = _installed if installed else _in_process
     for fmt in ("jsonl", "har", "mermaid", "html"):
-        r = cli(["export", "--all", "--format", fmt, "--db", str(out.db)], workdir)
-        assert r.returncode == 0, r.stderr
-        blobs[f"export {fmt}"] = r.stdout + r.stderr
+        code, printed = run(["export", "--all", "--format", fmt, "--db", str(out.db)], workdir)
+        assert code == 0, printed
+        blobs[f"export {fmt}"] = printed
     for name in ("show", "tasks"):
         args = [name, "t-1", "--json", "--db", str(out.db)] if name == "show" else [name, "--db", str(out.db)]
-        r = cli(args, workdir)
-        blobs[name] = r.stdout + r.stderr
+        blobs[name] = run(args, workdir)[1]
     return sorted({f"{s} in {where}" for where, blob in blobs.items() for s in ALL_SECRETS if s.encode() in blob})
+
+
+def _installed(args: list[str], cwd: Path) -> tuple[int, bytes]:
+    """A command run by the installed console script in ``cwd``: (exit code, what it printed)."""
+    r = cli(args, cwd)
+    return r.returncode, r.stdout + r.stderr
+
+
+def _in_process(args: list[str], cwd: Path) -> tuple[int, bytes]:
+    """An inspection command run by ``cli.app`` in this process, in ``cwd``: (exit code, what it printed)."""
+    from typer.testing import CliRunner
+
+    from a2a_tape.cli import app
+
+    with contextlib.chdir(cwd):
+        result = CliRunner().invoke(app, args, env={k: None for k in os.environ if k.startswith("A2A_TAPE")})
+    return result.exit_code, result.output.encode()
+
+
+INSTALLED_CLI_READS = "record"
+"""The path whose recording the installed console script exports and shows (a subprocess each); the other
+paths' recordings are read by the same commands in this process (what they print is the same code's)."""
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_no_secret_on_disk_or_printed(raw_agent, path, workdir):
     _pending("secret", path, "secret")
     out = _run(raw_agent, path, "secret", workdir)
-    assert _leaks(out, workdir) == []
+    assert _leaks(out, workdir, installed=path == INSTALLED_CLI_READS) == []
 
 
 @pytest.mark.parametrize("mode", BYTE_MODES)

@@ -279,34 +279,51 @@ def run_three_ways(install: Install, categories: Iterable[str], workdir: Path) -
     recording; then (c) against ``a2a-tape serve`` over a copy of that recording, ``--record-mode
     new_episodes --upstream`` the proxied agent (which still holds the tasks it ran).
 
-    Each set-up has an agent of its own so that ListTasks sees only that run's tasks. (a) and (b) run the
-    categories of ``PARALLEL_SAFE`` at the same time (the mandatory tests mostly wait), the others in turn.
+    Each set-up has an agent of its own so that ListTasks sees only that run's tasks. A category of
+    ``PARALLEL_SAFE`` (the mandatory tests: they mostly wait) runs beside another run; the others one run at a
+    time. The proxy records every category first (a) and (b) of the safe ones at once; then serve replays
+    them in the same order while (a) runs the other categories beside serve's safe ones: (a) needs nothing of
+    the recording, and serve's mandatory run (most of its time) no longer waits for it.
     """
     import concurrent.futures
 
     from tests.oracles import tape
 
     categories = tuple(categories)
+    safe = [c for c in categories if c in PARALLEL_SAFE]
+    rest = [c for c in categories if c not in PARALLEL_SAFE]
     workdir.mkdir(parents=True, exist_ok=True)
     recording = workdir / "proxy.db"
     replayed = workdir / "serve.db"
-    direct, proxied = Run("direct", ""), Run("proxy", "")
-    with tck_agent() as direct_url, tck_agent() as proxied_url:
+    direct, proxied, replay = Run("direct", ""), Run("proxy", ""), Run("serve", "")
+
+    def into(run: Run, part: Run) -> None:
+        run.outcomes.update(part.outcomes)
+        run.seconds.update(part.seconds)
+
+    with (
+        tck_agent() as direct_url,
+        tck_agent() as proxied_url,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        direct.url = direct_url
         with tape.proxy(proxied_url, recording, workdir / "proxy.stderr") as proxy:
-            direct.url, proxied.url = direct_url, proxy.url
-            with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                for category in categories:
-                    jobs = [(direct, direct_url), (proxied, proxy.url)]
-                    if category in PARALLEL_SAFE:
-                        futures = [pool.submit(run_tck, install, r.name, u, (category,), workdir) for r, u in jobs]
-                        parts = [f.result() for f in futures]
-                    else:
-                        parts = [run_tck(install, r.name, u, (category,), workdir) for r, u in jobs]
-                    for run, part in zip((direct, proxied), parts):
-                        run.outcomes.update(part.outcomes)
-                        run.seconds.update(part.seconds)
+            proxied.url = proxy.url
+            for category in safe:  # (a) and (b) at once
+                sides = ((direct, direct_url), (proxied, proxy.url))
+                futures = [pool.submit(run_tck, install, r.name, u, (category,), workdir) for r, u in sides]
+                for run, future in zip((direct, proxied), futures):
+                    into(run, future.result())
+            for category in rest:
+                into(proxied, run_tck(install, proxied.name, proxy.url, (category,), workdir))
         _copy_db(recording, replayed)
         extra = ("--record-mode", "new_episodes", "--upstream", proxied_url)
         with tape.serve(replayed, workdir / "serve.stderr", *extra) as served:
-            replay = run_tck(install, "serve", served.url, categories, workdir)
+            replay.url = served.url
+            beside = pool.submit(run_tck, install, direct.name, direct_url, rest, workdir)  # one after another
+            for category in safe:
+                into(replay, run_tck(install, replay.name, served.url, (category,), workdir))
+            into(direct, beside.result())
+            for category in rest:  # in the order the proxy recorded them
+                into(replay, run_tck(install, replay.name, served.url, (category,), workdir))
     return direct, proxied, replay

@@ -138,3 +138,61 @@ def test_sigterm_ends_every_server_with_exit_0(tmp_path, server):
             proc.wait()
     assert proc.returncode == 0, rest
     assert len(rest.strip().splitlines()) <= 1 and "Traceback" not in rest, rest
+
+
+def test_a_stop_lets_the_answer_under_way_end_then_runs_the_lifespan_shutdown():
+    """``serving`` (every in-process server: the demo agent, the tests' agents and proxies) stops without
+    uvicorn's fixed pauses (recorder/listen.py ``_shutdown``), and still gracefully: asked to stop while an
+    answer is under way, it takes no new connection, the answer ends whole, and the app's lifespan
+    shutdown runs after it."""
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    import httpx
+
+    from a2a_tape.recorder.listen import serving
+
+    said: list[str] = []
+    begun, release = threading.Event(), threading.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                said.append(message["type"])
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"half ", "more_body": True})
+        begun.set()
+        await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
+        await send({"type": "http.response.body", "body": b"and the rest"})
+        said.append("answered")
+
+    server = serving(app, lifespan="on")
+    url = server.__enter__()
+    port = int(url.rsplit(":", 1)[1])
+    got: list[bytes] = []
+    client = threading.Thread(target=lambda: got.append(httpx.get(url, timeout=10).content))
+    client.start()
+    assert begun.wait(10)
+    stopper = threading.Thread(target=server.__exit__, args=(None, None, None))
+    stopper.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # polling for the condition: the listening socket is closed
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            break
+        time.sleep(0.005)
+    else:
+        raise AssertionError("the server still took connections after it was asked to stop")
+    release.set()
+    client.join(10)
+    stopper.join(10)
+    assert not stopper.is_alive()
+    assert got == [b"half and the rest"]
+    assert said == ["lifespan.startup", "answered", "lifespan.shutdown"]

@@ -1,0 +1,110 @@
+"""Instructions the gRPC proxy spends per relayed message (valgrind's callgrind, every thread of it).
+
+A figure that does not move with the machine's load (docs/performance.md sections 13 and 18): the real
+``a2a-tape proxy --grpc-listen`` runs under ``valgrind --tool=callgrind`` in front of the synthetic gRPC
+agent of :mod:`benchmarks.grpc_parts` (artifact updates as fast as the stream takes them); one stream
+of ``--warm`` messages warms the connection and the plans, then the counters are zeroed
+(``callgrind_control -z``), one stream of ``--messages`` is relayed, and the counters are dumped
+(``callgrind_control -d``): the dump's total over the messages.
+
+    .venv/bin/python benchmarks/grpc_instructions.py [--messages 2010] [--durability full]
+    .venv/bin/python benchmarks/grpc_instructions.py --code /tmp/main-tree   # another tree's proxy
+
+``--code DIR`` runs the proxy of another checkout of this repository (its ``a2a_tape`` first on
+``sys.path``, this venv's libraries): a before/after pair in one run, on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import grpc_parts  # noqa: E402 - after the path
+
+
+def _total(dump: Path) -> int:
+    """The instructions of a callgrind dump (its ``totals:``/``summary:`` line)."""
+    for line in dump.read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise SystemExit(f"no totals in {dump}")
+
+
+def measure(code: Path, messages: int, warm: int, durability: str, keep: Path | None = None) -> int:
+    upstream = grpc_parts.serve_upstream()
+    client = grpc_parts.Client()
+    with tempfile.TemporaryDirectory(prefix="a2a-tape-cg-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        argv = ["proxy", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
+        argv += ["--grpc-upstream", upstream, "--db", str(Path(tmp) / "tape.db"), "--durability", durability]
+        argv += ["--no-recover"]
+        proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no", "--quiet"]
+            + [sys.executable, "-c", "from a2a_tape.cli import main; main()", *argv],
+            cwd=code,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        target: list[str] = []
+        seen = threading.Event()
+
+        def watch() -> None:
+            assert proc.stderr is not None
+            for raw in proc.stderr:
+                m = re.search(r"gRPC on (127\.0\.0\.1:\d+)", raw.decode(errors="replace"))
+                if m and not target:
+                    target.append(m.group(1))
+                    seen.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        try:
+            if not seen.wait(600):
+                raise SystemExit("the proxy did not start under valgrind")
+            client.throughput(target[0], warm)
+            subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
+            client.throughput(target[0], messages)
+            subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
+            dumps: list[Path] = []
+            for _ in range(600):  # the dump is written when valgrind next runs the proxy's threads
+                dumps = sorted(Path(tmp).glob("callgrind.out.*"))
+                if dumps:
+                    break
+                time.sleep(0.1)
+            if not dumps:
+                raise SystemExit("callgrind wrote no dump")
+            if keep is not None:  # for callgrind_annotate: where the instructions go
+                shutil.copyfile(dumps[-1], keep)
+            return _total(dumps[-1])
+        finally:
+            proc.terminate()
+            proc.wait(timeout=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose proxy runs (default: this one)")
+    ap.add_argument("--messages", type=int, default=2010, help="messages of the measured stream")
+    ap.add_argument("--warm", type=int, default=210, help="messages of the warming stream")
+    ap.add_argument("--durability", choices=["full", "normal"], default="full")
+    ap.add_argument("--keep", type=Path, help="copy the dump here (callgrind_annotate --inclusive=yes reads it)")
+    args = ap.parse_args()
+    total = measure(args.code.resolve(), args.messages, args.warm, args.durability, args.keep)
+    relayed = args.messages + 10  # grpc_parts.Client.throughput opens each stream with a call of 10
+    sys.stdout.write(
+        f"{args.code}: {total:,} instructions for {relayed:,} messages in 2 calls, "
+        f"{total / relayed / 1000:,.0f} K per relayed message (durability {args.durability})\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
