@@ -36,7 +36,7 @@ import contextlib
 import math
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -72,6 +72,9 @@ from a2a_tape.recorder.proxy.push_configs import PUSH_PATH, restore, rewrite
 from a2a_tape.recorder.proxy.server import Proxy, ProxyConfig
 from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire.http_client import MAX_BODY
+
+if TYPE_CHECKING:
+    from a2a_tape.store.writer import Writes
 
 MAX_MESSAGE = MAX_BODY
 """The largest answer message the proxy takes from the agent (an answer that is not a stream, over HTTP, has the
@@ -396,16 +399,7 @@ class GrpcProxy:
     ) -> None:
         ex_id = gc.cap.exchange_id
         assert ex_id is not None
-        end = gc.end_writes(
-            self.core.store,
-            relay.outcome,
-            code=relay.code,
-            details=relay.details,
-            initial=relay.initial,
-            trailers=relay.trailers,
-            error=relay.error,
-            also=self.core.key_fate(settle_key, release, gc.cap),
-        )
+        end = relay.end_writes(self.core.store, also=self.core.key_fate(settle_key, release, gc.cap))
         try:
             await anyio.to_thread.run_sync(self.core.settle, gc.cap, end)
         except Exception as exc:
@@ -448,14 +442,7 @@ class GrpcProxy:
             )
             relay.outcome = "error"
         finally:
-            end = gc.end_writes(
-                self.core.store,
-                relay.outcome,
-                code=relay.code,
-                details=relay.details,
-                initial=relay.initial,
-                trailers=relay.trailers,
-            )
+            end = relay.end_writes(self.core.store)
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await anyio.to_thread.run_sync(self.core.settle, gc.cap, end)
             self.core.row_settled(ex_id)
@@ -488,6 +475,21 @@ class _Relay:
         self.received = 0
         self.outcome: Any = "error"
         self.error: str | None = None
+
+    def end_writes(
+        self, log: store.RecordingStore, also: Callable[[], object] | None = None
+    ) -> Writes[dict[str, object] | None]:
+        """The call's row ended with what the relay ended with (:meth:`GrpcCapture.end_writes`)."""
+        return self.gc.end_writes(
+            log,
+            self.outcome,
+            code=self.code,
+            details=self.details,
+            initial=self.initial,
+            trailers=self.trailers,
+            error=self.error,
+            also=also,
+        )
 
     async def run(self, call: Any, first_byte: float, read: float) -> None:
         with anyio.fail_after(first_byte):
