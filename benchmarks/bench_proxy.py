@@ -87,6 +87,9 @@ GRPC_OWN_FIRST_MS = 1.0  # the gRPC proxy's own share of the first message, over
 OTLP_TARGET = 0.95  # proxy --otlp-endpoint / proxy, exchanges per second and one stream's events (issue 34)
 
 
+PUSH_HOOKS: list[str] = []  # webhook URLs the synthetic upstream was given (the proxy's receiver, rewritten)
+
+
 def upstream_app(base: list[str]) -> Starlette:
     """``many N`` in the message text -> N items (task id from a counter), in 64-item writes."""
     counter = iter(range(1 << 30))
@@ -96,6 +99,8 @@ def upstream_app(base: list[str]) -> Starlette:
 
     async def rpc(request: Request) -> Response:
         body = await request.body()
+        if b'"pushNotificationConfig"' in body:  # the push row: the receiver's URL the proxy gave the agent
+            PUSH_HOOKS.append(re.search(rb'"url":"([^"]+)"', body).group(1).decode())
         n = int(re.search(rb"many (\d+)", body).group(1))
         tid = f"bench-{next(counter)}".encode()
         item = REST_ITEM if request.url.path.endswith("/message:stream") else ITEM
@@ -355,9 +360,15 @@ def main() -> int:
         help="--otlp-endpoint row: short streams per side and round (0: skip)",
     )
     ap.add_argument(
+        "--pushes",
+        type=int,
+        default=300,
+        help="push row: pushes through the proxy's receiver, alternated with the same posted to the webhook (0: skip)",
+    )
+    ap.add_argument(
         "--only",
-        choices=("otlp",),
-        help="run one row alone: otlp, the --otlp-endpoint row (its exit status is that row's target)",
+        choices=("otlp", "push"),
+        help="run one row alone: otlp, the --otlp-endpoint row (its exit status is that row's target); push, the push row",
     )
     ap.add_argument("--floor-serve", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--grpc-floor-serve", nargs=4, help=argparse.SUPPRESS)
@@ -374,6 +385,9 @@ def main() -> int:
         uvicorn.run(floor_app(up, Path(db), durability), host="127.0.0.1", port=int(port), log_level="warning")
         return 0
 
+    if args.only == "push":
+        push_row(serve_upstream(), args)
+        return 0
     if args.only == "otlp":
         upstream = serve_upstream()
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -460,6 +474,8 @@ def main() -> int:
                 grpc_rows["sdk"] = grpc_parts.sdk_ratio(tmp, args.sdk_events, args.durability)
 
     otlp_ok = otlp_row(upstream, args) if args.otlp_exchanges else True
+    if args.pushes:
+        push_row(upstream, args)
     med = statistics.median
     ratio = med(proxy_tp) / med(direct_tp)
     added_ms = (med(proxy_first) - med(direct_first)) * 1000
@@ -519,6 +535,52 @@ def collector_stand_in() -> str:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def push_row(upstream: str, args: argparse.Namespace) -> None:
+    """A push through the proxy's receiver (its row and its note in one durable commit, then forwarded
+    to the client's webhook, the row ended) against the same push posted to the webhook directly,
+    alternated push by push: median latency, and the proxy's CPU per push. Reported, not a target
+    (issue 33: a push adds one durable commit before it is forwarded, as a stream's first item does)."""
+    from a2a_tape.wire.push_configs import TOKEN_HEADER
+
+    webhook = collector_stand_in()  # any POST answered 200 at once: the client's webhook
+    send = (
+        b'{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":"push-1","role":"user",'
+        b'"kind":"message","parts":[{"kind":"text","text":"many 1"}]},'
+        b'"configuration":{"pushNotificationConfig":{"url":"%s/hook","token":"tok"}}}}' % webhook.encode()
+    )
+    push = b'{"statusUpdate":{"taskId":"bench-push","contextId":"c-push","status":{"state":"TASK_STATE_WORKING"}}}'
+    headers = {"content-type": "application/json", TOKEN_HEADER: "tok"}
+    times: dict[str, list[float]] = {"direct": [], "proxy": []}
+    with tempfile.TemporaryDirectory() as tmp, client() as http:
+        commit = fsync_ms(tmp)
+        proxy = Proxy(upstream, Path(tmp) / "push.db", args.durability)
+        try:
+            PUSH_HOOKS.clear()
+            http.post(proxy.url + "/", content=send, headers={"content-type": "application/json"}).raise_for_status()
+            assert PUSH_HOOKS and PUSH_HOOKS[-1].startswith(proxy.url), PUSH_HOOKS  # the webhook was rewritten
+            targets = {"direct": webhook + "/hook", "proxy": PUSH_HOOKS[-1]}
+            for url in targets.values():  # warm-up: connections, the receiver's first row
+                http.post(url, content=push, headers=headers).raise_for_status()
+            cpu = 0.0
+            for i in range(args.pushes):
+                for side in ("direct", "proxy") if i % 2 == 0 else ("proxy", "direct"):
+                    c0, t0 = proxy.cpu(), time.perf_counter()
+                    http.post(targets[side], content=push, headers=headers).raise_for_status()
+                    times[side].append(time.perf_counter() - t0)
+                    if side == "proxy":
+                        cpu += proxy.cpu() - c0
+        finally:
+            proxy.stop()
+    med = statistics.median
+    direct, through = med(times["direct"]) * 1e3, med(times["proxy"]) * 1e3
+    print(
+        f"push through the proxy's receiver ({args.pushes} pushes, alternated with the same push posted to the "
+        f"webhook directly, durability {args.durability}): {through:.2f} ms against {direct:.2f} ms -> adds "
+        f"{through - direct:.2f} ms (one durable commit on this disk now: {commit:.2f} ms); proxy CPU "
+        f"{cpu / args.pushes * 1e3:.2f} ms/push (reported, not a target)"
+    )
 
 
 def otlp_row(upstream: str, args: argparse.Namespace) -> bool:
