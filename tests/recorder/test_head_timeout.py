@@ -108,8 +108,10 @@ def test_a_half_sent_request_head_is_dropped_within_the_bound(kind, tape_db, tmp
         stalled.append(sockets.enter_context(_answered_then_half(address)))
         silent = sockets.enter_context(socket.create_connection(address, timeout=SLACK))  # connects, sends nothing
         stalled.append(silent)
-        # the stalled ones hold no worker: the server answers at once
-        assert httpx.get(url + "/.well-known/agent-card.json", timeout=SLACK).status_code in (200, 401)
+        # the stalled ones hold no worker: the server answers at once (the ui answers 404 outside its
+        # random path prefix: an answer all the same)
+        answered = (404,) if kind == "ui" else (200, 401)
+        assert httpx.get(url + "/.well-known/agent-card.json", timeout=SLACK).status_code in answered
         deadline = time.monotonic() + BOUND + SLACK
         kept = [n for n, sock in enumerate(stalled) if not _closed_by(sock, deadline)]
         assert not kept, f"{len(kept)} of {len(stalled)} stalled connections still open after {BOUND + SLACK:g} s"
