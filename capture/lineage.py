@@ -17,7 +17,8 @@ dialect or binding) and whose request carried no valid ``traceparent``:
    (``reference_task_ids``); *c*'s message carries *p*'s ``contextId`` (``context_id``); *c* carries
    *p*'s message id (``message_id``: the caller passed the message on); else, for ``timing`` alone, *c*
    was recorded by a proxy (the request came to an agent's door), on the same host as *p* (one clock),
-   and ended no later than *p*.
+   and ended no later than *p* (within :data:`END_SLACK`: each proxy stamps a row's end when it has
+   relayed the last bytes, and the outer agent may answer as soon as it has the inner answer).
 3. The first basis with candidates decides. Among them, the innermost: the one that began last (in a
    chain A -> B -> C, when C is called both A's and B's exchanges are open; B's began last). When two of
    them are at the same agent for different tasks, the log cannot say which session made the call: no
@@ -42,6 +43,11 @@ from a2a_tape.wire.trace_context import INJECTED_HEADER, ExchangeTrace, of_heade
 
 BASES: Final = ("reference_task_ids", "context_id", "message_id", "timing")
 """The kinds of evidence an inferred link rests on, strongest first."""
+
+END_SLACK: Final = 1.0
+"""Seconds a call's end may be stamped after its caller's and still count as nested (``timing``): the
+inner hop's proxy sees its stream's last bytes only after the outer agent has them, so under load it
+can stamp its row's end tens of milliseconds after the outer hop's proxy stamps its own."""
 
 _CALLS: Final = frozenset({"send", "stream"})
 _WORKING: Final = frozenset({"send", "stream", "resubscribe"})
@@ -182,7 +188,7 @@ def _evidence(c: _Row, p: _Row) -> str:
         c.role == "proxy"
         and c.host is not None
         and c.host == p.host
-        and (p.ended is None or (c.ended is not None and c.ended <= p.ended))
+        and (p.ended is None or (c.ended is not None and c.ended <= p.ended + END_SLACK))
     ):
         return "timing"
     return ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -148,7 +149,7 @@ def _chain(
             proxies.insert(0, proxy)
             next_url = proxy.url
         watches = [SettleWatch(p.proxy) for p in proxies]
-        for _ in range(rounds):
+        for n in range(rounds):
             body, headers = send_body("start", dialect="1.0")
             if client_header:
                 headers["traceparent"] = client_header
@@ -158,8 +159,29 @@ def _chain(
                 body = json.dumps(doc).encode()
             with httpx.stream("POST", proxies[0].url + "/", content=body, headers=headers, timeout=30) as r:
                 read_sse(r)
+            # runs one after another, as the test means: the next starts once every hop's row of this one is
+            # ended (the client has its answer before the inner proxies stamp their rows' ends; under load
+            # that lag let a run begin while the last one's rows were still open, and timing joined them)
+            _wait_ended(db_path, 3 * (n + 1))
         for w in watches:
             w.wait(rounds)
+
+
+def _wait_ended(db_path, sends: int, timeout: float = 30.0) -> None:
+    """Until the log holds ``sends`` ended SendStreamingMessage rows (a condition polled, with a timeout)."""
+    from a2a_tape import store
+
+    deadline = time.monotonic() + timeout
+    while True:
+        st = store.open_for_reading(str(db_path))
+        try:
+            ended = [e for e in st.exchanges() if e.rpc_method == "SendStreamingMessage" and e.ended_at is not None]
+        finally:
+            st.close()
+        if len(ended) >= sends:
+            return
+        assert time.monotonic() < deadline, f"{len(ended)} of {sends} streamed sends ended in {timeout:g} s"
+        time.sleep(0.02)  # polling the condition above, not a wait for something to happen
 
 
 def _link_attrs(span: dict) -> list[dict]:
@@ -279,10 +301,11 @@ def _cli_chain(db: str, passes: str, rounds: int, flags: str, tmp_path) -> None:
             )
             stack.callback(lambda p=proxy: p.stop() == 0 or pytest.fail(p.text))
             first = next_url = "http://" + proxy.text.split("http://", 1)[1].split()[0].rstrip("/")
-        for _ in range(rounds):
+        for n in range(rounds):
             body, headers = send_body("start", dialect="1.0")
             with httpx.stream("POST", f"{first}/", content=body, headers=headers, timeout=30) as r:
                 read_sse(r)
+            _wait_ended(db, 3 * (n + 1))  # one run after another (as _chain)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.capture.lineage import TRACE_EXTENSION, carried, infer
+from a2a_tape.capture.lineage import END_SLACK, TRACE_EXTENSION, carried, infer
 from a2a_tape.store import Exchange
 
 
@@ -46,8 +46,10 @@ def test_what_is_not_joined():
     assert infer(clients) == {}  # timing alone needs the call to have come to an agent's door (a proxy)
     hosts = [_ex(1, "A", 1, 0.0, 10.0, host="x"), _ex(2, "B", 2, 1.0, 2.0, host="y")]
     assert infer(hosts) == {}  # timing alone needs one clock
-    outlives = [_ex(1, "A", 1, 0.0, 2.0), _ex(2, "B", 2, 1.0, 3.0)]
+    outlives = [_ex(1, "A", 1, 0.0, 2.0), _ex(2, "B", 2, 1.0, 2.0 + END_SLACK + 0.5)]
     assert infer(outlives) == {}  # timing alone needs the call to end inside the caller's exchange
+    lagged = [_ex(1, "A", 1, 0.0, 2.0), _ex(2, "B", 2, 1.0, 2.0 + END_SLACK / 2)]
+    assert infer(lagged)[2].basis == "timing"  # an inner end stamped a little after the caller's: inside
     two = [_ex(1, "A1", 1, 0.0, 10.0), _ex(2, "A2", 1, 0.5, 10.0), _ex(3, "B", 2, 1.0, 2.0)]
     assert infer(two) == {}  # two sessions open at agent 1: which one called is not in the log
     same_agent = [_ex(1, "A", 1, 0.0, 10.0), _ex(2, "B", 1, 1.0, 2.0)]
