@@ -20,7 +20,7 @@ import msgspec
 from a2a_tape.fold.codes import CHECKS as _CODES
 from a2a_tape.fold.codes import FROM_FOLD
 from a2a_tape.fold.fold import TaskFold
-from a2a_tape.fold.profiles import channel_of, crossed_channel, is_answer_channel
+from a2a_tape.fold.profiles import channels_of, crossed_channel, is_answer_channel
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.push_checks import check_pushes
 from a2a_tape.inspection.steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
@@ -191,12 +191,13 @@ def _stopped_by_user(steps: Sequence[Step], after: int) -> int | None:
 def _check_artifacts(task_id: str, upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
     channels: dict[str, dict[str, list[int]]] = {}
     closed: dict[str, bool] = {}
+    channel = channels_of(task_id)
     for s in upstream:
         body = s.item.body
         if not isinstance(body, ArtifactUpdate):
             continue
         art = body.artifact
-        ch = channel_of(task_id, art)
+        ch = channel(art)
         channels.setdefault(art.artifact_id, {}).setdefault(ch, []).append(s.position)
         named = crossed_channel(task_id, art)
         if named is not None:
@@ -289,6 +290,7 @@ def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[i
     stream's Task snapshots included. (The careful view is the fold's, :class:`TaskView`.)"""
     text: list[str] = []
     positions: list[int] = []
+    channel = channels_of(task_id)
     for s in stream:
         body = s.item.body
         arts = []
@@ -297,8 +299,8 @@ def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[i
         elif isinstance(body, TaskSnapshot):
             arts = list(body.artifacts)
         for art in arts:
-            if is_answer_channel(channel_of(task_id, art)) and art.text:
-                text.append(art.text)
+            if is_answer_channel(channel(art)) and (said := art.text):
+                text.append(said)
                 positions.append(s.position)
     return "".join(text), positions
 
@@ -310,15 +312,16 @@ def _resent_appends(task_id: str, upstream: Sequence[Step]) -> list[Step]:
     or not, shows the answer twice. Two equal single chunks ("ha" + "ha") are not that: they are
     both real. Re-sent events (a repeated ``event_id``) are the dedup check's business.
     """
-    bufs: dict[str, tuple[str, int]] = {}
+    bufs: dict[str, _Streamed] = {}  # each answer artifact's text so far
     seen: set[str] = set()
     found: list[Step] = []
+    channel = channels_of(task_id)
     for s in upstream:
         body = s.item.body
         if isinstance(body, TaskSnapshot):
-            bufs = {a.artifact_id: (a.text, 1) for a in body.artifacts}
+            bufs = {a.artifact_id: _Streamed(a.text) for a in body.artifacts}
             continue
-        if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(task_id, body.artifact)):
+        if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel(body.artifact)):
             continue
         art = body.artifact
         if art.meta.event_id is not None:
@@ -327,13 +330,40 @@ def _resent_appends(task_id: str, upstream: Sequence[Step]) -> list[Step]:
             seen.add(art.meta.event_id)
         text = art.text
         if not body.append or art.meta.source == "final_snapshot":
-            bufs[art.artifact_id] = (text, 1)
+            bufs[art.artifact_id] = _Streamed(text)
             continue
-        prev, n = bufs.get(art.artifact_id, ("", 0))
-        if n >= 2 and text.strip() and text == prev:
+        prev = bufs.get(art.artifact_id)
+        if prev is None:
+            prev = bufs[art.artifact_id] = _Streamed()
+        if prev.chunks >= 2 and prev.repeats(text):
             found.append(s)
-        bufs[art.artifact_id] = (prev + text, n + 1)
+        prev.add(text)
     return found
+
+
+class _Streamed:
+    """An artifact's text streamed so far, in pieces (joined only when a chunk could repeat it
+    whole: a stream of N chunks is not N growing copies), and how many chunks made it."""
+
+    __slots__ = ("pieces", "size", "chunks")
+
+    def __init__(self, text: str | None = None) -> None:
+        self.pieces = [] if text is None else [text]
+        self.size = 0 if text is None else len(text)
+        self.chunks = 0 if text is None else 1
+
+    def add(self, text: str) -> None:
+        self.pieces.append(text)
+        self.size += len(text)
+        self.chunks += 1
+
+    def repeats(self, text: str) -> bool:
+        """``text`` is the whole text so far (and not blank)."""
+        if len(text) != self.size or not text.strip():
+            return False
+        if len(self.pieces) > 1:
+            self.pieces[:] = ["".join(self.pieces)]
+        return text == self.pieces[0]
 
 
 def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add: Add) -> None:
@@ -368,9 +398,10 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
         # the trap: a final snapshot marked append=true after streamed chunks; a client that
         # appends it (or concatenates every chunk and snapshot) shows the streamed text twice
         streamed: set[str] = set()
+        channel = channels_of(view.task_id)
         for s in stream:
             body = s.item.body
-            if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(view.task_id, body.artifact)):
+            if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel(body.artifact)):
                 continue
             art = body.artifact
             if art.meta.source == "final_snapshot":
