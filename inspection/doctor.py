@@ -80,6 +80,7 @@ def findings(
     steps: Sequence[Step] | None = None,
     view: TaskView | None = None,
     followed: bool = False,
+    errors_only: bool = False,
 ) -> list[Finding]:
     """Every fault of one task, in the order of the first position involved.
 
@@ -87,7 +88,10 @@ def findings(
     ``steps``: the events already decoded (:func:`inspection.steps.decode_events` of ``events``);
     ``view``: their fold's view already made (over ``steps``, with ``exchanges``' closed ones).
     ``followed``: these are a run of the task that a later run follows (the next turn of a
-    conversation, ``record --continue``): a task left waiting for input was followed up."""
+    conversation, ``record --continue``): a task left waiting for input was followed up.
+    ``errors_only``: the error-level findings alone (what ``verify`` compares); the walks that
+    find only warnings (a naive client's view of each stream, a wait with no follow-up, an
+    undecodable item) are not made."""
     exchanges = list(exchanges)
     steps = decode_events(events) if steps is None else list(steps)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
@@ -102,17 +106,20 @@ def findings(
         for step in steps:
             fold.apply(step.event, step.item)
         view = fold.view(closed_exchanges(exchanges) if exchanges else None)
-    if not followed:
+    streams = _streams(upstream)
+    if not followed and not errors_only:
         _check_waiting(steps, add)
-    _check_streams(_streams(upstream), steps, ex_by_id, add)
+    _check_streams(streams, steps, ex_by_id, add)
     _check_artifacts(task_id, upstream, steps, add)
     _check_sequences(upstream, add)
-    _check_answer(view, _streams(upstream), ex_by_id, add)
+    _check_answer(view, streams, ex_by_id, add, naive_clients=not errors_only)
     _fold_faults(view, add)
     check_pushes(steps, exchanges, add)
-    for s in upstream:
+    for s in upstream if not errors_only else ():
         if isinstance(s.item.body, Undecodable):
             add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])
+    if errors_only:
+        found = [f for f in found if f.level == "error"]
     found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
     return found
 
@@ -366,8 +373,11 @@ class _Streamed:
         return text == self.pieces[0]
 
 
-def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add: Add) -> None:
-    """The answer shown twice: by the agent (a resent whole answer), or for a naive client.
+def _check_answer(
+    view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add: Add, *, naive_clients: bool = True
+) -> None:
+    """The answer shown twice: by the agent (a resent whole answer), or for a naive client
+    (``naive_clients``: looked for; a warning).
 
     A naive client reads one stream and concatenates what it carries: only streams count, one at a
     time. A resubscribe's snapshot opens its own stream (the text so far, not a second answer);
@@ -388,6 +398,8 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
             "an update appended the whole answer again without the final_snapshot marker: the answer shows twice",
             [s.position for s in resent],
         )
+        return
+    if not naive_clients:
         return
     traps: list[int] = []
     for stream in streams:

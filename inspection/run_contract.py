@@ -313,8 +313,7 @@ class ContractBuilder:
         steps = [Step(ev, _general(it)) for ev, it in zip(self.events, self._taken)]
         return [
             Entry(f.positions[0] if f.positions else None, None, f.code)
-            for f in findings(named, self.events, exchanges, steps=steps, view=view)
-            if f.level == "error"
+            for f in findings(named, self.events, exchanges, steps=steps, view=view, errors_only=True)
         ]
 
     def _artifact_facts(self, named: str, viewed: dict[str, tuple[str, str]]) -> dict[str, ArtifactFacts]:

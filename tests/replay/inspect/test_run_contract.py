@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from a2a_tape.inspection.doctor import findings
 from a2a_tape.inspection.run_contract import Contract, ContractBuilder, contract
 from a2a_tape.store import Exchange, Item, StoredEvent
 from a2a_tape.store.decode import TextChunk, decode_item, local_note, peek_text_chunk
@@ -119,6 +120,9 @@ def test_the_contract_is_the_same_whichever_way_the_events_come(path, dialect, k
     events = _stored(payloads, FILED, local_at)
     expected = _path("log", events, [])
     assert _path(path, events, cuts) == expected
+    # the contract's doctor entries are doctor's error-level findings, all of them
+    full = findings(TASK, events, [EX])
+    assert findings(TASK, events, [EX], errors_only=True) == [f for f in full if f.level == "error"]
 
 
 def test_events_wait_for_the_one_that_names_the_task() -> None:
