@@ -194,6 +194,17 @@ def test_bad_usage_is_one_line_exit_2(drifting, line: str, says: str, tmp_path: 
     assert len(err.strip().splitlines()) == 1 and says in err, err
 
 
+def test_binding_grpc_at_an_agent_without_a_grpc_interface_is_one_line_exit_2(drifting, tmp_path: Path) -> None:
+    """``--binding grpc`` at an agent whose card lists no gRPC interface: exit 2, one line, nothing sent."""
+    url, agent, db, ids = drifting
+    before = agent.executions
+    line = f"verify {ids['jsonrpc']['hello there']} --against {url} --binding grpc --db '{db}' --into '{tmp_path / 'l.db'}'"
+    code, out, err = _cli(line, tmp_path)
+    assert code == 2 and out == "", (out, err)
+    assert len(err.strip().splitlines()) == 1 and "no gRPC interface" in err, err
+    assert agent.executions == before
+
+
 def _replayed_answer(db: Path, cwd: Path, text: str) -> str:
     """The final answer a client gets from ``serve`` replaying ``db`` (recorded into a log of its own)."""
     serve = Background(f"{A2A} serve --db '{db}' --listen 127.0.0.1:0", cwd, reader_env(cwd), READY)
