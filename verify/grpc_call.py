@@ -26,8 +26,9 @@ from a2a_tape.capture.grpc_calls import GrpcCapture, forwardable, outcome_of
 from a2a_tape.capture.upstream_call import StallWatch
 from a2a_tape.store import Item, RecordingStore, StoredEvent
 from a2a_tape.store.decode import TextChunk, decode_item
+from a2a_tape.store.observers import Observer
 from a2a_tape.store.redact import Redactor
-from a2a_tape.store.writer import write_soon
+from a2a_tape.store.writer import writer_of
 from a2a_tape.wire import grpc as grpc_wire
 
 UNAVAILABLE = 14
@@ -67,11 +68,21 @@ def metadata_of(headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 
 class GrpcCaller:
     """The gRPC calls of one live run, on one channel to ``target`` (``HOST:PORT``), recorded into
-    ``log`` (the live run's: its rows filed under the recorded task)."""
+    ``log`` by ``observer``, every row and event filed under the recorded task (``filed_under``)."""
 
-    def __init__(self, log: RecordingStore, target: str, *, on_end: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        log: RecordingStore,
+        target: str,
+        observer: Observer,
+        filed_under: str,
+        *,
+        on_end: Callable[[int], None] | None = None,
+    ) -> None:
         self.grpc = grpc_wire.require()
-        self.log, self.target, self.on_end = log, target, on_end
+        self.log, self.target, self.observer, self.on_end = log, target, observer, on_end
+        self.filed_under = filed_under  # the recorded task: every row and event of the run filed under it
+        self.writer = writer_of(log)  # the capture's one sequence of writes (begin, commit, end once)
         self.channel: Any = self.grpc.aio.insecure_channel(target)
 
     async def aclose(self) -> None:
@@ -90,10 +101,11 @@ class GrpcCaller:
     ) -> GrpcEnded:
         """One call of ``method`` with the request whose JSON mapping is ``params``."""
         gc = GrpcCapture(Redactor(), method.path, role="client")
+        gc.cap.filed_under = self.filed_under
         raw = grpc_wire.from_json(method.request_type, params)
         gc.set_deadline(None if method.streaming else call_timeout)
         ex = gc.request(self.target, raw, metadata)
-        gc.cap.exchange_id = await write_soon(self.log, self.log.begin_exchange, ex)
+        await self.writer.run(gc.cap.begin_writes(self.log, ex, self.observer))
         ended = GrpcEnded(exchange_id=gc.cap.exchange_id)
         initial: Any = None
         trailers: Any = None
@@ -155,7 +167,7 @@ class GrpcCaller:
     async def _record(self, gc: GrpcCapture, messages: list[Any], sink: Sink, ended: GrpcEnded) -> None:
         new, items = gc.message_items(messages)
         if new:
-            stored = await write_soon(self.log, self.log.append_batch, new)
+            stored = await self.writer.run(gc.commit_writes(self.log, new))
             ended.messages += len(stored)
             sink.take(stored, items)
 
@@ -171,7 +183,7 @@ class GrpcCaller:
             return "timeout"
         event = gc.status_event(code, details, trailers)
         if event is not None:
-            stored = await write_soon(self.log, self.log.append_batch, [event])
+            stored = await self.writer.run(gc.commit_writes(self.log, [event]))
             sink.take(stored, [decode_item(event.payload)])
             ended.error = f"gRPC status {grpc_wire.status_name(code)}: {details or ''}"
         return outcome_of(code, gc.streaming, ended.messages)
@@ -179,19 +191,18 @@ class GrpcCaller:
     async def _end(
         self, gc: GrpcCapture, outcome: Outcome, ended: GrpcEnded, details: str | None, initial: Any, trailers: Any
     ) -> None:
-        fields = gc.end(
-            outcome, code=ended.code, details=details, initial=initial, trailers=trailers, error=ended.error
+        await self.writer.run(
+            gc.end_writes(
+                self.log,
+                outcome,
+                code=ended.code,
+                details=details,
+                initial=initial,
+                trailers=trailers,
+                error=ended.error,
+            )
         )
-        notes = gc.notes()
         ex_id = gc.cap.exchange_id
         assert ex_id is not None
-
-        def work() -> None:
-            with self.log.transaction():
-                self.log.update_exchange(ex_id, **fields)
-                if notes:
-                    self.log.append_batch(notes)
-
-        await write_soon(self.log, work)
         if self.on_end is not None:
             self.on_end(ex_id)

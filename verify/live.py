@@ -6,7 +6,7 @@ otherwise), each with a new message id and JSON-RPC id, the task and context ids
 gave in place of the recorded ones, and the recorded headers minus credentials and what the binding
 sets (the user's ``--header`` adds them back). The calls are the recorded-upstream client's
 (:class:`recorder.upstream.Upstream`, write-ahead, every timeout of ``record``); the exchanges carry a
-new observer of source ``verify`` and are filed under the recorded task (:class:`_FiledUnder`), so
+new observer of source ``verify`` and are filed under the recorded task (the capture's ``filed_under``), so
 the answer is a new run of that task (:mod:`fold.runs`), then compared with the recorded run by
 :mod:`inspection.verify_rules`.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Final, Literal
 
 import httpx
 import msgspec
@@ -36,12 +36,12 @@ from a2a_tape.inspection.run_contract import Contract, ContractBuilder
 from a2a_tape.inspection.verify_rules import Divergence, Rules, changes, compare
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.upstream import Unreachable, Upstream
-from a2a_tape.store import Exchange, Item, NewEvent, RecordingStore, StoredEvent
+from a2a_tape.store import Exchange, Item, RecordingStore, StoredEvent
 from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import SETTLED_STATES
 from a2a_tape.store.methods import CARD_BINDINGS, METHODS, STREAMING_OPERATIONS
-from a2a_tape.store.observers import Observer, new_observer
+from a2a_tape.store.observers import new_observer
 from a2a_tape.store.redact import Redactor
 from a2a_tape.verify.grpc_call import GrpcCaller, metadata_of
 from a2a_tape.verify.requests import method_of, names_task, replayed, rewrite, sent_headers
@@ -109,40 +109,6 @@ class TaskVerdict(msgspec.Struct):
         return self.divergences[0] if self.divergences else None
 
 
-# -- the log, as a verify run writes it ---------------------------------------------------------
-
-
-class _FiledUnder:
-    """The log, for one live run: each exchange stamped with the run's observer (source
-    ``verify``) and every event filed under the recorded task, whatever id the agent gave it (the
-    payloads keep the agent's own). Everything else is the log's."""
-
-    def __init__(self, log: RecordingStore, observer: Observer, task_id: str) -> None:
-        self._log, self.observer, self.task_id = log, observer, task_id
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._log, name)
-
-    def begin_exchange(self, exchange: Exchange) -> int:
-        exchange.task_id = self.task_id
-        return self._log.begin_exchange(self.observer.stamp(exchange))
-
-    def update_exchange(self, exchange_id: int, **fields: object) -> None:
-        if "task_id" in fields:
-            fields["task_id"] = self.task_id
-        self._log.update_exchange(exchange_id, **fields)
-
-    def append_batch(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
-        task = self.task_id
-        for ev in events:  # each made for this run's call (its capture's rows): filed in place
-            ev.task_id = task
-        return self._log.append_batch(events)
-
-    def append(self, event: NewEvent) -> StoredEvent:
-        event.task_id = self.task_id
-        return self._log.append(event)
-
-
 # -- one live run -------------------------------------------------------------------------------
 
 
@@ -204,8 +170,17 @@ class LiveRun:
         self.log, self.recorded, self.opts = log, recorded, opts
         self.selector = selector(recorded.task_id, number)
         self.observer = new_observer("verify")
-        filed = cast("RecordingStore", _FiledUnder(log, self.observer, recorded.task_id))
-        self.up = Upstream(filed, opts.url, http, role="client", redactor=Redactor())
+        # each exchange of the run stamped with its observer (source verify) and filed under the
+        # recorded task, whatever id the agent gives it (the payloads keep the agent's own)
+        self.up = Upstream(
+            log,
+            opts.url,
+            http,
+            role="client",
+            redactor=Redactor(),
+            observer=self.observer,
+            filed_under=recorded.task_id,
+        )
         self.up.card = card
         self.up.call_timeout = opts.call_timeout
         self.up.first_byte = opts.call_timeout
@@ -296,7 +271,9 @@ class LiveRun:
             if target is None:
                 raise AgentUnreachable("its card offers no gRPC interface of A2A 1.0")
             try:
-                self.grpc = GrpcCaller(self.up.store, target, on_end=self.exchange_ids.append)
+                self.grpc = GrpcCaller(
+                    self.log, target, self.observer, self.recorded.task_id, on_end=self.exchange_ids.append
+                )
             except grpc_wire.GrpcUnavailable as exc:
                 raise NotInBinding(str(exc)) from None
         params = msgspec.json.encode(msgspec.json.decode(body).get("params") or {})
