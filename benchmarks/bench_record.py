@@ -213,12 +213,13 @@ async def verified(url: str, db: Path, binding: str = "jsonrpc") -> tuple[float,
     st = store.open_store(db, durability="normal")
     try:
         (task,) = [t.task_id for t in st.task_events()]
-        recorded_run = served_run(task_runs(st, task))
+        runs = task_runs(st, task)  # as the CLI reads them to pick the recorded run, before verify
+        recorded_run = served_run(runs)
         assert recorded_run is not None
         t0 = time.perf_counter()
         c0 = time.process_time()
         opts = VerifyOptions(url=url, binding=binding, stall_timeout=60)  # type: ignore[arg-type]
-        (verdict,) = await verify(st, [recorded_run], opts)
+        (verdict,) = await verify(st, [recorded_run], opts, known={task: len(runs)})
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert verdict.verdict == "match", verdict
         return wall, len(task_runs(st, task)[-1].events), cpu

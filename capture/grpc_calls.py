@@ -26,6 +26,7 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.capture.exchange import Capture, Outcome
+from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import GRPC
 from a2a_tape.store.redact import Redactor
@@ -126,9 +127,16 @@ class GrpcCapture:
         """The rows of answer messages (exact bytes, or the message objects a client's stub
         made of them): each in its JSON mapping. A message that does not parse as the method's
         answer is not an A2A item: a note says so; a method we do not know records no items."""
+        return self.message_items(raws, arrived)[0]
+
+    def message_items(
+        self, raws: Sequence[Any], arrived: Sequence[float] | None = None
+    ) -> tuple[list[store.NewEvent], list[store.Item | TextChunk]]:
+        """:meth:`message_events`, with each row's item as the capture decoded it (a plain text
+        chunk as it was peeked), for a caller that reads them (verify's contract)."""
         m = self.method
         if m is None:
-            return []
+            return [], []
         kind = "lf.a2a.v1.StreamResponse" if m.streaming else m.response_type
         items: list[tuple[bytes, str | None]] = []
         for raw in raws:
@@ -143,9 +151,8 @@ class GrpcCapture:
             else:
                 items.append((payload, None))
         if not items:
-            return []
-        new, _ = self.cap.events(items, arrived, peek=True)
-        return new
+            return [], []
+        return self.cap.events(items, arrived, peek=True)
 
     def status_event(self, code: int, details: str | None, trailers: Iterable[Any] | None) -> store.NewEvent | None:
         """The error item of a call that ended with a non-OK status (None for OK)."""

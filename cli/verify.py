@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 from xml.etree import ElementTree as ET
 
 import anyio
@@ -37,18 +37,42 @@ from a2a_tape.cli.app import (
     say,
 )
 from a2a_tape.cli.progress import ProgressOption, bar
-from a2a_tape.cli.record import BindingOption
 from a2a_tape.fold.runs import Run, pick_run, served_run, task_runs
 from a2a_tape.inspection.verify_rules import Divergence, Rules
 from a2a_tape.inspection.words import count
+from a2a_tape.replay.serve.write_back import TapeChanged, TapeStamp, stamp_of, write_whole
 from a2a_tape.store.tape_copy import is_tape
-from a2a_tape.verify.live import AgentUnreachable, TaskVerdict, Update, VerifyOptions, replayed, verify
+from a2a_tape.verify.live import (
+    AgentUnreachable,
+    TaskVerdict,
+    Update,
+    VerifyBinding,
+    VerifyOptions,
+    verify,
+)
+from a2a_tape.verify.requests import replayed
 
 app = commands()
 
+
+class VerifyBindingOption(StrEnum):
+    """``verify --binding``: the binding the recorded requests are sent in (``verify.live.VerifyBinding``)."""
+
+    auto = "auto"
+    jsonrpc = "jsonrpc"
+    http_json = "http+json"
+    grpc = "grpc"
+
+    @property
+    def choice(self) -> VerifyBinding:
+        return self.value
+
+
 BindingArg = Annotated[
-    BindingOption,
-    typer.Option("--binding", help="auto (each request in the binding it was recorded in), jsonrpc or http+json."),
+    VerifyBindingOption,
+    typer.Option(
+        "--binding", help="auto (each request in the binding it was recorded in), jsonrpc, http+json or grpc."
+    ),
 ]
 
 HEADERS_ENV = "A2A_TAPE_VERIFY_HEADERS"
@@ -111,24 +135,40 @@ def _env_headers() -> list[tuple[str, str]]:
     return options.header_pairs(lines)
 
 
-def _recorded_run(st: store.Store, text: str) -> Run:
+def _recorded_run(st: store.Store, text: str) -> tuple[Run, int]:
     """The run a task is verified against: TASK@N, else the one serve replays (the one the last
-    ``--update`` adopted, else its first run that is no verify run)."""
+    ``--update`` adopted, else its first run that is no verify run); and how many runs the task has."""
     task, number = find_run(st, text)
     runs = task_runs(st, task)
     served = served_run(runs) if number is None else None
-    return served if served is not None else pick_run(runs, task, number)
+    return (served if served is not None else pick_run(runs, task, number)), len(runs)
+
+
+class Logs(NamedTuple):
+    """Where verify reads the recordings and records its live runs: ``into`` names the latter;
+    ``tape``: with ``--update`` of a tape, the tape's stamp when it was read (its private copy is
+    both logs, and goes back into the tape once a task was updated: :func:`_write_tape`)."""
+
+    source: store.Store
+    target: store.Store
+    into: str
+    tape: TapeStamp | None = None
 
 
 @contextlib.contextmanager
-def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, store.Store, str]]:
-    """The log to read the recordings from, the log the live runs go to, and the latter's name. A
-    tape is read-only: its live runs go to ``--into``, else to a temporary log removed at the end."""
+def _target(db: str | None, into: str | None, *, update: bool = False) -> Iterator[Logs]:
+    """The logs of a verify. A tape is only read (its live runs go to ``--into``, else to a
+    temporary log removed at the end), unless ``--update`` writes it back."""
     loc = db_location(db)
     tape = _is_tape(loc)
+    if tape and update:
+        stamp = stamp_of(Path(loc))  # before it is read: a change after it is a change
+        with open_db(db, readonly=True) as copy:
+            yield Logs(copy, copy, loc, stamp)
+        return
     if not tape and into is None:
         with open_db(db) as st:
-            yield st, st, loc
+            yield Logs(st, st, loc)
         return
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_db(db, readonly=True))
@@ -138,7 +178,20 @@ def _target(db: str | None, into: str | None) -> Iterator[tuple[store.Store, sto
         else:
             name = into
         target = stack.enter_context(open_db(into, create=True))
-        yield source, target, name
+        yield Logs(source, target, name)
+
+
+def _write_tape(logs: Logs, verdicts: Sequence[TaskVerdict]) -> None:
+    """``--update`` of a tape: once a task was updated, the tape is written again whole from its
+    copy (its recordings, this verify's live runs, the adoptions), atomically; never otherwise."""
+    if logs.tape is None or not any(v.update is not None and v.update.served is not None for v in verdicts):
+        return
+    try:
+        write_whole(logs.target, Path(logs.into), logs.tape, source="a2a-tape verify --update")
+    except TapeChanged as exc:
+        fail(f"verify --update: {exc} (nothing adopted; verify --update again)")
+    except OSError as exc:
+        fail(f"verify --update: cannot write {logs.into}: {exc.strerror or exc} (the tape is as it was)")
 
 
 def _is_tape(loc: str) -> bool:
@@ -294,7 +347,7 @@ AcrossArg = Annotated[
     bool,
     typer.Option(
         "--across-bindings",
-        help="Send each recorded client over every binding the agent's card offers (JSON-RPC, HTTP+JSON), "
+        help="Send each recorded client over every binding the agent's card offers (JSON-RPC, HTTP+JSON, gRPC), "
         "each compared with the recording: errors by what A2A names them, in each binding's shape.",
     ),
 ]
@@ -304,7 +357,7 @@ UpdateArg = Annotated[
     typer.Option(
         "--update",
         help="After a match, serve replays the live run from now on (the recording stays, as an earlier run); "
-        "never after a divergence. A log only (not a tape, not with --into).",
+        "never after a divergence. A tape is written again whole, atomically. Not with --into.",
     ),
 ]
 
@@ -318,7 +371,7 @@ JunitArg = Annotated[
 def verify_cmd(
     tasks: TasksArg = None,
     against: AgainstArg = "",
-    binding: BindingArg = BindingOption.auto,
+    binding: BindingArg = VerifyBindingOption.auto,
     header: HeaderArg = None,
     text: TextArg = TextOption.ignore,
     slower: SlowerArg = None,
@@ -346,11 +399,6 @@ def verify_cmd(
         fail("--update adopts one live run per task: not with --across-bindings (one per binding)")
     if update and into is not None:
         fail("--update makes a live run the one serve replays: it goes with the recordings, not --into")
-    if update and _is_tape(db_location(db)):
-        fail(
-            "--update needs a log: a tape holds one context per task, a live run has its own "
-            "('a2a-tape import TAPE --db LOG', then verify --db LOG --update)"
-        )
     extra = _env_headers() + options.header_pairs(header or [])
     opts = VerifyOptions(
         url=against,
@@ -362,9 +410,12 @@ def verify_cmd(
         stall_timeout=timeout,
         across=across_bindings,
     )
-    with _target(db, into) as (source, target, into_name):
+    with _target(db, into, update=update) as logs:
+        source, target = logs.source, logs.target
         names = tasks or [t.task_id for t in source.task_events()]
-        recorded = [_recorded_run(source, t) for t in names]
+        found = [_recorded_run(source, t) for t in names]
+        recorded = [run for run, _ in found]
+        known = {run.task_id: n for run, n in found} if target is source else None
         todo = [r for r in recorded if replayed(r)]
         skipped = [
             TaskReport(r.task_id, r.selector, [], "skipped", None, [], [], "no client request recorded to send again")
@@ -373,11 +424,12 @@ def verify_cmd(
         ]
         with bar("verify", asked=progress, unit="runs", show=bool(todo)) as report:
             try:
-                verdicts = anyio.run(lambda: verify(target, todo, opts, progress=report, adopt=update))
+                verdicts = anyio.run(lambda: verify(target, todo, opts, progress=report, adopt=update, known=known))
             except AgentUnreachable as exc:
                 fail(f"the agent at {against} cannot be verified: {exc}")
+        _write_tape(logs, verdicts)
     reports = [_report(v) for v in verdicts] + skipped
-    _finish(reports, against, db_location(db), into_name, json=json, junit=junit)
+    _finish(reports, against, db_location(db), logs.into, json=json, junit=junit)
 
 
 def _finish(reports: list[TaskReport], against: str, db: str, into: str, *, json: bool, junit: str | None) -> None:

@@ -14,6 +14,7 @@ dedup keys, the user's text for echo detection) lives in :mod:`fold.projection`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -89,6 +90,24 @@ def channel_of(task_id: str | None, artifact: Artifact) -> str:
     """The channel the fold puts this artifact's text in (the one classifier: doctor, the
     timeline and the exports ask it too)."""
     return classify_artifact(task_id, artifact, True).channel
+
+
+def channels_of(task_id: str | None) -> Callable[[Artifact], str]:
+    """:func:`channel_of` for the artifacts of one task, read one after another (doctor's walks
+    over a stream): an artifact without contract hints (most updates of a stream) has the channel
+    its id names, which is looked up once per id."""
+    by_id: dict[str, str] = {}
+
+    def channel(artifact: Artifact) -> str:
+        meta = artifact.meta
+        if meta.has_opencode or meta.has_blocks:
+            return classify_artifact(task_id, artifact, True).channel
+        found = by_id.get(artifact.artifact_id)
+        if found is None:
+            found = by_id[artifact.artifact_id] = classify_artifact(task_id, artifact, True).channel
+        return found
+
+    return channel
 
 
 def crossed_channel(task_id: str | None, artifact: Artifact) -> str | None:

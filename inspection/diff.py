@@ -180,7 +180,7 @@ def diff_runs(a: Run, b: Run) -> DiffResult:
 def run_sides(a: Run, b: Run) -> tuple[TaskSide, TaskSide]:
     """The two sides :func:`diff_runs` compares (what the agent sent in each run, normalised), for
     a view that shows them (the UI's diff)."""
-    from a2a_tape.inspection.verify_rules import (
+    from a2a_tape.inspection.run_contract import (
         named_task,  # a verify run is filed under the recorded task, its agent named another
     )
 

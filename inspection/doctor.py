@@ -20,7 +20,7 @@ import msgspec
 from a2a_tape.fold.codes import CHECKS as _CODES
 from a2a_tape.fold.codes import FROM_FOLD
 from a2a_tape.fold.fold import TaskFold
-from a2a_tape.fold.profiles import channel_of, crossed_channel, is_answer_channel
+from a2a_tape.fold.profiles import channels_of, crossed_channel, is_answer_channel
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.push_checks import check_pushes
 from a2a_tape.inspection.steps import Step, closed_exchanges, decode_events, is_interrupted, is_terminal, state_of
@@ -80,6 +80,7 @@ def findings(
     steps: Sequence[Step] | None = None,
     view: TaskView | None = None,
     followed: bool = False,
+    errors_only: bool = False,
 ) -> list[Finding]:
     """Every fault of one task, in the order of the first position involved.
 
@@ -87,7 +88,10 @@ def findings(
     ``steps``: the events already decoded (:func:`inspection.steps.decode_events` of ``events``);
     ``view``: their fold's view already made (over ``steps``, with ``exchanges``' closed ones).
     ``followed``: these are a run of the task that a later run follows (the next turn of a
-    conversation, ``record --continue``): a task left waiting for input was followed up."""
+    conversation, ``record --continue``): a task left waiting for input was followed up.
+    ``errors_only``: the error-level findings alone (what ``verify`` compares); the walks that
+    find only warnings (a naive client's view of each stream, a wait with no follow-up, an
+    undecodable item) are not made."""
     exchanges = list(exchanges)
     steps = decode_events(events) if steps is None else list(steps)
     ex_by_id = {ex.id: ex for ex in exchanges if ex.id is not None}
@@ -102,17 +106,20 @@ def findings(
         for step in steps:
             fold.apply(step.event, step.item)
         view = fold.view(closed_exchanges(exchanges) if exchanges else None)
-    if not followed:
+    streams = _streams(upstream)
+    if not followed and not errors_only:
         _check_waiting(steps, add)
-    _check_streams(_streams(upstream), steps, ex_by_id, add)
+    _check_streams(streams, steps, ex_by_id, add)
     _check_artifacts(task_id, upstream, steps, add)
     _check_sequences(upstream, add)
-    _check_answer(view, _streams(upstream), ex_by_id, add)
+    _check_answer(view, streams, ex_by_id, add, naive_clients=not errors_only)
     _fold_faults(view, add)
     check_pushes(steps, exchanges, add)
-    for s in upstream:
+    for s in upstream if not errors_only else ():
         if isinstance(s.item.body, Undecodable):
             add("undecodable", "warning", f"undecodable item: {s.item.body.reason}", [s.position])
+    if errors_only:
+        found = [f for f in found if f.level == "error"]
     found.sort(key=lambda f: (f.positions[0] if f.positions else 0, f.code))
     return found
 
@@ -191,12 +198,13 @@ def _stopped_by_user(steps: Sequence[Step], after: int) -> int | None:
 def _check_artifacts(task_id: str, upstream: Sequence[Step], steps: Sequence[Step], add: Add) -> None:
     channels: dict[str, dict[str, list[int]]] = {}
     closed: dict[str, bool] = {}
+    channel = channels_of(task_id)
     for s in upstream:
         body = s.item.body
         if not isinstance(body, ArtifactUpdate):
             continue
         art = body.artifact
-        ch = channel_of(task_id, art)
+        ch = channel(art)
         channels.setdefault(art.artifact_id, {}).setdefault(ch, []).append(s.position)
         named = crossed_channel(task_id, art)
         if named is not None:
@@ -289,6 +297,7 @@ def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[i
     stream's Task snapshots included. (The careful view is the fold's, :class:`TaskView`.)"""
     text: list[str] = []
     positions: list[int] = []
+    channel = channels_of(task_id)
     for s in stream:
         body = s.item.body
         arts = []
@@ -297,8 +306,8 @@ def naive_client_view(task_id: str, stream: Sequence[Step]) -> tuple[str, list[i
         elif isinstance(body, TaskSnapshot):
             arts = list(body.artifacts)
         for art in arts:
-            if is_answer_channel(channel_of(task_id, art)) and art.text:
-                text.append(art.text)
+            if is_answer_channel(channel(art)) and (said := art.text):
+                text.append(said)
                 positions.append(s.position)
     return "".join(text), positions
 
@@ -310,15 +319,16 @@ def _resent_appends(task_id: str, upstream: Sequence[Step]) -> list[Step]:
     or not, shows the answer twice. Two equal single chunks ("ha" + "ha") are not that: they are
     both real. Re-sent events (a repeated ``event_id``) are the dedup check's business.
     """
-    bufs: dict[str, tuple[str, int]] = {}
+    bufs: dict[str, _Streamed] = {}  # each answer artifact's text so far
     seen: set[str] = set()
     found: list[Step] = []
+    channel = channels_of(task_id)
     for s in upstream:
         body = s.item.body
         if isinstance(body, TaskSnapshot):
-            bufs = {a.artifact_id: (a.text, 1) for a in body.artifacts}
+            bufs = {a.artifact_id: _Streamed(a.text) for a in body.artifacts}
             continue
-        if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(task_id, body.artifact)):
+        if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel(body.artifact)):
             continue
         art = body.artifact
         if art.meta.event_id is not None:
@@ -327,17 +337,47 @@ def _resent_appends(task_id: str, upstream: Sequence[Step]) -> list[Step]:
             seen.add(art.meta.event_id)
         text = art.text
         if not body.append or art.meta.source == "final_snapshot":
-            bufs[art.artifact_id] = (text, 1)
+            bufs[art.artifact_id] = _Streamed(text)
             continue
-        prev, n = bufs.get(art.artifact_id, ("", 0))
-        if n >= 2 and text.strip() and text == prev:
+        prev = bufs.get(art.artifact_id)
+        if prev is None:
+            prev = bufs[art.artifact_id] = _Streamed()
+        if prev.chunks >= 2 and prev.repeats(text):
             found.append(s)
-        bufs[art.artifact_id] = (prev + text, n + 1)
+        prev.add(text)
     return found
 
 
-def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add: Add) -> None:
-    """The answer shown twice: by the agent (a resent whole answer), or for a naive client.
+class _Streamed:
+    """An artifact's text streamed so far, in pieces (joined only when a chunk could repeat it
+    whole: a stream of N chunks is not N growing copies), and how many chunks made it."""
+
+    __slots__ = ("pieces", "size", "chunks")
+
+    def __init__(self, text: str | None = None) -> None:
+        self.pieces = [] if text is None else [text]
+        self.size = 0 if text is None else len(text)
+        self.chunks = 0 if text is None else 1
+
+    def add(self, text: str) -> None:
+        self.pieces.append(text)
+        self.size += len(text)
+        self.chunks += 1
+
+    def repeats(self, text: str) -> bool:
+        """``text`` is the whole text so far (and not blank)."""
+        if len(text) != self.size or not text.strip():
+            return False
+        if len(self.pieces) > 1:
+            self.pieces[:] = ["".join(self.pieces)]
+        return text == self.pieces[0]
+
+
+def _check_answer(
+    view: TaskView, streams: list[list[Step]], ex_by_id: dict[int, Exchange], add: Add, *, naive_clients: bool = True
+) -> None:
+    """The answer shown twice: by the agent (a resent whole answer), or for a naive client
+    (``naive_clients``: looked for; a warning).
 
     A naive client reads one stream and concatenates what it carries: only streams count, one at a
     time. A resubscribe's snapshot opens its own stream (the text so far, not a second answer);
@@ -359,6 +399,8 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
             [s.position for s in resent],
         )
         return
+    if not naive_clients:
+        return
     traps: list[int] = []
     for stream in streams:
         first = stream[0].event.exchange_id
@@ -368,9 +410,10 @@ def _check_answer(view: TaskView, streams: list[list[Step]], ex_by_id: dict[int,
         # the trap: a final snapshot marked append=true after streamed chunks; a client that
         # appends it (or concatenates every chunk and snapshot) shows the streamed text twice
         streamed: set[str] = set()
+        channel = channels_of(view.task_id)
         for s in stream:
             body = s.item.body
-            if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel_of(view.task_id, body.artifact)):
+            if not isinstance(body, ArtifactUpdate) or not is_answer_channel(channel(body.artifact)):
                 continue
             art = body.artifact
             if art.meta.source == "final_snapshot":

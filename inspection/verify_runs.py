@@ -3,7 +3,7 @@
 ``verify`` files each live run under the recorded task, as a run of source ``verify`` (:mod:`verify.live`).
 The log keeps the run, not the report; a view that lists the runs of a task (the UI's task page) judges
 each verify run again here, by verify's own rule: the contracts of the two runs compared by
-:mod:`inspection.verify_rules` (:func:`~inspection.verify_rules.contract`, :func:`~inspection.verify_rules.compare`),
+:mod:`inspection.verify_rules` (:func:`~inspection.run_contract.contract`, :func:`~inspection.verify_rules.compare`),
 never a comparison of its own.
 
 Which run it was compared with: the one ``serve`` replayed when the verify run began
@@ -21,7 +21,8 @@ from typing import Literal
 import msgspec
 
 from a2a_tape.fold.runs import Run, served_run
-from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, compare, contract
+from a2a_tape.inspection.run_contract import Contract, contract
+from a2a_tape.inspection.verify_rules import Divergence, Rules, compare
 
 Verdict = Literal["match", "diverged"]
 

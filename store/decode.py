@@ -370,6 +370,18 @@ def peek_text_chunk(payload: bytes | str) -> TextChunk | None:
     return None
 
 
+def chunk_update(chunk: TextChunk) -> ArtifactUpdate:
+    """The :class:`ArtifactUpdate` :func:`decode_item` makes of the bytes ``chunk`` was peeked from
+    (:func:`peek_text_chunk` promises that it is this one), built from the chunk without decoding
+    the bytes again: for a reader that took a chunk and later needs the general model (doctor)."""
+    art = chunk.artifact
+    if art is None:  # a PeekResult declares it optional; peek_text_chunk returns none without one
+        return ArtifactUpdate(chunk.taskId, chunk.contextId, Artifact(artifact_id=""))
+    parts = tuple([Part("text", p.text) for p in art.parts])
+    artifact = Artifact(art.artifactId or "", art.name, parts, _EMPTY_META)
+    return ArtifactUpdate(chunk.taskId, chunk.contextId, artifact, chunk.append is True, chunk.lastChunk is True)
+
+
 _peek = PEEK_DECODER.decode
 _decode_frame = FRAME_DECODER.fast.decode  # bound once: decode_item is on every reader's path
 

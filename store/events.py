@@ -78,7 +78,10 @@ class Artifact(msgspec.Struct, frozen=True, omit_defaults=True):
 
     @property
     def text(self) -> str:
-        return "".join(p.text for p in self.parts if p.text is not None)
+        parts = self.parts
+        if len(parts) == 1:  # most chunks carry one part
+            return parts[0].text or ""
+        return "".join([p.text for p in parts if p.text is not None])
 
 
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -90,7 +93,10 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
 
     @property
     def text(self) -> str:
-        return "".join(p.text for p in self.parts if p.text is not None)
+        parts = self.parts
+        if len(parts) == 1:  # most chunks carry one part
+            return parts[0].text or ""
+        return "".join([p.text for p in parts if p.text is not None])
 
 
 class TaskSnapshot(msgspec.Struct, frozen=True, tag="task"):

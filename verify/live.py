@@ -6,9 +6,14 @@ otherwise), each with a new message id and JSON-RPC id, the task and context ids
 gave in place of the recorded ones, and the recorded headers minus credentials and what the binding
 sets (the user's ``--header`` adds them back). The calls are the recorded-upstream client's
 (:class:`recorder.upstream.Upstream`, write-ahead, every timeout of ``record``); the exchanges carry a
-new observer of source ``verify`` and are filed under the recorded task (``filed_under``), so
+new observer of source ``verify`` and are filed under the recorded task (the capture's ``filed_under``), so
 the answer is a new run of that task (:mod:`fold.runs`), then compared with the recorded run by
 :mod:`inspection.verify_rules`.
+
+The live run's contract is built as its events are recorded (:class:`_Call`, the sink of each
+call, hands every batch to a :class:`inspection.run_contract.ContractBuilder` once it is in the
+log, text chunks as they were peeked): one decode and one fold per event, nothing read back from
+the log. The recorded run's contract is built once per task, whatever the number of live runs.
 
 A live run that disagrees with another live run of the same task (``runs`` > 1) is *flaky*: a
 sampling agent, not a regression.
@@ -17,56 +22,43 @@ sampling agent, not a regression.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import httpx
 import msgspec
 
 from a2a_tape.capture.notes import note_event
-from a2a_tape.capture.upstream_call import Collect, StallWatch
-from a2a_tape.fold.runs import SERVED_NOTE, Run, split_runs
-from a2a_tape.inspection.steps import decode_events
-from a2a_tape.inspection.verify_rules import Contract, Divergence, Rules, changes, compare, contract, named_task
+from a2a_tape.capture.upstream_call import StallWatch
+from a2a_tape.fold.runs import SERVED_NOTE, Run, selector, task_runs
+from a2a_tape.inspection.run_contract import Contract, ContractBuilder
+from a2a_tape.inspection.verify_rules import Divergence, Rules, changes, compare
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.upstream import Unreachable, Upstream
-from a2a_tape.store import Exchange, RecordingStore
+from a2a_tape.store import Exchange, Item, RecordingStore, StoredEvent
+from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import SETTLED_STATES
 from a2a_tape.store.methods import CARD_BINDINGS, METHODS, STREAMING_OPERATIONS
 from a2a_tape.store.observers import new_observer
-from a2a_tape.store.redact import REDACTED, Redactor
+from a2a_tape.store.redact import Redactor
+from a2a_tape.verify.grpc_call import GrpcCaller, metadata_of
+from a2a_tape.verify.requests import method_of, names_task, replayed, rewrite, sent_headers
+from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire.bindings import client_of, recorded_call
 from a2a_tape.wire.http_client import LazyTlsTransport
 
-REPLAYED: frozenset[str] = frozenset({"send", "stream", "get", "cancel", "resubscribe"})
-"""The operations re-sent (push configs and cards are not). A resubscribe is a recovery: it is sent
-again only while the live task is not settled (a live stream that ended where it should needs none)."""
-
-DROPPED_HEADERS: frozenset[str] = frozenset(
-    {
-        "host",
-        "content-length",
-        "content-type",
-        "accept",
-        "accept-encoding",
-        "connection",
-        "transfer-encoding",
-        "user-agent",
-        "a2a-version",
-        "idempotency-key",
-        "cookie",
-    }
-)
-"""Recorded request headers not sent again: the binding and httpx set them, or they name the
-recorded call itself. Credentials (the redactor's secret headers) are never in a recording."""
-
 Verdict = Literal["match", "diverged", "flaky", "skipped"]
 
-SPOKEN: Final = ("jsonrpc", "http+json")
-"""The bindings verify sends in (a gRPC recording is sent over JSON-RPC; gRPC itself not yet)."""
+VerifyBinding = Literal["auto", "jsonrpc", "http+json", "grpc"]
+"""What ``--binding`` asks for: ``auto`` sends each request in the binding it was recorded in."""
+
+SPOKEN: Final[tuple[VerifyBinding, ...]] = ("jsonrpc", "http+json", "grpc")
+"""The bindings verify sends in (gRPC: :mod:`verify.grpc_call`)."""
+
+RECORDED_IN: Final[dict[str, VerifyBinding]] = {"http+json": "http+json", "grpc": "grpc"}
+"""``auto``: a request recorded in one of these is sent in it again; any other over JSON-RPC."""
 
 
 class AgentUnreachable(A2ATapeError):
@@ -80,7 +72,7 @@ class NotInBinding(AgentUnreachable):
 @dataclass
 class VerifyOptions:
     url: str
-    binding: a2a.BindingChoice = "auto"  # auto: the binding each request was recorded in
+    binding: VerifyBinding = "auto"  # auto: the binding each request was recorded in
     headers: list[tuple[str, str]] = field(default_factory=list)
     rules: Rules = Rules()
     runs: int = 1
@@ -117,105 +109,66 @@ class TaskVerdict(msgspec.Struct):
         return self.divergences[0] if self.divergences else None
 
 
-# -- the requests, again ------------------------------------------------------------------------
-
-
-def replayed(run: Run) -> list[Exchange]:
-    """The recorded run's requests to send again, in order."""
-    out = []
-    for ex in run.exchanges:
-        if ex.rpc_method is None or ex.rpc_method == "agent-card" or ex.role == "recovery":
-            continue
-        call = recorded_call(ex)
-        method = _method(call.body)
-        if method in METHODS and METHODS[method][0] in REPLAYED:
-            out.append(ex)
-    return out
-
-
-def _method(body: bytes) -> str:
-    try:
-        doc = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return ""
-    return str(doc.get("method", "")) if isinstance(doc, dict) else ""
-
-
-def sent_headers(
-    recorded: dict[str, str], redactor: Redactor, extra: Sequence[tuple[str, str]]
-) -> list[tuple[str, str]]:
-    """The recorded headers minus credentials and what the binding sets, then the user's."""
-    given = {k.lower() for k, _ in extra}
-    kept = [
-        (k, v)
-        for k, v in recorded.items()
-        if k.lower() not in DROPPED_HEADERS
-        and k.lower() not in given
-        and REDACTED not in v
-        and not redactor.is_secret_header(k)
-    ]
-    return kept + list(extra)
-
-
-_rpc_ids = itertools.count(1)
-
-
-def rewrite(body: bytes, ids: dict[str, str]) -> tuple[bytes, str | None]:
-    """A recorded JSON-RPC request with a new JSON-RPC id, a new id for each message, and each
-    recorded id of ``ids`` replaced by the live one; returns it and the first new message id."""
-    doc = msgspec.json.decode(body)
-    fresh: list[str] = []
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {
-                k: (_new_message_id(fresh) if k == "messageId" and isinstance(v, str) else walk(v))
-                for k, v in value.items()
-            }
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, str):
-            for old, new in ids.items():
-                if old and old in value:
-                    value = value.replace(old, new)
-        return value
-
-    doc = walk(doc)
-    if isinstance(doc, dict):
-        doc["id"] = f"a2a-tape-verify-{next(_rpc_ids)}"
-    return msgspec.json.encode(doc), fresh[0] if fresh else None
-
-
-def _names_task(body: bytes, task_id: str) -> bytes:
-    """A request about a task (GetTask, CancelTask, a resubscribe) that names none (a hand-made
-    recording) asks about ``task_id``."""
-    doc = msgspec.json.decode(body)
-    params = doc.get("params") if isinstance(doc, dict) else None
-    if isinstance(params, dict) and ("id" in params or "name" in params):
-        return body
-    doc["params"] = {"id": task_id}
-    return msgspec.json.encode(doc)
-
-
-def _new_message_id(fresh: list[str]) -> str:
-    fresh.append(a2a.new_id())
-    return fresh[-1]
-
-
 # -- one live run -------------------------------------------------------------------------------
 
 
-def _context_of(run: Run) -> str | None:
-    return next((s.item.context_id for s in decode_events(run.events) if s.item.context_id), None)
+class Live(msgspec.Struct):
+    """One live run of a recorded run: its selector in the log it went to, its contract (built
+    as its events were recorded: :class:`inspection.run_contract.ContractBuilder`), its exchanges."""
+
+    selector: str
+    contract: Contract
+    exchanges: list[Exchange]
+    events: int  # the agent's events it holds
+
+
+class _Call:
+    """The sink of one call of a live run: each batch, once in the log, goes to the run's
+    contract; what the call itself said (its last state, an error last) decides when its stream
+    may close (as :class:`capture.upstream_call.Collect` decides it for a call)."""
+
+    peek = True  # plain text chunks go to the builder as they were peeked (no second decode)
+
+    def __init__(self, builder: ContractBuilder) -> None:
+        self.builder = builder
+        self.states_before = builder.states_seen
+        self.events_before = len(builder.events)
+
+    def take(self, stored: Sequence[StoredEvent], items: Sequence[Item | TextChunk]) -> None:
+        self.builder.take(stored, items)
+
+    @property
+    def state(self) -> str | None:
+        """The task's last state as this call's items said it (None: they said none)."""
+        return self.builder.state if self.builder.states_seen > self.states_before else None
+
+    def settled(self) -> bool:
+        return self.state in SETTLED_STATES
+
+    def early_close(self) -> str | None:
+        errored = len(self.builder.events) > self.events_before and self.builder.last_error
+        if self.settled() or errored:
+            return None
+        return f"stream closed while the task was {self.state or 'unknown'}"
 
 
 class LiveRun:
-    """One live run of a recorded run: its requests sent again, in order, recorded."""
+    """One live run of a recorded run: its requests sent again, in order, recorded, its contract
+    built as they are (``rec``: the recorded run's contract, for the ids it names;
+    ``number``: the live run's number among its task's runs in ``log``)."""
 
     def __init__(
-        self, log: RecordingStore, recorded: Run, http: httpx.AsyncClient, card: a2a.AgentCard, opts: VerifyOptions
+        self,
+        log: RecordingStore,
+        recorded: Run,
+        rec: Contract,
+        number: int,
+        http: httpx.AsyncClient,
+        card: a2a.AgentCard,
+        opts: VerifyOptions,
     ) -> None:
         self.log, self.recorded, self.opts = log, recorded, opts
+        self.selector = selector(recorded.task_id, number)
         self.observer = new_observer("verify")
         # each exchange of the run stamped with its observer (source verify) and filed under the
         # recorded task, whatever id the agent gives it (the payloads keep the agent's own)
@@ -231,33 +184,59 @@ class LiveRun:
         self.up.card = card
         self.up.call_timeout = opts.call_timeout
         self.up.first_byte = opts.call_timeout
+        self.exchange_ids: list[int] = []
+        self.up.ended = self.exchange_ids.append
+        self.grpc: GrpcCaller | None = None  # the gRPC channel, once a request goes over gRPC
+        self.builder = ContractBuilder(recorded.task_id)
         # recorded id -> live id (a context of the recording is a new one until the agent names its own)
         self.ids: dict[str, str] = {}
-        ctx = _context_of(recorded)
+        ctx = rec.context_id
         if ctx:
             self.ids[ctx] = a2a.new_id()
-        self.recorded_task = named_task(recorded.task_id, recorded.events)
+        self.recorded_task = rec.task_id
         self.recorded_context = ctx
         self.context_learnt = False
-        self.state: str | None = None  # the live task's last state, as its answers said
 
-    async def run(self) -> Run:
-        for k, ex in enumerate(replayed(self.recorded)):
-            if self.state in SETTLED_STATES and METHODS[_method(recorded_call(ex).body)][0] == "resubscribe":
-                continue  # the recording needed a recovery here; the live run does not
-            await self.send(ex, first=k == 0)
+    async def run(self) -> Live:
+        try:
+            for k, ex in enumerate(replayed(self.recorded)):
+                op = METHODS[method_of(recorded_call(ex).body)][0]
+                if self.builder.state in SETTLED_STATES and op == "resubscribe":
+                    continue  # the recording needed a recovery here; the live run does not
+                await self.send(ex, first=k == 0)
+        finally:
+            if self.grpc is not None:
+                await self.grpc.aclose()
         return self.result()
 
     async def send(self, ex: Exchange, *, first: bool) -> None:
         call = recorded_call(ex)
         body, message_id = rewrite(call.body, self.ids)
-        method = _method(body)
+        method = method_of(body)
         op, dialect = METHODS[method]
         if op not in ("send", "stream"):
-            body = _names_task(body, self.ids.get(self.recorded_task, self.recorded_task))
-        choice: a2a.BindingChoice = self.opts.binding
+            body = names_task(body, self.ids.get(self.recorded_task, self.recorded_task))
+        choice = self.opts.binding
         if choice == "auto":
-            choice = "http+json" if call.binding == "http+json" else "jsonrpc"
+            choice = RECORDED_IN.get(call.binding, "jsonrpc")
+        headers = sent_headers(ex.request_headers, self.up.redactor, self.opts.headers)
+        if choice == "grpc":
+            await self.send_grpc(method, dialect, body, headers, first=first)
+        else:
+            await self.send_http(choice, (op, method, dialect, body, message_id), headers, first=first)
+        self.learn()
+
+    async def send_http(
+        self,
+        choice: a2a.BindingChoice,
+        request: tuple[str, str, str, bytes, str | None],
+        headers: list[tuple[str, str]],
+        *,
+        first: bool,
+    ) -> None:
+        """One request over JSON-RPC or HTTP+JSON (the recorded-upstream client's call);
+        ``request``: its operation, method, dialect, body and message id."""
+        op, method, dialect, body, message_id = request
         try:
             ep = self.up.endpoint(dialect, choice)
         except a2a.NotAnAgent as exc:
@@ -266,10 +245,10 @@ class LiveRun:
             raise NotInBinding(
                 f"task {self.recorded.task_id} was recorded in A2A {dialect}: {choice} at {ep.url} speaks {ep.dialect}"
             )
-        req = a2a.Request(op, method, dialect, body, "", message_id)
-        self.up.headers = sent_headers(ex.request_headers, self.up.redactor, self.opts.headers)
-        sink = Collect()
-        streaming = op in STREAMING_OPERATIONS
+        req = a2a.Request(op, method, ep.dialect, body, "", message_id)
+        self.up.headers = headers
+        sink = _Call(self.builder)
+        streaming = req.op in STREAMING_OPERATIONS
         watch = (
             StallWatch(self.opts.stall_timeout, settled=sink.settled, grace=self.up.close_grace) if streaming else None
         )
@@ -277,44 +256,67 @@ class LiveRun:
         ended = await self.up.exchange(req, ep.url, sink, timeouts=timeouts, watch=watch, binding=client_of(ep.binding))
         if first and ended.fault is not None and ended.items == 0 and isinstance(ended.fault, httpx.TransportError):
             raise AgentUnreachable(ended.error or f"cannot reach {self.opts.url}")
-        self.learn([*sink.items, *([ended.item] if ended.item is not None else [])])
-        self.state = sink.state or self.state
 
-    def learn(self, items: Sequence[Any]) -> None:
-        """The live task and context ids, from the first items that name them."""
-        for item in items:
-            if self.recorded_task not in self.ids and item.task_id:
-                self.ids[self.recorded_task] = item.task_id
-            if self.recorded_context and item.context_id and not self.context_learnt:
-                self.ids[self.recorded_context] = item.context_id
-                self.context_learnt = True
+    async def send_grpc(
+        self, method: str, dialect: str | None, body: bytes, headers: list[tuple[str, str]], *, first: bool
+    ) -> None:
+        """One request over gRPC (:mod:`verify.grpc_call`), at the card's gRPC interface."""
+        grpc_method = grpc_wire.by_name(method)
+        if dialect != "1.0" or grpc_method is None:
+            raise NotInBinding(
+                f"task {self.recorded.task_id} was recorded in A2A {dialect}: gRPC is a binding of A2A 1.0"
+            )
+        if self.grpc is None:
+            target = grpc_target(self.up.card)
+            if target is None:
+                raise AgentUnreachable("its card offers no gRPC interface of A2A 1.0")
+            try:
+                self.grpc = GrpcCaller(
+                    self.log, target, self.observer, self.recorded.task_id, on_end=self.exchange_ids.append
+                )
+            except grpc_wire.GrpcUnavailable as exc:
+                raise NotInBinding(str(exc)) from None
+        params = msgspec.json.encode(msgspec.json.decode(body).get("params") or {})
+        opts = self.opts
+        ended = await self.grpc.call(
+            grpc_method,
+            params,
+            metadata_of(headers),
+            _Call(self.builder),
+            call_timeout=opts.call_timeout,
+            stall_timeout=opts.stall_timeout,
+            grace=self.up.close_grace,
+        )
+        if first and ended.unreachable:
+            raise AgentUnreachable(f"nothing answers gRPC at {self.grpc.target}: {ended.error or 'UNAVAILABLE'}")
 
-    def result(self) -> Run:
-        """The live run, as the log holds it (an empty run when no event came)."""
-        task = self.recorded.task_id
-        runs = split_runs(task, self.log.read_task(task), self.log.exchanges(task))
-        found = next((r for r in runs if r.observer == self.observer.id), None)
-        if found is not None:
-            return found
-        mine = [ex for ex in self.log.exchanges(task) if ex.observer == self.observer.id]
-        return Run(task, len(runs) + 1, self.observer.id, "verify", self.observer.host, 0, [], mine)
+    def learn(self) -> None:
+        """The live task and context ids, from the first events that name them."""
+        named, ctx = self.builder.named, self.builder.context_id
+        if self.recorded_task not in self.ids and named:
+            self.ids[self.recorded_task] = named
+        if self.recorded_context and ctx and not self.context_learnt:
+            self.ids[self.recorded_context] = ctx
+            self.context_learnt = True
+
+    def result(self) -> Live:
+        """The live run: its contract from what its sink took (nothing read back from the log),
+        its exchanges (their final rows: a few, by id)."""
+        exchanges = [ex for i in self.exchange_ids if (ex := self.log.get_exchange(i)) is not None]
+        contract = self.builder.contract(self.selector, exchanges)
+        return Live(self.selector, contract, exchanges, len(self.builder.events))
 
 
 # -- a task, and many -----------------------------------------------------------------------------
 
 
-def run_contract(run: Run, *, doctor: bool = True) -> Contract:
-    return contract(run.selector, run.task_id, run.events, run.exchanges, doctor=doctor)
-
-
-def judge(recorded: Run, lives: Sequence[Run], rules: Rules) -> TaskVerdict:
-    """The verdict of one task from its recorded run and its live runs (the recording's doctor
-    findings only when a live run has some: the rule looks for live ones the recording has not)."""
-    contracts = [run_contract(r) for r in lives]
-    rec = run_contract(recorded, doctor=any(c.doctor for c in contracts))
-    found = [compare(rec, c, rules) for c in contracts]
-    among = next((d for c in contracts[1:] if (d := compare(contracts[0], c, rules))), [])
-    live = [r.selector for r in lives]
+def judge(recorded: Run, rec: Contract, lives: Sequence[Contract], rules: Rules) -> TaskVerdict:
+    """The verdict of one task from its recorded run's contract and its live runs' (the
+    recording's doctor findings in ``rec`` when a live run has some: the rule looks for live
+    ones the recording has not)."""
+    found = [compare(rec, c, rules) for c in lives]
+    among = next((d for c in lives[1:] if (d := compare(lives[0], c, rules))), [])
+    live = [c.run for c in lives]
     if among:
         # the live runs disagree: flaky, with the first live run's divergences from the recording
         # that has any. None may have any: the rules are not transitive (a time within the factor
@@ -333,19 +335,19 @@ NOT_UPDATED: Final = {
 }
 
 
-def update(log: RecordingStore, recorded: Run, lives: Sequence[Run], verdict: TaskVerdict) -> Update:
+def update(log: RecordingStore, recorded: Contract, lives: Sequence[Live], verdict: TaskVerdict) -> Update:
     """``--update``: after a match, the first live run becomes the run ``serve`` replays (and the
     one the next verify compares with): a local note of action :data:`fold.runs.SERVED_NOTE` on
     its last exchange, so it is that run's own. Never after a divergence or a flaky verdict."""
     if verdict.verdict != "match":
-        return Update(recorded.selector, None, why=NOT_UPDATED.get(verdict.verdict, verdict.verdict))
+        return Update(verdict.recorded, None, why=NOT_UPDATED.get(verdict.verdict, verdict.verdict))
     live = lives[0]
     last = max((ex.id for ex in live.exchanges if ex.id is not None), default=None)
-    if live.source != "verify" or last is None:
-        return Update(recorded.selector, None, why="the live run is not in the recording's log")
-    detail = f"replaces {recorded.selector}"
-    log.append(note_event(Redactor(), SERVED_NOTE, detail, task_id=live.task_id, exchange_id=last))
-    return Update(recorded.selector, live.selector, changes(run_contract(recorded), run_contract(live)))
+    if last is None:
+        return Update(verdict.recorded, None, why="no exchange of the live run was recorded")
+    detail = f"replaces {verdict.recorded}"
+    log.append(note_event(Redactor(), SERVED_NOTE, detail, task_id=verdict.task_id, exchange_id=last))
+    return Update(verdict.recorded, live.selector, changes(recorded, live.contract))
 
 
 async def load_card(url: str, http: httpx.AsyncClient, log: RecordingStore, call_timeout: float) -> a2a.AgentCard:
@@ -366,14 +368,18 @@ async def verify(
     progress: Callable[[int, int], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     adopt: bool = False,
+    known: Mapping[str, int] | None = None,
 ) -> list[TaskVerdict]:
     """Each recorded run sent again ``opts.runs`` times to the agent at ``opts.url``, its live
     runs recorded into ``log`` and judged; ``adopt`` (``--update``, ``log`` holding the
-    recordings): a task that matched is served from its first live run from then on (:func:`update`)."""
+    recordings): a task that matched is served from its first live run from then on (:func:`update`).
+    ``known``: how many runs each task has in ``log`` already, when the caller has read them
+    (else they are read here), so that each live run is named ``TASK@N`` without reading it back."""
     out: list[TaskVerdict] = []
+    runs_of = _RunCount(log, known)
     async with httpx.AsyncClient(transport=transport or LazyTlsTransport(), follow_redirects=False) as http:
         card = await load_card(opts.url, http, log, opts.call_timeout)
-        bindings: list[a2a.BindingChoice | None] = [None]
+        bindings: list[VerifyBinding | None] = [None]
         if opts.across:
             offered = card_bindings(card)
             bindings = [b for b in SPOKEN if b in offered]
@@ -381,12 +387,19 @@ async def verify(
                 raise AgentUnreachable(f"its card offers no binding verify speaks ({', '.join(offered) or 'none'})")
         total, done = len(recorded) * opts.runs * len(bindings), 0
         for run in recorded:
+            recorded_run = ContractBuilder(run.task_id)  # once per task, whatever the live runs
+            recorded_run.take_events(run.events)
+            rec = recorded_run.contract(run.selector, run.exchanges, doctor=False)
             for binding in bindings:
                 each = opts if binding is None else dataclasses.replace(opts, binding=binding)
-                lives = []
+                lives: list[Live] = []
                 try:
                     for _ in range(opts.runs):
-                        lives.append(await LiveRun(log, run, http, card, each).run())
+                        sending = LiveRun(log, run, rec, runs_of.next(run.task_id), http, card, each)
+                        try:
+                            lives.append(await sending.run())
+                        finally:
+                            runs_of.ran(run.task_id, sending.builder.events)
                         done += 1
                         if progress is not None:
                             progress(done, total)
@@ -398,12 +411,43 @@ async def verify(
                         TaskVerdict(run.task_id, run.selector, [], "skipped", [], binding=binding, note=str(exc))
                     )
                     continue
-                verdict = judge(run, lives, opts.rules)
+                if any(live.contract.doctor for live in lives) and not rec.doctor:
+                    rec = recorded_run.contract(run.selector, run.exchanges, doctor=True)
+                verdict = judge(run, rec, [live.contract for live in lives], opts.rules)
                 verdict.binding = binding
                 if adopt:
-                    verdict.update = update(log, run, lives, verdict)
+                    verdict.update = update(log, rec, lives, verdict)
                 out.append(verdict)
     return out
+
+
+class _RunCount:
+    """The runs each task has in the log a verify writes to, as its live runs add theirs: a live
+    run is its task's next run once it holds an event (:mod:`fold.runs`: a new observer's first
+    event starts a run), so its number is known before it is sent, never read back."""
+
+    def __init__(self, log: RecordingStore, known: Mapping[str, int] | None) -> None:
+        self.log = log
+        self.counts: dict[str, int] = dict(known or {})
+
+    def next(self, task_id: str) -> int:
+        if task_id not in self.counts:
+            self.counts[task_id] = len(task_runs(self.log, task_id))
+        return self.counts[task_id] + 1
+
+    def ran(self, task_id: str, events: Sequence[StoredEvent]) -> None:
+        if events:
+            self.counts[task_id] = self.next(task_id)
+
+
+def grpc_target(card: a2a.AgentCard | None) -> str | None:
+    """The ``HOST:PORT`` of the card's gRPC interface of A2A 1.0 (its first), if it has one."""
+    for itf in a2a.interfaces(card) if card is not None else ():
+        version = (itf.protocolVersion or "1.0").strip()
+        if (itf.protocolBinding or itf.transport or "").upper() == "GRPC" and version.startswith("1") and itf.url:
+            url = itf.url.split("://", 1)[1] if "://" in itf.url else itf.url
+            return url.rstrip("/")
+    return None
 
 
 def card_bindings(card: a2a.AgentCard) -> list[str]:

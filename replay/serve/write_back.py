@@ -17,6 +17,11 @@ write-back
 3. writes the merged tape to a unique temporary file beside it (the file's own mode kept, owner-only
    for a new tape), flushes it to disk and renames it over the tape: a reader sees the old tape or
    the new one, never half of one. A symlinked tape stays a symlink: its target is what is replaced.
+
+``verify --update`` of a tape writes the tape whole instead (:func:`write_whole`): its live runs are
+runs of the tape's own tasks, named by the live agent's ids, which a merge would refuse (one task,
+one context). It holds the same lock, writes the same way, and writes only over the tape it read:
+a tape another writer changed meanwhile is left as it is (:class:`TapeChanged`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 import msgspec
 
 from a2a_tape.store import Recordings, RecordingStore, open_store
+from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.records import Exchange, StoredEvent
 from a2a_tape.store.tape import TapeError, TapeHeader, event_line, exchange_line, import_tape, write_tape
 
@@ -138,13 +144,45 @@ def _tape_lines(exchanges: list[Exchange], events: list[StoredEvent]) -> Iterato
         yield encode(event_line(ev)) + b"\n"
 
 
-def _replace(real: Path, merged: Recordings) -> None:
+class TapeStamp(msgspec.Struct, frozen=True):
+    """Which version of a tape file was read: a rewrite goes only over that one."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+
+
+class TapeChanged(A2ATapeError):
+    """The tape is no longer the one that was read (another writer replaced or changed it)."""
+
+
+def stamp_of(target: Path) -> TapeStamp:
+    st = Path(os.path.realpath(target)).stat()
+    return TapeStamp(st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def write_whole(copy: Recordings, target: Path, read: TapeStamp, *, source: str) -> None:
+    """Write ``copy`` (the tape as it was read, and what was recorded into it since) over the tape
+    at ``target``, whole, atomically (see the module), if the tape is still the one ``read`` stamps;
+    :class:`TapeChanged`, the tape left as it is, when it is not."""
+    real = Path(os.path.realpath(target))
+    with _locked(real.parent):
+        try:
+            now = stamp_of(real)
+        except FileNotFoundError:
+            raise TapeChanged(f"{target} was removed while it was read: not written") from None
+        if now != read:
+            raise TapeChanged(f"{target} was changed by another writer while it was read: not written")
+        _replace(real, copy, source=source)
+
+
+def _replace(real: Path, merged: Recordings, *, source: str = "a2a-tape replay") -> None:
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")  # 0600, unique
     try:
         with contextlib.suppress(FileNotFoundError):
             os.fchmod(fd, stat.S_IMODE(real.stat().st_mode))  # the tape's own mode, kept
         with os.fdopen(fd, "wb") as fh:
-            write_tape(merged, fh, source="a2a-tape replay")
+            write_tape(merged, fh, source=source)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, real)

@@ -194,6 +194,17 @@ def test_bad_usage_is_one_line_exit_2(drifting, line: str, says: str, tmp_path: 
     assert len(err.strip().splitlines()) == 1 and says in err, err
 
 
+def test_binding_grpc_at_an_agent_without_a_grpc_interface_is_one_line_exit_2(drifting, tmp_path: Path) -> None:
+    """``--binding grpc`` at an agent whose card lists no gRPC interface: exit 2, one line, nothing sent."""
+    url, agent, db, ids = drifting
+    before = agent.executions
+    line = f"verify {ids['jsonrpc']['hello there']} --against {url} --binding grpc --db '{db}' --into '{tmp_path / 'l.db'}'"
+    code, out, err = _cli(line, tmp_path)
+    assert code == 2 and out == "", (out, err)
+    assert len(err.strip().splitlines()) == 1 and "no gRPC interface" in err, err
+    assert agent.executions == before
+
+
 def _replayed_answer(db: Path, cwd: Path, text: str) -> str:
     """The final answer a client gets from ``serve`` replaying ``db`` (recorded into a log of its own)."""
     serve = Background(f"{A2A} serve --db '{db}' --listen 127.0.0.1:0", cwd, reader_env(cwd), READY)
@@ -254,22 +265,95 @@ def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -
     assert [r["source"] for r in runs] == ["client", "verify", "verify", "verify", "verify"], runs
 
 
-@pytest.mark.parametrize("where", ["into", "tape"])
-def test_update_needs_the_recordings_log(drifting, where: str, tmp_path: Path) -> None:
-    """A live run adopted goes with the recordings: not into another log, not into a tape (one
-    context per task there; the live run has its own), nothing sent to the agent."""
+def test_update_needs_the_recordings_log(drifting, tmp_path: Path) -> None:
+    """A live run adopted goes with the recordings: not into another log, nothing sent to the agent."""
     url, agent, db, ids = drifting
     task = ids["jsonrpc"]["hello there"]
-    if where == "tape":
-        tape = tmp_path / "t.jsonl"
-        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path)[0] == 0
-        line = f"verify {task} --against {url} --db '{tape}' --update"
-    else:
-        line = f"verify {task} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}' --update"
+    line = f"verify {task} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}' --update"
     before = agent.executions
     code, out, err = _cli(line, tmp_path)
     assert code == 2 and out == "" and "--update" in err and len(err.strip().splitlines()) == 1, err
     assert agent.executions == before
+
+
+def _tape_runs(tape: Path, cwd: Path) -> list[dict]:
+    code, out, err = _cli(f"tasks --runs --db '{tape}' --json", cwd)
+    assert code == 0, (out, err)
+    return json.loads(out)
+
+
+def test_update_of_a_tape_writes_the_live_run_into_it(tmp_path: Path) -> None:
+    """``--update`` of a tape (issue 32 item 3): a failing verify leaves the tape byte for byte as
+    it was; a passing one writes it again whole (the recording, the live run, the adoption), and
+    ``serve`` of the tape then answers with the live run; the next verify compares with it."""
+    db, tape = tmp_path / "recorded.db", tmp_path / "hello.jsonl"
+    with drift_agent() as (url, agent):
+        task = _record(url, db, "jsonrpc")["hello there"]
+        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path)[0] == 0
+        before = tape.read_bytes()
+        agent.fault = "rename"
+        try:
+            code, out, err = _cli(f"verify --db '{tape}' --against {url} --update --json", tmp_path)
+        finally:
+            agent.fault = None
+        assert code == 1, (out, err)
+        (one,) = json.loads(out)["tasks"]
+        assert one["update"]["served"] is None and one["update"]["why"].startswith("diverged"), one
+        assert tape.read_bytes() == before  # not written: the live run of a failing verify is not kept
+
+        agent.fault = "reword"  # the same contract, other words: adopted
+        try:
+            code, out, err = _cli(f"verify --db '{tape}' --against {url} --update --json", tmp_path)
+            assert code == 0, (out, err)
+            report = json.loads(out)
+            assert report["into"] == str(tape) and report["summary"]["updated"] == 1, out
+            assert report["tasks"][0]["update"]["served"] == f"{task}@2", out
+            assert [r["source"] for r in _tape_runs(tape, tmp_path)] == ["client", "verify"]
+            assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".hello.jsonl.")]  # no temporary
+            assert _replayed_answer(tape, tmp_path, "hello there") == "The answer is forty-two."
+            # the next verify compares with the adopted run: its exact text holds
+            code, out, err = _cli(f"verify --db '{tape}' --against {url} --text exact --json", tmp_path)
+            assert code == 0, (out, err)
+            assert json.loads(out)["tasks"][0]["recorded"] == f"{task}@2", out
+        finally:
+            agent.fault = None
+    # the tape is still a tape every reader takes: a log made of it holds both runs
+    code, out, err = _cli(f"import '{tape}' --db '{tmp_path / 'imported.db'}'", tmp_path)
+    assert code == 0, (out, err)
+    assert [r["source"] for r in _tape_runs(tmp_path / "imported.db", tmp_path)] == ["client", "verify"]
+
+
+def test_update_of_a_tape_another_writer_changed_is_refused(tmp_path: Path) -> None:
+    """The tape changes while verify is in flight (another writer): verify writes nothing over
+    it, one line, exit 2; the other writer's tape stays as that writer left it."""
+    import subprocess
+    import threading
+
+    db, tape = tmp_path / "recorded.db", tmp_path / "hello.jsonl"
+    with drift_agent() as (url, agent):
+        task = _record(url, db, "jsonrpc")["hello there"]
+        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path)[0] == 0
+        agent.entered.clear()
+        agent.hold = threading.Event()
+        try:
+            proc = subprocess.Popen(
+                [str(A2A), "verify", "--db", str(tape), "--against", url, "--update"],
+                cwd=tmp_path,
+                env=reader_env(tmp_path),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert agent.entered.wait(60), "verify never reached the agent"
+            changed = tape.read_bytes() + tape.read_bytes().split(b"\n", 1)[1]  # the same lines again: a tape
+            tape.write_bytes(changed)
+        finally:
+            agent.hold.set()
+            agent.hold = None
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and out == "", (out, err)
+    assert len(err.strip().splitlines()) == 1 and "changed by another writer" in err, err
+    assert tape.read_bytes() == changed
 
 
 def test_across_bindings_each_recording_over_every_binding_the_card_offers(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import a2a_tape.fold.fold as fold
 import a2a_tape.fold.projection as projection
 from a2a_tape.fold.projection import Projector, encode_view, fold_events
 from a2a_tape.store import ArtifactUpdate, StoredEvent, StreamMeta, open_store
-from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
+from a2a_tape.store.decode import TextChunk, chunk_update, decode_item, peek_text_chunk
 from a2a_tape.store.tape import import_tape
 
 from .builders import art03, blocks, oc, status03, stored, task03
@@ -133,6 +133,7 @@ def _same_as_decode_item(payload: bytes) -> None:
     assert [p.kind for p in body.artifact.parts] == ["text"] * len(chunk.artifact.parts)
     assert [p.text for p in body.artifact.parts] == [p.text for p in chunk.artifact.parts]
     assert body.append is (chunk.append is True) and body.last_chunk is (chunk.lastChunk is True)
+    assert chunk_update(chunk) == body, payload  # the general model, made from the chunk alone (verify's doctor)
 
 
 @pytest.mark.parametrize("payload", PLAIN)

@@ -1,6 +1,7 @@
 """A real a2a-sdk 1.3.0 agent over gRPC (its own ``GrpcHandler``) beside its JSON-RPC app, on 127.0.0.1.
 
-The agent is :class:`tests.support.sdk_agents.ChunkAgent` (same texts, same behaviours); its card
+The agent is :class:`tests.support.sdk_agents.ChunkAgent` (same texts, same behaviours), or the
+executor given (``executor=``: verify's drift agent over gRPC); its card
 lists the gRPC interface first (``HOST:PORT``, no scheme, as the TCK's agent writes it), then
 JSON-RPC 1.0. The gRPC server runs on an event loop of its own in a thread; the JSON-RPC app with
 uvicorn (:mod:`tests.support.servers`). ``push=True``: push notifications on, as in
@@ -43,7 +44,7 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     box: dict[str, object] = {}
-    executor = ChunkAgent(delay=kw.get("delay", 0.0), slow_delay=kw.get("slow_delay", 0.3))
+    executor = kw.get("executor") or ChunkAgent(delay=kw.get("delay", 0.0), slow_delay=kw.get("slow_delay", 0.3))
     push = bool(kw.get("push", False))
 
     async def start() -> None:

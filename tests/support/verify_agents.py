@@ -22,12 +22,16 @@ one thing, each one a regression users met (issue 32):
   binding's error shape changed by an SDK upgrade: ``verify --across-bindings`` names it).
 
 All of them an a2a-sdk executor can produce, so no hand-written agent is needed here.
+
+:attr:`DriftAgent.entered` is set when an execution begins; while :attr:`DriftAgent.hold` is set to
+an unset event, each execution waits for it first (a test acts while a verify is in flight).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterator
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -79,10 +83,15 @@ class DriftAgent(AgentExecutor):
     def __init__(self) -> None:
         self.fault: str | None = None
         self.executions = 0
+        self.entered = threading.Event()
+        self.hold: threading.Event | None = None
 
     async def execute(self, ctx: RequestContext, q: EventQueue) -> None:
         fault, text = self.fault, ctx.get_user_input()
         self.executions += 1
+        self.entered.set()
+        if self.hold is not None:
+            await asyncio.to_thread(self.hold.wait, 60)
         if fault is not None and fault.startswith("sampling"):
             fault = (fault.partition(":")[2] or "rename") if self.executions % 2 == 0 else None
         if fault == "slow":

@@ -91,7 +91,13 @@ class Items:
         return {"text": text} if self.dialect == "1.0" else {"kind": "text", "text": text}
 
     def artifact_obj(
-        self, artifact_id: str, text: str | None = None, *, metadata: dict | None = None, data: dict | None = None
+        self,
+        artifact_id: str,
+        text: str | None = None,
+        *,
+        metadata: dict | None = None,
+        data: dict | None = None,
+        name: str | None = None,
     ) -> dict[str, Any]:
         parts = []
         if text is not None:
@@ -99,6 +105,8 @@ class Items:
         if data is not None:
             parts.append({"data": data} if self.dialect == "1.0" else {"kind": "data", "data": data})
         art: dict[str, Any] = {"artifactId": artifact_id, "parts": parts}
+        if name is not None:
+            art["name"] = name
         if metadata is not None:
             art["metadata"] = metadata
         return art
@@ -112,11 +120,12 @@ class Items:
         last: bool = False,
         metadata: dict | None = None,
         data: dict | None = None,
+        name: str | None = None,
     ) -> bytes:
         obj: dict[str, Any] = {
             "taskId": self.task_id,
             "contextId": self.context_id,
-            "artifact": self.artifact_obj(artifact_id, text, metadata=metadata, data=data),
+            "artifact": self.artifact_obj(artifact_id, text, metadata=metadata, data=data, name=name),
         }
         if append or self.dialect == "0.3":
             obj["append"] = append

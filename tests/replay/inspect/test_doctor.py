@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.replay.inspect.builders import Tape, items
@@ -380,3 +382,24 @@ def test_a_message_that_is_not_alone_is_a_first_item_fault(tmp_path, dialect):
     r, found = one_task(tmp_path, dialect, build)
     assert r.code == 1 and found == {"first-item": "error"}
     assert r.json()["findings"][0]["positions"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "tape",
+    sorted((Path(__file__).resolve().parents[3] / "recordings").glob("*.jsonl")),
+    ids=lambda p: p.stem,
+)
+def test_errors_only_is_the_error_level_findings_of_every_run(tape):
+    """``findings(errors_only=True)`` (what verify compares) skips the walks that find warnings
+    only: it is the error-level part of the full findings, on every run of every golden recording
+    (sdk-boom and sdk-closed-working hold errors; the others warnings only)."""
+    from a2a_tape.fold.runs import task_runs
+    from a2a_tape.inspection.doctor import findings
+    from a2a_tape.store import open_for_reading
+
+    with open_for_reading(tape) as st:
+        for t in st.task_events():
+            for run in task_runs(st, t.task_id):
+                full = findings(t.task_id, run.events, run.exchanges)
+                errors = findings(t.task_id, run.events, run.exchanges, errors_only=True)
+                assert errors == [f for f in full if f.level == "error"], (tape.stem, run.selector)

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a2a_tape.inspection.verify_rules import Contract, Rules, compare, contract, similar
+from a2a_tape.inspection.run_contract import Contract, contract
+from a2a_tape.inspection.verify_rules import Rules, compare, similar
 from a2a_tape.store import Exchange, StoredEvent
 from tests.replay.inspect.builders import Items
 
