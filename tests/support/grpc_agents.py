@@ -15,6 +15,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from tests.support.servers import bind_loopback, serve_app
 
@@ -83,7 +84,21 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
             assert served == url
             yield GrpcAgent(url, str(box["target"]), executor)
     finally:
-        asyncio.run_coroutine_threadsafe(box["server"].stop(0), loop).result(timeout=10)  # type: ignore[attr-defined]
+        asyncio.run_coroutine_threadsafe(_stopped(box["server"]), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
+        loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+async def _stopped(server: Any) -> None:
+    """The gRPC server stopped, then every task still on its loop cancelled and awaited there. A loop
+    closed with tasks pending leaves their coroutines to the garbage collector, which closes them later
+    in whatever thread it runs: a2a-sdk's ActiveTask producer then shuts its culsans queue in its
+    ``finally``, whose lock a suspended task of the dead loop may hold, and that worker of the suite hung
+    for good (py-spy: the main thread in culsans ``Queue.shutdown``, inside an unrelated test)."""
+    await server.stop(0)
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
