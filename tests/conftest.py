@@ -5,8 +5,15 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.support.servers import bind_loopback, serve_app
+
+# No test times itself (speed is measured in benchmarks/): Hypothesis's per-example deadline is off for the
+# whole suite. A first example that imports a module at first use took 0.5 s on a loaded machine and
+# failed test_options.py as "unreliable timings".
+settings.register_profile("a2a-tape", deadline=None)
+settings.load_profile("a2a-tape")
 
 # Before anything imports grpc (a2a-sdk's server package does, once the grpc extra is installed): a
 # test process that has run gRPC calls forks children (subprocess with preexec_fn) whose grpc fork
