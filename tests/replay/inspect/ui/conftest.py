@@ -53,8 +53,11 @@ def browser() -> Iterator[Browser]:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs it)")
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # expect() waits for its condition and returns as soon as it holds; its 5 s default was short for a
+    # live page on a loaded 2-core machine (test_live_truth failed once in a full run, never alone)
+    expect.set_options(timeout=20_000)
     with sync_playwright() as pw:
         launched = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
         try:
