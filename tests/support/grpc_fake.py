@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Iterator
 
 from a2a.types import a2a_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from a2a_tape.store.observers import REPLAY_MARKER
+from tests.support.grpc_loop import loop_in_thread, stop_serving
 
 TASK = "t-fake"
 
@@ -177,9 +177,7 @@ def running_fake_grpc_agent() -> Iterator[tuple[str, _Handler]]:
     """(HOST:PORT, the handler: its ``calls``)."""
     import grpc
 
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
+    loop, thread = loop_in_thread()
     handler = _Handler()
     box: dict[str, object] = {}
 
@@ -195,7 +193,4 @@ def running_fake_grpc_agent() -> Iterator[tuple[str, _Handler]]:
     try:
         yield f"127.0.0.1:{box['port']}", handler
     finally:
-        asyncio.run_coroutine_threadsafe(box["server"].stop(0), loop).result(timeout=10)  # type: ignore[attr-defined]
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+        stop_serving(box["server"], loop, thread)  # no task left pending on the loop (tests.support.grpc_loop)
