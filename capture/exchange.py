@@ -37,7 +37,10 @@ whoever calls it:
   changed that way gets a local note (:attr:`Capture.notes`);
 - task ids are learnt from the items (an item without one belongs to the task already known,
   or to its exchange);
-- the outcome is one word of :data:`Outcome`, the closed vocabulary of docs/tape-format.md.
+- the outcome is one word of :data:`Outcome`, the closed vocabulary of docs/tape-format.md;
+- an answer a replay marked as its own (:data:`store.observers.REPLAY_MARKER`) stamps the row's
+  source ``replay`` (:meth:`Capture.answered_by`): a replay recorded back is a run of its own
+  kind, on every path.
 
 The core needs nothing above the store and the wire (no httpx, no event loop). The HTTP side (timeouts on connect, first byte and reads; redirects; readable transport errors) is
 :mod:`wire.http_client`.
@@ -57,7 +60,7 @@ from a2a_tape.capture.notes import note_event, push_event
 from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
 from a2a_tape.store.events import Item, Undecodable
 from a2a_tape.store.headers import media_type_of
-from a2a_tape.store.observers import Observer, stamp
+from a2a_tape.store.observers import REPLAY_MARKER, REPLAYED_SOURCES, Observer, stamp
 from a2a_tape.store.records import Exchange, NewEvent, StoredEvent
 from a2a_tape.store.redact import Redactor, credential_parts
 from a2a_tape.store.writer import Appends
@@ -217,6 +220,7 @@ class Capture:
         "asked",
         "hook_error",
         "withheld",
+        "run_source",
         "_head",
     )
 
@@ -248,6 +252,7 @@ class Capture:
         self.asked: A2ARequest | None = None  # the request as recorded, for the answer hook
         self.hook_error: HookError | None = None  # the answer hook raised: nothing recorded from there on
         self.withheld = False  # the answer hook left a whole answer out: nothing of it is kept
+        self.run_source: str | None = None  # the source the row was begun with (None: no observer, it joins a run)
         self._head: dict[str, object] = {}
 
     # -- begin -------------------------------------------------------------------------------
@@ -313,7 +318,21 @@ class Capture:
             "content_type": content_type,
             "response_headers": self.redactor.headers_dict(headers),
         }
+        self.answered_by(headers)
         return dict(self._head)
+
+    def answered_by(self, headers: Headers) -> None:
+        """Who answered, from the answer's headers (a gRPC call's initial metadata): an answer
+        marked as a replay's (:data:`store.observers.REPLAY_MARKER`, which ``serve`` sends) makes
+        the row's source ``replay``, written with the head (before the row's first event, so the
+        run it begins is a replay's from its first event on). Only a row begun with one of
+        :data:`store.observers.REPLAYED_SOURCES` changes: the label, nothing else. :meth:`head`
+        calls it; a path that does not (the proxy's relay, gRPC) calls it with the answer's head."""
+        if self._replayed(headers):
+            self.run_source = self._head["source"] = "replay"
+
+    def _replayed(self, headers: Headers) -> bool:
+        return self.run_source in REPLAYED_SOURCES and _header(headers, REPLAY_MARKER) is not None
 
     def pending_head(self) -> dict[str, object]:
         """The head fields not written yet (written with the first events: one transaction)."""
@@ -538,6 +557,8 @@ class Capture:
         if exchange.error is not None:
             exchange.error = self.text(exchange.error)
         self._begin(exchange, observer)
+        if exchange.response_headers and self._replayed(exchange.response_headers):  # a card a replay served
+            exchange.source = self.run_source = "replay"
         self.ended = True
         self.exchange_id = yield functools.partial(log.begin_exchange, exchange)
         return self.exchange_id
@@ -549,6 +570,7 @@ class Capture:
             stamp(exchange)
         else:
             observer.stamp(exchange)
+        self.run_source = exchange.source if exchange.observer is not None else None
         if self.filed_under is not None:
             exchange.task_id = self.filed_under
 

@@ -123,6 +123,13 @@ class GrpcCapture:
         ex.binding = GRPC
         return ex
 
+    def head(self, initial: Iterable[Any] | None) -> None:
+        """The answer's initial metadata, once known (before the first message's commit): who
+        answered (:meth:`capture.exchange.Capture.answered_by`: a replay's marker makes the row's
+        source replay)."""
+        if initial:
+            self.cap.answered_by(metadata_pairs(initial))
+
     def message_events(self, raws: Sequence[Any], arrived: Sequence[float] | None = None) -> list[store.NewEvent]:
         """The rows of answer messages (exact bytes, or the message objects a client's stub
         made of them): each in its JSON mapping. A message that does not parse as the method's

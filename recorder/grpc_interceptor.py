@@ -110,6 +110,7 @@ class RecordingInterceptor:
         except BaseException as exc:
             await self._broken(gc, exc)
             raise
+        gc.head(await call.initial_metadata())
         await self._record(gc, [response])
         code = await call.code()
         await self._end(
@@ -129,6 +130,8 @@ class RecordingInterceptor:
         received = 0
         try:
             async for message in call:
+                if not received:  # the initial metadata came before the first message: who answered
+                    gc.head(await call.initial_metadata())
                 await self._record(gc, [message])
                 received += 1
                 yield message
@@ -164,6 +167,8 @@ class RecordingInterceptor:
             outcome: Outcome = "incomplete"
             error: str | None = CLIENT_DEADLINE
         else:
+            if not received:  # no message: the head comes with the status
+                gc.head(initial)
             event = gc.status_event(code, details, trailers)
             if event is not None:
                 await self.writer.run(gc.commit_writes(self.store, [event]))

@@ -31,6 +31,18 @@ JOINS_RUN: Final = frozenset({"recovery", "push"})
 GetTask or synthetic FAILED; a push the agent POSTed to the proxy's receiver, which is no second
 side of the task but the webhook side of the run that relayed it)."""
 
+REPLAY_MARKER: Final = "x-a2a-tape-replay"
+"""The response header (on gRPC, the initial-metadata key) with which ``serve`` and
+``ReplayTransport`` mark each answer of their own (not one a recording mode forwards from the live
+agent). A recorder that reads it on an answer stamps that exchange's source ``replay``
+(:meth:`capture.exchange.Capture.answered_by`, the one place): a replay recorded back is a run
+of source ``replay``, whichever path recorded it. Anyone can send it: an agent that does only
+relabels the runs recorded from it (docs/design.md, "Runs")."""
+
+REPLAYED_SOURCES: Final = frozenset({"client", "proxy", "in-process", "probe"})
+"""The sources a replay's answer turns into ``replay``. A verify run keeps its own (it is compared
+as a verify run whatever answered it); an import never reads an answer."""
+
 _SOURCE_OF_ROLE: Final = {
     "client": "client",
     "proxy": "proxy",

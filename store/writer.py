@@ -295,12 +295,6 @@ def writer_of(store: AppendLog) -> GroupCommitWriter:
     return writer
 
 
-async def write_soon(store: AppendLog, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)``, one write transaction on ``store``, from an event loop that must not
-    wait for the log's lock: :meth:`GroupCommitWriter.write` of the store's shared writer."""
-    return await writer_of(store).write(fn, *args, **kwargs)
-
-
 # -- the batching of one stream ----------------------------------------------------------------
 
 

@@ -494,6 +494,7 @@ class _Relay:
     async def run(self, call: Any, first_byte: float, read: float) -> None:
         with anyio.fail_after(first_byte):
             self.initial = await call.initial_metadata()
+        self.gc.head(self.initial)
         self.live.set_head(self.initial)
         if self.gc.streaming:
             await self._stream(call, first_byte, read)
@@ -592,6 +593,7 @@ class _Relay:
         self.code, self.details, self.trailers = code, details, tuple(trailers or ())
         if initial is not None and not self.initial:
             self.initial = initial
+            self.gc.head(initial)
             if self.live.head is None:
                 self.live.set_head(initial)
         self.outcome = outcome_of(code, self.gc.streaming, self.received)

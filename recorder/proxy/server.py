@@ -862,6 +862,7 @@ class Proxy:
         row.update(
             status=resp.status_code, content_type=ct or None, response_headers=self._stored_headers(resp.headers)
         )
+        cap.answered_by(resp.headers.multi_items())  # a replay's answer: the run is a replay's (with the first commit)
         if media_type_of(ct) == "text/event-stream":
             live.start_sse(resp.status_code, headers)
             assert self.writer is not None

@@ -81,6 +81,7 @@ from a2a_tape.store.a2a_structs import WireTask
 from a2a_tape.store.decode import state_in
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import ALL_METHODS, CARD_PATHS, JSONRPC
+from a2a_tape.store.observers import REPLAY_MARKER
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.wire import bindings
 from a2a_tape.wire.push_configs import config_task, registered
@@ -170,13 +171,18 @@ class ReplayEngine:
     ) -> Reply:
         """Answer one HTTP request in the binding it came in. Never raises: a failure of ours is an
         internal error (-32603) naming it, in that binding's shape. The reply's ``said``: what
-        was done with it (:class:`.reply.Said`, the line ``serve`` prints)."""
+        was done with it (:class:`.reply.Said`, the line ``serve`` prints). An answer of the
+        replay's own carries the replay marker (:data:`store.observers.REPLAY_MARKER`: a client
+        recording it makes a run of source replay), one a recording mode forwards from the agent
+        does not."""
         noted, token = saying()
         try:
             reply = await self._handle_call(method, path, query, headers, body, base_url)
         finally:
             stop_saying(token)
         reply.said = noted
+        if not reply.forwarded:
+            reply.headers = {**reply.headers, REPLAY_MARKER: "1"}
         return reply
 
     async def _handle_call(

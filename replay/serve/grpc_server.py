@@ -14,7 +14,9 @@ protobuf messages (:mod:`wire.grpc`):
 - faults: ``drop-after=N`` ends the stream with UNAVAILABLE, the status a gRPC client gets when
   the server's connection goes; ``stall-after=N`` sends nothing more (the client's deadline
   decides); ``error-after=N`` answers INTERNAL; per call with the ``x-a2a-tape-fault`` metadata;
-- a method the service does not have: UNIMPLEMENTED, as any gRPC server answers it.
+- a method the service does not have: UNIMPLEMENTED, as any gRPC server answers it;
+- the replay's marker (:data:`store.observers.REPLAY_MARKER`) in each call's initial metadata, as
+  the HTTP side sends it in a header.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import msgspec
 from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.faults import FAULT_HEADER, FaultError, Faults, parse_faults
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.observers import REPLAY_MARKER
 from a2a_tape.wire import grpc as grpc_wire
 from a2a_tape.wire.sse_reader import SseParser
 
@@ -76,6 +79,8 @@ class GrpcReplay:
         faults = self._faults(headers)
         body = grpc_wire.jsonrpc_request(m.name, params)
         reply = await self.engine.handle("POST", "/", "", headers, body, "")
+        if REPLAY_MARKER in reply.headers:  # the replay's own answer, marked as HTTP's is (initial metadata)
+            await context.send_initial_metadata(((REPLAY_MARKER, reply.headers[REPLAY_MARKER]),))
         kind = "lf.a2a.v1.StreamResponse" if m.streaming else m.response_type
         answered = reply.said.answered if reply.said is not None else None
         if reply.stream is None:

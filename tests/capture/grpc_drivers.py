@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 GRPC = "grpc"
 """A path's gRPC variant (``"proxy grpc"``)."""
 
-GRPC_MODES = {"plain": "exact", "secret": "secret", "silent": "silent"}
+GRPC_MODES = {"plain": "exact", "secret": "secret", "silent": "silent", "marked": "marked"}
 """The gRPC agent's mode for each matrix mode that has a gRPC form."""
 
 _SSE = "gRPC answers are length-prefixed protobuf messages, not SSE: there is no {} to keep"

@@ -36,7 +36,7 @@ LIMITS = ("SSE event is longer than", "MiB limit: not read further")  # what an 
 
 def test_each_mode_runs_on_grpc_or_says_why_not():
     """A mode of the matrix has a gRPC form (grpc_drivers.GRPC_MODES) or a reason it has none."""
-    modes = {*BYTE_MODES, *FAULT_MODES, "secret"}
+    modes = {*BYTE_MODES, *FAULT_MODES, "secret", "marked"}
     assert modes == set(grpc_drivers.GRPC_MODES) | set(grpc_drivers.NOT_GRPC)
     assert not set(grpc_drivers.GRPC_MODES) & set(grpc_drivers.NOT_GRPC)
 
@@ -226,6 +226,32 @@ def test_every_row_is_a_run_of_its_recorder_and_ended(raw_agent, path, workdir):
     source = SOURCE[kind(path)]
     assert {ex.source for ex in own} == ({source} if source else set()), [(ex.role, ex.source) for ex in rows]
     assert len({ex.observer for ex in own}) <= 1 and None not in {ex.observer for ex in own}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_answer_marked_as_a_replays_makes_a_run_of_source_replay(raw_agent, path, workdir):
+    """An agent whose answers carry serve's replay marker (``marked``: ``plain`` with the marker) is
+    recorded as a replay on every path: each row the recorder stamps says source ``replay``, one
+    observer as ever (a recovery's rows still carry none); the items are ``plain``'s, unchanged."""
+    _pending("source", path, "marked")
+    out = _run(raw_agent, path, "marked", workdir)
+    assert out.error is None, out.printed
+    st = store.open_store(out.db)
+    try:
+        rows = [ex for ex in st.exchanges() if not (kind(path) == "recover" and ex.role == "proxy")]  # seeded
+    finally:
+        st.close()
+    own = [ex for ex in rows if ex.role not in JOINS_RUN]
+    assert {ex.source for ex in own} == ({"replay"} if SOURCE[kind(path)] else set()), [
+        (ex.role, ex.rpc_method, ex.source) for ex in rows
+    ]
+    assert len({ex.observer for ex in own}) <= 1 and None not in {ex.observer for ex in own}
+    streams = _streams(out.db)
+    assert streams, out.printed
+    if is_grpc(path):
+        assert grpc_drivers.decoded(streams)[-1] == grpc_drivers.logged("marked")
+    elif kind(path) != "probe":  # the probes drop streams after their first item, on purpose
+        assert streams[-1] == raw_items("plain")
 
 
 @pytest.mark.parametrize("path", ["record", "probe"])  # the paths that read the card at the URL given

@@ -78,7 +78,9 @@ def test_the_demo_next_steps_run_as_printed(tmp_path, started_as):
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert doctor_errors("a2a-tape.db", tmp_path, env) == []
     tasks = json.loads(run_line(f"{started_as} tasks --json", tmp_path, env).stdout)
-    assert [(t["runs"], t["sources"]) for t in tasks] == [(2, ["client", "client"])]
+    assert [(t["runs"], t["sources"]) for t in tasks] == [
+        (2, ["client", "replay"])
+    ]  # the second: the replay recorded back
     runs = json.loads(run_line(f"{started_as} tasks --runs --json", tmp_path, env).stdout)
     task_id = tasks[0]["task_id"]
     assert [r["run"] for r in runs] == [f"{task_id}@1", f"{task_id}@2"]

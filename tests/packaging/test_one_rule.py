@@ -59,7 +59,7 @@ ROW_WRITER_ROOMS = ("capture/", "store/")
 
 def _calls_a_row_writer(src: str) -> bool:
     """A call of the log's row writers, or a reference handed to something that calls it
-    (``write_soon(st, st.begin_exchange, ex)``, ``functools.partial(log.update_exchange, ...)``)."""
+    (``writer.write(st.begin_exchange, ex)``, ``functools.partial(log.update_exchange, ...)``)."""
     return any(w in src or f"{w[:-1]}," in src or f"{w[:-1]})" in src for w in ROW_WRITERS)
 
 

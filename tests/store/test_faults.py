@@ -40,7 +40,7 @@ from a2a_tape.store.driver_errors import is_guarded
 from a2a_tape.store.postgres import PostgresStore
 from a2a_tape.store.tape import write_tape
 from a2a_tape.store.tape_reader import READER_MIN_BYTES
-from a2a_tape.store.writer import write_soon
+from a2a_tape.store.writer import writer_of
 from tests.recorder.cli.conftest import TASK, make_log
 from tests.support.locks import write_lock_held
 
@@ -518,7 +518,8 @@ def test_a_transaction_begun_without_waiting_raises_would_wait_on_every_backend(
 
 
 def test_the_group_commit_loop_never_waits_for_another_writers_lock(backend):
-    """A small batch (committed on the loop when it can be) and a caller's ``write_soon``, while
+    """A small batch (committed on the loop when it can be) and a caller's own write through the
+    store's shared writer (``writer_of(st).write``: recovery's synthetic FAILED), while
     another connection holds the lock: both wait on a worker thread instead, so the loop goes on
     (a ticker keeps running); both are stored once the lock is released."""
     location = backend.location()
@@ -537,7 +538,7 @@ def test_the_group_commit_loop_never_waits_for_another_writers_lock(backend):
                         done["append"] = await w.append(NewEvent(payload=payload(1), task_id="t"))
 
                     async def own() -> None:
-                        done["write"] = await write_soon(st, st.append, NewEvent(payload=payload(1), task_id="u"))
+                        done["write"] = await writer_of(st).write(st.append, NewEvent(payload=payload(1), task_id="u"))
 
                     tg.start_soon(small)
                     tg.start_soon(own)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
 
 from a2a_tape.store import AppendConflict, GroupCommitWriter, NewEvent, StoredEvent, StoreError
-from a2a_tape.store.writer import write_soon
+from a2a_tape.store.writer import Writes, writer_of
 
 from .payloads import v1_artifact
 
@@ -196,11 +199,17 @@ class _GatedLog:
         return stored
 
 
-def test_write_soon_runs_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thread(backend):
-    """``write_soon`` (the proxy's key claim, its exchange rows): on the event loop when the log is
-    free; tried there, then run on a worker thread, while a big batch being committed on a thread
-    holds the lock (the loop must not wait for it); a write queued behind one that waits is
-    answered after it; its result or error comes back either way."""
+def _one(fn: Callable[..., Any], *args: Any) -> Writes[Any]:
+    """One write transaction as the capture core's sequence yields its steps (``Capture.begin_writes``)."""
+    return (yield functools.partial(fn, *args))
+
+
+def test_the_shared_writer_runs_a_write_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thread(backend):
+    """The store's shared writer (``writer_of``: the proxy's key claim and exchange rows, every
+    driver's ``Capture`` writes, run with ``.run``): a write on the event loop when the log is free;
+    tried there, then run on a worker thread, while a big batch being committed on a thread holds the
+    lock (the loop must not wait for it); a write queued behind one that waits is answered after it;
+    its result or error comes back either way."""
     st = backend.open()
     log = _GatedLog(st)
     tries: dict[str, list[int]] = {"idle": [], "busy": []}
@@ -214,20 +223,21 @@ def test_write_soon_runs_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thr
         raise StoreError("the log refused it")
 
     async def main() -> None:
+        shared = writer_of(st)  # the store's own, apart from the gated log's writer below
         async with GroupCommitWriter(log) as w:
-            await write_soon(st, append, "idle")
+            await shared.run(_one(append, "idle"))
             async with anyio.create_task_group() as tg:
                 big = [NewEvent(payload=bytes([i]), task_id="big") for i in range(w.inline_batch + 1)]
                 tg.start_soon(w.append_many, big)
                 await anyio.to_thread.run_sync(log.entered.wait)  # the batch is on its thread, lock held
-                tg.start_soon(write_soon, st, append, "busy")
+                tg.start_soon(shared.run, _one(append, "busy"))
                 with anyio.fail_after(10):
                     while len(tries["busy"]) < 2:  # tried on the loop, then on a worker thread
                         await anyio.lowlevel.checkpoint()
 
                 async def refused() -> None:  # queued behind the write waiting for the lock: answered after it
                     with pytest.raises(StoreError, match="refused"):
-                        await write_soon(st, broken)
+                        await shared.run(_one(broken))
                     answered.append("refused")
 
                 tg.start_soon(refused)
@@ -236,7 +246,7 @@ def test_write_soon_runs_on_the_loop_unless_the_lock_is_held_by_a_batch_on_a_thr
                 log.gate.set()
             assert answered == ["refused"]
             with pytest.raises(StoreError, match="refused"):
-                await write_soon(st, broken)
+                await shared.run(_one(broken))
 
     loop_thread = threading.get_ident()
     anyio.run(main)

@@ -33,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from a2a_tape.recorder.demo_agent import AgentHost, Chunk, HostedTask, Status, encode_event, encode_task, sse_frame
+from a2a_tape.store.observers import REPLAY_MARKER
 
 MODES = (
     "cut",
@@ -370,7 +371,8 @@ RAW_STREAMS: dict[str, list[bytes]] = {
     "huge": [_f(TASK), _f(HUGE), _f(DONE)],
     "deep": [_f(TASK), _f(DEEP), _f(ART), _f(DONE)],
 }
-RAW_EXTRA = ("silent", "silentcard", "redirect", "badgzip", "endless", "endlesscard", "endlessanswer")
+RAW_EXTRA = ("silent", "silentcard", "redirect", "badgzip", "endless", "endlesscard", "endlessanswer", "marked")
+"""``marked``: ``plain``, each answer (the card too) carrying serve's replay marker, as a replay's does."""
 ENDLESS_LINE = b"data: " + b"x" * 65530 + b"\n"  # a line within any limit, and never the blank line ending its event
 
 
@@ -462,7 +464,8 @@ class RawFaultAgent:
                 url = f"{base}/{mode}/rest"
                 interface = {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
                 return JSONResponse(
-                    {"name": f"raw-{mode}", "supportedInterfaces": [interface], "capabilities": {"streaming": True}}
+                    {"name": f"raw-{mode}", "supportedInterfaces": [interface], "capabilities": {"streaming": True}},
+                    headers={REPLAY_MARKER: "1"} if mode == "marked" else None,
                 )
             return JSONResponse(
                 {
@@ -470,7 +473,8 @@ class RawFaultAgent:
                     "url": f"{base}/" if at_root else f"{base}/{mode}/",
                     "protocolVersion": "0.3.0",
                     "capabilities": {"streaming": True},
-                }
+                },
+                headers={REPLAY_MARKER: "1"} if mode == "marked" else None,
             )
 
         return card
@@ -486,6 +490,8 @@ class RawFaultAgent:
             if mode == "redirect":
                 return Response(status_code=301, headers={"location": "http://127.0.0.1:9/moved/"})
             headers = {"x-agent-secret": "SEKRET-HEADER", **SHAPED_HEADERS} if mode == "secret" else {}
+            if mode == "marked":
+                headers = {REPLAY_MARKER: "1"}
             if mode == "endlessanswer":  # a JSON answer that never closes, to a stream request too
                 return StreamingResponse(
                     _endless(b'{"jsonrpc":"2.0","id":1,"result":{"pad":"'), media_type="application/json"

@@ -15,8 +15,8 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from tests.support.grpc_loop import loop_in_thread, stop_serving
 from tests.support.servers import bind_loopback, serve_app
 
 
@@ -25,6 +25,7 @@ class GrpcAgent:
     url: str  # the HTTP base URL (card, JSON-RPC)
     target: str  # HOST:PORT of the gRPC server
     executor: object
+    loop: asyncio.AbstractEventLoop  # the gRPC server's own (in a thread)
 
 
 @contextlib.contextmanager
@@ -42,7 +43,6 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
     http_port = sock.getsockname()[1]
     sock.close()
     url = f"http://127.0.0.1:{http_port}"
-    loop = asyncio.new_event_loop()
     ready = threading.Event()
     box: dict[str, object] = {}
     executor = kw.get("executor") or ChunkAgent(delay=kw.get("delay", 0.0), slow_delay=kw.get("slow_delay", 0.3))
@@ -73,8 +73,7 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
         box.update(server=server, target=target, card=card, handler=handler)
         ready.set()
 
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
+    loop, thread = loop_in_thread()
     asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
     app = Starlette(
         routes=create_agent_card_routes(box["card"]) + create_jsonrpc_routes(box["handler"], rpc_url="/")  # type: ignore[arg-type]
@@ -82,23 +81,6 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
     try:
         with serve_app(app, port=http_port) as served:
             assert served == url
-            yield GrpcAgent(url, str(box["target"]), executor)
+            yield GrpcAgent(url, str(box["target"]), executor, loop)
     finally:
-        asyncio.run_coroutine_threadsafe(_stopped(box["server"]), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-
-async def _stopped(server: Any) -> None:
-    """The gRPC server stopped, then every task still on its loop cancelled and awaited there. A loop
-    closed with tasks pending leaves their coroutines to the garbage collector, which closes them later
-    in whatever thread it runs: a2a-sdk's ActiveTask producer then shuts its culsans queue in its
-    ``finally``, whose lock a suspended task of the dead loop may hold, and that worker of the suite hung
-    for good (py-spy: the main thread in culsans ``Queue.shutdown``, inside an unrelated test)."""
-    await server.stop(0)
-    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+        stop_serving(box["server"], loop, thread)  # no task left pending on the loop (tests.support.grpc_loop)

@@ -13,6 +13,7 @@ answer's head and first message, then the call stays live until the test calls `
 - ``silent``: nothing at all (no initial metadata) until cancelled;
 - ``echo``: echoes the metadata it was sent as its initial metadata (``echo-`` prefixed), one
   message, OK;
+- ``marked``: as ``exact``, serve's replay marker in the initial metadata (as a replay sends it);
 - ``secret``: as ``exact``, with secrets where a recording must redact them: a configured header
   and credential-shaped ones in the initial metadata and the trailers, a first message whose
   metadata holds a token (``SEKRET-EVENT``, at ``result.statusUpdate.metadata.token`` in the
@@ -25,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Iterator
 
 from a2a.types import a2a_pb2
 from google.rpc import error_details_pb2, status_pb2
+
+from a2a_tape.store.observers import REPLAY_MARKER
+from tests.support.grpc_loop import loop_in_thread, stop_serving
 
 TASK = "t-fake"
 
@@ -140,7 +143,8 @@ class _Handler:
                         context.set_trailing_metadata(echoed)
                     return
                 initial = (("x-agent", "fake"), ("x-agent-bin", b"\x00\x01\xff"))
-                await context.send_initial_metadata(initial + (SECRET_METADATA if mode == "secret" else ()))
+                extra = SECRET_METADATA if mode == "secret" else ((REPLAY_MARKER, "1"),) if mode == "marked" else ()
+                await context.send_initial_metadata(initial + extra)
                 if mode == "error":
                     context.set_trailing_metadata(
                         (("x-trailer", "after"), ("grpc-status-details-bin", error_details()))
@@ -173,9 +177,7 @@ def running_fake_grpc_agent() -> Iterator[tuple[str, _Handler]]:
     """(HOST:PORT, the handler: its ``calls``)."""
     import grpc
 
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
+    loop, thread = loop_in_thread()
     handler = _Handler()
     box: dict[str, object] = {}
 
@@ -191,7 +193,4 @@ def running_fake_grpc_agent() -> Iterator[tuple[str, _Handler]]:
     try:
         yield f"127.0.0.1:{box['port']}", handler
     finally:
-        asyncio.run_coroutine_threadsafe(box["server"].stop(0), loop).result(timeout=10)  # type: ignore[attr-defined]
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+        stop_serving(box["server"], loop, thread)  # no task left pending on the loop (tests.support.grpc_loop)

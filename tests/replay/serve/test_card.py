@@ -1,5 +1,5 @@
 """The agent card as the agent served it: every field, every response header (hop-by-hop and what
-describes the recorded body aside), per ``A2A-Version``, URLs pointing at the replay; an
+describes the recorded body aside; the replay's marker added), per ``A2A-Version``, URLs pointing at the replay; an
 ``If-None-Match`` on its ETag gets 304 as from the agent.
 
 The agent is a real a2a-sdk 1.3.0 agent whose card has security schemes and requirements and a
@@ -33,6 +33,7 @@ from a2a_tape.replay.serve.engine import ReplayEngine
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.server import create_app
 from a2a_tape.replay.serve.transport import ReplayTransport
+from a2a_tape.store.observers import REPLAY_MARKER
 from tests.recorder.proxy.conftest import running_proxy
 from tests.support.sdk_agents import ChunkAgent
 from tests.support.servers import bind_loopback, serve_app
@@ -90,7 +91,7 @@ def _headers(r: httpx.Response) -> dict[str, str]:
 def _same_card(live: httpx.Response, replayed: httpx.Response, live_url: str, replay_url: str) -> None:
     assert replayed.status_code == live.status_code == 200
     assert replayed.content == live.content.replace(live_url.encode(), replay_url.encode())
-    assert _headers(replayed) == _headers(live)
+    assert _headers(replayed) == {**_headers(live), REPLAY_MARKER: "1"}  # the replay's marker, its own addition
 
 
 @pytest.mark.parametrize("recorder", ["proxy", "transport"])

@@ -117,7 +117,7 @@ def test_the_demos_printed_steps_open_the_ui_and_its_list_counts_the_replay_as_a
         expect(links).to_have_text(["@1", "@2"])
         assert [links.nth(k).get_attribute("title") for k in (0, 1)] == [
             "run 1 (client)",
-            "run 2 (client)",
+            "run 2 (replay)",  # the replay recorded back: a run of source replay
         ]  # as tasks --json names their sources
         links.nth(0).click()
         expect(page).to_have_url(f"{base}/tasks/{task}@1")
