@@ -108,7 +108,7 @@ class SettleWatch:
         self._cond = threading.Condition()
         proxy.on_settled = self._hit
 
-    def _hit(self, ex_id: int) -> None:
+    def _hit(self, ex_id: int, written=None) -> None:
         with self._cond:
             self.settled.append(ex_id)
             self._cond.notify_all()
