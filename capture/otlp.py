@@ -45,7 +45,7 @@ from a2a_tape.store.decode import V1_STATE_NAMES, TextChunk, chunk_update
 from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import Item
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
-from a2a_tape.wire.trace_context import TraceParent, parse_traceparent
+from a2a_tape.wire.trace_context import ExchangeTrace, TraceParent, parse_traceparent
 
 from .ended import Decoded, EndedExchange
 from .lineage import Link, call_of, caller_within, carried, infer, unsettled
@@ -332,9 +332,15 @@ class Context(msgspec.Struct, frozen=True):
     inferred: tuple[int, int, Link] | None = None  # the inferred caller's span (trace id, span id) and the link
 
 
-def context_of(task_id: str, ex: Exchange, run_trace: int, joins: Lineage | None = None) -> Context:
+Carried = Callable[[Exchange], ExchangeTrace | None]
+"""What an exchange's request carried (:func:`capture.lineage.carried`, or :meth:`TaskRuns.carried`: read once)."""
+
+
+def context_of(
+    task_id: str, ex: Exchange, run_trace: int, joins: Lineage | None = None, found_of: Carried = carried
+) -> Context:
     """Where ``ex``'s span sits, in the trace of its run (``run_trace``: :meth:`TaskRuns.trace`)."""
-    found = carried(ex)
+    found = found_of(ex)
     tp: TraceParent | None = parse_traceparent(found.traceparent) if found else None
     own = derived_span_id(task_id, ex)
     if found is None or tp is None:
@@ -356,12 +362,18 @@ def _start(ex: Exchange) -> tuple[float, int]:
     return ex.started_at, ex.id or 0
 
 
-def run_trace_id(task_id: str, run: str | None, exchanges: Iterable[Exchange], joins: Lineage | None = None) -> int:
+def run_trace_id(
+    task_id: str,
+    run: str | None,
+    exchanges: Iterable[Exchange],
+    joins: Lineage | None = None,
+    found_of: Carried = carried,
+) -> int:
     """A run's trace: the first one its requests carried, else its first inferred caller's (:class:`Lineage`),
     else one named by the task id and the run's observer."""
     ordered = sorted(exchanges, key=_start)
     for ex in ordered:
-        found = carried(ex)
+        found = found_of(ex)
         tp = parse_traceparent(found.traceparent) if found else None
         if tp is not None:
             return tp.trace_int
@@ -415,6 +427,14 @@ class TaskRuns:
             self._firsts.setdefault(self.run_of[ex.id or 0], ex)
         self.order = list(self._firsts)
         self._traces: dict[str | None, int] = {}
+        self._carried: dict[int, ExchangeTrace | None] = {}
+
+    def carried(self, ex: Exchange) -> ExchangeTrace | None:
+        """What ``ex``'s request carried (:func:`capture.lineage.carried`), read once for the task."""
+        key = ex.id or 0
+        if key not in self._carried:
+            self._carried[key] = carried(ex)
+        return self._carried[key]
 
     def run(self, ex: Exchange) -> str | None:
         """The run of ``ex`` (events that name no exchange: the first run's)."""
@@ -426,11 +446,11 @@ class TaskRuns:
         if run not in self._traces:
             self._traces[run] = derived_trace_id(self.task_id, run)  # a guard: links point to earlier exchanges
             mine = [ex for ex in self.rows if self.run_of[ex.id or 0] == run]
-            self._traces[run] = run_trace_id(self.task_id, run, mine, self.joins)
+            self._traces[run] = run_trace_id(self.task_id, run, mine, self.joins, self.carried)
         return self._traces[run]
 
     def context(self, ex: Exchange) -> Context:
-        return context_of(self.task_id, ex, self.trace(self.run(ex)), self.joins)
+        return context_of(self.task_id, ex, self.trace(self.run(ex)), self.joins, self.carried)
 
     def links(self, ex: Exchange) -> list[RunLink]:
         """For the first exchange of a run after the first: the first span of each run before it."""
@@ -570,6 +590,9 @@ class LogWindows(Lineage):
                 self._links[ex.id] = None
                 return None
             open_then = self._open_at_start(ex)
+            if not any(row.id != ex.id for row in open_then):  # nothing else was open: no caller (the rule's answer)
+                self._links[ex.id] = None
+                return None
             if not self.final and unsettled(ex, open_then):
                 raise NotYet(ex.id)
             self._links[ex.id] = caller_within(ex, open_then)
