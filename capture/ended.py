@@ -17,6 +17,10 @@ from a2a_tape.store.decode import TextChunk
 from a2a_tape.store.events import Item
 from a2a_tape.store.records import Exchange, StoredEvent
 
+MAX_KEPT_EVENTS = 1_000
+"""Events a capture keeps for its exchange's record: an exchange with more (a long stream) is handed on
+by id and read back from the log, so an open stream never holds more than this many in memory."""
+
 Decoded = Item | TextChunk | None
 """An event's item as its capture decoded it (a plain text chunk by the narrow decoder); None: not
 decoded on the way in (a note of ours): the reader decodes it."""

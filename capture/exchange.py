@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, get_args, overload
 
 import msgspec
 
-from a2a_tape.capture.ended import Decoded, EndedExchange
+from a2a_tape.capture.ended import MAX_KEPT_EVENTS, Decoded, EndedExchange
 from a2a_tape.capture.hooks import A2ARequest, HookError, RecordHooks
 from a2a_tape.capture.notes import note_event, push_event
 from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
@@ -593,10 +593,11 @@ class Capture:
 
     def ended_exchange(self) -> EndedExchange | None:
         """The exchange as written (:class:`capture.ended.EndedExchange`), once its end is written;
-        None without :meth:`keep_written`, or when an end was not written (a store fault: the log holds
-        what it holds, a reader reads it there)."""
+        None without :meth:`keep_written`, when an end was not written (a store fault: the log holds
+        what it holds, a reader reads it there), or past :data:`capture.ended.MAX_KEPT_EVENTS` events
+        (a long stream: read it there too)."""
         w = self._written
-        if w is None or w.row is None or not w.ended:
+        if w is None or w.row is None or not w.ended or w.over:
             return None
         return EndedExchange(msgspec.structs.replace(w.row, **w.fields), w.events, w.items)
 
@@ -692,7 +693,7 @@ class Capture:
 class _Written:
     """What a capture wrote of its exchange (:meth:`Capture.keep_written`)."""
 
-    __slots__ = ("ended", "events", "fields", "items", "row")
+    __slots__ = ("ended", "events", "fields", "items", "over", "row")
 
     def __init__(self) -> None:
         self.row: Exchange | None = None  # as begun (the log gave it its id)
@@ -700,8 +701,12 @@ class _Written:
         self.events: list[StoredEvent] = []
         self.items: list[Decoded] = []
         self.ended = False
+        self.over = False  # more events than MAX_KEPT_EVENTS: none kept
 
     def keep(self, stored: Sequence[StoredEvent], items: Sequence[Decoded] | None = None) -> None:
+        if self.over or len(self.events) + len(stored) > MAX_KEPT_EVENTS:
+            self.over, self.events, self.items = True, [], []
+            return
         self.events += stored
         if items is not None and len(items) == len(stored):
             self.items += items

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 MAX_PENDING = 100_000
 """Exchanges waiting for their span (a collector far behind): past it, they are counted, not kept."""
+MAX_HELD_EVENTS = 100_000
+"""Events of the exchanges queued as written (their payloads in memory): past it, an exchange is queued by
+its id and read back from the log when its span is built (a slow collector must not grow the proxy)."""
 BATCH = 256
 LINGER = 1.0
 """Seconds the sender waits for more exchanges before it sends what it has (a POST costs the proxy's
@@ -84,6 +87,8 @@ class LiveExport:
         self.sent = 0  # spans the collector took
         self.failed = 0  # spans it did not take (or that were never built)
         self.skipped = 0  # ids past MAX_PENDING
+        self._held = 0  # events of the exchanges queued as written (MAX_HELD_EVENTS)
+        self._held_lock = threading.Lock()
         self._warned = False
         self._later: dict[int, tuple[Ended, float]] = {}  # calls put off: exchange id -> (it, when first tried)
         self._open = OpenExchanges(time.time() if since is None else since)  # the rows a call's caller is looked for in
@@ -96,10 +101,24 @@ class LiveExport:
     def ended(self, exchange_id: int, written: EndedExchange | None = None) -> None:
         """An exchange's row is final (called on the recorder's loop: never blocks); ``written``: the
         exchange as its capture wrote it (its span is built from it, nothing read back)."""
+        if written is not None:
+            with self._held_lock:
+                if self._held + len(written.events) > MAX_HELD_EVENTS:
+                    written = None  # read back when its span is built
+                else:
+                    self._held += len(written.events)
         try:
             self._ids.put_nowait(exchange_id if written is None else written)
         except queue.Full:
             self.skipped += 1
+            self._release([] if written is None else [written])
+
+    def _release(self, taken: list[Ended]) -> None:
+        """The events of exchanges taken off the queue no longer count as held."""
+        n = sum(len(e.events) for e in taken if not isinstance(e, int))
+        if n:
+            with self._held_lock:
+                self._held -= n
 
     # -- the sender's thread ------------------------------------------------------------------------
 
@@ -128,7 +147,9 @@ class LiveExport:
         except queue.Empty:
             pass
         more = not ids or ids[-1] != _DONE
-        self.send(log, [i for i in ids if i != _DONE], final=not more)
+        taken = [i for i in ids if i != _DONE]
+        self._release(taken)
+        self.send(log, taken, final=not more)
         return more
 
     def send(self, log: Store, ended: list[Ended], *, final: bool = False) -> None:
