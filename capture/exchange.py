@@ -599,7 +599,7 @@ class Capture:
         w = self._written
         if w is None or w.row is None or not w.ended or w.over:
             return None
-        return EndedExchange(msgspec.structs.replace(w.row, **w.fields), w.events, w.items)
+        return EndedExchange(msgspec.structs.replace(w.row, **w.fields), list(w.events), list(w.items))
 
     def commit_writes(
         self, log: RecordingStore, new: Sequence[NewEvent], items: Sequence[Decoded] | None = None
