@@ -169,6 +169,8 @@ class _Row:
     def traced(self) -> bool:
         """Its request carried a valid traceparent (a header, or the message's metadata)."""
         low = next((v for k, v in self._headers.items() if k.lower() == "traceparent"), None)
+        if low is None and b"traceparent" not in self._body:  # none in the metadata either (as carried() reads it)
+            return False
         return parse_traceparent(low or self.request.trace.get("traceparent")) is not None
 
     @property

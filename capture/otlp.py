@@ -36,15 +36,18 @@ from a2a_tape.store import (
     Exchange,
     Recordings,
     StatusUpdate,
+    Store,
     StoredEvent,
     TaskSnapshot,
     decode_item,
 )
-from a2a_tape.store.decode import V1_STATE_NAMES
+from a2a_tape.store.decode import V1_STATE_NAMES, TextChunk, chunk_update
 from a2a_tape.store.errors import A2ATapeError
+from a2a_tape.store.events import Item
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
-from a2a_tape.wire.trace_context import TraceParent, parse_traceparent
+from a2a_tape.wire.trace_context import ExchangeTrace, TraceParent, parse_traceparent
 
+from .ended import Decoded, EndedExchange
 from .lineage import Link, call_of, caller_within, carried, infer, unsettled
 from .open_exchanges import OpenExchanges
 
@@ -162,11 +165,12 @@ class _Builder:
         self.error_message: str | None = None
         self.findings: list[Finding] = []
 
-    def add(self, ev: StoredEvent) -> None:
-        """One stored event: what the span learns from it, and its span event (the first
-        :attr:`max_events`). The event is named by the item's kind and stamped with its arrival, so
-        neither is repeated as an attribute (nor the offset from the span's start, which is its time)."""
-        item = decode_item(bytes(ev.payload))
+    def add(self, ev: StoredEvent, decoded: Decoded = None) -> None:
+        """One stored event (``decoded``: its item as its capture decoded it; None: decoded here): what
+        the span learns from it, and its span event (the first :attr:`max_events`). The event is named
+        by the item's kind and stamped with its arrival, so neither is repeated as an attribute (nor the
+        offset from the span's start, which is its time)."""
+        item = _item(ev, decoded)
         self.count += 1
         if self.first_at is None:
             self.first_at = ev.received_at
@@ -195,6 +199,17 @@ class _Builder:
         if ev.sse_event:
             attrs[OURS + "event.sse_event"] = ev.sse_event
         self.events.append(Event(item.kind, attrs, nanos(ev.received_at)))
+
+
+def _item(ev: StoredEvent, decoded: Decoded) -> Item:
+    """The item of ``ev``: as its capture decoded it (a text chunk peeked is the update
+    :func:`store.decode.decode_item` makes of the same bytes: :func:`store.decode.chunk_update`), else
+    decoded from its payload."""
+    if decoded is None:
+        return decode_item(bytes(ev.payload))
+    if isinstance(decoded, TextChunk):
+        return Item(chunk_update(decoded))
+    return decoded
 
 
 POSITION = OURS + "event.position"
@@ -317,9 +332,15 @@ class Context(msgspec.Struct, frozen=True):
     inferred: tuple[int, int, Link] | None = None  # the inferred caller's span (trace id, span id) and the link
 
 
-def context_of(task_id: str, ex: Exchange, run_trace: int, joins: Lineage | None = None) -> Context:
+Carried = Callable[[Exchange], ExchangeTrace | None]
+"""What an exchange's request carried (:func:`capture.lineage.carried`, or :meth:`TaskRuns.carried`: read once)."""
+
+
+def context_of(
+    task_id: str, ex: Exchange, run_trace: int, joins: Lineage | None = None, found_of: Carried = carried
+) -> Context:
     """Where ``ex``'s span sits, in the trace of its run (``run_trace``: :meth:`TaskRuns.trace`)."""
-    found = carried(ex)
+    found = found_of(ex)
     tp: TraceParent | None = parse_traceparent(found.traceparent) if found else None
     own = derived_span_id(task_id, ex)
     if found is None or tp is None:
@@ -341,12 +362,18 @@ def _start(ex: Exchange) -> tuple[float, int]:
     return ex.started_at, ex.id or 0
 
 
-def run_trace_id(task_id: str, run: str | None, exchanges: Iterable[Exchange], joins: Lineage | None = None) -> int:
+def run_trace_id(
+    task_id: str,
+    run: str | None,
+    exchanges: Iterable[Exchange],
+    joins: Lineage | None = None,
+    found_of: Carried = carried,
+) -> int:
     """A run's trace: the first one its requests carried, else its first inferred caller's (:class:`Lineage`),
     else one named by the task id and the run's observer."""
     ordered = sorted(exchanges, key=_start)
     for ex in ordered:
-        found = carried(ex)
+        found = found_of(ex)
         tp = parse_traceparent(found.traceparent) if found else None
         if tp is not None:
             return tp.trace_int
@@ -400,6 +427,14 @@ class TaskRuns:
             self._firsts.setdefault(self.run_of[ex.id or 0], ex)
         self.order = list(self._firsts)
         self._traces: dict[str | None, int] = {}
+        self._carried: dict[int, ExchangeTrace | None] = {}
+
+    def carried(self, ex: Exchange) -> ExchangeTrace | None:
+        """What ``ex``'s request carried (:func:`capture.lineage.carried`), read once for the task."""
+        key = ex.id or 0
+        if key not in self._carried:
+            self._carried[key] = carried(ex)
+        return self._carried[key]
 
     def run(self, ex: Exchange) -> str | None:
         """The run of ``ex`` (events that name no exchange: the first run's)."""
@@ -411,11 +446,11 @@ class TaskRuns:
         if run not in self._traces:
             self._traces[run] = derived_trace_id(self.task_id, run)  # a guard: links point to earlier exchanges
             mine = [ex for ex in self.rows if self.run_of[ex.id or 0] == run]
-            self._traces[run] = run_trace_id(self.task_id, run, mine, self.joins)
+            self._traces[run] = run_trace_id(self.task_id, run, mine, self.joins, self.carried)
         return self._traces[run]
 
     def context(self, ex: Exchange) -> Context:
-        return context_of(self.task_id, ex, self.trace(self.run(ex)), self.joins)
+        return context_of(self.task_id, ex, self.trace(self.run(ex)), self.joins, self.carried)
 
     def links(self, ex: Exchange) -> list[RunLink]:
         """For the first exchange of a run after the first: the first span of each run before it."""
@@ -555,6 +590,9 @@ class LogWindows(Lineage):
                 self._links[ex.id] = None
                 return None
             open_then = self._open_at_start(ex)
+            if not any(row.id != ex.id for row in open_then):  # nothing else was open: no caller (the rule's answer)
+                self._links[ex.id] = None
+                return None
             if not self.final and unsettled(ex, open_then):
                 raise NotYet(ex.id)
             self._links[ex.id] = caller_within(ex, open_then)
@@ -741,14 +779,70 @@ def exchange_span(st: Recordings, exchange_id: int, s: Settings, joins: Lineage 
     if ex is None or ex.id is None:
         return None
     events = st.read_exchange(exchange_id)
-    task_id = ex.task_id or next((ev.task_id for ev in events if ev.task_id), None)
+    return _one_span(ex, events, (), st.exchanges, s, joins)
+
+
+def ended_span(
+    st: Recordings,
+    ended: EndedExchange,
+    s: Settings,
+    joins: Lineage | None = None,
+    rows_of: Callable[[str], list[Exchange]] | None = None,
+) -> ReadableSpan | None:
+    """:func:`exchange_span` of an exchange as its capture wrote it (:class:`capture.ended.EndedExchange`:
+    the row and its events as stored, with the items decoded on their way in): the same span, without
+    reading the exchange and its events back nor decoding them again. The log is asked only for the
+    task's other exchanges (its runs: ``rows_of``, :func:`held_rows`; ``st.exchanges`` by default) and,
+    through ``joins``, for what its caller's inference needs."""
+    if ended.row.id is None:
+        return None
+    return _one_span(ended.row, ended.events, ended.items, rows_of or st.exchanges, s, joins)
+
+
+def _task_of(ex: Exchange, events: Sequence[StoredEvent]) -> str | None:
+    return ex.task_id or next((ev.task_id for ev in events if ev.task_id), None)
+
+
+def held_rows(st: Store, ended: Sequence[EndedExchange]) -> Callable[[str], list[Exchange]]:
+    """The task rows of a batch of ended exchanges (``ended_span``'s ``rows_of``): a task all of whose
+    exchanges are in the batch (the common case: a task of one exchange) gets them from memory, any
+    other reads its rows from the log, as :func:`exchange_span` does. One query for the batch, of ids
+    only (:meth:`store.Store.task_exchange_ids`), tells which."""
+    held: dict[str, dict[int, Exchange]] = {}
+    for e in ended:
+        task_id = _task_of(e.row, e.events)
+        if task_id is not None and e.row.id is not None:
+            held.setdefault(task_id, {})[e.row.id] = e.row
+    known = st.task_exchange_ids(held) if held else {}
+
+    def rows_of(task_id: str) -> list[Exchange]:
+        mine = held.get(task_id, {})
+        if mine and known.get(task_id, set()) <= mine.keys():
+            return list(mine.values())
+        return st.exchanges(task_id)
+
+    return rows_of
+
+
+def _one_span(
+    ex: Exchange,
+    events: Sequence[StoredEvent],
+    items: Sequence[Decoded],
+    rows_of: Callable[[str], list[Exchange]],
+    s: Settings,
+    joins: Lineage | None,
+) -> ReadableSpan | None:
+    """The span of the ended exchange ``ex`` from its ``events`` (``items``: their decoded items, when
+    known), its task's rows from ``rows_of``: the one body of :func:`exchange_span` and :func:`ended_span`."""
+    assert ex.id is not None
+    task_id = _task_of(ex, events)
     if task_id is None:
         return None
     b = _Builder(task_id, ex, s.max_events)
-    for ev in events:
+    for k, ev in enumerate(events):
         if ev.task_id == task_id:  # as task_spans reads them: the task's events in this exchange
-            b.add(ev)
-    rows = {row.id: row for row in _of_task(task_id, st.exchanges(task_id))}
+            b.add(ev, items[k] if k < len(items) else None)
+    rows = {row.id: row for row in _of_task(task_id, rows_of(task_id))}
     rows[ex.id] = ex
     runs = TaskRuns(task_id, rows.values(), joins)
     return _span(b, runs.context(ex), [], s, runs.run(ex), runs.links(ex))

@@ -1,12 +1,13 @@
 """``proxy --otlp-endpoint`` and ``record --otlp-endpoint``: each exchange a span, sent as it ends (docs/otel.md).
 
-The hot path does one thing: :meth:`LiveExport.ended` puts the exchange's id on a queue (the proxy's
-``on_settled`` hook, ``record``'s upstream calls once their row is final). A thread of its own reads the
-exchange back from the log through a connection of its own, builds its span with the one mapping
-(:func:`capture.otlp.exchange_span`: the trace, ids, parent and links ``export --format otlp`` gives it
-too, its inferred caller looked for among the exchanges open when it began, kept by
-:class:`capture.open_exchanges.OpenExchanges`) and sends the spans in batches with the official OTLP/HTTP
-exporter. A call whose caller cannot be told yet (:class:`capture.otlp.NotYet`) is built again with the
+The hot path does one thing: :meth:`LiveExport.ended` puts the ended exchange on a queue: the proxy's
+``on_settled`` hook hands it as its capture wrote it (:class:`capture.ended.EndedExchange`: the row, its
+events as stored and the items decoded on their way in), ``record``'s upstream calls hand its id once
+its row is final. A thread of its own builds its span with the one mapping (:func:`capture.otlp.ended_span`,
+or :func:`capture.otlp.exchange_span` for an id: the exchange read back from the log through a connection
+of its own; the trace, ids, parent and links ``export --format otlp`` gives it too, its inferred caller
+looked for among the exchanges open when it began, kept by :class:`capture.open_exchanges.OpenExchanges`)
+and sends the spans in batches with the official OTLP/HTTP exporter. A call whose caller cannot be told yet (:class:`capture.otlp.NotYet`) is built again with the
 next batch, for at most :data:`WAIT_FOR_CALLER` seconds. A slow collector only makes the queue of ids
 longer (bounded: :data:`MAX_PENDING`); a dead one costs the spans of the batches it refused, never an
 event: the log has them, ``export --format otlp`` sends them later. Either is said once, on stderr.
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from a2a_tape.capture.ended import EndedExchange
 from a2a_tape.capture.open_exchanges import OpenExchanges
 
 if TYPE_CHECKING:
@@ -33,7 +35,10 @@ if TYPE_CHECKING:
     from a2a_tape.store import Store
 
 MAX_PENDING = 100_000
-"""Exchange ids waiting for their span (a collector far behind): past it, ids are counted, not kept."""
+"""Exchanges waiting for their span (a collector far behind): past it, they are counted, not kept."""
+MAX_HELD_EVENTS = 100_000
+"""Events of the exchanges queued as written (their payloads in memory): past it, an exchange is queued by
+its id and read back from the log when its span is built (a slow collector must not grow the proxy)."""
 BATCH = 256
 LINGER = 1.0
 """Seconds the sender waits for more exchanges before it sends what it has (a POST costs the proxy's
@@ -45,6 +50,13 @@ TIMEOUT = 5.0
 ``OTEL_EXPORTER_OTLP_TIMEOUT`` overrides it);
 also how long closing waits for what is still queued."""
 _DONE = -1
+
+Ended = int | EndedExchange
+"""An ended exchange as the sender is handed it: as written (the proxy), or its id (read back)."""
+
+
+def _id(e: Ended) -> int:
+    return e if isinstance(e, int) else e.row.id or 0
 
 
 def _stderr(line: str) -> None:
@@ -71,12 +83,14 @@ class LiveExport:
         (now, by default: the recording starts after the export)."""
         self._open_log, self._exporter, self._settings = open_log, exporter, settings
         self.where, self.timeout, self._say = where, timeout, say
-        self._ids: queue.Queue[int] = queue.Queue(MAX_PENDING)
+        self._ids: queue.Queue[Ended] = queue.Queue(MAX_PENDING)
         self.sent = 0  # spans the collector took
         self.failed = 0  # spans it did not take (or that were never built)
         self.skipped = 0  # ids past MAX_PENDING
+        self._held = 0  # events of the exchanges queued as written (MAX_HELD_EVENTS)
+        self._held_lock = threading.Lock()
         self._warned = False
-        self._later: dict[int, float] = {}  # calls put off: exchange id -> when first tried (monotonic)
+        self._later: dict[int, tuple[Ended, float]] = {}  # calls put off: exchange id -> (it, when first tried)
         self._open = OpenExchanges(time.time() if since is None else since)  # the rows a call's caller is looked for in
         self._thread = threading.Thread(target=self._run, name="a2a-tape otlp", daemon=True)
         if thread:
@@ -84,12 +98,27 @@ class LiveExport:
 
     # -- the hot path -------------------------------------------------------------------------------
 
-    def ended(self, exchange_id: int) -> None:
-        """An exchange's row is final (called on the recorder's loop: never blocks)."""
+    def ended(self, exchange_id: int, written: EndedExchange | None = None) -> None:
+        """An exchange's row is final (called on the recorder's loop: never blocks); ``written``: the
+        exchange as its capture wrote it (its span is built from it, nothing read back)."""
+        if written is not None:
+            with self._held_lock:
+                if self._held + len(written.events) > MAX_HELD_EVENTS:
+                    written = None  # read back when its span is built
+                else:
+                    self._held += len(written.events)
         try:
-            self._ids.put_nowait(exchange_id)
+            self._ids.put_nowait(exchange_id if written is None else written)
         except queue.Full:
             self.skipped += 1
+            self._release([] if written is None else [written])
+
+    def _release(self, taken: list[Ended]) -> None:
+        """The events of exchanges taken off the queue no longer count as held."""
+        n = sum(len(e.events) for e in taken if not isinstance(e, int))
+        if n:
+            with self._held_lock:
+                self._held -= n
 
     # -- the sender's thread ------------------------------------------------------------------------
 
@@ -118,39 +147,52 @@ class LiveExport:
         except queue.Empty:
             pass
         more = not ids or ids[-1] != _DONE
-        self.send(log, [i for i in ids if i != _DONE], final=not more)
+        taken = [i for i in ids if i != _DONE]
+        self._release(taken)
+        self.send(log, taken, final=not more)
         return more
 
-    def send(self, log: Store, ids: list[int], *, final: bool = False) -> None:
-        """The spans of ``ids`` (and of the calls put off before), built and sent as one batch."""
-        spans = self._spans(log, ids, final=final)
+    def send(self, log: Store, ended: list[Ended], *, final: bool = False) -> None:
+        """The spans of ``ended`` (and of the calls put off before), built and sent as one batch."""
+        spans = self._spans(log, ended, final=final)
         if spans:
             self._export(spans)
 
-    def _spans(self, log: Store, ids: list[int], *, final: bool) -> list[ReadableSpan]:
-        """The spans of ``ids`` and of the calls put off before; a call whose caller cannot be told yet
+    def _spans(self, log: Store, ended: list[Ended], *, final: bool) -> list[ReadableSpan]:
+        """The spans of ``ended`` and of the calls put off before; a call whose caller cannot be told yet
         (:class:`capture.otlp.NotYet`) is put off again, for at most :data:`WAIT_FOR_CALLER` seconds
         (at the end, or past that, the log as it is decides)."""
-        from a2a_tape.capture.otlp import LogWindows, NotYet, exchange_span
+        from a2a_tape.capture.otlp import LogWindows, NotYet, ended_span, exchange_span, held_rows
 
         now = time.monotonic()
-        due = [(ex_id, since) for ex_id, since in self._later.items()]
+        due = list(self._later.values())
         self._later = {}
         with self._ids.mutex:  # what is still queued: calls whose callers must stay known
-            waiting = [i for i in self._ids.queue if i != _DONE]
+            waiting = [_id(e) for e in self._ids.queue if e != _DONE]
         try:
-            self._open.refresh(log, keep_from=[*ids, *(i for i, _ in due), *waiting])
+            keep = [*map(_id, ended), *(_id(e) for e, _ in due), *waiting]
+            self._open.refresh(log, keep_from=keep)
         except Exception as exc:  # noqa: BLE001 - the spans go without inferred callers; said once
             self._warn(f"cannot read the open exchanges ({type(exc).__name__}: {exc})")
         joins = LogWindows(log, open_rows=self._open)
         settled = LogWindows(log, final=True, open_rows=self._open)
+        written = [e for e, _ in [*due, *((e, now) for e in ended)] if not isinstance(e, int)]
+        try:  # the task rows of the exchanges handed as written: from memory when the batch holds them all
+            rows_of = held_rows(log, written)
+        except Exception:  # noqa: BLE001 - each span then reads its task's rows (and says what fails)
+            rows_of = log.exchanges
         spans = []
-        for ex_id, since in [*due, *((i, now) for i in ids)]:
+        for e, since in [*due, *((e, now) for e in ended)]:
             last_chance = final or now - since >= WAIT_FOR_CALLER
+            ex_id = _id(e)
+            lineage = settled if last_chance else joins
             try:
-                span = exchange_span(log, ex_id, self._settings, settled if last_chance else joins)
+                if isinstance(e, int):
+                    span = exchange_span(log, e, self._settings, lineage)
+                else:
+                    span = ended_span(log, e, self._settings, lineage, rows_of)
             except NotYet:
-                self._later[ex_id] = since
+                self._later[ex_id] = (e, since)
                 continue
             except Exception as exc:  # noqa: BLE001 - one unreadable exchange must not stop the export
                 self.failed += 1

@@ -411,7 +411,7 @@ class GrpcProxy:
         finally:
             if slot is not None and self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
-            self.core.row_settled(ex_id)
+            self.core.row_settled(ex_id, gc.cap)
 
     async def generic(self, path: str, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         """A method that is not A2A's: forwarded both ways as bytes, the exchange row kept."""
@@ -445,7 +445,7 @@ class GrpcProxy:
             end = relay.end_writes(self.core.store)
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await anyio.to_thread.run_sync(self.core.settle, gc.cap, end)
-            self.core.row_settled(ex_id)
+            self.core.row_settled(ex_id, gc.cap)
         if relay.trailers:
             context.set_trailing_metadata(tuple(relay.trailers))
         if relay.code:
@@ -581,10 +581,10 @@ class _Relay:
         agent echoes with the push receiver's URL: the client's webhook, in both)."""
         if self.restored is not None:
             raws = [self.restored(r) for r in raws]
-        events = self.gc.message_events(raws)
+        events, items = self.gc.message_items(raws)
         if events:
             assert self.writer is not None and self.log is not None
-            await self.writer.run(self.gc.commit_writes(self.log, events))
+            await self.writer.run(self.gc.commit_writes(self.log, events, items))
         self.published += sum(map(len, raws))
         self.live.publish(raws)
 

@@ -61,6 +61,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
+from a2a_tape.capture.ended import EndedExchange
 from a2a_tape.capture.lineage import request_of, with_metadata_trace
 from a2a_tape.capture.sending import CUT, Capture, DecodingError, Outcome, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
@@ -218,9 +219,11 @@ class Proxy:
         self.recovery_done = anyio.Event()
         self.recovered = threading.Event()  # the same, for callers on other threads
         self.recovery_report: RecoveryReport | None = None
-        # called (on the proxy's event loop) with each exchange id once its row is final: lets a
-        # caller wait for "the recording of this exchange is complete" without polling
-        self.on_settled: Callable[[int], None] | None = None
+        # called (on the proxy's event loop) with each exchange id once its row is final, and the
+        # exchange as its capture wrote it (capture.ended; None when its end was not written): lets a
+        # caller wait for "the recording of this exchange is complete" without polling, and the live
+        # OTLP export build its span without reading it back. Set before the proxy serves.
+        self.on_settled: Callable[[int, EndedExchange | None], None] | None = None
         # given each exchange's final row (on a worker thread): proxy's line per request
         self.on_line: Callable[[store.Exchange], None] | None = None
         self._begun: dict[int, store.Exchange] = {}  # with on_line: each open row as begun (no read back)
@@ -527,10 +530,16 @@ class Proxy:
         """An exchange row (redacted: :meth:`_exchange_of`, :meth:`capture.grpc_calls.GrpcCapture.request`)
         begun through the capture core's one sequence, stamped with this proxy's observer. Both
         proxies begin a call without a key here (with one: :meth:`begin_and_claim`)."""
+        self._keep(cap)
         ex_id = await writer_of(self.store).run(cap.begin_writes(self.store, ex, self.observer))
         if self.on_line is not None:  # a row still open: its line comes at its end
             self._begun[ex_id] = ex
         return ex_id
+
+    def _keep(self, cap: Capture) -> None:
+        """With :attr:`on_settled`, the capture keeps what it writes, for :meth:`row_settled` to hand on."""
+        if self.on_settled is not None:
+            cap.keep_written()
 
     def capture(self, out: Outgoing) -> Capture:
         """The capture core of a relayed request: the redactor, and the credentials sent upstream
@@ -688,6 +697,7 @@ class Proxy:
         one sequence: one fsync before forwarding (both proxies begin a keyed call here, the HTTP
         relay and :mod:`.grpc_server`)."""
         claim = functools.partial(self.gateway.claim, key, req_hash)
+        self._keep(cap)
         ex_id, (record, claimed) = await writer_of(self.store).run(
             cap.claim_writes(self.store, ex, self.observer, claim)
         )
@@ -881,7 +891,7 @@ class Proxy:
                 row["response_body"] = data[:KEPT]
             else:
                 assert self.writer is not None
-                await self.writer.run(cap.commit_writes(self.store, [new]))
+                await self.writer.run(cap.commit_writes(self.store, [new], [item]))
                 recorded = True
             failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
             row["outcome"] = "error" if failed else "ok"
@@ -946,14 +956,14 @@ class Proxy:
             self.by_exchange.pop(ex_id, None)
             if slot is not None and self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
-            self.row_settled(ex_id)
+            self.row_settled(ex_id, cap)
 
-    def row_settled(self, ex_id: int) -> None:
+    def row_settled(self, ex_id: int, cap: Capture) -> None:
         """A relayed exchange is over, its row final or not (a fault said so): forget it, tell the
-        watcher. Both proxies end a relay here."""
+        watcher (with the exchange as ``cap`` wrote it). Both proxies end a relay here."""
         self._begun.pop(ex_id, None)
         if self.on_settled is not None:
-            self.on_settled(ex_id)
+            self.on_settled(ex_id, cap.ended_exchange())
 
     async def _replay_from_log(
         self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str] | None

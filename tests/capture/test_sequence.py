@@ -161,3 +161,43 @@ def test_a_row_filed_under_a_task_keeps_every_write_there(log):
     events = list(log.read_from(0))
     assert [e.task_id for e in events] == ["t-recorded", "t-recorded"]
     assert b"t-live" in bytes(events[0].payload)
+
+
+def test_what_a_capture_keeps_for_the_live_export_is_what_the_log_holds(log):
+    """``keep_written`` (the proxy's, with ``--otlp-endpoint``): the exchange handed on at its end is the
+    log's row and events, each event with the item decoded on its way in (none for a note of ours);
+    nothing before the end. The export's one look-up, the ids of a task's exchanges, finds it."""
+    cap = _capture()
+    cap.keep_written()
+    observer = new_observer("proxy")
+    ex_id = run_writes(
+        cap.begin_writes(log, _request(cap, "proxy"), observer, notes=[("asked", "a note of the begin")])
+    )
+    cap.head(200, "application/json", [("content-type", "application/json")])
+    new, items = cap.events([(ANSWER, None)], peek=True)
+    run_writes(cap.commit_writes(log, new, items))
+    run_writes(cap.note_writes(log, "decided", f"because Bearer {TOKEN}"))
+    assert cap.ended_exchange() is None  # not ended: nothing to hand on
+    run_writes(cap.end_writes(log, "ok"))
+    ended = cap.ended_exchange()
+    assert ended is not None
+    assert ended.row == log.get_exchange(ex_id) and ended.row.status == 200 and ended.row.task_id == "t-live"
+    assert ended.events == log.read_exchange(ex_id) and len(ended.events) == 3
+    assert [item is None for item in ended.items] == [True, False, True]  # the notes are decoded by the reader
+    assert ended.items[1] == store.decode_item(ANSWER)
+    assert log.task_exchange_ids(["t-live", "no-such-task"]) == {"t-live": {ex_id}}
+
+
+def test_a_long_exchange_is_not_kept_but_read_back(log):
+    """Past ``MAX_KEPT_EVENTS`` events a capture keeps none (an open stream's memory stays bounded): its
+    exchange is handed on by id, and the live export reads it back from the log."""
+    from a2a_tape.capture.ended import MAX_KEPT_EVENTS
+
+    cap = _capture()
+    cap.keep_written()
+    run_writes(cap.begin_writes(log, _request(cap, "proxy"), new_observer("proxy")))
+    for _ in range(2):
+        new, items = cap.events([(ANSWER, None)] * (MAX_KEPT_EVENTS // 2 + 1), peek=True)
+        run_writes(cap.commit_writes(log, new, items))
+    run_writes(cap.end_writes(log, "ok"))
+    assert cap.ended_exchange() is None

@@ -21,9 +21,10 @@ import httpx
 import pytest
 
 from a2a_tape import store
+from tests.grpc.conftest import grpc_agent  # noqa: F401 - the fixture, for the gRPC proxy's case
 from tests.otel.test_export_otlp import KIND_INTERNAL, _spans_of
 from tests.recorder.cli.conftest import assert_bad_input, run_cli
-from tests.recorder.proxy.conftest import read_sse, send_body
+from tests.recorder.proxy.conftest import get_body, read_sse, send_body
 from tests.support.otlp_receiver import receiver
 from tests.support.servers import closed_port
 
@@ -156,3 +157,79 @@ def test_a_bad_otlp_endpoint_is_one_line(tmp_path, command):
     r = run_cli(command, *argv, "--otlp-endpoint", "ftp://x", "--db", str(tmp_path / "x.db"))
     assert_bad_input(r, "--otlp-endpoint ftp://x")
     assert not (tmp_path / "x.db").exists()
+
+
+def whole(span: dict) -> dict:
+    """All of a span as a receiver decodes it, ids in hex, but doctor's findings (the file export's only:
+    the live span is sent before its task may be done) and the status they set."""
+    out = {k: v for k, v in span.items() if k not in ("attributes", "events", "links", "status")}
+    out["resource"] = {k: v for k, v in span["resource"].items() if k != "service.instance.id"}  # each process's own
+    for key in ("traceId", "spanId", "parentSpanId"):
+        if key in out:
+            out[key] = _hex(out[key])
+    found = [e for e in span["events"] if e["name"].startswith("a2a_tape.doctor.")]
+    out["events"] = [
+        (e["name"], e["timeUnixNano"], e["attrs"], e.get("droppedAttributesCount"))
+        for e in span["events"]
+        if e not in found
+    ]
+    out["links"] = sorted(
+        (_hex(k["traceId"]), _hex(k["spanId"]), sorted((a["key"], repr(a["value"])) for a in k.get("attributes", [])))
+        for k in span.get("links", [])
+    )
+    if not found:
+        out["status"] = span.get("status")
+    return out
+
+
+def assert_live_is_the_export(live: list[dict], db: str) -> None:
+    """Every span sent live is, whole, the span ``export --format otlp`` of the log gives that exchange."""
+    exported = {_hex(s["spanId"]): whole(s) for s in _spans_of(db) if s["kind"] != KIND_INTERNAL}
+    assert live and len(live) == len(exported)
+    for span in live:
+        assert whole(span) == exported[_hex(span["spanId"])], span["name"]
+
+
+def _proxied_exchanges(url: str) -> int:
+    """Through an HTTP proxy: streams of both dialects, a blocking send (a JSON answer) and a GetTask of a
+    task already streamed (a task of two exchanges): the exchanges relayed."""
+    for dialect in ("1.0", "0.3"):
+        body, headers = send_body(f"hello {dialect}", dialect=dialect)
+        with httpx.stream("POST", url + "/", content=body, headers=headers, timeout=30) as r:
+            items = read_sse(r)
+    body, headers = send_body("a blocking send", dialect="0.3", stream=False)
+    assert httpx.post(url + "/", content=body, headers=headers, timeout=30).status_code == 200
+    task = json.loads(items[0])["result"]["id"]
+    body, headers = get_body(task, "0.3")
+    assert httpx.post(url + "/", content=body, headers=headers, timeout=30).status_code == 200
+    return 4
+
+
+@pytest.mark.parametrize("path", ["proxy", "proxy-grpc", "record"])
+def test_a_span_sent_live_is_the_exports_span_whole(request, tmp_path, path):
+    """The live export builds each span from the exchange as the proxy wrote it (capture/ended.py: nothing
+    read back, nothing decoded twice), ``record``'s from the log read back: on every path, each span the
+    collector gets is, attribute for attribute and event for event, the span the file export gives."""
+    db = tmp_path / "live.db"
+    with receiver() as got:
+        if path == "record":
+            agent = request.getfixturevalue("sdk_agent")
+            r = _record(agent.url, db, got.url)
+            assert r.returncode == 0, r.stderr
+            live = got.spans
+        elif path == "proxy":
+            agent = request.getfixturevalue("sdk_agent")
+            with _proxy([agent.url, "--otlp-endpoint", got.url, "--db", str(db)]) as (url, lines):
+                live = got.wait_for_spans(_proxied_exchanges(url), timeout=30)
+            assert "warning" not in "".join(lines)
+        else:
+            from tests.grpc.clients import sdk_send
+
+            agent = request.getfixturevalue("grpc_agent")
+            argv = [agent.url, "--otlp-endpoint", got.url, "--db", str(db), "--grpc-listen", "127.0.0.1:0"]
+            with _proxy(argv) as (url, lines):
+                assert sdk_send(url, "hello", message_id="m-live")
+                assert sdk_send(url, "hello again", message_id="m-live-2", stream=False)
+                live = got.wait_for_spans(2, timeout=30)
+            assert "warning" not in "".join(lines)
+    assert_live_is_the_export(live, str(db))
