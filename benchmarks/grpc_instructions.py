@@ -55,7 +55,14 @@ def measure(
         db = str(Path(tmp) / "tape.db")
         if floor:
             port = free_port()
-            argv = [str(ROOT / "benchmarks" / "bench_proxy.py"), "--grpc-floor-serve", upstream, str(port), db, durability]
+            argv = [
+                str(ROOT / "benchmarks" / "bench_proxy.py"),
+                "--grpc-floor-serve",
+                upstream,
+                str(port),
+                db,
+                durability,
+            ]
             announced = f"127.0.0.1:{port}"
         else:
             argv = ["-c", "from a2a_tape.cli import main; main()", "proxy", "http://127.0.0.1:9", "--listen"]

@@ -513,64 +513,24 @@ class _Relay:
     async def _stream(self, call: Any, first_byte: float, read: float) -> None:
         """Read and commit apart: the messages that arrive while a batch commits form the next.
 
-        Per message the reader only reads, counts and appends; the timeouts are one timer
-        (:meth:`_watch`), not a deadline moved at each read (a timer handle made and cancelled per
-        message); the first batch commits at once (the first message's latency), every later one
-        off the event loop (``GroupCommitWriter.run(inline=False)``), so the loop reads the next
-        batch while the last one's fsync runs."""
-        import grpc
-
-        eof = grpc.aio.EOF
-        pending: list[bytes] = []
-        wake = [anyio.Event()]  # set by the reader when the committer waits for messages
-        asleep = [False]
-        ended: list[BaseException | None] = []  # the reader's end: [None], or [its error]
+        Per message the reader (:meth:`_read_all`) only reads, counts and appends; the timeouts are
+        one timer (:meth:`_watch`), not a deadline moved at each read (a timer handle made and
+        cancelled per message); the first batch commits at once (the first message's latency), every
+        later one off the event loop (``GroupCommitWriter.run(inline=False)``), so the loop reads the
+        next batch while the last one's fsync runs."""
+        read_ahead = _ReadAhead()
         scope = anyio.CancelScope()  # the reader's: the watch cancels it when a timeout passes
-        window = self.live.window
-        clock = time.monotonic
-        self.last_read = clock()
-
-        async def reader() -> None:
-            error: BaseException | None = None
-            try:
-                with scope:
-                    while True:
-                        if window.held + self.read_bytes - self.published > window.limit:
-                            self.last_read = math.inf  # the clients (or the log) are behind: no timeout of ours
-                            await self._room()
-                            self.last_read = clock()
-                        raw = await call.read()
-                        if raw is eof:
-                            return
-                        self.last_read = clock()
-                        self.received += 1
-                        self.read_bytes += len(raw)
-                        pending.append(raw)
-                        if asleep[0]:
-                            asleep[0] = False
-                            wake[0].set()
-                if scope.cancelled_caught and self.timed_out:
-                    raise TimeoutError  # what fail_after raises: the caller names the timeout
-            except BaseException as exc:
-                error = exc
-                if not isinstance(exc, Exception):
-                    raise
-            finally:
-                ended.append(error)
-                wake[0].set()
-
         committed = 0
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(reader)
+                tg.start_soon(self._read_all, call, scope, read_ahead)
                 tg.start_soon(self._watch, scope, first_byte, read)
+                pending = read_ahead.raws
                 while True:
                     if not pending:
-                        if ended:
+                        if read_ahead.ended:
                             break
-                        asleep[0] = True
-                        await wake[0].wait()
-                        wake[0] = anyio.Event()
+                        await read_ahead.wait()
                         continue
                     if committed:  # the messages already readable join this batch (the first goes at once)
                         await _drain(pending)
@@ -586,8 +546,45 @@ class _Relay:
                 tg.cancel_scope.cancel()  # the watch
         except BaseExceptionGroup as group:  # the task group wraps what failed: the caller names the cause
             raise first_cause(group) from None
-        if ended and ended[0] is not None:
-            raise ended[0]
+        if read_ahead.ended and read_ahead.ended[0] is not None:
+            raise read_ahead.ended[0]
+
+    async def _read_all(self, call: Any, scope: anyio.CancelScope, read_ahead: _ReadAhead) -> None:
+        """The upstream's messages onto ``read_ahead`` until its end, an error or a timeout (then
+        TimeoutError, as ``fail_after`` raises it: the caller names the timeout)."""
+        import grpc
+
+        eof = grpc.aio.EOF
+        pending = read_ahead.raws
+        window = self.live.window
+        clock = time.monotonic
+        error: BaseException | None = None
+        self.last_read = clock()
+        try:
+            with scope:
+                while True:
+                    if window.held + self.read_bytes - self.published > window.limit:
+                        self.last_read = math.inf  # the clients (or the log) are behind: no timeout of ours
+                        await self._room()
+                        self.last_read = clock()
+                    raw = await call.read()
+                    if raw is eof:
+                        return
+                    self.last_read = clock()
+                    self.received += 1
+                    self.read_bytes += len(raw)
+                    pending.append(raw)
+                    if read_ahead.asleep:
+                        read_ahead.poke()
+            if scope.cancelled_caught and self.timed_out:
+                raise TimeoutError
+        except BaseException as exc:
+            error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            read_ahead.ended.append(error)
+            read_ahead.poke()
 
     async def _watch(self, reader: anyio.CancelScope, first_byte: float, read: float) -> None:
         """``--first-byte-timeout`` until the first message, ``--read-timeout`` from each message to
@@ -642,6 +639,27 @@ class _Relay:
         """A status of the proxy's own (a timeout, the log, an unreachable agent): told to the
         client, on the row, not an item of the agent's."""
         self.code, self.details, self.outcome, self.error = code, why, outcome, why
+
+
+class _ReadAhead:
+    """The messages read and not yet committed, between a relay's reader and its committer."""
+
+    __slots__ = ("raws", "asleep", "ended", "_wake")
+
+    def __init__(self) -> None:
+        self.raws: list[bytes] = []
+        self.asleep = False  # the committer waits for messages: the reader wakes it
+        self.ended: list[BaseException | None] = []  # the reader's end: [None], or [its error]
+        self._wake = anyio.Event()
+
+    async def wait(self) -> None:
+        self.asleep = True
+        await self._wake.wait()
+        self._wake = anyio.Event()
+
+    def poke(self) -> None:
+        self.asleep = False
+        self._wake.set()
 
 
 def first_cause(group: BaseExceptionGroup[BaseException]) -> BaseException:
