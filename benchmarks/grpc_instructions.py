@@ -45,9 +45,28 @@ def _total(dump: Path) -> int:
     raise SystemExit(f"no totals in {dump}")
 
 
+def _commits(dump: Path) -> int:
+    """The SQLite commits of a callgrind dump (calls of ``sqlite3BtreeCommitPhaseTwo``, once per
+    commit of the log): how the messages fell into batches, which moves the count most."""
+    names: dict[str, str] = {}
+    total, callee = 0, None
+    for line in dump.read_text().splitlines():
+        if line.startswith(("fn=", "cfn=")):
+            m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line)
+            if m is None:
+                continue
+            if m.group(2):
+                names[m.group(1)] = m.group(2)
+            if line.startswith("cfn="):
+                callee = names.get(m.group(1))
+        elif line.startswith("calls=") and callee == "sqlite3BtreeCommitPhaseTwo":
+            total += int(line[6:].split()[0])
+    return total
+
+
 def measure(
     code: Path, messages: int, warm: int, durability: str, keep: Path | None = None, *, floor: bool = False
-) -> int:
+) -> tuple[int, int]:
     upstream = grpc_parts.serve_upstream()
     client = grpc_parts.Client()
     with tempfile.TemporaryDirectory(prefix="a2a-tape-cg-") as tmp:
@@ -106,7 +125,7 @@ def measure(
                 raise SystemExit("callgrind wrote no dump")
             if keep is not None:  # for callgrind_annotate: where the instructions go
                 shutil.copyfile(dumps[-1], keep)
-            return _total(dumps[-1])
+            return _total(dumps[-1]), _commits(dumps[-1])
         finally:
             proc.terminate()
             proc.wait(timeout=120)
@@ -121,12 +140,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="copy the dump here (callgrind_annotate --inclusive=yes reads it)")
     ap.add_argument("--floor", action="store_true", help="the floor (a bare grpc.aio pass-through), not the proxy")
     args = ap.parse_args()
-    total = measure(args.code.resolve(), args.messages, args.warm, args.durability, args.keep, floor=args.floor)
+    total, commits = measure(
+        args.code.resolve(), args.messages, args.warm, args.durability, args.keep, floor=args.floor
+    )
     relayed = args.messages + 10  # grpc_parts.Client.throughput opens each stream with a call of 10
     what = "the floor" if args.floor else args.code
     sys.stdout.write(
         f"{what}: {total:,} instructions for {relayed:,} messages in 2 calls, "
-        f"{total / relayed / 1000:,.0f} K per relayed message (durability {args.durability})\n"
+        f"{total / relayed / 1000:,.0f} K per relayed message (durability {args.durability}); "
+        f"{commits:,} commits of the log, {relayed / max(commits, 1):.1f} messages per commit\n"
     )
 
 
