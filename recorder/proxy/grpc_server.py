@@ -513,29 +513,14 @@ class _Relay:
     async def _stream(self, call: Any, first_byte: float, read: float) -> None:
         """Read and commit apart: the messages that arrive while a batch commits form the next.
 
-        The first message is read and committed here, on the loop, before the reader and the watch
-        start: nothing stands between it and its commit (its latency; the floor commits its first
-        the same way). After it, per message the reader (:meth:`_read_all`) only reads, counts and
-        appends; the timeouts are one timer (:meth:`_watch`), not a deadline moved at each read (a
-        timer handle made and cancelled per message); each batch commits off the event loop
-        (``GroupCommitWriter.run(inline=False)``), so the loop reads the next batch while the last
-        one's fsync runs."""
-        import grpc
-
-        with anyio.fail_after(first_byte):
-            raw = await call.read()
-        if raw is grpc.aio.EOF:
-            return
-        self.last_read = time.monotonic()
-        self.received = 1
-        self.read_bytes += len(raw)
-        try:
-            await self._commit([raw])  # on the loop, as the floor commits its first message
-        except BaseException:
-            call.cancel()
-            raise
+        Per message the reader (:meth:`_read_all`) only reads, counts and appends; the timeouts are
+        one timer (:meth:`_watch`), not a deadline moved at each read (a timer handle made and
+        cancelled per message); the first batch commits at once (the first message's latency), every
+        later one off the event loop (``GroupCommitWriter.run(inline=False)``), so the loop reads the
+        next batch while the last one's fsync runs."""
         read_ahead = _ReadAhead()
         scope = anyio.CancelScope()  # the reader's: the watch cancels it when a timeout passes
+        committed = 0
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._read_all, call, scope, read_ahead)
@@ -547,15 +532,17 @@ class _Relay:
                             break
                         await read_ahead.wait()
                         continue
-                    await _drain(pending)  # the messages already readable join this batch
+                    if committed:  # the messages already readable join this batch (the first goes at once)
+                        await _drain(pending)
                     batch = pending[:]
                     pending.clear()
                     try:
-                        await self._commit(batch, inline=False)
+                        await self._commit(batch, inline=not committed)
                     except BaseException:
                         tg.cancel_scope.cancel()
                         call.cancel()
                         raise
+                    committed += len(batch)
                 tg.cancel_scope.cancel()  # the watch
         except BaseExceptionGroup as group:  # the task group wraps what failed: the caller names the cause
             raise first_cause(group) from None
@@ -572,6 +559,7 @@ class _Relay:
         window = self.live.window
         clock = time.monotonic
         error: BaseException | None = None
+        self.last_read = clock()
         try:
             with scope:
                 while True:
