@@ -12,6 +12,10 @@ of ``--warm`` messages warms the connection and the plans, then the counters are
 
 ``--code DIR`` runs the proxy of another checkout of this repository (its ``a2a_tape`` first on
 ``sys.path``, this venv's libraries): a before/after pair in one run, on one machine.
+
+``--floor`` measures the floor instead of the proxy: the bare grpc.aio pass-through of
+:func:`benchmarks.grpc_parts.floor_serve` (raw bytes, the same two durable commits, nothing else),
+what any grpc.aio relay spends per message before it records anything.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import grpc_parts  # noqa: E402 - after the path
+from benchmarks.local_server import free_port  # noqa: E402
 
 
 def _total(dump: Path) -> int:
@@ -40,30 +45,66 @@ def _total(dump: Path) -> int:
     raise SystemExit(f"no totals in {dump}")
 
 
-def measure(code: Path, messages: int, warm: int, durability: str, keep: Path | None = None) -> int:
+def _commits(dump: Path) -> int:
+    """The SQLite commits of a callgrind dump (calls of ``sqlite3BtreeCommitPhaseTwo``, once per
+    commit of the log): how the messages fell into batches, which moves the count most."""
+    names: dict[str, str] = {}
+    total, callee = 0, None
+    for line in dump.read_text().splitlines():
+        if line.startswith(("fn=", "cfn=")):
+            m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line)
+            if m is None:
+                continue
+            if m.group(2):
+                names[m.group(1)] = m.group(2)
+            if line.startswith("cfn="):
+                callee = names.get(m.group(1))
+        elif line.startswith("calls=") and callee == "sqlite3BtreeCommitPhaseTwo":
+            total += int(line[6:].split()[0])
+    return total
+
+
+def measure(
+    code: Path, messages: int, warm: int, durability: str, keep: Path | None = None, *, floor: bool = False
+) -> tuple[int, int]:
     upstream = grpc_parts.serve_upstream()
     client = grpc_parts.Client()
     with tempfile.TemporaryDirectory(prefix="a2a-tape-cg-") as tmp:
         out = Path(tmp) / "callgrind.out"
-        argv = ["proxy", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
-        argv += ["--grpc-upstream", upstream, "--db", str(Path(tmp) / "tape.db"), "--durability", durability]
-        argv += ["--no-recover"]
+        db = str(Path(tmp) / "tape.db")
+        if floor:
+            port = free_port()
+            argv = [
+                str(ROOT / "benchmarks" / "bench_proxy.py"),
+                "--grpc-floor-serve",
+                upstream,
+                str(port),
+                db,
+                durability,
+            ]
+            announced = f"127.0.0.1:{port}"
+        else:
+            argv = ["-c", "from a2a_tape.cli import main; main()", "proxy", "http://127.0.0.1:9", "--listen"]
+            argv += ["127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--grpc-upstream", upstream, "--db", db]
+            argv += ["--durability", durability, "--no-recover"]
+            announced = ""
         proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no", "--quiet"]
-            + [sys.executable, "-c", "from a2a_tape.cli import main; main()", *argv],
+            + [sys.executable, *argv],
             cwd=code,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         target: list[str] = []
         seen = threading.Event()
 
         def watch() -> None:
-            assert proc.stderr is not None
-            for raw in proc.stderr:
-                m = re.search(r"gRPC on (127\.0\.0\.1:\d+)", raw.decode(errors="replace"))
-                if m and not target:
-                    target.append(m.group(1))
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace")
+                m = re.search(r"gRPC on (127\.0\.0\.1:\d+)", line)
+                if not target and (m or (announced and line.strip() == "listening")):
+                    target.append(m.group(1) if m else announced)
                     seen.set()
 
         threading.Thread(target=watch, daemon=True).start()
@@ -84,7 +125,7 @@ def measure(code: Path, messages: int, warm: int, durability: str, keep: Path | 
                 raise SystemExit("callgrind wrote no dump")
             if keep is not None:  # for callgrind_annotate: where the instructions go
                 shutil.copyfile(dumps[-1], keep)
-            return _total(dumps[-1])
+            return _total(dumps[-1]), _commits(dumps[-1])
         finally:
             proc.terminate()
             proc.wait(timeout=120)
@@ -97,12 +138,17 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=210, help="messages of the warming stream")
     ap.add_argument("--durability", choices=["full", "normal"], default="full")
     ap.add_argument("--keep", type=Path, help="copy the dump here (callgrind_annotate --inclusive=yes reads it)")
+    ap.add_argument("--floor", action="store_true", help="the floor (a bare grpc.aio pass-through), not the proxy")
     args = ap.parse_args()
-    total = measure(args.code.resolve(), args.messages, args.warm, args.durability, args.keep)
+    total, commits = measure(
+        args.code.resolve(), args.messages, args.warm, args.durability, args.keep, floor=args.floor
+    )
     relayed = args.messages + 10  # grpc_parts.Client.throughput opens each stream with a call of 10
+    what = "the floor" if args.floor else args.code
     sys.stdout.write(
-        f"{args.code}: {total:,} instructions for {relayed:,} messages in 2 calls, "
-        f"{total / relayed / 1000:,.0f} K per relayed message (durability {args.durability})\n"
+        f"{what}: {total:,} instructions for {relayed:,} messages in 2 calls, "
+        f"{total / relayed / 1000:,.0f} K per relayed message (durability {args.durability}); "
+        f"{commits:,} commits of the log, {relayed / max(commits, 1):.1f} messages per commit\n"
     )
 
 

@@ -113,14 +113,19 @@ class GrpcProxy:
                 return
 
     def cpu(self) -> float:
-        import os
-
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _cpu(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=15)
+
+
+def _cpu(pid: int) -> float:
+    """A process's user + system CPU seconds, from ``/proc``."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def floor_serve(upstream: str, port: int, db: str, durability: str) -> None:
@@ -172,6 +177,10 @@ class Floor:
         self.proc = subprocess.Popen([*cmd, upstream, str(port), str(db), durability], stdout=subprocess.PIPE)
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == b"listening"
         self.target = f"127.0.0.1:{port}"
+
+    def cpu(self) -> float:
+        """The floor process's CPU seconds (what a grpc.aio relay spends with no recording)."""
+        return _cpu(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -271,6 +280,7 @@ def rows(
     }
     first: dict[str, list[float]] = {"direct": [], "proxy": [], "floor": []}
     cpu: list[float] = []
+    floor_cpu: list[float] = []
     for rnd in range(rounds):
         proxy = GrpcProxy(http_upstream, upstream, Path(tmp) / f"grpc-{rnd}.db", durability)
         floor = Floor(upstream, Path(tmp) / f"grpc-floor-{rnd}.db", durability)
@@ -284,7 +294,9 @@ def rows(
             c0 = proxy.cpu()
             tp["proxy"].append(client.throughput(proxy.target, events))
             cpu.append((proxy.cpu() - c0) / (events + 10))
+            c0 = floor.cpu()
             tp["floor"].append(client.throughput(floor.target, events))
+            floor_cpu.append((floor.cpu() - c0) / (events + 10))
             tp["direct_conc"].append(client.concurrent(upstream, streams, per_stream))
             tp["proxy_conc"].append(client.concurrent(proxy.target, streams, per_stream))
             tp["floor_conc"].append(client.concurrent(floor.target, streams, per_stream))
@@ -303,6 +315,7 @@ def rows(
         "first_floor": med(first["floor"]),
         "first_samples": len(first["proxy"]),
         "cpu": med(cpu),
+        "floor_cpu": med(floor_cpu),
     }
 
 

@@ -97,12 +97,13 @@ class Appends:
 class _Slot:
     """One producer's write: its events (stored together, all or nothing), or its own transaction."""
 
-    __slots__ = ("events", "write", "size", "woken", "finished", "result", "error")
+    __slots__ = ("events", "write", "size", "inline", "woken", "finished", "result", "error")
 
-    def __init__(self, events: Sequence[NewEvent] = (), write: Write | None = None) -> None:
+    def __init__(self, events: Sequence[NewEvent] = (), write: Write | None = None, *, inline: bool = True) -> None:
         self.events = events
         self.write = write
         self.size = len(events) if write is None else 1
+        self.inline = inline  # may be committed on the event loop (GroupCommitWriter.inline_batch)
         self.woken = anyio.Event()  # set when it is finished, or when it is handed the lead
         self.finished = False
         self.result: Any = None
@@ -124,8 +125,8 @@ class GroupCommitWriter:
         # commit is an fsync (durability full: milliseconds, off the loop); without one (a WAL
         # commit at durability normal) any batch costs less than the thread hop, and stays on the
         # loop. A batch that would wait for the lock always goes to a worker thread.
-        syncs = getattr(store, "durability", "full") == "full"
-        self.inline_batch: float = inline_batch if syncs else math.inf
+        self.syncs = getattr(store, "durability", "full") == "full"
+        self.inline_batch: float = inline_batch if self.syncs else math.inf
         self._queue: collections.deque[_Slot] = collections.deque()
         self._leader: _Slot | None = None
         self.batches = 0
@@ -144,12 +145,13 @@ class GroupCommitWriter:
         stored: list[StoredEvent] = await self._submit(_Slot([event]))
         return stored[0]
 
-    async def append_many(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+    async def append_many(self, events: Sequence[NewEvent], *, inline: bool = True) -> list[StoredEvent]:
         """Several events of one producer, stored in this order in one transaction, all or none (a
-        conflict or a fault raises and stores none of them)."""
+        conflict or a fault raises and stores none of them). ``inline=False``: not committed on the
+        event loop when the commit syncs, whatever the batch's size (see :meth:`run`)."""
         if not events:
             return []
-        stored: list[StoredEvent] = await self._submit(_Slot(list(events)))
+        stored: list[StoredEvent] = await self._submit(_Slot(list(events), inline=inline))
         return stored
 
     async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -159,16 +161,24 @@ class GroupCommitWriter:
         result: T = await self._submit(_Slot(write=functools.partial(fn, *args, **kwargs)))
         return result
 
-    async def run(self, steps: Writes[T]) -> T:
-        """Each write of ``steps`` through :meth:`write`: the event loop never waits for the lock."""
+    async def run(self, steps: Writes[T], *, inline: bool = True) -> T:
+        """Each write of ``steps`` through :meth:`write`: the event loop never waits for the lock.
+
+        ``inline=False``: when each commit is an fsync (durability full), its writes are never
+        committed on the event loop, even a small batch with the lock free. For a stream in full flow after its first batch: an fsync on the loop stops
+        the reading and the relaying of everything else for its whole length, while on a worker
+        thread the loop reads the next batch meanwhile (a relay that commits a few messages at a time
+        on the loop reads a few more during each fsync, and stays at a few per batch)."""
         try:
             write = next(steps)
             while True:
                 try:
                     if isinstance(write, Appends):  # merged with its neighbours' appends (one insert)
-                        result = await self.append_many(write.events)
-                    else:
+                        result = await self.append_many(write.events, inline=inline)
+                    elif inline:
                         result = await self.write(write)
+                    else:
+                        result = await self._submit(_Slot(write=write, inline=False))
                 except BaseException as exc:  # noqa: BLE001 - as in run_writes
                     write = steps.throw(exc)
                 else:
@@ -209,7 +219,8 @@ class GroupCommitWriter:
             batch.append(slot)
             size += slot.size
         with anyio.CancelScope(shield=True):  # a batch taken is a batch written
-            if size > self.inline_batch or not self._commit_now(batch):
+            off = size > self.inline_batch or (self.syncs and not all(s.inline for s in batch))
+            if off or not self._commit_now(batch):
                 await anyio.to_thread.run_sync(self._commit, batch)
         self.batches += 1
         self.events += sum(len(s.events) for s in batch)

@@ -80,7 +80,9 @@ class GrpcLive:
             while True:
                 wake = self._wake
                 if not sent_head and (self.head is not None or self.end is not None):
-                    await context.send_initial_metadata(_own(self.head or (), per_client))
+                    head = _own(self.head or (), per_client)
+                    if head:  # an empty head goes with the first message or the status, as gRPC sends it itself
+                        await context.send_initial_metadata(head)
                     sent_head = True
                 if place.dropped:
                     await context.abort(grpc_status(RESOURCE_EXHAUSTED), TOO_SLOW)

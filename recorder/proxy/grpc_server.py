@@ -33,8 +33,10 @@ group-commit writer, redactor, idempotency gateway and settling of rows.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -475,6 +477,8 @@ class _Relay:
         self.received = 0
         self.outcome: Any = "error"
         self.error: str | None = None
+        self.last_read = 0.0  # monotonic time of the last message read (the read timeouts count from it)
+        self.timed_out = False  # the reader was stopped by a timeout of ours (:meth:`_watch`)
 
     def end_writes(
         self, log: store.RecordingStore, also: Callable[[], object] | None = None
@@ -507,68 +511,95 @@ class _Relay:
         await self.agentgrpc_status(code.value[0], await call.details() or "", None, await call.trailing_metadata())
 
     async def _stream(self, call: Any, first_byte: float, read: float) -> None:
-        """Read and commit apart: the messages that arrive while a batch commits form the next."""
-        import grpc
+        """Read and commit apart: the messages that arrive while a batch commits form the next.
 
-        pending: list[bytes] = []
-        state: dict[str, Any] = {"wake": anyio.Event(), "eof": False, "error": None}
-
-        async def reader() -> None:
-            # one cancel scope for the whole stream, its deadline moved at each read: a fail_after per
-            # message (a scope entered and left each time) cost the relay more than the read itself
-            scope = anyio.CancelScope()
-            now = anyio.current_time
-            window = self.live.window
-            try:
-                with scope:
-                    while True:
-                        if window.held + self.read_bytes - self.published > window.limit:
-                            scope.deadline = math.inf  # the clients (or the log) are behind: no timeout of ours
-                            await self._room()
-                        scope.deadline = now() + (first_byte if not self.received else read)
-                        raw = await call.read()
-                        if raw is grpc.aio.EOF:
-                            return
-                        self.received += 1
-                        self.read_bytes += len(raw)
-                        pending.append(raw)
-                        state["wake"].set()
-                if scope.cancelled_caught and now() >= scope.deadline:
-                    raise TimeoutError  # what fail_after raises: the caller names the timeout
-            except BaseException as exc:
-                state["error"] = exc
-                if not isinstance(exc, Exception):
-                    raise
-            finally:
-                state["eof"] = True
-                state["wake"].set()
-
+        Per message the reader (:meth:`_read_all`) only reads, counts and appends; the timeouts are
+        one timer (:meth:`_watch`), not a deadline moved at each read (a timer handle made and
+        cancelled per message); the first batch commits at once (the first message's latency), every
+        later one off the event loop (``GroupCommitWriter.run(inline=False)``), so the loop reads the
+        next batch while the last one's fsync runs."""
+        read_ahead = _ReadAhead()
+        scope = anyio.CancelScope()  # the reader's: the watch cancels it when a timeout passes
         committed = 0
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(reader)
+                tg.start_soon(self._read_all, call, scope, read_ahead)
+                tg.start_soon(self._watch, scope, first_byte, read)
+                pending = read_ahead.raws
                 while True:
                     if not pending:
-                        if state["eof"]:
+                        if read_ahead.ended:
                             break
-                        await state["wake"].wait()
-                        state["wake"] = anyio.Event()
+                        await read_ahead.wait()
                         continue
                     if committed:  # the messages already readable join this batch (the first goes at once)
                         await _drain(pending)
                     batch = pending[:]
                     pending.clear()
-                    committed += len(batch)
                     try:
-                        await self._commit(batch)
+                        await self._commit(batch, inline=not committed)
                     except BaseException:
                         tg.cancel_scope.cancel()
                         call.cancel()
                         raise
+                    committed += len(batch)
+                tg.cancel_scope.cancel()  # the watch
         except BaseExceptionGroup as group:  # the task group wraps what failed: the caller names the cause
             raise first_cause(group) from None
-        if state["error"] is not None:
-            raise state["error"]
+        if read_ahead.ended and read_ahead.ended[0] is not None:
+            raise read_ahead.ended[0]
+
+    async def _read_all(self, call: Any, scope: anyio.CancelScope, read_ahead: _ReadAhead) -> None:
+        """The upstream's messages onto ``read_ahead`` until its end, an error or a timeout (then
+        TimeoutError, as ``fail_after`` raises it: the caller names the timeout)."""
+        import grpc
+
+        eof = grpc.aio.EOF
+        pending = read_ahead.raws
+        window = self.live.window
+        clock = time.monotonic
+        error: BaseException | None = None
+        self.last_read = clock()
+        try:
+            with scope:
+                while True:
+                    if window.held + self.read_bytes - self.published > window.limit:
+                        self.last_read = math.inf  # the clients (or the log) are behind: no timeout of ours
+                        await self._room()
+                        self.last_read = clock()
+                    raw = await call.read()
+                    if raw is eof:
+                        return
+                    self.last_read = clock()
+                    self.received += 1
+                    self.read_bytes += len(raw)
+                    pending.append(raw)
+                    if read_ahead.asleep:
+                        read_ahead.poke()
+            if scope.cancelled_caught and self.timed_out:
+                raise TimeoutError
+        except BaseException as exc:
+            error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            read_ahead.ended.append(error)
+            read_ahead.poke()
+
+    async def _watch(self, reader: anyio.CancelScope, first_byte: float, read: float) -> None:
+        """``--first-byte-timeout`` until the first message, ``--read-timeout`` from each message to
+        the next: wakes when the limit from the last read would pass, and sleeps on when a message
+        came meanwhile (none while the reader waits for room: :attr:`last_read` is then infinite)."""
+        clock = time.monotonic
+        while True:
+            limit = read if self.received else first_byte
+            left = self.last_read + limit - clock()
+            if left > 0:  # at most ``read`` at a time: the first message shortens the limit while it sleeps
+                await anyio.sleep(min(left, read))
+                continue
+            self.timed_out = True
+            reader.cancel()
+            return
 
     async def _room(self) -> None:
         """Back-pressure: wait for the clients (and the log) to catch up; note the clients dropped."""
@@ -576,15 +607,16 @@ class _Relay:
         if dropped and self.too_slow is not None:
             await self.too_slow(self.gc, dropped)
 
-    async def _commit(self, raws: list[bytes]) -> None:
+    async def _commit(self, raws: list[bytes], *, inline: bool = True) -> None:
         """Write-ahead: the batch's rows durable, then the exact bytes published (a config the
-        agent echoes with the push receiver's URL: the client's webhook, in both)."""
+        agent echoes with the push receiver's URL: the client's webhook, in both). ``inline``: the
+        commit may run on the event loop (:meth:`store.GroupCommitWriter.run`)."""
         if self.restored is not None:
             raws = [self.restored(r) for r in raws]
         events, items = self.gc.message_items(raws)
         if events:
             assert self.writer is not None and self.log is not None
-            await self.writer.run(self.gc.commit_writes(self.log, events, items))
+            await self.writer.run(self.gc.commit_writes(self.log, events, items), inline=inline)
         self.published += sum(map(len, raws))
         self.live.publish(raws)
 
@@ -607,6 +639,27 @@ class _Relay:
         """A status of the proxy's own (a timeout, the log, an unreachable agent): told to the
         client, on the row, not an item of the agent's."""
         self.code, self.details, self.outcome, self.error = code, why, outcome, why
+
+
+class _ReadAhead:
+    """The messages read and not yet committed, between a relay's reader and its committer."""
+
+    __slots__ = ("raws", "asleep", "ended", "_wake")
+
+    def __init__(self) -> None:
+        self.raws: list[bytes] = []
+        self.asleep = False  # the committer waits for messages: the reader wakes it
+        self.ended: list[BaseException | None] = []  # the reader's end: [None], or [its error]
+        self._wake = anyio.Event()
+
+    async def wait(self) -> None:
+        self.asleep = True
+        await self._wake.wait()
+        self._wake = anyio.Event()
+
+    def poke(self) -> None:
+        self.asleep = False
+        self._wake.set()
 
 
 def first_cause(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -690,13 +743,8 @@ class _Handler:
                     yield raw
 
             return grpc.stream_stream_rpc_method_handler(generic)
-        if m.streaming:
-
-            async def streaming(request: bytes, context: Any) -> AsyncIterator[bytes]:
-                async for raw in proxy.call(path, request, context):  # grpc.aio wants an async generator function
-                    yield raw
-
-            return grpc.unary_stream_rpc_method_handler(streaming)
+        if m.streaming:  # the call itself: grpc.aio takes a partial of an async generator function as one
+            return grpc.unary_stream_rpc_method_handler(functools.partial(proxy.call, path))
 
         async def unary(request: bytes, context: Any) -> bytes | None:
             out = None

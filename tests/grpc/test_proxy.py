@@ -368,11 +368,11 @@ def test_a_failed_stream_names_its_real_error_not_the_task_group(grpc_proxied, m
     commit = grpc_server._Relay._commit
     batches: list[int] = []
 
-    async def failing(self, raws):
+    async def failing(self, raws, **kw):
         batches.append(len(raws))
         if len(batches) > 1:
             raise sqlite3.OperationalError("disk I/O error")
-        await commit(self, raws)
+        await commit(self, raws, **kw)
 
     monkeypatch.setattr(grpc_server._Relay, "_commit", failing)
     _agent, proxy = grpc_proxied

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from a2a_tape.store import AppendConflict, GroupCommitWriter, NewEvent, StoredEvent, StoreError
-from a2a_tape.store.writer import Writes, writer_of
+from a2a_tape.store.writer import Appends, Writes, writer_of
 
 from .payloads import v1_artifact
 
@@ -253,6 +253,37 @@ def test_the_shared_writer_runs_a_write_on_the_loop_unless_the_lock_is_held_by_a
     assert tries["idle"] == [loop_thread]
     assert tries["busy"][0] == loop_thread and tries["busy"][1] != loop_thread and len(tries["busy"]) == 2
     assert [e.task_id for e in st.read_from(0)] == ["idle", *["big"] * 9, "busy"]
+
+
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_a_write_not_inline_leaves_the_loop_only_when_the_commit_syncs(backend, durability):
+    """``run(..., inline=False)`` (a relay's batches after its first): at durability full a small
+    batch with the lock free still goes to a worker thread (its fsync must not stop the loop); at
+    normal (no fsync) it stays on the loop, as every batch there does; an inline one stays on the
+    loop either way. The events are stored the same."""
+    st = backend.open(durability=durability)
+    where: dict[str, int] = {}
+
+    def mark(name: str) -> StoredEvent:
+        where[name] = threading.get_ident()
+        return st.append(NewEvent(payload=name.encode(), task_id=name))
+
+    def steps(name: str, events: list[NewEvent]):  # a Writes: an append, then a write of its own
+        stored = yield Appends(st, events)
+        yield functools.partial(mark, name)
+        return stored
+
+    async def main() -> None:
+        w = GroupCommitWriter(st)
+        one = [NewEvent(payload=b"{}", task_id="t")]
+        assert len(await w.run(steps("inline", one))) == 1
+        assert len(await w.run(steps("off", one), inline=False)) == 1
+
+    loop_thread = threading.get_ident()
+    anyio.run(main)
+    assert where["inline"] == loop_thread
+    assert (where["off"] != loop_thread) == (durability == "full")
+    assert [e.task_id for e in st.read_from(0)] == ["t", "inline", "t", "off"]
 
 
 def test_a_leader_cancelled_mid_commit_writes_its_batch_and_hands_the_lead_on(backend):
