@@ -382,8 +382,9 @@ class TaskFold:
         local: bool = False,
     ) -> None:
         """Fold one event (as :func:`route` found it): a plain text chunk without the full decode
-        when it can, else the decoded item. The only way events enter a fold."""
-        if chunk is not None and self.doc is None and not local and self.apply_text(pos, exchange_id, at, chunk):
+        when it can, else the decoded item. The only way events enter a fold (a rebuild's hot loop
+        calls :meth:`apply_text` first itself, then this when it declines)."""
+        if chunk is not None and self.apply_text(pos, exchange_id, at, chunk, local):
             return
         if item is None:
             item = decode_item(payload)
@@ -444,14 +445,18 @@ class TaskFold:
         elif streamed:
             streams[key] = _Stream(pos, at, self.s.state)
 
-    def apply_text(self, pos: int, exchange_id: int | None, at: float, chunk: TextChunk) -> bool:
+    def apply_text(self, pos: int, exchange_id: int | None, at: float, chunk: TextChunk, local: bool = False) -> bool:
         """Fold a plain text chunk (:func:`store.decode.peek_text_chunk`) without a full decode.
 
         The same steps as ``apply`` for an :class:`ArtifactUpdate` without metadata under the
         generic profile, written out flat (this is the hot path of a rebuild). Returns False,
-        having changed nothing, when the artifact id may name an opencode lane (it starts with
-        the task id): the caller then decodes the payload and calls ``apply``, which classifies it.
+        having changed nothing, when the chunk is not that case here: our own event (``local``),
+        a fold that keeps the document (``document=True``), or an artifact id that may name an
+        opencode lane (it starts with the task id); the caller then decodes the payload and calls
+        :meth:`fold`, which classifies it.
         """
+        if local or self.doc is not None:
+            return False
         s = self.s
         art = chunk.artifact
         if art is None:  # a PeekResult declares it optional; peek_text_chunk returns none without one
@@ -473,8 +478,8 @@ class TaskFold:
         else:
             st.last = pos
             st.at = at
-        if s.terminal is None:
-            self._before_end(exchange_id)
+        if s.terminal is None and exchange_id and exchange_id not in s.before_end:
+            s.before_end.append(exchange_id)  # _before_end, inlined
         if s.context_id is None:
             s.context_id = chunk.contextId
         replace = chunk.append is not True

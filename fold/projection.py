@@ -10,6 +10,7 @@ import gc
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from operator import itemgetter
 
 import msgspec
 
@@ -38,6 +39,7 @@ from a2a_tape.fold.views import (
     views_digest,
 )
 from a2a_tape.store import Durability, Projections, ProjectionStore, StoreError
+from a2a_tape.store.decode import decode_item, peek_text_chunk
 from a2a_tape.store.indexes import TaskIndexRow
 from a2a_tape.store.interface import FoldRow
 from a2a_tape.store.leases import new_owner, owner_alive, release_owner
@@ -45,6 +47,8 @@ from a2a_tape.store.paging import TaskRange, in_range
 
 _MAX_EXCHANGES = 200_000  # exchange observers a catch-up remembers (~30 MB at most)
 _FRESH_MAX_TASKS = 100_000  # task ids a rebuild remembers to skip row lookups (~8 MB at most)
+_TASK_ID = itemgetter(1)  # of a fold row
+_EXCHANGE_ID = itemgetter(3)
 PARALLEL_MIN_EVENTS = 200_000
 """A rebuild of a log at least this long folds its tasks in several processes (one per core)."""
 PARALLEL_LEAD = 0.03
@@ -346,13 +350,22 @@ class _CatchUp:
         """Step 2 for one batch: the hot loop (a live fold costs a lookup and a move)."""
         cache, part = self.cache, self.part
         # one query for the tasks of this batch that are neither live nor waiting to commit
-        queried = {r[1] for r in rows if r[1] is not None} - cache.keys() - self.pending.keys()
+        queried = set(map(_TASK_ID, rows)) - cache.keys() - self.pending.keys()
+        queried.discard(None)
         if self.fresh:
             queried &= self.folded
         loaded = self.store.projection_load(self.name, queried) if queried else {}
         observers = self.observers_of(rows)
+        peek = peek_text_chunk
         for pos, row_task, seq, exchange_id, at, payload, origin in rows:
-            tid, chunk, item = route(row_task, payload)  # the hot case without the full decode
+            # route(), inlined: this loop runs once per event of a rebuild, and a call costs
+            chunk = peek(payload)  # the hot case (a plain text chunk) without the full decode
+            if chunk is not None:
+                item = None
+                tid = row_task if row_task is not None else chunk.taskId
+            else:
+                item = decode_item(payload)
+                tid = row_task if row_task is not None else item.task_id
             if tid is None or (part is not None and row_task is None and not in_range(tid, part)):
                 continue
             fold = cache.get(tid)
@@ -365,17 +378,20 @@ class _CatchUp:
             runs = fold.s.runs
             if (not runs or (seen[0] is not None and seen[0] != runs[-1].observer)) and not enter_run(fold, seen, pos):
                 continue  # an earlier run's event
-            fold.fold(pos, seq, exchange_id, at, payload, chunk, item, local=origin == "local")
+            local = origin == "local"
+            if chunk is not None and fold.apply_text(pos, exchange_id, at, chunk, local):
+                continue  # the hot case, folded (TaskFold.fold would take the same step, one call deeper)
+            fold.fold(pos, seq, exchange_id, at, payload, None, item, local=local)
 
     def observers_of(self, rows: list[FoldRow]) -> dict[int | None, Seen]:
         """Each exchange's observer (one query per batch for the exchanges not seen yet)."""
         observers = self.observers
-        new = {r[3] for r in rows} - observers.keys()
+        new = set(map(_EXCHANGE_ID, rows)) - observers.keys()
         if new:
             if len(observers) > _MAX_EXCHANGES:
                 observers.clear()
                 observers[None] = NO_OBSERVER
-                new = {r[3] for r in rows} - observers.keys()
+                new = set(map(_EXCHANGE_ID, rows)) - observers.keys()
             found = self.store.exchange_observers(i for i in new if i is not None)
             for i in new:
                 observers[i] = found.get(i, NO_OBSERVER) if i is not None else NO_OBSERVER
