@@ -306,6 +306,8 @@ class _PlainValue:
         if kind is Path:
             checks = _typer_path_checks()
             assert checks is not None  # _plain_kind gives Path only when typer has them
+            if not isinstance(value, (str, Path)):
+                raise typer.BadParameter(f"'{value}' is not a valid path.", ctx=ctx, param=param)
             return checks(Path(value), self.info, path_type=Path, param=param, ctx=ctx)
         if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
             return value
