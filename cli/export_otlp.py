@@ -112,7 +112,7 @@ def export_otlp(
         fail(MISSING.format(what="--format otlp"))
     from a2a_tape.inspection import otlp
     from a2a_tape.inspection.listing import log_order_ids
-    from a2a_tape.store.redact import safe_location  # here: msgspec and tomllib, not for --help
+    from a2a_tape.store.redact import safe_location  # here: msgspec, not for --help
 
     if endpoint is not None:
         check_endpoint(endpoint)

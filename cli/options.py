@@ -24,6 +24,7 @@ import math
 import re
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import typer
@@ -269,9 +270,11 @@ def utf8_problem(args: list[str]) -> str | None:
 #
 # typer 0.29 converts every value through a pydantic TypeAdapter: importing pydantic and building
 # the adapters costs about 100 ms, more than the rest of `a2a-tape tasks` together. Our values are
-# plain: str, int, float, bool, a StrEnum, or a list of one of them. For exactly those (no min/max,
-# no parser, no file) typer's runtime-parameter builder returns a converter that does what typer's
-# does, the way click always did; anything else goes to typer's own. A typer without that builder
+# plain: str, int, float, bool, a StrEnum, a Path, or a list of one of them. For exactly those (no
+# min/max, no parser, no file) typer's runtime-parameter builder returns a converter that does what
+# typer's does, the way click always did; anything else goes to typer's own. A Path is made from
+# the string and then checked by typer's own path checks (exists, readable, ...: `_typer_path_checks`),
+# which take a Path as it is (pydantic only turns a string into one). A typer without that builder
 # (older releases use click's types) is left as it is. Both run in CI (.ci/run: the newest releases
 # in a second venv), so a typer that changes the hook is caught there.
 
@@ -284,8 +287,9 @@ _FALSE = frozenset({"0", "false", "f", "no", "n", "off", ""})
 class _PlainValue:
     """Converts one parameter's value(s): the interface of typer's runtime parameter (``coerce``)."""
 
-    def __init__(self, kind: type) -> None:
+    def __init__(self, kind: type, info: Any = None) -> None:
         self.kind = kind
+        self.info = info  # typer's ParameterInfo: a Path's checks
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
         multi = param.multiple or param.nargs == -1
@@ -299,6 +303,12 @@ class _PlainValue:
 
     def _one(self, value: Any, param: Any, ctx: Any) -> Any:
         kind = self.kind
+        if kind is Path:
+            checks = _typer_path_checks()
+            assert checks is not None  # _plain_kind gives Path only when typer has them
+            if not isinstance(value, (str, Path)):
+                raise typer.BadParameter(f"'{value}' is not a valid path.", ctx=ctx, param=param)
+            return checks(Path(value), self.info, path_type=Path, param=param, ctx=ctx)
         if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
             return value
         if kind is bool:
@@ -348,9 +358,21 @@ def _plain_kind(descriptor: Any) -> type | None:
     if annotation in (str, int, float, bool):
         plain: type = annotation
         return plain
+    if annotation is Path and _typer_path_checks() is not None:
+        return Path
     if isinstance(annotation, type) and issubclass(annotation, StrEnum):
         return annotation
     return None
+
+
+def _typer_path_checks() -> Any:
+    """typer's checks of a path value (``coerce_cli_path``: exists, file or directory, readable, ...),
+    or None when this typer has none of that name (its own converter is then used)."""
+    try:
+        from typer._param_types import coerce_cli_path
+    except ImportError:
+        return None
+    return coerce_cli_path
 
 
 def install_plain_values() -> bool:
@@ -366,7 +388,7 @@ def install_plain_values() -> bool:
             kind = _plain_kind(descriptor)
         except AttributeError:  # a descriptor of another shape: typer knows best
             kind = None
-        return build(descriptor) if kind is None else _PlainValue(kind)
+        return build(descriptor) if kind is None else _PlainValue(kind, descriptor.parameter_info)
 
     build_runtime_param.plain_values = True  # type: ignore[attr-defined]  # a mark on the function: patched once
     typer_core.build_runtime_param = build_runtime_param  # type: ignore[attr-defined]  # typer's internal hook, replaced

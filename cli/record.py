@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import socket
 import time
 from enum import StrEnum
@@ -357,6 +359,12 @@ def record_cmd(
         opts, db, redact or [], json=json, durability=durability, busy_timeout=busy_timeout, otlp_endpoint=otlp_endpoint
     )
     report(result, session, db, json=json)
+    # Done: the log is closed (every event committed) and the report is in stdout's buffer, which
+    # the interpreter's exit flushes as ever. At exit, what the process built (a long stream's
+    # answer, its fold) is moved out of the collector's reach, so the finalising collection does not
+    # walk it (~75 M instructions after 20,000 events); objects are still freed as the interpreter
+    # ends. At exit, not now: a program that runs this command in its own process goes on as before.
+    atexit.register(gc.freeze)
     raise typer.Exit(result.exit_code)
 
 

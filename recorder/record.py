@@ -112,7 +112,10 @@ class RecordResult:
     task_id: str | None
     context_id: str | None
     state: str
-    final_answer: str | None
+    # not in the repr: asyncio's runner builds the repr of its finished main task (with this result)
+    # when it puts back the Ctrl-C handler at the end of the run (signal.signal's return value), and
+    # the answer of a long stream is long (11.6 M instructions for one of 20,000 chunks)
+    final_answer: str | None = field(repr=False)
     events: int
     recovered: list[str]
     stalled: bool = False

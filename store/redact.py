@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -428,6 +427,8 @@ def load_config(directory: str | os.PathLike[str] | None = None) -> tuple[list[s
     path = Path(directory or os.getcwd()) / "pyproject.toml"
     if not path.is_file():
         return [], []
+    import tomllib  # here: a command run where there is no pyproject.toml never parses one
+
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -146,3 +148,33 @@ def test_file_url_opens_sqlite(tmp_path):
     with store.open_store(f"file:{tmp_path / 'u.db'}") as st:
         assert st.append(NewEvent(payload=b"x", task_id="t")).position == 1
     assert (tmp_path / "u.db").exists()
+
+
+def test_payload_bytes_bind_exactly_through_the_registered_adapter(tmp_path):
+    """bytes bind as themselves (sqlite3 otherwise builds and drops an AttributeError per BLOB):
+    every byte value, empty payloads, a run of a stream's batch and single rows come back exact."""
+    assert sqlite3.adapters[(bytes, sqlite3.PrepareProtocol)] is bytes
+    payloads = [bytes(range(256)), b"", b"\x00", b'{"token": "x"}', bytes(range(255, -1, -1)) * 40]
+    with SqliteStore(tmp_path / "log.db") as st:
+        st.append_batch([NewEvent(payload=p, task_id="run") for p in payloads])  # one run: bound by column
+        for p in payloads:
+            st.append(NewEvent(payload=p, task_id="single"))
+    conn = sqlite3.connect(tmp_path / "log.db")
+    for task in ("run", "single"):
+        rows = conn.execute("SELECT payload FROM events WHERE task_id = ? ORDER BY seq", (task,))
+        assert [r[0] for r in rows] == payloads
+    assert conn.execute("SELECT DISTINCT typeof(payload) FROM events").fetchall() == [("blob",)]
+    conn.close()
+
+
+def test_a_programs_own_bytes_adapter_is_left_alone(tmp_path):
+    """Registered before the store is imported, a program's adapter for bytes stays in place."""
+    code = (
+        "import sqlite3\n"
+        "mine = lambda b: b\n"
+        "sqlite3.register_adapter(bytes, mine)\n"
+        "import a2a_tape.store.sqlite\n"
+        "assert sqlite3.adapters[(bytes, sqlite3.PrepareProtocol)] is mine\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr

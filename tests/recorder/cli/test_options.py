@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from pathlib import Path
 
 import pytest
 import typer
@@ -87,6 +88,7 @@ needs_hook = pytest.mark.skipif(
 
 SAMPLES = [
     "5", " 5 ", "+3", "-0", "1_000", "1.0", "1.5", "1e3", "1e400", "0x10", "nan", "inf", "\u0663", "",
+    ".", "/", "/nonexistent/x", __file__, "~",
     "true", "True", "1", "no", "off", "normal", "full", "FULL", "full ", None, ["a", "b"], (),
 ]  # fmt: skip
 
@@ -107,6 +109,10 @@ def test_the_plain_converter_agrees_with_typer(value):
         b: bool = False,
         s: str = "",
         li: list[str] = [],  # noqa: B006
+        pa: Path = Path("x"),
+        lp: list[Path] = [],  # noqa: B006
+        pf: Path = typer.Option(Path("x"), exists=True, dir_okay=False),
+        pd: Path = typer.Option(Path("x"), exists=True, file_okay=False),
     ) -> None:
         pass
 
@@ -114,7 +120,8 @@ def test_the_plain_converter_agrees_with_typer(value):
         kind = options._plain_kind(param.type_descriptor)
         assert kind is not None, param.name
         outcome = []
-        for conv in (theirs_build(param.type_descriptor), options._PlainValue(kind)):
+        ours = options._PlainValue(kind, param.type_descriptor.parameter_info)
+        for conv in (theirs_build(param.type_descriptor), ours):
             try:
                 outcome.append(repr(conv.coerce(value, param=param, ctx=None)))
             except typer.BadParameter:

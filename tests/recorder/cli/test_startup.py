@@ -111,13 +111,24 @@ def test_tasks_json_prints_without_rich(tmp_path):
     assert not {n for n in names if n == "rich" or n.startswith("rich.")}
 
 
-def test_tasks_converts_its_values_without_pydantic(tmp_path):
-    """typer >= 0.29 would import pydantic (~100 ms) to convert plain values; options.py converts them."""
+@pytest.mark.parametrize("command", ["tasks", "record", "record --file", "import"])
+def test_a_command_converts_its_values_without_pydantic(tmp_path, command):
+    """typer >= 0.29 would import pydantic (~100 ms; 300 M instructions of record's run) to convert
+    plain values; options.py converts them, a Path (record --file, import FILE) included."""
     import typer.core
 
     db = tmp_path / "log.db"
     make_log(db)
-    names, code = imported_modules("tasks", "--limit", "5", "--db", str(db))
-    assert code == 0
+    tape = tmp_path / "t.jsonl"
+    tape.write_text("")
+    argv = {
+        "tasks": ["tasks", "--limit", "5"],
+        "record": ["record", "http://127.0.0.1:9", "hi"],  # no agent there: the values are converted first
+        "record --file": ["record", "http://127.0.0.1:9", "hi", "--file", str(tape)],
+        "import": ["import", str(tape)],
+    }[command]
+    names, code = imported_modules(*argv, "--db", str(db))
+    assert code in (0, 1, 2), code
+    assert "a2a_tape.cli.app" in names  # the listing is real
     if hasattr(typer.core, "build_runtime_param"):
         assert not {n for n in names if n == "pydantic" or n.startswith("pydantic.")}
