@@ -15,13 +15,10 @@ import functools
 import os
 import subprocess
 import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
@@ -31,6 +28,7 @@ from a2a_tape.recorder.listen import serving
 from a2a_tape.store.redact import build_redactor
 from tests.capture.grpc_drivers import GRPC, run_grpc_interceptor, run_grpc_proxy
 from tests.support.fault_agent import SHAPED_HEADERS
+from tests.support.in_process import run_in_process, without_our_variables
 from tests.support.servers import serve_app
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
@@ -90,30 +88,8 @@ Command = Callable[[list[str], Path], subprocess.CompletedProcess]
 
 
 def in_process(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
-    """The same command as :func:`cli`, run by ``cli.app`` in this process (its exit code, stdout and stderr),
-    without the ~0.5 s of CPU a console script's start costs. An exception the command lets out is printed
-    as the interpreter would print it (a ``Traceback`` and exit 1), so a check on what the installed script
-    prints fails alike; a command still running after ``timeout`` seconds fails the test as a hang."""
-    from typer.testing import CliRunner
-
-    from a2a_tape.cli import app
-
-    done: list[Any] = []
-
-    def invoke() -> None:
-        with contextlib.chdir(cwd):
-            done.append(CliRunner().invoke(app, args, env={k: None for k in os.environ if k.startswith("A2A_TAPE")}))
-
-    runner = threading.Thread(target=invoke, daemon=True)
-    runner.start()
-    runner.join(timeout)
-    if not done:
-        raise subprocess.TimeoutExpired(["a2a-tape (in process)", *args], timeout)
-    result = done[0]
-    stderr = result.stderr_bytes or b""
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += "".join(traceback.format_exception(result.exception)).encode()
-    return subprocess.CompletedProcess(args, result.exit_code, result.stdout_bytes, stderr)
+    """The same command as :func:`cli`, run by ``cli.app`` in this process (tests/support/in_process.py)."""
+    return run_in_process(args, cwd, without_our_variables(), timeout)
 
 
 SILENT_WAIT = 1.5
