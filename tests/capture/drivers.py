@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from a2a_tape.recorder.listen import serving
 from a2a_tape.store.redact import build_redactor
 from tests.capture.grpc_drivers import GRPC, run_grpc_interceptor, run_grpc_proxy
 from tests.support.fault_agent import SHAPED_HEADERS
+from tests.support.in_process import run_in_process, without_our_variables
 from tests.support.servers import serve_app
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
@@ -82,6 +83,15 @@ def cli(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> subprocess.Comp
     return subprocess.run([CLI, *args], cwd=cwd, capture_output=True, timeout=timeout, env=env)
 
 
+Command = Callable[[list[str], Path], subprocess.CompletedProcess]
+"""How a command-line path runs its command: :func:`cli` (the installed console script) or :func:`in_process`."""
+
+
+def in_process(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """The same command as :func:`cli`, run by ``cli.app`` in this process (tests/support/in_process.py)."""
+    return run_in_process(args, cwd, without_our_variables(), timeout)
+
+
 SILENT_WAIT = 1.5
 """Seconds a path waits for the silent agent (its timeout options set to it): the answer never comes, so a short
 wait proves what a long one does. The other modes keep the usual timeouts, which a loaded machine needs."""
@@ -127,7 +137,7 @@ async def _at_most_async(chunks) -> bytes:
 # -- the paths -------------------------------------------------------------------------------
 
 
-def run_record(base: str, mode: str, cwd: Path, *extra: str, binding: str = "jsonrpc") -> Outcome:
+def run_record(base: str, mode: str, cwd: Path, *extra: str, binding: str = "jsonrpc", run: Command = cli) -> Outcome:
     db = cwd / "tape.db"
     # a log that exists, where a failure is recorded: a record that fails before recording anything
     # into a new one leaves none (tests/recorder/cli/test_files.py)
@@ -139,16 +149,16 @@ def run_record(base: str, mode: str, cwd: Path, *extra: str, binding: str = "jso
     # loaded machine takes longer than 3 s to reach (an event still arriving is no progress: the stall fired
     # first, once in CI's newest-release slice), so those get a stall watch that waits past the limit
     stall = "20" if mode.startswith("endless") else str(waits(mode, 3))
-    r = cli(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", stall, *extra], cwd)
+    r = run(["record", secret_url(base, mode), "hi", "--db", str(db), "--json", "--stall-timeout", stall, *extra], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
 
-def run_probe(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome:
+def run_probe(base: str, mode: str, cwd: Path, binding: str = "jsonrpc", run: Command = cli) -> Outcome:
     db = cwd / "tape.db"
     mode = f"{mode}/rest" if binding == REST else mode  # the card lists HTTP+JSON only: probe takes it
     t0 = time.monotonic()
     wait = str(waits(mode, 3))
-    r = cli(["probe", secret_url(base, mode), "--db", str(db), "--timeout", wait, "--token", "SEKRET-TOKEN"], cwd)
+    r = run(["probe", secret_url(base, mode), "--db", str(db), "--timeout", wait, "--token", "SEKRET-TOKEN"], cwd)
     return Outcome(db, r.stdout + r.stderr, code=r.returncode, seconds=time.monotonic() - t0)
 
 
@@ -255,7 +265,7 @@ def run_proxy(base: str, mode: str, cwd: Path, agent=None, binding: str = "jsonr
     return Outcome(db, client=got, error=error, seconds=time.monotonic() - t0)
 
 
-def run_recover(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome:
+def run_recover(base: str, mode: str, cwd: Path, binding: str = "jsonrpc", run: Command = cli) -> Outcome:
     """``a2a-tape recover`` on a task left WORKING by a proxy (its GetTask answer recorded), then
     the recovery's stream reader (``Upstream.stream``, what a resubscribe uses) on the mode, in
     ``binding``."""
@@ -293,7 +303,7 @@ def run_recover(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Ou
         )
     finally:
         st.close()
-    r = cli(["recover", "--db", str(db), "--stall-timeout", str(waits(mode, 3))], cwd)
+    r = run(["recover", "--db", str(db), "--stall-timeout", str(waits(mode, 3))], cwd)
 
     async def stream() -> None:
         st2 = store.open_store(db)
@@ -327,6 +337,8 @@ PATHS = {
 }
 """Every path, in each binding it records (JSON-RPC; HTTP+JSON: ``"record http+json"``, ...; gRPC:
 the gRPC proxy and ``RecordingInterceptor``, the paths that record gRPC)."""
+COMMAND_PATHS = tuple(p for p in PATHS if kind(p) in ("record", "probe", "recover"))
+"""The paths that are a command of the CLI (a driver of theirs takes ``run``: :func:`cli` or :func:`in_process`)."""
 CLIENT_PATHS = tuple(
     p for p in PATHS if kind(p) in ("transport-sync", "transport-async", "serve", "proxy", "interceptor")
 )

@@ -1,6 +1,7 @@
-"""``a2a-tape rm TASK...`` and ``a2a-tape prune`` (issue 37 item 9), through the installed CLI on
-tasks a real a2a-sdk agent answered: only finished tasks unless --force, a LOCAL note of the
-removal, positions never repeated, every projection afterwards equal to a rebuild, a tape refused."""
+"""``a2a-tape rm TASK...`` and ``a2a-tape prune`` (issue 37 item 9), through the installed CLI on tasks a
+real a2a-sdk agent answered (recorded, listed and read by the same commands in process): only finished tasks
+unless --force, a LOCAL note of the removal, positions never repeated, every projection afterwards equal to a
+rebuild, a tape refused."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from a2a_tape import store
 from a2a_tape.inspection.rebuild import rebuild_all
 from tests.conftest import running_sdk_agent
+from tests.support.in_process import run_in_process
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
 RECORDINGS = Path(__file__).resolve().parents[3] / "recordings"
@@ -25,6 +27,13 @@ def cli(*args: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+def cli_here(*args: object) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (tests/support/in_process.py): for what sets a test up or reads its
+    log (record, tasks, doctor, grep), which this module does not test; rm and prune run installed."""
+    done = run_in_process([str(a) for a in args], Path.cwd(), timeout=120)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
 def one_line(run: subprocess.CompletedProcess[str], code: int = 2) -> str:
     assert run.returncode == code, (run.returncode, run.stderr)
     assert "Traceback" not in run.stderr and run.stdout == ""
@@ -34,7 +43,7 @@ def one_line(run: subprocess.CompletedProcess[str], code: int = 2) -> str:
 
 
 def record(url: str, text: str, db: Path) -> str:
-    run = cli("record", url, text, "--db", db, "--json")
+    run = cli_here("record", url, text, "--db", db, "--json")
     assert run.returncode == 0, run.stderr
     return str(json.loads(run.stdout)["task_id"])
 
@@ -42,7 +51,7 @@ def record(url: str, text: str, db: Path) -> str:
 def read_everything(db: Path) -> None:
     """Bring every projection up to date the way users do: list, doctor, search."""
     for args in (["tasks", "--all"], ["doctor"], ["grep", "chunk"]):
-        assert cli(*args, "--db", db).returncode in (0, 1)
+        assert cli_here(*args, "--db", db).returncode in (0, 1)
 
 
 def projections(db: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -69,7 +78,7 @@ def assert_equal_to_a_rebuild(db: Path, tmp_path: Path) -> None:
 
 
 def task_ids(db: Path) -> list[str]:
-    return sorted(r["task_id"] for r in json.loads(cli("tasks", "--all", "--db", db, "--json").stdout))
+    return sorted(r["task_id"] for r in json.loads(cli_here("tasks", "--all", "--db", db, "--json").stdout))
 
 
 def test_rm_and_prune_remove_finished_tasks_and_leave_a_rebuilds_projections(tmp_path):

@@ -21,10 +21,11 @@ from a2a_tape.wire.sse_reader import SseParser
 
 
 class RunningProxy:
-    def __init__(self, url: str, proxy, st: store.SqliteStore) -> None:
+    def __init__(self, url: str, proxy, st: store.SqliteStore, loop_thread: int) -> None:
         self.url = url
         self.proxy = proxy
         self.store = st
+        self.loop_thread = loop_thread  # the ident of the thread running the proxy's event loop
 
 
 def open_with_busy_timeout(db_path, seconds: float, durability: str = "full"):
@@ -45,9 +46,25 @@ def running_proxy(upstream: str, db_path, *, busy_timeout: float | None = None, 
     else:
         st = open_with_busy_timeout(db_path, busy_timeout, durability)
     asgi, proxy = build_app(st, ProxyConfig(upstream=upstream, **config))
+    started = threading.Event()
+    loop_thread: list[int] = []
+    inner = asgi.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        async with inner(app):
+            loop_thread.append(threading.get_ident())
+            started.set()
+            yield
+
+    asgi.router.lifespan_context = lifespan
     try:
         with serving(asgi, lifespan="on") as url:
-            yield RunningProxy(url, proxy, st)
+            # started: its startup's writes (the proxy's mark, the idempotency scope's key) are done. The
+            # URL is usable before (the socket listens), but a test that takes the log's lock at once
+            # raced them: the startup then waited for the lock on the loop, and nothing was served
+            assert started.wait(30), "the proxy did not start"
+            yield RunningProxy(url, proxy, st, loop_thread[0])
     finally:
         st.close()
 

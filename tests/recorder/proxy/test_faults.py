@@ -143,7 +143,8 @@ def test_a_request_waiting_for_a_locked_log_does_not_stall_the_others(sdk_agent,
         body, h = send_body("hello", stream=False, message_id="m-waits")
         with concurrent.futures.ThreadPoolExecutor(1) as pool, write_lock_held(db_path):
             waiting = pool.submit(httpx.post, proxy.url + "/", content=body, headers={**h, **auth}, timeout=60)
-            wait_for_a_lock_waiter()  # the message's claim waits for the lock
+            waiter = wait_for_a_lock_waiter()  # the message's claim waits for the lock
+            assert waiter != proxy.loop_thread, "the claim waited for the lock on the proxy's event loop"
             assert not waiting.done()
             refused = httpx.post(proxy.url + "/", content=body, headers=h, timeout=5)  # the loop is free
             assert refused.status_code == 401

@@ -1,0 +1,49 @@
+"""A command of the CLI run by ``cli.app`` in the test's process, answering as the installed console script
+does in a subprocess (its exit code, stdout, stderr), without the start of a new interpreter (~0.3-0.5 s of
+CPU each). A test module keeps at least one run of the installed script per promise; its other cases may run
+here, where the same code decides the same exit code and prints the same lines."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def run_in_process(
+    args: list[str], cwd: Path, env: Mapping[str, str | None] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    """``a2a-tape ARGS`` in ``cwd`` with ``env`` over this process's environment (None: unset). An exception
+    the command lets out is printed on its stderr as the interpreter prints it (a ``Traceback``, exit 1), so a
+    check on what the installed script prints fails alike; a command still running after ``timeout`` seconds
+    raises :class:`subprocess.TimeoutExpired`, as ``subprocess.run`` does."""
+    from typer.testing import CliRunner
+
+    from a2a_tape.cli import app
+
+    done: list[Any] = []
+
+    def invoke() -> None:
+        with contextlib.chdir(cwd):
+            done.append(CliRunner().invoke(app, args, env=dict(env or {})))
+
+    runner = threading.Thread(target=invoke, daemon=True)
+    runner.start()
+    runner.join(timeout)
+    if not done:
+        raise subprocess.TimeoutExpired(["a2a-tape (in process)", *args], timeout)
+    result = done[0]
+    stderr = result.stderr_bytes or b""
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception)).encode()
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout_bytes, stderr)
+
+
+def without_our_variables() -> dict[str, str | None]:
+    """The A2A_TAPE_* variables of this process, each unset (what a test's subprocess is run without)."""
+    return {k: None for k in os.environ if k.startswith("A2A_TAPE")}
