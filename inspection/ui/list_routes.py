@@ -26,25 +26,25 @@ class ListRoutes:
         self.ui = ui
 
     async def tasks(self, request: Request) -> Response:
-        ui = self.ui
         try:
-            f = reading.parse_filters(request.query_params.multi_items())
-            before = reading.parse_position(request.query_params.get("before"), "before")
+            f, page = await self._read_page(request)
         except BadQuery as exc:
-            return ui.page("tasks.html", status_code=400, **self._list_context(Filters(), None, problem=str(exc)))
-        page = await ui.read(reading.task_list, ui.store, f, before=before)
-        return ui.page("tasks.html", **self._list_context(f, page))
+            context = self._list_context(Filters(), None, problem=str(exc))
+            return self.ui.page("tasks.html", status_code=400, **context)
+        return self.ui.page("tasks.html", **self._list_context(f, page))
 
     async def list_rows(self, request: Request) -> Response:
-        ui = self.ui
         try:
-            f = reading.parse_filters(request.query_params.multi_items())
-            before = reading.parse_position(request.query_params.get("before"), "before")
+            f, page = await self._read_page(request)
         except BadQuery as exc:
             return PlainTextResponse(str(exc), 400)
-        page = await ui.read(reading.task_list, ui.store, f, before=before)
-        context = self._list_context(f, page)
-        return HTMLResponse(ui.fragment("tasks.html", "rows", **context))
+        return HTMLResponse(self.ui.fragment("tasks.html", "rows", **self._list_context(f, page)))
+
+    async def _read_page(self, request: Request) -> tuple[Filters, reading.ListPage]:
+        """The filters and the page of the list they select; BadQuery for a query that names neither."""
+        f = reading.parse_filters(request.query_params.multi_items())
+        before = reading.parse_position(request.query_params.get("before"), "before")
+        return f, await self.ui.read(reading.task_list, self.ui.store, f, before=before)
 
     def _list_context(self, f: Filters, page: reading.ListPage | None, problem: str | None = None) -> dict[str, Any]:
         ui = self.ui
