@@ -20,10 +20,18 @@ What is kept of a run (the rules are :mod:`inspection.verify_rules`'):
   time to the first event of the first send and the sends' durations.
 
 Events of a2a-tape's own (origin ``local``) are the recorder's, not the agent's: left out.
+
+The builder makes no reference cycles: while it reads a batch and while it makes the contract, the
+cyclic garbage collector is paused (:func:`_no_cycles`), as the fold's rebuilds pause it. A run's
+events and items stay alive until the contract is made, and doctor's steps are some 100,000 small
+objects for 20,000 events: each collection the allocations set off would walk them all again for
+nothing (a fifth of verify's CPU per event, docs/performance.md section 29).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, cast
@@ -143,6 +151,10 @@ class ContractBuilder:
             stored, items = [ev for ev, _ in kept], [it for _, it in kept]
         if not stored:
             return
+        with _no_cycles():
+            self._take(stored, items)
+
+    def _take(self, stored: Sequence[StoredEvent], items: Sequence[Taken]) -> None:
         self._view = None
         start = len(self.events)
         self.events += stored
@@ -159,14 +171,16 @@ class ContractBuilder:
         """A run read from the log: each event decoded once (a plain text chunk only peeked)."""
         stored: list[StoredEvent] = []
         items: list[Taken] = []
-        for ev in events:
-            if ev.origin == "local":
-                continue
-            payload = bytes(ev.payload)
-            chunk = peek_text_chunk(payload)
-            stored.append(ev)
-            items.append(chunk if chunk is not None else decode_item(payload))
-        self.take(stored, items)
+        with _no_cycles():
+            for ev in events:
+                if ev.origin == "local":
+                    continue
+                payload = bytes(ev.payload)
+                chunk = peek_text_chunk(payload)
+                stored.append(ev)
+                items.append(chunk if chunk is not None else decode_item(payload))
+            if stored:
+                self._take(stored, items)
 
     def _fold(self, stored: Sequence[StoredEvent], items: Sequence[Taken]) -> None:
         """Into the one fold, as the recorder folds a batch: runs of text chunks in one step."""
@@ -273,6 +287,10 @@ class ContractBuilder:
         """The contract of the run read so far (``run``: its selector), with its exchanges.
         ``doctor`` False: doctor's findings left out (the ``doctor`` rule reads the recording's
         findings only when a live run has some: they are the costly part of a recorded run's)."""
+        with _no_cycles():
+            return self._contract(run, exchanges, doctor=doctor)
+
+    def _contract(self, run: str, exchanges: Sequence[Exchange], *, doctor: bool) -> Contract:
         named = self.named or self.filed
         view = self.view(exchanges)
         by_ex = {ex.id: ex for ex in exchanges if ex.id is not None}
@@ -344,6 +362,19 @@ class ContractBuilder:
         first = self._first_mono.get(sends[0].id)
         total = sum(ex.ended_at - ex.started_at for ex in sends if ex.ended_at is not None)
         return first, total
+
+
+@contextlib.contextmanager
+def _no_cycles() -> Iterator[None]:
+    """The cyclic garbage collector paused for a block that makes no reference cycles (its
+    objects are freed by their counts as ever; a collection due comes once it is on again)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _general(it: Taken) -> Item:

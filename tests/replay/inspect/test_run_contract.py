@@ -15,6 +15,8 @@ metadata, errors, agent messages, a local note of a2a-tape's; in either dialect.
 
 from __future__ import annotations
 
+import gc
+import sys
 from collections.abc import Sequence
 
 import pytest
@@ -146,3 +148,38 @@ def test_events_wait_for_the_one_that_names_the_task() -> None:
     got = builder.contract(f"{TASK}@1", [EX])
     assert got.task_id == TASK and got == contract(f"{TASK}@1", FILED, events, [EX])
     assert got.final_answer == "hi"  # the lane of the agent's task id, read as its channel
+
+
+PAUSED = {"_take", "_facts", "_fold", "_contract", "_doctor"}
+"""The builder's methods that read a batch and make the contract with the cyclic collector paused."""
+
+
+@pytest.mark.parametrize("path", ["stream", "log", "decoded"])
+@pytest.mark.parametrize("was_on", [True, False])
+def test_the_collector_waits_while_a_run_is_read_and_is_set_back(path, was_on) -> None:
+    """The builder makes no reference cycles: no cyclic collection runs while it reads a batch or
+    makes the contract (a long run's objects would be walked again and again for nothing; the one
+    due runs once it is done), and the collector is left as it was found, on or off, on each path."""
+    it = Items("1.0", TASK)
+    chunks = [it.artifact("answer", f"t{k} ", append=k > 0) for k in range(3000)]
+    events = _stored([it.task(), *chunks, it.status("completed")], FILED, None)
+    inside: list[str] = []
+
+    def seen(phase: str, _info: dict[str, int]) -> None:
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name in PAUSED and frame.f_code.co_filename.endswith("run_contract.py"):
+                inside.append(frame.f_code.co_name)
+            frame = frame.f_back
+
+    gc.callbacks.append(seen)
+    if not was_on:
+        gc.disable()
+    try:
+        got = _path(path, events, [1000, 2000])
+        assert gc.isenabled() is was_on
+    finally:
+        gc.callbacks.remove(seen)
+        gc.enable()
+    assert inside == []  # 3,000 events make tens of thousands of objects: collections would fall inside
+    assert got.final_answer == "".join(f"t{k} " for k in range(3000))
