@@ -24,7 +24,9 @@ under way goes to the log together, in the next one.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextvars
 import functools
 import math
 import time
@@ -129,6 +131,7 @@ class GroupCommitWriter:
         self.inline_batch: float = inline_batch if self.syncs else math.inf
         self._queue: collections.deque[_Slot] = collections.deque()
         self._leader: _Slot | None = None
+        self._on_thread: asyncio.Future[None] | None = None  # the last batch given to a worker thread
         self.batches = 0
         self.events = 0
 
@@ -212,6 +215,10 @@ class GroupCommitWriter:
         return slot.result
 
     async def _commit_next(self) -> None:
+        if self._on_thread is not None and not self._on_thread.done():
+            # the last leader was cancelled by asyncio itself while its batch was on a thread: the
+            # log takes one transaction at a time, so the next batch is taken once that one is written
+            await asyncio.shield(self._on_thread)
         batch = [self._queue.popleft()]
         size = batch[0].size
         while self._queue and size + self._queue[0].size <= self.max_batch:
@@ -221,7 +228,29 @@ class GroupCommitWriter:
         with anyio.CancelScope(shield=True):  # a batch taken is a batch written
             off = size > self.inline_batch or (self.syncs and not all(s.inline for s in batch))
             if off or not self._commit_now(batch):
-                await anyio.to_thread.run_sync(self._commit, batch)
+                await self._commit_on_thread(batch)
+                return
+        self._answer(batch)
+
+    async def _commit_on_thread(self, batch: list[_Slot]) -> None:
+        """The batch committed on a worker thread, its producers answered once it is written. anyio's
+        shield holds anyio's cancels, not asyncio's own (``Task.cancel``, as grpc.aio cancels a handler
+        whose client left): on asyncio the batch is answered by its thread's completion, not by its
+        leader, so a leader cancelled meanwhile leaves no producer of the batch waiting."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): the shield holds every cancel there
+            await anyio.to_thread.run_sync(self._commit, batch)
+            self._answer(batch)
+            return
+        # the caller's context, as anyio's worker threads have it; _commit raises nothing (errors are the slots')
+        written = loop.run_in_executor(None, contextvars.copy_context().run, self._commit, batch)
+        written.add_done_callback(lambda _: self._answer(batch))  # before the leader's own wake-up: answered first
+        self._on_thread = written
+        await asyncio.shield(written)
+
+    def _answer(self, batch: list[_Slot]) -> None:
+        """The batch is written (or each producer's error set): its producers go on."""
         self.batches += 1
         self.events += sum(len(s.events) for s in batch)
         for s in batch:

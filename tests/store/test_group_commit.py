@@ -316,3 +316,34 @@ def test_a_leader_cancelled_mid_commit_writes_its_batch_and_hands_the_lead_on(ba
     anyio.run(main)
     assert isinstance(got["queued"], StoredEvent)
     assert [e.task_id for e in st.read_from(0)] == ["a"] * 9 + ["b"]  # its batch was written all the same
+
+
+def test_a_leader_cancelled_by_asyncio_itself_mid_commit_still_answers_its_batch(backend):
+    """asyncio's own cancel (``Task.cancel``, as grpc.aio cancels a handler whose client left) is
+    not held by anyio's shield: the leader stops waiting, but the batch on its worker thread is
+    written and answered all the same, so another producer whose write the same batch holds is not
+    left waiting, and one queued behind it is committed after it by the next leader."""
+    import asyncio
+
+    st = backend.open()
+    log = _GatedLog(st)
+    w = GroupCommitWriter(log)
+    got: dict[str, object] = {}
+
+    async def main() -> None:
+        lead = asyncio.create_task(w.append_many([NewEvent(payload=bytes([i]), task_id="a") for i in range(9)]))
+        same = asyncio.create_task(w.append(NewEvent(payload=b"s", task_id="s")))  # taken with the leader's
+        await asyncio.to_thread(log.entered.wait)  # the batch is on its worker thread
+        queued = asyncio.create_task(w.append(NewEvent(payload=b"b", task_id="b")))
+        await asyncio.sleep(0)
+        lead.cancel()
+        await asyncio.sleep(0)
+        log.gate.set()
+        got["same"] = await asyncio.wait_for(same, 30)
+        got["queued"] = await asyncio.wait_for(queued, 30)
+        with pytest.raises(asyncio.CancelledError):
+            await lead
+
+    asyncio.run(main())
+    assert isinstance(got["same"], StoredEvent) and isinstance(got["queued"], StoredEvent)
+    assert [e.task_id for e in st.read_from(0)] == ["a"] * 9 + ["s", "b"]
