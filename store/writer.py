@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextvars
 import functools
 import math
 import time
@@ -131,7 +130,7 @@ class GroupCommitWriter:
         self.inline_batch: float = inline_batch if self.syncs else math.inf
         self._queue: collections.deque[_Slot] = collections.deque()
         self._leader: _Slot | None = None
-        self._on_thread: asyncio.Future[None] | None = None  # the last batch given to a worker thread
+        self._on_thread: asyncio.Task[None] | None = None  # the last batch given to a worker thread
         self.batches = 0
         self.events = 0
 
@@ -243,9 +242,12 @@ class GroupCommitWriter:
             await anyio.to_thread.run_sync(self._commit, batch)
             self._answer(batch)
             return
-        # the caller's context, as anyio's worker threads have it; _commit raises nothing (errors are the slots')
-        written = loop.run_in_executor(None, contextvars.copy_context().run, self._commit, batch)
-        written.add_done_callback(lambda _: self._answer(batch))  # before the leader's own wake-up: answered first
+
+        async def commit_and_answer() -> None:  # a task of its own: the leader's cancel does not reach it
+            await anyio.to_thread.run_sync(self._commit, batch)  # _commit raises nothing: errors are the slots'
+            self._answer(batch)
+
+        written = loop.create_task(commit_and_answer())
         self._on_thread = written
         await asyncio.shield(written)
 
