@@ -246,6 +246,7 @@ class GroupCommitWriter:
         async def commit_and_answer() -> None:  # a task of its own: the leader's cancel does not reach it
             await anyio.to_thread.run_sync(self._commit, batch)  # _commit raises nothing: errors are the slots'
             self._answer(batch)
+            self._on_thread = None  # written: the next leader need not wait (and the batch is not kept)
 
         written = loop.create_task(commit_and_answer())
         self._on_thread = written
