@@ -15,19 +15,9 @@ from operator import itemgetter
 import msgspec
 
 from a2a_tape.fold.catch_up import ProjectionMoved
-from a2a_tape.fold.fold import (
-    STATE_DECODER,
-    STATE_VERSION,
-    TaskFold,
-    TaskState,
-    event_task_id,
-    fold_events,
-    fold_stored,
-    fold_task_events,
-    route,
-    shown_state,
-)
+from a2a_tape.fold.fold import TaskFold, event_task_id, fold_events, fold_stored, fold_task_events, route
 from a2a_tape.fold.runs import NO_OBSERVER, Seen, enter_run
+from a2a_tape.fold.task_state import STATE_DECODER, STATE_VERSION, TaskState, shown_state
 from a2a_tape.fold.views import (
     ArtifactView,
     Fault,

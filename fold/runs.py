@@ -27,7 +27,9 @@ from typing import Any, Final
 
 import msgspec
 
-from a2a_tape.fold.fold import RunRef, TaskFold, TaskState, fold_task_events, route, stored_copy_differences
+from a2a_tape.fold.fold import TaskFold, fold_task_events, route
+from a2a_tape.fold.stored_copy import stored_copy_differences
+from a2a_tape.fold.task_state import RunRef, TaskState
 from a2a_tape.fold.views import TaskView
 from a2a_tape.store import EventLog, Exchange, Recordings, StoredEvent, TaskSnapshot, decode_item
 from a2a_tape.store.errors import A2ATapeError

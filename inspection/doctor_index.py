@@ -41,10 +41,11 @@ per core, at most 4): tasks are independent, and doctor's rules are Python, one 
 
 def _code_digest() -> str:
     """A digest of the modules whose rules decide the findings."""
-    from a2a_tape.fold import fold, profiles, projection, runs, views
+    from a2a_tape.fold import channel_view, fold, lifecycle, profiles, projection, runs, stored_copy, task_state, views
     from a2a_tape.inspection import steps as inspection
 
-    return code_digest(b"doctor-1", (_doctor, inspection, fold, projection, profiles, runs, views))
+    modules = (_doctor, inspection, fold, lifecycle, stored_copy, channel_view, task_state, projection, profiles, runs)
+    return code_digest(b"doctor-1", (*modules, views))
 
 
 def task_row(store: Recordings, task_id: str) -> FindingsRow | None:

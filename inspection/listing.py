@@ -19,8 +19,9 @@ import msgspec
 
 from a2a_tape.capture.lineage import carried, infer
 from a2a_tape.capture.lineage import families as inferred_families
-from a2a_tape.fold.fold import RunRef, TaskFold, known_by_pushes
+from a2a_tape.fold.fold import TaskFold
 from a2a_tape.fold.projection import Projector
+from a2a_tape.fold.task_state import RunRef, known_by_pushes
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import FaultCount
 from a2a_tape.inspection.doctor_index import FaultCounter

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
-from a2a_tape.fold.fold import RunRef, fold_task_events
+from a2a_tape.fold.fold import fold_task_events
 from a2a_tape.fold.projection import Projector
 from a2a_tape.fold.runs import fold_latest
+from a2a_tape.fold.task_state import RunRef
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.steps import closed_exchanges
 from a2a_tape.store import Exchange, ExchangeLog, ReadOnlyStore, Recordings, Store, StoredEvent

@@ -31,7 +31,8 @@ import msgspec
 
 from a2a_tape import store
 from a2a_tape.capture.notes import Scrubs, failed_event, note_event
-from a2a_tape.fold.fold import TaskState, fold_task_events
+from a2a_tape.fold.fold import fold_task_events
+from a2a_tape.fold.task_state import TaskState
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.settle import Backoff, settle
 from a2a_tape.recorder.upstream import Unreachable, Upstream

@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from a2a_tape.fold.fold import RunRef
+from a2a_tape.fold.task_state import RunRef
 from a2a_tape.inspection.doctor_index import FaultCounter
 from a2a_tape.inspection.ui import reading, rows
 from a2a_tape.inspection.ui.app_state import UI, task_href

@@ -14,8 +14,9 @@ from typing import Protocol
 
 import msgspec
 
-from a2a_tape.fold.fold import RunRef, TaskFold, fold_task_events
+from a2a_tape.fold.fold import TaskFold, fold_task_events
 from a2a_tape.fold.runs import BadSelector, Run, pick_run, read_selector, selector, task_runs
+from a2a_tape.fold.task_state import RunRef
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection import listing
 from a2a_tape.inspection.doctor import FaultCount

@@ -14,8 +14,8 @@ import msgspec
 
 from a2a_tape.capture.lineage import carried
 from a2a_tape.fold import tool_calls
-from a2a_tape.fold.fold import RunRef
 from a2a_tape.fold.runs import Run, StoredCopy, selector, stored_copy
+from a2a_tape.fold.task_state import RunRef
 from a2a_tape.fold.views import TaskView
 from a2a_tape.inspection.doctor import FaultCount, Finding
 from a2a_tape.inspection.messages import LoneMessage

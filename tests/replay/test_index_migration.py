@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from a2a_tape.fold.fold import STATE_VERSION
 from a2a_tape.fold.projection import Projector
+from a2a_tape.fold.task_state import STATE_VERSION
 from a2a_tape.inspection.listing import count, newest
 from a2a_tape.store import NewEvent, open_store
 from a2a_tape.store.schema import SCHEMA_VERSION

@@ -2,7 +2,7 @@
 (written as the proxy's receiver writes them, ``Capture.push_writes``, the one place every push path writes), so
 a task known by its pushes alone is in every index, and the indexes kept incrementally at any cut
 hold the rows a rebuild makes (Hypothesis, over logs that mix the agent's streamed updates and
-pushes of several tasks). The task index's state is the rule of ``fold.fold.shown_state``: the
+pushes of several tasks). The task index's state is the rule of ``fold.task_state.shown_state``: the
 agent's last streamed state, else the last one pushed.
 """
 
