@@ -38,15 +38,15 @@ from a2a_tape.cli.options import Durability
 from a2a_tape.recorder.listen import HEAD_TIMEOUT
 from a2a_tape.recorder.proxy.idempotency import DEFAULT_TTL, Idempotency, OnKeyConflict
 from a2a_tape.recorder.proxy.outcomes import request_line
-from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER
-from a2a_tape.recorder.proxy.server import (
+from a2a_tape.recorder.proxy.proxy_config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FIRST_BYTE_TIMEOUT,
     DEFAULT_MAX_BODY,
     DEFAULT_READ_TIMEOUT,
     ProxyConfig,
-    build_app,
 )
+from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER
+from a2a_tape.recorder.proxy.server import build_app
 from a2a_tape.recorder.recovery import DEFAULT_STALL, RecoveryBusy, recover, running_proxy
 from a2a_tape.store.redact import build_redactor, safe_text
 from a2a_tape.wire.loopback import Guard

@@ -30,22 +30,21 @@ A relayed response is a :class:`recorder.proxy.relay.Live`: the head and items p
 a wake-up event. The first client and any duplicate attached to it read the same one.
 
 This module holds the relay's state and its steps; the pieces around it are
-:mod:`recorder.proxy.plumbing` (which requests are public, which headers cross, the relayed
-response), :mod:`recorder.proxy.tee` (an SSE answer, write-ahead, item by item) and
-:mod:`recorder.proxy.outcomes` (what a failure means for the row and the client).
+:mod:`recorder.proxy.proxy_config` (what the proxy is told), :mod:`recorder.proxy.outgoing` (a request
+as it goes upstream, and its trace context), :mod:`recorder.proxy.write_seam` (every row both proxies
+write: begun, claimed, noted, ended), :mod:`recorder.proxy.plumbing` (which requests are public, which
+headers cross, the relayed response), :mod:`recorder.proxy.tee` (an SSE answer, write-ahead, item by
+item) and :mod:`recorder.proxy.outcomes` (what a failure means for the row and the client).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -61,14 +60,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_tape import store
-from a2a_tape.capture.ended import EndedExchange
-from a2a_tape.capture.lineage import request_of, with_metadata_trace
+from a2a_tape.capture.lineage import with_metadata_trace
 from a2a_tape.capture.sending import CUT, Capture, DecodingError, Outcome, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.listen import url_of
 from a2a_tape.recorder.proxy.idempotency import (
     BadRequest,
-    Gateway,
     Idempotency,
     OnKeyConflict,
     RpcParams,
@@ -85,11 +82,10 @@ from a2a_tape.recorder.proxy.idempotency import (
     scoped,
 )
 from a2a_tape.recorder.proxy.outcomes import classify, log_fault_line
+from a2a_tape.recorder.proxy.outgoing import Outgoing, carry_trace_context, error_event, with_injected
 from a2a_tape.recorder.proxy.plumbing import (
     QUIET_CUT,
-    Departure,
     RelayedStream,
-    Upstream,
     encoded,
     is_public,
     request_headers,
@@ -98,119 +94,39 @@ from a2a_tape.recorder.proxy.plumbing import (
     wire,
     without_userinfo,
 )
+from a2a_tape.recorder.proxy.proxy_config import (
+    ProxyConfig as ProxyConfig,  # recorder.proxy.grpc_server imports it from here
+)
 from a2a_tape.recorder.proxy.push_configs import hook_of_path, restore, rewrite
 from a2a_tape.recorder.proxy.push_receiver import PushReceiver, listening, receiver_app
-from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER, Headers, Live
 from a2a_tape.recorder.proxy.relay import Cut as _Cut
+from a2a_tape.recorder.proxy.relay import Headers, Live
 from a2a_tape.recorder.proxy.tee import tee
+from a2a_tape.recorder.proxy.write_seam import WriteSeam
 from a2a_tape.recorder.recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from a2a_tape.store.errors import StoreError
 from a2a_tape.store.headers import is_json_type, media_type_of
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import ALL_METHODS, HTTP_JSON, JSONRPC, SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
-from a2a_tape.store.observers import new_observer
-from a2a_tape.store.redact import Redactor
-from a2a_tape.store.writer import Writes, run_writes, writer_of
 from a2a_tape.wire import http_json
 from a2a_tape.wire import sse_frames as frames
 from a2a_tape.wire.grpc import rewrite_grpc_urls
-from a2a_tape.wire.http_client import MAX_REQUEST, BodyTooLarge, cookieless, read_body, read_request
-from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
+from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body, read_request
+from a2a_tape.wire.loopback import LoopbackGuard
 from a2a_tape.wire.push_configs import config_task
-from a2a_tape.wire.trace_context import INJECTED_HEADER, continued, new_traceparent
 
-DEFAULT_MAX_BODY = MAX_REQUEST
-DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
-DEFAULT_READ_TIMEOUT = 300.0
 _JSON = "application/json"
 _JSON_HEADERS: Headers = [("content-type", _JSON)]
 KEPT = 1 << 20
 """Bytes of an answer that is no A2A item kept on the exchange row (redacted by its end)."""
 
 
-@dataclass
-class ProxyConfig:
-    upstream: str
-    durability: store.Durability = "full"
-    token: str | None = None
-    max_body: int = DEFAULT_MAX_BODY
-    idempotency_ttl: float = 24 * 3600.0
-    recover_on_start: bool = True
-    stall_timeout: float = 30.0
-    redactor: Redactor = field(default_factory=Redactor)
-    on_key_conflict: OnKeyConflict = OnKeyConflict.forward
-    idempotency: Idempotency = Idempotency.on  # off: every request goes upstream, repeats included
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT  # to open the connection to the upstream
-    first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # from the request sent to the answer's head
-    read_timeout: float = DEFAULT_READ_TIMEOUT  # the longest silence inside an answer's body
-    guard: Guard = LOOPBACK_ONLY  # who may talk to it besides loopback programs (wire.loopback)
-    push: bool = True  # webhooks a client registers go through the push receiver (proxy --push-receiver off: False)
-    push_socket: socket.socket | None = None  # the receiver's own listener (--push-receiver HOST:PORT); None: ours
-    upstream_auth: tuple[str, str] | None = None  # (user, password) given apart from the URL (a file, the env)
-    inject_traceparent: bool = False  # start a W3C traceparent when the client sent none (docs/otel.md)
-    continue_traceparent: bool = False  # a client's traceparent goes on with the proxy's span as its parent
-    traceparent_metadata: bool = False  # the traceparent sent also goes in the message's metadata (A2A#2026)
-    stream_buffer: int = DEFAULT_STREAM_BUFFER  # bytes of a stream held for its clients (relay.Window)
-    slow_client_timeout: float = DEFAULT_SLOW_CLIENT_TIMEOUT  # seconds a client may stay that far behind
-
-    @cached_property
-    def target(self) -> Upstream:
-        parsed = Upstream.parse(self.upstream)
-        if self.upstream_auth is None:
-            return parsed
-        return Upstream(parsed.origin, httpx.BasicAuth(*self.upstream_auth))
-
-    @property
-    def origin(self) -> str:
-        """The upstream's ``scheme://host:port``, without credentials."""
-        return self.target.origin
-
-    @property
-    def shown_upstream(self) -> str:
-        """The upstream URL fit for a log line: its password and secret query values redacted."""
-        return self.redactor.url(self.upstream)
-
-
-@dataclass
-class Outgoing:
-    """One request as it goes upstream (the client's, less hop-by-hop headers and our token)."""
-
-    method: str
-    url: str
-    headers: Headers
-    body: bytes
-    rpc_id: bytes | None  # the JSON-RPC id to answer our own errors to (None: not JSON-RPC)
-    dialect: str | None  # the protocol version
-    binding: str | None = None  # store.methods.BINDINGS; None: not an A2A request
-    departure: Departure = field(default_factory=Departure)  # whether it may have reached the upstream
-    notes: list[str] = field(default_factory=list)  # redaction notes of the request row, written with the answer's
-    injected: str | None = None  # the traceparent the proxy started (--inject-traceparent), sent upstream
-    in_metadata: bool = False  # the client's traceparent came in the message's metadata, not a header
-    to_metadata: str | None = None  # the tracestate to write with ``injected`` into the message's metadata ("" none)
-
-
-def _with_injected(headers: dict[str, str], injected: str | None, in_metadata: bool = False) -> dict[str, str]:
-    """The recorded request headers: the client's, and the traceparent the proxy sent (marked as ours; the
-    client's own, when it sent one, stays as it was; when it came in the message's metadata, the log keeps
-    it there, in the request body as received)."""
-    if injected is None:
-        return headers
-    if in_metadata:
-        return {**headers, INJECTED_HEADER: injected}
-    return {"traceparent": injected, **headers, INJECTED_HEADER: injected}
-
-
-class Proxy:
+class Proxy(WriteSeam):
     """The proxy's state: store, writer, HTTP client, live responses, the idempotency gateway."""
 
     def __init__(self, st: store.Store, config: ProxyConfig) -> None:
-        self.store = st
-        self.config = config
-        self.observer = new_observer("proxy")  # this proxy's relays are one run of each task
-        self.gateway = Gateway(st, ttl=config.idempotency_ttl)
-        self.writer: store.GroupCommitWriter | None = None
+        super().__init__(st, config)
         self.http: httpx.AsyncClient | None = None
         self._pool: httpx.AsyncBaseTransport | None = None  # the client's transport (see _forward)
         self._tg: TaskGroup | None = None
@@ -219,14 +135,6 @@ class Proxy:
         self.recovery_done = anyio.Event()
         self.recovered = threading.Event()  # the same, for callers on other threads
         self.recovery_report: RecoveryReport | None = None
-        # called (on the proxy's event loop) with each exchange id once its row is final, and the
-        # exchange as its capture wrote it (capture.ended; None when its end was not written): lets a
-        # caller wait for "the recording of this exchange is complete" without polling, and the live
-        # OTLP export build its span without reading it back. Set before the proxy serves.
-        self.on_settled: Callable[[int, EndedExchange | None], None] | None = None
-        # given each exchange's final row (on a worker thread): proxy's line per request
-        self.on_line: Callable[[store.Exchange], None] | None = None
-        self._begun: dict[int, store.Exchange] = {}  # with on_line: each open row as begun (no read back)
         self.grpc_address: str | None = None  # HOST:PORT of the gRPC proxy beside this one (proxy --grpc-listen)
         # the agent's webhook POSTs (recorder.proxy.push_receiver), at push_base, else at the proxy's own address
         self.push = PushReceiver(st, config.redactor, config.max_body) if config.push else None
@@ -357,7 +265,7 @@ class Proxy:
             rpc_id=request_id(body) if jsonrpc else None,
             dialect=None,
         )
-        self._trace_context(request, out)
+        carry_trace_context(self.config, request, out)
         try:
             if jsonrpc:
                 return await self._jsonrpc(request, out)
@@ -370,32 +278,6 @@ class Proxy:
             return self._fault_answer(out.rpc_id, 503, log_fault_line(fault))
 
     # -- pieces of handle -----------------------------------------------------------------------
-
-    def _trace_context(self, request: Request, out: Outgoing) -> None:
-        """--inject-traceparent, --continue-traceparent, --traceparent-metadata (docs/otel.md): the
-        client's traceparent is its header's, else its message metadata's (A2A#2026); never overwritten."""
-        cfg = self.config
-        if not (cfg.inject_traceparent or cfg.continue_traceparent):
-            return
-        header = request.headers.get("traceparent")
-        meta: Mapping[str, str] = {}
-        if header is None and b"traceparent" in out.body and "content-encoding" not in request.headers:
-            meta = request_of(out.body).trace
-        state = request.headers.get("tracestate") if header is not None else meta.get("tracestate")
-        if cfg.inject_traceparent and header is None and not meta:  # never over the client's
-            out.injected = new_traceparent()
-            out.headers = [*out.headers, ("traceparent", out.injected)]
-        elif cfg.continue_traceparent:  # the client's trace, this hop's span as the parent
-            out.injected = continued(header if header is not None else meta.get("traceparent"))
-            if out.injected is None:
-                return
-            if header is not None:
-                out.headers = [(k, out.injected if k.lower() == "traceparent" else v) for k, v in out.headers]
-            else:  # it came in the metadata: it goes on there (and in a header, for agents that read those)
-                out.in_metadata = True
-                out.headers = [*out.headers, ("traceparent", out.injected)]
-        if out.injected is not None and (cfg.traceparent_metadata or out.in_metadata):
-            out.to_metadata = state or ""
 
     def _fault_answer(self, rpc_id: bytes | None, status: int, why: str) -> Response:
         why = self.config.redactor.text(why)
@@ -417,9 +299,6 @@ class Proxy:
         """What the proxy names itself as in a card or a ``Location``: never a Host a client made up."""
         return self.config.guard.base_url(request.scope)
 
-    def _stored_url(self, url: str) -> str:
-        return self.config.redactor.url(url)
-
     async def _card(self, request: Request) -> Response:
         """The agent card (public): the upstream's answer with its URLs pointing at the proxy."""
         assert self.http is not None
@@ -437,14 +316,14 @@ class Proxy:
             failed = store.Exchange(
                 started_at=started,
                 ended_at=time.time(),
-                url=self._stored_url(url),
+                url=self.stored_url(url),
                 http_method=request.method,
                 outcome=fault.outcome,
                 error=fault.why,
                 role="proxy",
             )
             with contextlib.suppress(StoreError):
-                await self._whole_row(failed)
+                await self.whole_row(failed)
             if self.on_line is not None:
                 self.on_line(failed)
             return self._fault_answer(None, fault.status, fault.why)
@@ -454,19 +333,19 @@ class Proxy:
         card = store.Exchange(
             started_at=started,
             ended_at=time.time(),
-            url=self._stored_url(url),
+            url=self.stored_url(url),
             http_method=request.method,
             status=resp.status_code,
             content_type=resp.headers.get("content-type"),
             # the asking dialect (A2A-Version): replay serves the card of each dialect
             request_headers=redactor.headers_dict(request.headers.items()),
-            response_headers=self._stored_headers(resp.headers),
+            response_headers=self.stored_headers(resp.headers),
             response_body=redactor.json_bytes(content),
             outcome="ok" if resp.status_code < 400 else "error",
             role="proxy",
         )
         with contextlib.suppress(StoreError):  # the card is read-only: a full disk does not hide it
-            await self._whole_row(card)
+            await self.whole_row(card)
         if self.on_line is not None:
             self.on_line(card)
         answer = Response(body, resp.status_code)
@@ -474,15 +353,6 @@ class Proxy:
             encoded(response_headers(resp.headers, self.config.origin, self._proxy_origin(request)))
         )
         return answer
-
-    def _stored_headers(self, headers: httpx.Headers) -> dict[str, str]:
-        """An answer's headers for the exchange row: secrets redacted, URLs in them too."""
-        redactor = self.config.redactor
-        pairs = [
-            (k, redactor.url(v) if k.lower() in ("location", "content-location") else v)
-            for k, v in headers.multi_items()
-        ]
-        return redactor.headers_dict(pairs)
 
     def _rewrite_card(self, body: bytes, proxy_origin: str) -> bytes:
         """The card with every upstream URL pointing at the proxy (a byte replacement of origins)."""
@@ -520,26 +390,6 @@ class Proxy:
         if out is not None:
             req.extensions["trace"] = out.departure.trace
         return await send(self._pool, req, self._timeouts)
-
-    async def _whole_row(self, ex: store.Exchange) -> None:
-        """A row begun and ended at once (a card fetch), through the capture core's one sequence."""
-        ex.url = self._stored_url(ex.url)  # a token in the query string stays off the disk
-        await writer_of(self.store).run(Capture(self.config.redactor).whole_writes(self.store, ex, self.observer))
-
-    async def begin_row(self, cap: Capture, ex: store.Exchange) -> int:
-        """An exchange row (redacted: :meth:`_exchange_of`, :meth:`capture.grpc_calls.GrpcCapture.request`)
-        begun through the capture core's one sequence, stamped with this proxy's observer. Both
-        proxies begin a call without a key here (with one: :meth:`begin_and_claim`)."""
-        self._keep(cap)
-        ex_id = await writer_of(self.store).run(cap.begin_writes(self.store, ex, self.observer))
-        if self.on_line is not None:  # a row still open: its line comes at its end
-            self._begun[ex_id] = ex
-        return ex_id
-
-    def _keep(self, cap: Capture) -> None:
-        """With :attr:`on_settled`, the capture keeps what it writes, for :meth:`row_settled` to hand on."""
-        if self.on_settled is not None:
-            cap.keep_written()
 
     def capture(self, out: Outgoing) -> Capture:
         """The capture core of a relayed request: the redactor, and the credentials sent upstream
@@ -673,13 +523,13 @@ class Proxy:
             out.notes.append(note)
         return store.Exchange(
             started_at=time.time(),
-            url=self._stored_url(out.url),
+            url=self.stored_url(out.url),
             http_method=out.method,
             rpc_method=name,
             dialect=out.dialect,
             binding=out.binding,
             streaming=streaming,
-            request_headers=_with_injected(
+            request_headers=with_injected(
                 redactor.headers_dict(request.headers.items()), out.injected, out.in_metadata
             ),
             request_body=body,
@@ -689,63 +539,6 @@ class Proxy:
             idempotency_key=key,
             role="proxy",
         )
-
-    async def begin_and_claim(
-        self, cap: Capture, ex: store.Exchange, key: str, req_hash: str
-    ) -> tuple[int, store.IdempotencyRecord, bool]:
-        """The exchange row and the key's claim in one write transaction, through the capture core's
-        one sequence: one fsync before forwarding (both proxies begin a keyed call here, the HTTP
-        relay and :mod:`.grpc_server`)."""
-        claim = functools.partial(self.gateway.claim, key, req_hash)
-        self._keep(cap)
-        ex_id, (record, claimed) = await writer_of(self.store).run(
-            cap.claim_writes(self.store, ex, self.observer, claim)
-        )
-        if self.on_line is not None:
-            self._begun[ex_id] = ex
-        return ex_id, record, claimed
-
-    async def note(self, cap: Capture, action: str, detail: str) -> None:
-        """A decision of ours, in the exchange's log (origin ``local``, scrubbed); the gRPC proxy's too."""
-        assert self.writer is not None
-        await self.writer.run(cap.note_writes(self.store, action, detail))
-
-    async def finish_row(self, cap: Capture, outcome: Outcome, error: str | None = None) -> None:
-        """The end of a row no relay of its own ends (a repeat, a refusal); the gRPC proxy's too."""
-        await anyio.to_thread.run_sync(self.settle, cap, cap.end_writes(self.store, outcome, error))
-
-    def settle(self, cap: Capture, end: Writes[dict[str, object] | None]) -> None:
-        """An exchange's end (:meth:`capture.exchange.Capture.end_writes`: written once), on a worker
-        thread, and its line told. Both proxies end every row here."""
-        fields = run_writes(end)
-        if fields is not None and cap.exchange_id is not None:
-            self.tell_line(cap.exchange_id, fields)
-
-    def key_fate(self, key: str | None, release: bool, cap: Capture) -> Callable[[], None] | None:
-        """What becomes of an exchange's idempotency key, in its end's transaction: released (a
-        retry may run) or done. One rule for the HTTP relay and the gRPC one (:mod:`.grpc_server`)."""
-        if key is None:
-            return None
-        held = key
-
-        def fate() -> None:
-            if release:
-                assert cap.exchange_id is not None
-                self.gateway.release(held, cap.exchange_id)
-            else:
-                self.gateway.done(held, cap.task_id)
-
-        return fate
-
-    def tell_line(self, ex_id: int, fields: dict[str, object]) -> None:
-        """Hand :attr:`on_line` the exchange's final row: as begun, with ``fields`` (what was
-        updated at its end); read back when it was begun elsewhere."""
-        if self.on_line is None:
-            return
-        begun = self._begun.pop(ex_id, None)
-        row = self.store.get_exchange(ex_id) if begun is None else msgspec.structs.replace(begun, **fields)
-        if row is not None:
-            self.on_line(row)
 
     def _start(
         self,
@@ -855,7 +648,7 @@ class Proxy:
                 # the key goes when the request provably never left (unreachable, or failed before
                 # its head was written): the agent never saw it, a retry may run
                 release = (relay_fault.release or not out.departure.left) and not live.ready.is_set()
-            live.fail(status, rpc_error(out.rpc_id or b"null", -32603, cap.text(why)), _error_event(out))
+            live.fail(status, rpc_error(out.rpc_id or b"null", -32603, cap.text(why)), error_event(out))
         finally:
             live.finish()
             with anyio.CancelScope(shield=True):
@@ -869,14 +662,12 @@ class Proxy:
         cfg = self.config
         ct = resp.headers.get("content-type", "")
         headers = response_headers(resp.headers, cfg.origin, proxy_origin)
-        row.update(
-            status=resp.status_code, content_type=ct or None, response_headers=self._stored_headers(resp.headers)
-        )
+        row.update(status=resp.status_code, content_type=ct or None, response_headers=self.stored_headers(resp.headers))
         cap.answered_by(resp.headers.multi_items())  # a replay's answer: the run is a replay's (with the first commit)
         if media_type_of(ct) == "text/event-stream":
             live.start_sse(resp.status_code, headers)
             assert self.writer is not None
-            await tee(resp, live, cap, self.writer, self._notes, self._too_slow)
+            await tee(resp, live, cap, self.writer, self.write_notes, self._too_slow)
             row["outcome"] = "closed"
             if cap.cut:  # the last item came without its blank line: kept, and relayed as it came
                 row.update(outcome="incomplete", error=CUT)
@@ -905,30 +696,12 @@ class Proxy:
                 error=a2a.explain_not_json(resp, "the upstream agent"),
                 response_body=data[:KEPT],
             )
-        await self._notes(cap)
+        await self.write_notes(cap)
         live.set_body(resp.status_code, headers, data)
         return recorded
 
     async def _too_slow(self, cap: Capture, dropped: int) -> None:
         await self.client_too_slow(cap, dropped, "its stream was closed")
-
-    async def client_too_slow(self, cap: Capture, dropped: int, ended: str) -> None:
-        """The local note of clients a relay dropped (:meth:`recorder.proxy.relay.Window.make_room`):
-        how their answer ``ended``. Both proxies say it here."""
-        cfg = self.config
-        who = "a client" if dropped == 1 else f"{dropped} clients"
-        await self.note(
-            cap,
-            "client-too-slow",
-            f"{who} stayed more than {cfg.stream_buffer} bytes behind the agent for {cfg.slow_client_timeout:g} s "
-            f"(--stream-buffer, --slow-client-timeout): {ended}; the recording goes on",
-        )
-
-    async def _notes(self, cap: Capture) -> None:
-        """The capture core's redaction notes (a payload that was not JSON), as local notes."""
-        if cap.notes:
-            assert self.writer is not None
-            await self.writer.run(cap.notes_writes(self.store))
 
     async def _settle(
         self,
@@ -957,13 +730,6 @@ class Proxy:
             if slot is not None and self.by_key.get(slot) is live:
                 self.by_key.pop(slot, None)
             self.row_settled(ex_id, cap)
-
-    def row_settled(self, ex_id: int, cap: Capture) -> None:
-        """A relayed exchange is over, its row final or not (a fault said so): forget it, tell the
-        watcher (with the exchange as ``cap`` wrote it). Both proxies end a relay here."""
-        self._begun.pop(ex_id, None)
-        if self.on_settled is not None:
-            self.on_settled(ex_id, cap.ended_exchange())
 
     async def _replay_from_log(
         self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str] | None
@@ -1017,12 +783,6 @@ def _raw_target(request: Request) -> str:
     target: str = raw_path.decode("latin-1") if raw_path else request.scope["path"]
     query = request.scope.get("query_string", b"")
     return f"{target}?{query.decode('latin-1')}" if query else target
-
-
-def _error_event(out: Outgoing) -> str | None:
-    """The SSE event name an error item carries in the request's dialect (a2a-sdk 1.3.0 names it
-    ``error`` in v1.0 streams, sends it unnamed in v0.3 ones)."""
-    return "error" if out.dialect == "1.0" else None
 
 
 def build_app(st: store.Store, config: ProxyConfig) -> tuple[Starlette, Proxy]:

@@ -230,7 +230,8 @@ def _serve(base: str, mode: str, cwd: Path, binding: str = "jsonrpc") -> Outcome
 
 @contextlib.contextmanager
 def _proxy(upstream: str, db: Path, cwd: Path, first_byte: float = 5.0) -> Iterator[str]:
-    from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
+    from a2a_tape.recorder.proxy.proxy_config import ProxyConfig
+    from a2a_tape.recorder.proxy.server import build_app
 
     st = store.open_store(db, durability="normal")
     asgi, _ = build_app(

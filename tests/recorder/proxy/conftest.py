@@ -15,7 +15,8 @@ from a2a_tape import store
 from a2a_tape.capture.ended import EndedExchange
 from a2a_tape.recorder.client import dialect_headers, send_request, task_request
 from a2a_tape.recorder.listen import serving
-from a2a_tape.recorder.proxy.server import ProxyConfig, build_app
+from a2a_tape.recorder.proxy.proxy_config import ProxyConfig
+from a2a_tape.recorder.proxy.server import build_app
 from a2a_tape.store.decode import TextChunk, chunk_update
 from a2a_tape.wire.sse_reader import SseParser
 

@@ -180,7 +180,9 @@ def test_a_recorded_get_task_is_not_served_for_another_state_of_the_task(tmp_pat
             headers = {**headers_for("1.0"), "X-A2A-Tape-Fault": "drop-after=1"}
             httpx.post(url + "/", content=request_body("stream", "1.0", text="slow"), headers=headers)
             early = post(url, "GetTask", {"id": task_id}, "1.0")
-            engine.tasks.playbacks[task_id].release(len(engine.tasks.playbacks[task_id].items))  # the task went on to its end
+            engine.tasks.playbacks[task_id].release(
+                len(engine.tasks.playbacks[task_id].items)
+            )  # the task went on to its end
             late = post(url, "GetTask", {"id": task_id}, "1.0")
     finally:
         lib.close()
