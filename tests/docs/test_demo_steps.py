@@ -14,6 +14,7 @@ import subprocess
 import httpx
 import pytest
 
+from a2a_tape.recorder.demo_steps import LOWEST_PORT, ephemeral_start
 from tests.docs.harness import BIN, Background, reader_env, run_line
 
 SCRIPT = BIN / "a2a-tape"
@@ -55,6 +56,12 @@ def test_the_demo_next_steps_run_as_printed(tmp_path, started_as):
     words = [shlex.split(step, comments=True) for step in steps]
     assert {w[0] for w in words} == {started_as}
     assert any(w[1] == "doctor" for w in words) and any(w[1] == "ui" for w in words)
+    # the port serve is told to listen on is none the kernel hands out by itself meanwhile (another
+    # program's server on port 0, a connection's own end): before, it was the kernel's pick, and
+    # beside a busy test run serve failed now and then with "Address already in use"
+    (serve,) = [w for w in words if w[1] == "serve"]
+    port = int(serve[serve.index("--listen") + 1].rsplit(":", 1)[1])
+    assert LOWEST_PORT <= port < ephemeral_start(), serve
     running: list[Background] = []
     try:
         for step in steps:
