@@ -32,9 +32,10 @@ a wake-up event. The first client and any duplicate attached to it read the same
 This module holds the relay's state and its steps; the pieces around it are
 :mod:`recorder.proxy.proxy_config` (what the proxy is told), :mod:`recorder.proxy.outgoing` (a request
 as it goes upstream, and its trace context), :mod:`recorder.proxy.write_seam` (every row both proxies
-write: begun, claimed, noted, ended), :mod:`recorder.proxy.plumbing` (which requests are public, which
-headers cross, the relayed response), :mod:`recorder.proxy.tee` (an SSE answer, write-ahead, item by
-item) and :mod:`recorder.proxy.outcomes` (what a failure means for the row and the client).
+write: begun, claimed, noted, ended), :mod:`recorder.proxy.pump` (a relay's upstream side: the answer
+recorded then relayed), :mod:`recorder.proxy.plumbing` (which requests are public, which headers
+cross, the relayed response), :mod:`recorder.proxy.tee` (an SSE answer, write-ahead, item by item) and
+:mod:`recorder.proxy.outcomes` (what a failure means for the row and the client).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -61,7 +62,7 @@ from starlette.routing import Route
 
 from a2a_tape import store
 from a2a_tape.capture.lineage import with_metadata_trace
-from a2a_tape.capture.sending import CUT, Capture, DecodingError, Outcome, Timeouts, body_chunks, send, store_fault
+from a2a_tape.capture.sending import Capture, DecodingError, Timeouts, body_chunks, send, store_fault
 from a2a_tape.recorder import client as a2a
 from a2a_tape.recorder.listen import url_of
 from a2a_tape.recorder.proxy.idempotency import (
@@ -82,7 +83,7 @@ from a2a_tape.recorder.proxy.idempotency import (
     scoped,
 )
 from a2a_tape.recorder.proxy.outcomes import classify, log_fault_line
-from a2a_tape.recorder.proxy.outgoing import Outgoing, carry_trace_context, error_event, with_injected
+from a2a_tape.recorder.proxy.outgoing import Outgoing, carry_trace_context, with_injected
 from a2a_tape.recorder.proxy.plumbing import (
     QUIET_CUT,
     RelayedStream,
@@ -97,15 +98,14 @@ from a2a_tape.recorder.proxy.plumbing import (
 from a2a_tape.recorder.proxy.proxy_config import (
     ProxyConfig as ProxyConfig,  # recorder.proxy.grpc_server imports it from here
 )
-from a2a_tape.recorder.proxy.push_configs import hook_of_path, restore, rewrite
+from a2a_tape.recorder.proxy.pump import Pump
+from a2a_tape.recorder.proxy.push_configs import hook_of_path, rewrite
 from a2a_tape.recorder.proxy.push_receiver import PushReceiver, listening, receiver_app
-from a2a_tape.recorder.proxy.relay import Cut as _Cut
 from a2a_tape.recorder.proxy.relay import Headers, Live
-from a2a_tape.recorder.proxy.tee import tee
 from a2a_tape.recorder.proxy.write_seam import WriteSeam
 from a2a_tape.recorder.recovery import RecoveryReport, mark_proxy, recover, unmark_proxy
 from a2a_tape.store.errors import StoreError
-from a2a_tape.store.headers import is_json_type, media_type_of
+from a2a_tape.store.headers import is_json_type
 from a2a_tape.store.json_values import decode_json
 from a2a_tape.store.methods import ALL_METHODS, HTTP_JSON, JSONRPC, SEND_METHODS
 from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
@@ -118,8 +118,6 @@ from a2a_tape.wire.push_configs import config_task
 
 _JSON = "application/json"
 _JSON_HEADERS: Headers = [("content-type", _JSON)]
-KEPT = 1 << 20
-"""Bytes of an answer that is no A2A item kept on the exchange row (redacted by its end)."""
 
 
 class Proxy(WriteSeam):
@@ -142,6 +140,8 @@ class Proxy(WriteSeam):
         # where this proxy listens (``http://HOST:PORT``), once bound: the receiver's address for a
         # webhook registered over gRPC (no HTTP request names an origin there) when push_base is None
         self.listen_url: str | None = None
+        # the upstream side of each relay (recorder.proxy.pump): in the task group, past its client
+        self.pump = Pump(self, self._forward, self._timeouts, self.push, self.by_exchange, self.by_key)
 
     def push_address(self) -> str | None:
         """The push receiver's origin for a config registered outside an HTTP request (gRPC):
@@ -553,7 +553,7 @@ class Proxy(WriteSeam):
         assert cap.exchange_id is not None
         self.by_exchange[cap.exchange_id] = live
         assert self._tg is not None
-        self._tg.start_soon(self._pump, live, cap, out, proxy_origin, settle_key, slot)
+        self._tg.start_soon(self.pump.run, live, cap, out, proxy_origin, settle_key, slot)
 
     async def _respond(self, live: Live, rpc_id: bytes | None, *, owner: bool, first: bool = True) -> Response:
         """``live`` for one client; ``owner``: the client whose request went upstream. Any other
@@ -602,134 +602,6 @@ class Proxy(WriteSeam):
         """An answer header that belongs to one client: a credential by its shape (``Set-Cookie``,
         ``X-Session-Token``, ``Authentication-Info``, a ``Bearer`` value; :mod:`store.redact`)."""
         return self.config.redactor.is_secret(name, value)
-
-    # -- the upstream side ----------------------------------------------------------------------
-
-    async def _pump(
-        self,
-        live: Live,
-        cap: Capture,
-        out: Outgoing,
-        proxy_origin: str,
-        settle_key: str | None,
-        slot: tuple[str, str] | None,
-    ) -> None:
-        """Relay one request upstream; runs in the proxy's task group (outlives the client). ``cap``:
-        the capture core (SSE items, redaction of the credentials sent upstream too, task ids) of
-        the row begun."""
-        assert self.http is not None
-        row: dict[str, object] = {}
-        release = False
-        try:
-            resp = await self._forward(out.method, out.url, out.headers, out.body, out)
-            try:
-                # an answer with no A2A reply in it (a redirect, a 405, an HTML page) leaves nothing
-                # to replay: the key is released, so a retry goes upstream again
-                release = not await self._answer(resp, live, cap, row, proxy_origin)
-            finally:
-                await resp.aclose()
-        except anyio.get_cancelled_exc_class():
-            row.setdefault("outcome", "incomplete")  # the proxy is shutting down: recovery resumes the task
-            row.setdefault("error", "the proxy stopped before the upstream's answer ended")
-            raise
-        except _Cut as exc:  # the upstream cut its stream: cut for the client too
-            row.update(outcome="dropped", error=str(exc))
-            live.cut()
-        except Exception as exc:  # noqa: BLE001 - one bad relay must not take the proxy down
-            fault = store_fault(exc)
-            if fault is not None:  # the log cannot take what the agent sent: the client is told
-                why = log_fault_line(fault)
-                row.update(outcome="error", error=why)
-                status = 503
-            else:
-                relay_fault = classify(exc, out.url, self._timeouts, sent=live.ready.is_set())
-                why, status = relay_fault.why, relay_fault.status
-                row.update(outcome=relay_fault.outcome, error=why)
-                # the key goes when the request provably never left (unreachable, or failed before
-                # its head was written): the agent never saw it, a retry may run
-                release = (relay_fault.release or not out.departure.left) and not live.ready.is_set()
-            live.fail(status, rpc_error(out.rpc_id or b"null", -32603, cap.text(why)), error_event(out))
-        finally:
-            live.finish()
-            with anyio.CancelScope(shield=True):
-                await self._settle(row, cap, settle_key, slot, live, release)
-
-    async def _answer(
-        self, resp: httpx.Response, live: Live, cap: Capture, row: dict[str, object], proxy_origin: str
-    ) -> bool:
-        """The upstream's answer, recorded then relayed: an SSE stream item by item, else the body.
-        True when an A2A reply (a stream, or a JSON-RPC answer) is in the log."""
-        cfg = self.config
-        ct = resp.headers.get("content-type", "")
-        headers = response_headers(resp.headers, cfg.origin, proxy_origin)
-        row.update(status=resp.status_code, content_type=ct or None, response_headers=self.stored_headers(resp.headers))
-        cap.answered_by(resp.headers.multi_items())  # a replay's answer: the run is a replay's (with the first commit)
-        if media_type_of(ct) == "text/event-stream":
-            live.start_sse(resp.status_code, headers)
-            assert self.writer is not None
-            await tee(resp, live, cap, self.writer, self.write_notes, self._too_slow)
-            row["outcome"] = "closed"
-            if cap.cut:  # the last item came without its blank line: kept, and relayed as it came
-                row.update(outcome="incomplete", error=CUT)
-            return True
-        data = await read_body(resp, "the answer", body_chunks(resp))
-        if self.push is not None:  # a config the agent echoes names the client's webhook, never the receiver
-            data = restore(data, self.push.hooks)
-        recorded = False
-        if is_json_type(ct):
-            new, item = cap.answer(data)  # redacted as configured (a JSON answer is an event)
-            if new is None:  # JSON, but not an A2A item: kept on the row (redacted by its end)
-                row["response_body"] = data[:KEPT]
-            else:
-                assert self.writer is not None
-                await self.writer.run(cap.commit_writes(self.store, [new], [item]))
-                recorded = True
-            failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
-            row["outcome"] = "error" if failed else "ok"
-        elif resp.status_code < 400 and (not data or 300 <= resp.status_code < 400):
-            row["outcome"] = "ok"  # an empty answer (HTTP+JSON DELETE, 204) or a redirect
-            if data:
-                row["response_body"] = data[:KEPT]
-        else:
-            row.update(
-                outcome="error",
-                error=a2a.explain_not_json(resp, "the upstream agent"),
-                response_body=data[:KEPT],
-            )
-        await self.write_notes(cap)
-        live.set_body(resp.status_code, headers, data)
-        return recorded
-
-    async def _too_slow(self, cap: Capture, dropped: int) -> None:
-        await self.client_too_slow(cap, dropped, "its stream was closed")
-
-    async def _settle(
-        self,
-        row: dict[str, object],
-        cap: Capture,
-        settle_key: str | None,
-        slot: tuple[str, str] | None,
-        live: Live,
-        release: bool,
-    ) -> None:
-        ex_id = cap.exchange_id
-        assert ex_id is not None
-        outcome = cast("Outcome", row.pop("outcome", "incomplete"))
-        error = cast("str | None", row.pop("error", None))
-        also = self.key_fate(settle_key, release, cap)
-        try:
-            await anyio.to_thread.run_sync(self.settle, cap, cap.end_writes(self.store, outcome, error, also, **row))
-        except Exception as exc:
-            fault = store_fault(exc)
-            if fault is None:
-                raise
-            # the client has its answer; the row stays as it was, said once
-            print(f"a2a-tape proxy: exchange {ex_id} not finalised: {cap.text(log_fault_line(fault))}", file=sys.stderr)
-        finally:
-            self.by_exchange.pop(ex_id, None)
-            if slot is not None and self.by_key.get(slot) is live:
-                self.by_key.pop(slot, None)
-            self.row_settled(ex_id, cap)
 
     async def _replay_from_log(
         self, live: Live, record: store.IdempotencyRecord, streaming: bool, slot: tuple[str, str] | None
