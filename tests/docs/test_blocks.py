@@ -26,6 +26,7 @@ from tests.oracles.cache import locked
 
 VENV = Path(sys.executable).parents[1]
 LOCK = Path("/tmp/a2a-tape-doc-blocks.lock")
+BLOCK_TIMEOUT = 300  # seconds a block may run
 
 
 def reader_dir(tmp_path: Path) -> Path:
@@ -49,22 +50,31 @@ def run_block(block: Block, cwd: Path, env: dict[str, str], n: int) -> str | Non
         argv = ["bash", "-e", "-o", "pipefail", "-c", block.text]
     # a session of its own: whatever the block left running (a server it failed to stop) ends with
     # it; its output in files, so a server it left does not hold the test until it ends
+    timed_out = False
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errs:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=errs, text=True, start_new_session=True)
         try:
-            proc.wait(timeout=300)
+            proc.wait(timeout=BLOCK_TIMEOUT)
         except subprocess.TimeoutExpired:
+            timed_out = True
             proc.kill()
             proc.wait()
         left = _end_group(proc.pid)
         out.seek(0)
         errs.seek(0)
         stdout, stderr = out.read(), errs.read()
-    if proc.returncode != 0 or "Traceback" in stderr:
-        return f"{block.where}: exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    if timed_out or proc.returncode != 0 or "Traceback" in stderr:
+        how = f"still running after {BLOCK_TIMEOUT} s (killed)" if timed_out else f"exit {proc.returncode}"
+        return f"{block.where}: {how}\n{stdout[-3000:]}\n{stderr[-3000:]}{_logs(cwd)}"
     if left:
         return f"{block.where}: left a process running (a block stops what it starts)"
     return None
+
+
+def _logs(cwd: Path) -> str:
+    """The tails of the logs the page's blocks wrote (a server's ``2> serve.log``): where a block that
+    failed or hung says why, in the failure's message (the test's directory does not outlive the run)."""
+    return "".join(f"\n--- {log.name}:\n{log.read_text(errors='replace')[-1500:]}" for log in sorted(cwd.glob("*.log")))
 
 
 def _end_group(pgid: int) -> bool:
