@@ -6,7 +6,7 @@ where wall time is noise; this isolates the sender, so that a profile and an ins
 its CPU goes. A log of N short exchanges as the proxy records them (``bench_cli``'s tape: one exchange
 of E events a task, the v1.0 shape a2a-sdk streams; role ``proxy``, one observer, 16 ms apart), then the
 sender's work on them (:meth:`LiveExport.send`: each exchange's span built, its caller looked for, the
-batch encoded and POSTed by the official OTLP/HTTP exporter) in batches of K, as a proxy whose exchanges
+batch built as one OTLP request and POSTed by the official OTLP/HTTP exporter's client) in batches of K, as a proxy whose exchanges
 end R a second gets them (K about R x the 1 s linger: 60 at the 60/s of bench_proxy's normal-durability
 row), to a collector stand-in in a process of its own.
 
@@ -115,9 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.callgrind:
         return callgrind(args)
 
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
     from a2a_tape.capture.otlp import settings
+    from a2a_tape.capture.otlp_send import Collector
     from a2a_tape.recorder.otlp_live import LiveExport
     from a2a_tape.store import open_store
     from a2a_tape.store.tape import import_tape
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 ids = [as_the_proxy_hands_it(st, i) for i in ids]
         assert len(ids) == total, len(ids)
         s = settings("0", str(db))
-        parts = (lambda: open_store(db, create=False, readonly=True), OTLPSpanExporter(endpoint=url + "/v1/traces"), s)
+        parts = (lambda: open_store(db, create=False, readonly=True), Collector(url + "/v1/traces"), s)
         warm = LiveExport(*parts, where=url, thread=False, since=t0)
         # the measured exchanges to a sender started after the warm-up's ended: as in a proxy, where each row
         # is read once by the sender's open rows (capture/open_exchanges.py) after it began, it reads each

@@ -3,32 +3,30 @@
 of ``proxy``/``record --otlp-endpoint`` (:mod:`recorder.otlp_live`, a span per exchange as it ends).
 
 Each run of a task (its recording by one observer: ``record``, the proxy, a replay recorded back, a
-verify run) is a trace (the trace its requests carried in ``traceparent``, else its inferred caller's,
-else one named by the task id and the run), the runs of one task joined by span links; each exchange a
-span (``a2a.client``, kind CLIENT, for what a client or ``record`` saw; ``a2a.server``, kind SERVER, for
-what the proxy relayed or ``serve`` answered: the exchange row's ``role``), each stream item a span
-event, and doctor's findings span events and the span's status. The attributes are those of the A2A
-proposal of the OpenTelemetry GenAI semantic conventions (:data:`SEMCONV_PIN`), ours under ``a2a_tape.``.
-Every time is the recorded one: a span starts and ends when its exchange did, an event is stamped with
-its arrival time.
+verify run) is a trace, the runs of one task joined by span links (:mod:`capture.span_places` says where
+each span sits); each exchange a span (``a2a.client``, kind CLIENT, for what a client or ``record`` saw;
+``a2a.server``, kind SERVER, for what the proxy relayed or ``serve`` answered: the exchange row's
+``role``), each stream item a span event, and doctor's findings span events and the span's status. The
+attributes are those of the A2A proposal of the OpenTelemetry GenAI semantic conventions
+(:data:`SEMCONV_PIN`), ours under ``a2a_tape.``. Every time is the recorded one: a span starts and ends
+when its exchange did, an event is stamped with its arrival time.
 
-The spans are the OpenTelemetry SDK's own (``ReadableSpan``), encoded by the official OTLP packages
-(the ``otel`` extra): protobuf over HTTP to a collector, OTLP/JSON lines to a file. The log is read a
-task at a time and the spans go out in batches, so a large log is never held whole.
+A span is built as the OTLP protobuf ``Span`` message's own fields, as plain data (:class:`Span`: the
+proto field names, ids as bytes, times as integer nanoseconds), and a batch becomes one official
+``ExportTraceServiceRequest`` (the ``opentelemetry-proto`` class) in one construction (:func:`request`):
+protobuf builds every submessage in C, where the SDK's span objects and its encoder built each in Python
+(docs/performance.md section 30). The message is the one that encoder wrote, field for field
+(tests/otel/test_otlp_oracle.py); :mod:`capture.otlp_send` sends it (protobuf over HTTP to a collector,
+OTLP/JSON lines to a file). The log is read a task at a time and the spans go out in batches, so a large
+log is never held whole.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 from collections.abc import Callable, Iterable, Sequence
-from typing import IO, Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from a2a_tape.store import (
     ArtifactUpdate,
@@ -42,14 +40,30 @@ from a2a_tape.store import (
     decode_item,
 )
 from a2a_tape.store.decode import V1_STATE_NAMES, TextChunk, chunk_update
-from a2a_tape.store.errors import A2ATapeError
 from a2a_tape.store.events import Item
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
-from a2a_tape.wire.trace_context import ExchangeTrace, TraceParent, parse_traceparent
 
 from .ended import Decoded, EndedExchange
-from .lineage import Link, call_of, caller_within, carried, infer, unsettled
-from .open_exchanges import OpenExchanges
+from .otlp_messages import (
+    FLAGS_LOCAL,
+    FLAGS_REMOTE,
+    KIND_CLIENT,
+    KIND_INTERNAL,
+    KIND_SERVER,
+    STATUS_ERROR,
+    STATUS_UNSET,
+    KeyValue,
+    ProtoMessage,
+    Scope,
+    Span,
+    SpanEvent,
+    SpanLink,
+    SpanStatus,
+    key_values,
+    span_id_bytes,
+    trace_id_bytes,
+)
+from .span_places import Context, Lineage, RunLink, TaskRuns, of_task
 
 SEMCONV_PIN = "eternalcuriouslearner/semantic-conventions-genai@05bcacee0cf9c7f96f10d148542d0f8b8043e4be"
 """The head of open-telemetry/semantic-conventions-genai PR #195 (A2A) whose attributes we follow."""
@@ -106,21 +120,6 @@ def nanos(seconds: float) -> int:
     return round(seconds * 1e9)
 
 
-def _digest(*parts: str) -> bytes:
-    return hashlib.sha256("\0".join(parts).encode()).digest()
-
-
-def derived_trace_id(task_id: str, observer: str | None = None) -> int:
-    """The trace of a run whose requests carried none (named by the task id and the run's observer; by
-    the task id alone for exchanges of no observer): the same id on every export of the run."""
-    parts = ("a2a-tape trace", task_id) if observer is None else ("a2a-tape trace", task_id, observer)
-    return int.from_bytes(_digest(*parts)[:16]) or 1
-
-
-def derived_span_id(task_id: str, ex: Exchange) -> int:
-    return int.from_bytes(_digest("a2a-tape span", task_id, str(ex.id), repr(ex.started_at))[:8]) or 1
-
-
 class Finding(Protocol):
     """A doctor finding as a span shows it (:class:`inspection.doctor.Finding`; doctor is above this room)."""
 
@@ -138,24 +137,12 @@ Faults = Callable[[str, Sequence[StoredEvent], Iterable[Exchange]], Sequence[Fin
 """What finds a task's faults (doctor's ``findings``): given the task id, its events and its exchanges."""
 
 
-class _Span(ReadableSpan):
-    """A finished span built from the log, with the count of stream items beyond :data:`MAX_SPAN_EVENTS`."""
-
-    def __init__(self, *args: Any, dropped: int = 0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dropped = dropped
-
-    @property
-    def dropped_events(self) -> int:
-        return self._dropped
-
-
 class _Builder:
     """The span of one exchange, filled as its events are read."""
 
     def __init__(self, task_id: str, ex: Exchange, max_events: int) -> None:
         self.task_id, self.ex, self.max_events = task_id, ex, max_events
-        self.events: list[Event] = []
+        self.events: list[SpanEvent] = []
         self.count = 0
         self.first_at: float | None = None
         self.last_at: float | None = None
@@ -198,7 +185,9 @@ class _Builder:
             attrs[OURS + "event.origin"] = ev.origin
         if ev.sse_event:
             attrs[OURS + "event.sse_event"] = ev.sse_event
-        self.events.append(Event(item.kind, attrs, nanos(ev.received_at)))
+        self.events.append(
+            {"name": item.kind, "time_unix_nano": nanos(ev.received_at), "attributes": key_values(attrs)}
+        )
 
 
 def _item(ev: StoredEvent, decoded: Decoded) -> Item:
@@ -300,7 +289,7 @@ def _attributes(b: _Builder, source: str) -> dict[str, Any]:
     return attrs
 
 
-def _finding_event(f: Finding, at: float) -> Event:
+def _finding_event(f: Finding, at: float) -> SpanEvent:
     attrs: dict[str, Any] = {
         OURS + "doctor.code": f.code,
         OURS + "doctor.level": f.level,
@@ -308,339 +297,70 @@ def _finding_event(f: Finding, at: float) -> Event:
     }
     if f.positions:
         attrs[OURS + "doctor.positions"] = list(f.positions)
-    return Event("a2a_tape.doctor." + f.code, attrs, nanos(at))
+    return {"name": "a2a_tape.doctor." + f.code, "time_unix_nano": nanos(at), "attributes": key_values(attrs)}
 
 
-def _status(b: _Builder, error_type: str | None) -> Status:
+def _status(b: _Builder, error_type: str | None) -> SpanStatus:
     errors = [f for f in b.findings if f.level == "error"]
     if error_type is not None:
         why = b.error_message or b.ex.error or f"{error_type}"
-        return Status(StatusCode.ERROR, why)
+        return {"code": STATUS_ERROR, "message": why}
     if errors:
-        return Status(StatusCode.ERROR, f"{errors[0].code}: {errors[0].message}")
-    return Status(StatusCode.UNSET)
-
-
-class Context(msgspec.Struct, frozen=True):
-    """Where one exchange's span sits: its trace, its own id, its parent (a remote caller's span, or none)."""
-
-    trace_id: int
-    span_id: int
-    parent_id: int | None
-    source: str  # request (the client's traceparent) / injected (the proxy's) / derived (none was carried) / inferred
-    tracestate: str | None = None
-    inferred: tuple[int, int, Link] | None = None  # the inferred caller's span (trace id, span id) and the link
-
-
-Carried = Callable[[Exchange], ExchangeTrace | None]
-"""What an exchange's request carried (:func:`capture.lineage.carried`, or :meth:`TaskRuns.carried`: read once)."""
-
-
-def context_of(
-    task_id: str, ex: Exchange, run_trace: int, joins: Lineage | None = None, found_of: Carried = carried
-) -> Context:
-    """Where ``ex``'s span sits, in the trace of its run (``run_trace``: :meth:`TaskRuns.trace`)."""
-    found = found_of(ex)
-    tp: TraceParent | None = parse_traceparent(found.traceparent) if found else None
-    own = derived_span_id(task_id, ex)
-    if found is None or tp is None:
-        caller = joins.caller(ex) if joins is not None else None
-        if caller is None:
-            return Context(run_trace, own, None, "derived")
-        trace_id, span_id, link = caller
-        parent = span_id if trace_id == run_trace else None  # a parent is in the span's own trace
-        return Context(run_trace, own, parent, "inferred", None, caller)
-    if found.injected:  # the proxy started the trace: the id it sent is its own span's
-        return Context(tp.trace_int, tp.parent_int, None, "injected", found.tracestate)
-    sent = parse_traceparent(found.sent)
-    if sent is not None and sent.trace_id == tp.trace_id:  # the proxy went on with it: its span, the client's parent
-        return Context(tp.trace_int, sent.parent_int, tp.parent_int, "continued", found.tracestate)
-    return Context(tp.trace_int, own, tp.parent_int, "request", found.tracestate)
-
-
-def _start(ex: Exchange) -> tuple[float, int]:
-    return ex.started_at, ex.id or 0
-
-
-def run_trace_id(
-    task_id: str,
-    run: str | None,
-    exchanges: Iterable[Exchange],
-    joins: Lineage | None = None,
-    found_of: Carried = carried,
-) -> int:
-    """A run's trace: the first one its requests carried, else its first inferred caller's (:class:`Lineage`),
-    else one named by the task id and the run's observer."""
-    ordered = sorted(exchanges, key=_start)
-    for ex in ordered:
-        found = found_of(ex)
-        tp = parse_traceparent(found.traceparent) if found else None
-        if tp is not None:
-            return tp.trace_int
-    if joins is not None:
-        for ex in ordered:
-            caller = joins.caller(ex)
-            if caller is not None:
-                return caller[0]
-    return derived_trace_id(task_id, run)
-
-
-def runs_of(exchanges: Iterable[Exchange]) -> dict[int, str | None]:
-    """The run of each of a task's exchanges (by id), as its observer: its own; for an exchange of no
-    observer (a recovery's GetTask, a push), the run of the latest exchange with one that began before it
-    (the first one's when none did): it completes that run (docs/design.md, "Runs")."""
-    ordered = sorted((ex for ex in exchanges if ex.id is not None), key=_start)
-    first = next((ex.observer for ex in ordered if ex.observer is not None), None)
-    out: dict[int, str | None] = {}
-    last = first
-    for ex in ordered:
-        if ex.observer is not None:
-            last = ex.observer
-        out[ex.id or 0] = ex.observer if ex.observer is not None else last
-    return out
-
-
-MAX_RUN_LINKS = 32
-"""Earlier runs a run's first span links to (the latest ones, when a task has more)."""
-
-
-class RunLink(msgspec.Struct, frozen=True):
-    """The first span of another run of the same task: its trace and span id, its observer, its exchange."""
-
-    trace_id: int
-    span_id: int
-    observer: str | None
-    exchange_id: int
-
-
-class TaskRuns:
-    """A task's runs as the export shows them: each run its own trace (:func:`run_trace_id`), ordered by
-    their first exchange; the first span of each run after the first linked to the first span of the runs
-    before it (:meth:`links`), so a backend shows them as related."""
-
-    def __init__(self, task_id: str, exchanges: Iterable[Exchange], joins: Lineage | None = None) -> None:
-        self.task_id, self.joins = task_id, joins
-        self.rows = sorted((ex for ex in exchanges if ex.id is not None), key=_start)
-        self.run_of = runs_of(self.rows)
-        self._firsts: dict[str | None, Exchange] = {}  # each run's first exchange, runs in order
-        for ex in self.rows:
-            self._firsts.setdefault(self.run_of[ex.id or 0], ex)
-        self.order = list(self._firsts)
-        self._traces: dict[str | None, int] = {}
-        self._carried: dict[int, ExchangeTrace | None] = {}
-
-    def carried(self, ex: Exchange) -> ExchangeTrace | None:
-        """What ``ex``'s request carried (:func:`capture.lineage.carried`), read once for the task."""
-        key = ex.id or 0
-        if key not in self._carried:
-            self._carried[key] = carried(ex)
-        return self._carried[key]
-
-    def run(self, ex: Exchange) -> str | None:
-        """The run of ``ex`` (events that name no exchange: the first run's)."""
-        if ex.id is not None and ex.id in self.run_of:
-            return self.run_of[ex.id]
-        return self.order[0] if self.order else None
-
-    def trace(self, run: str | None) -> int:
-        if run not in self._traces:
-            self._traces[run] = derived_trace_id(self.task_id, run)  # a guard: links point to earlier exchanges
-            mine = [ex for ex in self.rows if self.run_of[ex.id or 0] == run]
-            self._traces[run] = run_trace_id(self.task_id, run, mine, self.joins, self.carried)
-        return self._traces[run]
-
-    def context(self, ex: Exchange) -> Context:
-        return context_of(self.task_id, ex, self.trace(self.run(ex)), self.joins, self.carried)
-
-    def links(self, ex: Exchange) -> list[RunLink]:
-        """For the first exchange of a run after the first: the first span of each run before it."""
-        run = self.run(ex)
-        if ex.id is None or run not in self._firsts or self._firsts[run].id != ex.id:
-            return []
-        if self.joins is not None:
-            self.joins.runs_known(ex, {row.id for row in self.rows})
-        before = self.order[: self.order.index(run)][-MAX_RUN_LINKS:]
-        out = []
-        for other in before:
-            first = self._firsts[other]
-            ctx = self.context(first)
-            out.append(RunLink(ctx.trace_id, ctx.span_id, other, first.id or 0))
-        return out
-
-
-def _of_task(task_id: str, rows: list[Exchange]) -> list[Exchange]:
-    """A task's exchange rows, each naming it (an open row names its task only once it ends)."""
-    for row in rows:
-        row.task_id = row.task_id or task_id
-    return rows
-
-
-FIRST_EVENTS = 8
-"""Events of an open exchange read for its task (the first that names one)."""
-
-
-class NotYet(A2ATapeError):
-    """A live exchange's caller cannot be told yet (:func:`capture.lineage.unsettled`): ask again later."""
-
-
-class Lineage:
-    """The inferred callers of exchanges (:mod:`capture.lineage`) and the span each caller has in the
-    export (the trace of its run, followed up the chain). Two readings of one rule: :class:`WholeLog`
-    (every exchange row read once, for ``export``) and :class:`LogWindows` (the rows open when a call
-    began, read from the log as each span is sent: the live export); they give the same links."""
-
-    def __init__(self) -> None:
-        self._runs: dict[str, TaskRuns] = {}
-
-    def link(self, ex: Exchange) -> Link | None:
-        raise NotImplementedError
-
-    def row(self, exchange_id: int) -> Exchange | None:
-        raise NotImplementedError
-
-    def task_rows(self, task_id: str) -> list[Exchange]:
-        raise NotImplementedError
-
-    def runs_known(self, first: Exchange, known: set[int | None]) -> None:
-        """Before ``first`` (the first exchange of a run) is linked to the runs before it: whether every
-        run that began before it is known (the whole log: always)."""
-
-    def runs(self, task_id: str) -> TaskRuns:
-        """A caller's task's runs (read once)."""
-        if task_id not in self._runs:
-            self._runs[task_id] = TaskRuns(task_id, self.task_rows(task_id), self)
-        return self._runs[task_id]
-
-    def caller(self, ex: Exchange) -> tuple[int, int, Link] | None:
-        """The inferred caller's (trace id, span id) and the link, for an exchange with one."""
-        link = self.link(ex) if ex.id is not None else None
-        parent = self.row(link.exchange_id) if link is not None else None
-        if link is None or parent is None:
-            return None
-        ctx = self.runs(link.task_id).context(parent)
-        return ctx.trace_id, ctx.span_id, link
-
-
-class WholeLog(Lineage):
-    """The callers of a log's exchanges, read from every exchange row once (``export``)."""
-
-    def __init__(self, exchanges: Iterable[Exchange]) -> None:
-        super().__init__()
-        rows = [ex for ex in exchanges if ex.id is not None]
-        self.links = infer(rows)
-        parents = {link.task_id for link in self.links.values()}
-        self._by_task: dict[str, list[Exchange]] = {}
-        for ex in rows:
-            if ex.task_id in parents:  # kept without bodies beyond what carried() reads
-                self._by_task.setdefault(ex.task_id, []).append(ex)
-        self._by_id = {ex.id: ex for exs in self._by_task.values() for ex in exs}
-
-    def link(self, ex: Exchange) -> Link | None:
-        return self.links.get(ex.id) if ex.id is not None else None
-
-    def row(self, exchange_id: int) -> Exchange | None:
-        return self._by_id.get(exchange_id)
-
-    def task_rows(self, task_id: str) -> list[Exchange]:
-        return self._by_task.get(task_id, [])
-
-
-class LogWindows(Lineage):
-    """The callers of exchanges as they end (the live export): for each call, the exchanges open when it
-    began (every candidate the rule has is among them), from ``open_rows`` (the live export's
-    :class:`capture.open_exchanges.OpenExchanges`, refreshed before each batch), else read from the log
-    (``exchanges_open_within``, a scan of the exchange rows).
-    A candidate that has not named its task yet makes the call :class:`NotYet` (unless ``final``: then
-    the log as it is decides). Made afresh for each batch: what it reads is kept for that batch only."""
-
-    def __init__(self, st: Recordings, *, final: bool = False, open_rows: OpenExchanges | None = None) -> None:
-        super().__init__()
-        self._st, self.final, self._rows = st, final, open_rows
-        self._links: dict[int, Link | None] = {}
-        self._open: dict[int, list[Exchange]] = {}
-
-    def _open_at_start(self, ex: Exchange) -> list[Exchange]:
-        """The exchanges open when ``ex`` began; an open one's task and context as its first events name
-        them (a row is given them when it ends, where the export reads them)."""
-        if ex.id not in self._open:
-            if self._rows is not None and self._rows.covers(ex.started_at):
-                rows = self._rows.open_at(ex.started_at)
-            else:
-                rows = self._st.exchanges_open_within(ex.started_at, ex.started_at)
-            for row in rows:
-                if row.ended_at is None and row.id is not None and not (row.task_id and row.context_id):
-                    self._learn(row)
-            self._open[ex.id or 0] = rows
-        return self._open[ex.id or 0]
-
-    def _learn(self, row: Exchange) -> None:
-        assert row.id is not None
-        for ev in itertools.islice(self._st.iter_exchange(row.id, batch=FIRST_EVENTS), FIRST_EVENTS):
-            row.task_id = row.task_id or ev.task_id
-            if row.context_id is None and ev.origin == "upstream":
-                row.context_id = decode_item(bytes(ev.payload)).context_id
-            if row.task_id and row.context_id:
-                return
-
-    def link(self, ex: Exchange) -> Link | None:
-        if ex.id is None:
-            return None
-        if ex.id not in self._links:
-            if not call_of(ex):
-                self._links[ex.id] = None
-                return None
-            open_then = self._open_at_start(ex)
-            if not any(row.id != ex.id for row in open_then):  # nothing else was open: no caller (the rule's answer)
-                self._links[ex.id] = None
-                return None
-            if not self.final and unsettled(ex, open_then):
-                raise NotYet(ex.id)
-            self._links[ex.id] = caller_within(ex, open_then)
-        return self._links[ex.id]
-
-    def runs_known(self, first: Exchange, known: set[int | None]) -> None:
-        """Another observer of the same request (the same message id) that began before ``first`` and has
-        not named the task yet (``record`` through a proxy: its row learns the task from the proxy's first
-        event) may be an earlier run of it: :class:`NotYet` until it does, or ends."""
-        if self.final or first.message_id is None:
-            return
-        for ex in self._open_at_start(first):
-            if (
-                ex.id not in known
-                and ex.task_id in (None, first.task_id)
-                and ex.message_id == first.message_id
-                and ex.ended_at is None
-                and _start(ex) < _start(first)
-            ):
-                raise NotYet(first.id)
-
-    def row(self, exchange_id: int) -> Exchange | None:
-        row = self._st.get_exchange(exchange_id)
-        if row is not None and row.ended_at is None and not (row.task_id and row.context_id):
-            self._learn(row)
-        return row
-
-    def task_rows(self, task_id: str) -> list[Exchange]:
-        return _of_task(task_id, self._st.exchanges(task_id))
+        return {"code": STATUS_ERROR, "message": f"{errors[0].code}: {errors[0].message}"}
+    return {"code": STATUS_UNSET}
 
 
 class Settings(msgspec.Struct, frozen=True):
     """What every span of one export shares: the resource (who exported), the scope, the event cap."""
 
-    resource: Any  # opentelemetry.sdk.resources.Resource
-    scope: Any  # opentelemetry.sdk.util.instrumentation.InstrumentationScope
+    resource: list[KeyValue]  # the resource's attributes
+    scope: Scope
     max_events: int = MAX_SPAN_EVENTS
 
 
 def settings(version: str, log: str, *, max_events: int = MAX_SPAN_EVENTS) -> Settings:
-    """The resource names a2a-tape (``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES`` may add to it) and the log."""
+    """The resource names a2a-tape (``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES`` may add to it: the
+    SDK's own ``Resource.create`` reads them) and the log."""
+    from opentelemetry.sdk.resources import Resource
+
     resource = Resource.create({"service.name": "a2a-tape", "service.version": version, OURS + "log": log})
-    return Settings(resource, InstrumentationScope("a2a-tape", version), max_events)
+    return Settings(
+        key_values(resource.attributes), {"name": "a2a-tape", "version": version, "attributes": []}, max_events
+    )
 
 
-def _run_link(r: RunLink, task_id: str, flags: TraceFlags) -> Any:
-    from opentelemetry.trace import Link as SpanLink
+def request(spans: Sequence[Span], s: Settings) -> ProtoMessage:
+    """A batch of spans as one OTLP ``ExportTraceServiceRequest``: the official class, made in one call
+    from the nested data (protobuf builds each submessage; one resource, one scope, as the official
+    encoder groups the spans of one export)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+    # the generated class takes a dict wherever it takes a message (its stubs name only the message types)
+    make = cast(Callable[..., ProtoMessage], ExportTraceServiceRequest)
+    if not spans:
+        return make()
+    return make(
+        resource_spans=[{"resource": {"attributes": s.resource}, "scope_spans": [{"scope": s.scope, "spans": spans}]}]
+    )
+
+
+def _trace_state(header: str) -> str:
+    """``tracestate`` as the API's ``TraceState`` keeps it (an invalid header: none) and the encoder writes it."""
+    from opentelemetry.trace import TraceState
+
+    return ",".join(f"{k}={v}" for k, v in TraceState.from_header([header]).items())
+
+
+def _link(trace_id: int, span_id: int, attrs: dict[str, Any]) -> SpanLink:
+    return {
+        "trace_id": trace_id_bytes(trace_id),
+        "span_id": span_id_bytes(span_id),
+        "attributes": key_values(attrs),
+        "flags": FLAGS_REMOTE,
+    }
+
+
+def _run_link(r: RunLink, task_id: str) -> SpanLink:
     attrs: dict[str, Any] = {
         OURS + "link.relation": "run",
         OURS + "link.task.id": task_id,
@@ -648,71 +368,62 @@ def _run_link(r: RunLink, task_id: str, flags: TraceFlags) -> Any:
     }
     if r.observer is not None:
         attrs[OURS + "link.run.observer"] = r.observer
-    return SpanLink(SpanContext(r.trace_id, r.span_id, is_remote=True, trace_flags=flags), attrs)
+    return _link(r.trace_id, r.span_id, attrs)
 
 
 def _span(
     b: _Builder,
     ctx: Context,
     found: list[tuple[Finding, float]],
-    s: Settings,
     run: str | None = None,
     run_links: Sequence[RunLink] = (),
-) -> ReadableSpan:
-    from opentelemetry.trace import TraceState
-
+) -> Span:
     ex = b.ex
     start = ex.started_at or b.first_at or 0.0
     end = max(ex.ended_at or b.last_at or start, start)
     b.findings = [f for f, _ in found]
     error = _error_type(b)
-    trace_state = TraceState.from_header([ctx.tracestate]) if ctx.tracestate else None
-    flags = TraceFlags(TraceFlags.SAMPLED)
-    parent = None
-    if ctx.parent_id is not None:
-        parent = SpanContext(ctx.trace_id, ctx.parent_id, is_remote=True, trace_flags=flags, trace_state=trace_state)
     links = []
     if ctx.inferred is not None:  # the caller the log points to, marked as inferred (capture/lineage.py)
-        from opentelemetry.trace import Link as SpanLink
-
         trace_id, span_id, link = ctx.inferred
-        caller = SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
-        links.append(
-            SpanLink(
-                caller,
-                {
-                    OURS + "link.relation": "caller",
-                    OURS + "link.inferred": True,
-                    OURS + "link.basis": link.basis,
-                    OURS + "link.task.id": link.task_id,
-                    OURS + "link.exchange.id": link.exchange_id,
-                },
-            )
-        )
-    links.extend(_run_link(r, b.task_id, flags) for r in run_links)
+        caller = {
+            OURS + "link.relation": "caller",
+            OURS + "link.inferred": True,
+            OURS + "link.basis": link.basis,
+            OURS + "link.task.id": link.task_id,
+            OURS + "link.exchange.id": link.exchange_id,
+        }
+        links.append(_link(trace_id, span_id, caller))
+    links.extend(_run_link(r, b.task_id) for r in run_links)
     attributes = _attributes(b, ctx.source)
     if run is not None:
         attributes[OURS + "run.observer"] = run
     if ex.id is None:  # events of the task that name no exchange
-        name, kind = "a2a_tape.events", SpanKind.INTERNAL
+        name, kind = "a2a_tape.events", KIND_INTERNAL
     else:
         name = method_name(ex) or ex.http_method
-        kind = SpanKind.SERVER if ex.role in SERVER_ROLES else SpanKind.CLIENT
-    return _Span(
-        name,
-        context=SpanContext(ctx.trace_id, ctx.span_id, is_remote=False, trace_flags=flags, trace_state=trace_state),
-        parent=parent,
-        resource=s.resource,
-        attributes=attributes,
-        events=b.events + [_finding_event(f, at) for f, at in found],
-        links=links,
-        kind=kind,
-        status=_status(b, error),
-        start_time=nanos(start),
-        end_time=nanos(end),
-        instrumentation_scope=s.scope,
-        dropped=b.count - len(b.events),
-    )
+        kind = KIND_SERVER if ex.role in SERVER_ROLES else KIND_CLIENT
+    span: Span = {
+        "trace_id": trace_id_bytes(ctx.trace_id),
+        "span_id": span_id_bytes(ctx.span_id),
+        "flags": FLAGS_LOCAL,
+        "name": name,
+        "kind": kind,
+        "start_time_unix_nano": nanos(start),
+        "end_time_unix_nano": nanos(end),
+        "attributes": key_values(attributes),
+        "events": b.events + [_finding_event(f, at) for f, at in found],
+        "status": _status(b, error),
+    }
+    if ctx.tracestate:
+        span["trace_state"] = _trace_state(ctx.tracestate)
+    if ctx.parent_id is not None:
+        span["parent_span_id"], span["flags"] = span_id_bytes(ctx.parent_id), FLAGS_REMOTE
+    if links:
+        span["links"] = links
+    if b.count > len(b.events):
+        span["dropped_events_count"] = b.count - len(b.events)
+    return span
 
 
 def _exchanges_of(st: Recordings, task_id: str, events: Sequence[StoredEvent]) -> dict[int, Exchange]:
@@ -732,7 +443,7 @@ def task_spans(
     faults_of: Faults | None = None,
     joins: Lineage | None = None,
     every: Iterable[Exchange] = (),
-) -> list[ReadableSpan]:
+) -> list[Span]:
     """One task's spans, a span per exchange (and one for events that name no exchange), by start time,
     each run in its own trace (:class:`TaskRuns`; ``every``: the task's exchanges of every run, when
     ``st`` shows one run of it); with ``faults_of``, its findings as span events and statuses; with
@@ -763,14 +474,14 @@ def task_spans(
     rows = {ex.id or 0: ex for ex in every}  # the task's other runs, then the exchanges read here
     rows.update(exchanges)
     runs = TaskRuns(task_id, rows.values(), joins)
-    spans = []
+    spans: list[Span] = []
     for k in order:
         b = builders[k]
-        spans.append(_span(b, runs.context(b.ex), found.get(k, []), s, runs.run(b.ex), runs.links(b.ex)))
+        spans.append(_span(b, runs.context(b.ex), found.get(k, []), runs.run(b.ex), runs.links(b.ex)))
     return spans
 
 
-def exchange_span(st: Recordings, exchange_id: int, s: Settings, joins: Lineage | None = None) -> ReadableSpan | None:
+def exchange_span(st: Recordings, exchange_id: int, s: Settings, joins: Lineage | None = None) -> Span | None:
     """The span of one ended exchange as :func:`task_spans` builds it (the same trace, ids, parent and
     links, from the log as it is now), without doctor's findings (the task may go on); None for an
     exchange that belongs to no task (a card fetch). With ``joins`` (:class:`LogWindows`), its caller
@@ -788,7 +499,7 @@ def ended_span(
     s: Settings,
     joins: Lineage | None = None,
     rows_of: Callable[[str], list[Exchange]] | None = None,
-) -> ReadableSpan | None:
+) -> Span | None:
     """:func:`exchange_span` of an exchange as its capture wrote it (:class:`capture.ended.EndedExchange`:
     the row and its events as stored, with the items decoded on their way in): the same span, without
     reading the exchange and its events back nor decoding them again. The log is asked only for the
@@ -831,7 +542,7 @@ def _one_span(
     rows_of: Callable[[str], list[Exchange]],
     s: Settings,
     joins: Lineage | None,
-) -> ReadableSpan | None:
+) -> Span | None:
     """The span of the ended exchange ``ex`` from its ``events`` (``items``: their decoded items, when
     known), its task's rows from ``rows_of``: the one body of :func:`exchange_span` and :func:`ended_span`."""
     assert ex.id is not None
@@ -842,75 +553,7 @@ def _one_span(
     for k, ev in enumerate(events):
         if ev.task_id == task_id:  # as task_spans reads them: the task's events in this exchange
             b.add(ev, items[k] if k < len(items) else None)
-    rows = {row.id: row for row in _of_task(task_id, rows_of(task_id))}
+    rows = {row.id: row for row in of_task(task_id, rows_of(task_id))}
     rows[ex.id] = ex
     runs = TaskRuns(task_id, rows.values(), joins)
-    return _span(b, runs.context(ex), [], s, runs.run(ex), runs.links(ex))
-
-
-# -- where the spans go ------------------------------------------------------------------------
-
-
-class ExportFailed(A2ATapeError):
-    """The collector did not take the spans: the message says why, in one line."""
-
-
-def json_line(spans: Sequence[ReadableSpan]) -> bytes:
-    """One OTLP/JSON ``ExportTraceServiceRequest`` (the file exporter's and ``otlpjsonfile``'s line).
-
-    Encoded by the official encoder, written by protobuf's JSON mapping, with the ids in hex as
-    OTLP/JSON says (protobuf's mapping would write them in base64)."""
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    doc = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for rs in doc.get("resourceSpans", ()):
-        for ss in rs.get("scopeSpans", ()):
-            for span in ss.get("spans", ()):
-                _hex_ids(span)
-                for link in span.get("links", ()):
-                    _hex_ids(link)
-    return msgspec.json.encode(doc) + b"\n"
-
-
-def _hex_ids(node: dict[str, Any]) -> None:
-    import base64
-
-    for key in ("traceId", "spanId", "parentSpanId"):
-        if node.get(key):
-            node[key] = base64.b64decode(node[key]).hex()
-
-
-def write_json_lines(fh: IO[bytes]) -> Callable[[Sequence[ReadableSpan]], None]:
-    def send(spans: Sequence[ReadableSpan]) -> None:
-        fh.write(json_line(spans))
-
-    return send
-
-
-def endpoint_url(url: str) -> str:
-    """A collector's base URL (``http://host:4318``) gets OTLP/HTTP's traces path; a URL with a path is used as given."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    return url.rstrip("/") + "/v1/traces" if parts.path in ("", "/") else url
-
-
-def post_to(url: str) -> tuple[Callable[[Sequence[ReadableSpan]], None], Callable[[], None]]:
-    """A sender of batches to a collector (OTLP/HTTP, protobuf; the official exporter, its retries bounded by
-    ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``, 10 s by default), and how to close it. A batch it did not take
-    raises :class:`ExportFailed`: the exporter's own log lines are kept quiet, the caller says one."""
-    import logging
-
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL + 1)
-    full = endpoint_url(url)
-    exporter = OTLPSpanExporter(endpoint=full)
-
-    def send(spans: Sequence[ReadableSpan]) -> None:
-        if exporter.export(spans) is not SpanExportResult.SUCCESS:
-            raise ExportFailed(f"the collector at {full} did not take the spans (is it running?)")
-
-    return send, exporter.shutdown
+    return _span(b, runs.context(ex), [], runs.run(ex), runs.links(ex))

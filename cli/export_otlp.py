@@ -2,8 +2,9 @@
 
 To a file (``-o FILE``, or stdout): OTLP/JSON, one ``ExportTraceServiceRequest`` a line. To a
 collector (``--endpoint URL``): OTLP/HTTP in protobuf. The spans are built in
-:mod:`a2a_tape.inspection.otlp` with the official OpenTelemetry packages (the ``otel`` extra):
-without them, one line says what to install (exit 2).
+:mod:`a2a_tape.inspection.otlp` as the official OTLP messages and sent with the official OpenTelemetry
+packages (the ``otel`` extra): without them, or with an exporter release the export cannot send
+through, one line says what to install (exit 2).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .output import Output
 from .progress import bar
 
 if TYPE_CHECKING:
-    from a2a_tape.inspection.otlp import Settings
+    from a2a_tape.inspection.otlp import Collector, Settings
     from a2a_tape.recorder.otlp_live import LiveExport
     from a2a_tape.store import Recordings, Store
 
@@ -73,25 +74,34 @@ def check_endpoint(url: str, option: str = "--endpoint") -> str:
     return url
 
 
-def check_live(endpoint: str | None) -> None:
-    """``--otlp-endpoint`` of ``proxy``/``record``, checked before anything is opened or sent."""
+def check_live(endpoint: str | None) -> Collector | None:
+    """``--otlp-endpoint`` of ``proxy``/``record``, checked before anything is opened or sent: the
+    collector the live export sends to (None without the option)."""
     if endpoint is None:
-        return
+        return None
     if not available():
         fail(MISSING.format(what="--otlp-endpoint"))
     check_endpoint(endpoint, "--otlp-endpoint")
+    from a2a_tape.inspection.otlp import NoTransport
+    from a2a_tape.recorder import otlp_live
+
+    try:
+        return otlp_live.connect(endpoint)
+    except NoTransport as exc:
+        fail(f"--otlp-endpoint: {exc}")
 
 
 @contextlib.contextmanager
-def live_export(st: Store, endpoint: str | None) -> Iterator[LiveExport | None]:
-    """The live export of ``st``'s exchanges for the block (None without ``--otlp-endpoint``); at its end,
-    what is queued is sent (bounded) and the sender stops (:mod:`a2a_tape.recorder.otlp_live`)."""
-    if endpoint is None:
+def live_export(st: Store, collector: Collector | None) -> Iterator[LiveExport | None]:
+    """The live export of ``st``'s exchanges to ``collector`` (:func:`check_live`) for the block (None
+    without ``--otlp-endpoint``); at its end, what is queued is sent (bounded) and the sender stops
+    (:mod:`a2a_tape.recorder.otlp_live`)."""
+    if collector is None:
         yield None
         return
     from a2a_tape.recorder import otlp_live
 
-    live = otlp_live.start(st, endpoint, _version())
+    live = otlp_live.start(st, collector, _version())
     try:
         yield live
     finally:
@@ -146,12 +156,15 @@ def _send(
     sent = 0
     if endpoint is None:
         with output.stream() as fh:
-            write = otlp.write_json_lines(fh)
+            write = otlp.write_json_lines(fh, s)
             for batch in batches:
                 write(batch)
                 sent += len(batch)
         return sent
-    post, close = otlp.post_to(endpoint)
+    try:
+        post, close = otlp.post_to(endpoint, s)
+    except otlp.NoTransport as exc:
+        fail(f"--endpoint: {exc}")
     try:
         for batch in batches:
             post(batch)

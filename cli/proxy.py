@@ -229,7 +229,7 @@ def proxy_cmd(
     host, port = listen_address(listen, allow_remote=allow_remote, why=WHY_LOCAL)
     redactor = build_redactor(redact)
     grpc_side = _grpc_side(grpc_listen, grpc_upstream, upstream, allow_remote) if grpc_listen else None
-    check_live(otlp_endpoint)
+    collector = check_live(otlp_endpoint)
     if traceparent_metadata and not (inject_traceparent or continue_traceparent):
         fail(
             "--traceparent-metadata writes the traceparent the proxy sends: give --inject-traceparent or --continue-traceparent"
@@ -277,7 +277,7 @@ def proxy_cmd(
 
     stopped: BaseException | None = None
     # a failed start (the port taken) leaves no log this run created and never wrote (store)
-    with st, live_export(st, otlp_endpoint) as live:
+    with st, live_export(st, collector) as live:
         if live is not None:  # each relayed exchange, once its row is final, to the collector
             proxy.on_settled = live.ended
         try:

@@ -123,9 +123,9 @@ def run_record(
     from a2a_tape.store.redact import build_redactor, safe_text
 
     redactor = build_redactor(redact)
-    check_live(otlp_endpoint)
+    collector = check_live(otlp_endpoint)
     st = open_db(db, create=True, durability=durability.mode, busy_timeout=busy_timeout)
-    with st, live_export(st, otlp_endpoint) as live:
+    with st, live_export(st, collector) as live:
         if live is not None:
             opts.on_exchange_end = live.ended
         view = _LiveView(out, title or safe_text(opts.url, redactor))

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from opentelemetry.sdk.trace import ReadableSpan
-
-from a2a_tape.capture.otlp import (
-    BATCH,
+from a2a_tape.capture.otlp import BATCH, Settings, settings
+from a2a_tape.capture.otlp import task_spans as _task_spans
+from a2a_tape.capture.otlp_messages import Span
+from a2a_tape.capture.otlp_send import (
+    Collector,
     ExportFailed,
-    Lineage,
-    Settings,
-    WholeLog,
+    NoTransport,
     endpoint_url,
     json_line,
     post_to,
-    settings,
     write_json_lines,
 )
-from a2a_tape.capture.otlp import task_spans as _task_spans
+from a2a_tape.capture.span_places import Lineage, WholeLog
 from a2a_tape.fold.runs import RunLog
 from a2a_tape.store import Recordings
 
@@ -31,9 +29,12 @@ from .doctor import findings
 
 __all__ = [
     "BATCH",
+    "Collector",
     "ExportFailed",
+    "NoTransport",
     "Lineage",
     "Settings",
+    "Span",
     "WholeLog",
     "batches",
     "endpoint_url",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-def task_spans(st: Recordings, task_id: str, s: Settings, joins: Lineage | None = None) -> list[ReadableSpan]:
+def task_spans(st: Recordings, task_id: str, s: Settings, joins: Lineage | None = None) -> list[Span]:
     """One task's spans (:func:`capture.otlp.task_spans`) with doctor's findings on them, each run in its
     trace and linked to the others (a :class:`fold.runs.RunLog`: that run's spans, linked to the runs the
     whole log has), and the callers inferred from the log's exchanges (``joins``; read when not given)."""
@@ -62,9 +63,9 @@ def batches(
     *,
     size: int = BATCH,
     progress: Callable[[int], None] | None = None,
-) -> Iterator[list[ReadableSpan]]:
+) -> Iterator[list[Span]]:
     """The spans of ``task_ids``, a task at a time, in lists of about ``size`` spans (a task is never split)."""
-    pending: list[ReadableSpan] = []
+    pending: list[Span] = []
     whole = st.whole if isinstance(st, RunLog) else st
     joins = WholeLog(whole.exchanges())  # every exchange row once: who called whom (capture/lineage.py)
     for n, task_id in enumerate(task_ids, 1):

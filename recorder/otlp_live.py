@@ -7,15 +7,15 @@ its row is final. A thread of its own builds its span with the one mapping (:fun
 or :func:`capture.otlp.exchange_span` for an id: the exchange read back from the log through a connection
 of its own; the trace, ids, parent and links ``export --format otlp`` gives it too, its inferred caller
 looked for among the exchanges open when it began, kept by :class:`capture.open_exchanges.OpenExchanges`)
-and sends the spans in batches with the official OTLP/HTTP exporter. A call whose caller cannot be told yet (:class:`capture.otlp.NotYet`) is built again with the
-next batch, for at most :data:`WAIT_FOR_CALLER` seconds. A slow collector only makes the queue of ids
+and sends the spans in batches to the collector (:class:`capture.otlp_send.Collector`: the batch built as one
+OTLP request, sent by the official OTLP/HTTP exporter's client). A call whose caller cannot be told yet
+(:class:`capture.span_places.NotYet`) is built again with the next batch, for at most :data:`WAIT_FOR_CALLER` seconds. A slow collector only makes the queue of ids
 longer (bounded: :data:`MAX_PENDING`); a dead one costs the spans of the batches it refused, never an
 event: the log has them, ``export --format otlp`` sends them later. Either is said once, on stderr.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import queue
 import sys
@@ -28,10 +28,9 @@ from a2a_tape.capture.ended import EndedExchange
 from a2a_tape.capture.open_exchanges import OpenExchanges
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.sdk.trace.export import SpanExporter
-
     from a2a_tape.capture.otlp import Settings
+    from a2a_tape.capture.otlp_messages import Span
+    from a2a_tape.capture.otlp_send import Collector
     from a2a_tape.store import Store
 
 MAX_PENDING = 100_000
@@ -69,7 +68,7 @@ class LiveExport:
     def __init__(
         self,
         open_log: Callable[[], Store],
-        exporter: SpanExporter,
+        collector: Collector,
         settings: Settings,
         *,
         where: str,
@@ -81,7 +80,7 @@ class LiveExport:
         """``thread``: start the sender's thread (without: :meth:`send` is called by the caller, as
         ``benchmarks/bench_otlp_live.py`` does). ``since``: when the exchanges to send may have begun
         (now, by default: the recording starts after the export)."""
-        self._open_log, self._exporter, self._settings = open_log, exporter, settings
+        self._open_log, self._collector, self._settings = open_log, collector, settings
         self.where, self.timeout, self._say = where, timeout, say
         self._ids: queue.Queue[Ended] = queue.Queue(MAX_PENDING)
         self.sent = 0  # spans the collector took
@@ -158,11 +157,12 @@ class LiveExport:
         if spans:
             self._export(spans)
 
-    def _spans(self, log: Store, ended: list[Ended], *, final: bool) -> list[ReadableSpan]:
+    def _spans(self, log: Store, ended: list[Ended], *, final: bool) -> list[Span]:
         """The spans of ``ended`` and of the calls put off before; a call whose caller cannot be told yet
-        (:class:`capture.otlp.NotYet`) is put off again, for at most :data:`WAIT_FOR_CALLER` seconds
+        (:class:`capture.span_places.NotYet`) is put off again, for at most :data:`WAIT_FOR_CALLER` seconds
         (at the end, or past that, the log as it is decides)."""
-        from a2a_tape.capture.otlp import LogWindows, NotYet, ended_span, exchange_span, held_rows
+        from a2a_tape.capture.otlp import ended_span, exchange_span, held_rows
+        from a2a_tape.capture.span_places import LogWindows, NotYet
 
         now = time.monotonic()
         due = list(self._later.values())
@@ -202,11 +202,9 @@ class LiveExport:
                 spans.append(span)
         return spans
 
-    def _export(self, spans: list[ReadableSpan]) -> None:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
+    def _export(self, spans: list[Span]) -> None:
         try:
-            ok = self._exporter.export(spans) is SpanExportResult.SUCCESS
+            ok = self._collector.send(spans, self._settings)
         except Exception:  # noqa: BLE001 - an exporter fault is a collector that did not take them
             ok = False
         if ok:
@@ -234,32 +232,35 @@ class LiveExport:
             pass
         self._thread.join(self.timeout)
         if self._thread.is_alive():  # a collector that does not answer: its retries are cut short
-            self._exporter.shutdown()
+            self._collector.shutdown()
             self._thread.join(self.timeout)
         else:
-            self._exporter.shutdown()
+            self._collector.shutdown()
         left = self._ids.qsize() + self.skipped
         if left:
             self._warn(f"{left} exchange(s) not exported before the end")
 
 
-def start(st: Store, endpoint: str, version: str) -> LiveExport:
-    """A live export of ``st``'s exchanges to the collector at ``endpoint`` (OTLP/HTTP, protobuf)."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+def connect(endpoint: str) -> Collector:
+    """The collector at ``endpoint`` (OTLP/HTTP, protobuf), made before anything is recorded: a release of
+    the exporter the export cannot send through is said at start (:class:`capture.otlp_send.NoTransport`)."""
+    from a2a_tape.capture.otlp_send import Collector, endpoint_url
 
-    from a2a_tape.capture.otlp import endpoint_url, settings
+    return Collector(endpoint_url(endpoint), timeout=_timeout())
+
+
+def start(st: Store, collector: Collector, version: str) -> LiveExport:
+    """A live export of ``st``'s exchanges to ``collector`` (:func:`connect`)."""
+    from a2a_tape.capture.otlp import settings
     from a2a_tape.store import open_store, safe_location
 
-    logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL + 1)  # we say it once, our way
-    timeout = _timeout()
-    full = endpoint_url(endpoint)
     location = st.location
     return LiveExport(
         lambda: open_store(location, create=False, readonly=True),
-        OTLPSpanExporter(endpoint=full, timeout=timeout),
+        collector,
         settings(version, safe_location(location)),
-        where=full,
-        timeout=timeout,
+        where=collector.url,
+        timeout=_timeout(),
     )
 
 

@@ -235,15 +235,16 @@ def test_a_long_stream_keeps_its_first_events_and_counts_the_rest(tmp_path):
     db = _db(tmp_path, RECORDINGS / "sdk-v10-stream.jsonl")
     with open_store(db) as st:
         (task,) = [t.task_id for t in st.task_events()]
-        (span,) = otlp.task_spans(st, task, otlp.settings("0", db, max_events=2))
-    assert [e.attributes["a2a_tape.event.position"] for e in span.events] == [1, 2]
-    assert span.dropped_events == 4 and span.attributes["a2a_tape.event.count"] == 6
-    (sent,) = flat_spans(json.loads(otlp.json_line([span])))
-    assert sent["droppedEventsCount"] == 4
+        s = otlp.settings("0", db, max_events=2)
+        (span,) = otlp.task_spans(st, task, s)
+    (sent,) = flat_spans(json.loads(otlp.json_line([span], s)))
+    assert [e["attrs"]["a2a_tape.event.position"] for e in sent["events"]] == [1, 2]
+    assert sent["droppedEventsCount"] == 4 and sent["attrs"]["a2a_tape.event.count"] == 6
 
 
 def test_a_large_log_goes_out_in_batches_a_task_at_a_time(tmp_path):
     """Spans are sent as tasks are read (never the whole log at once), with progress as they go."""
+    from a2a_tape.capture.otlp_messages import values
     from a2a_tape.inspection import otlp
 
     db = str(tmp_path / "all.db")
@@ -255,6 +256,6 @@ def test_a_large_log_goes_out_in_batches_a_task_at_a_time(tmp_path):
         seen: list[int] = []
         gen = otlp.batches(st, tasks, otlp.settings("0", db), size=1, progress=seen.append)
         first = next(gen)
-        assert seen == [] and {s.attributes["a2a.task.id"] for s in first} == {tasks[0]}
+        assert seen == [] and {values(s["attributes"])["a2a.task.id"] for s in first} == {tasks[0]}
         rest = list(gen)
     assert len(rest) == len(tasks) - 1 and seen == list(range(1, len(tasks) + 1))

@@ -98,7 +98,7 @@ def test_the_live_reading_joins_what_the_whole_log_joins(tmp_path_factory, rows,
     """Exchanges begin and end over time in a real log; the live export refreshes its open rows now and then
     and looks up each call that ended since: the same caller as :func:`infer` over the finished log."""
     from a2a_tape.capture.open_exchanges import OpenExchanges
-    from a2a_tape.capture.otlp import LogWindows
+    from a2a_tape.capture.span_places import LogWindows
     from a2a_tape.store import open_store
 
     base = time.time()  # the refreshes' clock is the simulated one (forgotten rows: a scan of the log)
@@ -142,7 +142,9 @@ def test_the_live_reading_joins_what_the_whole_log_joins(tmp_path_factory, rows,
 def test_a_live_call_waits_while_its_open_caller_has_not_named_its_task(tmp_path):
     """The live export builds a call's span only once every possible caller (open at another agent when the
     call began) has named its task: before that, :class:`NotYet`; after, the caller's span as its parent."""
-    from a2a_tape.capture.otlp import LogWindows, NotYet, exchange_span, settings
+    from a2a_tape.capture.otlp import exchange_span, settings
+    from a2a_tape.capture.otlp_messages import values
+    from a2a_tape.capture.span_places import LogWindows, NotYet
     from a2a_tape.store import NewEvent, open_store
 
     def event(task: str, ex_id: int, at: float) -> NewEvent:
@@ -165,11 +167,8 @@ def test_a_live_call_waits_while_its_open_caller_has_not_named_its_task(tmp_path
         span = exchange_span(log, c, s, LogWindows(log))
         final = exchange_span(log, c, s, LogWindows(log, final=True))
     assert span is not None and final is not None
-    assert span.attributes is not None and span.attributes["a2a_tape.trace_context.source"] == "inferred"
-    (link,) = span.links
-    assert link.attributes is not None and link.attributes["a2a_tape.link.task.id"] == "P"
-    assert span.parent is not None and span.parent.span_id == link.context.span_id
-    assert (span.context.trace_id, span.parent.span_id) == (
-        final.context.trace_id,
-        final.parent and final.parent.span_id,
-    )
+    assert values(span["attributes"])["a2a_tape.trace_context.source"] == "inferred"
+    (link,) = span["links"]
+    assert values(link["attributes"])["a2a_tape.link.task.id"] == "P"
+    assert span["parent_span_id"] == link["span_id"]
+    assert (span["trace_id"], span["parent_span_id"]) == (final["trace_id"], final.get("parent_span_id"))

@@ -94,7 +94,14 @@ def _made_logs() -> dict[str, list[dict[str, Any]]]:
     # one task, two runs: recorded by a client, then again through a proxy (another observer)
     run_a = _shifted(v10, 5, 30, 400.0, "T-runs", observer="record-a")
     run_b = _shifted(v10, 6, 36, 410.0, "T-runs", **proxy, observer="proxy-b")
-    return {"made-trace-context-and-runs": carried + injected + continued + caller + callee + run_a + run_b}
+    # what no recording has: a message id, a tenant and referenced tasks in the request, an error, a local event
+    body = {"jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage", "params": {"tenant": "acme"}}
+    body["params"]["message"] = {"role": "user", "parts": [], "referenceTaskIds": ["T-caller", "T-runs"]}
+    fields = _shifted(v10, 7, 42, 500.0, "T-fields", message_id="m-1", error="reset by peer", outcome="error")
+    fields[0]["request_body"] = json.dumps(body)
+    fields[2]["origin"] = "local"
+    logs = carried + injected + continued + caller + callee + run_a + run_b + fields
+    return {"made-trace-context-and-runs": logs}
 
 
 def logs() -> Iterator[tuple[str, list[bytes]]]:
@@ -153,6 +160,10 @@ def test_the_made_log_shows_what_the_recordings_do_not():
     }
     assert relations == {"caller", "run"}
     assert {s.get("flags") for s in spans} == {256, 768} and {s["kind"] for s in spans} >= {2, 3}
+    keys = {kv["key"] for s in spans for kv in s["attributes"]}
+    keys |= {kv["key"] for s in spans for e in s.get("events", []) for kv in e["attributes"]}
+    made_for = {"a2a.message.id", "a2a.tenant", "a2a.message.reference_task_ids", "a2a_tape.error"}
+    assert keys >= made_for | {"a2a_tape.event.origin"}
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
