@@ -93,7 +93,6 @@ class Collector:
         self._exporter = cast(Any, OTLPSpanExporter(endpoint=url, timeout=timeout))  # its shutdown() is untyped
         client = getattr(self._exporter, "_client", None)
         if not callable(getattr(client, "export", None)):
-            self._exporter.shutdown()
             raise NoTransport(
                 f"the installed {_release()} has no HTTP client a2a-tape can send its spans through "
                 "(install the release the 'otel' extra names: pip install 'a2a-tape[otel]')"
