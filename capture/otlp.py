@@ -23,7 +23,8 @@ log is never held whole.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 import msgspec
@@ -164,30 +165,29 @@ class _Builder:
         self.last_at = ev.received_at
         self.context_id = self.context_id or item.context_id
         body = item.body
-        attrs: dict[str, Any] = {POSITION: ev.position}
+        # the event's attributes written as KeyValues here (the one path of every stream item; the values'
+        # types are the store's: an int position, str states and ids), as key_values() would write them
+        kvs: list[Any] = [{"key": POSITION, "value": {"int_value": ev.position}}]
         if isinstance(body, (StatusUpdate, TaskSnapshot)):
             self.state = body.state
-            attrs["a2a.task.state"] = task_state(body.state)
+            kvs.append({"key": "a2a.task.state", "value": {"string_value": task_state(body.state)}})
         elif isinstance(body, ArtifactUpdate):
-            attrs[ARTIFACT_ID] = body.artifact.artifact_id
+            kvs.append({"key": ARTIFACT_ID, "value": {"string_value": body.artifact.artifact_id}})
             if body.append:
-                attrs[ARTIFACT_APPEND] = True
+                kvs.append({"key": ARTIFACT_APPEND, "value": {"bool_value": True}})
             if body.last_chunk:
-                attrs[ARTIFACT_LAST_CHUNK] = True
+                kvs.append({"key": ARTIFACT_LAST_CHUNK, "value": {"bool_value": True}})
         elif isinstance(body, ErrorItem):
             self.error_type = str(body.code) if body.code is not None else "_OTHER"
             self.error_message = body.message
-            attrs["error.type"] = self.error_type
-            attrs[OURS + "error.message"] = body.message
+            kvs += key_values({"error.type": self.error_type, OURS + "error.message": body.message})
         if len(self.events) >= self.max_events:
             return
         if ev.origin != "upstream":
-            attrs[OURS + "event.origin"] = ev.origin
+            kvs.append({"key": ORIGIN, "value": {"string_value": ev.origin}})
         if ev.sse_event:
-            attrs[OURS + "event.sse_event"] = ev.sse_event
-        self.events.append(
-            {"name": item.kind, "time_unix_nano": nanos(ev.received_at), "attributes": key_values(attrs)}
-        )
+            kvs.append({"key": SSE_EVENT, "value": {"string_value": ev.sse_event}})
+        self.events.append({"name": item.kind, "time_unix_nano": nanos(ev.received_at), "attributes": kvs})
 
 
 def _item(ev: StoredEvent, decoded: Decoded) -> Item:
@@ -201,7 +201,7 @@ def _item(ev: StoredEvent, decoded: Decoded) -> Item:
     return decoded
 
 
-POSITION = OURS + "event.position"
+POSITION, ORIGIN, SSE_EVENT = (OURS + "event." + k for k in ("position", "origin", "sse_event"))
 ARTIFACT_ID, ARTIFACT_APPEND, ARTIFACT_LAST_CHUNK = (OURS + "artifact." + k for k in ("id", "append", "last_chunk"))
 
 
@@ -209,6 +209,8 @@ def _request_fields(ex: Exchange) -> dict[str, Any]:
     """``a2a.tenant`` and ``a2a.message.reference_task_ids`` from a JSON request body (JSON-RPC, HTTP+JSON)."""
     body = ex.request_body
     if not body or len(body) > 1 << 20 or not body.lstrip().startswith(b"{"):
+        return {}
+    if b"tenant" not in body and b"referenceTaskIds" not in body:  # neither is named: nothing to decode
         return {}
     try:
         doc = msgspec.json.decode(body)
@@ -225,7 +227,9 @@ def _request_fields(ex: Exchange) -> dict[str, Any]:
     return out
 
 
-def _address(url: str) -> dict[str, Any]:
+@functools.lru_cache(maxsize=256)
+def _address(url: str) -> Mapping[str, Any]:
+    """``server.address`` and ``server.port`` of a URL (the few a log has, each split once)."""
     from urllib.parse import urlsplit
 
     try:

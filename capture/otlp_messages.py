@@ -8,7 +8,7 @@ construction (:func:`capture.otlp.request`). The values and flags are written as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypedDict, cast
+from typing import Any, Protocol, TypedDict
 
 
 class ArrayValue(TypedDict):
@@ -103,12 +103,12 @@ _VALUE_FIELD: dict[type, str] = {
 
 
 def key_values(attrs: Mapping[str, Any]) -> list[KeyValue]:
-    """Attributes as OTLP ``KeyValue``\\ s, in their order, each value as the official encoder writes it."""
+    """Attributes as OTLP ``KeyValue``\\ s, in their order, each value as the official encoder writes it (a
+    value of a plain type by a table of its type: the common case, on the live export's path)."""
     field = _VALUE_FIELD.get
-    out: list[KeyValue] = []
-    for key, value in attrs.items():
-        name = field(type(value))
-        out.append({"key": key, "value": cast(AnyValue, {name: value}) if name else _any_value(value)})
+    out: list[Any] = [
+        {"key": k, "value": {name: v} if (name := field(type(v))) else _any_value(v)} for k, v in attrs.items()
+    ]
     return out
 
 
