@@ -9,9 +9,10 @@ of its own; the trace, ids, parent and links ``export --format otlp`` gives it t
 looked for among the exchanges open when it began, kept by :class:`capture.open_exchanges.OpenExchanges`)
 and sends the spans in batches to the collector (:class:`capture.otlp_send.Collector`: the batch built as one
 OTLP request, sent by the official OTLP/HTTP exporter's client). A call whose caller cannot be told yet
-(:class:`capture.span_places.NotYet`) is built again with the next batch, for at most :data:`WAIT_FOR_CALLER` seconds. A slow collector only makes the queue of ids
-longer (bounded: :data:`MAX_PENDING`); a dead one costs the spans of the batches it refused, never an
-event: the log has them, ``export --format otlp`` sends them later. Either is said once, on stderr.
+(:class:`capture.span_places.NotYet`) is built again with the next batch, for at most
+:data:`WAIT_FOR_CALLER` seconds. A slow collector only makes the queue of ids longer (bounded:
+:data:`MAX_PENDING`); a dead one costs the spans of the batches it refused, never an event: the log has
+them, ``export --format otlp`` sends them later. Either is said once, on stderr.
 """
 
 from __future__ import annotations
