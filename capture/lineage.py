@@ -31,6 +31,7 @@ every view says it is inferred: ``tasks --json`` (``parent_inferred``), the OTLP
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -117,8 +118,10 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+@functools.lru_cache(maxsize=256)
 def agent_of(url: str) -> tuple[str, str, int | None] | None:
-    """The agent an exchange went to: its URL's scheme, host and port (None for a URL without a host)."""
+    """The agent an exchange went to: its URL's scheme, host and port (None for a URL without a host;
+    each of the few URLs a log has split once)."""
     try:
         parts = urlsplit(url)
         port = parts.port
