@@ -307,11 +307,15 @@ def _finding_event(f: Finding, at: float) -> SpanEvent:
 def _status(b: _Builder, error_type: str | None) -> SpanStatus:
     errors = [f for f in b.findings if f.level == "error"]
     if error_type is not None:
-        why = b.error_message or b.ex.error or f"{error_type}"
-        return {"code": STATUS_ERROR, "message": why}
+        return _error_status(b.error_message or b.ex.error or f"{error_type}")
     if errors:
-        return {"code": STATUS_ERROR, "message": f"{errors[0].code}: {errors[0].message}"}
+        return _error_status(f"{errors[0].code}: {errors[0].message}")
     return {"code": STATUS_UNSET}
+
+
+def _error_status(why: object) -> SpanStatus:
+    """An error status with its description as the API's ``Status`` keeps one: a str, else none."""
+    return {"code": STATUS_ERROR, "message": why} if isinstance(why, str) else {"code": STATUS_ERROR}
 
 
 class Settings(msgspec.Struct, frozen=True):
