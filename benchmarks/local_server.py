@@ -8,10 +8,11 @@ import time
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on now (the server binds it next)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on now (the server binds it next), below the kernel's own
+    range so that no connection's end takes it meanwhile (:func:`a2a_tape.recorder.listen.unused_port`)."""
+    from a2a_tape.recorder.listen import unused_port
+
+    return unused_port("127.0.0.1")
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30) -> str:

@@ -429,7 +429,8 @@ def demo_cmd(
     """Start a built-in demo agent on 127.0.0.1, record one session, show it, say what to try next."""
     from a2a_tape.recorder import listen as listening
     from a2a_tape.recorder.demo_agent import make_demo_app
-    from a2a_tape.recorder.demo_steps import free_port, lines, next_steps, program
+    from a2a_tape.recorder.demo_steps import lines, next_steps, program
+    from a2a_tape.recorder.listen import unused_port
     from a2a_tape.recorder.record import RecordOptions
 
     host, port = listen_address(listen, allow_remote=False, why="the demo agent is for this machine (loopback only)")
@@ -448,6 +449,6 @@ def demo_cmd(
 
         show_cmd(task=result.task_id, raw=False, db=db, json=False)
         out.print("\nwhat to try next (each line runs as printed):", markup=False)
-        for line in lines(next_steps(result.task_id, db, db_location(db), DEMO_TEXT, free_port(), program())):
+        for line in lines(next_steps(result.task_id, db, db_location(db), DEMO_TEXT, unused_port(), program())):
             out.print("  " + line, markup=False, soft_wrap=True, highlight=False)
     raise typer.Exit(result.exit_code)

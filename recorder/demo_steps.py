@@ -12,20 +12,16 @@ pastes as it is. They hold together on a fresh machine:
   path typed (``.venv/bin/a2a-tape`` before the virtual environment is activated);
 - the message sent to ``serve`` is the demo's own text, the one the recording answers
   (``--match method-text``), on a port that was free when the demo ended and that no other program
-  is handed meanwhile (:func:`free_port`).
+  is handed meanwhile (:func:`a2a_tape.recorder.listen.unused_port`).
 """
 
 from __future__ import annotations
 
 import os
-import random
 import shlex
 import shutil
 import sys
 from dataclasses import dataclass
-from pathlib import Path
-
-from a2a_tape.recorder.listen import bind
 
 
 @dataclass(frozen=True)
@@ -55,43 +51,6 @@ def program(argv0: str | None = None) -> str:
     if os.path.basename(started) != "a2a-tape" or not os.path.exists(started):
         return "a2a-tape"  # python -m, an in-process test runner: the usual name
     return started
-
-
-EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-"""Where Linux says which ports it hands out by itself."""
-LOWEST_PORT = 20000  # the serve step's port is picked at or above this, below the kernel's own range
-
-
-def ephemeral_start() -> int:
-    """The first port the kernel hands out by itself (a connection's own end, a server on port 0):
-    Linux's ``ip_local_port_range``, else IANA's dynamic range (macOS, Windows)."""
-    try:
-        return int(EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 49152
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now, for the ``serve`` step, outside the ports the kernel hands out
-    by itself: the reader runs ``serve`` later, and a port of that range (the kernel's pick of port 0,
-    as this was before) can be handed meanwhile to another program's server or connection (a
-    client's port in TIME_WAIT holds it a minute), so ``serve`` failed with "Address already in
-    use" (tests/docs/test_demo_steps.py beside a busy test run, docs/performance.md section 32).
-    Below that range only a program asking for this very number takes it. When no port there is free,
-    the kernel's pick."""
-    start = ephemeral_start()
-    if start > LOWEST_PORT:
-        for port in random.sample(range(LOWEST_PORT, start), min(64, start - LOWEST_PORT)):
-            try:
-                bind("127.0.0.1", port).close()
-            except OSError:
-                continue  # in use (or not ours to take)
-            return port
-    sock = bind("127.0.0.1", 0)
-    try:
-        return int(sock.getsockname()[1])
-    finally:
-        sock.close()
 
 
 def next_steps(task_id: str, db: str | None, demo_db: str, text: str, port: int, me: str = "a2a-tape") -> list[Step]:

@@ -25,10 +25,12 @@ import asyncio
 import contextlib
 import logging
 import math
+import random
 import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Literal
 
@@ -86,6 +88,55 @@ def bind(host: str = "127.0.0.1", port: int = 0, *, backlog: int = 512) -> socke
         raise
     sock.set_inheritable(True)
     return sock
+
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Where Linux says which ports it hands out by itself."""
+LOWEST_PORT = 20000
+"""A port picked to be bound later is at or above this, below the kernel's own range."""
+
+
+def ephemeral_start() -> int:
+    """The first port the kernel hands out by itself (a connection's own end, a server on port 0):
+    Linux's ``ip_local_port_range``, else IANA's dynamic range (macOS, Windows)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+
+
+def unused_port(host: str = "127.0.0.1", *, run: int = 1) -> int:
+    """A port P free on ``host`` now, with P+1 .. P+run-1 free too, for a server started later (the
+    demo's ``serve`` step, a test's agent in a process of its own), picked outside the ports the
+    kernel hands out by itself: a port of that range (the kernel's pick of port 0) can be handed
+    meanwhile to another program's server or connection (a client's end in TIME_WAIT holds it a
+    minute), and the later bind fails with "Address already in use" (docs/performance.md section
+    32). Below that range only a program asking for this very number takes it. When no run there is
+    free, the kernel's pick (checked for the run's other ports)."""
+    start = ephemeral_start()
+    if start - run > LOWEST_PORT:
+        for port in random.sample(range(LOWEST_PORT, start - run + 1), min(64, start - run + 1 - LOWEST_PORT)):
+            if _free(host, port, run):
+                return port
+    for _ in range(50):
+        sock = bind(host, 0)
+        try:
+            port = int(sock.getsockname()[1])
+        finally:
+            sock.close()
+        if _free(host, port + 1, run - 1):
+            return port
+    raise OSError(f"no {run} adjacent free ports on {host}")
+
+
+def _free(host: str, port: int, run: int) -> bool:
+    """``port`` .. ``port + run - 1`` can each be bound on ``host`` now."""
+    for p in range(port, port + run):
+        try:
+            bind(host, p).close()
+        except OSError:
+            return False
+    return True
 
 
 def url_of(sock: socket.socket) -> str:

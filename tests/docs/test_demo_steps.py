@@ -14,7 +14,7 @@ import subprocess
 import httpx
 import pytest
 
-from a2a_tape.recorder.demo_steps import LOWEST_PORT, ephemeral_start
+from a2a_tape.recorder.listen import LOWEST_PORT, ephemeral_start
 from tests.docs.harness import BIN, Background, reader_env, run_line
 
 SCRIPT = BIN / "a2a-tape"

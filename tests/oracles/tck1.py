@@ -54,6 +54,7 @@ from tests.oracles.cache import (
     unpack,
 )
 from tests.oracles.tck import ABSENT, Run, differences, source_dir
+from tests.support.servers import closed_port
 
 TARBALL_ENV = "A2A_TAPE_TCK1_TARBALL"
 TARBALL_GLOB = "a2a-tck-1.0-*.tar.gz"
@@ -126,14 +127,7 @@ def ensure_installed() -> Install:
 
 def _free_port_pair() -> int:
     """A loopback port P with P+1 free too (the SUT serves HTTP on P and gRPC on P+1)."""
-    for _ in range(50):
-        with socket.socket() as http:
-            http.bind(("127.0.0.1", 0))
-            port = http.getsockname()[1]
-            with socket.socket() as grpc, contextlib.suppress(OSError):
-                grpc.bind(("127.0.0.1", port + 1))
-                return port
-    raise AssertionError("no two adjacent free loopback ports in 50 tries")
+    return closed_port(run=2)
 
 
 def _answers(port: int) -> bool:

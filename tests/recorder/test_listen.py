@@ -196,3 +196,17 @@ def test_a_stop_lets_the_answer_under_way_end_then_runs_the_lifespan_shutdown():
     assert not stopper.is_alive()
     assert got == [b"half and the rest"]
     assert said == ["lifespan.startup", "answered", "lifespan.shutdown"]
+
+
+def test_a_port_picked_to_bind_later_is_below_the_kernels_range_and_free_with_its_run() -> None:
+    """``unused_port``: the port (and, for a run, the ports after it) can be bound now, and none of
+    them is one the kernel hands out by itself (a connection's end or a port-0 server could take it
+    before the later bind: the demo's and the oracles' "Address already in use" beside a busy run)."""
+    from a2a_tape.recorder.listen import LOWEST_PORT, bind, ephemeral_start, unused_port
+
+    for run in (1, 2, 3):
+        port = unused_port("127.0.0.1", run=run)
+        assert LOWEST_PORT <= port and port + run - 1 < ephemeral_start(), (port, run)
+        socks = [bind("127.0.0.1", p) for p in range(port, port + run)]
+        for s in socks:
+            s.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-from a2a_tape.recorder.listen import bind, serving
+from a2a_tape.recorder.listen import bind, serving, unused_port
 
 
 def bind_loopback(port: int = 0) -> socket.socket:
@@ -20,9 +20,9 @@ def serve_app(app, *, port: int = 0):
     return serving(app, "127.0.0.1", port)
 
 
-def closed_port() -> int:
-    """A loopback port with nothing listening on it."""
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
+def closed_port(run: int = 1) -> int:
+    """A loopback port with nothing listening on it (``run``: and the ``run - 1`` after it), picked
+    below the kernel's own range (:func:`a2a_tape.recorder.listen.unused_port`): a test that starts a
+    server on it later, or expects nothing there, is not beaten to it by another test's connection
+    or port-0 server (docs/performance.md section 32)."""
+    return unused_port("127.0.0.1", run=run)
