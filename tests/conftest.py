@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 # No test times itself (speed is measured in benchmarks/): Hypothesis's per-example deadline is off for the
 # whole suite. A first example that imports a module at first use took 0.5 s on a loaded machine and
@@ -111,9 +111,7 @@ def running_sdk_agent(*, wrap=None, **kw) -> Iterator[Agent]:
     (what a load balancer adds, a counter of what reached it)."""
     from tests.support.sdk_agents import make_agent_app
 
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     app, executor = make_agent_app(url, **kw)
     if wrap is not None:

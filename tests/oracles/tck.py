@@ -251,12 +251,10 @@ def table(runs: list[Run], only_differences: bool = False) -> str:
 @contextlib.contextmanager
 def tck_agent() -> Iterator[str]:
     """A fresh a2a-sdk 1.3.0 agent (tests/support/tck_agent.py) on 127.0.0.1; yields its base URL."""
-    from tests.support.servers import bind_loopback, serve_app
+    from tests.support.servers import closed_port, serve_app
     from tests.support.tck_agent import make_tck_agent_app
 
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     app, _ = make_tck_agent_app(url)
     with serve_app(app, port=port) as served:

@@ -27,7 +27,7 @@ from a2a_tape.capture.lineage import TRACE_EXTENSION
 from tests.otel.test_export_otlp import _spans_of
 from tests.recorder.cli.conftest import run_cli
 from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy, send_body
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 ROUNDS = int(os.environ.get("A2A_TAPE_CHAIN_ROUNDS", "5"))
 CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -77,9 +77,7 @@ class Hop(AgentExecutor):
 
 @contextlib.contextmanager
 def _agent(next_url: str | None, passes: str = "trace") -> Iterator[str]:
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     hop = Hop(passes)
     hop.next_url = next_url

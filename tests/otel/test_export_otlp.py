@@ -5,7 +5,6 @@ tests/oracles/test_phoenix.py sends them to Arize Phoenix), and compared with th
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from a2a_tape.store import open_store
 from a2a_tape.store.tape import import_tape
 from tests.recorder.cli.conftest import assert_bad_input, run_cli
 from tests.support.otlp_receiver import flat_spans, receiver
+from tests.support.servers import closed_port
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
 TAPES = sorted(RECORDINGS.glob("*.jsonl"))
@@ -200,9 +200,7 @@ def test_a_task_without_trace_context_is_a_trace_of_its_own_the_same_on_every_ex
 
 def test_a_dead_collector_is_one_line_and_exit_2(tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2")
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = closed_port()  # a port nobody listens on
     db = _db(tmp_path, RECORDINGS / "sdk-v10-stream.jsonl")
     started = time.monotonic()
     r = run_cli("export", "--all", "--format", "otlp", "--db", db, "--endpoint", f"http://127.0.0.1:{port}")

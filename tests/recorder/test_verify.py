@@ -167,11 +167,9 @@ def test_live_runs_that_disagree_make_a_task_flaky_not_diverged(drifting, tmp_pa
 
 def test_an_unreachable_agent_is_one_line_exit_2(drifting, tmp_path: Path) -> None:
     _, _, db, ids = drifting
-    from tests.support.servers import bind_loopback
+    from tests.support.servers import closed_port
 
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens there now
+    port = closed_port()  # nothing listens there now
     code, out, err = _cli(
         f"verify --against http://127.0.0.1:{port} --db '{db}' --into '{tmp_path / 'l.db'}'", tmp_path
     )

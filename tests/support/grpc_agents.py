@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tests.support.grpc_loop import loop_in_thread, stop_serving
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 
 @dataclass
@@ -39,9 +39,7 @@ def running_grpc_agent(**kw) -> Iterator[GrpcAgent]:
 
     from tests.support.sdk_agents import ChunkAgent, pushing
 
-    sock = bind_loopback()
-    http_port = sock.getsockname()[1]
-    sock.close()
+    http_port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{http_port}"
     ready = threading.Event()
     box: dict[str, object] = {}

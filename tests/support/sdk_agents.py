@@ -37,7 +37,7 @@ from a2a.server.tasks import (
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Message, Part, Role, Task, TaskState, TaskStatus
 from starlette.applications import Starlette
 
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 
 def pushing(on: bool) -> dict[str, Any]:
@@ -165,9 +165,7 @@ def serve_executor(
     """``executor`` as a real a2a-sdk 1.3.0 agent on 127.0.0.1, its SDK task store in memory: JSON-RPC
     at ``/``, HTTP+JSON under ``rest_prefix`` when given; its card lists ``interfaces`` as
     ``(binding, version, path)`` in that order. Yields its URL."""
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     card = AgentCard(
         name=name,

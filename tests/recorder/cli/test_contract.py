@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.in_process import run_in_process
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 from .conftest import TASK, make_log
 
@@ -152,9 +152,7 @@ class CountingAgent:
 def counting_agent() -> Iterator[CountingAgent]:
     from tests.support.sdk_agents import make_agent_app
 
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     app, _executor = make_agent_app(url)
     agent = CountingAgent(url, app)

@@ -216,11 +216,9 @@ def test_a_damaged_tape_is_one_line(tmp_path):
 
 
 def _refused_port() -> int:
-    import socket
+    from tests.support.servers import closed_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])  # closed again: nothing listens there
+    return closed_port()  # nothing listens there
 
 
 def _hostile_log(path: Path) -> None:

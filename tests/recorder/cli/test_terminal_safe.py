@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 
 from a2a_tape import store
 from a2a_tape.store import Exchange, NewEvent
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 from .test_contract import SCRIPT, a2a_tape
 
@@ -191,9 +191,7 @@ class HostileAgent(AgentExecutor):
 
 @contextlib.contextmanager
 def hostile_agent() -> Iterator[str]:
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     card = AgentCard(
         name="hostile-" + HOSTILE,

@@ -14,14 +14,12 @@ from starlette.applications import Starlette
 from a2a_tape import store
 from tests.recorder.proxy.conftest import SettleWatch, read_sse, running_proxy
 from tests.support.sdk_agents import ChunkAgent
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 
 @contextlib.contextmanager
 def rest_agent():
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     executor = ChunkAgent()
     card = AgentCard(

@@ -36,7 +36,7 @@ from a2a_tape.replay.serve.transport import ReplayTransport
 from a2a_tape.store.observers import REPLAY_MARKER
 from tests.recorder.proxy.conftest import running_proxy
 from tests.support.sdk_agents import ChunkAgent
-from tests.support.servers import bind_loopback, serve_app
+from tests.support.servers import closed_port, serve_app
 
 CARD = "/.well-known/agent-card.json"
 V1 = {"A2A-Version": "1.0"}
@@ -62,9 +62,7 @@ def _card(base_url: str, name: str, versions: tuple[str, ...]) -> AgentCard:
 
 @contextlib.contextmanager
 def secure_agent() -> Iterator[str]:
-    sock = bind_loopback()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()  # nothing listens there; bound later by the server
     url = f"http://127.0.0.1:{port}"
     old = _card(url, "secure-agent", ("0.3", "1.0"))
     new = _card(url, "secure-agent v1", ("1.0",))
