@@ -133,7 +133,8 @@ def _items(values: Any) -> list[Any]:
     """A repeated field's values as a list, by a slice: upb's containers have no iterator of their own,
     so iterating one indexes it until an IndexError (a message formatted and dropped, per field of
     each message: docs/performance.md section 31)."""
-    return values[:]  # type: ignore[no-any-return]
+    out: list[Any] = values[:]
+    return out
 
 
 def _bytes(value: bytes) -> str:
