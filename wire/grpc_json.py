@@ -91,10 +91,10 @@ def _field(fd: Any) -> Convert:
     if not repeated:
         return one
     if one is _same:
-        return list
+        return _items
 
     def many(values: Any) -> list[Any]:
-        return [one(v) for v in values]
+        return [one(v) for v in values[:]]
 
     return many
 
@@ -127,6 +127,14 @@ def _single(fd: Any) -> Convert:
 
 def _same(value: Any) -> Any:
     return value
+
+
+def _items(values: Any) -> list[Any]:
+    """A repeated field's values as a list, by a slice: upb's containers have no iterator of their own,
+    so iterating one indexes it until an IndexError (a message formatted and dropped, per field of
+    each message: docs/performance.md section 31)."""
+    out: list[Any] = values[:]
+    return out
 
 
 def _bytes(value: bytes) -> str:
@@ -211,7 +219,7 @@ def _value(v: Any) -> Any:
     if which == "bool_value":
         return v.bool_value
     if which == "list_value":
-        return [_value(item) for item in v.list_value.values]
+        return [_value(item) for item in v.list_value.values[:]]
     return None  # null_value, or nothing set
 
 
@@ -221,7 +229,7 @@ def _struct(s: Any) -> dict[str, Any]:
 
 
 def _list(values: Any) -> list[Any]:
-    return [_value(item) for item in values.values]
+    return [_value(item) for item in values.values[:]]
 
 
 def _json_string(message: Any) -> Any:
