@@ -21,6 +21,8 @@ from .otlp_messages import Span
 
 EXPORTER = "opentelemetry-exporter-otlp-proto-http"
 """The distribution of the OTLP/HTTP exporter (named when its release lacks what :class:`Collector` uses)."""
+TESTED = "1.45"
+"""The exporter's release series the export is tested with (the 'otel' extra's lowest and CI's newest)."""
 
 
 class ExportFailed(A2ATapeError):
@@ -95,7 +97,7 @@ class Collector:
         if not callable(getattr(client, "export", None)):
             raise NoTransport(
                 f"the installed {_release()} has no HTTP client a2a-tape can send its spans through "
-                "(install the release the 'otel' extra names: pip install 'a2a-tape[otel]')"
+                f"(tested with {TESTED}: pip install '{EXPORTER}=={TESTED}.*')"
             )
         self._client: Any = client
         self._closed = False

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from a2a_tape.capture.otlp_send import EXPORTER, TESTED
 from a2a_tape.store import open_store
 from a2a_tape.store.tape import import_tape
 from tests.recorder.cli.conftest import assert_bad_input, run_cli
@@ -50,6 +51,6 @@ def test_an_exporter_release_without_its_client_is_one_line_at_start(exporter_wi
         # (the proxy: an option refused just after the check, so that a build without it ends, not serves)
         argv = ["http://127.0.0.1:9"] + (["hello"] if command == "record" else ["--traceparent-metadata"])
         r = run_cli(command, *argv, "--otlp-endpoint", collector, "--db", str(db))
-    line = assert_bad_input(r, RELEASE, "pip install 'a2a-tape[otel]'")
+    line = assert_bad_input(r, RELEASE, f"pip install '{EXPORTER}=={TESTED}.*'")
     assert "_client" not in line
     assert command == "export" or not db.exists()  # said before the log was opened
