@@ -24,7 +24,7 @@ from .progress import bar
 
 if TYPE_CHECKING:
     from a2a_tape.inspection.otlp import Collector, Settings
-    from a2a_tape.recorder.otlp_live import LiveExport
+    from a2a_tape.recorder.otlp_process import ChildExport
     from a2a_tape.store import Recordings, Store
 
 MISSING = "{what} needs the OpenTelemetry packages: pip install 'a2a-tape[otel]'"
@@ -92,16 +92,17 @@ def check_live(endpoint: str | None) -> Collector | None:
 
 
 @contextlib.contextmanager
-def live_export(st: Store, collector: Collector | None) -> Iterator[LiveExport | None]:
+def live_export(st: Store, collector: Collector | None) -> Iterator[ChildExport | None]:
     """The live export of ``st``'s exchanges to ``collector`` (:func:`check_live`) for the block (None
-    without ``--otlp-endpoint``); at its end, what is queued is sent (bounded) and the sender stops
-    (:mod:`a2a_tape.recorder.otlp_live`)."""
+    without ``--otlp-endpoint``): the spans are built and sent by a child process, handed each ended
+    exchange's id (:mod:`a2a_tape.recorder.otlp_process`); at the block's end, what is queued is sent
+    (bounded) and the child ends."""
     if collector is None:
         yield None
         return
-    from a2a_tape.recorder import otlp_live
+    from a2a_tape.recorder import otlp_process
 
-    live = otlp_live.start(st, collector, _version())
+    live = otlp_process.start(st, collector, _version())
     try:
         yield live
     finally:

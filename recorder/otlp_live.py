@@ -1,9 +1,10 @@
 """``proxy --otlp-endpoint`` and ``record --otlp-endpoint``: each exchange a span, sent as it ends (docs/otel.md).
 
-The hot path does one thing: :meth:`LiveExport.ended` puts the ended exchange on a queue: the proxy's
-``on_settled`` hook hands it as its capture wrote it (:class:`capture.ended.EndedExchange`: the row, its
-events as stored and the items decoded on their way in), ``record``'s upstream calls hand its id once
-its row is final. A thread of its own builds its span with the one mapping (:func:`capture.otlp.ended_span`,
+It runs in the export's own process (:mod:`recorder.otlp_process`: ``proxy``/``record`` hand that process
+each ended exchange's id over a pipe, and it calls :meth:`LiveExport.ended`). :meth:`LiveExport.ended` puts
+the ended exchange on a queue: its id (read back from the log), or the exchange as a capture wrote it
+(:class:`capture.ended.EndedExchange`: the row, its events as stored and the items decoded on their way in;
+``benchmarks/bench_otlp_live.py`` hands those). A thread of its own builds its span with the one mapping (:func:`capture.otlp.ended_span`,
 or :func:`capture.otlp.exchange_span` for an id: the exchange read back from the log through a connection
 of its own; the trace, ids, parent and links ``export --format otlp`` gives it too, its inferred caller
 looked for among the exchanges open when it began, kept by :class:`capture.open_exchanges.OpenExchanges`)
@@ -61,6 +62,14 @@ def _id(e: Ended) -> int:
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def warning_line(why: str) -> str:
+    """The live export's one warning line (said once per recording)."""
+    return (
+        f"a2a-tape: warning: OTLP export: {why}; recording goes on, every event is in the log "
+        "('a2a-tape export --format otlp' sends the spans later)"
+    )
 
 
 class LiveExport:
@@ -218,10 +227,7 @@ class LiveExport:
         if self._warned:
             return
         self._warned = True
-        self._say(
-            f"a2a-tape: warning: OTLP export: {why}; recording goes on, every event is in the log "
-            "('a2a-tape export --format otlp' sends the spans later)"
-        )
+        self._say(warning_line(why))
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -247,25 +253,10 @@ def connect(endpoint: str) -> Collector:
     the exporter the export cannot send through is said at start (:class:`capture.otlp_send.NoTransport`)."""
     from a2a_tape.capture.otlp_send import Collector, endpoint_url
 
-    return Collector(endpoint_url(endpoint), timeout=_timeout())
+    return Collector(endpoint_url(endpoint), timeout=timeout_setting())
 
 
-def start(st: Store, collector: Collector, version: str) -> LiveExport:
-    """A live export of ``st``'s exchanges to ``collector`` (:func:`connect`)."""
-    from a2a_tape.capture.otlp import settings
-    from a2a_tape.store import open_store, safe_location
-
-    location = st.location
-    return LiveExport(
-        lambda: open_store(location, create=False, readonly=True),
-        collector,
-        settings(version, safe_location(location)),
-        where=collector.url,
-        timeout=_timeout(),
-    )
-
-
-def _timeout() -> float:
+def timeout_setting() -> float:
     try:
         env = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
         value = float(env or TIMEOUT)

@@ -16,7 +16,6 @@ import httpx
 import msgspec
 
 from a2a_tape import store
-from a2a_tape.capture.ended import EndedExchange
 from a2a_tape.capture.sending import Capture, Outcome
 from a2a_tape.recorder.proxy.idempotency import Gateway
 from a2a_tape.recorder.proxy.proxy_config import ProxyConfig
@@ -33,11 +32,10 @@ class WriteSeam:
         self.observer = new_observer("proxy")  # this proxy's relays are one run of each task
         self.gateway = Gateway(st, ttl=config.idempotency_ttl)
         self.writer: store.GroupCommitWriter | None = None
-        # called (on the proxy's event loop) with each exchange id once its row is final, and the
-        # exchange as its capture wrote it (capture.ended; None when its end was not written): lets a
-        # caller wait for "the recording of this exchange is complete" without polling, and the live
-        # OTLP export build its span without reading it back. Set before the proxy serves.
-        self.on_settled: Callable[[int, EndedExchange | None], None] | None = None
+        # called (on the proxy's event loop) with each exchange id once its row is final: lets a caller
+        # wait for "the recording of this exchange is complete" without polling, and the live OTLP
+        # export hand the id to its process (recorder.otlp_process). Set before the proxy serves.
+        self.on_settled: Callable[[int], None] | None = None
         # given each exchange's final row (on a worker thread): proxy's line per request
         self.on_line: Callable[[store.Exchange], None] | None = None
         self._begun: dict[int, store.Exchange] = {}  # with on_line: each open row as begun (no read back)
@@ -63,16 +61,10 @@ class WriteSeam:
         """An exchange row (redacted: :meth:`_exchange_of`, :meth:`capture.grpc_calls.GrpcCapture.request`)
         begun through the capture core's one sequence, stamped with this proxy's observer. Both
         proxies begin a call without a key here (with one: :meth:`begin_and_claim`)."""
-        self._keep(cap)
         ex_id = await writer_of(self.store).run(cap.begin_writes(self.store, ex, self.observer))
         if self.on_line is not None:  # a row still open: its line comes at its end
             self._begun[ex_id] = ex
         return ex_id
-
-    def _keep(self, cap: Capture) -> None:
-        """With :attr:`on_settled`, the capture keeps what it writes, for :meth:`row_settled` to hand on."""
-        if self.on_settled is not None:
-            cap.keep_written()
 
     async def begin_and_claim(
         self, cap: Capture, ex: store.Exchange, key: str, req_hash: str
@@ -81,7 +73,6 @@ class WriteSeam:
         one sequence: one fsync before forwarding (both proxies begin a keyed call here, the HTTP
         relay and :mod:`.grpc_server`)."""
         claim = functools.partial(self.gateway.claim, key, req_hash)
-        self._keep(cap)
         ex_id, (record, claimed) = await writer_of(self.store).run(
             cap.claim_writes(self.store, ex, self.observer, claim)
         )
@@ -139,10 +130,10 @@ class WriteSeam:
 
     def row_settled(self, ex_id: int, cap: Capture) -> None:
         """A relayed exchange is over, its row final or not (a fault said so): forget it, tell the
-        watcher (with the exchange as ``cap`` wrote it). Both proxies end a relay here."""
+        watcher. Both proxies end a relay here."""
         self._begun.pop(ex_id, None)
         if self.on_settled is not None:
-            self.on_settled(ex_id, cap.ended_exchange())
+            self.on_settled(ex_id)
 
     async def client_too_slow(self, cap: Capture, dropped: int, ended: str) -> None:
         """The local note of clients a relay dropped (:meth:`recorder.proxy.relay.Window.make_room`):

@@ -1,0 +1,210 @@
+"""The live export's process: ``proxy``/``record --otlp-endpoint`` build and send their spans in a child
+process of their own, so the recording process's only cost is an exchange id written to a pipe (docs/otel.md,
+docs/performance.md section 33).
+
+The recording side (:class:`ChildExport`, what :func:`start` returns) starts ``python -m
+a2a_tape.recorder.otlp_process`` and writes each ended exchange's id to its stdin, never waiting: a pipe full
+(a child far behind) or a child gone costs that exchange's span, counted and said once, never the recording.
+The child (:func:`main`) reads the log's location and the export's settings from the pipe's first line (a
+PostgreSQL DSN may carry a password: never on its command line; the collector's environment, ``OTEL_*``
+among it, is inherited), then runs :class:`recorder.otlp_live.LiveExport` fed from the pipe: its own
+read-only connection to the log, its batches, its put-off calls, its one warning line on the inherited
+stderr. It runs in a process group of its own and ignores SIGINT (a Ctrl-C is the recording's to handle:
+:meth:`ChildExport.close` ends the child by closing the pipe, which sends what is queued); it ends by
+itself at the pipe's end, so a recording process that dies leaves no child behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from .otlp_live import TIMEOUT, LiveExport, timeout_setting, warning_line
+
+if TYPE_CHECKING:
+    from a2a_tape.capture.ended import EndedExchange
+    from a2a_tape.capture.otlp_send import Collector
+    from a2a_tape.store import Store
+
+SAID = 3
+"""The child's exit status once it said why it stopped (its one warning line): the parent says no more."""
+STARTING = 2.0
+"""Seconds the child may take to start (an interpreter, the exporter's imports), on top of its close's bound."""
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class ChildExport:
+    """The recording process's side of the live export: :meth:`ended` writes an id to the child's pipe
+    (never blocks), :meth:`close` ends the child (bounded)."""
+
+    def __init__(self, location: str, collector: Collector, version: str, *, timeout: float = TIMEOUT) -> None:
+        self.where, self.timeout = collector.url, timeout
+        self.skipped = 0  # ids the pipe did not take (full: the child far behind)
+        self.lost = 0  # ids written after the child was gone
+        self._warned = False
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._fd = -1
+        header = {"log": location, "url": collector.url, "version": version, "since": time.time(), "timeout": timeout}
+        collector.shutdown()  # the parent's was made to check the exporter's release (otlp_live.connect) only
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                close_fds=True,
+                process_group=0,  # a Ctrl-C at the terminal is the recording's, not the child's
+            )
+            assert self._proc.stdin is not None
+            self._fd = self._proc.stdin.fileno()
+            os.write(self._fd, json.dumps(header).encode() + b"\n")  # a line far below the pipe's size
+            os.set_blocking(self._fd, False)
+        except OSError as exc:
+            self._gone(f"could not start ({type(exc).__name__}: {exc})")
+
+    # -- the hot path -------------------------------------------------------------------------------
+
+    def ended(self, exchange_id: int, written: EndedExchange | None = None) -> None:
+        """An exchange's row is final: its id to the child (the child reads it back from the log; ``written``
+        is not needed). Never blocks: one ``write`` of a few bytes, all or nothing (below ``PIPE_BUF``)."""
+        if self._fd < 0:
+            self.lost += 1
+            return
+        try:
+            os.write(self._fd, b"%d\n" % exchange_id)
+        except BlockingIOError:
+            self.skipped += 1
+        except OSError:  # the child is gone (EPIPE)
+            self.lost += 1
+            self._gone()
+
+    def _gone(self, why: str | None = None) -> None:
+        """The child cannot take ids any more: said once, unless the child said why itself."""
+        proc, fd = self._proc, self._fd
+        self._fd = -1
+        if fd >= 0 and proc is not None and proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        if why is None:
+            status = None if proc is None else proc.poll()
+            if status == SAID:
+                self._warned = True
+                return
+            why = "ended" + ("" if status is None else f" (exit status {status})")
+        self._warn(why)
+
+    def _warn(self, why: str) -> None:
+        if not self._warned:
+            self._warned = True
+            _stderr(warning_line(f"the process sending the spans to {self.where} {why}"))
+
+    # -- the end ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """The pipe closed: the child sends what is queued and ends (within its close's bound, waited for
+        here, then killed); what was not handed to it is said once (by the child, with its own count)."""
+        proc = self._proc
+        if proc is None:
+            return
+        if self._fd >= 0:
+            if self.skipped:  # the child says it with what it could not send: one line
+                self._tell(b"-%d\n" % self.skipped)
+            fd_was = self._fd
+            self._fd = -1
+            if proc.stdin is not None and fd_was >= 0:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        try:
+            proc.wait(2 * self.timeout + STARTING)  # the child's close waits twice its timeout at most
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            self._warn(f"did not end within {2 * self.timeout + STARTING:g}s (stopped)")
+            return
+        if proc.returncode not in (0, SAID):
+            self._warn(f"ended (exit status {proc.returncode})")
+
+    def _tell(self, line: bytes) -> None:
+        """A line the child must get at the end (waiting for room in the pipe at most :attr:`timeout`)."""
+        deadline = time.monotonic() + self.timeout
+        while line:
+            try:
+                line = line[os.write(self._fd, line) :]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                select.select([], [self._fd], [], left)
+            except OSError:
+                break
+        if line:  # the child never got it: said here
+            self._warn(f"was not told of {self.skipped} exchange(s) (not exported)")
+
+
+def start(st: Store, collector: Collector, version: str) -> ChildExport:
+    """The live export of ``st``'s exchanges to ``collector`` (:func:`recorder.otlp_live.connect`), in a
+    process of its own."""
+    return ChildExport(st.location, collector, version, timeout=timeout_setting())
+
+
+# -- the child ----------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    """The child: the header line, then an exchange id a line (``-N``: N ids the parent could not hand
+    over), until the pipe's end; then what is queued is sent (bounded) and it exits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        _stderr(line)
+
+    stdin = sys.stdin.buffer
+    try:
+        from a2a_tape.capture.otlp import settings
+        from a2a_tape.capture.otlp_send import Collector
+        from a2a_tape.store import open_store, safe_location
+
+        header = json.loads(stdin.readline())
+        location, timeout = str(header["log"]), float(header["timeout"])
+        live = LiveExport(
+            lambda: open_store(location, create=False, readonly=True),
+            Collector(str(header["url"]), timeout=timeout),
+            settings(str(header["version"]), safe_location(location)),
+            where=str(header["url"]),
+            timeout=timeout,
+            say=say,
+            since=float(header["since"]),
+        )
+    except Exception as exc:  # noqa: BLE001 - one line; the recording goes on without spans
+        say(warning_line(f"cannot start ({type(exc).__name__}: {exc})"))
+        return SAID
+    try:
+        for line in stdin:
+            n = int(line)
+            if n >= 0:
+                live.ended(n)
+            else:
+                live.skipped -= n
+    except Exception as exc:  # noqa: BLE001 - what was queued is still sent
+        live._warn(f"cannot read the exchanges to export ({type(exc).__name__}: {exc})")
+    finally:
+        live.close()
+    return SAID if said else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
