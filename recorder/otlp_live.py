@@ -23,7 +23,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from a2a_tape.capture.ended import EndedExchange
@@ -131,11 +131,17 @@ class LiveExport:
 
     # -- the sender's thread ------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def open_log(self) -> Store | None:
+        """The sender's own connection to the log (None, said once, when it cannot be opened)."""
         try:
-            log = self._open_log()
+            return self._open_log()
         except Exception as exc:  # noqa: BLE001 - the recording goes on; said once
-            self._warn(f"cannot read the log to export spans ({type(exc).__name__}: {exc})")
+            self.warn(f"cannot read the log to export spans ({type(exc).__name__}: {exc})")
+            return None
+
+    def _run(self) -> None:
+        log = self.open_log()
+        if log is None:
             return
         try:
             while self._send_batch(log):
@@ -161,13 +167,19 @@ class LiveExport:
         self.send(log, taken, final=not more)
         return more
 
-    def send(self, log: Store, ended: list[Ended], *, final: bool = False) -> None:
-        """The spans of ``ended`` (and of the calls put off before), built and sent as one batch."""
-        spans = self._spans(log, ended, final=final)
+    def send(self, log: Store, ended: Sequence[Ended], *, final: bool = False, waiting: Sequence[int] = ()) -> None:
+        """The spans of ``ended`` (and of the calls put off before), built and sent as one batch; ``waiting``:
+        the ids handed and not yet sent (their callers' rows stay known), beside those on the queue."""
+        spans = self._spans(log, ended, final=final, waiting=waiting)
         if spans:
             self._export(spans)
 
-    def _spans(self, log: Store, ended: list[Ended], *, final: bool) -> list[Span]:
+    @property
+    def put_off(self) -> bool:
+        """Whether calls wait for their caller's task (:meth:`send` should be called within :data:`LINGER`)."""
+        return bool(self._later)
+
+    def _spans(self, log: Store, ended: Sequence[Ended], *, final: bool, waiting: Sequence[int] = ()) -> list[Span]:
         """The spans of ``ended`` and of the calls put off before; a call whose caller cannot be told yet
         (:class:`capture.span_places.NotYet`) is put off again, for at most :data:`WAIT_FOR_CALLER` seconds
         (at the end, or past that, the log as it is decides)."""
@@ -178,12 +190,12 @@ class LiveExport:
         due = list(self._later.values())
         self._later = {}
         with self._ids.mutex:  # what is still queued: calls whose callers must stay known
-            waiting = [_id(e) for e in self._ids.queue if e != _DONE]
+            queued = [_id(e) for e in self._ids.queue if e != _DONE]
         try:
-            keep = [*map(_id, ended), *(_id(e) for e, _ in due), *waiting]
+            keep = [*map(_id, ended), *(_id(e) for e, _ in due), *queued, *waiting]
             self._open.refresh(log, keep_from=keep)
         except Exception as exc:  # noqa: BLE001 - the spans go without inferred callers; said once
-            self._warn(f"cannot read the open exchanges ({type(exc).__name__}: {exc})")
+            self.warn(f"cannot read the open exchanges ({type(exc).__name__}: {exc})")
         joins = LogWindows(log, open_rows=self._open)
         settled = LogWindows(log, final=True, open_rows=self._open)
         written = [e for e, _ in [*due, *((e, now) for e in ended)] if not isinstance(e, int)]
@@ -206,7 +218,7 @@ class LiveExport:
                 continue
             except Exception as exc:  # noqa: BLE001 - one unreadable exchange must not stop the export
                 self.failed += 1
-                self._warn(f"exchange {ex_id} not exported ({type(exc).__name__}: {exc})")
+                self.warn(f"exchange {ex_id} not exported ({type(exc).__name__}: {exc})")
                 continue
             if span is not None:
                 spans.append(span)
@@ -221,15 +233,26 @@ class LiveExport:
             self.sent += len(spans)
             return
         self.failed += len(spans)
-        self._warn(f"the collector at {self.where} did not take the spans (is it running?)")
+        self.warn(f"the collector at {self.where} did not take the spans (is it running?)")
 
-    def _warn(self, why: str) -> None:
+    def warn(self, why: str) -> None:
         if self._warned:
             return
         self._warned = True
         self._say(warning_line(why))
 
     # -- the end ----------------------------------------------------------------------------------
+
+    def finish(self, left: int) -> None:
+        """The end without the thread (the caller sent the last batch): the collector closed, ``left``
+        exchanges never sent said once."""
+        self._collector.shutdown()
+        if left:
+            self.warn(f"{left} exchange(s) not exported before the end")
+
+    def cut_short(self) -> None:
+        """A batch still sending stops waiting, and any later one fails at once (the end's bound is past)."""
+        self._collector.shutdown()
 
     def close(self) -> None:
         """Send what is queued (waiting at most :attr:`timeout`), then stop; what is left is said once."""
@@ -245,7 +268,7 @@ class LiveExport:
             self._collector.shutdown()
         left = self._ids.qsize() + self.skipped
         if left:
-            self._warn(f"{left} exchange(s) not exported before the end")
+            self.warn(f"{left} exchange(s) not exported before the end")
 
 
 def connect(endpoint: str) -> Collector:

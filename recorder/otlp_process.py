@@ -16,6 +16,8 @@ itself at the pipe's end, so a recording process that dies leaves no child behin
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import select
@@ -25,7 +27,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from .otlp_live import TIMEOUT, LiveExport, timeout_setting, warning_line
+from .otlp_live import BATCH, LINGER, TIMEOUT, LiveExport, timeout_setting, warning_line
 
 if TYPE_CHECKING:
     from a2a_tape.capture.ended import EndedExchange
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 
 SAID = 3
 """The child's exit status once it said why it stopped (its one warning line): the parent says no more."""
+PIPE_SIZE = 1 << 20
+"""Bytes the child's pipe holds (Linux's default limit for a process): about 150,000 ids."""
 STARTING = 2.0
 """Seconds the child may take to start (an interpreter, the exporter's imports), on top of its close's bound."""
 
@@ -65,6 +69,8 @@ class ChildExport:
             )
             assert self._proc.stdin is not None
             self._fd = self._proc.stdin.fileno()
+            with contextlib.suppress(OSError):  # room for a second of a busy proxy's ids (64 KiB otherwise)
+                fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
             os.write(self._fd, json.dumps(header).encode() + b"\n")  # a line far below the pipe's size
             os.set_blocking(self._fd, False)
         except OSError as exc:
@@ -164,7 +170,7 @@ def start(st: Store, collector: Collector, version: str) -> ChildExport:
 
 def main() -> int:
     """The child: the header line, then an exchange id a line (``-N``: N ids the parent could not hand
-    over), until the pipe's end; then what is queued is sent (bounded) and it exits."""
+    over), until the pipe's end; then what is left is sent (bounded) and it exits."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     said: list[str] = []
 
@@ -172,13 +178,13 @@ def main() -> int:
         said.append(line)
         _stderr(line)
 
-    stdin = sys.stdin.buffer
+    fd = sys.stdin.fileno()
     try:
         from a2a_tape.capture.otlp import settings
         from a2a_tape.capture.otlp_send import Collector
         from a2a_tape.store import open_store, safe_location
 
-        header = json.loads(stdin.readline())
+        header = json.loads(_header(fd))
         location, timeout = str(header["log"]), float(header["timeout"])
         live = LiveExport(
             lambda: open_store(location, create=False, readonly=True),
@@ -187,23 +193,99 @@ def main() -> int:
             where=str(header["url"]),
             timeout=timeout,
             say=say,
+            thread=False,
             since=float(header["since"]),
         )
     except Exception as exc:  # noqa: BLE001 - one line; the recording goes on without spans
         say(warning_line(f"cannot start ({type(exc).__name__}: {exc})"))
         return SAID
+    log = live.open_log()
     try:
-        for line in stdin:
+        _serve(live, log, _Ids(fd))
+    finally:
+        if log is not None:
+            log.close()
+    return SAID if said else 0
+
+
+def _header(fd: int) -> bytes:
+    """The pipe's first line, read a byte at a time (what follows it stays in the pipe for :class:`_Ids`)."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return bytes(line)
+
+
+class _Ids:
+    """The ids in the child's pipe, read all at once when asked (the pipe holds them meanwhile)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.ended, self.skipped = fd, False, 0
+        self._rest = b""
+        os.set_blocking(fd, False)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Whether ids (or the pipe's end) came within ``timeout`` (None: however long)."""
+        return bool(select.select([self.fd], [], [], timeout)[0])
+
+    def take(self) -> list[int]:
+        """Every id in the pipe now (and whether it ended: :attr:`ended`)."""
+        chunks = [self._rest]
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.ended = True
+                break
+            chunks.append(chunk)
+        *lines, self._rest = b"".join(chunks).split(b"\n")
+        ids = []
+        for line in lines:
             n = int(line)
             if n >= 0:
-                live.ended(n)
+                ids.append(n)
             else:
-                live.skipped -= n
-    except Exception as exc:  # noqa: BLE001 - what was queued is still sent
-        live._warn(f"cannot read the exchanges to export ({type(exc).__name__}: {exc})")
-    finally:
-        live.close()
-    return SAID if said else 0
+                self.skipped -= n
+        return ids
+
+
+def _serve(live: LiveExport, log: Store | None, pipe: _Ids) -> None:
+    """Batches until the pipe's end, then the last ones within the end's bound. The child sleeps through
+    each batch's :data:`LINGER` while the ids gather in the pipe: one wake-up a batch, not one an exchange."""
+    behind = False
+    ids: list[int] = []
+    while not pipe.ended:
+        if not behind and pipe.wait(LINGER if live.put_off else None):
+            time.sleep(LINGER)
+        try:
+            ids = pipe.take()
+        except ValueError as exc:  # a line that is no id: nothing more is read; what was sent stays sent
+            live.warn(f"cannot read the exchanges to export ({type(exc).__name__}: {exc})")
+            ids = []
+            break
+        if pipe.ended:
+            break
+        behind = len(ids) >= BATCH
+        _batches(live, log, ids, final=False)
+        ids = []
+    end = time.monotonic() + live.timeout
+    _batches(live, log, ids, final=True, end=end)
+    live.finish(pipe.skipped)
+
+
+def _batches(live: LiveExport, log: Store | None, ids: list[int], *, final: bool, end: float | None = None) -> None:
+    """``ids`` sent in batches of :data:`BATCH` (past ``end``, the collector is cut short: each batch fails at once)."""
+    if log is None:
+        return
+    for i in range(0, max(len(ids), 1), BATCH):
+        if end is not None and time.monotonic() > end:
+            live.cut_short()
+        live.send(log, ids[i : i + BATCH], final=final, waiting=ids[i + BATCH :])
 
 
 if __name__ == "__main__":

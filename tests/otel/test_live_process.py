@@ -166,12 +166,12 @@ def test_a_full_pipe_never_blocks_and_is_counted(tmp_path, capfd):
         os.kill(child, signal.SIGSTOP)
         try:
             t0 = time.process_time()
-            for i in range(1, 200_001):  # far more than a pipe holds (64 KiB by default: ~10,000 ids)
+            for i in range(1, 400_001):  # far more than its pipe holds (1 MiB: ~150,000 ids)
                 live.ended(i)
             cpu = time.process_time() - t0
         finally:
             os.kill(child, signal.SIGCONT)
-        assert 0 < live.skipped < 200_000 and live.lost == 0
+        assert 0 < live.skipped < 400_000 and live.lost == 0
         assert cpu < 20.0  # never waited: a write each (seconds of CPU would be a loop stuck retrying)
         live.close()
     err = capfd.readouterr().err
