@@ -7,9 +7,10 @@ a2a_tape.recorder.otlp_process`` and writes each ended exchange's id to its stdi
 (a child far behind) or a child gone costs that exchange's span, counted and said once, never the recording.
 The child (:func:`main`) reads the log's location and the export's settings from the pipe's first line (a
 PostgreSQL DSN may carry a password: never on its command line; the collector's environment, ``OTEL_*``
-among it, is inherited), then runs :class:`recorder.otlp_live.LiveExport` fed from the pipe: its own
-read-only connection to the log, its batches, its put-off calls, its one warning line on the inherited
-stderr. It runs in a process group of its own and ignores SIGINT (a Ctrl-C is the recording's to handle:
+among it, is inherited), then runs :class:`recorder.otlp_live.LiveExport` without its thread, fed from the
+pipe (:func:`_serve`): its own read-only connection to the log, its batches (it sleeps through a batch's
+linger while the ids gather in the pipe: one wake-up a batch), its put-off calls, its one warning line on
+the inherited stderr. It runs in a process group of its own and ignores SIGINT (a Ctrl-C is the recording's to handle:
 :meth:`ChildExport.close` ends the child by closing the pipe, which sends what is queued); it ends by
 itself at the pipe's end, so a recording process that dies leaves no child behind.
 """
