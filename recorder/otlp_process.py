@@ -133,12 +133,13 @@ class ChildExport:
                     proc.stdin.close()
                 except OSError:
                     pass
+        bound = 2 * self.timeout + LINGER + STARTING  # the child's end: its linger, then two batch timeouts at most
         try:
-            proc.wait(2 * self.timeout + STARTING)  # the child's close waits twice its timeout at most
+            proc.wait(bound)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            self._warn(f"did not end within {2 * self.timeout + STARTING:g}s (stopped)")
+            self._warn(f"did not end within {bound:g}s (stopped)")
             return
         if proc.returncode not in (0, SAID):
             self._warn(f"ended (exit status {proc.returncode})")

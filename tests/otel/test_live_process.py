@@ -65,6 +65,15 @@ def _sender_of(pid: int) -> int:
     return found[0]
 
 
+def _cmdline(pid: int, within: float = 10.0) -> bytes:
+    """``pid``'s command line, once its exec is through (while the kernel sets the new program up, it reads
+    empty: Popen returns as soon as the exec closed the descriptors it watches)."""
+    deadline = time.monotonic() + within
+    while not (cmdline := Path(f"/proc/{pid}/cmdline").read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return cmdline
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie waiting for its parent to reap it has ended)."""
     try:
@@ -145,7 +154,7 @@ def test_a_postgresql_password_never_reaches_the_senders_command_line(sdk_agent,
     with receiver() as got, _proxy([sdk_agent.url, "--otlp-endpoint", got.url, "--db", dsn]) as (url, proc, lines):
         _stream(url, "hello")
         child = _sender_of(proc.pid)
-        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        cmdline = _cmdline(child)
         (span,) = got.wait_for_spans(1)  # the sender reached the log with the DSN it read from its pipe
     assert secret.encode() not in cmdline and MODULE in cmdline
     assert secret not in "".join(lines) and secret not in repr(span)
@@ -190,7 +199,7 @@ def test_the_sender_runs_this_python(tmp_path):
     with receiver() as got, store.open_store(db, create=False) as st:
         live = otlp_process.start(st, otlp_live.connect(got.url), "0")
         try:
-            argv = Path(f"/proc/{live._proc.pid}/cmdline").read_bytes().split(b"\0")[:-1]  # type: ignore[union-attr]
+            argv = _cmdline(live._proc.pid).split(b"\0")[:-1]  # type: ignore[union-attr]
         finally:
             live.close()
     assert argv == [sys.executable.encode(), b"-m", MODULE]
