@@ -624,8 +624,8 @@ def otlp_row(upstream: str, args: argparse.Namespace) -> bool:
                         stream(http, proxy.url, 10)
                     rate[live].append(args.otlp_exchanges / (time.perf_counter() - t0))
                     cpu[live].append((proxy.cpu() - c0) / args.otlp_exchanges)
-                    if live:  # not timed: the sender's last batch
-                        time.sleep(SENDER_LINGER)
+                    time.sleep(SENDER_LINGER)  # both sides alike: not timed
+                    if live:  # the sender's last batch
                         sender.append((proxy.sender_cpu() - s0) / args.otlp_exchanges)
                     _, dt, n = stream(http, proxy.url, args.events)
                     single[live].append(n / dt)
