@@ -33,14 +33,18 @@ pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed
 
 
 @contextlib.contextmanager
-def _proxy(argv: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
-    """``a2a-tape proxy ...`` until it says where it listens; its stderr lines (all of them once it ended)."""
+def proxy_process(
+    argv: list[str], env: dict[str, str] | None = None, **popen: object
+) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
+    """``a2a-tape proxy ...`` until it says where it listens: its URL, its process and its stderr lines
+    (all of them once it ended); stopped as a service manager stops it (SIGTERM) unless it ended."""
     proc = subprocess.Popen(
         [str(SCRIPT), "proxy", *argv, "--listen", "127.0.0.1:0", "--no-recover"],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
         env={**os.environ, **(env or {})},
+        **popen,  # type: ignore[call-overload]
     )
     lines: list[str] = []
     assert proc.stderr is not None
@@ -51,11 +55,19 @@ def _proxy(argv: list[str], env: dict[str, str] | None = None) -> Iterator[tuple
                 break
         else:
             raise AssertionError("the proxy ended before listening: " + "".join(lines))
-        yield re.search(r"(http://127\.0\.0\.1:\d+)", lines[-1]).group(1), lines  # type: ignore[union-attr]
+        yield re.search(r"(http://127\.0\.0\.1:\d+)", lines[-1]).group(1), proc, lines  # type: ignore[union-attr]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, rest = proc.communicate(timeout=30)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=60)
         lines += rest.splitlines(keepends=True)
+
+
+@contextlib.contextmanager
+def _proxy(argv: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """:func:`proxy_process` without the process."""
+    with proxy_process(argv, env) as (url, _, lines):
+        yield url, lines
 
 
 def _stream(proxy_url: str, text: str) -> list[bytes]:

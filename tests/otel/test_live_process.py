@@ -7,50 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from a2a_tape import store
 from tests.otel.test_live_export import SCRIPT, _stream, assert_live_is_the_export
+from tests.otel.test_live_export import proxy_process as _proxy
 from tests.support.otlp_receiver import receiver
 
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
 
 MODULE = b"a2a_tape.recorder.otlp_process"
-
-
-@contextlib.contextmanager
-def _proxy(argv: list[str], **popen: object) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
-    """``a2a-tape proxy ...`` until it listens: its URL, its process and its stderr lines (all once it ended)."""
-    proc = subprocess.Popen(
-        [str(SCRIPT), "proxy", *argv, "--listen", "127.0.0.1:0", "--no-recover"],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        **popen,  # type: ignore[call-overload]
-    )
-    lines: list[str] = []
-    assert proc.stderr is not None
-    try:
-        for line in proc.stderr:
-            lines.append(line)
-            if "listening on" in line:
-                break
-        else:
-            raise AssertionError("the proxy ended before listening: " + "".join(lines))
-        yield re.search(r"(http://127\.0\.0\.1:\d+)", lines[-1]).group(1), proc, lines  # type: ignore[union-attr]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        _, rest = proc.communicate(timeout=60)
-        lines += rest.splitlines(keepends=True)
 
 
 def _sender_of(pid: int) -> int:
