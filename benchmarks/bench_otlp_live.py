@@ -1,5 +1,5 @@
-"""What the live OTLP export costs per exchange: the work of ``proxy --otlp-endpoint``'s sender thread
-(recorder/otlp_live.py) measured alone, to profile it (issue 34, "Costs").
+"""What the live OTLP export costs per exchange: the work of ``proxy --otlp-endpoint``'s sender
+(recorder/otlp_live.py, in the export's own process: recorder/otlp_process.py) measured alone, to profile it (issue 34, "Costs").
 
 ``bench_proxy.py --only otlp`` measures the whole proxy with and without the export, on a loaded machine
 where wall time is noise; this isolates the sender, so that a profile and an instruction count say where
@@ -10,11 +10,8 @@ batch built as one OTLP request and POSTed by the official OTLP/HTTP exporter's 
 end R a second gets them (K about R x the 1 s linger: 60 at the 60/s of bench_proxy's normal-durability
 row), to a collector stand-in in a process of its own.
 
-What the sender is handed is what the proxy hands it (:class:`capture.ended.EndedExchange`: the row, its
-events as stored, each with the item the proxy's capture decoded, a text chunk by the narrow decoder),
-made before the measure from the log (the proxy made it anyway, on its way to the log); ``--read-back``
-hands ids instead (the exchange read back from the log and decoded again: ``record``'s path, and the
-proxy's before the record).
+The sender is handed ids, as the export's process is: each exchange is read back from the log and
+decoded (docs/performance.md section 33; the ``--read-back`` of sections 22 and 30, now the only path).
 
     .venv/bin/python benchmarks/bench_otlp_live.py                    # CPU per exchange (process_time)
     .venv/bin/python benchmarks/bench_otlp_live.py --profile 30       # cProfile of the sender's work, top 30
@@ -40,7 +37,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -86,22 +82,6 @@ def collector() -> Iterator[str]:
         proc.wait(10)
 
 
-def as_the_proxy_hands_it(st: Any, exchange_id: int) -> Any:
-    """The ended exchange as the proxy's capture hands it to the export: its row, its events as stored,
-    each with the item the capture decoded (``plan_events``' decoders: a text chunk by the narrow one)."""
-    from a2a_tape.capture.ended import EndedExchange
-    from a2a_tape.store import decode_item
-    from a2a_tape.store.decode import peek_text_chunk
-
-    row = st.get_exchange(exchange_id)
-    events = st.read_exchange(exchange_id)
-    items = []
-    for ev in events:
-        payload = bytes(ev.payload)
-        items.append(peek_text_chunk(payload) or decode_item(payload))
-    return EndedExchange(row, events, items)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--exchanges", type=int, default=300, help="measured exchanges (after the warm-up)")
@@ -110,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phase", choices=("setup", "all"), default="all", help=argparse.SUPPRESS)
     ap.add_argument("--profile", type=int, metavar="N", help="print cProfile's top N functions (cumulative)")
     ap.add_argument("--callgrind", action="store_true", help="instructions per exchange, under valgrind")
-    ap.add_argument("--read-back", action="store_true", help="hand the sender ids (read back), not the exchanges")
     args = ap.parse_args(argv)
     if args.callgrind:
         return callgrind(args)
@@ -127,17 +106,15 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         with open_store(db) as st:
             import_tape(st, proxy_tape(total, args.events, t0))
-            ids: list[Any] = [ex.id for ex in st.exchanges() if ex.id is not None]
-            if not args.read_back:
-                ids = [as_the_proxy_hands_it(st, i) for i in ids]
+            ids = [ex.id for ex in st.exchanges() if ex.id is not None]
         assert len(ids) == total, len(ids)
         s = settings("0", str(db))
         parts = (lambda: open_store(db, create=False, readonly=True), Collector(url + "/v1/traces"), s)
-        warm = LiveExport(*parts, where=url, thread=False, since=t0)
+        warm = LiveExport(*parts, where=url, since=t0)
         # the measured exchanges to a sender started after the warm-up's ended: as in a proxy, where each row
         # is read once by the sender's open rows (capture/open_exchanges.py) after it began, it reads each
         # measured row once (here at its first batch), a cost the warm-up would otherwise have taken
-        live = LiveExport(*parts, where=url, thread=False, since=t0 + GAP * WARM - GAP / 4)
+        live = LiveExport(*parts, where=url, since=t0 + GAP * WARM - GAP / 4)
         with open_store(db, create=False, readonly=True) as log:
             warm.send(log, ids[:WARM])
             if args.phase == "setup":
@@ -182,7 +159,6 @@ def callgrind(args: argparse.Namespace) -> int:
             str(args.events),
             "--batch",
             str(args.batch),
-            *(["--read-back"] if args.read_back else []),
         ]
         run = subprocess.run(argv, capture_output=True, text=True, check=True)
         found = re.search(r"Collected : (\d+)", run.stderr)

@@ -55,7 +55,6 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, get_args, overload
 
 import msgspec
 
-from a2a_tape.capture.ended import MAX_KEPT_EVENTS, Decoded, EndedExchange
 from a2a_tape.capture.hooks import A2ARequest, HookError, RecordHooks
 from a2a_tape.capture.notes import note_event, push_event
 from a2a_tape.store.decode import TextChunk, decode_item, peek_text_chunk
@@ -223,7 +222,6 @@ class Capture:
         "withheld",
         "run_source",
         "_head",
-        "_written",
     )
 
     def __init__(
@@ -256,7 +254,6 @@ class Capture:
         self.withheld = False  # the answer hook left a whole answer out: nothing of it is kept
         self.run_source: str | None = None  # the source the row was begun with (None: no observer, it joins a run)
         self._head: dict[str, object] = {}
-        self._written: _Written | None = None  # what was written, kept for the live export (keep_written)
 
     # -- begin -------------------------------------------------------------------------------
 
@@ -540,8 +537,6 @@ class Capture:
 
         ex_id, stored = yield functools.partial(_begin_then, log, exchange, write)
         self.exchange_id = ex_id
-        if self._written is not None:
-            self._written.keep(stored)
         return ex_id, stored
 
     def claim_writes(
@@ -566,8 +561,6 @@ class Capture:
             exchange.source = self.run_source = "replay"
         self.ended = True
         self.exchange_id = yield functools.partial(log.begin_exchange, exchange)
-        if self._written is not None:
-            self._written.ended = True
         return self.exchange_id
 
     def _begin(self, exchange: Exchange, observer: Observer | None) -> None:
@@ -580,33 +573,10 @@ class Capture:
         self.run_source = exchange.source if exchange.observer is not None else None
         if self.filed_under is not None:
             exchange.task_id = self.filed_under
-        if self._written is not None:
-            self._written.row = exchange  # the log gives it its id in the begin's write
 
-    # -- what was written, for the live export ---------------------------------------------------
-
-    def keep_written(self) -> None:
-        """Keep what the writes write (the row, its fields, the events with their decoded items) for
-        :meth:`ended_exchange`: called before the begin by a driver whose exchanges are exported live.
-        It keeps references to what the writes made anyway; nothing is encoded or read."""
-        self._written = _Written()
-
-    def ended_exchange(self) -> EndedExchange | None:
-        """The exchange as written (:class:`capture.ended.EndedExchange`), once its end is written;
-        None without :meth:`keep_written`, when an end was not written (a store fault: the log holds
-        what it holds, a reader reads it there), or past :data:`capture.ended.MAX_KEPT_EVENTS` events
-        (a long stream: read it there too)."""
-        w = self._written
-        if w is None or w.row is None or not w.ended or w.over:
-            return None
-        return EndedExchange(msgspec.structs.replace(w.row, **w.fields), list(w.events), list(w.items))
-
-    def commit_writes(
-        self, log: RecordingStore, new: Sequence[NewEvent], items: Sequence[Decoded] | None = None
-    ) -> Writes[list[StoredEvent]]:
+    def commit_writes(self, log: RecordingStore, new: Sequence[NewEvent]) -> Writes[list[StoredEvent]]:
         """A batch of rows (from :meth:`events`) in one transaction, with the response head when
-        it is not written yet (the first batch carries it: one commit, not two). ``items``: the items
-        :meth:`events` decoded for them (kept with them by :meth:`keep_written`; None: not known)."""
+        it is not written yet (the first batch carries it: one commit, not two)."""
         if self.exchange_id is None:
             raise RuntimeError("events committed before their exchange was begun")
         if self.filed_under is not None:
@@ -615,20 +585,14 @@ class Capture:
         if self._head:  # (no dict made per batch once it is written: this runs for every batch of a stream)
             head = self.pending_head()
             stored = yield functools.partial(_head_and_events, log, self.exchange_id, head, new)
-            if self._written is not None:
-                self._written.fields.update(head)
         else:
             stored = yield Appends(log, new)
-        if self._written is not None:
-            self._written.keep(stored, items)
         return stored
 
     def note_writes(self, log: RecordingStore, action: str, detail: str) -> Writes[StoredEvent]:
         """A decision of ours about this exchange (``action``, why in ``detail``), as a local note of
         its row, the detail scrubbed with the exchange's secrets."""
         stored: StoredEvent = yield functools.partial(log.append, self._note(action, detail))
-        if self._written is not None:
-            self._written.keep([stored])
         return stored
 
     def end_writes(
@@ -656,9 +620,6 @@ class Capture:
             yield functools.partial(_end_then, log, self.exchange_id, closing, also)
         self.ended = True
         yield from self.notes_writes(log)
-        if self._written is not None:
-            self._written.fields.update(closing)
-            self._written.ended = True
         return closing
 
     def notes_writes(self, log: RecordingStore) -> Writes[None]:
@@ -666,9 +627,7 @@ class Capture:
         as a local note of the exchange."""
         notes, self.notes = self.notes, []
         for note in dict.fromkeys(notes):
-            stored: StoredEvent = yield functools.partial(log.append, self._note("redacted", note))
-            if self._written is not None:
-                self._written.keep([stored])
+            yield functools.partial(log.append, self._note("redacted", note))
 
     def _note(
         self, action: str, detail: str, exchange_id: int | None = None, received_at: float | None = None
@@ -683,35 +642,9 @@ class Capture:
 
         def write(exchange_id: int) -> None:
             for action, detail in notes:
-                stored = log.append(self._note(action, detail, exchange_id, received_at=at))
-                if self._written is not None:
-                    self._written.keep([stored])
+                log.append(self._note(action, detail, exchange_id, received_at=at))
 
         return write
-
-
-class _Written:
-    """What a capture wrote of its exchange (:meth:`Capture.keep_written`)."""
-
-    __slots__ = ("ended", "events", "fields", "items", "over", "row")
-
-    def __init__(self) -> None:
-        self.row: Exchange | None = None  # as begun (the log gave it its id)
-        self.fields: dict[str, object] = {}  # written since: the response head, the end
-        self.events: list[StoredEvent] = []
-        self.items: list[Decoded] = []
-        self.ended = False
-        self.over = False  # more events than MAX_KEPT_EVENTS: none kept
-
-    def keep(self, stored: Sequence[StoredEvent], items: Sequence[Decoded] | None = None) -> None:
-        if self.over or len(self.events) + len(stored) > MAX_KEPT_EVENTS:
-            self.over, self.events, self.items = True, [], []
-            return
-        self.events += stored
-        if items is not None and len(items) == len(stored):
-            self.items += items
-        else:
-            self.items += [None] * len(stored)
 
 
 def _filed(ev: NewEvent, task_id: str) -> NewEvent:

@@ -169,16 +169,10 @@ class GrpcCapture:
         new, _ = self.cap.events([(payload, None)])
         return new[0]
 
-    def commit_writes(
-        self,
-        log: RecordingStore,
-        events: Sequence[store.NewEvent],
-        items: Sequence[store.Item | TextChunk] | None = None,
-    ) -> Writes[list[store.StoredEvent]]:
+    def commit_writes(self, log: RecordingStore, events: Sequence[store.NewEvent]) -> Writes[list[store.StoredEvent]]:
         """Answer messages' rows (:meth:`message_events`, :meth:`status_event`), through the
-        exchange's one sequence (:meth:`capture.exchange.Capture.commit_writes`; ``items``: as
-        :meth:`message_items` decoded them)."""
-        stored: list[store.StoredEvent] = yield from self.cap.commit_writes(log, events, items)
+        exchange's one sequence (:meth:`capture.exchange.Capture.commit_writes`)."""
+        stored: list[store.StoredEvent] = yield from self.cap.commit_writes(log, events)
         return stored
 
     def end_writes(

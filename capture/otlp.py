@@ -35,16 +35,13 @@ from a2a_tape.store import (
     Exchange,
     Recordings,
     StatusUpdate,
-    Store,
     StoredEvent,
     TaskSnapshot,
     decode_item,
 )
-from a2a_tape.store.decode import V1_STATE_NAMES, TextChunk, chunk_update
-from a2a_tape.store.events import Item
+from a2a_tape.store.decode import V1_STATE_NAMES
 from a2a_tape.store.methods import ALL_METHODS, OPERATIONS, OTHER_OPERATIONS, binding_and_version
 
-from .ended import Decoded, EndedExchange
 from .otlp_messages import (
     FLAGS_LOCAL,
     FLAGS_REMOTE,
@@ -153,12 +150,12 @@ class _Builder:
         self.error_message: str | None = None
         self.findings: list[Finding] = []
 
-    def add(self, ev: StoredEvent, decoded: Decoded = None) -> None:
-        """One stored event (``decoded``: its item as its capture decoded it; None: decoded here): what
-        the span learns from it, and its span event (the first :attr:`max_events`). The event is named
+    def add(self, ev: StoredEvent) -> None:
+        """One stored event: what the span learns from it, and its span event (the first
+        :attr:`max_events`). The event is named
         by the item's kind and stamped with its arrival, so neither is repeated as an attribute (nor the
         offset from the span's start, which is its time)."""
-        item = _item(ev, decoded)
+        item = decode_item(bytes(ev.payload))
         self.count += 1
         if self.first_at is None:
             self.first_at = ev.received_at
@@ -188,17 +185,6 @@ class _Builder:
         if ev.sse_event:
             kvs.append({"key": SSE_EVENT, "value": {"string_value": ev.sse_event}})
         self.events.append({"name": item.kind, "time_unix_nano": nanos(ev.received_at), "attributes": kvs})
-
-
-def _item(ev: StoredEvent, decoded: Decoded) -> Item:
-    """The item of ``ev``: as its capture decoded it (a text chunk peeked is the update
-    :func:`store.decode.decode_item` makes of the same bytes: :func:`store.decode.chunk_update`), else
-    decoded from its payload."""
-    if decoded is None:
-        return decode_item(bytes(ev.payload))
-    if isinstance(decoded, TextChunk):
-        return Item(chunk_update(decoded))
-    return decoded
 
 
 POSITION, ORIGIN, SSE_EVENT = (OURS + "event." + k for k in ("position", "origin", "sse_event"))
@@ -498,69 +484,29 @@ def exchange_span(st: Recordings, exchange_id: int, s: Settings, joins: Lineage 
     if ex is None or ex.id is None:
         return None
     events = st.read_exchange(exchange_id)
-    return _one_span(ex, events, (), st.exchanges, s, joins)
-
-
-def ended_span(
-    st: Recordings,
-    ended: EndedExchange,
-    s: Settings,
-    joins: Lineage | None = None,
-    rows_of: Callable[[str], list[Exchange]] | None = None,
-) -> Span | None:
-    """:func:`exchange_span` of an exchange as its capture wrote it (:class:`capture.ended.EndedExchange`:
-    the row and its events as stored, with the items decoded on their way in): the same span, without
-    reading the exchange and its events back nor decoding them again. The log is asked only for the
-    task's other exchanges (its runs: ``rows_of``, :func:`held_rows`; ``st.exchanges`` by default) and,
-    through ``joins``, for what its caller's inference needs."""
-    if ended.row.id is None:
-        return None
-    return _one_span(ended.row, ended.events, ended.items, rows_of or st.exchanges, s, joins)
+    return _one_span(ex, events, st.exchanges, s, joins)
 
 
 def _task_of(ex: Exchange, events: Sequence[StoredEvent]) -> str | None:
     return ex.task_id or next((ev.task_id for ev in events if ev.task_id), None)
 
 
-def held_rows(st: Store, ended: Sequence[EndedExchange]) -> Callable[[str], list[Exchange]]:
-    """The task rows of a batch of ended exchanges (``ended_span``'s ``rows_of``): a task all of whose
-    exchanges are in the batch (the common case: a task of one exchange) gets them from memory, any
-    other reads its rows from the log, as :func:`exchange_span` does. One query for the batch, of ids
-    only (:meth:`store.Store.task_exchange_ids`), tells which."""
-    held: dict[str, dict[int, Exchange]] = {}
-    for e in ended:
-        task_id = _task_of(e.row, e.events)
-        if task_id is not None and e.row.id is not None:
-            held.setdefault(task_id, {})[e.row.id] = e.row
-    known = st.task_exchange_ids(held) if held else {}
-
-    def rows_of(task_id: str) -> list[Exchange]:
-        mine = held.get(task_id, {})
-        if mine and known.get(task_id, set()) <= mine.keys():
-            return list(mine.values())
-        return st.exchanges(task_id)
-
-    return rows_of
-
-
 def _one_span(
     ex: Exchange,
     events: Sequence[StoredEvent],
-    items: Sequence[Decoded],
     rows_of: Callable[[str], list[Exchange]],
     s: Settings,
     joins: Lineage | None,
 ) -> Span | None:
-    """The span of the ended exchange ``ex`` from its ``events`` (``items``: their decoded items, when
-    known), its task's rows from ``rows_of``: the one body of :func:`exchange_span` and :func:`ended_span`."""
+    """The span of the ended exchange ``ex`` from its ``events``, its task's rows from ``rows_of``."""
     assert ex.id is not None
     task_id = _task_of(ex, events)
     if task_id is None:
         return None
     b = _Builder(task_id, ex, s.max_events)
-    for k, ev in enumerate(events):
+    for ev in events:
         if ev.task_id == task_id:  # as task_spans reads them: the task's events in this exchange
-            b.add(ev, items[k] if k < len(items) else None)
+            b.add(ev)
     rows = {row.id: row for row in of_task(task_id, rows_of(task_id))}
     rows[ex.id] = ex
     runs = TaskRuns(task_id, rows.values(), joins)

@@ -7,7 +7,7 @@ a2a_tape.recorder.otlp_process`` and writes each ended exchange's id to its stdi
 (a child far behind) or a child gone costs that exchange's span, counted and said once, never the recording.
 The child (:func:`main`) reads the log's location and the export's settings from the pipe's first line (a
 PostgreSQL DSN may carry a password: never on its command line; the collector's environment, ``OTEL_*``
-among it, is inherited), then runs :class:`recorder.otlp_live.LiveExport` without its thread, fed from the
+among it, is inherited), then runs :class:`recorder.otlp_live.LiveExport`, fed from the
 pipe (:func:`_serve`): its own read-only connection to the log, its batches (it sleeps through a batch's
 linger while the ids gather in the pipe: one wake-up a batch), its put-off calls, its one warning line on
 the inherited stderr. It runs in a process group of its own and ignores SIGINT (a Ctrl-C is the recording's to handle:
@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 from .otlp_live import BATCH, LINGER, TIMEOUT, LiveExport, timeout_setting, warning_line
 
 if TYPE_CHECKING:
-    from a2a_tape.capture.ended import EndedExchange
     from a2a_tape.capture.otlp_send import Collector
     from a2a_tape.store import Store
 
@@ -79,9 +78,8 @@ class ChildExport:
 
     # -- the hot path -------------------------------------------------------------------------------
 
-    def ended(self, exchange_id: int, written: EndedExchange | None = None) -> None:
-        """An exchange's row is final: its id to the child (the child reads it back from the log; ``written``
-        is not needed). Never blocks: one ``write`` of a few bytes, all or nothing (below ``PIPE_BUF``)."""
+    def ended(self, exchange_id: int) -> None:
+        """An exchange's row is final: its id to the child (the child reads it back from the log). Never blocks: one ``write`` of a few bytes, all or nothing (below ``PIPE_BUF``)."""
         if self._fd < 0:
             self.lost += 1
             return
@@ -195,7 +193,6 @@ def main() -> int:
             where=str(header["url"]),
             timeout=timeout,
             say=say,
-            thread=False,
             since=float(header["since"]),
         )
     except Exception as exc:  # noqa: BLE001 - one line; the recording goes on without spans

@@ -309,10 +309,6 @@ class FindingsStore(Recordings, ProjectionStore, Protocol):
 class Store(RecordingStore, IdempotencyStore, LeasesAndMeta, Projections, SearchStore, FindingsStore, Protocol):
     """Every capability: what :func:`a2a_tape.store.open_store` returns."""
 
-    def task_exchange_ids(self, task_ids: Iterable[str]) -> dict[str, set[int]]:
-        """The ids of each task's exchanges, as ``exchanges(task_id)`` finds them, rows unread."""
-        ...
-
     def remove_tasks(self, task_ids: Sequence[str]) -> tuple[int, int]:
         """Remove tasks, their exchanges and projection rows: (events, exchanges) removed
         (:func:`a2a_tape.store.removal.remove_tasks` is the call that keeps positions unrepeated)."""

@@ -87,26 +87,6 @@ class SharedSql:
             args += [task_id, task_id]
         return [exchange_from_row(r) for r in self._read(sql + " ORDER BY id", args)]
 
-    def task_exchange_ids(self, task_ids: Iterable[str]) -> dict[str, set[int]]:
-        """The ids of each task's exchanges, as :meth:`exchanges` finds them (the rows that name the
-        task, and those its events came in), without reading the rows: the live OTLP export asks
-        whether an exchange's task has rows it does not hold (a task id with none is left out)."""
-        wanted = list(dict.fromkeys(task_ids))
-        out: dict[str, set[int]] = {}
-        m = self._mark
-        for i in range(0, len(wanted), 250):
-            part = wanted[i : i + 250]
-            marks = ", ".join([m] * len(part))
-            rows = self._read(
-                f"SELECT task_id, id FROM exchanges WHERE task_id IN ({marks}) UNION "
-                f"SELECT DISTINCT task_id, exchange_id FROM events WHERE task_id IN ({marks}) "
-                "AND exchange_id IS NOT NULL",
-                [*part, *part],
-            )
-            for task_id, ex_id in rows:
-                out.setdefault(task_id, set()).add(int(ex_id))
-        return out
-
     def exchange_observers(self, ids: Iterable[int]) -> dict[int, tuple[str | None, str | None]]:
         """The observer and source of each of these exchanges (observer None: one that joins the
         task's latest run); an id not in the log is left out. By primary key: a fold asks for a

@@ -613,10 +613,10 @@ class _Relay:
         commit may run on the event loop (:meth:`store.GroupCommitWriter.run`)."""
         if self.restored is not None:
             raws = [self.restored(r) for r in raws]
-        events, items = self.gc.message_items(raws)
+        events = self.gc.message_events(raws)
         if events:
             assert self.writer is not None and self.log is not None
-            await self.writer.run(self.gc.commit_writes(self.log, events, items), inline=inline)
+            await self.writer.run(self.gc.commit_writes(self.log, events), inline=inline)
         self.published += sum(map(len, raws))
         self.live.publish(raws)
 

@@ -143,7 +143,7 @@ class Pump:
                 row["response_body"] = data[:KEPT]
             else:
                 assert self.seam.writer is not None
-                await self.seam.writer.run(cap.commit_writes(self.seam.store, [new], [item]))
+                await self.seam.writer.run(cap.commit_writes(self.seam.store, [new]))
                 recorded = True
             failed = resp.status_code >= 400 or isinstance(item.body, store.ErrorItem)
             row["outcome"] = "error" if failed else "ok"

@@ -44,11 +44,10 @@ async def tee(
 
     async def commit(batch: list[SseItem], arrived: list[float]) -> None:
         # redacted payloads, task ids learnt, comments skipped; a plain text chunk is read with the
-        # narrow decoder (the decoded items are not looked at here: the capture keeps them for the
-        # live export when it is asked to)
-        events, items = cap.events(batch, arrived, peek=True)
+        # narrow decoder (the decoded items are not looked at here)
+        events, _ = cap.events(batch, arrived, peek=True)
         if events:
-            await writer.run(cap.commit_writes(log, events, items))
+            await writer.run(cap.commit_writes(log, events))
         await notes(cap)
         published[0] += sum(len(it.raw) for it in batch)
         live.publish([(it.raw, None if it.comment else it.data, it.event) for it in batch])

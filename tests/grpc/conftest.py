@@ -27,7 +27,7 @@ class RunningGrpcProxy:
         self._lock = threading.Lock()
         proxy.on_settled = self._settled
 
-    def _settled(self, ex_id: int, written=None) -> None:
+    def _settled(self, ex_id: int) -> None:
         self.event(ex_id).set()
 
     def event(self, ex_id: int) -> threading.Event:

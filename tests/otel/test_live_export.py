@@ -219,9 +219,9 @@ def _proxied_exchanges(url: str) -> int:
 
 @pytest.mark.parametrize("path", ["proxy", "proxy-grpc", "record"])
 def test_a_span_sent_live_is_the_exports_span_whole(request, tmp_path, path):
-    """The live export builds each span from the exchange as the proxy wrote it (capture/ended.py: nothing
-    read back, nothing decoded twice), ``record``'s from the log read back: on every path, each span the
-    collector gets is, attribute for attribute and event for event, the span the file export gives."""
+    """The live export's process builds each span from the log (the recording hands it ids): on every
+    path, each span the collector gets is, attribute for attribute and event for event, the span the file
+    export gives."""
     db = tmp_path / "live.db"
     with receiver() as got:
         if path == "record":
