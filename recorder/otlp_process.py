@@ -69,8 +69,10 @@ class ChildExport:
             )
             assert self._proc.stdin is not None
             self._fd = self._proc.stdin.fileno()
-            with contextlib.suppress(OSError):  # room for a second of a busy proxy's ids (64 KiB otherwise)
-                fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+            set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only (macOS keeps its own size)
+            if set_size is not None:
+                with contextlib.suppress(OSError):  # room for a second of a busy proxy's ids (64 KiB otherwise)
+                    fcntl.fcntl(self._fd, set_size, PIPE_SIZE)
             os.write(self._fd, json.dumps(header).encode() + b"\n")  # a line far below the pipe's size
             os.set_blocking(self._fd, False)
         except OSError as exc:
@@ -93,13 +95,8 @@ class ChildExport:
 
     def _gone(self, why: str | None = None) -> None:
         """The child cannot take ids any more: said once, unless the child said why itself."""
-        proc, fd = self._proc, self._fd
-        self._fd = -1
-        if fd >= 0 and proc is not None and proc.stdin is not None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
+        proc = self._proc
+        self._close_pipe()
         if why is None:
             status = None if proc is None else proc.poll()
             if status == SAID:
@@ -107,6 +104,13 @@ class ChildExport:
                 return
             why = "ended" + ("" if status is None else f" (exit status {status})")
         self._warn(why)
+
+    def _close_pipe(self) -> None:
+        """The pipe's end, once: the child sends what is queued and ends."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0 and self._proc is not None and self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
 
     def _warn(self, why: str) -> None:
         if not self._warned:
@@ -124,13 +128,7 @@ class ChildExport:
         if self._fd >= 0:
             if self.skipped:  # the child says it with what it could not send: one line
                 self._tell(b"-%d\n" % self.skipped)
-            fd_was = self._fd
-            self._fd = -1
-            if proc.stdin is not None and fd_was >= 0:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
+            self._close_pipe()
         bound = 2 * self.timeout + LINGER + STARTING  # the child's end: its linger, then two batch timeouts at most
         try:
             proc.wait(bound)
