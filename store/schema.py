@@ -3,42 +3,61 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from a2a_tape.store.errors import SchemaTooNew
 
-if TYPE_CHECKING:
-    import sqlite_utils
+
+class Executes(Protocol):
+    """What a migration needs: a connection that runs one statement (sqlite3's; PostgreSQL's own
+    migrations are store.postgres's)."""
+
+    def execute(self, sql: str, /) -> object: ...
 
 
-def _v1(db: sqlite_utils.Database) -> None:
-    db["exchanges"].create(
-        {
-            "id": int,
-            "started_at": float,
-            "ended_at": float,
-            "url": str,
-            "http_method": str,
-            "rpc_method": str,
-            "dialect": str,
-            "streaming": int,
-            "request_headers": str,  # JSON object, redacted
-            "request_body": bytes,  # redacted
-            "status": int,
-            "content_type": str,
-            "response_headers": str,
-            "response_body": bytes,
-            "outcome": str,
-            "error": str,
-            "task_id": str,
-            "context_id": str,
-            "message_id": str,
-            "idempotency_key": str,
-            "role": str,
-        },
-        pk="id",
-    )
-    db["exchanges"].create_index(["task_id"])
+_TABLE = 'CREATE TABLE "{name}" (\n{columns}\n)'
+"""A table as the first migrations wrote it: quoted names, one column a line (see :func:`_v1`)."""
+
+
+def _columns(*columns: str) -> str:
+    quoted = []
+    for column in columns:
+        name, kind = column.split(" ", 1)
+        quoted.append(f'   "{name}" {kind}')
+    return ",\n".join(quoted)
+
+
+_EXCHANGE_COLUMNS = _columns(
+    "id INTEGER PRIMARY KEY",
+    "started_at REAL",
+    "ended_at REAL",
+    "url TEXT",
+    "http_method TEXT",
+    "rpc_method TEXT",
+    "dialect TEXT",
+    "streaming INTEGER",
+    "request_headers TEXT",  # JSON object, redacted
+    "request_body BLOB",  # redacted
+    "status INTEGER",
+    "content_type TEXT",
+    "response_headers TEXT",
+    "response_body BLOB",
+    "outcome TEXT",
+    "error TEXT",
+    "task_id TEXT",
+    "context_id TEXT",
+    "message_id TEXT",
+    "idempotency_key TEXT",
+    "role TEXT",
+)
+
+
+def _v1(db: Executes) -> None:
+    # exchanges: one HTTP request and its answer. (The texts of the CREATE statements of exchanges,
+    # idempotency, projection_cursors, meta and leases are those sqlite-utils wrote for the tables when
+    # it made them, kept to the byte: a log made now reads as one made then.)
+    db.execute(_TABLE.format(name="exchanges", columns=_EXCHANGE_COLUMNS))
+    db.execute('CREATE INDEX "idx_exchanges_task_id"\n    ON "exchanges" ("task_id")')
     # events: position is the rowid (gap-free: SQLite has one writer); seq is ours, per task,
     # or per exchange while the task is not known.
     db.execute(
@@ -59,19 +78,21 @@ def _v1(db: sqlite_utils.Database) -> None:
     db.execute("CREATE UNIQUE INDEX events_task_seq ON events(task_id, seq) WHERE task_id IS NOT NULL")
     db.execute("CREATE UNIQUE INDEX events_exchange_seq ON events(exchange_id, seq) WHERE task_id IS NULL")
     db.execute("CREATE INDEX events_exchange ON events(exchange_id)")
-    db["idempotency"].create(
-        {
-            "key": str,
-            "request_hash": str,
-            "exchange_id": int,
-            "task_id": str,
-            "state": str,
-            "created_at": float,
-            "expires_at": float,
-        },
-        pk="key",
+    db.execute(
+        _TABLE.format(
+            name="idempotency",
+            columns=_columns(
+                "key TEXT PRIMARY KEY",
+                "request_hash TEXT",
+                "exchange_id INTEGER",
+                "task_id TEXT",
+                "state TEXT",
+                "created_at REAL",
+                "expires_at REAL",
+            ),
+        )
     )
-    db["projection_cursors"].create({"name": str, "position": int}, pk="name")
+    db.execute(_TABLE.format(name="projection_cursors", columns=_columns("name TEXT PRIMARY KEY", "position INTEGER")))
     db.execute(
         """
         CREATE TABLE projection_rows (
@@ -82,15 +103,15 @@ def _v1(db: sqlite_utils.Database) -> None:
         ) WITHOUT ROWID
         """
     )
-    db["meta"].create({"key": str, "value": str}, pk="key")
+    db.execute(_TABLE.format(name="meta", columns=_columns("key TEXT PRIMARY KEY", "value TEXT")))
 
 
-def _v2(db: sqlite_utils.Database) -> None:
+def _v2(db: Executes) -> None:
     # row leases with expiry: one recoverer per orphaned task, even with several proxies
-    db["leases"].create({"name": str, "owner": str, "expires_at": float}, pk="name")
+    db.execute(_TABLE.format(name="leases", columns=_columns("name TEXT PRIMARY KEY", "owner TEXT", "expires_at REAL")))
 
 
-def _v3(db: sqlite_utils.Database) -> None:
+def _v3(db: Executes) -> None:
     # projection rows are whole task states (kilobytes each): in a WITHOUT ROWID table every
     # upsert moved them through the primary-key B-tree and its overflow pages, which cost a
     # rebuild more than its fold. A rowid table with a unique key index keeps the rows as they
@@ -112,7 +133,7 @@ def _v3(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE projection_rows_v3 RENAME TO projection_rows")
 
 
-def _v4(db: sqlite_utils.Database) -> None:
+def _v4(db: Executes) -> None:
     # projections that answer with an index instead of a fold of the log (issue 14): the task
     # list by last event, a full-text index of the searchable fields, doctor's findings per task.
     # (Task rows folded before have no index rows: the projector folds them again, see
@@ -153,7 +174,7 @@ def _v4(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX doctor_findings_unsettled ON doctor_findings(settled) WHERE settled = 0")
 
 
-def _v5(db: sqlite_utils.Database) -> None:
+def _v5(db: Executes) -> None:
     # the binding of each exchange (issue 22): jsonrpc, http+json, grpc. Rows written before it
     # are filled from their dialect ("rest" was HTTP+JSON, a version JSON-RPC); the dialect is
     # left as written, and store.methods.binding_and_version reads both alike.
@@ -162,7 +183,7 @@ def _v5(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE exchanges SET binding = 'jsonrpc' WHERE dialect IN ('0.3', '1.0')")
 
 
-def _v6(db: sqlite_utils.Database) -> None:
+def _v6(db: Executes) -> None:
     # runs (issue 30): who recorded each exchange. Rows written before it say only their role:
     # each task's exchanges recorded by a proxy are one run, those of a client (record, a
     # transport) another, those of an import or a probe one each; recovery's join the task's
@@ -197,14 +218,11 @@ def migrate(conn: sqlite3.Connection) -> int:
         )
     if found == SCHEMA_VERSION:
         return found
-    import sqlite_utils  # only to migrate: opening a current database does without it (~60 ms)
-
-    db = sqlite_utils.Database(conn)
     conn.execute("BEGIN IMMEDIATE")
     try:
         again = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
         for version in range(again, SCHEMA_VERSION):
-            MIGRATIONS[version](db)
+            MIGRATIONS[version](conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -8,8 +8,6 @@ serve forwards.
 TLS context trusts no CA at all (it could not complete a handshake: it fails closed), and
 builds the verifying one on the first ``https://`` request.
 
-:func:`sendable` is what a recorded header may be sent as (hostile bytes dropped).
-
 :func:`cookieless` is the cookie jar of a client that acts for many parties (the proxy's, the
 startup recovery's): it keeps nothing.
 
@@ -25,7 +23,7 @@ agents too.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Protocol
@@ -34,9 +32,9 @@ import anyio
 import httpx
 
 from a2a_tape.store.errors import A2ATapeError
-from a2a_tape.store.headers import header_problem
 from a2a_tape.store.redact import Redactor, safe_text
 from a2a_tape.wire.codings import Decoding, DecodingError
+from a2a_tape.wire.served import up_to
 
 MAX_BODY = 64 * 1024 * 1024
 """Bytes of an answer that is not a stream (after its content coding), at most: a card is a few
@@ -49,29 +47,6 @@ class BodyTooLarge(A2ATapeError):
     def __init__(self, what: str, limit: int) -> None:
         super().__init__(f"{what} is larger than the {limit // (1024 * 1024)} MiB limit: not read further")
         self.limit = limit
-
-
-MAX_REQUEST = 10 * 1024 * 1024
-"""Bytes of a request body our servers take (the proxy's ``--max-body`` default, serve's limit)."""
-
-
-async def _up_to(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes | None:
-    """All of ``chunks``, or None as soon as ``declared`` (a Content-Length of these very bytes)
-    or what arrived is longer than ``limit``."""
-    if declared and declared.isdigit() and int(declared) > limit:
-        return None
-    buf = bytearray()
-    async for chunk in chunks:
-        buf += chunk
-        if len(buf) > limit:
-            return None
-    return bytes(buf)
-
-
-async def read_request(chunks: AsyncIterator[bytes], declared: str | None, limit: int = MAX_REQUEST) -> bytes | None:
-    """A request body our server reads (``request.stream()``, its ``Content-Length``), or None
-    as soon as it says or shows it is longer than ``limit``: the caller answers 413."""
-    return await _up_to(chunks, declared, limit)
 
 
 async def read_body(
@@ -91,28 +66,10 @@ async def read_body(
             return content
     # a Content-Length counts the coded bytes: only without a coding is it the body's own size
     declared = None if resp.headers.get("content-encoding") else resp.headers.get("content-length")
-    body = await _up_to(chunks if chunks is not None else body_chunks(resp), declared, limit)  # codings bounded
+    body = await up_to(chunks if chunks is not None else body_chunks(resp), declared, limit)  # codings bounded
     if body is None:
         raise BodyTooLarge(what, limit)
     return body
-
-
-def sendable(headers: Mapping[str, str], skip: Iterable[str] = ()) -> list[tuple[bytes, bytes]]:
-    """Recorded headers as bytes fit to send: one that cannot be an HTTP header (a name that is not
-    a token, a value holding CR, LF or NUL: a hostile tape, or a log written by hand) is dropped,
-    never sent and never a traceback; a value is sent latin-1 when it can be (as it was read), else
-    as UTF-8. ``skip``: lower-case names the server sets itself."""
-    drop = set(skip)
-    out = []
-    for name, value in headers.items():
-        if name.lower() in drop or header_problem(name, value) is not None:
-            continue
-        try:
-            raw = value.encode("latin-1")
-        except UnicodeEncodeError:
-            raw = value.encode("utf-8", "surrogateescape")
-        out.append((name.lower().encode("ascii"), raw))
-    return out
 
 
 class LazyTlsTransport(httpx.AsyncBaseTransport, httpx.BaseTransport):

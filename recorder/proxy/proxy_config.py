@@ -13,8 +13,8 @@ from a2a_tape.recorder.proxy.idempotency import Idempotency, OnKeyConflict
 from a2a_tape.recorder.proxy.plumbing import Upstream
 from a2a_tape.recorder.proxy.relay import DEFAULT_SLOW_CLIENT_TIMEOUT, DEFAULT_STREAM_BUFFER
 from a2a_tape.store.redact import Redactor
-from a2a_tape.wire.http_client import MAX_REQUEST
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard
+from a2a_tape.wire.served import MAX_REQUEST
 
 DEFAULT_MAX_BODY = MAX_REQUEST
 DEFAULT_CONNECT_TIMEOUT = 10.0

@@ -51,9 +51,10 @@ from a2a_tape.store.decode import decode_item
 from a2a_tape.store.events import ErrorItem, Item, Other, StatusUpdate, TaskSnapshot, Undecodable
 from a2a_tape.store.redact import Redactor
 from a2a_tape.store.writer import writer_of
-from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body, read_request
+from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body
 from a2a_tape.wire.loopback import Guard, LoopbackGuard
 from a2a_tape.wire.push_configs import PUSH, TOKEN_HEADER
+from a2a_tape.wire.served import read_request
 
 DELIVERY_TIMEOUT = 30.0  # seconds a client's webhook may take to answer a push
 

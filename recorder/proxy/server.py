@@ -112,9 +112,10 @@ from a2a_tape.store.methods import STREAMING_METHODS as STREAM_METHODS
 from a2a_tape.wire import http_json
 from a2a_tape.wire import sse_frames as frames
 from a2a_tape.wire.grpc import rewrite_grpc_urls
-from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body, read_request
+from a2a_tape.wire.http_client import BodyTooLarge, cookieless, read_body
 from a2a_tape.wire.loopback import LoopbackGuard
 from a2a_tape.wire.push_configs import config_task
+from a2a_tape.wire.served import read_request
 
 _JSON = "application/json"
 _JSON_HEADERS: Headers = [("content-type", _JSON)]

@@ -24,7 +24,7 @@ how an answer goes out (frames, faults, timing) is :mod:`replay.serve.delivery`'
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import msgspec
@@ -45,7 +45,6 @@ from a2a_tape.replay.serve.convert import (
 )
 from a2a_tape.replay.serve.delivery import frames_of, payload_of, recorded_answer, stream_batches, stream_reply, whole
 from a2a_tape.replay.serve.faults import FAULT_HEADER, FAULT_QUERY, NO_FAULTS, FaultError, Faults, parse_faults
-from a2a_tape.replay.serve.forward import Forwarder, Target
 from a2a_tape.replay.serve.library import Episode, Library, Served, answer_key, message_text
 from a2a_tape.replay.serve.matching import Matcher
 from a2a_tape.replay.serve.modes import RecordMode
@@ -62,6 +61,7 @@ from a2a_tape.replay.serve.reply import (
     stop_saying,
 )
 from a2a_tape.replay.serve.shape import Shape, shape_of
+from a2a_tape.replay.serve.target import Target
 from a2a_tape.replay.serve.task_calls import TaskCalls, has_answer
 from a2a_tape.replay.serve.validation import send_problem
 from a2a_tape.store import MessageItem
@@ -71,6 +71,9 @@ from a2a_tape.store.observers import REPLAY_MARKER
 from a2a_tape.store.redact import Redactor, build_redactor
 from a2a_tape.wire import bindings
 from a2a_tape.wire.push_configs import config_task, registered
+
+if TYPE_CHECKING:
+    from a2a_tape.replay.serve.forward import Forwarder
 
 
 def _params(wire: bytes) -> Any:
@@ -130,7 +133,11 @@ class ReplayEngine:
         self.tasks = TaskCalls(library, self.scale)  # where each task stands here, and the calls on it
         self.unmatched: list[str] = []  # one line per request nothing answered (the plugin reports them)
         # what the recording modes store is redacted as every other path does (one Redactor)
-        self.forwarder = Forwarder(library, upstream, redactor, self.hooks) if upstream else None
+        self.forwarder: Forwarder | None = None
+        if upstream:  # the way upstream (and its HTTP client's imports, ~70 ms) only where there is one
+            from a2a_tape.replay.serve.forward import Forwarder
+
+            self.forwarder = Forwarder(library, upstream, redactor, self.hooks)
         if self.forwarder is not None:
             self.forwarder.hook_errors = self.hook_errors  # one list: the engine's
         self.grpc_address: str | None = None  # HOST:PORT of serve --grpc-listen: the card names it

@@ -22,8 +22,6 @@ holds the log waits alone, and replayed answers go on.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
-from typing import NamedTuple
-from urllib.parse import unquote_plus
 
 import httpx
 
@@ -31,9 +29,10 @@ from a2a_tape.capture.exchange import Capture, Outcome
 from a2a_tape.capture.hooks import HookError, NotRecorded, RecordHooks
 from a2a_tape.capture.upstream_call import FAULTS, HttpSource, UpstreamCall
 from a2a_tape.replay.serve import rpc
-from a2a_tape.replay.serve.faults import FAULT_HEADER, FAULT_QUERY
+from a2a_tape.replay.serve.faults import FAULT_HEADER
 from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.reply import SSE_HEADERS, Reply, error_reply
+from a2a_tape.replay.serve.target import Target
 from a2a_tape.store.events import ErrorItem
 from a2a_tape.store.headers import HOP_BY_HOP, media_type_of
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC, STREAMING_OPERATIONS
@@ -47,21 +46,6 @@ FIRST_BYTE = 30.0
 _NOT_FORWARDED = HOP_BY_HOP | frozenset(
     {"host", "content-length", "proxy-authorization", "accept-encoding", FAULT_HEADER.lower()}
 )  # hop-by-hop headers, what httpx sets itself, and our own fault header
-
-
-class Target(NamedTuple):
-    """What a client asked for, as it asked: the HTTP method, the path and the query (a
-    ``GET /tasks/{id}?historyLength=1`` goes upstream as that, a ``DELETE`` as a ``DELETE``)."""
-
-    method: str
-    path: str
-    query: str = ""
-
-    def url(self, upstream: str) -> str:
-        """The target at ``upstream`` (its path under the upstream's), less our own ``?fault=``."""
-        path = self.path if self.path.startswith("/") else "/" + self.path
-        query = "&".join(p for p in self.query.split("&") if p and unquote_plus(p.partition("=")[0]) != FAULT_QUERY)
-        return upstream + path + ("?" + query if query else "")
 
 
 class Forwarder:

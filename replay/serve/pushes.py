@@ -33,15 +33,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import msgspec
 
 from a2a_tape.replay.serve.faults import Faults
 from a2a_tape.replay.serve.modes import PushTiming
-from a2a_tape.wire.http_client import cookieless
 from a2a_tape.wire.push_configs import TOKEN_HEADER, config_task, registered
 
 if TYPE_CHECKING:
+    import httpx
+
     from a2a_tape.replay.serve.library import Episode, Library
     from a2a_tape.store import Exchange
 
@@ -217,6 +217,10 @@ class Run:
             await self._moved.wait()
 
     async def deliver(self) -> None:
+        import httpx  # a replay that delivers no push never loads the HTTP client (~70 ms of its start)
+
+        from a2a_tape.wire.http_client import cookieless
+
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(DELIVERY_TIMEOUT, connect=10.0), cookies=cookieless(), follow_redirects=False
         ) as http:
@@ -235,6 +239,8 @@ class Run:
                         await self._post(http, hook, p, n)
 
     async def _post(self, http: httpx.AsyncClient, hook: Webhook, p: Planned, n: int) -> None:
+        import httpx  # loaded by deliver()
+
         headers = {"content-type": "application/json"}
         if hook.token is not None:
             headers[TOKEN_HEADER] = hook.token

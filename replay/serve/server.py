@@ -21,8 +21,8 @@ from a2a_tape.replay.serve.reply import Reply, Said
 from a2a_tape.replay.serve.rpc import INVALID_REQUEST, error_body
 from a2a_tape.store.headers import header_problem
 from a2a_tape.wire import http_json
-from a2a_tape.wire.http_client import MAX_REQUEST, read_request, sendable
 from a2a_tape.wire.loopback import LOOPBACK_ONLY, Guard, LoopbackGuard
+from a2a_tape.wire.served import MAX_REQUEST, read_request, sendable
 
 # uvicorn sends its own date and server: a recorded one would be a second; the length is the body's
 _OWN = frozenset({"date", "server", "content-length"})

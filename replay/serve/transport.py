@@ -37,7 +37,7 @@ from a2a_tape.replay.serve.library import Library
 from a2a_tape.replay.serve.modes import RecordMode
 from a2a_tape.replay.serve.reply import Reply
 from a2a_tape.wire import http_json
-from a2a_tape.wire.http_client import sendable
+from a2a_tape.wire.served import sendable
 
 
 def _read_timeout(request: httpx.Request) -> float | None:

@@ -271,7 +271,7 @@ def test_a_stream_answered_with_a_json_error_is_replayed_as_json(db_path):
 def test_a_request_body_past_serves_limit_is_refused_and_serve_goes_on(tmp_path, declared):
     """A client sending a body larger than 10 MiB (said up front, or as a chunked upload) gets
     413 with a JSON-RPC error, not a server holding it all; serve answers the next request."""
-    from a2a_tape.wire.http_client import MAX_REQUEST
+    from a2a_tape.wire.served import MAX_REQUEST
 
     tape = tmp_path / "r.jsonl"
     tape.write_bytes(TAPE.read_bytes())
