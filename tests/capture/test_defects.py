@@ -1,7 +1,9 @@
 """One test per defect of issue 12 that the capture core fixes (each fails on the code before it).
 
-``record`` runs as the installed console script in a subprocess; the agent is the scripted one
-of tests/support/fault_agent.py.
+``record`` runs as the installed console script in a subprocess for each promise of the process (its one-line
+errors, exit 2, nothing secret printed); the runs whose result is checked (what was recorded, what record and
+channels answer) and a table's rows after its first run the same command in process (tests/capture/drivers.py
+``in_process``). The agent is the scripted one of tests/support/fault_agent.py.
 """
 
 from __future__ import annotations
@@ -19,20 +21,23 @@ import pytest
 
 from a2a_tape import store
 from a2a_tape.capture.exchange import OUTCOMES
-from tests.capture.drivers import CLI, cli
+from tests.capture.drivers import CLI, cli, in_process
 from tests.support.servers import closed_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _record(base: str, path: str, cwd: Path, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return cli(["record", base + path, "hi", "--db", str(cwd / "tape.db"), *extra], cwd, timeout=timeout)
+def _record(
+    base: str, path: str, cwd: Path, *extra: str, timeout: float = 60, installed: bool = True
+) -> subprocess.CompletedProcess:
+    args = ["record", base + path, "hi", "--db", str(cwd / "tape.db"), *extra]
+    return (cli if installed else in_process)(args, cwd, timeout=timeout)
 
 
 def test_record_url_with_a_query_finds_the_card(raw_agent, workdir):
     """``record URL?api_key=K`` asked for ``/?api_key=K/.well-known/agent-card.json``."""
     base, _ = raw_agent
-    r = _record(base, "/plain/?api_key=K-123", workdir, "--json")
+    r = _record(base, "/plain/?api_key=K-123", workdir, "--json", installed=False)
     assert r.returncode == 0, r.stderr
     st = store.open_store(workdir / "tape.db")
     try:
@@ -56,11 +61,11 @@ def test_record_names_a_redirect_instead_of_blaming_the_agent(raw_agent, workdir
 def test_an_item_of_another_task_does_not_lose_the_answer(raw_agent, workdir):
     """``record --json`` said ``final_answer: null`` while ``channels`` had the answer."""
     base, _ = raw_agent
-    r = _record(base, "/foreign/", workdir, "--json")
+    r = _record(base, "/foreign/", workdir, "--json", installed=False)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["task_id"], doc["final_answer"]) == ("t-1", "hello")
-    ch = cli(["channels", "t-1", "--json", "--db", str(workdir / "tape.db")], workdir)
+    ch = in_process(["channels", "t-1", "--json", "--db", str(workdir / "tape.db")], workdir)
     assert ch.returncode == 0, ch.stderr
     assert json.loads(ch.stdout)["final_answer"] == doc["final_answer"]
 
@@ -70,7 +75,7 @@ def test_a_silent_agent_does_not_hang_record(raw_agent, workdir, mode):
     """An agent that accepts the connection and never sends a head hung ``record`` for minutes."""
     base, _ = raw_agent
     t0 = time.monotonic()
-    r = _record(base, f"/{mode}/", workdir, "--stall-timeout", "2", timeout=40)
+    r = _record(base, f"/{mode}/", workdir, "--stall-timeout", "2", timeout=40, installed=mode == "silent")
     took = time.monotonic() - t0
     err = r.stderr.decode()
     assert r.returncode == 2, err
@@ -78,16 +83,17 @@ def test_a_silent_agent_does_not_hang_record(raw_agent, workdir, mode):
     assert "no response head" in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://alice:SEKRET-PW@127.0.0.1:{port}/",
-        "http://127.0.0.1:{port}/?token=SEKRET-QUERY",
-        "http://127.0.0.1:{port}/?api_key=SEKRET-QUERY&x=1",
-    ],
-)
+SECRET_URLS = [
+    "http://alice:SEKRET-PW@127.0.0.1:{port}/",
+    "http://127.0.0.1:{port}/?token=SEKRET-QUERY",
+    "http://127.0.0.1:{port}/?api_key=SEKRET-QUERY&x=1",
+]
+
+
+@pytest.mark.parametrize("url", SECRET_URLS)
 def test_record_prints_no_secret_of_its_url(workdir, url):
-    r = cli(["record", url.format(port=closed_port()), "hi", "--db", str(workdir / "tape.db")], workdir)
+    run = cli if url == SECRET_URLS[0] else in_process  # the table's first row through the installed script
+    r = run(["record", url.format(port=closed_port()), "hi", "--db", str(workdir / "tape.db")], workdir)
     assert r.returncode == 2
     printed = r.stdout + r.stderr
     assert b"cannot connect" in printed
@@ -201,7 +207,7 @@ def test_disk_full_during_record_is_one_line_exit_2(raw_agent, workdir, tmp_path
     small = _small_fs(tmp_path)
     try:
         db = small / "tape.db"
-        first = cli(["record", base + "/plain/", "hi", "--db", str(db), "--json"], workdir)
+        first = in_process(["record", base + "/plain/", "hi", "--db", str(db), "--json"], workdir)  # preparing
         assert first.returncode == 0, first.stderr
         filler = small / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT)

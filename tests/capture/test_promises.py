@@ -15,8 +15,6 @@ gRPC answer is kept in the log as each message's JSON mapping, and the client ge
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 
 import pytest
@@ -127,14 +125,10 @@ def _installed(args: list[str], cwd: Path) -> tuple[int, bytes]:
 
 
 def _in_process(args: list[str], cwd: Path) -> tuple[int, bytes]:
-    """An inspection command run by ``cli.app`` in this process, in ``cwd``: (exit code, what it printed)."""
-    from typer.testing import CliRunner
-
-    from a2a_tape.cli import app
-
-    with contextlib.chdir(cwd):
-        result = CliRunner().invoke(app, args, env={k: None for k in os.environ if k.startswith("A2A_TAPE")})
-    return result.exit_code, result.output.encode()
+    """An inspection command run by ``cli.app`` in this process, in ``cwd`` (``drivers.in_process``): (exit code,
+    what it printed)."""
+    r = in_process(args, cwd)
+    return r.returncode, r.stdout + r.stderr
 
 
 INSTALLED_CLI_READS = "record"

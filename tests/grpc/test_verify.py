@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from a2a_tape.recorder.session import Session
 from a2a_tape.store import open_store
 from tests.docs.harness import BIN, reader_env, run_line
 from tests.support.grpc_agents import GrpcAgent, running_grpc_agent
+from tests.support.in_process import run_text_in_process, without_our_variables
 from tests.support.verify_agents import DriftAgent
 
 A2A = BIN / "a2a-tape"
@@ -32,8 +34,14 @@ TEXTS = ("hello there", "ask me", "boom now")
 pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
 
 
-def _cli(line: str, cwd: Path) -> tuple[int, str, str]:
-    run = run_line(f"{A2A} {line}", cwd, reader_env(cwd))
+def _cli(line: str, cwd: Path, *, installed: bool = True) -> tuple[int, str, str]:
+    """``a2a-tape LINE`` in ``cwd``, by the installed script; ``installed=False``: the same command in this
+    process (tests/support/in_process.py), for the runs whose result, not the process, is what is checked."""
+    if installed:
+        run = run_line(f"{A2A} {line}", cwd, reader_env(cwd))
+    else:
+        env = {**without_our_variables(), "HOME": str(cwd), "COLUMNS": "100"}
+        run = run_text_in_process(shlex.split(line), cwd, env, timeout=120)
     assert "Traceback" not in run.stderr, run.stderr
     return run.returncode, run.stdout, run.stderr
 
@@ -80,7 +88,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GrpcAgent,
 
 
 def _bindings_of_live_runs(db: Path, cwd: Path) -> set[str | None]:
-    code, out, err = _cli(f"tasks --runs --db '{db}' --json", cwd)
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", cwd, installed=False)
     assert code == 0, (out, err)
     return {r["binding"] for r in json.loads(out) if r["source"] == "verify"}
 
@@ -101,7 +109,8 @@ def test_jsonrpc_recordings_verify_over_grpc(agent, tmp_path: Path) -> None:
 def test_a_grpc_recording_is_sent_again_over_grpc(agent, tmp_path: Path) -> None:
     running, _, db, ids = agent
     into = tmp_path / "live.db"
-    code, out, err = _cli(f"verify {ids['grpc']} --against {running.url} --db '{db}' --into '{into}' --json", tmp_path)
+    line = f"verify {ids['grpc']} --against {running.url} --db '{db}' --into '{into}' --json"
+    code, out, err = _cli(line, tmp_path, installed=False)
     assert code == 0, (out, err)
     assert json.loads(out)["tasks"][0]["verdict"] == "match", out
     assert _bindings_of_live_runs(into, tmp_path) == {"grpc"}
@@ -113,7 +122,7 @@ def test_across_bindings_sends_over_grpc_when_the_card_offers_it(agent, tmp_path
     line = (
         f"verify {' '.join(tasks)} --against {running.url} --across-bindings --db '{db}' --into '{tmp_path / 'l.db'}'"
     )
-    code, out, err = _cli(f"{line} --json", tmp_path)
+    code, out, err = _cli(f"{line} --json", tmp_path, installed=False)
     assert code == 0, (out, err)
     pairs = sorted((t["task_id"], t["binding"], t["verdict"]) for t in json.loads(out)["tasks"])
     assert pairs == sorted((t, b, "match") for t in tasks for b in ("jsonrpc", "grpc")), out
@@ -136,7 +145,7 @@ def test_a_drift_over_grpc_is_named_at_its_first_divergent_event(agent, fault: s
     drift.fault = fault
     try:
         line = f"verify {task} --against {running.url} --binding grpc --db '{db}' --into '{tmp_path / 'l.db'}' --json"
-        code, out, err = _cli(line, tmp_path)
+        code, out, err = _cli(line, tmp_path, installed=fault == min(DRIFTS))  # the table's first row installed
     finally:
         drift.fault = None
     assert code == 1, (out, err)

@@ -26,13 +26,18 @@ from a2a_tape.replay.serve.transport import ReplayTransport
 from a2a_tape.store.methods import HTTP_JSON, JSONRPC
 from tests.conftest import running_sdk_agent
 from tests.support.a2a_session import session
+from tests.support.in_process import run_text_in_process
 from tests.support.sdk_agents import two_binding_agent
 from tests.support.servers import serve_app
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cwd: Path, installed: bool = True) -> subprocess.CompletedProcess[str]:
+    """``a2a-tape ARGS`` by the installed script; ``installed=False``: the same command in this process
+    (tests/support/in_process.py), for the runs whose result (what was recorded), not the process, is checked."""
+    if not installed:
+        return run_text_in_process(list(args), cwd)
     return subprocess.run([CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
@@ -66,7 +71,9 @@ def test_recording_transport_records_every_http_json_request_and_the_recording_a
 def test_record_binding_http_json_records_over_the_cards_http_json_interface(tmp_path):
     db = tmp_path / "tape.db"
     with two_binding_agent() as agent:
-        r = cli("record", agent, "hello", "--binding", "http+json", "--db", str(db), "--json", cwd=tmp_path)
+        r = cli(
+            "record", agent, "hello", "--binding", "http+json", "--db", str(db), "--json", cwd=tmp_path, installed=False
+        )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["state"] == "completed" and out["final_answer"] == "chunk-0 chunk-1 chunk-2 "
@@ -83,7 +90,7 @@ def test_record_binding_auto_takes_the_cards_first_interface_and_says_which(tmp_
     assert "HTTP+JSON 1.0" in r.stderr
     assert [ex.binding for ex in exchanges(tmp_path / "a.db") if ex.rpc_method != "agent-card"][0] == HTTP_JSON
     with running_sdk_agent() as agent:  # JSON-RPC only: auto stays on it
-        r = cli("record", agent.url, "hello", "--db", str(tmp_path / "b.db"), "--json", cwd=tmp_path)
+        r = cli("record", agent.url, "hello", "--db", str(tmp_path / "b.db"), "--json", cwd=tmp_path, installed=False)
     assert r.returncode == 0, r.stderr
     assert "a2a-tape:" not in r.stderr  # one binding listed: no choice made, nothing said
     assert {ex.binding for ex in exchanges(tmp_path / "b.db") if ex.rpc_method != "agent-card"} == {JSONRPC}
@@ -127,6 +134,7 @@ def test_http_json_asked_for_by_name_is_tried_at_the_cards_url_when_the_card_doe
                 str(tmp_path / "rest.db"),
                 "--json",
                 cwd=tmp_path,
+                installed=False,
             )
     finally:
         lib.close()
@@ -135,7 +143,17 @@ def test_http_json_asked_for_by_name_is_tried_at_the_cards_url_when_the_card_doe
     calls = [ex for ex in exchanges(tmp_path / "rest.db") if ex.rpc_method != "agent-card"]
     assert calls[0].binding == HTTP_JSON and calls[0].url.endswith("/message:stream")
     with running_sdk_agent() as agent:  # JSON-RPC only, no HTTP+JSON routes
-        r = cli("record", agent.url, "hello", "--binding", "http+json", "--db", str(tmp_path / "t.db"), cwd=tmp_path)
+        r = cli(
+            "record",
+            agent.url,
+            "hello",
+            "--binding",
+            "http+json",
+            "--db",
+            str(tmp_path / "t.db"),
+            cwd=tmp_path,
+            installed=False,
+        )
     assert r.returncode == 2 and "HTTP 404" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -169,7 +187,7 @@ def test_recovery_follows_a_task_recorded_over_http_json_on_http_json(tmp_path):
             )
         finally:
             st.close()
-        r = cli("recover", "--db", str(db), "--stall-timeout", "5", cwd=tmp_path)
+        r = cli("recover", "--db", str(db), "--stall-timeout", "5", cwd=tmp_path, installed=False)
     assert r.returncode in (0, 1), r.stderr
     asked = [ex for ex in exchanges(db) if ex.role == "recovery" and ex.rpc_method == "GetTask"]
     assert asked, exchanges(db)
@@ -180,7 +198,7 @@ def test_recovery_follows_a_task_recorded_over_http_json_on_http_json(tmp_path):
 def test_probe_calls_an_http_json_first_agent_over_http_json(tmp_path):
     db = tmp_path / "tape.db"
     with two_binding_agent() as agent:
-        r = cli("probe", agent, "--db", str(db), "--timeout", "5", cwd=tmp_path)
+        r = cli("probe", agent, "--db", str(db), "--timeout", "5", cwd=tmp_path, installed=False)
     assert "Traceback" not in r.stderr
     calls = [ex for ex in exchanges(db) if ex.role == "probe" and ex.rpc_method != "agent-card"]
     assert calls and {ex.binding for ex in calls} == {HTTP_JSON}

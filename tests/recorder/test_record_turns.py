@@ -1,5 +1,6 @@
 """``record --continue TASK`` (the next turn of a conversation), ``--file PATH`` and ``--data JSON``
-(issue 37 item 9), through the installed CLI against a real a2a-sdk 1.3.0 agent
+(issue 37 item 9), through the CLI (the installed script for the runs a process carries, the others in
+process: tests/support/in_process.py) against a real a2a-sdk 1.3.0 agent
 (:func:`tests.support.sdk_agents.serve_executor`) that says what it was sent.
 
 A2A's rules (recorder/turns.py): a task that waits for input is continued by a message naming
@@ -23,6 +24,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Part, Task, TaskState, TaskStatus
 from google.protobuf.json_format import MessageToDict
 
+from tests.support.in_process import run_text_in_process
 from tests.support.sdk_agents import serve_executor
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
@@ -61,35 +63,45 @@ class Conversation(AgentExecutor):
         await TaskUpdater(q, ctx.task_id, ctx.context_id).cancel()
 
 
-@pytest.fixture(params=["1.0", "0.3"])
-def agent(request) -> Iterator[tuple[str, str]]:
-    """The conversation agent, and the dialect record speaks to it."""
+@pytest.fixture(scope="module")
+def conversation() -> Iterator[str]:
+    """The conversation agent, one for the module: it keeps nothing between tasks, each test's tasks its own."""
     with serve_executor(
         Conversation(), name="conversation", description="says what it got", interfaces=[("JSONRPC", "1.0", "/")]
     ) as url:
-        yield url, request.param
+        yield url
 
 
-def record(agent: tuple[str, str], db: Path, text: str, *extra: object) -> tuple[subprocess.CompletedProcess, dict]:
+@pytest.fixture(params=["1.0", "0.3"])
+def agent(conversation: str, request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The conversation agent, and the dialect record speaks to it."""
+    return conversation, request.param
+
+
+def record(
+    agent: tuple[str, str], db: Path, text: str, *extra: object, installed: bool = False
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """``record --json`` in this process (tests/support/in_process.py: what is checked is what it recorded
+    and answered); ``installed``: by the installed script, for the runs that carry a promise of the process."""
     url, dialect = agent
-    r = subprocess.run(
-        [CLI, "record", url, text, "--db", str(db), "--protocol", dialect, "--json", *map(str, extra)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    argv = ["record", url, text, "--db", str(db), "--protocol", dialect, "--json", *map(str, extra)]
+    if installed:
+        r = subprocess.run([CLI, *argv], capture_output=True, text=True, timeout=60)
+    else:
+        r = run_text_in_process(argv)
     return r, (json.loads(r.stdout) if r.stdout.strip() else {})
 
 
 def cli_json(*args: object) -> object:
-    r = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=60)
+    """What a read-only command reports (``--json``), run in this process."""
+    r = run_text_in_process([str(a) for a in args])
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
 def test_the_next_turn_of_a_waiting_task_is_the_same_task_a_new_run(agent, tmp_path):
     db = tmp_path / "c.db"
-    r, first = record(agent, db, "ask")
+    r, first = record(agent, db, "ask", installed=True)  # record --json through the installed script
     assert r.returncode == 0, r.stderr
     assert first["state"] == "input-required"
     r, second = record(agent, db, "the blue one", "--continue", first["task_id"][:8])  # a prefix names it
@@ -164,9 +176,7 @@ def test_file_and_data_parts_reach_the_agent_as_sent(agent, tmp_path):
     assert parts[3]["data"] == {"k": [1, 2]}
     assert parts[4]["data"] == [3]  # a value that is not an object: as sent (v0.3 carries it flagged)
     # the request as recorded holds the parts too (what a replay matches and serves)
-    shown = subprocess.run(
-        [CLI, "export", doc["task_id"], "--format", "har", "--db", str(db)], capture_output=True, text=True, timeout=60
-    )
+    shown = run_text_in_process(["export", doc["task_id"], "--format", "har", "--db", str(db)])
     assert shown.returncode == 0 and "notes.md" in shown.stdout, shown.stderr
 
 
@@ -180,7 +190,7 @@ def test_file_and_data_parts_reach_the_agent_as_sent(agent, tmp_path):
     ],
 )
 def test_bad_parts_are_one_line_exit_2_and_nothing_recorded(agent, tmp_path, args, said):
-    r, _ = record(agent, tmp_path / "bad.db", "x", *args)
+    r, _ = record(agent, tmp_path / "bad.db", "x", *args, installed=args == ("--data", "{not json"))  # the first row
     assert r.returncode == 2, r.stderr
     assert said in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -5,7 +5,8 @@ task: replay answers GetTask with it, but it never rewrites the channels the str
 doctor names how it differs (``stored-copy-differs``). The agent here is a real a2a-sdk 1.3.0 agent
 streaming the opencode contracts, whose SDK task store folds them naively
 (tests/support/contract_agents.py); the plain a2a-sdk agent stores what it streamed.
-Through the installed CLI, with its defaults."""
+Through the CLI, with its defaults: the first case's ``record`` by the installed script, the other runs in
+process (tests/support/in_process.py), where what is checked (what was recorded, what is read of it) is the same."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from tests.conftest import running_sdk_agent
 from tests.support.contract_agents import ANSWER, ECHO_ANSWER, contract_agent
+from tests.support.in_process import run_text_in_process
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
 
@@ -29,12 +31,16 @@ CASES = {
 }
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60)
+def _cli(*args: str, installed: bool = False) -> subprocess.CompletedProcess[str]:
+    if installed:
+        return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60)
+    return run_text_in_process(list(args))
 
 
-def _record_and_read(url: str, text: str, db: Path) -> tuple[dict, dict, subprocess.CompletedProcess[str]]:
-    r = _cli("record", url, text, "--db", str(db), "--json")
+def _record_and_read(
+    url: str, text: str, db: Path, *, installed: bool = False
+) -> tuple[dict, dict, subprocess.CompletedProcess[str]]:
+    r = _cli("record", url, text, "--db", str(db), "--json", installed=installed)
     assert r.returncode == 0, r.stderr
     recorded = json.loads(r.stdout)
     c = _cli("channels", recorded["task_id"], "--db", str(db), "--json")
@@ -52,7 +58,7 @@ def agent():
 def test_channels_after_record_are_the_stream_not_the_stored_copy(agent, tmp_path, contract):
     answer, finding = CASES[contract]
     db = tmp_path / "tape.db"
-    recorded, channels, doctor = _record_and_read(agent, f"hello {contract}", db)
+    recorded, channels, doctor = _record_and_read(agent, f"hello {contract}", db, installed=contract == min(CASES))
     assert recorded["final_answer"] == answer
     assert channels["final_answer"] == answer == recorded["final_answer"]  # record --json and channels agree
     assert channels["state"] == "completed"

@@ -4,7 +4,8 @@
 call their agent through one client (:class:`capture.upstream_call.UpstreamCall`, by way of
 :class:`recorder.upstream.Upstream`): what it decides about an answer holds for all of them. The
 agent is the hand-written fault agent (a real a2a-sdk agent closes its streams when the task ends
-and answers GetTask in JSON-RPC: the faults here cannot be had from it).
+and answers GetTask in JSON-RPC: the faults here cannot be had from it). ``probe``'s exit 1 at the fault
+through the installed script; the other commands, whose JSON report is what is checked, in process.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from a2a_tape.recorder.client import send_request
 from a2a_tape.recorder.record import RecordOptions, record
 from a2a_tape.recorder.session import Session
 from a2a_tape.recorder.upstream import Upstream
-from tests.capture.drivers import cli
+from tests.capture.drivers import cli, in_process
 from tests.recorder.proxy.test_recovery import fake_task, seed
 from tests.support.fault_agent import FaultHost
 from tests.support.servers import serve_app
@@ -78,7 +79,7 @@ def _recover(workdir: Path) -> str:
         db = workdir / "tape.db"
         with store.open_store(db, create=True) as st:
             seed(st, base, [fake_task("t-1")])  # a task a proxy left WORKING (its upstream: base)
-        run = cli(["recover", "--db", str(db), "--stall-timeout", str(PATIENCE), "--json"], workdir)
+        run = in_process(["recover", "--db", str(db), "--stall-timeout", str(PATIENCE), "--json"], workdir)
     assert run.returncode in (0, 1), run.stderr
     (failed,) = json.loads(run.stdout)["failed"]
     return str(failed["reason"])
@@ -104,7 +105,7 @@ def test_probe_calls_an_agent_under_a_path_prefix_at_its_endpoint(fault_agent, t
     """An agent served under a path (``/ping``, its card naming ``/ping/``): every probe's call goes
     to that endpoint, the prefix once, and the stream probes pass."""
     db = tmp_path / "tape.db"
-    run = cli(["probe", fault_agent.url("ping"), "--db", str(db), "--timeout", "5", "--json"], tmp_path)
+    run = in_process(["probe", fault_agent.url("ping"), "--db", str(db), "--timeout", "5", "--json"], tmp_path)
     probes = {p["name"]: p for p in json.loads(run.stdout)["probes"]}
     assert probes["dropped-stream"]["ok"] and probes["stall"]["ok"], probes
     with store.open_store(db) as st:

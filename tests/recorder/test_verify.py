@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from a2a_tape.recorder.session import Session
 from a2a_tape.store import open_store
 from tests.conftest import running_sdk_agent
 from tests.docs.harness import BIN, Background, reader_env, run_line
+from tests.support.in_process import run_text_in_process, without_our_variables
 from tests.support.sdk_agents import two_binding_agent
 from tests.support.verify_agents import DriftAgent, drift_agent
 
@@ -39,8 +41,20 @@ pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
 
 
-def _cli(line: str, cwd: Path) -> tuple[int, str, str]:
-    run = run_line(f"{A2A} {line}", cwd, reader_env(cwd))
+def _cli(line: str, cwd: Path, *, installed: bool = True) -> tuple[int, str, str]:
+    """``a2a-tape LINE`` (a shell line; ``> FILE`` at its end takes stdout) in ``cwd``, by the installed
+    script; ``installed=False``: the same command in this process (tests/support/in_process.py), for the
+    runs whose result, not the process, is what is checked."""
+    if installed:
+        run = run_line(f"{A2A} {line}", cwd, reader_env(cwd))
+    else:
+        argv, into = shlex.split(line), None
+        if len(argv) > 2 and argv[-2] == ">":
+            argv, into = argv[:-2], argv[-1]
+        env = {**without_our_variables(), "HOME": str(cwd), "COLUMNS": "100"}
+        run = run_text_in_process(argv, cwd, env, timeout=120)
+        if into is not None:
+            (cwd / into).write_text(run.stdout)
     assert "Traceback" not in run.stderr, run.stderr
     return run.returncode, run.stdout, run.stderr
 
@@ -68,7 +82,9 @@ def test_corpus_verifies_against_the_unchanged_agents(tmp_path: Path) -> None:
             recorded += len(ids)
             junit = tmp_path / "verify.xml"
             code, out, err = _cli(
-                f"verify {' '.join(ids)} --against {url} --runs {ROUNDS} --db '{db}' --json --junit '{junit}'", tmp_path
+                f"verify {' '.join(ids)} --against {url} --runs {ROUNDS} --db '{db}' --json --junit '{junit}'",
+                tmp_path,
+                installed=url == sdk.url,  # the first agent's through the installed script, the others in process
             )
             report = json.loads(out)
             assert code == 0, (out, err)
@@ -78,7 +94,7 @@ def test_corpus_verifies_against_the_unchanged_agents(tmp_path: Path) -> None:
             assert suite.get("tests") == str(len(ids)) and suite.get("failures") == "0"
     assert recorded == 12
     # every verify run is a run of its task (source verify), the recording stays the first
-    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path)
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path, installed=False)
     runs = json.loads(out)
     assert sum(1 for r in runs if r["source"] == "verify") == recorded * ROUNDS
     assert sum(1 for r in runs if r["source"] == "client") == recorded
@@ -122,7 +138,7 @@ def test_a_drift_is_named_at_its_first_divergent_event(drifting, fault: str, tmp
     try:
         into = tmp_path / "live.db"
         line = f"verify {' '.join(tasks)} --against {url} --db '{db}' --into '{into}' --json{slower}"
-        code, out, err = _cli(line, tmp_path)
+        code, out, err = _cli(line, tmp_path, installed=fault == min(DRIFTS))  # the table's first row installed
     finally:
         agent.fault = None
     assert code == 1, (out, err)
@@ -156,7 +172,7 @@ def test_live_runs_that_disagree_make_a_task_flaky_not_diverged(drifting, tmp_pa
     agent.fault, agent.executions = "sampling", 0
     try:
         line = f"verify {task} --against {url} --runs 2 --db '{db}' --into '{tmp_path / 'l.db'}' --json"
-        code, out, err = _cli(line, tmp_path)
+        code, out, err = _cli(line, tmp_path, installed=False)
     finally:
         agent.fault = None
     assert code == 0, (out, err)
@@ -187,7 +203,7 @@ def test_an_unreachable_agent_is_one_line_exit_2(drifting, tmp_path: Path) -> No
 )
 def test_bad_usage_is_one_line_exit_2(drifting, line: str, says: str, tmp_path: Path) -> None:
     db = drifting[2]
-    code, out, err = _cli(line.format(db=db), tmp_path)
+    code, out, err = _cli(line.format(db=db), tmp_path, installed=line == "verify --db '{db}'")  # the first row
     assert code == 2 and out == "", (out, err)
     assert len(err.strip().splitlines()) == 1 and says in err, err
 
@@ -197,7 +213,7 @@ def test_binding_grpc_at_an_agent_without_a_grpc_interface_is_one_line_exit_2(dr
     url, agent, db, ids = drifting
     before = agent.executions
     line = f"verify {ids['jsonrpc']['hello there']} --against {url} --binding grpc --db '{db}' --into '{tmp_path / 'l.db'}'"
-    code, out, err = _cli(line, tmp_path)
+    code, out, err = _cli(line, tmp_path, installed=False)
     assert code == 2 and out == "", (out, err)
     assert len(err.strip().splitlines()) == 1 and "no gRPC interface" in err, err
     assert agent.executions == before
@@ -209,7 +225,7 @@ def _replayed_answer(db: Path, cwd: Path, text: str) -> str:
     try:
         url = re.search(READY, serve.text)
         assert url is not None, serve.text
-        code, out, err = _cli(f"record {url.group(0)} '{text}' --db '{cwd / 'client.db'}' --json", cwd)
+        code, out, err = _cli(f"record {url.group(0)} '{text}' --db '{cwd / 'client.db'}' --json", cwd, installed=False)
         assert code == 0, (out, err)
         answer = json.loads(out)["final_answer"]
         assert isinstance(answer, str), out
@@ -227,7 +243,9 @@ def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -
         assert _replayed_answer(db, tmp_path, "hello there") == "The answer is 42."
         agent.fault = "rename"  # a regression: never adopted
         try:
-            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --update --json", tmp_path)
+            code, out, err = _cli(
+                f"verify {task} --against {url} --db '{db}' --update --json", tmp_path, installed=False
+            )
         finally:
             agent.fault = None
         assert code == 1, (out, err)
@@ -237,7 +255,9 @@ def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -
 
         agent.fault = "reword"  # the same contract, other words: adopted, the change summarised
         try:
-            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --update --json", tmp_path)
+            code, out, err = _cli(
+                f"verify {task} --against {url} --db '{db}' --update --json", tmp_path, installed=False
+            )
             assert code == 0, (out, err)
             report = json.loads(out)
             (one,) = report["tasks"]
@@ -252,13 +272,15 @@ def test_update_adopts_a_passing_live_run_never_a_diverged_one(tmp_path: Path) -
             assert code == 0 and f"updated: serve replays {task}@4 (was {task}@3)" in text, (text, err)
             assert "1 updated" in err, err
             # the next verify compares with the adopted run: its exact text holds
-            code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --text exact --json", tmp_path)
+            code, out, err = _cli(
+                f"verify {task} --against {url} --db '{db}' --text exact --json", tmp_path, installed=False
+            )
             assert code == 0, (out, err)
             assert json.loads(out)["tasks"][0]["recorded"] == f"{task}@4", out
         finally:
             agent.fault = None
     assert _replayed_answer(db, tmp_path, "hello there") == "The answer is forty-two."
-    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path)
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path, installed=False)
     runs = [r for r in json.loads(out) if r["task_id"] == task]
     assert [r["source"] for r in runs] == ["client", "verify", "verify", "verify", "verify"], runs
 
@@ -269,13 +291,13 @@ def test_update_needs_the_recordings_log(drifting, tmp_path: Path) -> None:
     task = ids["jsonrpc"]["hello there"]
     line = f"verify {task} --against {url} --db '{db}' --into '{tmp_path / 'l.db'}' --update"
     before = agent.executions
-    code, out, err = _cli(line, tmp_path)
+    code, out, err = _cli(line, tmp_path, installed=False)
     assert code == 2 and out == "" and "--update" in err and len(err.strip().splitlines()) == 1, err
     assert agent.executions == before
 
 
 def _tape_runs(tape: Path, cwd: Path) -> list[dict]:
-    code, out, err = _cli(f"tasks --runs --db '{tape}' --json", cwd)
+    code, out, err = _cli(f"tasks --runs --db '{tape}' --json", cwd, installed=False)
     assert code == 0, (out, err)
     return json.loads(out)
 
@@ -287,11 +309,11 @@ def test_update_of_a_tape_writes_the_live_run_into_it(tmp_path: Path) -> None:
     db, tape = tmp_path / "recorded.db", tmp_path / "hello.jsonl"
     with drift_agent() as (url, agent):
         task = _record(url, db, "jsonrpc")["hello there"]
-        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path)[0] == 0
+        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path, installed=False)[0] == 0
         before = tape.read_bytes()
         agent.fault = "rename"
         try:
-            code, out, err = _cli(f"verify --db '{tape}' --against {url} --update --json", tmp_path)
+            code, out, err = _cli(f"verify --db '{tape}' --against {url} --update --json", tmp_path, installed=False)
         finally:
             agent.fault = None
         assert code == 1, (out, err)
@@ -310,13 +332,15 @@ def test_update_of_a_tape_writes_the_live_run_into_it(tmp_path: Path) -> None:
             assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".hello.jsonl.")]  # no temporary
             assert _replayed_answer(tape, tmp_path, "hello there") == "The answer is forty-two."
             # the next verify compares with the adopted run: its exact text holds
-            code, out, err = _cli(f"verify --db '{tape}' --against {url} --text exact --json", tmp_path)
+            code, out, err = _cli(
+                f"verify --db '{tape}' --against {url} --text exact --json", tmp_path, installed=False
+            )
             assert code == 0, (out, err)
             assert json.loads(out)["tasks"][0]["recorded"] == f"{task}@2", out
         finally:
             agent.fault = None
     # the tape is still a tape every reader takes: a log made of it holds both runs
-    code, out, err = _cli(f"import '{tape}' --db '{tmp_path / 'imported.db'}'", tmp_path)
+    code, out, err = _cli(f"import '{tape}' --db '{tmp_path / 'imported.db'}'", tmp_path, installed=False)
     assert code == 0, (out, err)
     assert [r["source"] for r in _tape_runs(tmp_path / "imported.db", tmp_path)] == ["client", "verify"]
 
@@ -330,7 +354,7 @@ def test_update_of_a_tape_another_writer_changed_is_refused(tmp_path: Path) -> N
     db, tape = tmp_path / "recorded.db", tmp_path / "hello.jsonl"
     with drift_agent() as (url, agent):
         task = _record(url, db, "jsonrpc")["hello there"]
-        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path)[0] == 0
+        assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", tmp_path, installed=False)[0] == 0
         agent.entered.clear()
         agent.hold = threading.Event()
         try:
@@ -362,7 +386,9 @@ def test_across_bindings_each_recording_over_every_binding_the_card_offers(tmp_p
         for url, recordings in ((rest, [_record(rest, db, "http+json")]), (drift, [_record(drift, db, "jsonrpc")])):
             ids = [tid for r in recordings for tid in r.values()]
             code, out, err = _cli(
-                f"verify {' '.join(ids)} --against {url} --across-bindings --db '{db}' --json", tmp_path
+                f"verify {' '.join(ids)} --against {url} --across-bindings --db '{db}' --json",
+                tmp_path,
+                installed=False,
             )
             assert code == 0, (out, err)
             report = json.loads(out)
@@ -379,7 +405,7 @@ def test_across_bindings_names_a_binding_specific_error_shape(drifting, tmp_path
     agent.fault = "rest-error-shape"
     try:
         line = f"verify {task} --against {url} --across-bindings --db '{db}' --into '{tmp_path / 'l.db'}' --json"
-        code, out, err = _cli(f"{line} --junit '{junit}'", tmp_path)
+        code, out, err = _cli(f"{line} --junit '{junit}'", tmp_path, installed=False)
     finally:
         agent.fault = None
     assert code == 1, (out, err)
@@ -409,7 +435,7 @@ def test_pytest_gate_fails_a_test_whose_recording_diverged(drifting, pytester: p
     (pytester.path / "recordings").mkdir()
     tape = pytester.path / "recordings" / "hello.jsonl"
     task = ids["jsonrpc"]["hello there"]
-    assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", pytester.path)[0] == 0
+    assert _cli(f"export {task} --format jsonl --db '{db}' > '{tape}'", pytester.path, installed=False)[0] == 0
     pytester.makepyfile(test_gated=GATED)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--a2a-tape-verify", url)
     result.assert_outcomes(passed=1)
@@ -434,7 +460,7 @@ def test_live_runs_that_disagree_while_each_matches_the_recording_are_flaky(tmp_
             task = _record(url, db, "jsonrpc")["hello there"]
             agent.fault, agent.executions = "sampling:slow", 0
             line = f"verify {task} --against {url} --runs 2 --slower 3 --db '{db}' --json"
-            code, out, err = _cli(line, tmp_path)
+            code, out, err = _cli(line, tmp_path, installed=False)
         finally:
             agent.fault = None
     assert code == 0, (out, err)

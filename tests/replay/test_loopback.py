@@ -10,7 +10,10 @@ Before: both servers answered any Host (after DNS rebinding a page read every re
 serve, or sent messages through the proxy with the upstream's credentials) and any cross-site
 ``text/plain`` POST; the card named whatever Host the client sent. The UI had a check of its own,
 narrower than the guard (no ``--allow-host``, ``--allow-remote``); its token check stays its own, so
-here it is always given the token: what refuses is the guard."""
+here it is always given the token: what refuses is the guard.
+
+Each server of a kind and options is started once for the module (``servers``) and shared by the tests that
+name it: they read from it, are refused by it, or count what they send themselves."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import json
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -31,7 +34,8 @@ import pytest
 
 from tests.conftest import running_sdk_agent
 from tests.oracles.tape import running
-from tests.replay.inspect.ui.conftest import run, start_ui, stop_ui
+from tests.replay.inspect.ui.conftest import start_ui, stop_ui
+from tests.support.in_process import run_text_in_process
 
 TAPE = Path(__file__).parent / "data" / "chunk-agent.jsonl"
 CHROMIUM = shutil.which("chromium")
@@ -84,7 +88,7 @@ class Served:
 def _ui_log() -> Path:
     """The tape imported into a log, once per test process, for the UI (which reads a database)."""
     db = Path(tempfile.mkdtemp(prefix="a2a-tape-loopback-")) / "ui.db"
-    imported = run("import", TAPE, "--db", db)
+    imported = run_text_in_process(["import", str(TAPE), "--db", str(db)])  # preparing, not under test: in process
     assert imported.returncode == 0, imported.stderr
     return db
 
@@ -112,6 +116,30 @@ def server(kind: str, agent_url: str, tmp: Path, *extra: str) -> Iterator[Served
         yield Served(proc.url)
 
 
+Servers = Callable[..., Served]
+"""``servers(kind, *extra)``: the module's running server of that kind started with those options."""
+
+
+@pytest.fixture(scope="module")
+def servers(upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """The module's servers, one per kind and options, started when a test first asks for it and stopped
+    at the module's end. A test only reads from one, is refused, or sends what it counts by itself (the
+    agent's count before and after): a server of its own per test (54, each an interpreter start) checked
+    nothing more. Each test still runs against a server of the kind and options it names."""
+    agent_url, _ = upstream
+    started: dict[tuple[str, ...], Served] = {}
+    with contextlib.ExitStack() as stack:
+
+        def get(kind: str, *extra: str) -> Served:
+            key = (kind, *extra)
+            if key not in started:
+                tmp = tmp_path_factory.mktemp(f"loopback-{kind}")
+                started[key] = stack.enter_context(server(kind, agent_url, tmp, *extra))
+            return started[key]
+
+        yield get
+
+
 _n = itertools.count()
 
 
@@ -132,15 +160,13 @@ def _send_body(text: str, dialect: str = "1.0") -> str:
 @pytest.mark.parametrize(
     "host", ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io:{port}", "localhost.evil.example", "0.0.0.0"]
 )
-def test_a_foreign_host_is_refused(tmp_path, upstream, kind, host):
-    agent_url, agent = upstream
+def test_a_foreign_host_is_refused(servers, upstream, kind, host):
+    _, agent = upstream
     before = agent.sends
-    with server(kind, agent_url, tmp_path) as proc:
-        h = {**proc.headers, "Host": host.format(port=proc.port), "A2A-Version": "1.0"}
-        card = httpx.get(proc.url + READ[kind], headers=h)
-        send = httpx.post(
-            proc.url + "/", content=_send_body("rebound"), headers={**h, "content-type": "application/json"}
-        )
+    proc = servers(kind)
+    h = {**proc.headers, "Host": host.format(port=proc.port), "A2A-Version": "1.0"}
+    card = httpx.get(proc.url + READ[kind], headers=h)
+    send = httpx.post(proc.url + "/", content=_send_body("rebound"), headers={**h, "content-type": "application/json"})
     assert card.status_code == send.status_code == 403, (card.text, send.text)
     assert "is not this server's" in send.text and "--allow-host" in send.text
     assert agent.sends == before
@@ -151,32 +177,29 @@ def test_a_foreign_host_is_refused(tmp_path, upstream, kind, host):
     "host",
     ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST.:{port}", "app.localhost:{port}", "127.0.0.2", "[::1]:{port}"],
 )
-def test_loopback_names_are_served(tmp_path, upstream, kind, host):
-    agent_url, _ = upstream
-    with server(kind, agent_url, tmp_path) as proc:
-        r = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": host.format(port=proc.port)})
+def test_loopback_names_are_served(servers, kind, host):
+    proc = servers(kind)
+    r = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": host.format(port=proc.port)})
     assert r.status_code == 200, r.text
 
 
 @pytest.mark.parametrize("kind", SERVERS)
 @pytest.mark.parametrize("allow", [["--allow-host", "agents.internal"], ["--allow-remote"]])
-def test_an_allowed_host_is_served(tmp_path, upstream, kind, allow):
-    agent_url, _ = upstream
-    with server(kind, agent_url, tmp_path, *allow) as proc:
-        r = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": "agents.internal:8080"})
-        other = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": "elsewhere.example"})
+def test_an_allowed_host_is_served(servers, kind, allow):
+    proc = servers(kind, *allow)
+    r = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": "agents.internal:8080"})
+    other = httpx.get(proc.url + READ[kind], headers={**proc.headers, "Host": "elsewhere.example"})
     assert r.status_code == 200, r.text
     assert other.status_code == (200 if "--allow-remote" in allow else 403)
 
 
 @pytest.mark.parametrize("kind", AGENTS)
-def test_the_card_never_names_a_host_a_client_made_up(tmp_path, upstream, kind):
+def test_the_card_never_names_a_host_a_client_made_up(servers, kind):
     """Under --allow-remote any Host is served: the card then names the address the connection
     came in on, not the Host; a Host the user allowed by name is used as given."""
-    agent_url, _ = upstream
-    with server(kind, agent_url, tmp_path, "--allow-remote", "--allow-host", "agents.internal") as proc:
-        made_up = httpx.get(proc.url + CARD, headers={"Host": "evil.example:9"}).text
-        named = httpx.get(proc.url + CARD, headers={"Host": "agents.internal:8080"}).text
+    proc = servers(kind, "--allow-remote", "--allow-host", "agents.internal")
+    made_up = httpx.get(proc.url + CARD, headers={"Host": "evil.example:9"}).text
+    named = httpx.get(proc.url + CARD, headers={"Host": "agents.internal:8080"}).text
     assert "evil.example" not in made_up and proc.url in made_up, made_up
     assert "http://agents.internal:8080/" in named, named
 
@@ -246,21 +269,21 @@ def _reading(kind: str, proc: Served) -> list[object]:
 
 @pytest.mark.parametrize("allowed", [False, True], ids=["refused", "control: allowed"])
 @pytest.mark.parametrize("kind", SERVERS)
-def test_dns_rebinding_cannot_read_or_send(tmp_path, upstream, browser, kind, allowed):
+def test_dns_rebinding_cannot_read_or_send(servers, upstream, browser, kind, allowed):
     """The page's own origin is rebound to 127.0.0.1: its same-origin requests reach the server
     with ``Host: rebind.test:PORT``. It must read nothing (ListTasks, the UI's list) and send nothing."""
-    agent_url, agent = upstream
+    _, agent = upstream
     before = agent.sends
     extra = ["--allow-host", "rebind.test"] if allowed else []
-    with server(kind, agent_url, tmp_path, *extra) as proc:
-        page = _page(browser, f"http://rebind.test:{proc.port}")
-        try:
-            listing = page.evaluate(FETCH, _reading(kind, proc))
-            headers = {"content-type": "application/json", "A2A-Version": "1.0"}
-            send = {"method": "POST", "headers": headers, "body": _send_body("rebound")}
-            sent = page.evaluate(FETCH, ["/", send]) if kind in AGENTS else None
-        finally:
-            page.close()
+    proc = servers(kind, *extra)
+    page = _page(browser, f"http://rebind.test:{proc.port}")
+    try:
+        listing = page.evaluate(FETCH, _reading(kind, proc))
+        headers = {"content-type": "application/json", "A2A-Version": "1.0"}
+        send = {"method": "POST", "headers": headers, "body": _send_body("rebound")}
+        sent = page.evaluate(FETCH, ["/", send]) if kind in AGENTS else None
+    finally:
+        page.close()
     read_text = "task-rows" if kind == "ui" else "tasks"
     if allowed:
         assert listing[1] == 200 and read_text in listing[2], listing
@@ -275,43 +298,42 @@ def test_dns_rebinding_cannot_read_or_send(tmp_path, upstream, browser, kind, al
 
 @pytest.mark.parametrize("allowed", [False, True], ids=["refused", "control: allowed"])
 @pytest.mark.parametrize("kind", AGENTS)  # the UI answers no POST: there is nothing to act on
-def test_a_cross_site_text_plain_post_sends_nothing(tmp_path, upstream, browser, kind, allowed):
+def test_a_cross_site_text_plain_post_sends_nothing(servers, upstream, browser, kind, allowed):
     """The POST a page may send anywhere without a CORS preflight (``text/plain``, ``no-cors``):
     the page cannot read the answer, but before the server acted on it."""
-    agent_url, agent = upstream
+    _, agent = upstream
     before = agent.sends
     extra = ["--allow-host", "attacker.test"] if allowed else []
-    with server(kind, agent_url, tmp_path, *extra) as proc:
-        page = _page(browser, "http://attacker.test")
-        try:
-            init = {"method": "POST", "mode": "no-cors", "headers": {"content-type": "text/plain"}}
-            got = page.evaluate(FETCH, [proc.url + "/", {**init, "body": _send_body("cross-site", "0.3")}])
-        finally:
-            page.close()
+    proc = servers(kind, *extra)
+    page = _page(browser, "http://attacker.test")
+    try:
+        init = {"method": "POST", "mode": "no-cors", "headers": {"content-type": "text/plain"}}
+        got = page.evaluate(FETCH, [proc.url + "/", {**init, "body": _send_body("cross-site", "0.3")}])
+    finally:
+        page.close()
     assert got[0] == "opaque", got  # delivered as far as the browser is concerned, either way
     assert agent.sends == before + (1 if allowed else 0)
 
 
 @pytest.mark.parametrize("kind", SERVERS)
-def test_a_cross_site_navigation_is_refused_and_a_typed_url_is_not(tmp_path, upstream, browser, kind):
+def test_a_cross_site_navigation_is_refused_and_a_typed_url_is_not(servers, browser, kind):
     """A link on another site (``Sec-Fetch-Site: cross-site``, no Origin on a GET) is refused; the
     same URL typed into the address bar (``Sec-Fetch-Site: none``) is the user's own request. The
     UI's link is the address it printed, token and all: a page that got hold of it still gets 403."""
-    agent_url, _ = upstream
-    with server(kind, agent_url, tmp_path) as proc:
-        address = f"{proc.url}/?token={proc.token}" if kind == "ui" else proc.url + CARD
-        page = _page(browser, "http://attacker.test", href=address)
-        try:
-            with page.expect_navigation() as nav:
-                page.click("#go")
-            clicked = nav.value
-            assert clicked is not None
-            clicked_status, clicked_text = clicked.status, clicked.text()
-            typed = page.goto(address)
-            assert typed is not None
-            typed_status = typed.status
-        finally:
-            page.close()
+    proc = servers(kind)
+    address = f"{proc.url}/?token={proc.token}" if kind == "ui" else proc.url + CARD
+    page = _page(browser, "http://attacker.test", href=address)
+    try:
+        with page.expect_navigation() as nav:
+            page.click("#go")
+        clicked = nav.value
+        assert clicked is not None
+        clicked_status, clicked_text = clicked.status, clicked.text()
+        typed = page.goto(address)
+        assert typed is not None
+        typed_status = typed.status
+    finally:
+        page.close()
     assert clicked_status == 403, clicked_text
     assert "Sec-Fetch-Site: cross-site" in clicked_text
     assert typed_status == 200

@@ -44,6 +44,19 @@ def run_in_process(
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout_bytes, stderr)
 
 
+def run_text_in_process(
+    args: list[str], cwd: Path | None = None, env: Mapping[str, str | None] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """:func:`run_in_process` (in ``cwd``, this process's directory if None) with stdout and stderr as text,
+    decoded as ``subprocess.run(text=True)`` decodes them (UTF-8, strictly; line ends as ``\\n``)."""
+    done = run_in_process(args, Path.cwd() if cwd is None else cwd, env, timeout)
+
+    def text(raw: bytes) -> str:
+        return raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+    return subprocess.CompletedProcess(done.args, done.returncode, text(done.stdout), text(done.stderr))
+
+
 def without_our_variables() -> dict[str, str | None]:
     """The A2A_TAPE_* variables of this process, each unset (what a test's subprocess is run without)."""
     return {k: None for k in os.environ if k.startswith("A2A_TAPE")}
