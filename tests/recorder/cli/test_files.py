@@ -322,18 +322,8 @@ def test_a_dash_is_standard_output(tmp_path, good_db, fmt):
 def test_an_output_error_names_the_output_not_the_log(tmp_path, good_db, fmt):
     """``-o /dev/full`` in process but for INSTALLED_FORMAT; standard output on /dev/full is the process's
     own: installed in every format."""
-    r = cli(
-        tmp_path,
-        "export",
-        "--all",
-        "--format",
-        fmt,
-        "-o",
-        "/dev/full",
-        "--db",
-        good_db,
-        installed=fmt == INSTALLED_FORMAT,
-    )
+    installed = fmt == INSTALLED_FORMAT
+    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "/dev/full", "--db", good_db, installed=installed)
     line = one_error_line(r, "cannot write /dev/full")
     assert "log" not in line
     with open("/dev/full", "wb") as full:
