@@ -66,7 +66,16 @@ def test_an_httpx_outside_the_bound_is_one_line_naming_it(tmp_path):
     db = tmp_path / "log.db"
     for args in (
         ["record", "http://127.0.0.1:9/", "hi", "--db", db],
-        ["serve", "--db", RECORDINGS / "sdk-v10-stream.jsonl", "--listen", "127.0.0.1:0"],
+        # serve loads httpx only to forward (a plain replay starts without it, and would serve here)
+        [
+            "serve",
+            "--db",
+            RECORDINGS / "sdk-v10-stream.jsonl",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ],
         ["proxy", "http://127.0.0.1:9/", "--db", db, "--listen", "127.0.0.1:0"],
         ["demo", "--db", db],
     ):
