@@ -61,7 +61,9 @@ def _cli(line: str, cwd: Path, env: dict[str, str], *, installed: bool) -> subpr
     if installed:
         run = run_line(f"{A2A} {line}", cwd, env)
     else:
-        run = run_text_in_process(shlex.split(line), cwd, {**without_our_variables(), **env})
+        # HOME only: the CLI makes its console once per process, as wide as $COLUMNS says then (a run here
+        # that set it would set it for every later run in this worker)
+        run = run_text_in_process(shlex.split(line), cwd, {**without_our_variables(), "HOME": env["HOME"]})
     assert run.returncode == 0 and "Traceback" not in run.stderr, f"{line}\n{run.stdout}\n{run.stderr}"
     return run
 

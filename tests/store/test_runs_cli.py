@@ -33,7 +33,9 @@ def _cli(line: str, tmp_path, env, *, installed: bool = True) -> tuple[int, str,
     if installed:
         run = run_line(f"{A2A} {line}", tmp_path, env)
     else:
-        run = run_text_in_process(shlex.split(line), tmp_path, {**without_our_variables(), **env})
+        # HOME only: the CLI makes its console once per process, as wide as $COLUMNS says then (a run here
+        # that set it would set it for every later run in this worker)
+        run = run_text_in_process(shlex.split(line), tmp_path, {**without_our_variables(), "HOME": env["HOME"]})
     assert "Traceback" not in run.stderr, run.stderr
     return run.returncode, run.stdout, run.stderr
 

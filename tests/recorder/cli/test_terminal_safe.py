@@ -7,9 +7,9 @@ output), the clipboard write ``ESC ] 52``, the screen clear ``ESC [ 2J``, a righ
 (``\\x1b``, ``\\u202e``, ``\\x9b``); ``--json`` and ``--raw`` keep them exactly. Output is captured (no
 terminal), so rich styles nothing: any ESC on stdout or stderr came from the recording.
 
-Each command's human output, an error line, ``--json``, ``--raw``, ``record`` and the servers' banners go
-through the installed script once; a command's further cases run in process (``installed=False``), where
-the same code prints the same text.
+Each command's human output, markup left unread, an error line, ``--json``, ``--raw``, ``record`` and the
+servers' banners go through the installed script once; a command's further cases run in process
+(``installed=False``), where the same code prints the same text.
 """
 
 from __future__ import annotations
@@ -138,7 +138,11 @@ def installed_once(argv: list[str]) -> bool:
 
 @pytest.mark.parametrize("argv", HUMAN_COMMANDS.values(), ids=HUMAN_COMMANDS.keys())
 def test_every_human_output_shows_controls_as_escapes(hostile, tmp_path, argv):
-    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path, env=_human_env(), installed=installed_once(argv))
+    installed = installed_once(argv)
+    env = _human_env()
+    if not installed:  # the CLI makes its console once per process, as wide as $COLUMNS says then: a run
+        del env["COLUMNS"]  # here that set it would set it for every later run in this worker
+    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path, env=env, installed=installed)
     assert r.code in (0, 1), r.stderr
     out = r.stdout.decode("utf-8")
     assert_nothing_acts(out, "stdout")
@@ -148,8 +152,7 @@ def test_every_human_output_shows_controls_as_escapes(hostile, tmp_path, argv):
 
 @pytest.mark.parametrize("argv", [["grep", "answer"], ["show", "t-"], ["channels", "t-"]], ids=str)
 def test_recorded_text_is_never_read_as_markup(hostile, tmp_path, argv):
-    env = {**_human_env(), "COLUMNS": "1000"}  # nothing wraps
-    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path, env=env, installed=False)  # each installed above
+    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path, env={**_human_env(), "COLUMNS": "1000"})  # nothing wraps
     assert r.code == 0, r.stderr
     assert "[link=https://" in r.stdout.decode("utf-8")  # grep and show cut the text after it
 
