@@ -7,14 +7,20 @@ real ``serve`` recording into the log it serves from: the served run stays as it
 run says ``replay`` in ``tasks --json`` and ``tasks --runs``.
 
 A hostile agent that sends the marker only relabels its run: events, channels, doctor and what
-``serve`` replays from that log are those of the same agent without the marker."""
+``serve`` replays from that log are those of the same agent without the marker.
+
+``serve`` and the proxy run installed, and so do the ``record`` path's ``record`` and its two ``tasks``
+listings; what prepares a log (``import``), records as a client of what is tested, or reads a log on the
+other paths runs the same command in process (``installed=False``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+import shlex
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +32,7 @@ from a2a_tape import RecordingTransport
 from a2a_tape.store.observers import REPLAY_MARKER
 from tests.conftest import running_sdk_agent
 from tests.docs.harness import BIN, Background, reader_env, run_line
+from tests.support.in_process import run_text_in_process, without_our_variables
 
 A2A = BIN / "a2a-tape"
 TAPE = Path(__file__).parents[2] / "recordings" / "sdk-v10-stream.jsonl"  # one task: 'hello', 6 events
@@ -45,10 +52,20 @@ class Served:
     cwd: Path
     env: dict[str, str]
 
-    def cli(self, line: str) -> str:
-        run = run_line(f"{A2A} {line}", self.cwd, self.env)
-        assert run.returncode == 0 and "Traceback" not in run.stderr, f"{line}\n{run.stdout}\n{run.stderr}"
-        return run.stdout
+    def cli(self, line: str, *, installed: bool = False) -> str:
+        return _cli(line, self.cwd, self.env, installed=installed).stdout
+
+
+def _cli(line: str, cwd: Path, env: dict[str, str], *, installed: bool) -> subprocess.CompletedProcess[str]:
+    """``a2a-tape LINE`` (a shell line's words) in process, or by the installed script; exit 0 and no traceback."""
+    if installed:
+        run = run_line(f"{A2A} {line}", cwd, env)
+    else:
+        # HOME only: the CLI makes its console once per process, as wide as $COLUMNS says then (a run here
+        # that set it would set it for every later run in this worker)
+        run = run_text_in_process(shlex.split(line), cwd, {**without_our_variables(), "HOME": env["HOME"]})
+    assert run.returncode == 0 and "Traceback" not in run.stderr, f"{line}\n{run.stdout}\n{run.stderr}"
+    return run
 
 
 def _proxy(served: Served, *, grpc: bool) -> Background:
@@ -61,7 +78,7 @@ def _proxy(served: Served, *, grpc: bool) -> Background:
 
 
 def by_record(served: Served) -> list[str]:
-    served.cli(f"record {served.url} hello --db '{served.db}'")
+    served.cli(f"record {served.url} hello --db '{served.db}'", installed=True)
     return ["replay"]
 
 
@@ -132,7 +149,7 @@ PATHS: dict[str, Callable[[Served], list[str]]] = {
 def test_a_replay_recorded_back_is_a_run_of_source_replay_on_every_path(path, tmp_path):
     env = reader_env(tmp_path)
     db = tmp_path / "served.db"
-    assert run_line(f"{A2A} import {TAPE} --db '{db}'", tmp_path, env).returncode == 0
+    _cli(f"import {TAPE} --db '{db}'", tmp_path, env, installed=False)
     serve = Background(f"{A2A} serve --db '{db}' --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0", tmp_path, env, GRPC)
     try:
         url = re.search(URL, serve.text).group(0)  # type: ignore[union-attr]
@@ -142,9 +159,9 @@ def test_a_replay_recorded_back_is_a_run_of_source_replay_on_every_path(path, tm
         added = PATHS[path](served)
     finally:
         assert serve.stop() == 0, serve.text
-    (task,) = json.loads(served.cli(f"tasks --db '{db}' --json"))
+    (task,) = json.loads(served.cli(f"tasks --db '{db}' --json", installed=path == "record"))
     assert task["sources"] == ["import", *added]
-    runs = json.loads(served.cli(f"tasks --runs --db '{db}' --json"))
+    runs = json.loads(served.cli(f"tasks --runs --db '{db}' --json", installed=path == "record"))
     assert [r["source"] for r in runs] == ["import", *added]
     # the run served is as it was: the replay recorded back never grew it
     assert runs[0] == before
@@ -170,9 +187,7 @@ def _seen(db: Path, cwd: Path, env: dict[str, str]) -> dict[str, object]:
     """What the CLI says of the one task in ``db``, its ids, times, host and agent's port left out."""
 
     def cli(line: str) -> object:
-        run = run_line(f"{A2A} {line} --db '{db}' --json", cwd, env)
-        assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
-        return json.loads(run.stdout)
+        return json.loads(_cli(f"{line} --db '{db}' --json", cwd, env, installed=False).stdout)
 
     (task,) = cli("tasks")
     text = json.dumps(
@@ -202,8 +217,7 @@ def test_an_agent_sending_the_marker_only_relabels_its_run(tmp_path):
     for name, wrap in (("plain", None), ("hostile", Marking)):
         db = tmp_path / f"{name}.db"
         with running_sdk_agent(wrap=wrap) as agent:
-            run = run_line(f"{A2A} record {agent.url} hello --db '{db}' --json", tmp_path, env)
-            assert run.returncode == 0, run.stderr
+            _cli(f"record {agent.url} hello --db '{db}' --json", tmp_path, env, installed=False)
         seen[name] = _seen(db, tmp_path, env)
     plain, hostile = seen["plain"], seen["hostile"]
     assert plain["task"]["sources"] == ["client"] and hostile["task"]["sources"] == ["replay"]  # type: ignore[index]
@@ -218,8 +232,7 @@ def test_an_agent_sending_the_marker_only_relabels_its_run(tmp_path):
     serve = Background(f"{A2A} serve --db '{served}' --listen 127.0.0.1:0", tmp_path, env, URL)
     try:
         url = re.search(URL, serve.text).group(0)  # type: ignore[union-attr]
-        again = run_line(f"{A2A} record {url} hello --db '{tmp_path / 'again.db'}' --json", tmp_path, env)
-        assert again.returncode == 0, again.stderr
+        again = _cli(f"record {url} hello --db '{tmp_path / 'again.db'}' --json", tmp_path, env, installed=False)
     finally:
         assert serve.stop() == 0, serve.text
     assert json.loads(again.stdout)["final_answer"] == hostile["channels"]["final_answer"]  # type: ignore[index]

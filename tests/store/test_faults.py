@@ -3,7 +3,9 @@ read-only media, a PostgreSQL server that goes away.
 
 Everything here is real: a 2 MB tmpfs mounted by the test (root only; skipped with the reason
 otherwise), a second process holding ``BEGIN IMMEDIATE`` with the real sqlite3 module, a private
-PostgreSQL server stopped mid-use, and the installed ``a2a-tape`` console script in a subprocess.
+PostgreSQL server stopped mid-use, and the installed ``a2a-tape`` console script in a subprocess (once per
+case; a case's repeats, and what prepares a log or reads it back, run the same command in process:
+``installed=False``).
 """
 
 from __future__ import annotations
@@ -42,14 +44,17 @@ from a2a_tape.store.tape import write_tape
 from a2a_tape.store.tape_reader import READER_MIN_BYTES
 from a2a_tape.store.writer import writer_of
 from tests.recorder.cli.conftest import TASK, make_log
+from tests.support.in_process import run_text_in_process
 from tests.support.locks import write_lock_held
 
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
 CHUNK = 5000  # bytes of one event payload in the filling loops
 
 
-def cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """The installed console script, as a user runs it."""
+def cli(*args: str | Path, timeout: float = 60, installed: bool = True) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a user runs it; ``installed=False``: the same command in process."""
+    if not installed:
+        return run_text_in_process([str(a) for a in args], env={"A2A_TAPE_DB": None}, timeout=timeout)
     env = {k: v for k, v in os.environ.items() if k != "A2A_TAPE_DB"}
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -233,15 +238,17 @@ def test_group_commit_producers_receive_database_locked(tmp_path):
 
 @pytest.mark.parametrize("events", [20, 600], ids=["parsed-in-process", "reader-process"])
 def test_import_and_copy_while_locked_exit_2_after_the_busy_timeout(tmp_path, events):
+    """Through the installed script with the reader process; the small tape's case in process."""
+    installed = events == 600
     tape = _tape(tmp_path, events)
     assert (tape.stat().st_size >= READER_MIN_BYTES) == (events == 600)
     db = tmp_path / "log.db"
     make_log(db)
     before = _dump(db)
     with write_lock_held(db):
-        r = cli("import", tape, "--db", db, "--busy-timeout", "0.3")
+        r = cli("import", tape, "--db", db, "--busy-timeout", "0.3", installed=installed)
         assert_one_line(r, "locked by another process", str(db), "--busy-timeout")
-        r = cli("copy", tmp_path / "src.db", db, "--busy-timeout", "0.3")
+        r = cli("copy", tmp_path / "src.db", db, "--busy-timeout", "0.3", installed=installed)
         assert_one_line(r, "locked by another process", str(db))
     assert _dump(db) == before
 
@@ -250,7 +257,7 @@ def test_import_and_copy_while_locked_exit_2_after_the_busy_timeout(tmp_path, ev
 def test_a_busy_timeout_that_is_not_a_duration_is_refused_before_anything_is_written(tmp_path, value):
     tape = _tape(tmp_path, 1)
     db = tmp_path / "new.db"
-    r = cli("import", tape, "--db", db, "--busy-timeout", value)
+    r = cli("import", tape, "--db", db, "--busy-timeout", value, installed=value == "0")  # the others in process
     assert_one_line(r, "--busy-timeout")
     assert not db.exists()
 
@@ -289,7 +296,7 @@ def readonly_copy(request, tmp_path) -> Iterator[Path]:
     src = tmp_path / "src.db"
     make_log(src)
     if request.param == "projection current":
-        assert cli("tasks", "--db", src).returncode == 0  # folds and commits the projection
+        assert cli("tasks", "--db", src, installed=False).returncode == 0  # folds and commits the projection
     with _mounted(tmp_path / "media", size="4m") as media:
         shutil.copy(src, media / "log.db")
         r = subprocess.run(["mount", "-o", "remount,ro", str(media)], capture_output=True, text=True)
@@ -298,18 +305,20 @@ def readonly_copy(request, tmp_path) -> Iterator[Path]:
         yield media / "log.db"
 
 
-def test_read_only_commands_work_on_read_only_media(readonly_copy):
+def test_read_only_commands_work_on_read_only_media(readonly_copy, request):
+    """Through the installed script with the projection behind; with it current, in process."""
     db = readonly_copy
-    r = cli("tasks", "--json", "--db", db)
+    installed = request.node.callspec.params["readonly_copy"] == "projection behind"
+    r = cli("tasks", "--json", "--db", db, installed=installed)
     assert r.returncode == 0, r.stderr
     assert TASK in r.stdout and "other-task" in r.stdout
-    r = cli("show", TASK[:8], "--db", db)
+    r = cli("show", TASK[:8], "--db", db, installed=installed)
     assert r.returncode == 0, r.stderr
-    r = cli("channels", TASK, "--db", db)
+    r = cli("channels", TASK, "--db", db, installed=installed)
     assert r.returncode == 0, r.stderr
     assert "chunk-0 chunk-1" in r.stdout
     for args in (("doctor",), ("export", "--all"), ("grep", "chunk")):
-        r = cli(*args, "--db", db)
+        r = cli(*args, "--db", db, installed=installed)
         assert r.returncode in (0, 1), (args, r.stderr)
         assert "error" not in r.stderr, (args, r.stderr)
     assert sorted(os.listdir(db.parent)) == ["log.db"]
@@ -320,12 +329,12 @@ def test_tasks_and_channels_keep_the_projection_when_the_log_can_be_written(tmp_
     projection (a cache: a log of a million events folds in seconds, a current projection at once)."""
     db = tmp_path / "log.db"
     make_log(db)
-    assert cli("tasks", "--db", db).returncode == 0
+    assert cli("tasks", "--db", db, installed=False).returncode == 0
     with store.open_store(db, readonly=True) as st:
         assert st.projection_cursor("tasks") == st.last_position() == 8
     with store.open_store(db) as st:
         st.append(NewEvent(payload=b'{"later": 1}', task_id="later"))
-    assert cli("channels", TASK, "--db", db).returncode == 0
+    assert cli("channels", TASK, "--db", db, installed=False).returncode == 0
     with store.open_store(db, readonly=True) as st:
         assert st.projection_cursor("tasks") == st.last_position() == 9
 

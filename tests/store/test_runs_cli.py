@@ -2,11 +2,16 @@
 proxy, and ``record`` through it) write one log, SQLite or PostgreSQL, each process its own run:
 one task, two runs, doctor clean, ``diff TASK@1 TASK@2`` the same stream (the proxy was
 transparent). A bad selector is one line, exit 2. A v5 log made by the code before runs upgrades,
-each task one run unless its exchanges show a proxy and a client."""
+each task one run unless its exchanges show a proxy and a client.
+
+The proxy and ``record`` (the two observers) run installed, and on SQLite each reading command once; what
+reads the log further (on PostgreSQL, a second run's channels) runs the same command in process
+(``installed=False``)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 
 import pytest
@@ -15,6 +20,7 @@ from a2a_tape.store import open_store
 from a2a_tape.store.records import Exchange, NewEvent
 from a2a_tape.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.docs.harness import BIN, Background, reader_env, run_line
+from tests.support.in_process import run_text_in_process, without_our_variables
 
 A2A = BIN / "a2a-tape"
 READY = r"http://127\.0\.0\.1:\d+"
@@ -22,8 +28,14 @@ READY = r"http://127\.0\.0\.1:\d+"
 pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
 
 
-def _cli(line: str, tmp_path, env) -> tuple[int, str, str]:
-    run = run_line(f"{A2A} {line}", tmp_path, env)
+def _cli(line: str, tmp_path, env, *, installed: bool = True) -> tuple[int, str, str]:
+    """``a2a-tape LINE`` (a shell line's words) by the installed script; ``installed=False``: in process."""
+    if installed:
+        run = run_line(f"{A2A} {line}", tmp_path, env)
+    else:
+        # HOME only: the CLI makes its console once per process, as wide as $COLUMNS says then (a run here
+        # that set it would set it for every later run in this worker)
+        run = run_text_in_process(shlex.split(line), tmp_path, {**without_our_variables(), "HOME": env["HOME"]})
     assert "Traceback" not in run.stderr, run.stderr
     return run.returncode, run.stdout, run.stderr
 
@@ -40,24 +52,27 @@ def _proxy_and_client(db: str, agent_url: str, tmp_path) -> tuple[str, dict]:
     return json.loads(out)["task_id"], env
 
 
-def _check_two_runs(db: str, task_id: str, tmp_path, env) -> None:
-    code, out, err = _cli(f"tasks --db '{db}' --json", tmp_path, env)
+def _check_two_runs(db: str, task_id: str, tmp_path, env, *, installed: bool) -> None:
+    """Each reading command through the installed script once if ``installed``; its repeats in process."""
+    code, out, err = _cli(f"tasks --db '{db}' --json", tmp_path, env, installed=installed)
     assert code == 0, err
     tasks = json.loads(out)
     assert [(t["task_id"], t["runs"], sorted(t["sources"])) for t in tasks] == [(task_id, 2, ["client", "proxy"])]
-    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path, env)
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", tmp_path, env, installed=False)
     runs = json.loads(out)
     assert [r["run"] for r in runs] == [f"{task_id}@1", f"{task_id}@2"]
     assert runs[0]["source"] == "proxy"  # the proxy writes each item before it forwards it
     assert {r["state"] for r in runs} == {"completed"} and all(r["faults"] == 0 for r in runs)
-    code, out, err = _cli(f"doctor --db '{db}' --json", tmp_path, env)
+    code, out, err = _cli(f"doctor --db '{db}' --json", tmp_path, env, installed=installed)
     assert code == 0 and json.loads(out)["errors"] == 0, out
-    code, out, err = _cli(f"diff {task_id}@1 {task_id}@2 --db '{db}'", tmp_path, env)
+    code, out, err = _cli(f"diff {task_id}@1 {task_id}@2 --db '{db}'", tmp_path, env, installed=installed)
     assert code == 0 and "same" in out, out + err
     # each run's channels: the one the client was streamed, for both observers
     answers = set()
     for n in (1, 2):
-        code, out, err = _cli(f"channels {task_id} --run {n} --db '{db}' --json", tmp_path, env)
+        code, out, err = _cli(
+            f"channels {task_id} --run {n} --db '{db}' --json", tmp_path, env, installed=installed and n == 1
+        )
         assert code == 0, err
         doc = json.loads(out)
         assert doc["run"] == f"{task_id}@{n}" and doc["runs"] == 2
@@ -68,19 +83,19 @@ def _check_two_runs(db: str, task_id: str, tmp_path, env) -> None:
 def test_proxy_and_client_into_one_sqlite_log(sdk_agent, tmp_path):
     db = str(tmp_path / "one.db")
     task_id, env = _proxy_and_client(db, sdk_agent.url, tmp_path)
-    _check_two_runs(db, task_id, tmp_path, env)
-    # bad selectors: one line on stderr, exit 2
+    _check_two_runs(db, task_id, tmp_path, env, installed=True)
+    # bad selectors: one line on stderr, exit 2 (the first installed)
     for line in (f"channels {task_id}@9", f"channels {task_id}@x", f"show {task_id}@0", f"doctor {task_id}@3"):
-        code, out, err = _cli(f"{line} --db '{db}'", tmp_path, env)
+        code, out, err = _cli(f"{line} --db '{db}'", tmp_path, env, installed=line.endswith("@9"))
         assert code == 2 and len(err.strip().splitlines()) == 1, (line, err)
-    code, out, err = _cli(f"diff {task_id}@1 {task_id}@7 --db '{db}'", tmp_path, env)
+    code, out, err = _cli(f"diff {task_id}@1 {task_id}@7 --db '{db}'", tmp_path, env, installed=False)
     assert code == 2 and "no run 7" in err and len(err.strip().splitlines()) == 1
 
 
 def test_proxy_and_client_into_one_postgresql_log(sdk_agent, pg_url, tmp_path):
     """Two processes (two hosts of a shared log, as far as the log can tell) on one PostgreSQL log."""
     task_id, env = _proxy_and_client(pg_url, sdk_agent.url, tmp_path)
-    _check_two_runs(pg_url, task_id, tmp_path, env)
+    _check_two_runs(pg_url, task_id, tmp_path, env, installed=False)
 
 
 def test_a_v5_log_upgrades_each_task_one_run_unless_a_proxy_and_a_client(tmp_path):
@@ -124,7 +139,7 @@ def test_a_v5_log_upgrades_each_task_one_run_unless_a_proxy_and_a_client(tmp_pat
         5: (None, None),
     }
     env = reader_env(tmp_path)
-    code, out, err = _cli(f"tasks --runs --db '{path}' --json", tmp_path, env)
+    code, out, err = _cli(f"tasks --runs --db '{path}' --json", tmp_path, env, installed=False)
     assert code == 0, err
     runs = {r["run"]: (r["source"], r["events"], r["state"]) for r in json.loads(out)}
     assert runs == {

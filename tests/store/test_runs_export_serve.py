@@ -6,12 +6,17 @@ copy), then ``verify`` of it against the plain a2a-sdk agent (run 2, source veri
 answer). ``export TASK@N`` (and ``--run N``) writes that run alone in every format; a bad
 selector is one line, exit 2. ``serve`` serves run 1 (the agent as first recorded) unless
 ``--run N`` says otherwise.
+
+``serve`` runs installed; so do one export (jsonl) of a run and each bad selector in one format. What
+prepares the log (record, verify, import) and reads it (tasks, show), and the other formats' exports, run
+the same command in process (``installed=False``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -19,6 +24,7 @@ import pytest
 from tests.conftest import running_sdk_agent
 from tests.docs.harness import BIN, Background, reader_env, run_line
 from tests.support.contract_agents import ANSWER, contract_agent
+from tests.support.in_process import run_text_in_process, without_our_variables
 
 A2A = BIN / "a2a-tape"
 FIRST = "".join(ANSWER)  # what the opencode-blocks agent streams
@@ -27,8 +33,14 @@ SECOND = "chunk-0 chunk-1 chunk-2 "  # what the plain a2a-sdk agent streams
 pytestmark = pytest.mark.skipif(not A2A.exists(), reason="needs the installed console script")
 
 
-def _cli(line: str, cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    run = run_line(f"{A2A} {line}", cwd, env)
+def _cli(line: str, cwd: Path, env: dict[str, str], *, installed: bool = True) -> tuple[int, str, str]:
+    """``a2a-tape LINE`` (a shell line's words) by the installed script; ``installed=False``: in process."""
+    if installed:
+        run = run_line(f"{A2A} {line}", cwd, env)
+    else:
+        # HOME only: the CLI makes its console once per process, as wide as $COLUMNS says then (a run here
+        # that set it would set it for every later run in this worker)
+        run = run_text_in_process(shlex.split(line), cwd, {**without_our_variables(), "HOME": env["HOME"]})
     assert "Traceback" not in run.stderr, run.stderr
     return run.returncode, run.stdout, run.stderr
 
@@ -37,12 +49,12 @@ def two_runs(db: Path, cwd: Path) -> tuple[str, dict[str, str]]:
     """A task of two runs that differ (see the module's docstring); its id."""
     env = reader_env(cwd)
     with contract_agent() as blocks, running_sdk_agent() as sdk:
-        code, out, err = _cli(f"record {blocks} 'hello blocks' --db '{db}' --json", cwd, env)
+        code, out, err = _cli(f"record {blocks} 'hello blocks' --db '{db}' --json", cwd, env, installed=False)
         assert code == 0, err
         task = json.loads(out)["task_id"]
-        code, out, err = _cli(f"verify {task} --against {sdk.url} --db '{db}'", cwd, env)
+        code, out, err = _cli(f"verify {task} --against {sdk.url} --db '{db}'", cwd, env, installed=False)
         assert code == 1 and "diverged" in out, out + err  # another agent: another answer
-    code, out, err = _cli(f"tasks --runs --db '{db}' --json", cwd, env)
+    code, out, err = _cli(f"tasks --runs --db '{db}' --json", cwd, env, installed=False)
     runs = json.loads(out)
     assert [(r["run"], r["source"], r["final_answer"]) for r in runs] == [
         (f"{task}@1", "client", FIRST),
@@ -59,9 +71,9 @@ def runs(tmp_path_factory) -> tuple[Path, str, dict[str, str], Path]:
     return db, task, env, cwd
 
 
-def _export(runs, fmt: str, which: str) -> str:
+def _export(runs, fmt: str, which: str, *, installed: bool = False) -> str:
     db, task, env, cwd = runs
-    code, out, err = _cli(f"export {which} --format {fmt} --db '{db}'", cwd, env)
+    code, out, err = _cli(f"export {which} --format {fmt} --db '{db}'", cwd, env, installed=installed)
     assert code == 0, err
     return out
 
@@ -70,18 +82,18 @@ def test_export_of_a_run_is_that_run_alone_in_every_format(runs):
     db, task, env, cwd = runs
     events = {}
     for n in (1, 2):
-        code, out, err = _cli(f"show {task}@{n} --json --db '{db}'", cwd, env)
+        code, out, err = _cli(f"show {task}@{n} --json --db '{db}'", cwd, env, installed=False)
         events[n] = {e["position"] for e in json.loads(out)}
     assert events[1] and events[2] and not events[1] & events[2]
 
     # jsonl: the tape of a run imports as one run, of that run's events and answer
     for n, selector in ((1, f"{task}@1"), (2, f"{task} --run 2")):
         tape = cwd / f"run{n}.jsonl"
-        tape.write_text(_export(runs, "jsonl", selector))
+        tape.write_text(_export(runs, "jsonl", selector, installed=n == 1))  # the one export installed
         copy = cwd / f"run{n}.db"
-        code, out, err = _cli(f"import '{tape}' --db '{copy}'", cwd, env)
+        code, out, err = _cli(f"import '{tape}' --db '{copy}'", cwd, env, installed=False)
         assert code == 0, err
-        code, out, err = _cli(f"tasks --runs --db '{copy}' --json", cwd, env)
+        code, out, err = _cli(f"tasks --runs --db '{copy}' --json", cwd, env, installed=False)
         [only] = json.loads(out)
         assert only["final_answer"] == (FIRST, SECOND)[n - 1] and only["events"] == len(events[n])
     whole = _export(runs, "jsonl", task)  # a task alone: every run, as before
@@ -116,6 +128,7 @@ def test_export_of_a_run_is_that_run_alone_in_every_format(runs):
 
 @pytest.mark.parametrize("fmt", ["jsonl", "har", "mermaid", "html", "otlp"])
 def test_export_of_a_bad_selector_is_one_line_exit_2(runs, fmt):
+    """Each bad selector through the installed script in jsonl; in the other formats in process."""
     db, task, env, cwd = runs
     for which, says in (
         (f"{task}@3", "no run 3"),
@@ -124,7 +137,7 @@ def test_export_of_a_bad_selector_is_one_line_exit_2(runs, fmt):
         (f"{task} --run 0", "not a whole number"),
         ("--all --run 1", "goes with a TASK"),
     ):
-        code, out, err = _cli(f"export {which} --format {fmt} --db '{db}'", cwd, env)
+        code, out, err = _cli(f"export {which} --format {fmt} --db '{db}'", cwd, env, installed=fmt == "jsonl")
         assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (which, err)
         assert out == ""
 
@@ -137,7 +150,7 @@ def _served_answer(runs, *serve_args: str) -> str:
     try:
         url = re.search(r"http://127\.0\.0\.1:\d+", serve.text).group(0)  # type: ignore[union-attr]
         replayed = cwd / f"replayed-{'-'.join(serve_args) or 'default'}.db"
-        code, out, err = _cli(f"record {url} 'hello blocks' --db '{replayed}' --json", cwd, env)
+        code, out, err = _cli(f"record {url} 'hello blocks' --db '{replayed}' --json", cwd, env, installed=False)
         assert code == 0, err
         recorded = json.loads(out)
         # the replay answers with the task id of the run served (a verify run's agent named its own)

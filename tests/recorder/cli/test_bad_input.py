@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from a2a_tape.store import open_store
+from tests.support.in_process import run_in_process
 
 from .conftest import TASK, assert_bad_input, count_events, make_log, run_cli
 
@@ -221,7 +222,9 @@ def _large_tape(events: int) -> list[bytes]:
 
 def test_a_large_tape_through_the_installed_script(tmp_path):
     """The reader-process path of `import` as a user meets it: the same log as an import parsed
-    in-process, and a bad line near the end is one readable line (exit 2) that imports nothing."""
+    in-process, and a bad line near the end is one readable line (exit 2) that imports nothing. The file
+    imported by the command run in this process (it starts the same reader process); a pipe on descriptor 0
+    and the bad line through the installed script."""
     from a2a_tape.store.tape import export_lines, import_tape
     from a2a_tape.store.tape_reader import READER_MIN_BYTES
 
@@ -233,8 +236,8 @@ def test_a_large_tape_through_the_installed_script(tmp_path):
     tape.write_bytes(b"".join(lines))
     assert tape.stat().st_size >= READER_MIN_BYTES
     db, here = tmp_path / "cli.db", tmp_path / "here.db"
-    proc = subprocess.run([str(script), "import", str(tape), "--db", str(db)], capture_output=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    done = run_in_process(["import", str(tape), "--db", str(db)], tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
     with open_store(here) as st:
         import_tape(st, lines, reader=False)
     with open_store(db) as a, open_store(here) as b:

@@ -1,6 +1,8 @@
 """Files we create are owner-only (0600) unless the umask is stricter: a database (and its -wal and
 -shm files), an imported log, every export format, an html directory. The installed CLI in a
-subprocess, started with the usual umasks (022, 002) and a strict one (077)."""
+subprocess started with the usual umask (022) on every path that creates a file; with another usual one
+(002) and a strict one (077), the same commands in process under that umask (the kernel applies the umask
+at each creation, as it does in the installed script), but ``demo`` (it starts servers): installed."""
 
 from __future__ import annotations
 
@@ -12,17 +14,31 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.in_process import run_in_process, without_our_variables
+
 CLI = str(Path(sys.executable).with_name("a2a-tape"))
 TAPE = Path(__file__).resolve().parents[3] / "recordings" / "sdk-v10-stream.jsonl"
 
 
-def _cli(args: list[str], cwd: Path, umask: int) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_TAPE")}
+INSTALLED_UMASK = 0o022
 
-    def set_umask() -> None:
-        os.umask(umask)
 
-    r = subprocess.run([CLI, *args], cwd=cwd, capture_output=True, timeout=120, env=env, preexec_fn=set_umask)
+def _cli(args: list[str], cwd: Path, umask: int, *, installed: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """``a2a-tape ARGS`` started with ``umask``: by the installed script with INSTALLED_UMASK (or when
+    ``installed``), else in this process with its umask set for the command's run."""
+    if installed or umask == INSTALLED_UMASK:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_TAPE")}
+
+        def set_umask() -> None:
+            os.umask(umask)
+
+        r = subprocess.run([CLI, *args], cwd=cwd, capture_output=True, timeout=120, env=env, preexec_fn=set_umask)
+    else:
+        old = os.umask(umask)
+        try:
+            r = run_in_process(args, cwd, without_our_variables(), timeout=120)
+        finally:
+            os.umask(old)
     assert r.returncode == 0, r.stderr
     return r
 
@@ -45,7 +61,7 @@ def test_every_file_we_create_is_owner_only(tmp_path, umask):
     _cli(["export", "--all", "--format", "html", "-o", f"{site}/", "--db", str(db)], tmp_path, umask)
     made += sorted(site.iterdir())
     demo = tmp_path / "demo.db"
-    _cli(["demo", "--db", str(demo)], tmp_path, umask)
+    _cli(["demo", "--db", str(demo)], tmp_path, umask, installed=True)
     made += [demo, *tmp_path.glob("demo.db-*")]
     assert len(made) >= 8
     assert _modes(made) == {p.name: expected for p in made}

@@ -1,7 +1,8 @@
 """Files, databases and tapes at the command line's edge (issue 23 item 8, issue 26 items 3 and 4).
 
 The installed CLI in a subprocess, each with a private TMPDIR (a tape's temporary copy must go); the cases
-beyond the first of a table that checks one rule many times run the same command in process:
+beyond the first of a table that checks one rule many times run the same command in process (``installed=``
+below says which; what a process alone can show, a pipe to /dev/full and the servers, stays installed):
 
 - a read-only command never creates or initialises a database: a missing path, an empty file, a
   file that is not SQLite, another program's SQLite database: exit 2, one line, the file as it was;
@@ -139,12 +140,16 @@ def test_a_file_that_holds_no_log_is_refused_and_left_as_it_was(tmp_path, good_d
 
 
 NAMING = {name: argv for name, argv in REFUSERS.items() if argv[0] != "diff"}  # diff: a missing path is a task id
+SERVERS = ("ui", "serve")  # always installed: a refusal missed in process would leave a server running here
 
 
 @pytest.mark.parametrize("argv", NAMING.values(), ids=NAMING.keys())
 def test_a_missing_log_is_not_created(tmp_path, good_db, argv):
+    """The first command and the servers through the installed script; the others in process (each
+    command is refused by the installed script in the test above)."""
     log = tmp_path / "missing.db"
-    r = cli(tmp_path, *_argv(argv, log, good_db))
+    installed = argv is next(iter(NAMING.values())) or argv[0] in SERVERS
+    r = cli(tmp_path, *_argv(argv, log, good_db), installed=installed)
     one_error_line(r, str(log))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
 
@@ -159,20 +164,23 @@ def _normalised(out: bytes, log: Path) -> bytes:
 
 @pytest.mark.parametrize("argv", READERS.values(), ids=READERS.keys())
 def test_every_inspection_command_reads_a_tape_as_it_reads_the_database(tmp_path, good_db, argv):
+    """The first command through the installed script; the others in process (the same opening code
+    copies the tape, in this process's TMPDIR too)."""
+    installed = argv is next(iter(READERS.values()))
     tape = tmp_path / "x.jsonl"
     tape.write_bytes(TAPE.read_bytes())
     db = tmp_path / "x.db"
     db.write_bytes(good_db.read_bytes())
-    from_tape = cli(tmp_path, *_argv(argv, tape, good_db))
+    from_tape = cli(tmp_path, *_argv(argv, tape, good_db), installed=installed)
     assert from_tape.returncode in (0, 1), from_tape.stderr.decode()  # diff: 1 when they differ
     if argv[0] == "copy":
         (tmp_path / "new.db").rename(tmp_path / "from-tape.db")
-    from_db = cli(tmp_path, *_argv(argv, db, good_db))
+    from_db = cli(tmp_path, *_argv(argv, db, good_db), installed=installed)
     assert (from_tape.returncode, from_tape.stderr) == (from_db.returncode, from_db.stderr.replace(b"x.db", b"x.jsonl"))
     assert _normalised(from_tape.stdout, tape) == _normalised(from_db.stdout, db)
     assert from_tape.stdout.strip()
     if argv[0] == "copy":
-        assert cli(tmp_path, "diff", "from-tape.db", "new.db").returncode == 0
+        assert cli(tmp_path, "diff", "from-tape.db", "new.db", installed=False).returncode == 0
     assert tape.read_bytes() == TAPE.read_bytes()  # the tape untouched
     assert _leftovers(tmp_path) == []  # its copy gone
 
@@ -264,11 +272,12 @@ def cardless() -> object:
 
 @pytest.mark.parametrize("args", FAILURES.values(), ids=FAILURES.keys())
 def test_a_command_that_fails_before_recording_leaves_no_database(tmp_path, cardless, args):
+    """The first case and the proxy (a server) through the installed script; the others in process."""
     db = tmp_path / "new.db"
     at = f"http://127.0.0.1:{cardless.server_address[1]}"  # type: ignore[attr-defined]
     busy = f"127.0.0.1:{cardless.server_address[1]}"  # type: ignore[attr-defined]
     argv = [at if a == "CARDLESS" else busy if a == "BUSY" else a for a in args(tmp_path, db)]
-    r = cli(tmp_path, *argv)
+    r = cli(tmp_path, *argv, installed=args is next(iter(FAILURES.values())) or argv[0] == "proxy")
     one_error_line(r)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("new.db")]
 
@@ -284,12 +293,15 @@ def test_a_failed_import_into_an_existing_log_keeps_it(tmp_path, good_db):
 # -- output files ---------------------------------------------------------------------------
 
 FORMATS = ["jsonl", "har", "mermaid", "html"]
+INSTALLED_FORMAT = "jsonl"
+"""The format each rule on output files is checked in through the installed script (the others: in process,
+where the same writer opens, refuses and names the same files)."""
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_an_empty_output_is_bad_usage_and_the_current_directory_is_left_alone(tmp_path, good_db, fmt):
     (tmp_path / "index.html").write_text("mine")
-    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "", "--db", good_db)
+    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "", "--db", good_db, installed=fmt == INSTALLED_FORMAT)
     one_error_line(r, "'-o'", "an empty path names no file")
     assert (tmp_path / "index.html").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "tmp"]
@@ -297,8 +309,9 @@ def test_an_empty_output_is_bad_usage_and_the_current_directory_is_left_alone(tm
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_dash_is_standard_output(tmp_path, good_db, fmt):
-    plain = cli(tmp_path, "export", "--all", "--format", fmt, "--db", good_db)
-    dash = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "-", "--db", good_db)
+    installed = fmt == INSTALLED_FORMAT
+    plain = cli(tmp_path, "export", "--all", "--format", fmt, "--db", good_db, installed=installed)
+    dash = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "-", "--db", good_db, installed=installed)
     assert dash.returncode == plain.returncode == 0, dash.stderr
     assert _normalised(dash.stdout, good_db) == _normalised(plain.stdout, good_db) and dash.stdout
     assert not (tmp_path / "-").exists()
@@ -307,7 +320,10 @@ def test_a_dash_is_standard_output(tmp_path, good_db, fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_an_output_error_names_the_output_not_the_log(tmp_path, good_db, fmt):
-    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "/dev/full", "--db", good_db)
+    """``-o /dev/full`` in process but for INSTALLED_FORMAT; standard output on /dev/full is the process's
+    own: installed in every format."""
+    installed = fmt == INSTALLED_FORMAT
+    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "/dev/full", "--db", good_db, installed=installed)
     line = one_error_line(r, "cannot write /dev/full")
     assert "log" not in line
     with open("/dev/full", "wb") as full:
@@ -339,7 +355,7 @@ def test_the_output_is_never_the_log_being_read(tmp_path, good_db, fmt, log):
     path.write_bytes(good_db.read_bytes() if log == "database" else TAPE.read_bytes())
     before = path.read_bytes()
     (tmp_path / "link").symlink_to(path)
-    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "link", "--db", path)
+    r = cli(tmp_path, "export", "--all", "--format", fmt, "-o", "link", "--db", path, installed=fmt == INSTALLED_FORMAT)
     one_error_line(r, "-o link is the log being read")
     assert path.read_bytes() == before
 
@@ -374,6 +390,11 @@ FILLERS = {  # each command's arguments: the bad duration is refused before they
     "copy": ["a.db", "b.db"],
 }
 DURATIONS = [*_duration_options(), ("serve", "--fault delay="), ("serve", "--timing")]
+INSTALLED_DURATIONS = {
+    *{command: (command, option) for command, option in reversed(DURATIONS)}.values(),  # each command's first
+    ("serve", "--fault delay="),  # serve's own two rules, beside options.seconds
+    ("serve", "--timing"),
+}
 
 
 def test_the_duration_options_are_found():
@@ -383,11 +404,12 @@ def test_the_duration_options_are_found():
 @pytest.mark.parametrize("value", ["inf", "-inf", "Infinity", "1e309", "nan"])
 @pytest.mark.parametrize(("command", "option"), DURATIONS, ids=[" ".join(d) for d in DURATIONS])
 def test_every_duration_refuses_infinity_as_it_refuses_nan(tmp_path, command, option, value):
-    """Each option through the installed script with ``inf``; its other values in process (the one rule,
-    options.seconds, refuses them there alike), ~0.35 s of CPU less each."""
+    """Each command's first option (and serve's own rules) through the installed script with ``inf``; its
+    other values and the command's other options in process (the one rule, options.seconds, refuses them
+    there alike), ~0.35 s of CPU less each."""
     given = ["--fault", f"delay={value}"] if option.endswith("=") else [option, value]
     argv = [command, *FILLERS.get(command, []), *given, "--db", tmp_path / "x.db"]
-    r = cli(tmp_path, *argv, timeout=60, installed=value == "inf")
+    r = cli(tmp_path, *argv, timeout=60, installed=value == "inf" and (command, option) in INSTALLED_DURATIONS)
     one_error_line(r)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
 
@@ -403,5 +425,6 @@ def test_a_command_that_writes_leaves_another_programs_database_alone(tmp_path, 
     db = tmp_path / "theirs.db"
     _foreign_sqlite(db)
     before = db.read_bytes()
-    one_error_line(cli(tmp_path, *args, "--db", db), f"not an a2a-tape database: {db}")
+    r = cli(tmp_path, *args, "--db", db, installed=args[0] == "record")  # import: in process
+    one_error_line(r, f"not an a2a-tape database: {db}")
     assert db.read_bytes() == before

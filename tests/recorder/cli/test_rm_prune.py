@@ -1,7 +1,8 @@
 """``a2a-tape rm TASK...`` and ``a2a-tape prune`` (issue 37 item 9), through the installed CLI on tasks a
 real a2a-sdk agent answered (recorded, listed and read by the same commands in process): only finished tasks
 unless --force, a LOCAL note of the removal, positions never repeated, every projection afterwards equal to a
-rebuild, a tape refused."""
+rebuild, a tape refused. Each command's removal, its first refusal and a tape refused run installed; its
+further cases (another refusal, a dry run, another bad duration) run in process (:func:`cli_here`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from a2a_tape import store
 from a2a_tape.inspection.rebuild import rebuild_all
 from tests.conftest import running_sdk_agent
-from tests.support.in_process import run_in_process
+from tests.support.in_process import run_text_in_process
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
 RECORDINGS = Path(__file__).resolve().parents[3] / "recordings"
@@ -29,9 +30,8 @@ def cli(*args: object) -> subprocess.CompletedProcess[str]:
 
 def cli_here(*args: object) -> subprocess.CompletedProcess[str]:
     """The same command in this process (tests/support/in_process.py): for what sets a test up or reads its
-    log (record, tasks, doctor, grep), which this module does not test; rm and prune run installed."""
-    done = run_in_process([str(a) for a in args], Path.cwd(), timeout=120)
-    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+    log (record, tasks, doctor, grep, import), and the cases of rm and prune beyond their first."""
+    return run_text_in_process([str(a) for a in args], timeout=120)
 
 
 def one_line(run: subprocess.CompletedProcess[str], code: int = 2) -> str:
@@ -112,20 +112,22 @@ def test_rm_and_prune_remove_finished_tasks_and_leave_a_rebuilds_projections(tmp
         f"a2a-tape: error: task {waiting} is not finished (input-required): nothing removed (--force removes it anyway)"
     )
     assert task_ids(db) == sorted([done[2], waiting, last])
-    assert one_line(cli("rm", "no-such-task", "--db", db)).startswith("a2a-tape: error: unknown task: no-such-task")
+    assert one_line(cli_here("rm", "no-such-task", "--db", db)).startswith(
+        "a2a-tape: error: unknown task: no-such-task"
+    )
 
     # prune: nothing is older than a day; --dry-run lists what prune would take, takes nothing
-    assert cli("prune", "--older-than", "1d", "--db", db, "--json").stdout.startswith('{"task_ids":[]')
-    dry = json.loads(cli("prune", "--dry-run", "--db", db, "--json").stdout)
+    assert cli_here("prune", "--older-than", "1d", "--db", db, "--json").stdout.startswith('{"task_ids":[]')
+    dry = json.loads(cli_here("prune", "--dry-run", "--db", db, "--json").stdout)
     assert sorted(dry["task_ids"]) == sorted([done[2], last]) and dry["dry_run"] is True
     assert task_ids(db) == sorted([done[2], waiting, last])
     pruned = cli("prune", "--db", db)
     assert pruned.returncode == 0 and pruned.stderr.startswith("removed 2 tasks ("), pruned.stderr
     assert task_ids(db) == [waiting]
     assert_equal_to_a_rebuild(db, tmp_path)
-    forced = cli("prune", "--force", "--db", db)
+    forced = cli_here("prune", "--force", "--db", db)
     assert forced.returncode == 0 and task_ids(db) == []
-    assert cli("doctor", "--db", db).returncode == 0
+    assert cli_here("doctor", "--db", db).returncode == 0
 
     # after all that, recording goes on at new positions, and is listed
     with running_sdk_agent() as agent:
@@ -138,13 +140,15 @@ def test_a_tape_and_bad_durations_are_refused_in_one_line(tmp_path):
     tape = tmp_path / "tape.jsonl"
     shutil.copy(RECORDINGS / "sdk-v10-stream.jsonl", tape)
     before = tape.read_bytes()
-    for args in (["rm", "eae94752"], ["prune"]):
-        line = one_line(cli(*args, "--db", tape))
+    for args, run in ((["rm", "eae94752"], cli), (["prune"], cli_here)):
+        line = one_line(run(*args, "--db", tape))
         assert line.startswith(f"a2a-tape: error: {tape} is a tape (JSONL): rm and prune change a database"), line
     assert tape.read_bytes() == before
     db = tmp_path / "log.db"
-    cli("import", tape, "--db", db)
-    for bad in ("soon", "-3d", "0", "1y"):
-        assert "is not a duration" in one_line(cli("prune", "--older-than", bad, "--db", db))
+    cli_here("import", tape, "--db", db)
+    for bad in ("soon", "-3d", "0", "1y"):  # the first installed
+        assert "is not a duration" in one_line(
+            (cli if bad == "soon" else cli_here)("prune", "--older-than", bad, "--db", db)
+        )
     assert task_ids(db) == ["eae94752-8d54-4221-873c-d1ce09cd1df2"]
-    assert one_line(cli("rm", "x", "--db", tmp_path / "none.db")).startswith("a2a-tape: error: no database at")
+    assert one_line(cli_here("rm", "x", "--db", tmp_path / "none.db")).startswith("a2a-tape: error: no database at")

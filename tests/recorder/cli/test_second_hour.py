@@ -3,7 +3,8 @@ installed ``a2a-tape`` against real agents on 127.0.0.1: an httpx outside our bo
 ``show`` keeps a chunk's edge spaces, doctor does not call the user's own Ctrl-C an error,
 ``import`` takes several files and says truthfully what it added, ``-h`` is ``--help``, the
 commands are listed in a newcomer's order, ``--state`` names the states, counts are spelled alike.
-(The README's files being git-ignored: tests/docs/test_ignored.py.)"""
+(The README's files being git-ignored: tests/docs/test_ignored.py.) What only prepares a test or reads its
+log, and a check's further cases, run the same command in process (``installed=False``)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,19 @@ import msgspec
 from a2a_tape import store
 from a2a_tape.store import NewEvent
 from tests.conftest import running_sdk_agent
+from tests.support.in_process import run_text_in_process
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
 RECORDINGS = Path(__file__).resolve().parents[3] / "recordings"
 
 
-def cli(*args: object, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: object, env: dict[str, str] | None = None, timeout: float = 120, installed: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``a2a-tape ARGS`` by the installed script; ``installed=False``: the same command in this process
+    (``env`` is then only the variables it sets)."""
+    if not installed:
+        return run_text_in_process([str(a) for a in args], env=env, timeout=timeout)
     return subprocess.run(
         [str(SCRIPT), *map(str, args)],
         capture_output=True,
@@ -58,7 +66,16 @@ def test_an_httpx_outside_the_bound_is_one_line_naming_it(tmp_path):
     db = tmp_path / "log.db"
     for args in (
         ["record", "http://127.0.0.1:9/", "hi", "--db", db],
-        ["serve", "--db", RECORDINGS / "sdk-v10-stream.jsonl", "--listen", "127.0.0.1:0"],
+        # serve loads httpx only to forward (a plain replay starts without it, and would serve here)
+        [
+            "serve",
+            "--db",
+            RECORDINGS / "sdk-v10-stream.jsonl",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ],
         ["proxy", "http://127.0.0.1:9/", "--db", db, "--listen", "127.0.0.1:0"],
         ["demo", "--db", db],
     ):
@@ -76,7 +93,7 @@ def test_an_httpx_outside_the_bound_is_one_line_naming_it(tmp_path):
 def test_show_keeps_the_spaces_at_a_chunks_edges(tmp_path):
     db = tmp_path / "log.db"
     with running_sdk_agent() as agent:
-        rec = cli("record", agent.url, "spaced words", "--db", db, "--json")
+        rec = cli("record", agent.url, "spaced words", "--db", db, "--json", installed=False)
     assert rec.returncode == 0, rec.stderr
     task = json.loads(rec.stdout)["task_id"]
     shown = cli("show", task, "--db", db)
@@ -113,7 +130,7 @@ def test_doctor_calls_the_users_ctrl_c_a_warning(fault_agent, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, errs
-    doctor = cli("doctor", "--db", db, "--json")
+    doctor = cli("doctor", "--db", db, "--json", installed=False)
     assert doctor.returncode == 0, doctor.stdout
     report = json.loads(doctor.stdout)
     closed = [f for f in report["findings"] if f["code"] == "closed-while-working"]
@@ -135,36 +152,36 @@ def test_import_takes_several_files_and_a_reimport_says_what_it_did(tmp_path):
         f"{tapes[1]}: imported 6 events, 1 exchange, 1 task",
         "in all: imported 12 events, 2 exchanges, 2 tasks",
     ], lines
-    again = cli("import", tapes[0], "--db", db)
+    again = cli("import", tapes[0], "--db", db, installed=False)
     assert one_line(again, 0) == (
         "imported 0 new events, 0 new exchanges, 0 new tasks; already in the log: 6 events, 1 exchange, 1 task"
     )
-    doc = json.loads(cli("import", *tapes, "--db", db, "--json").stdout)
+    doc = json.loads(cli("import", *tapes, "--db", db, "--json", installed=False).stdout)
     assert (doc["events"], doc["skipped"], doc["exchanges"], doc["exchanges_present"]) == (0, 12, 0, 2), doc
     assert doc["tasks_present"] == doc["task_ids"] and len(doc["task_ids"]) == 2
     # a bad line in any file: nothing of any file is imported, and the line names the file
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     fresh = tmp_path / "fresh.db"
-    cli("import", RECORDINGS / "sdk-boom.jsonl", "--db", fresh)
-    before = json.loads(cli("tasks", "--db", fresh, "--json").stdout)
+    cli("import", RECORDINGS / "sdk-boom.jsonl", "--db", fresh, installed=False)
+    before = json.loads(cli("tasks", "--db", fresh, "--json", installed=False).stdout)
     refused = one_line(cli("import", RECORDINGS / "sdk-input-required.jsonl", bad, "--db", fresh))
     assert refused.startswith(f"a2a-tape: error: {bad}: line 1:") and "nothing imported" in refused, refused
-    assert json.loads(cli("tasks", "--db", fresh, "--json").stdout) == before
+    assert json.loads(cli("tasks", "--db", fresh, "--json", installed=False).stdout) == before
 
 
 def test_dash_h_is_help_everywhere():
     top = cli("-h")
     assert top.returncode == 0 and top.stdout == cli("--help").stdout
-    for command in ("demo", "record", "tasks", "import", "serve"):
-        short = cli(command, "-h")
+    for command in ("demo", "record", "tasks", "import", "serve"):  # in process: the top's pair is installed
+        short = cli(command, "-h", installed=False)
         assert short.returncode == 0, short.stderr
-        assert short.stdout == cli(command, "--help").stdout
+        assert short.stdout == cli(command, "--help", installed=False).stdout
         assert "-h, --help" in short.stdout
 
 
 def test_the_command_list_is_in_a_newcomers_order():
-    shown = cli("--help").stdout.split("Commands:", 1)[1]
+    shown = cli("--help", installed=False).stdout.split("Commands:", 1)[1]
     names = [line.split()[0] for line in shown.splitlines() if line.startswith("  ") and line.split()]
     assert names[:5] == ["demo", "record", "proxy", "serve", "verify"], names  # the jobs, then what to look at
     inspection = {"tasks", "show", "channels", "doctor", "diff", "grep", "ui"}
@@ -176,7 +193,7 @@ def test_the_command_list_is_in_a_newcomers_order():
 
 def test_an_unknown_state_names_the_states(tmp_path):
     db = tmp_path / "log.db"
-    cli("import", RECORDINGS / "sdk-v10-stream.jsonl", "--db", db)
+    cli("import", RECORDINGS / "sdk-v10-stream.jsonl", "--db", db, installed=False)
     line = one_line(cli("tasks", "--state", "done", "--db", db))
     assert "unknown task state 'done'" in line
     for state in ("submitted", "working", "input-required", "completed", "failed", "canceled", "rejected"):

@@ -6,6 +6,10 @@ output), the clipboard write ``ESC ] 52``, the screen clear ``ESC [ 2J``, a righ
 ``U+202E`` and the one-byte C1 ``CSI`` ``\\x9b``. Every human output shows them as their escapes
 (``\\x1b``, ``\\u202e``, ``\\x9b``); ``--json`` and ``--raw`` keep them exactly. Output is captured (no
 terminal), so rich styles nothing: any ESC on stdout or stderr came from the recording.
+
+Each command's human output, markup left unread, an error line, ``--json``, ``--raw``, ``record`` and the
+servers' banners go through the installed script once; a command's further cases run in process
+(``installed=False``), where the same code prints the same text.
 """
 
 from __future__ import annotations
@@ -114,7 +118,7 @@ def assert_nothing_acts(text: str, where: str) -> None:
     assert not found, f"{where} holds {found!r}: {text!r}"
 
 
-HUMAN_COMMANDS = {
+HUMAN_COMMANDS = {  # a command's first row runs installed (:func:`installed_once`)
     "tasks": ["tasks"],
     "tasks-all": ["tasks", "--all"],
     "show": ["show", "t-"],
@@ -127,9 +131,18 @@ HUMAN_COMMANDS = {
 }
 
 
+def installed_once(argv: list[str]) -> bool:
+    """Whether ``argv`` is its command's first row in HUMAN_COMMANDS (run by the installed script)."""
+    return next(row for row in HUMAN_COMMANDS.values() if row[0] == argv[0]) is argv
+
+
 @pytest.mark.parametrize("argv", HUMAN_COMMANDS.values(), ids=HUMAN_COMMANDS.keys())
 def test_every_human_output_shows_controls_as_escapes(hostile, tmp_path, argv):
-    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path, env=_human_env())
+    installed = installed_once(argv)
+    env = _human_env()
+    if not installed:  # the CLI makes its console once per process, as wide as $COLUMNS says then: a run
+        del env["COLUMNS"]  # here that set it would set it for every later run in this worker
+    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path, env=env, installed=installed)
     assert r.code in (0, 1), r.stderr
     out = r.stdout.decode("utf-8")
     assert_nothing_acts(out, "stdout")
@@ -151,9 +164,12 @@ def test_an_error_line_naming_recorded_ids_shows_them_as_escapes(hostile, tmp_pa
     assert_nothing_acts(r.stderr, "stderr")
 
 
-@pytest.mark.parametrize("argv", [["channels", "t-", "--json"], ["show", "t-", "--json"], ["tasks", "--json"]])
+JSON_COMMANDS = [["channels", "t-", "--json"], ["show", "t-", "--json"], ["tasks", "--json"]]
+
+
+@pytest.mark.parametrize("argv", JSON_COMMANDS)
 def test_json_keeps_the_recording_exact(hostile, tmp_path, argv):
-    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path)
+    r = a2a_tape(*argv, "--db", hostile, cwd=tmp_path, installed=argv is JSON_COMMANDS[0])
     assert r.code == 0, r.stderr
     assert TASK in msgspec.json.decode(r.stdout).__repr__() or TASK.encode() in r.stdout or b"\\u001b" in r.stdout
     assert RLO.encode() in r.stdout  # not turned into its escape

@@ -1,5 +1,6 @@
 """benchmarks/bench_cli.py cannot rot: its tape generator and its builder make a small log that
-the real CLI imports, lists, searches and doctors (a few hundred events, through subprocesses)."""
+the real CLI imports, lists, searches and doctors (a few hundred events, through the benchmark's own
+subprocesses; what the test then reads of the log, the same commands in process)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import importlib.util
 import json
 import subprocess
 from pathlib import Path
+
+from tests.support.in_process import run_in_process
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -27,8 +30,8 @@ def test_builder_makes_a_log_every_row_can_read(tmp_path, monkeypatch):
     again = bench.build_log("smoke", 12, 25)  # cached: nothing rebuilt
     assert "import_s" in again and Path(again["db"]).stat().st_mtime == Path(info["db"]).stat().st_mtime
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([bench.A2A_TAPE, *args, "--db", info["db"]], capture_output=True)
+    def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return run_in_process([*args, "--db", info["db"]], tmp_path)
 
     rows = json.loads(cli("tasks", "--json").stdout)
     assert len(rows) == 12 and all(r["events"] == 25 and r["state"] == "completed" for r in rows)

@@ -189,9 +189,7 @@ def test_commands_catch_up_with_new_events(db):
 def test_installed_script_prints_only_json_on_stdout(tmp_path):
     db = tmp_path / "g.db"
     exe = Path(sys.executable).parent / "a2a-tape"
-    subprocess.run(
-        [exe, "import", RECORDINGS / "opencode-final-snapshot.jsonl", "--db", db], check=True, capture_output=True
-    )
+    assert run("import", RECORDINGS / "opencode-final-snapshot.jsonl", "--db", db).exit_code == 0  # in process
     proc = subprocess.run([exe, "tasks", "--json", "--db", db], capture_output=True, check=True)
     rows = json.loads(proc.stdout)
     assert sorted(r["task_id"] for r in rows) == ["oc-snap-1", "oc-snap-2"]

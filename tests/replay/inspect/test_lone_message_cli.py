@@ -1,6 +1,8 @@
 """The official helloworld agent's shape: the agent answers a send with a Message and no task
 (no task id, no context id). Through the installed ``a2a-tape``: ``record`` does not call it
-completed, and ``channels``, ``export`` (every format) and ``show`` reach it as ``tasks`` lists it."""
+completed, and ``channels``, ``export`` (every format) and ``show`` reach it as ``tasks`` lists it. Each
+command runs installed on the first protocol; on the second, and where it only prepares a log, the same
+command runs in process (``installed=False``)."""
 
 from __future__ import annotations
 
@@ -11,16 +13,26 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.in_process import run_text_in_process
+
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
 
 
-def run(*args: object) -> subprocess.CompletedProcess[str]:
+def _run(*args: object, installed: bool = True) -> subprocess.CompletedProcess[str]:
+    if not installed:
+        return run_text_in_process([str(a) for a in args], timeout=120)
     return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120, check=False)
 
 
-@pytest.mark.parametrize("how", [("--protocol", "0.3", "--no-stream"), ("--protocol", "1.0")])
+HOWS = [("--protocol", "0.3", "--no-stream"), ("--protocol", "1.0")]
+
+
+@pytest.mark.parametrize("how", HOWS)
 def test_a_lone_message_reply_is_reached_by_every_view(sdk_agent, db_path, how):
-    rec = run("record", sdk_agent.url, "reply bare", *how, "--db", db_path)
+    def run(*args: object) -> subprocess.CompletedProcess[str]:  # installed on the first protocol
+        return _run(*args, installed=how == HOWS[0])
+
+    rec = _run("record", sdk_agent.url, "reply bare", *how, "--db", db_path)  # the subject: installed on both
     assert rec.returncode == 0, rec.stderr
     assert "completed" not in rec.stdout + rec.stderr  # no task, so no task state
     assert "a lone message, no task" in rec.stdout
@@ -59,13 +71,14 @@ def test_a_lone_message_reply_is_reached_by_every_view(sdk_agent, db_path, how):
     # the exported tape imports as the same lone message
     copy = db_path.with_name("copy.db")
     (db_path.parent / "one.jsonl").write_text(tape.stdout)
-    assert run("import", db_path.parent / "one.jsonl", "--db", copy).returncode == 0
-    assert json.loads(run("channels", key, "--db", copy, "--json").stdout)["final_answer"] == "direct reply"
+    assert _run("import", db_path.parent / "one.jsonl", "--db", copy, installed=False).returncode == 0
+    channels = _run("channels", key, "--db", copy, "--json", installed=False)
+    assert json.loads(channels.stdout)["final_answer"] == "direct reply"
 
 
 def test_an_unknown_key_is_still_one_line(db_path, sdk_agent):
-    assert run("record", sdk_agent.url, "reply bare", "--db", db_path).returncode == 0
+    assert _run("record", sdk_agent.url, "reply bare", "--db", db_path, installed=False).returncode == 0
     for command in ("channels", "export"):
-        r = run(command, "no-such-thing", "--db", db_path)
+        r = _run(command, "no-such-thing", "--db", db_path)
         assert r.returncode == 2
         assert r.stderr.strip().splitlines() == ["a2a-tape: error: unknown task: no-such-thing (see 'a2a-tape tasks')"]

@@ -14,7 +14,8 @@ Two such tasks, each recorded for real behind the proxy:
 Every inspection path reads them through the installed CLI: ``tasks`` (and ``--state``), ``show``,
 ``channels``, ``doctor TASK``, ``doctor`` over the whole log (its findings kept in the log) and the
 UI's task list, on SQLite and on PostgreSQL. Before each push had its note in the log, none of them
-knew these tasks.
+knew these tasks. On SQLite each command's first reading is the installed script's (``Log.installed``);
+its further readings, and every reading of the PostgreSQL log, run the same command in process.
 """
 
 from __future__ import annotations
@@ -36,14 +37,19 @@ from tests.conftest import running_sdk_agent
 from tests.recorder.proxy.conftest import running_proxy
 from tests.recorder.proxy.test_push import TOKEN, V1, Webhook, _send
 from tests.replay.inspect.ui.conftest import start_ui, stop_ui
+from tests.support.in_process import run_text_in_process
 from tests.support.servers import serve_app
 
 CLI = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "a2a-tape"
 GHOST = "ghost-task-never-streamed"
 
 
-def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=120)
+def _cli(*args: object, installed: bool = False) -> subprocess.CompletedProcess[str]:
+    """``a2a-tape ARGS`` in this process; ``installed``: by the installed script."""
+    if installed:
+        r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=120)
+    else:
+        r = run_text_in_process([str(a) for a in args], timeout=120)
     assert "Traceback" not in r.stderr, r.stderr
     return r
 
@@ -53,6 +59,11 @@ class Log:
     db: Path | str  # a SQLite file, or a PostgreSQL URL
     around: str  # the task streamed around the proxy, its webhook registered through it
     registered: str  # the task that registered the webhook with its send (through the proxy)
+
+    @property
+    def installed(self) -> bool:
+        """Whether a command's first reading of this log is by the installed script (on SQLite)."""
+        return isinstance(self.db, Path)
 
 
 def _stream_around(agent_url: str, proxy_url: str, hook_url: str, gate: threading.Semaphore, hook: Webhook) -> str:
@@ -116,14 +127,14 @@ def log(request, tmp_path_factory) -> Iterator[Log]:
     yield Log(db, around, registered)
 
 
-def _tasks(log: Log, *args: str) -> dict[str, dict]:
-    r = _cli("tasks", "--db", log.db, "--json", *args)
+def _tasks(log: Log, *args: str, installed: bool = False) -> dict[str, dict]:
+    r = _cli("tasks", "--db", log.db, "--json", *args, installed=installed)
     assert r.returncode == 0, r.stderr
     return {row["task_id"]: row for row in json.loads(r.stdout)}
 
 
 def test_tasks_lists_them_with_the_state_pushed(log):
-    rows = _tasks(log)
+    rows = _tasks(log, installed=log.installed)
     assert {log.around, GHOST, log.registered} <= rows.keys()
     assert rows[GHOST]["state"] == "completed" and rows[GHOST]["context_id"] == "ctx-ghost"
     assert rows[GHOST]["events"] == 2  # a note per push: the place of each in the log
@@ -141,19 +152,19 @@ def test_show_puts_each_push_at_its_place_in_the_log(log, which):
     assert pushed and all(r["position"] > 0 for r in pushed)
     assert [r["position"] for r in rows] == sorted(r["position"] for r in rows)
     assert not [r for r in rows if r["origin"] == "local" and r["kind"] == "note"]  # each note is its push's row
-    human = _cli("show", task, "--db", log.db)
+    human = _cli("show", task, "--db", log.db, installed=log.installed and which == "ghost")
     assert human.returncode == 0 and "PUSH" in human.stdout
 
 
 def test_channels_folds_the_pushes(log):
-    ghost = json.loads(_cli("channels", GHOST, "--db", log.db, "--json").stdout)
+    ghost = json.loads(_cli("channels", GHOST, "--db", log.db, "--json", installed=log.installed).stdout)
     assert ghost["state"] == "completed" and ghost["final_answer"] == "pushed answer", ghost
     around = json.loads(_cli("channels", log.around, "--db", log.db, "--json").stdout)
     assert around["state"] == "completed" and around["final_answer"].split() == ["chunk-0", "chunk-1", "chunk-2"]
 
 
 def test_doctor_examines_them(log):
-    ghost = json.loads(_cli("doctor", GHOST, "--db", log.db, "--json").stdout)
+    ghost = json.loads(_cli("doctor", GHOST, "--db", log.db, "--json", installed=log.installed).stdout)
     codes = {(f["code"], f["level"]) for f in ghost["findings"]}
     assert ("push-only", "warning") in codes and ("push-other-task", "error") in codes, ghost
     around = json.loads(_cli("doctor", log.around, "--db", log.db, "--json").stdout)
@@ -163,7 +174,7 @@ def test_doctor_examines_them(log):
     for task, doc in ((GHOST, ghost), (log.around, around)):
         levels = [f["level"] for f in doc["findings"]]
         assert counts[task] == (levels.count("error"), levels.count("warning")), (task, counts[task], doc)
-    every = _cli("doctor", "--db", log.db, "--json")  # the findings kept in the log
+    every = _cli("doctor", "--db", log.db, "--json", installed=log.installed)  # the findings kept; no secret
     assert {f["task_id"] for f in json.loads(every.stdout)["findings"]} >= {GHOST}
     assert TOKEN not in every.stdout
 

@@ -2,7 +2,8 @@
 doctor compares them with what the agent streamed or stored.
 
 Recorded for real (an a2a-sdk 1.3.0 agent with push notifications behind the proxy, a Starlette
-webhook), then read through the installed CLI; the doctor rules on a log written by hand too.
+webhook), then read through the installed CLI (``show``'s human view, and ``doctor`` where the token must
+not show); its other readings run the same command in process; the doctor rules on a log written by hand too.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ from a2a_tape.recorder.proxy.push_configs import PUSH_PATH
 from tests.conftest import running_sdk_agent
 from tests.recorder.proxy.conftest import running_proxy
 from tests.recorder.proxy.test_push import TOKEN, Webhook, _send
+from tests.support.in_process import run_text_in_process
 from tests.support.servers import serve_app
 
 CLI = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "a2a-tape"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, installed: bool = False) -> subprocess.CompletedProcess[str]:
+    """``a2a-tape ARGS`` in this process; ``installed``: by the installed script."""
+    if not installed:
+        return run_text_in_process(list(args))
     return subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=60)
 
 
@@ -49,7 +54,7 @@ def test_show_puts_the_pushes_beside_the_stream_and_doctor_finds_nothing_wrong(t
     kinds = [r["kind"] for r in pushed]
     assert kinds[0] == "task" and kinds[-1] == "status" and "artifact" in kinds
     assert any(r["origin"] == "upstream" for r in rows)  # the send's answer, beside them
-    human = _cli("show", task_id, "--db", str(db))
+    human = _cli("show", task_id, "--db", str(db), installed=True)
     assert "PUSH" in human.stdout and "webhook 200" in human.stdout and "PUSH rows are" in human.stderr
     doctor = json.loads(_cli("doctor", task_id, "--db", str(db), "--json").stdout)
     assert [f for f in doctor["findings"] if f["code"].startswith("push-")] == []
@@ -59,7 +64,7 @@ def test_doctor_names_a_push_without_the_token_and_one_after_the_terminal(tmp_pa
     db = tmp_path / "t.db"
     late = b'{"statusUpdate":{"taskId":"TASK","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}'
     task_id = _record(db, ({}, late))
-    doctor = json.loads(_cli("doctor", task_id, "--db", str(db), "--json").stdout)
+    doctor = json.loads(_cli("doctor", task_id, "--db", str(db), "--json", installed=True).stdout)
     codes = {f["code"] for f in doctor["findings"]}
     assert {"push-without-token", "push-after-terminal"} <= codes
     assert TOKEN not in json.dumps(doctor)
