@@ -6,6 +6,7 @@ here, where the same code decides the same exit code and prints the same lines."
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import subprocess
 import threading
@@ -29,6 +30,7 @@ def run_in_process(
     done: list[Any] = []
 
     def invoke() -> None:
+        _fresh_consoles()
         with contextlib.chdir(cwd):
             done.append(CliRunner().invoke(app, args, env=dict(env or {})))
 
@@ -42,6 +44,15 @@ def run_in_process(
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception)).encode()
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout_bytes, stderr)
+
+
+def _fresh_consoles() -> None:
+    """The CLI's two consoles made anew by the next run, as in a new process: a console reads ``COLUMNS`` (and
+    the rest of its environment) once, when made, so one in-process run given ``COLUMNS=100`` fixed the width
+    of every later run in the same worker (a human view wrapped at 100 columns in an unrelated test)."""
+    consoles = importlib.import_module("a2a_tape.cli.app")  # the module; ``a2a_tape.cli.app`` is also the app
+    for console in (consoles.out, consoles.err):
+        object.__setattr__(console, "_console", None)  # cli.app._LazyConsole: made again on first use
 
 
 def run_text_in_process(
