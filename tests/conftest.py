@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+from tests.support.in_process import fresh_consoles
 from tests.support.servers import closed_port, serve_app
 
 # No test times itself (speed is measured in benchmarks/): Hypothesis's per-example deadline is off for the
@@ -41,6 +42,14 @@ def pytest_configure(config):
     rooms = [p for p in package.iterdir() if p.is_dir() and p.is_symlink()]  # compileall does not follow links
     for directory in (package, *rooms, config.rootpath / "tests" / "support"):
         compileall.compile_dir(directory, quiet=1)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cli_consoles() -> None:
+    """Each test's in-process CLI runs (CliRunner, tests/support/in_process.py) start with consoles made anew,
+    as a new process would: a console keeps the ``COLUMNS`` it was made under, and a test that ran the CLI with
+    ``COLUMNS=200`` left every later test of its worker a 200-column human view."""
+    fresh_consoles()
 
 
 def pytest_xdist_auto_num_workers(config):

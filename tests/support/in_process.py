@@ -30,7 +30,7 @@ def run_in_process(
     done: list[Any] = []
 
     def invoke() -> None:
-        _fresh_consoles()
+        fresh_consoles()
         with contextlib.chdir(cwd):
             done.append(CliRunner().invoke(app, args, env=dict(env or {})))
 
@@ -46,7 +46,7 @@ def run_in_process(
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout_bytes, stderr)
 
 
-def _fresh_consoles() -> None:
+def fresh_consoles() -> None:
     """The CLI's two consoles made anew by the next run, as in a new process: a console reads ``COLUMNS`` (and
     the rest of its environment) once, when made, so one in-process run given ``COLUMNS=100`` fixed the width
     of every later run in the same worker (a human view wrapped at 100 columns in an unrelated test)."""
