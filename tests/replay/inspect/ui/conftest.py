@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.replay.inspect.builders import Tape, items
+from tests.support.in_process import run_text_in_process
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, Page
@@ -172,7 +173,11 @@ def serve_ui() -> Iterator:
         stop_ui(ui)
 
 
-def run(*args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(*args: object, timeout: float = 120, installed: bool = True) -> subprocess.CompletedProcess[str]:
+    """``a2a-tape ARGS`` by the installed script; ``installed=False``: the same command in this process
+    (tests/support/in_process.py), for a test that only prepares a log or reads what its subject did."""
+    if not installed:
+        return run_text_in_process([str(a) for a in args], timeout=timeout)
     return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -181,7 +186,7 @@ def golden_db(tmp_path_factory) -> Path:
     """Every golden recording (recordings/*.jsonl) in one log."""
     db = tmp_path_factory.mktemp("golden") / "golden.db"
     for tape in sorted(RECORDINGS.glob("*.jsonl")):
-        r = run("import", tape, "--db", db)
+        r = run("import", tape, "--db", db, installed=False)
         assert r.returncode == 0, r.stderr
     return db
 

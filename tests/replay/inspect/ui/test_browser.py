@@ -1,6 +1,11 @@
 """``a2a-tape ui`` in a real browser (Chromium, driven by Playwright) over real recordings: the
 golden recordings, the demo agent's, hand-built hostile ones, and a live ``record`` while the page
-is open. What a person sees is what is checked: rows, panels, the scrubber, text as text."""
+is open. What a person sees is what is checked: rows, panels, the scrubber, text as text.
+
+The commands a test reads the log with (``tasks``, ``grep``, ``diff``) or prepares it with (``record``
+before the page opens) run in this process (tests/support/in_process.py), but ``tasks`` for the
+list's order, through the installed script; ``ui`` and the ``record`` the page watches live are the
+installed script."""
 
 from __future__ import annotations
 
@@ -30,8 +35,8 @@ def no_page_errors(page: Page) -> Iterator[list[str]]:
     assert problems == []
 
 
-def tasks_json(db, *args: str) -> list[str]:
-    r = run("tasks", "--json", "--db", db, *args)
+def tasks_json(db, *args: str, installed: bool = False) -> list[str]:
+    r = run("tasks", "--json", "--db", db, *args, installed=installed)
     assert r.returncode == 0, r.stderr
     return [t["task_id"] for t in json.loads(r.stdout) if t["task_id"] is not None]
 
@@ -45,7 +50,7 @@ def listed(page: Page) -> list[str]:
 
 def test_the_list_shows_every_task_newest_first(page: Page, serve_ui, golden_db):
     ui = serve_ui(golden_db)
-    expected = tasks_json(golden_db)
+    expected = tasks_json(golden_db, installed=True)
     page.goto(ui.url)
     expect(page.locator("#task-rows tr.task-row")).to_have_count(len(expected))
     assert listed(page) == expected  # the order of `tasks` (newest last event first)
@@ -65,7 +70,7 @@ def test_a_filter_narrows_the_list(page: Page, serve_ui, golden_db):
 
 def test_the_search_finds_tasks_by_the_text_of_their_events(page: Page, serve_ui, golden_db):
     ui = serve_ui(golden_db)
-    r = run("grep", "need more input", "--json", "--db", golden_db)
+    r = run("grep", "need more input", "--json", "--db", golden_db, installed=False)
     wanted = sorted({m["task_id"] for m in json.loads(r.stdout)})
     assert wanted
     page.goto(ui.url)
@@ -207,7 +212,7 @@ def test_two_demo_runs_compare_equal_and_a_failed_task_differs(page: Page, serve
     page.locator(f"input[name=b][value='{b}']").check()
     page.get_by_role("button", name="Compare A and B").click()
     expect(page.locator("body")).to_contain_text("The two tasks behaved the same.")
-    r = run("diff", a, b, "--db", demo_db)
+    r = run("diff", a, b, "--db", demo_db, installed=False)
     assert r.returncode == 0  # as the command says
     ui2 = serve_ui(golden_db)
     [done] = tasks_json(golden_db, "--state", "completed")[:1]
@@ -247,7 +252,7 @@ def _record(url: str, db, text: str) -> subprocess.Popen[str]:
 def test_a_task_being_recorded_updates_live(page: Page, serve_ui, tmp_path, backend, request):
     db = tmp_path / "live.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
     with running_sdk_agent() as agent:
-        first = run("record", agent.url, "hello", "--db", db)
+        first = run("record", agent.url, "hello", "--db", db, installed=False)
         assert first.returncode == 0, first.stderr
         ui = serve_ui(db)
         page.goto(ui.url)

@@ -9,13 +9,15 @@ task page lists each verify run as such, with the verdict ``verify`` printed: ma
 divergence (its rule and message, the recorded and the live event), and a link to the diff view of
 the recorded run and the live one. The UI judges by verify's own rule
 (``inspection/verify_runs.py`` calls ``inspection/verify_rules.py``): what it shows is the
-``--json`` report's, field by field.
+``--json`` report's, field by field. The first ``record`` and the first ``verify`` run through the
+installed script, the others in this process (tests/support/in_process.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from tests.docs.harness import reader_env
 from tests.replay.inspect.ui.conftest import page_problems
 from tests.store.test_runs_export_serve import FIRST, SECOND, _cli
 from tests.support.contract_agents import contract_agent
+from tests.support.in_process import run_text_in_process, without_our_variables
 
 
 class Verified:
@@ -41,17 +44,26 @@ def verified(tmp_path_factory) -> Verified:
     db = cwd / "verify.db"
     reports = []
 
-    def verify(task: str, url: str, exit_code: int, *extra: str) -> None:
-        code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --json {' '.join(extra)}", cwd, env)
+    def a2a_tape(*args: str, installed: bool) -> tuple[int, str, str]:
+        if installed:
+            return _cli(shlex.join(args), cwd, env)
+        r = run_text_in_process(list(args), cwd, without_our_variables())
+        return r.returncode, r.stdout, r.stderr
+
+    def verify(task: str, url: str, exit_code: int, *extra: str, installed: bool = False) -> None:
+        code, out, err = a2a_tape(
+            "verify", task, "--against", url, "--db", str(db), "--json", *extra, installed=installed
+        )
         assert code == exit_code, out + err
         reports.extend(json.loads(out)["tasks"])
 
     with contract_agent() as blocks, running_sdk_agent() as sdk:
         for agent, text, exit_code in ((blocks, "hello blocks", 1), (sdk.url, "hello", 0)):
-            code, out, err = _cli(f"record {agent} '{text}' --db '{db}' --json", cwd, env)
+            installed = agent == blocks  # the first of each through the installed script
+            code, out, err = a2a_tape("record", agent, text, "--db", str(db), "--json", installed=installed)
             assert code == 0, err
             task = json.loads(out)["task_id"]
-            verify(task, sdk.url, exit_code)
+            verify(task, sdk.url, exit_code, installed=installed)
         verify(task, sdk.url, 0, "--update")  # its live run is served from then on
         verify(task, sdk.url, 0)  # compared with the run --update adopted
     diverged, matched, adopted, again = reports
