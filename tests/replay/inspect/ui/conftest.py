@@ -218,6 +218,22 @@ def serve_ui() -> Iterator:
         stop_ui(ui)
 
 
+@pytest.fixture(scope="module")
+def shared_ui() -> Iterator:
+    """``shared_ui(db)``: the module's one UI on ``db``, for the tests that only read it (each in a browser
+    context of its own); started at the first test that asks, stopped after the module."""
+    started: dict[str, Ui] = {}
+
+    def get(db: Path | str) -> Ui:
+        if str(db) not in started:
+            started[str(db)] = start_ui(db)
+        return started[str(db)]
+
+    yield get
+    for ui in started.values():
+        stop_ui(ui)
+
+
 def run(*args: object, timeout: float = 120, installed: bool = True) -> subprocess.CompletedProcess[str]:
     """``a2a-tape ARGS`` by the installed script; ``installed=False``: the same command in this process
     (tests/support/in_process.py), for a test that only prepares a log or reads what its subject did."""

@@ -6,7 +6,8 @@ a2a-sdk agent). Its page shows both side by side, each with the agent's stored c
 the latest run below them unless the address names another (``/tasks/TASK@N``, the CLI's
 notation), a link per pair of runs to the diff view, and a 404 page for a selector that names no run.
 ``tasks --runs --json`` through the installed script for the first test, the other commands that read
-the log in this process (tests/support/in_process.py); ``ui``, the proxy and ``record`` installed.
+the log in this process (tests/support/in_process.py); ``ui``, the proxy and ``record`` installed. The
+tests that only read the two-run log share the module's one ``ui`` on it (``shared_ui``).
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ def _runs(db: Path, *, installed: bool = False) -> list[dict]:
     return json.loads(r.stdout)
 
 
-def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page, serve_ui, runs_db):
+def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page, shared_ui, runs_db):
     db, task = runs_db
     listed = _runs(db, installed=True)
-    ui = serve_ui(db)
+    ui = shared_ui(db)
     page.goto(ui.url)
     page.locator("#task-rows tr.task-row a").first.click()
     cards = page.locator("#runs article.run-card")
@@ -120,9 +121,9 @@ def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page,
         ("no-such-task@1", "No task 'no-such-task'"),
     ],
 )
-def test_a_selector_that_names_no_run_is_a_404_page(page: Page, serve_ui, runs_db, address, says):
+def test_a_selector_that_names_no_run_is_a_404_page(page: Page, shared_ui, runs_db, address, says):
     db, task = runs_db
-    ui = serve_ui(db)
+    ui = shared_ui(db)
     page.goto(ui.url)
     response = page.goto(f"{ui.base}/tasks/{address.format(task=task)}")
     assert response is not None and response.status == 404
@@ -211,13 +212,13 @@ def _two_runs_appear(db: Path) -> str:
 @pytest.mark.parametrize(
     "query", ["", "?q=hello", "?state=completed&binding=JSONRPC"], ids=["list", "search", "filters"]
 )
-def test_the_list_shows_each_tasks_runs_and_links_to_each(page: Page, serve_ui, runs_db, query):
+def test_the_list_shows_each_tasks_runs_and_links_to_each(page: Page, shared_ui, runs_db, query):
     """The task list's runs column (issue 30): how many runs ``tasks --json`` counts, a link to each
     (``/tasks/TASK@N``) named by its source, on the list, a search and a filtered list alike."""
     db, task = runs_db
     listed = {r["task_id"]: r for r in json.loads(run("tasks", "--json", "--db", db, installed=False).stdout)}
     assert listed[task]["runs"] == 2 and listed[task]["sources"] == ["client", "verify"]
-    ui = serve_ui(db)
+    ui = shared_ui(db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/{query}")
     row = page.locator("#task-rows tr.task-row", has=page.locator("td.id code", has_text=task))
