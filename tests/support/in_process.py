@@ -71,17 +71,3 @@ def run_text_in_process(
 def without_our_variables() -> dict[str, str | None]:
     """The A2A_TAPE_* variables of this process, each unset (what a test's subprocess is run without)."""
     return {k: None for k in os.environ if k.startswith("A2A_TAPE")}
-
-
-def run_text_in_process(
-    args: list[str], cwd: Path | None = None, env: Mapping[str, str | None] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """:func:`run_in_process` (in the current directory if ``cwd`` is None) with stdout and stderr as text,
-    as ``subprocess.run(..., text=True)`` answers: decoded as UTF-8, strictly (output that is not UTF-8
-    raises, as it would there), each ``\\r\\n`` and ``\\r`` read as ``\\n``."""
-    done = run_in_process(args, Path.cwd() if cwd is None else cwd, env, timeout)
-    return subprocess.CompletedProcess(done.args, done.returncode, _text(done.stdout), _text(done.stderr))
-
-
-def _text(data: bytes) -> str:
-    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
