@@ -30,7 +30,6 @@ from tests.docs.harness import reader_env
 from tests.replay.inspect.ui.conftest import page_problems
 from tests.store.test_runs_export_serve import FIRST, SECOND, _cli
 from tests.support.contract_agents import contract_agent
-from tests.support.in_process import run_text_in_process, without_our_variables
 
 
 class Verified:
@@ -45,23 +44,17 @@ def verified(tmp_path_factory) -> Verified:
     db = cwd / "verify.db"
     reports = []
 
-    def a2a_tape(*args: str, installed: bool) -> tuple[int, str, str]:
-        if installed:
-            return _cli(shlex.join(args), cwd, env)
-        r = run_text_in_process(list(args), cwd, without_our_variables())
-        return r.returncode, r.stdout, r.stderr
-
     def verify(task: str, url: str, exit_code: int, *extra: str, installed: bool = False) -> None:
-        code, out, err = a2a_tape(
-            "verify", task, "--against", url, "--db", str(db), "--json", *extra, installed=installed
-        )
+        line = shlex.join(["verify", task, "--against", url, "--db", str(db), "--json", *extra])
+        code, out, err = _cli(line, cwd, env, installed=installed)
         assert code == exit_code, out + err
         reports.extend(json.loads(out)["tasks"])
 
     with contract_agent() as blocks, running_sdk_agent() as sdk:
         for agent, text, exit_code in ((blocks, "hello blocks", 1), (sdk.url, "hello", 0)):
             installed = agent == blocks  # the first of each through the installed script
-            code, out, err = a2a_tape("record", agent, text, "--db", str(db), "--json", installed=installed)
+            line = shlex.join(["record", agent, text, "--db", str(db), "--json"])
+            code, out, err = _cli(line, cwd, env, installed=installed)
             assert code == 0, err
             task = json.loads(out)["task_id"]
             verify(task, sdk.url, exit_code, installed=installed)
