@@ -1,9 +1,11 @@
 """The UI's tests: the installed ``a2a-tape ui`` over real recordings, driven by a real browser.
 
 Playwright drives Debian's Chromium (``.ci/run`` installs it; Playwright's own browser download
-is not used). Playwright runs for one test module at a time (``browser``) and is stopped after
-it: its sync API runs an event loop in the main thread while it is started, and every test
-after it that calls ``asyncio.run`` would fail (pytest-playwright keeps it for the whole
+is not used). Playwright and the browser are started for the first test that asks for ``browser``
+and kept while the tests that follow are this directory's (each test's ``page`` in a context of
+its own), then stopped before a test of another directory runs: its sync API runs an event loop
+in the main thread while it is started, and a test that calls ``asyncio.run`` there (or starts
+a Playwright of its own) would fail; no test here does (pytest-playwright keeps it for the whole
 session, which is why it is not used). Each server is the installed script in a subprocess,
 read through the one line it prints.
 """
@@ -15,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,9 +26,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.replay.inspect.builders import Tape, items
+from tests.support.in_process import run_text_in_process
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, ConsoleMessage, Page
+    from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright
 from tests.replay.inspect.recordings import build_opencode
 
 SCRIPT = Path(sys.executable).with_name("a2a-tape")
@@ -46,24 +49,67 @@ ESCAPES = "\x1b[31mred alert\x1b[0m and \u202eevil"
 """Text an agent sends with a terminal escape sequence and a right-to-left override in it."""
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, for one test module."""
+HERE = Path(__file__).resolve().parent
+"""This directory: its tests share one Playwright and browser (``browser``, :func:`pytest_runtest_teardown`)."""
+
+
+class _Chromium:
+    """Playwright and Debian's Chromium, started on first use and kept until :meth:`stop` (one start of
+    Playwright's driver and the browser costs ~1 s of CPU; each test's context is its own)."""
+
+    def __init__(self) -> None:
+        self._pw: Playwright | None = None
+        self._browser: Browser | None = None
+
+    def get(self) -> Browser:
+        if self._browser is not None and not self._browser.is_connected():
+            self.stop()  # a browser that went away is started again, not handed on
+        if self._browser is None:
+            from playwright.sync_api import expect, sync_playwright
+
+            # expect() waits for its condition and returns as soon as it holds; its 5 s default was short for a
+            # live page on a loaded 2-core machine (test_live_truth failed once in a full run, never alone)
+            expect.set_options(timeout=20_000)
+            self._pw = sync_playwright().start()
+            try:
+                self._browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+            except BaseException:
+                self.stop()
+                raise
+        return self._browser
+
+    def stop(self) -> None:
+        pw, browser, self._pw, self._browser = self._pw, self._browser, None, None
+        try:
+            if browser is not None and browser.is_connected():
+                browser.close()
+        finally:
+            if pw is not None:
+                pw.stop()
+
+
+_CHROMIUM = _Chromium()
+
+
+@pytest.fixture
+def browser() -> Browser:
+    """Debian's Chromium, headless: the one started for this directory's tests (see the module's docstring)."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs it)")
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import expect, sync_playwright
+    return _CHROMIUM.get()
 
-    # expect() waits for its condition and returns as soon as it holds; its 5 s default was short for a
-    # live page on a loaded 2-core machine (test_live_truth failed once in a full run, never alone)
-    expect.set_options(timeout=20_000)
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """After a test of this directory (its fixtures torn down): Playwright stopped unless the next test is
+    this directory's too (a test elsewhere may call ``asyncio.run`` in the main thread, or start its own)."""
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or nextitem.path.resolve().parent != HERE:
+            _CHROMIUM.stop()
 
 
 @pytest.fixture
@@ -172,7 +218,27 @@ def serve_ui() -> Iterator:
         stop_ui(ui)
 
 
-def run(*args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def shared_ui() -> Iterator:
+    """``shared_ui(db)``: the module's one UI on ``db``, for the tests that only read it (each in a browser
+    context of its own); started at the first test that asks, stopped after the module."""
+    started: dict[str, Ui] = {}
+
+    def get(db: Path | str) -> Ui:
+        if str(db) not in started:
+            started[str(db)] = start_ui(db)
+        return started[str(db)]
+
+    yield get
+    for ui in started.values():
+        stop_ui(ui)
+
+
+def run(*args: object, timeout: float = 120, installed: bool = True) -> subprocess.CompletedProcess[str]:
+    """``a2a-tape ARGS`` by the installed script; ``installed=False``: the same command in this process
+    (tests/support/in_process.py), for a test that only prepares a log or reads what its subject did."""
+    if not installed:
+        return run_text_in_process([str(a) for a in args], timeout=timeout)
     return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -181,7 +247,7 @@ def golden_db(tmp_path_factory) -> Path:
     """Every golden recording (recordings/*.jsonl) in one log."""
     db = tmp_path_factory.mktemp("golden") / "golden.db"
     for tape in sorted(RECORDINGS.glob("*.jsonl")):
-        r = run("import", tape, "--db", db)
+        r = run("import", tape, "--db", db, installed=False)
         assert r.returncode == 0, r.stderr
     return db
 

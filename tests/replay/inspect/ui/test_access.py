@@ -37,9 +37,9 @@ STREAMS = ["/live/tasks?after=0", "/live/task?task={task}&after=0"]
 
 @pytest.fixture(scope="module")
 def ui(demo_db) -> Iterator[tuple[Ui, dict[str, object]]]:
-    r = run("tasks", "--json", "--db", demo_db)
+    r = run("tasks", "--json", "--db", demo_db, installed=False)  # what to ask for (the CLI itself: elsewhere)
     task = json.loads(r.stdout)[0]["task_id"]
-    first = json.loads(run("show", task, "--json", "--db", demo_db).stdout)[0]["position"]
+    first = json.loads(run("show", task, "--json", "--db", demo_db, installed=False).stdout)[0]["position"]
     server = start_ui(demo_db)
     yield server, {"task": task, "first": first}
     stop_ui(server)

@@ -1,6 +1,13 @@
 """``a2a-tape ui`` in a real browser (Chromium, driven by Playwright) over real recordings: the
 golden recordings, the demo agent's, hand-built hostile ones, and a live ``record`` while the page
-is open. What a person sees is what is checked: rows, panels, the scrubber, text as text."""
+is open. What a person sees is what is checked: rows, panels, the scrubber, text as text. A log the
+tests only read is served by one ``ui`` for the module (``shared_ui``), each test in a browser
+context of its own.
+
+The commands a test reads the log with (``tasks``, ``grep``, ``diff``) or prepares it with (``record``
+before the page opens) run in this process (tests/support/in_process.py), but ``tasks`` for the
+list's order, through the installed script; ``ui`` and the ``record`` the page watches live are the
+installed script."""
 
 from __future__ import annotations
 
@@ -30,8 +37,8 @@ def no_page_errors(page: Page) -> Iterator[list[str]]:
     assert problems == []
 
 
-def tasks_json(db, *args: str) -> list[str]:
-    r = run("tasks", "--json", "--db", db, *args)
+def tasks_json(db, *args: str, installed: bool = False) -> list[str]:
+    r = run("tasks", "--json", "--db", db, *args, installed=installed)
     assert r.returncode == 0, r.stderr
     return [t["task_id"] for t in json.loads(r.stdout) if t["task_id"] is not None]
 
@@ -43,17 +50,17 @@ def listed(page: Page) -> list[str]:
 # -- the list ------------------------------------------------------------------------------------
 
 
-def test_the_list_shows_every_task_newest_first(page: Page, serve_ui, golden_db):
-    ui = serve_ui(golden_db)
-    expected = tasks_json(golden_db)
+def test_the_list_shows_every_task_newest_first(page: Page, shared_ui, golden_db):
+    ui = shared_ui(golden_db)
+    expected = tasks_json(golden_db, installed=True)
     page.goto(ui.url)
     expect(page.locator("#task-rows tr.task-row")).to_have_count(len(expected))
     assert listed(page) == expected  # the order of `tasks` (newest last event first)
     assert "token" not in page.url  # the token went into a cookie, out of the address bar
 
 
-def test_a_filter_narrows_the_list(page: Page, serve_ui, golden_db):
-    ui = serve_ui(golden_db)
+def test_a_filter_narrows_the_list(page: Page, shared_ui, golden_db):
+    ui = shared_ui(golden_db)
     page.goto(ui.url)
     failed = tasks_json(golden_db, "--state", "failed")
     assert failed and len(failed) < len(tasks_json(golden_db))
@@ -63,9 +70,9 @@ def test_a_filter_narrows_the_list(page: Page, serve_ui, golden_db):
     assert "state=failed" in page.url  # the filtered list has an address of its own
 
 
-def test_the_search_finds_tasks_by_the_text_of_their_events(page: Page, serve_ui, golden_db):
-    ui = serve_ui(golden_db)
-    r = run("grep", "need more input", "--json", "--db", golden_db)
+def test_the_search_finds_tasks_by_the_text_of_their_events(page: Page, shared_ui, golden_db):
+    ui = shared_ui(golden_db)
+    r = run("grep", "need more input", "--json", "--db", golden_db, installed=False)
     wanted = sorted({m["task_id"] for m in json.loads(r.stdout)})
     assert wanted
     page.goto(ui.url)
@@ -79,8 +86,8 @@ def test_the_search_finds_tasks_by_the_text_of_their_events(page: Page, serve_ui
 # -- one task --------------------------------------------------------------------------------------
 
 
-def test_the_demo_task_shows_its_waterfall_answer_reasoning_and_tool_call(page: Page, serve_ui, demo_db):
-    ui = serve_ui(demo_db)
+def test_the_demo_task_shows_its_waterfall_answer_reasoning_and_tool_call(page: Page, shared_ui, demo_db):
+    ui = shared_ui(demo_db)
     page.goto(ui.url)
     page.locator("#task-rows tr.task-row a").first.click()
     # the agent card record fetched first, the stream, then the GetTask record asks once after it
@@ -99,8 +106,8 @@ def test_the_demo_task_shows_its_waterfall_answer_reasoning_and_tool_call(page: 
     expect(page.locator("#findings table.findings")).to_contain_text("answer-shown-twice")
 
 
-def test_a_task_page_shows_the_answer_once_and_the_reasoning_folded(page: Page, serve_ui, hostile: Hostile):
-    ui = serve_ui(hostile.db)
+def test_a_task_page_shows_the_answer_once_and_the_reasoning_folded(page: Page, shared_ui, hostile: Hostile):
+    ui = shared_ui(hostile.db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/tasks/{hostile.opencode}")
     panel = page.locator("#channels .answer")
@@ -118,8 +125,8 @@ def test_a_task_page_shows_the_answer_once_and_the_reasoning_folded(page: Page, 
     assert cells["tool"] == "calculator" and cells["status"] == "completed" and cells["output / error"] == "42"
 
 
-def test_recorded_markup_and_escape_sequences_show_as_text(page: Page, serve_ui, hostile: Hostile):
-    ui = serve_ui(hostile.db)
+def test_recorded_markup_and_escape_sequences_show_as_text(page: Page, shared_ui, hostile: Hostile):
+    ui = shared_ui(hostile.db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/tasks/{hostile.opencode}")
     expect(page.locator("pre.final-answer")).to_contain_text("<script>alert(1)</script>")
@@ -132,9 +139,9 @@ def test_recorded_markup_and_escape_sequences_show_as_text(page: Page, serve_ui,
 
 
 def test_a_huge_answer_shows_its_ends_and_the_whole_is_a_link_away_as_plain_text(
-    page: Page, serve_ui, hostile: Hostile
+    page: Page, shared_ui, hostile: Hostile
 ):
-    ui = serve_ui(hostile.db)
+    ui = shared_ui(hostile.db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/tasks/{hostile.huge}")
     answer = page.locator("pre.final-answer")
@@ -150,8 +157,8 @@ def test_a_huge_answer_shows_its_ends_and_the_whole_is_a_link_away_as_plain_text
     assert len(response.text()) == HUGE and response.text().endswith(HUGE_TAIL)
 
 
-def test_the_scrubber_shows_the_answer_at_a_middle_position(page: Page, serve_ui, hostile: Hostile):
-    ui = serve_ui(hostile.db)
+def test_the_scrubber_shows_the_answer_at_a_middle_position(page: Page, shared_ui, hostile: Hostile):
+    ui = shared_ui(hostile.db)
     with store.open_store(hostile.db, readonly=True) as st:
         events = st.read_task(hostile.opencode)
     total = len(events)
@@ -172,8 +179,8 @@ def test_the_scrubber_shows_the_answer_at_a_middle_position(page: Page, serve_ui
     expect(page.locator("#channels pre.final-answer")).to_have_text(ANSWER)
 
 
-def test_an_item_shows_its_raw_bytes_and_decoded_json(page: Page, serve_ui, hostile: Hostile):
-    ui = serve_ui(hostile.db)
+def test_an_item_shows_its_raw_bytes_and_decoded_json(page: Page, shared_ui, hostile: Hostile):
+    ui = shared_ui(hostile.db)
     with store.open_store(hostile.db, readonly=True) as st:
         ev = st.read_task(hostile.opencode)[6]
     page.goto(ui.url)
@@ -184,8 +191,8 @@ def test_an_item_shows_its_raw_bytes_and_decoded_json(page: Page, serve_ui, host
     expect(row.locator(".decoded")).to_contain_text('"artifactUpdate": {')
 
 
-def test_the_doctors_findings_link_to_their_positions(page: Page, serve_ui, hostile: Hostile):
-    ui = serve_ui(hostile.db)
+def test_the_doctors_findings_link_to_their_positions(page: Page, shared_ui, hostile: Hostile):
+    ui = shared_ui(hostile.db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/tasks/{hostile.opencode}")
     finding = page.locator("#findings table.findings tr", has_text="answer-shown-twice")
@@ -199,17 +206,17 @@ def test_the_doctors_findings_link_to_their_positions(page: Page, serve_ui, host
 # -- diff --------------------------------------------------------------------------------------------
 
 
-def test_two_demo_runs_compare_equal_and_a_failed_task_differs(page: Page, serve_ui, demo_db, golden_db):
-    ui = serve_ui(demo_db)
+def test_two_demo_runs_compare_equal_and_a_failed_task_differs(page: Page, shared_ui, demo_db, golden_db):
+    ui = shared_ui(demo_db)
     a, b = tasks_json(demo_db)
     page.goto(ui.url)
     page.locator(f"input[name=a][value='{a}']").check()
     page.locator(f"input[name=b][value='{b}']").check()
     page.get_by_role("button", name="Compare A and B").click()
     expect(page.locator("body")).to_contain_text("The two tasks behaved the same.")
-    r = run("diff", a, b, "--db", demo_db)
+    r = run("diff", a, b, "--db", demo_db, installed=False)
     assert r.returncode == 0  # as the command says
-    ui2 = serve_ui(golden_db)
+    ui2 = shared_ui(golden_db)
     [done] = tasks_json(golden_db, "--state", "completed")[:1]
     [failed] = tasks_json(golden_db, "--state", "failed")[:1]
     page.goto(ui2.url)
@@ -221,8 +228,8 @@ def test_two_demo_runs_compare_equal_and_a_failed_task_differs(page: Page, serve
 # -- who may look ----------------------------------------------------------------------------------
 
 
-def test_without_the_token_the_browser_gets_nothing(page: Page, serve_ui, demo_db):
-    ui = serve_ui(demo_db)
+def test_without_the_token_the_browser_gets_nothing(page: Page, shared_ui, demo_db):
+    ui = shared_ui(demo_db)
     response = page.goto(ui.base + "/")
     assert response is not None and response.status == 401
     assert "task" not in page.content().lower().replace("a2a-tape ui", "")
@@ -247,7 +254,7 @@ def _record(url: str, db, text: str) -> subprocess.Popen[str]:
 def test_a_task_being_recorded_updates_live(page: Page, serve_ui, tmp_path, backend, request):
     db = tmp_path / "live.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
     with running_sdk_agent() as agent:
-        first = run("record", agent.url, "hello", "--db", db)
+        first = run("record", agent.url, "hello", "--db", db, installed=False)
         assert first.returncode == 0, first.stderr
         ui = serve_ui(db)
         page.goto(ui.url)

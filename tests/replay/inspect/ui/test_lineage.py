@@ -53,7 +53,7 @@ def no_page_errors(page: Page) -> Iterator[None]:
 @pytest.mark.parametrize("chain", CHAINS)
 def test_the_middle_hop_shows_its_trace_context_and_links_its_parent_and_child(page: Page, serve_ui, chains, chain):
     db = chains[chain]
-    listed = json.loads(run("tasks", "--json", "--db", db).stdout)
+    listed = json.loads(run("tasks", "--json", "--db", db, installed=chain == "trace-context").stdout)
     assert len(listed) == 3
     [middle] = [r for r in listed if r.get("parent") and r.get("children")]
     inferred = middle.get("parent_inferred")

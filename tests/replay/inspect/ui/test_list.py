@@ -1,7 +1,10 @@
 """The UI's task list is what ``a2a-tape tasks`` lists, from the same listing function
 (``inspection/listing.keyed_listing``): the tasks and the lone Message replies (a send the
 agent answered with a Message that names no task), newest last event first, in the same order,
-on every page. A real a2a-sdk agent recorded by the installed ``record``; the installed ``ui``.
+on every page. A real a2a-sdk agent recorded by ``record`` into one log the module's tests share (its
+first send through the installed script, the others in this process: tests/support/in_process.py);
+``tasks`` through the installed script for the whole list, in this process for the others; the
+installed ``ui``.
 
 Before: the UI read the task index only, so a lone reply showed in ``tasks`` and never in the
 browser."""
@@ -16,6 +19,7 @@ import pytest
 
 from a2a_tape.inspection.ui import reading
 from a2a_tape.store import open_store
+from tests.conftest import running_sdk_agent
 from tests.replay.inspect.ui.conftest import run
 
 SENDS = ("first task", "reply alone", "second task", "reply alone", "third task")
@@ -28,17 +32,19 @@ def _name(row: dict) -> str:
     return row["task_id"]
 
 
-@pytest.fixture
-def log(sdk_agent, tmp_path):
-    db = tmp_path / "log.db"
-    for text in SENDS:
-        r = run("record", sdk_agent.url, text, "--db", db)
-        assert r.returncode == 0, r.stderr[-2000:]
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    """The module's log (read only by its tests): the SENDS recorded from one real a2a-sdk agent."""
+    db = tmp_path_factory.mktemp("list") / "log.db"
+    with running_sdk_agent() as agent:
+        for k, text in enumerate(SENDS):
+            r = run("record", agent.url, text, "--db", db, installed=k == 0)
+            assert r.returncode == 0, r.stderr[-2000:]
     return db
 
 
-def _tasks(db, *args: str) -> list[str]:
-    r = run("tasks", "--json", "--db", db, *args)
+def _tasks(db, *args: str, installed: bool = False) -> list[str]:
+    r = run("tasks", "--json", "--db", db, *args, installed=installed)
     assert r.returncode == 0, r.stderr
     return [_name(row) for row in json.loads(r.stdout)]
 
@@ -51,7 +57,7 @@ def _listed(html: str) -> list[str]:
 
 @pytest.mark.parametrize("query", ["", "?state=completed", "?binding=JSONRPC", "?level=warning"])
 def test_the_list_shows_what_tasks_lists_lone_messages_too(log, serve_ui, query):
-    expected = _tasks(log, "--state", "completed") if "state" in query else _tasks(log)
+    expected = _tasks(log, "--state", "completed") if "state" in query else _tasks(log, installed=query == "")
     if "level" in query:  # tasks has no faults filter: a lone reply has no faults, so it is never shown
         expected = [n for n in expected if not n.startswith("message ")]
     elif "state" not in query:

@@ -6,6 +6,10 @@ no ``closed-while-working`` (the stream has not ended); a task that waits for in
 closed, has no dot. The page shows what the user asked; exchanges are numbered in the task (not by
 the log's ids), the agent-card fetch that began the recording among them; numeric cells do not wrap; a failed task's answer is not in the green box of a
 final answer; counts are said as people say them (no "(s)").
+
+``record`` of what a test checks the page against runs through the installed script once (the failed
+task), in this process otherwise (tests/support/in_process.py), as ``tasks`` and ``doctor`` do; the
+``record`` the page watches live and ``ui`` are the installed script.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ LINES = """e => {
 }"""
 
 
-def _record(url: str, db, text: str) -> dict:
-    r = run("record", url, text, "--db", db, "--json")
+def _record(url: str, db, text: str, *, installed: bool = False) -> dict:
+    r = run("record", url, text, "--db", db, "--json", installed=installed)
     assert r.stdout, r.stderr
     return json.loads(r.stdout)
 
@@ -91,8 +95,8 @@ def test_a_task_being_recorded_tells_the_truth_while_live(page: Page, serve_ui, 
                 agent.executor.gate.release()
             out, err = rec.communicate(timeout=60)
         assert rec.returncode == 0, err
-        task = json.loads(run("tasks", "--json", "--db", db).stdout)[0]["task_id"]
-        doctor = run("doctor", task, "--db", db, "--json")
+        task = json.loads(run("tasks", "--json", "--db", db, installed=False).stdout)[0]["task_id"]
+        doctor = run("doctor", task, "--db", db, "--json", installed=False)
         assert [f["code"] for f in json.loads(doctor.stdout)["findings"] if f["level"] == "error"] == []
         expect(page.locator("#findings")).not_to_contain_text("closed-while-working")
         # numbers stay on one line, however narrow the page
@@ -108,7 +112,7 @@ def test_a_task_being_recorded_tells_the_truth_while_live(page: Page, serve_ui, 
 def test_a_failed_tasks_answer_is_not_shown_as_a_final_answer(page: Page, serve_ui, tmp_path):
     db = tmp_path / "failed.db"
     with running_sdk_agent() as agent:
-        failed = _record(agent.url, db, "boom now")
+        failed = _record(agent.url, db, "boom now", installed=True)
         done = _record(agent.url, db, "hello")
     assert failed["state"] == "failed" and failed["final_answer"] == "chunk-0 "
     ui = serve_ui(db)

@@ -12,10 +12,10 @@ from tests.replay.inspect.ui.conftest import run
 
 def test_a_lone_message_has_a_page(page: Page, serve_ui, sdk_agent, tmp_path):
     db = tmp_path / "hello.db"
-    for how in (("--protocol", "0.3", "--no-stream"), ("--protocol", "1.0")):
-        r = run("record", sdk_agent.url, "reply bare", *how, "--db", db)
+    for k, how in enumerate((("--protocol", "0.3", "--no-stream"), ("--protocol", "1.0"))):
+        r = run("record", sdk_agent.url, "reply bare", *how, "--db", db, installed=k == 0)  # the second in process
         assert r.returncode == 0, r.stderr
-    keys = [row["message_id"] for row in json.loads(run("tasks", "--json", "--db", db).stdout)]
+    keys = [row["message_id"] for row in json.loads(run("tasks", "--json", "--db", db, installed=False).stdout)]
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(str(exc)))
     page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)

@@ -10,6 +10,11 @@
 - ``record``'s event count is the one ``tasks``, ``channels``, ``show`` and the UI count (every
   row the log holds for the run, LOCAL notes and the GetTask answer included): it said 11 where
   the others said 13 for the demo (the stream's events only).
+
+Each command that reads the log (``tasks``, ``doctor``, ``channels``, ``show``; ``import`` to make it)
+runs through the installed script for the issue's case (the sdk-closed-working task), and ``record``
+for its first way of recording; the other cases run the same commands in this process
+(tests/support/in_process.py). ``ui`` and ``demo`` always run as the installed script.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from a2a_tape.fold.codes import CHECKS
 from a2a_tape.inspection.ui import reading
 from a2a_tape.store import open_store
 from tests.replay.inspect.ui.conftest import RECORDINGS, SCRIPT, run
+from tests.support.in_process import run_text_in_process
 
 TAPES = sorted(RECORDINGS.glob("*.jsonl"))
 _ROW = re.compile(
@@ -37,22 +43,25 @@ _ROW = re.compile(
 )
 
 
-def _wide(*args: object) -> str:
+def _people(*args: object, installed: bool) -> str:
     """What a person reads on a wide terminal (stdout)."""
-    env = {**os.environ, "COLUMNS": "400"}
-    r = subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
+    if installed:
+        env = {**os.environ, "COLUMNS": "400"}
+        r = subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
+    else:
+        r = run_text_in_process([str(a) for a in args], env={"COLUMNS": "400"}, timeout=120)
     assert r.returncode in (0, 1), r.stderr
     return r.stdout
 
 
-def _json(*args: object) -> object:
-    r = run(*args)
+def _json(*args: object, installed: bool) -> object:
+    r = run(*args, installed=installed)
     assert r.returncode in (0, 1), r.stderr  # doctor: 1 on an error
     return json.loads(r.stdout)
 
 
-def _doctor(db: Path, task_id: str) -> tuple[int, int]:
-    doc = _json("doctor", task_id, "--db", db, "--json")
+def _doctor(db: Path, task_id: str, *, installed: bool) -> tuple[int, int]:
+    doc = _json("doctor", task_id, "--db", db, "--json", installed=installed)
     assert isinstance(doc, dict)
     assert doc["errors"] + doc["warnings"] == len(doc["findings"])
     return doc["errors"], doc["warnings"]
@@ -71,9 +80,10 @@ def _ui_rows(serve_ui, db: Path) -> dict[str, tuple[int, str]]:
     return {task: (int(events), cell.strip()) for task, events, cell in _ROW.findall(page.text)}
 
 
-def _check_counts(db: Path, serve_ui) -> dict[str, tuple[int, int]]:
-    """Every list's faults and events equal doctor's and channels' for every task of ``db``."""
-    rows = [r for r in _json("tasks", "--all", "--json", "--db", db) if r["kind"] == "task"]
+def _check_counts(db: Path, serve_ui, *, installed: bool = False) -> dict[str, tuple[int, int]]:
+    """Every list's faults and events equal doctor's and channels' for every task of ``db`` (the commands
+    through the installed script, or in this process: ``installed``; the UI is always the installed one)."""
+    rows = [r for r in _json("tasks", "--all", "--json", "--db", db, installed=installed) if r["kind"] == "task"]
     assert rows
     shown = _ui_rows(serve_ui, db)
     st = open_store(str(db), create=False)
@@ -82,11 +92,11 @@ def _check_counts(db: Path, serve_ui) -> dict[str, tuple[int, int]]:
     finally:
         st.close()
     listed = {r["task_id"]: r for r in page["rows"] if r["task_id"]}
-    people = _wide("tasks", "--all", "--db", db)
+    people = _people("tasks", "--all", "--db", db, installed=installed)
     counts = {}
     for row in rows:
         task = row["task_id"]
-        errors, warnings = _doctor(db, task)
+        errors, warnings = _doctor(db, task, installed=installed)
         counts[task] = (errors, warnings)
         assert (row["faults"], row["errors"], row["warnings"]) == (errors + warnings, errors, warnings), task
         ui = listed[task]
@@ -95,11 +105,11 @@ def _check_counts(db: Path, serve_ui) -> dict[str, tuple[int, int]]:
         line = next(x for x in people.splitlines() if x.split() and x.split()[0] == task)
         column = re.search(r"\d\d:\d\d:\d\d\s+(\d+E(?: \d+W)?\b|\d+W\b)?", line)  # after "started"
         assert column and (column.group(1) or "") == _cell(errors, warnings), line
-        channels = _json("channels", task, "--db", db, "--json")
+        channels = _json("channels", task, "--db", db, "--json", installed=installed)
         assert isinstance(channels, dict)
         assert channels["events"] == row["events"] == ui["events"], task
         assert {f["code"] for f in channels["faults"]} <= set(CHECKS), channels["faults"]
-        human = _wide("channels", task, "--db", db)
+        human = _people("channels", task, "--db", db, installed=installed)
         said = re.findall(r"^(error|warning): ([a-z-]+): ", human, re.M)
         assert sum(level == "error" for level, _ in said) == errors, human
         assert sum(level == "warning" for level, _ in said) == warnings, human
@@ -110,7 +120,7 @@ def _check_counts(db: Path, serve_ui) -> dict[str, tuple[int, int]]:
 @pytest.mark.parametrize("tape", TAPES, ids=[t.stem for t in TAPES])
 def test_every_list_counts_doctors_findings(tape, tmp_path, serve_ui):
     db = tmp_path / "g.db"
-    r = run("import", tape, "--db", db)
+    r = run("import", tape, "--db", db, installed=False)
     assert r.returncode == 0, r.stderr
     _check_counts(db, serve_ui)
 
@@ -124,7 +134,7 @@ def test_counts_read_from_doctors_kept_findings_are_the_same(tmp_path, serve_ui)
 
     db = tmp_path / "all.db"
     for tape in TAPES[:-1]:
-        assert run("import", tape, "--db", db).returncode == 0
+        assert run("import", tape, "--db", db, installed=False).returncode == 0
     st = open_store(str(db), create=False)
     try:
         rows = list(listing.list_tasks(st, listing.TaskFilter(), limit=None).rows)
@@ -134,9 +144,9 @@ def test_counts_read_from_doctors_kept_findings_are_the_same(tmp_path, serve_ui)
         assert counter._kept is None
     finally:
         st.close()
-    doctor = run("doctor", "--db", db, "--json")
+    doctor = run("doctor", "--db", db, "--json", installed=False)
     assert doctor.returncode in (0, 1)
-    assert run("import", TAPES[-1], "--db", db).returncode == 0  # the log grows past what doctor kept
+    assert run("import", TAPES[-1], "--db", db, installed=False).returncode == 0  # the log grows past what doctor kept
     counts = _check_counts(db, serve_ui)
     assert {t: counts[t] for t in fresh} == fresh
     st = open_store(str(db), create=False)
@@ -150,12 +160,13 @@ def test_counts_read_from_doctors_kept_findings_are_the_same(tmp_path, serve_ui)
 
 def test_the_closed_working_task_shows_one_error_everywhere(tmp_path, serve_ui):
     """The issue's case: the list said 2 (the fold's stream-closed-active and ended-active) where
-    the task's page and doctor show 1 error; channels named codes doctor does not know."""
+    the task's page and doctor show 1 error; channels named codes doctor does not know. Every command
+    through the installed script."""
     db = tmp_path / "g.db"
     assert run("import", RECORDINGS / "sdk-closed-working.jsonl", "--db", db).returncode == 0
-    assert list(_check_counts(db, serve_ui).values()) == [(1, 0)]
-    [row] = _json("tasks", "--json", "--db", db)
-    channels = _json("channels", row["task_id"], "--db", db, "--json")
+    assert list(_check_counts(db, serve_ui, installed=True).values()) == [(1, 0)]
+    [row] = _json("tasks", "--json", "--db", db, installed=True)
+    channels = _json("channels", row["task_id"], "--db", db, "--json", installed=True)
     assert isinstance(channels, dict)
     codes = {f["code"] for f in channels["faults"]}
     assert codes == {"closed-while-working"}, channels["faults"]
@@ -171,29 +182,31 @@ def test_the_demo_task_shows_doctors_two_warnings_and_records_count_everywhere(t
     assert said, r.stdout[-2000:]
     events, task = int(said.group(1)), said.group(2)
     assert _check_counts(db, serve_ui) == {task: (0, 2)}
-    [row] = _json("tasks", "--json", "--db", db)
+    [row] = _json("tasks", "--json", "--db", db, installed=False)
     assert row["events"] == events
-    shown = _json("show", task, "--json", "--db", db)
+    shown = _json("show", task, "--json", "--db", db, installed=False)
     assert isinstance(shown, list) and len(shown) == events
 
 
 @pytest.mark.parametrize("extra", [(), ("--no-get-task",), ("--no-stream",)])
 def test_records_event_count_is_the_one_everyone_counts(sdk_agent, tmp_path, serve_ui, extra):
     """A real a2a-sdk agent: record --json's events (and its human line) equal tasks', channels',
-    show's and the UI's, whether record asked GetTask after the stream, or polled."""
+    show's and the UI's, whether record asked GetTask after the stream, or polled. ``record`` through the
+    installed script the first way, in this process the others."""
+    installed = extra == ()
     db = tmp_path / "r.db"
-    r = run("record", sdk_agent.url, "hello", "--db", db, "--json", *extra)
+    r = run("record", sdk_agent.url, "hello", "--db", db, "--json", *extra, installed=installed)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    [row] = _json("tasks", "--json", "--db", db)
-    shown = _json("show", doc["task_id"], "--json", "--db", db)
+    [row] = _json("tasks", "--json", "--db", db, installed=False)
+    shown = _json("show", doc["task_id"], "--json", "--db", db, installed=False)
     assert isinstance(shown, list)
     assert doc["events"] == row["events"] == len(shown)
     assert doc["local_events"] == sum(1 for e in shown if e.get("origin") == "local")
     _check_counts(db, serve_ui)
-    human = run("record", sdk_agent.url, "hello", "--db", tmp_path / "h.db", *extra)
+    human = run("record", sdk_agent.url, "hello", "--db", tmp_path / "h.db", *extra, installed=installed)
     said = re.search(r"recorded (\d+) events?", human.stdout + human.stderr)
     assert said, human.stderr
     n = int(said.group(1))
-    [again] = _json("tasks", "--json", "--db", tmp_path / "h.db")
+    [again] = _json("tasks", "--json", "--db", tmp_path / "h.db", installed=False)
     assert n == again["events"]

@@ -5,6 +5,9 @@ opencode-blocks agent whose task store doubles the answer, then ``verify`` again
 a2a-sdk agent). Its page shows both side by side, each with the agent's stored copy as evidence,
 the latest run below them unless the address names another (``/tasks/TASK@N``, the CLI's
 notation), a link per pair of runs to the diff view, and a 404 page for a selector that names no run.
+``tasks --runs --json`` through the installed script for the first test, the other commands that read
+the log in this process (tests/support/in_process.py); ``ui``, the proxy and ``record`` installed. The
+tests that only read the two-run log share the module's one ``ui`` on it (``shared_ui``).
 """
 
 from __future__ import annotations
@@ -49,16 +52,16 @@ def runs_db(tmp_path_factory) -> tuple[Path, str]:
     return db, task
 
 
-def _runs(db: Path) -> list[dict]:
-    r = run("tasks", "--runs", "--json", "--db", db)
+def _runs(db: Path, *, installed: bool = False) -> list[dict]:
+    r = run("tasks", "--runs", "--json", "--db", db, installed=installed)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
-def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page, serve_ui, runs_db):
+def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page, shared_ui, runs_db):
     db, task = runs_db
-    listed = _runs(db)
-    ui = serve_ui(db)
+    listed = _runs(db, installed=True)
+    ui = shared_ui(db)
     page.goto(ui.url)
     page.locator("#task-rows tr.task-row a").first.click()
     cards = page.locator("#runs article.run-card")
@@ -105,7 +108,7 @@ def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page,
     for line in changed:
         marked = "".join(line.locator("mark.word").all_inner_texts())
         assert 0 < len(marked) < len(line.inner_text()), line.inner_text()
-    r = run("diff", f"{task}@1", f"{task}@2", "--db", db)
+    r = run("diff", f"{task}@1", f"{task}@2", "--db", db, installed=False)
     assert r.returncode == 1, r.stdout + r.stderr  # the command says they differ too
 
 
@@ -118,9 +121,9 @@ def test_a_task_of_two_runs_shows_them_side_by_side_the_latest_below(page: Page,
         ("no-such-task@1", "No task 'no-such-task'"),
     ],
 )
-def test_a_selector_that_names_no_run_is_a_404_page(page: Page, serve_ui, runs_db, address, says):
+def test_a_selector_that_names_no_run_is_a_404_page(page: Page, shared_ui, runs_db, address, says):
     db, task = runs_db
-    ui = serve_ui(db)
+    ui = shared_ui(db)
     page.goto(ui.url)
     response = page.goto(f"{ui.base}/tasks/{address.format(task=task)}")
     assert response is not None and response.status == 404
@@ -145,7 +148,7 @@ def test_a_task_of_one_run_shows_its_run_and_stored_copy(page: Page, serve_ui, d
     expect(page.locator("#scrubber")).to_be_visible()  # the live page, as before
     # the artifacts table agrees with doctor on lastChunk (the stored copy closes nothing)
     task = page.locator("section.task").get_attribute("data-task")
-    doctor = json.loads(run("doctor", task, "--json", "--db", demo_db).stdout)
+    doctor = json.loads(run("doctor", task, "--json", "--db", demo_db, installed=False).stdout)
     never = [f["message"].split()[1] for f in doctor["findings"] if f["code"] == "artifact-not-closed"]
     assert never  # the demo agent never closes its reasoning artifact, on purpose
     for row in page.locator("table.artifacts tbody tr").all():
@@ -198,23 +201,24 @@ def _two_runs_appear(db: Path) -> str:
     """The task once the log holds both runs of it (the proxy's and the client's first events)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        r = run("tasks", "--runs", "--json", "--db", db)
+        r = run("tasks", "--runs", "--json", "--db", db, installed=False)
         found = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else []
         if len(found) == 2:
             return found[0]["task_id"]
+        time.sleep(0.05)  # a poll's pace (in this process a look costs little: it would spin)
     raise AssertionError("the proxy and the client never both recorded the task")
 
 
 @pytest.mark.parametrize(
     "query", ["", "?q=hello", "?state=completed&binding=JSONRPC"], ids=["list", "search", "filters"]
 )
-def test_the_list_shows_each_tasks_runs_and_links_to_each(page: Page, serve_ui, runs_db, query):
+def test_the_list_shows_each_tasks_runs_and_links_to_each(page: Page, shared_ui, runs_db, query):
     """The task list's runs column (issue 30): how many runs ``tasks --json`` counts, a link to each
     (``/tasks/TASK@N``) named by its source, on the list, a search and a filtered list alike."""
     db, task = runs_db
-    listed = {r["task_id"]: r for r in json.loads(run("tasks", "--json", "--db", db).stdout)}
+    listed = {r["task_id"]: r for r in json.loads(run("tasks", "--json", "--db", db, installed=False).stdout)}
     assert listed[task]["runs"] == 2 and listed[task]["sources"] == ["client", "verify"]
-    ui = serve_ui(db)
+    ui = shared_ui(db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/{query}")
     row = page.locator("#task-rows tr.task-row", has=page.locator("td.id code", has_text=task))

@@ -9,13 +9,16 @@ task page lists each verify run as such, with the verdict ``verify`` printed: ma
 divergence (its rule and message, the recorded and the live event), and a link to the diff view of
 the recorded run and the live one. The UI judges by verify's own rule
 (``inspection/verify_runs.py`` calls ``inspection/verify_rules.py``): what it shows is the
-``--json`` report's, field by field.
+``--json`` report's, field by field. The first ``record`` and the first ``verify`` run through the
+installed script, the others in this process (tests/support/in_process.py). The tests, which only read
+the log, share the module's one ``ui`` on it (``shared_ui``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,17 +44,20 @@ def verified(tmp_path_factory) -> Verified:
     db = cwd / "verify.db"
     reports = []
 
-    def verify(task: str, url: str, exit_code: int, *extra: str) -> None:
-        code, out, err = _cli(f"verify {task} --against {url} --db '{db}' --json {' '.join(extra)}", cwd, env)
+    def verify(task: str, url: str, exit_code: int, *extra: str, installed: bool = False) -> None:
+        line = shlex.join(["verify", task, "--against", url, "--db", str(db), "--json", *extra])
+        code, out, err = _cli(line, cwd, env, installed=installed)
         assert code == exit_code, out + err
         reports.extend(json.loads(out)["tasks"])
 
     with contract_agent() as blocks, running_sdk_agent() as sdk:
         for agent, text, exit_code in ((blocks, "hello blocks", 1), (sdk.url, "hello", 0)):
-            code, out, err = _cli(f"record {agent} '{text}' --db '{db}' --json", cwd, env)
+            installed = agent == blocks  # the first of each through the installed script
+            line = shlex.join(["record", agent, text, "--db", str(db), "--json"])
+            code, out, err = _cli(line, cwd, env, installed=installed)
             assert code == 0, err
             task = json.loads(out)["task_id"]
-            verify(task, sdk.url, exit_code)
+            verify(task, sdk.url, exit_code, installed=installed)
         verify(task, sdk.url, 0, "--update")  # its live run is served from then on
         verify(task, sdk.url, 0)  # compared with the run --update adopted
     diverged, matched, adopted, again = reports
@@ -74,10 +80,10 @@ def _point(p: dict) -> str:
     )
 
 
-def test_a_diverged_verify_run_shows_its_first_divergence_and_opens_the_diff(page: Page, serve_ui, verified):
+def test_a_diverged_verify_run_shows_its_first_divergence_and_opens_the_diff(page: Page, shared_ui, verified):
     report = verified.diverged
     task, live = report["task_id"], report["live"][0]
-    ui = serve_ui(verified.db)
+    ui = shared_ui(verified.db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/tasks/{task}")
     cards = page.locator("#runs article.run-card")
@@ -112,10 +118,10 @@ def test_a_diverged_verify_run_shows_its_first_divergence_and_opens_the_diff(pag
     expect(page.locator(".diff").first).to_contain_text(SECOND)
 
 
-def test_a_matching_verify_run_says_so(page: Page, serve_ui, verified):
+def test_a_matching_verify_run_says_so(page: Page, shared_ui, verified):
     report = verified.matched
     task, live = report["task_id"], report["live"][0]
-    ui = serve_ui(verified.db)
+    ui = shared_ui(verified.db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/tasks/{live}")  # the verify run's own address
     card = page.locator(f"#runs article.run-card[data-run='{live}']")
@@ -130,11 +136,11 @@ def test_a_matching_verify_run_says_so(page: Page, serve_ui, verified):
     assert task in page.url
 
 
-def test_each_verify_run_is_judged_against_the_run_served_when_it_was_made(page: Page, serve_ui, verified):
+def test_each_verify_run_is_judged_against_the_run_served_when_it_was_made(page: Page, shared_ui, verified):
     """``verify --update`` made run 3 the one served: the next verify run (4) was compared with it,
     runs 2 and 3 with the recording (run 2 before run 3 was adopted): the page says what the command said."""
     reports = [verified.matched, verified.adopted, verified.again]
-    ui = serve_ui(verified.db)
+    ui = shared_ui(verified.db)
     page.goto(ui.url)
     page.goto(f"{ui.base}/tasks/{verified.again['task_id']}")
     cards = page.locator("#runs article.run-card")
