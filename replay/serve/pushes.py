@@ -217,8 +217,7 @@ class Run:
             await self._moved.wait()
 
     async def deliver(self) -> None:
-        import httpx  # a replay that delivers no push never loads the HTTP client (~70 ms of its start)
-
+        httpx = _http_client()
         from a2a_tape.wire.http_client import cookieless
 
         async with httpx.AsyncClient(
@@ -239,8 +238,7 @@ class Run:
                         await self._post(http, hook, p, n)
 
     async def _post(self, http: httpx.AsyncClient, hook: Webhook, p: Planned, n: int) -> None:
-        import httpx  # loaded by deliver()
-
+        httpx = _http_client()
         headers = {"content-type": "application/json"}
         if hook.token is not None:
             headers[TOKEN_HEADER] = hook.token
@@ -260,6 +258,14 @@ class Run:
             self.log(f"PUSH {n}/{len(self.pushes)} task {self.task_id} {what}")
 
 
+def _http_client() -> Any:
+    """httpx, imported when first asked for: a replay with no push to deliver never loads it (~70 ms of its
+    start: httpx imports its own command line)."""
+    import httpx
+
+    return httpx
+
+
 class Pushes:
     """A replay's push side: the configs its clients registered, and the sends' pushes on their way."""
 
@@ -269,6 +275,8 @@ class Pushes:
         self.configs = Configs()
         self.log: Callable[[str], None] | None = None  # a line per POST (serve prints them)
         self._running: set[asyncio.Task[None]] = set()
+        if self.enabled:  # loaded now, at start, not on the event loop when the first push goes out
+            _http_client()
 
     @property
     def enabled(self) -> bool:
