@@ -253,6 +253,8 @@ def server(
         def capture_signals(self) -> Iterator[None]:
             with super().capture_signals():  # on leaving, it raises each signal it caught again
                 main = threading.current_thread() is threading.main_thread()
+                if main and _STOP_ASKED.is_set():  # a stop that came before uvicorn had the signals (_terminated)
+                    self.should_exit = True
                 hup = getattr(signal, "SIGHUP", None)
                 previous = signal.signal(hup, self.handle_exit) if main and hup is not None else None
                 try:
@@ -314,18 +316,34 @@ def run(
     called once SIGTERM is handled so, never before, and a SIGTERM sent as soon as the line is
     read exits 0 too. ``on_exit``, ``head_timeout``: as :func:`server` says."""
     main = threading.current_thread() is threading.main_thread()
+    _STOP_ASKED.clear()
     previous = {sig: signal.signal(sig, _terminated) for sig in _STOPS} if main else {}
     try:
         if listening is not None:
             listening()
         server(app, lifespan=lifespan, on_exit=on_exit, head_timeout=head_timeout).run(sockets=[sock])
+        if _STOP_ASKED.is_set():  # a stop whose SystemExit was lost (below) still ends here as one
+            raise SystemExit(0)
     finally:
+        _STOP_ASKED.clear()
         sock.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
+_STOP_ASKED = threading.Event()
+"""A stop signal arrived while :func:`_terminated` was the handler (before uvicorn took the signals, or
+when uvicorn handed one back)."""
+
+
 def _terminated(signum: int, frame: object) -> None:
+    # Python runs a handler between two instructions of whatever the main thread runs: when that is a
+    # weakref callback or a __del__ (an import's module lock is freed by one: a server starting up imports
+    # a lot), the SystemExit is printed as "Exception ignored" and lost, and the server went on to serve
+    # until killed (a docs block's serve, stopped as soon as it was up, was SIGKILLed after 30 s). The flag
+    # is not lost: uvicorn, once it has the signals, stops at once when it is set (Server.capture_signals),
+    # and run() ends as the SystemExit would have.
+    _STOP_ASKED.set()
     raise SystemExit(0)
 
 

@@ -210,3 +210,41 @@ def test_a_port_picked_to_bind_later_is_below_the_kernels_range_and_free_with_it
         socks = [bind("127.0.0.1", p) for p in range(port, port + run)]
         for s in socks:
             s.close()
+
+
+# A server's stop that lands where Python cannot raise it. A hand-written trigger: the real race (a SIGTERM
+# arriving while the main thread runs a weakref callback, as a freed import lock's is, during a server's
+# start-up) happened once in a full run and cannot be timed from outside; here the signal is sent from
+# inside such a callback, so its SystemExit is printed as "Exception ignored" and lost, every time.
+_LOST_STOP = """
+import os, signal, sys, weakref
+from a2a_tape.recorder import listen
+
+async def app(scope, receive, send):
+    pass
+
+class Held:
+    pass
+
+def lose_a_stop():
+    held = Held()
+    def stop(_):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):  # the handler runs here, in the callback: its SystemExit is lost
+            pass
+    ref = weakref.ref(held, stop)
+    del held
+    print("stop sent", flush=True)
+
+listen.run(app, listen.bind("127.0.0.1", 0), listening=lose_a_stop)
+print("ended", flush=True)
+"""
+
+
+def test_a_stop_lost_in_a_weakref_callback_still_ends_the_server_with_exit_0():
+    """recorder/listen.py's stop flag: before it, the server went on serving until killed (a docs block's
+    ``serve`` was SIGKILLed 30 s after its SIGTERM in a full run)."""
+    r = subprocess.run([sys.executable, "-c", _LOST_STOP], capture_output=True, text=True, timeout=30)
+    assert "Exception ignored" in r.stderr, r.stderr  # the trigger did lose the SystemExit
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.splitlines() == ["stop sent"], r.stdout  # ended as a SystemExit, not by returning
