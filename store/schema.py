@@ -3,17 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Protocol
 
 from a2a_tape.store.errors import SchemaTooNew
-
-
-class Executes(Protocol):
-    """What a migration needs: a connection that runs one statement (sqlite3's; PostgreSQL's own
-    migrations are store.postgres's)."""
-
-    def execute(self, sql: str, /) -> object: ...
-
 
 _TABLE = 'CREATE TABLE "{name}" (\n{columns}\n)'
 """A table as the first migrations wrote it: quoted names, one column a line (see :func:`_v1`)."""
@@ -52,7 +43,7 @@ _EXCHANGE_COLUMNS = _columns(
 )
 
 
-def _v1(db: Executes) -> None:
+def _v1(db: sqlite3.Connection) -> None:
     # exchanges: one HTTP request and its answer. (The texts of the CREATE statements of exchanges,
     # idempotency, projection_cursors, meta and leases are those sqlite-utils wrote for the tables when
     # it made them, kept to the byte: a log made now reads as one made then.)
@@ -106,12 +97,12 @@ def _v1(db: Executes) -> None:
     db.execute(_TABLE.format(name="meta", columns=_columns("key TEXT PRIMARY KEY", "value TEXT")))
 
 
-def _v2(db: Executes) -> None:
+def _v2(db: sqlite3.Connection) -> None:
     # row leases with expiry: one recoverer per orphaned task, even with several proxies
     db.execute(_TABLE.format(name="leases", columns=_columns("name TEXT PRIMARY KEY", "owner TEXT", "expires_at REAL")))
 
 
-def _v3(db: Executes) -> None:
+def _v3(db: sqlite3.Connection) -> None:
     # projection rows are whole task states (kilobytes each): in a WITHOUT ROWID table every
     # upsert moved them through the primary-key B-tree and its overflow pages, which cost a
     # rebuild more than its fold. A rowid table with a unique key index keeps the rows as they
@@ -133,7 +124,7 @@ def _v3(db: Executes) -> None:
     db.execute("ALTER TABLE projection_rows_v3 RENAME TO projection_rows")
 
 
-def _v4(db: Executes) -> None:
+def _v4(db: sqlite3.Connection) -> None:
     # projections that answer with an index instead of a fold of the log (issue 14): the task
     # list by last event, a full-text index of the searchable fields, doctor's findings per task.
     # (Task rows folded before have no index rows: the projector folds them again, see
@@ -174,7 +165,7 @@ def _v4(db: Executes) -> None:
     db.execute("CREATE INDEX doctor_findings_unsettled ON doctor_findings(settled) WHERE settled = 0")
 
 
-def _v5(db: Executes) -> None:
+def _v5(db: sqlite3.Connection) -> None:
     # the binding of each exchange (issue 22): jsonrpc, http+json, grpc. Rows written before it
     # are filled from their dialect ("rest" was HTTP+JSON, a version JSON-RPC); the dialect is
     # left as written, and store.methods.binding_and_version reads both alike.
@@ -183,7 +174,7 @@ def _v5(db: Executes) -> None:
     db.execute("UPDATE exchanges SET binding = 'jsonrpc' WHERE dialect IN ('0.3', '1.0')")
 
 
-def _v6(db: Executes) -> None:
+def _v6(db: sqlite3.Connection) -> None:
     # runs (issue 30): who recorded each exchange. Rows written before it say only their role:
     # each task's exchanges recorded by a proxy are one run, those of a client (record, a
     # transport) another, those of an import or a probe one each; recovery's join the task's

@@ -25,8 +25,6 @@ def _events() -> list[NewEvent]:
 
 
 def test_a_v3_sqlite_log_with_a_folded_projection_lists_every_task(tmp_path):
-    import sqlite_utils
-
     from a2a_tape.store.schema import MIGRATIONS
 
     path = tmp_path / "v3.db"
@@ -36,9 +34,8 @@ def test_a_v3_sqlite_log_with_a_folded_projection_lists_every_task(tmp_path):
         rows = list(src.projection_rows("tasks"))
         events = src._conn.execute("SELECT task_id, seq, payload, received_at, origin FROM events").fetchall()
     conn = sqlite3.connect(path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
     for migration in MIGRATIONS[:3]:
-        migration(db)
+        migration(conn)
     conn.execute("PRAGMA user_version = 3")
     conn.executemany("INSERT INTO events (task_id, seq, payload, received_at, origin) VALUES (?, ?, ?, ?, ?)", events)
     conn.executemany("INSERT INTO projection_rows VALUES ('tasks', ?, ?)", rows)

@@ -35,13 +35,10 @@ def test_binding_and_version_reads_old_and_new_rows(binding, dialect, expected):
 
 
 def test_a_v4_sqlite_log_gets_the_binding_of_each_exchange(tmp_path):
-    import sqlite_utils
-
     path = tmp_path / "v4.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
     for migration in MIGRATIONS[:4]:
-        migration(db)
+        migration(conn)
     conn.execute("PRAGMA user_version = 4")
     for method, dialect in [("message:stream", "rest"), ("message/stream", "0.3"), ("GetTask", "1.0"), (None, None)]:
         conn.execute(

@@ -99,13 +99,10 @@ def test_proxy_and_client_into_one_postgresql_log(sdk_agent, pg_url, tmp_path):
 
 
 def test_a_v5_log_upgrades_each_task_one_run_unless_a_proxy_and_a_client(tmp_path):
-    import sqlite_utils
-
     path = tmp_path / "v5.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
     for migration in MIGRATIONS[:5]:
-        migration(db)
+        migration(conn)
     conn.execute("PRAGMA user_version = 5")
     rows = [(1, "t1", "client"), (2, "t1", "client"), (3, "t2", "proxy"), (4, "t2", "client"), (5, "t2", "recovery")]
     for ex_id, task, role in rows:

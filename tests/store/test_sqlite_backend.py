@@ -50,16 +50,13 @@ def test_empty_sqlite_file_is_migrated(tmp_path):
 def test_a_version_2_database_keeps_its_projection_through_the_migration(tmp_path):
     """v3 moves projection rows out of a WITHOUT ROWID table: same rows, same cursor, nothing
     folded again; the log is untouched."""
-    import sqlite_utils
-
     from a2a_tape.store.schema import MIGRATIONS
 
     path = tmp_path / "v2.db"
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
-    db = sqlite_utils.Database(conn)
     for migration in MIGRATIONS[:2]:
-        migration(db)
+        migration(conn)
     conn.execute("PRAGMA user_version = 2")
     assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'projection_rows'").fetchone()[0]
     conn.execute(
