@@ -217,7 +217,8 @@ class Run:
             await self._moved.wait()
 
     async def deliver(self) -> None:
-        httpx = _http_client()
+        import httpx  # loaded by Pushes at start (a replay with no push never loads it)
+
         from a2a_tape.wire.http_client import cookieless
 
         async with httpx.AsyncClient(
@@ -238,7 +239,8 @@ class Run:
                         await self._post(http, hook, p, n)
 
     async def _post(self, http: httpx.AsyncClient, hook: Webhook, p: Planned, n: int) -> None:
-        httpx = _http_client()
+        import httpx
+
         headers = {"content-type": "application/json"}
         if hook.token is not None:
             headers[TOKEN_HEADER] = hook.token
@@ -258,14 +260,6 @@ class Run:
             self.log(f"PUSH {n}/{len(self.pushes)} task {self.task_id} {what}")
 
 
-def _http_client() -> Any:
-    """httpx, imported when first asked for: a replay with no push to deliver never loads it (~70 ms of its
-    start: httpx imports its own command line)."""
-    import httpx
-
-    return httpx
-
-
 class Pushes:
     """A replay's push side: the configs its clients registered, and the sends' pushes on their way."""
 
@@ -275,8 +269,10 @@ class Pushes:
         self.configs = Configs()
         self.log: Callable[[str], None] | None = None  # a line per POST (serve prints them)
         self._running: set[asyncio.Task[None]] = set()
-        if self.enabled:  # loaded now, at start, not on the event loop when the first push goes out
-            _http_client()
+        # the pushes' HTTP client loaded now, never on the event loop at the first push; a replay with no
+        # push never loads it (~70 ms of its start: httpx imports its own command line)
+        if self.enabled:
+            import httpx  # noqa: F401
 
     @property
     def enabled(self) -> bool:
